@@ -1,0 +1,215 @@
+//! The `scaffold-aip` command line. `main` is a thin wrapper over [`run`], so every command
+//! can be driven (and tested) as a library call.
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::explain;
+use crate::lint;
+use crate::manifest::{self, Checked};
+use crate::render::{self, Format, Summary};
+
+/// Exit status: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: findings (errors, or warnings under `--deny-warnings`).
+pub const EXIT_FINDINGS: i32 = 1;
+/// Exit status: bad usage or an I/O error.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Tools for AIP-44 ACP.md manifests.
+#[derive(Debug, Parser)]
+#[command(name = "scaffold-aip", version, about, long_about = None)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A `scaffold-aip` command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check manifests; exit 0 when clean, 1 on findings, 2 on usage or I/O errors.
+    Lint(LintArgs),
+    /// Show what a manifest means: the initialize message, tier, refs and lifecycle mapping.
+    Explain(ExplainArgs),
+    /// Print the JSON Schema of the ACP.md frontmatter (generated from the Rust types).
+    Schema,
+}
+
+/// When to colour output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Arguments of `lint`.
+#[derive(Debug, clap::Args)]
+pub struct LintArgs {
+    /// Manifests, or folders searched recursively for ACP.md [default: .]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Treat warnings as findings (exit 1).
+    #[arg(long)]
+    pub deny_warnings: bool,
+    /// Colour for the human format (NO_COLOR, when set, always wins).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// Arguments of `explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The manifest.
+    pub path: PathBuf,
+    /// `human` for a report, `json` for the same as one JSON document.
+    #[arg(long, value_enum, default_value_t = ExplainFormat::Human)]
+    pub format: ExplainFormat,
+}
+
+/// Output format of `explain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExplainFormat {
+    /// A readable report.
+    Human,
+    /// JSON.
+    Json,
+}
+
+/// Runs `scaffold-aip` with `args` (including the program name); returns the exit status.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let text = error.render().to_string();
+            let to_stdout = !error.use_stderr();
+            let _ = if to_stdout {
+                out.write_all(text.as_bytes())
+            } else {
+                err.write_all(text.as_bytes())
+            };
+            return if to_stdout { EXIT_OK } else { EXIT_USAGE };
+        }
+    };
+    let result = match cli.command {
+        Command::Lint(args) => run_lint(&args, out, err),
+        Command::Explain(args) => run_explain(&args, out, err),
+        Command::Schema => out.write_all(manifest::json_schema_text().as_bytes()).map(|_| EXIT_OK),
+    };
+    result.unwrap_or_else(|error| {
+        let _ = writeln!(err, "scaffold-aip: {error}");
+        EXIT_USAGE
+    })
+}
+
+/// Colour for stdout: never when `NO_COLOR` is set (whatever `--color` says), otherwise as
+/// asked, `auto` meaning "stdout is a terminal".
+fn use_color(choice: ColorChoice) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    match choice {
+        _ if no_color => false,
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => std::io::stdout().is_terminal(),
+    }
+}
+
+fn run_lint(args: &LintArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths.clone()
+    };
+    let files = match lint::discover(&paths) {
+        Ok(files) => files,
+        Err(message) => {
+            writeln!(err, "scaffold-aip lint: {message}")?;
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let color = use_color(args.color);
+    let mut summary = Summary::default();
+    let mut json_diagnostics = Vec::new();
+    let mut io_failed = false;
+    let mut text = String::new();
+    for (path, outcome) in lint::check_all(&files) {
+        let checked = match outcome {
+            Ok(checked) => checked,
+            Err(error) => {
+                writeln!(err, "scaffold-aip lint: {}: {error}", render::display_path(&path))?;
+                io_failed = true;
+                continue;
+            }
+        };
+        summary.add(&checked.diagnostics);
+        let source = &checked.document.source;
+        for diagnostic in &checked.diagnostics {
+            match args.format {
+                Format::Human => text += &render::human(source, diagnostic, color),
+                Format::Github => text += &render::github(source, diagnostic),
+                Format::Json => json_diagnostics.push(render::json_diagnostic(source, diagnostic)),
+            }
+        }
+        if text.len() > 1 << 16 {
+            out.write_all(text.as_bytes())?;
+            text.clear();
+        }
+    }
+    match args.format {
+        Format::Human => text += &format!("{}\n", summary.line()),
+        Format::Github => {}
+        Format::Json => {
+            let document = serde_json::json!({
+                "diagnostics": json_diagnostics,
+                "summary": {"files": summary.files, "errors": summary.errors, "warnings": summary.warnings},
+            });
+            text += &serde_json::to_string_pretty(&document).unwrap_or_default();
+            text.push('\n');
+        }
+    }
+    out.write_all(text.as_bytes())?;
+    if io_failed {
+        return Ok(EXIT_USAGE);
+    }
+    let failing = summary.errors > 0 || (args.deny_warnings && summary.warnings > 0);
+    Ok(if failing { EXIT_FINDINGS } else { EXIT_OK })
+}
+
+fn run_explain(args: &ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    let checked: Checked = match manifest::check_file(&args.path) {
+        Ok(checked) => checked,
+        Err(error) => {
+            writeln!(err, "scaffold-aip explain: {}: {error}", args.path.display())?;
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal();
+    for diagnostic in &checked.diagnostics {
+        err.write_all(render::human(&checked.document.source, diagnostic, color).as_bytes())?;
+    }
+    let Some(explanation) = explain::explain(&checked) else {
+        writeln!(err, "scaffold-aip explain: the manifest has errors; fix them first")?;
+        return Ok(EXIT_FINDINGS);
+    };
+    match args.format {
+        ExplainFormat::Human => out.write_all(explanation.to_text().as_bytes())?,
+        ExplainFormat::Json => {
+            let text = serde_json::to_string_pretty(&explanation).unwrap_or_default();
+            writeln!(out, "{text}")?;
+        }
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,180 @@
+//! Effective capabilities: what `initialize` advertises for a checked manifest.
+//!
+//! The tier gives defaults; `metadata.aip44.capabilities` overrides them key by key.
+//!
+//! | tier             | agent side                                   |
+//! |------------------|----------------------------------------------|
+//! | basic            | nothing beyond the baseline                  |
+//! | governance-aware | `loadSession`                                |
+//! | sandboxed        | `loadSession`, `mcpCapabilities.http`        |
+//!
+//! Client-side capabilities (fs, terminal) default to off at every tier.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{DeclaredAgentCapabilities, DeclaredClientCapabilities, Kind, Manifest, Tier};
+
+/// Agent capabilities as sent in the `initialize` response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCapabilities {
+    /// `session/load` is supported.
+    pub load_session: bool,
+    /// Prompt content beyond text and resource links.
+    pub prompt_capabilities: PromptCapabilities,
+    /// MCP transports beyond stdio.
+    pub mcp_capabilities: McpCapabilities,
+}
+
+/// Prompt content types.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptCapabilities {
+    /// Images.
+    pub image: bool,
+    /// Audio.
+    pub audio: bool,
+    /// Embedded resources.
+    pub embedded_context: bool,
+}
+
+/// MCP transports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpCapabilities {
+    /// Streamable HTTP.
+    pub http: bool,
+    /// Server-sent events.
+    pub sse: bool,
+}
+
+/// Client capabilities as sent in the `initialize` request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCapabilities {
+    /// File-system methods.
+    pub fs: FsCapabilities,
+    /// The terminal methods.
+    pub terminal: bool,
+}
+
+/// File-system methods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FsCapabilities {
+    /// `fs/read_text_file`.
+    pub read_text_file: bool,
+    /// `fs/write_text_file`.
+    pub write_text_file: bool,
+}
+
+/// The capabilities a runtime advertises: the agent side for servers and bridges, the
+/// client side for clients and bridges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveCapabilities {
+    /// Present for server and bridge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_capabilities: Option<AgentCapabilities>,
+    /// Present for client and bridge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_capabilities: Option<ClientCapabilities>,
+}
+
+/// One capability flag, for the tier rules: its path under `capabilities`, the tier's
+/// default, and whether the tier requires it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierFlag {
+    /// Path under `metadata.aip44.capabilities`, e.g. `["agent", "loadSession"]`.
+    pub path: &'static [&'static str],
+    /// The default at the tier.
+    pub default: bool,
+    /// Switching it off is an error.
+    pub required: bool,
+}
+
+/// Every capability flag with its default at `tier`.
+pub fn tier_flags(tier: Tier) -> Vec<TierFlag> {
+    let agent = tier_agent_defaults(tier);
+    let flag = |path, default, required| TierFlag {
+        path,
+        default,
+        required,
+    };
+    vec![
+        flag(&["agent", "loadSession"], agent.load_session, agent.load_session),
+        flag(&["agent", "promptCapabilities", "image"], false, false),
+        flag(&["agent", "promptCapabilities", "audio"], false, false),
+        flag(&["agent", "promptCapabilities", "embeddedContext"], false, false),
+        flag(
+            &["agent", "mcpCapabilities", "http"],
+            agent.mcp_capabilities.http,
+            agent.mcp_capabilities.http,
+        ),
+        flag(&["agent", "mcpCapabilities", "sse"], false, false),
+        flag(&["client", "fs", "readTextFile"], false, false),
+        flag(&["client", "fs", "writeTextFile"], false, false),
+        flag(&["client", "terminal"], false, false),
+    ]
+}
+
+/// The agent capabilities a tier gives by default.
+pub fn tier_agent_defaults(tier: Tier) -> AgentCapabilities {
+    AgentCapabilities {
+        load_session: tier >= Tier::GovernanceAware,
+        mcp_capabilities: McpCapabilities {
+            http: tier >= Tier::Sandboxed,
+            sse: false,
+        },
+        ..AgentCapabilities::default()
+    }
+}
+
+impl EffectiveCapabilities {
+    /// The capabilities of a manifest: tier defaults, then each declared key.
+    pub fn of(manifest: &Manifest) -> Self {
+        let aip44 = &manifest.metadata.aip44;
+        let declared = aip44.capabilities.clone().unwrap_or_default();
+        let kind = manifest.kind;
+        EffectiveCapabilities {
+            agent_capabilities: kind
+                .is_agent_side()
+                .then(|| agent(aip44.tier, declared.agent.unwrap_or_default())),
+            client_capabilities: (kind == Kind::Client || kind == Kind::Bridge)
+                .then(|| client(declared.client.unwrap_or_default())),
+        }
+    }
+
+    /// As a JSON object (`{"agentCapabilities": ..., "clientCapabilities": ...}`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain data")
+    }
+}
+
+fn agent(tier: Tier, declared: DeclaredAgentCapabilities) -> AgentCapabilities {
+    let mut caps = tier_agent_defaults(tier);
+    let prompt = declared.prompt_capabilities.unwrap_or_default();
+    let mcp = declared.mcp_capabilities.unwrap_or_default();
+    set(&mut caps.load_session, declared.load_session);
+    set(&mut caps.prompt_capabilities.image, prompt.image);
+    set(&mut caps.prompt_capabilities.audio, prompt.audio);
+    set(&mut caps.prompt_capabilities.embedded_context, prompt.embedded_context);
+    set(&mut caps.mcp_capabilities.http, mcp.http);
+    set(&mut caps.mcp_capabilities.sse, mcp.sse);
+    caps
+}
+
+fn client(declared: DeclaredClientCapabilities) -> ClientCapabilities {
+    let mut caps = ClientCapabilities::default();
+    let fs = declared.fs.unwrap_or_default();
+    set(&mut caps.fs.read_text_file, fs.read_text_file);
+    set(&mut caps.fs.write_text_file, fs.write_text_file);
+    set(&mut caps.terminal, declared.terminal);
+    caps
+}
+
+fn set(slot: &mut bool, declared: Option<bool>) {
+    if let Some(value) = declared {
+        *slot = value;
+    }
+}

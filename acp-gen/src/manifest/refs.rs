@@ -1,0 +1,230 @@
+//! The documents a manifest refers to: `operator` (AIP-9), `governance` (AIP-7), `sandbox`
+//! (AIP-36) and `mcp_servers[].ref`. Each resolves relative to the ACP.md's folder, must be a
+//! readable file with frontmatter, and must have the required fields of its own AIP.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::diagnostic::{Code, Diagnostic};
+use crate::document;
+use crate::yaml::Node;
+
+/// What a ref is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefRole {
+    /// `metadata.aip44.operator`: an AIP-9 OPERATOR.md.
+    Operator,
+    /// `metadata.aip44.governance`: an AIP-7 workspace manifest or policy.
+    Governance,
+    /// `metadata.aip44.sandbox`: an AIP-36 SANDBOX.md.
+    Sandbox,
+    /// `metadata.aip44.mcp_servers[i].ref`.
+    McpServer,
+}
+
+impl RefRole {
+    /// The manifest key, for messages.
+    pub fn key(&self) -> &'static str {
+        match self {
+            RefRole::Operator => "operator",
+            RefRole::Governance => "governance",
+            RefRole::Sandbox => "sandbox",
+            RefRole::McpServer => "mcp_servers[].ref",
+        }
+    }
+}
+
+/// A ref that was followed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedRef {
+    /// What it is for.
+    pub role: RefRole,
+    /// As written in the manifest.
+    pub written: String,
+    /// The file it names (relative refs joined onto the manifest's folder).
+    pub path: PathBuf,
+    /// Which AIP document it is, when recognised (`AIP-9 OPERATOR`, `AIP-7 policy`, ...).
+    pub doctype: Option<&'static str>,
+    /// The target's frontmatter, when it was read without error.
+    #[serde(skip)]
+    pub frontmatter: Option<Node>,
+}
+
+/// Follows one ref; returns what was found and any findings (located at `span`, the ref value).
+pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -> (ResolvedRef, Vec<Diagnostic>) {
+    let relative: PathBuf = Path::new(written)
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    let path = folder.join(relative);
+    let mut resolved = ResolvedRef {
+        role: role.clone(),
+        written: written.to_string(),
+        path: path.clone(),
+        doctype: None,
+        frontmatter: None,
+    };
+    let key = role.key();
+    let fail = |code, message: String| vec![Diagnostic::new(code, span.clone(), message)];
+
+    if written.trim().is_empty() {
+        return (resolved, fail(Code::RefNotRelative, format!("`{key}` ref is empty")));
+    }
+    if written.contains("://") || Path::new(written).is_absolute() || written.starts_with(['/', '\\']) {
+        let diagnostics = fail(
+            Code::RefNotRelative,
+            format!("`{key}` ref `{written}` must be a path relative to this ACP.md's folder"),
+        );
+        return (
+            resolved,
+            with_help(
+                diagnostics,
+                "write it like `./OPERATOR.md`, relative to the folder that holds ACP.md",
+            ),
+        );
+    }
+    let metadata = match std::fs::metadata(&path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return (
+                resolved,
+                fail(
+                    Code::RefNotFound,
+                    format!("`{key}` ref `{written}` not found (looked for {})", path.display()),
+                ),
+            );
+        }
+        Err(error) => {
+            return (
+                resolved,
+                fail(
+                    Code::RefUnreadable,
+                    format!("`{key}` ref `{written}` cannot be read: {error}"),
+                ),
+            );
+        }
+    };
+    if !metadata.is_file() {
+        return (
+            resolved,
+            fail(Code::RefUnreadable, format!("`{key}` ref `{written}` is not a file")),
+        );
+    }
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return (
+                resolved,
+                fail(
+                    Code::RefUnreadable,
+                    format!("`{key}` ref `{written}` cannot be read: {error}"),
+                ),
+            );
+        }
+    };
+    if std::str::from_utf8(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes)).is_err() {
+        return (
+            resolved,
+            fail(
+                Code::RefUnreadable,
+                format!("`{key}` ref `{written}` is not UTF-8 text"),
+            ),
+        );
+    }
+    if role == RefRole::McpServer {
+        return (resolved, Vec::new());
+    }
+    let parsed = document::parse(&path, &bytes);
+    let frontmatter_error = parsed.diagnostics.iter().find(|d| d.is_error());
+    let root = match (&parsed.document.frontmatter, frontmatter_error) {
+        (Some(root), None) if root.as_mapping().is_some() => root.clone(),
+        (_, found) => {
+            let why = match found {
+                Some(inner) => {
+                    let at = parsed.document.source.position(inner.span.start);
+                    format!("{}:{}:{}: {}", written, at.line, at.column, inner.message)
+                }
+                None => format!("{written}: the frontmatter is not a mapping"),
+            };
+            return (
+                resolved,
+                fail(
+                    Code::RefBadFrontmatter,
+                    format!("`{key}` ref has no valid frontmatter ({why})"),
+                ),
+            );
+        }
+    };
+    let (doctype, required) = match requirements(&role, &root) {
+        Ok(found) => found,
+        Err(()) => {
+            let diagnostics = fail(
+                Code::RefUnknownDoctype,
+                format!("`{key}` ref `{written}` is neither an AIP-7 workspace manifest nor a policy"),
+            );
+            return (
+                resolved,
+                with_help(
+                    diagnostics,
+                    "a GOVERNANCE.md has `schema: governance.workspace/v1`, or `doctype: policy`",
+                ),
+            );
+        }
+    };
+    resolved.doctype = Some(doctype);
+    let missing: Vec<&str> = required
+        .iter()
+        .copied()
+        .filter(|field| root.get(field).is_none())
+        .collect();
+    resolved.frontmatter = Some(root);
+    if missing.is_empty() {
+        (resolved, Vec::new())
+    } else {
+        let list = missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+        (
+            resolved,
+            fail(
+                Code::RefMissingFields,
+                format!("`{key}` ref `{written}` ({doctype}) lacks required {list}"),
+            ),
+        )
+    }
+}
+
+fn with_help(mut diagnostics: Vec<Diagnostic>, help: &str) -> Vec<Diagnostic> {
+    for diagnostic in &mut diagnostics {
+        diagnostic.help = Some(help.to_string());
+    }
+    diagnostics
+}
+
+/// The document type a ref must be, and the top-level fields its AIP requires.
+fn requirements(role: &RefRole, root: &Node) -> Result<(&'static str, &'static [&'static str]), ()> {
+    match role {
+        RefRole::Operator => Ok((
+            "AIP-9 OPERATOR",
+            &["name", "id", "persona_summary", "version", "profile"],
+        )),
+        RefRole::Sandbox => Ok(("AIP-36 SANDBOX", &["provider", "config"])),
+        RefRole::Governance => {
+            if root.get("schema").and_then(Node::as_str) == Some("governance.workspace/v1") {
+                Ok((
+                    "AIP-7 workspace",
+                    &["schema", "name", "title", "description", "version"],
+                ))
+            } else if root.get("doctype").and_then(Node::as_str) == Some("policy") {
+                Ok((
+                    "AIP-7 policy",
+                    &["schema", "doctype", "slug", "version", "match", "decision"],
+                ))
+            } else {
+                Err(())
+            }
+        }
+        RefRole::McpServer => Ok(("MCP server", &[])),
+    }
+}

@@ -1,0 +1,337 @@
+//! The AIP-44 rules a JSON Schema cannot express (ACP2xx). They read the located tree and
+//! consider only values that are themselves well-formed, so one mistake is reported once.
+
+use std::path::Path;
+
+use crate::diagnostic::{Code, Diagnostic};
+use crate::yaml::{Node, Value};
+
+use super::capabilities::tier_flags;
+use super::model::{Kind, Tier};
+use super::refs::{RefRole, ResolvedRef};
+
+/// Runs every AIP rule over the frontmatter `root` of the manifest at `path`.
+pub fn check(root: &Node, path: &Path, refs: &[ResolvedRef], out: &mut Vec<Diagnostic>) {
+    let facts = Facts::read(root);
+    name_matches_folder(root, path, out);
+    transport_includes_stdio(root, out);
+    required_refs(&facts, out);
+    audit_rules(&facts, out);
+    capability_sides(&facts, out);
+    tier_capabilities(&facts, out);
+    mcp_servers(&facts, out);
+    governance_binding(&facts, refs, out);
+}
+
+/// The well-formed values the rules depend on.
+struct Facts<'a> {
+    kind: Option<(Kind, &'a Node)>,
+    tier: Option<(Tier, &'a Node)>,
+    aip44: Option<&'a Node>,
+    capabilities: Option<&'a Node>,
+}
+
+impl<'a> Facts<'a> {
+    fn read(root: &'a Node) -> Self {
+        let kind = root.get("kind").and_then(|n| {
+            let kind = match n.as_str()? {
+                "client" => Kind::Client,
+                "server" => Kind::Server,
+                "bridge" => Kind::Bridge,
+                _ => return None,
+            };
+            Some((kind, n))
+        });
+        let aip44 = root.get_at(&["metadata", "aip44"]).filter(|n| n.as_mapping().is_some());
+        let tier = aip44.and_then(|a| a.get("tier")).and_then(|n| {
+            let tier = match n.as_str()? {
+                "basic" => Tier::Basic,
+                "governance-aware" => Tier::GovernanceAware,
+                "sandboxed" => Tier::Sandboxed,
+                _ => return None,
+            };
+            Some((tier, n))
+        });
+        let capabilities = aip44
+            .and_then(|a| a.get("capabilities"))
+            .filter(|n| n.as_mapping().is_some());
+        Facts {
+            kind,
+            tier,
+            aip44,
+            capabilities,
+        }
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.aip44.is_some_and(|a| a.get(key).is_some())
+    }
+}
+
+fn name_matches_folder(root: &Node, path: &Path, out: &mut Vec<Diagnostic>) {
+    let Some(name_node) = root.get("name") else { return };
+    let Some(name) = name_node.as_str() else { return };
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::current_dir().ok())
+        .and_then(|p| std::fs::canonicalize(&p).ok().or(Some(p)));
+    let Some(folder_name) = folder
+        .as_deref()
+        .and_then(Path::file_name)
+        .map(|f| f.to_string_lossy().into_owned())
+    else {
+        return;
+    };
+    if name != folder_name {
+        out.push(
+            Diagnostic::new(
+                Code::NameNotFolder,
+                name_node.span.clone(),
+                format!("name `{name}` differs from the folder the ACP.md is in (`{folder_name}`)"),
+            )
+            .with_help(format!("rename the folder to `{name}`, or set `name: {folder_name}`")),
+        );
+    }
+}
+
+fn transport_includes_stdio(root: &Node, out: &mut Vec<Diagnostic>) {
+    let Some(node) = root.get("transport") else { return };
+    let items: Vec<&Node> = match &node.value {
+        Value::Sequence(items) if !items.is_empty() => items.iter().collect(),
+        Value::String(_) => vec![node],
+        _ => return,
+    };
+    let names: Option<Vec<&str>> = items
+        .iter()
+        .map(|n| n.as_str().filter(|s| matches!(*s, "stdio" | "websocket")))
+        .collect();
+    if names.is_some_and(|names| !names.contains(&"stdio")) {
+        out.push(
+            Diagnostic::new(
+                Code::NoStdio,
+                node.span.clone(),
+                "transport must include `stdio` (AIP-44: implementations MUST support stdio)",
+            )
+            .with_help("use `transport: [stdio, websocket]`"),
+        );
+    }
+}
+
+fn required_refs(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
+    if let Some((Kind::Server, node)) = facts.kind
+        && facts.aip44.is_some()
+        && !facts.has("operator")
+    {
+        out.push(
+            Diagnostic::new(
+                Code::ServerWithoutOperator,
+                node.span.clone(),
+                "a `kind: server` manifest needs `metadata.aip44.operator`",
+            )
+            .with_help("add `operator: ./OPERATOR.md`, the AIP-9 operator this server exposes"),
+        );
+    }
+    if let Some((Tier::Sandboxed, node)) = facts.tier
+        && !facts.has("sandbox")
+    {
+        out.push(
+            Diagnostic::new(
+                Code::SandboxedWithoutSandbox,
+                node.span.clone(),
+                "`tier: sandboxed` needs `metadata.aip44.sandbox`",
+            )
+            .with_help("add `sandbox: ./SANDBOX.md`, the AIP-36 sandbox profile"),
+        );
+    }
+}
+
+fn audit_rules(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
+    let Some(audit) = facts.aip44.and_then(|a| a.get("audit")) else {
+        return;
+    };
+    let Some(kind_node) = audit.get("kind") else { return };
+    match kind_node.as_str() {
+        Some("external") if audit.get("ref").is_none() => out.push(
+            Diagnostic::new(
+                Code::ExternalAuditWithoutRef,
+                kind_node.span.clone(),
+                "`audit.kind: external` needs `audit.ref`",
+            )
+            .with_help("name the audit target, e.g. `ref: ./audit/acp.jsonl`"),
+        ),
+        Some("off") => {
+            if let Some((tier, _)) = facts.tier.filter(|(t, _)| t.is_governed()) {
+                out.push(
+                    Diagnostic::new(
+                        Code::AuditOffAtGovernedTier,
+                        kind_node.span.clone(),
+                        format!(
+                            "audit cannot be off at tier `{}`: tool calls must be audited",
+                            tier.as_str()
+                        ),
+                    )
+                    .with_help("use `kind: governance` (the default) or `kind: external` with a `ref`"),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+fn capability_sides(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
+    let (Some((kind, _)), Some(caps)) = (facts.kind, facts.capabilities) else {
+        return;
+    };
+    if kind == Kind::Client
+        && let Some(entry) = caps.entry("agent")
+    {
+        out.push(Diagnostic::new(
+            Code::AgentCapabilitiesOnClient,
+            entry.key_span.clone(),
+            "`capabilities.agent` is for servers and bridges; a client advertises `capabilities.client`",
+        ));
+    }
+    if kind == Kind::Server
+        && let Some(entry) = caps.entry("client")
+    {
+        out.push(Diagnostic::new(
+            Code::ClientCapabilitiesOnServer,
+            entry.key_span.clone(),
+            "`capabilities.client` is for clients and bridges; a server advertises `capabilities.agent`",
+        ));
+    }
+}
+
+fn tier_capabilities(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
+    let (Some((tier, _)), Some(caps)) = (facts.tier, facts.capabilities) else {
+        return;
+    };
+    let kind = facts.kind.map(|(k, _)| k);
+    for flag in tier_flags(tier) {
+        let side_applies = match flag.path[0] {
+            "agent" => kind.is_none_or(Kind::is_agent_side),
+            _ => kind.is_none_or(Kind::is_client_side),
+        };
+        let Some(node) = caps.get_at(flag.path).filter(|_| side_applies) else {
+            continue;
+        };
+        let Value::Bool(on) = node.value else { continue };
+        let name = flag.path.join(".");
+        let beyond = match flag.path[0] {
+            "agent" => on && !flag.default,
+            _ => on && tier == Tier::Basic,
+        };
+        if beyond {
+            out.push(
+                Diagnostic::new(
+                    Code::BeyondTier,
+                    node.span.clone(),
+                    format!("`{name}` goes beyond tier `{}`", tier.as_str()),
+                )
+                .with_help("allowed and advertised as declared; raise the tier if the runtime relies on it"),
+            );
+        }
+        if !on && flag.required {
+            out.push(
+                Diagnostic::new(
+                    Code::RequiredCapabilityOff,
+                    node.span.clone(),
+                    format!("tier `{}` requires `{name}`; it cannot be switched off", tier.as_str()),
+                )
+                .with_help("remove the line (the tier turns it on), or choose a lower tier"),
+            );
+        }
+    }
+}
+
+fn mcp_servers(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
+    let Some(entry) = facts.aip44.and_then(|a| a.entry("mcp_servers")) else {
+        return;
+    };
+    let Value::Sequence(servers) = &entry.value.value else {
+        return;
+    };
+    let Some((tier, _)) = facts.tier else { return };
+    if servers.is_empty() {
+        return;
+    }
+    if tier == Tier::Basic {
+        out.push(
+            Diagnostic::new(
+                Code::McpWithoutCapability,
+                entry.key_span.clone(),
+                "tier `basic` has no MCP, but `mcp_servers` is set",
+            )
+            .with_help("raise the tier, or remove `mcp_servers`"),
+        );
+        return;
+    }
+    if !facts.kind.is_some_and(|(k, _)| k.is_agent_side()) {
+        return;
+    }
+    let declared = |key: &str| {
+        facts
+            .capabilities
+            .and_then(|c| c.get_at(&["agent", "mcpCapabilities", key]))
+            .and_then(|n| match n.value {
+                Value::Bool(b) => Some(b),
+                _ => None,
+            })
+    };
+    let http = declared("http").unwrap_or(tier >= Tier::Sandboxed);
+    let sse = declared("sse").unwrap_or(false);
+    for server in servers {
+        let Some(transport) = server.get("transport") else {
+            continue;
+        };
+        let missing = match transport.as_str() {
+            Some("http") if !http => "http",
+            Some("sse") if !sse => "sse",
+            _ => continue,
+        };
+        out.push(
+            Diagnostic::new(
+                Code::McpWithoutCapability,
+                transport.span.clone(),
+                format!("an MCP server over `{missing}` needs `capabilities.agent.mcpCapabilities.{missing}`"),
+            )
+            .with_help(format!(
+                "set `mcpCapabilities: {{{missing}: true}}`, or use a stdio MCP server"
+            )),
+        );
+    }
+}
+
+fn governance_binding(facts: &Facts<'_>, refs: &[ResolvedRef], out: &mut Vec<Diagnostic>) {
+    let (Some((kind, _)), Some((tier, tier_node))) = (facts.kind, facts.tier) else {
+        return;
+    };
+    if !kind.is_agent_side() || !tier.is_governed() || facts.has("governance") {
+        return;
+    }
+    if facts.has("operator") {
+        let operator = refs.iter().find(|r| r.role == RefRole::Operator);
+        match operator.and_then(|r| r.frontmatter.as_ref()) {
+            // The operator could not be read: that is already reported.
+            None => return,
+            Some(frontmatter) if frontmatter.get("governance").is_some() => return,
+            Some(_) => {}
+        }
+    } else if kind == Kind::Server {
+        // ACP202 already says the operator is missing.
+        return;
+    }
+    out.push(
+        Diagnostic::new(
+            Code::NoGovernanceBinding,
+            tier_node.span.clone(),
+            format!(
+                "tier `{}` governs tool calls, but there is no governance binding",
+                tier.as_str()
+            ),
+        )
+        .with_help("add `governance: ./GOVERNANCE.md`, or give the operator a `governance` section"),
+    );
+}

@@ -1,0 +1,218 @@
+//! The `scaffold-aip` binary: exit codes, the three lint formats, colour, explain, schema.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_scaffold-aip"));
+    command.current_dir(fixtures()).env_remove("NO_COLOR");
+    command
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn lint_human_output_shows_each_finding_with_its_source_line() {
+    let output = run(&["lint", "cli-demo"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    common::assert_snapshot("lint-human.txt", &stdout(&output));
+}
+
+#[test]
+fn lint_json_output_lists_every_diagnostic_with_positions() {
+    let output = run(&["lint", "--format", "json", "cli-demo/ACP.md"]);
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let found: Vec<String> = json["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {} {}:{}",
+                d["severity"].as_str().unwrap(),
+                d["code"].as_str().unwrap(),
+                d["line"],
+                d["column"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "error ACP103 3:5",
+            "error ACP103 5:10",
+            "error ACP201 7:12",
+            "error ACP209 15:22",
+            "warning ACP208 17:18",
+        ]
+    );
+    assert_eq!(
+        json["summary"],
+        serde_json::json!({"files": 1, "errors": 4, "warnings": 1})
+    );
+    common::assert_snapshot("lint-json.txt", &stdout(&output));
+}
+
+#[test]
+fn lint_github_output_is_workflow_commands() {
+    let output = run(&["lint", "--format", "github", "cli-demo"]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    assert!(text.lines().all(|l| l.starts_with("::error file=cli-demo/ACP.md,") || l.starts_with("::warning file=cli-demo/ACP.md,")), "{text}");
+    common::assert_snapshot("lint-github.txt", &text);
+}
+
+#[test]
+fn warnings_pass_unless_denied() {
+    let clean = run(&["lint", "cli-clean"]);
+    assert_eq!(clean.status.code(), Some(0), "{}", stdout(&clean));
+    assert!(
+        stdout(&clean).contains("1 manifest: 0 errors, 1 warning"),
+        "{}",
+        stdout(&clean)
+    );
+    let denied = run(&["lint", "--deny-warnings", "cli-clean"]);
+    assert_eq!(denied.status.code(), Some(1));
+}
+
+#[test]
+fn lint_without_paths_searches_the_current_folder() {
+    let output = run(&["lint", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["summary"]["files"], 2, "cli-demo and cli-clean");
+}
+
+#[test]
+fn usage_and_io_errors_exit_2_with_a_message() {
+    let missing = run(&["lint", "no-such-dir"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("no-such-dir"), "{}", stderr(&missing));
+
+    let empty = tempfile::tempdir().unwrap();
+    let none = bin().args(["lint"]).arg(empty.path()).output().unwrap();
+    assert_eq!(none.status.code(), Some(2));
+    assert!(stderr(&none).contains("no ACP.md found"), "{}", stderr(&none));
+
+    let bad_flag = run(&["lint", "--format", "xml"]);
+    assert_eq!(bad_flag.status.code(), Some(2));
+    assert!(stderr(&bad_flag).contains("xml"));
+
+    let no_command = run(&[]);
+    assert_eq!(no_command.status.code(), Some(2));
+}
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        &["--help"][..],
+        &["lint", "--help"],
+        &["explain", "--help"],
+        &["schema", "--help"],
+    ] {
+        let output = run(args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert!(
+            stdout(&output).contains("Usage: scaffold-aip"),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+    }
+}
+
+#[test]
+fn colour_only_when_asked_or_on_a_terminal_and_never_with_no_color() {
+    let piped = run(&["lint", "cli-demo"]);
+    assert!(!stdout(&piped).contains('\u{1b}'), "no colour into a pipe");
+    let forced = run(&["lint", "--color", "always", "cli-demo"]);
+    assert!(stdout(&forced).contains('\u{1b}'), "--color always colours");
+    let no_color = bin()
+        .args(["lint", "--color", "always", "cli-demo"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(!stdout(&no_color).contains('\u{1b}'), "NO_COLOR wins");
+
+    // On a real terminal (a pty from `script`, when the machine has it), auto colours.
+    let script = |no_color: bool| {
+        let line = format!("{} lint cli-demo", env!("CARGO_BIN_EXE_scaffold-aip"));
+        let mut command = Command::new("script");
+        command
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .current_dir(fixtures())
+            .env_remove("NO_COLOR");
+        if no_color {
+            command.env("NO_COLOR", "1");
+        }
+        command.output().ok().filter(|o| o.status.code() == Some(1))
+    };
+    if let (Some(tty), Some(tty_no_color)) = (script(false), script(true)) {
+        assert!(stdout(&tty).contains('\u{1b}'), "a terminal gets colour");
+        assert!(
+            !stdout(&tty_no_color).contains('\u{1b}'),
+            "NO_COLOR on a terminal: none"
+        );
+    } else {
+        eprintln!("skipped the terminal half: `script` is not available");
+    }
+}
+
+#[test]
+fn explain_reports_initialize_refs_and_lifecycle() {
+    let output = run(&["explain", "cli-clean/ACP.md"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("warning[ACP208]"), "warnings go to stderr");
+    let text = stdout(&output).replace(&fixtures().display().to_string(), "<fixtures>");
+    common::assert_snapshot("explain-human.txt", &text);
+
+    let json = run(&["explain", "--format", "json", "cli-clean/ACP.md"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(
+        json["initializeResponse"]["agentCapabilities"],
+        serde_json::json!({
+            "loadSession": true,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": false, "sse": false}
+        })
+    );
+    assert_eq!(
+        json["initializeResponse"]["_meta"]["aip44"]["acp_rev"],
+        "0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b"
+    );
+    assert_eq!(
+        json["initializeRequest"],
+        serde_json::Value::Null,
+        "a server sends no initialize request"
+    );
+}
+
+#[test]
+fn explain_refuses_a_manifest_with_errors() {
+    let output = run(&["explain", "cli-demo/ACP.md"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("error[ACP103]"));
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn schema_prints_the_generated_schema() {
+    let output = run(&["schema"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout(&output), acp_gen::manifest::json_schema_text());
+}

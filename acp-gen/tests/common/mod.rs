@@ -1,0 +1,63 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `../shared` beside the checkout (or `$AGENTACP_SHARED`), when present.
+pub fn shared() -> Option<PathBuf> {
+    let dir = std::env::var_os("AGENTACP_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("../shared"));
+    dir.is_dir().then_some(dir)
+}
+
+/// The manifest corpus.
+pub fn corpus() -> PathBuf {
+    workspace().join("tests/manifests")
+}
+
+/// `tests/manifests/<group>/*/ACP.md`, sorted.
+pub fn cases(group: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(corpus().join(group))
+        .unwrap_or_else(|e| panic!("tests/manifests/{group}: {e}"))
+        .map(|e| e.unwrap().path().join("ACP.md"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The upstream example manifests, when `../shared` is present.
+pub fn upstream_examples() -> Vec<PathBuf> {
+    let Some(shared) = shared() else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(shared.join("upstream/aip-44/examples")) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .map(|e| e.unwrap().path().join("ACP.md"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Compares `actual` with the snapshot file `name` under `tests/snapshots`; with
+/// `UPDATE_SNAPSHOTS=1` rewrites it instead.
+pub fn assert_snapshot(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1 to create it)", path.display()));
+    assert!(
+        expected == actual,
+        "snapshot {name} differs (UPDATE_SNAPSHOTS=1 rewrites it)\n--- expected\n{expected}\n--- actual\n{actual}"
+    );
+}
