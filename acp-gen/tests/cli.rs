@@ -216,3 +216,43 @@ fn schema_prints_the_generated_schema() {
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(stdout(&output), acp_gen::manifest::json_schema_text());
 }
+
+#[test]
+fn readme_first_command_lints_and_explains_the_examples() {
+    let examples = common::workspace().join("examples");
+    let lint = bin().arg("lint").arg(&examples).output().unwrap();
+    assert_eq!(lint.status.code(), Some(0), "{}", stdout(&lint));
+    assert!(stdout(&lint).contains("0 errors, 0 warnings"), "{}", stdout(&lint));
+    let explain = bin()
+        .arg("explain")
+        .arg(examples.join("governed-server/ACP.md"))
+        .output()
+        .unwrap();
+    assert_eq!(explain.status.code(), Some(0), "{}", stderr(&explain));
+    assert!(
+        stdout(&explain).contains("\"loadSession\": true"),
+        "{}",
+        stdout(&explain)
+    );
+}
+
+#[test]
+fn upstream_hermes_example_is_a_server_without_an_operator() {
+    let Some(shared) = common::shared() else {
+        eprintln!("skipped: ../shared is absent");
+        return;
+    };
+    let hermes = shared.join("upstream/aip-44/examples/hermes-acp/ACP.md");
+    let output = bin().args(["lint", "--format", "json"]).arg(&hermes).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let codes: Vec<&str> = json["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    // docs/diagnostics.md explains each: no operator for a server (ACP202), the placeholder
+    // revision `abc1234` (ACP400), and two prompt capabilities beyond governance-aware (ACP208).
+    assert_eq!(codes, ["ACP202", "ACP400", "ACP208", "ACP208"]);
+}

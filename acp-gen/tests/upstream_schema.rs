@@ -15,13 +15,29 @@ use acp_gen::manifest::{check_file, json_schema};
 fn frontmatter_json(path: &Path) -> Option<serde_json::Value> {
     let bytes = std::fs::read(path).ok()?;
     let text = std::str::from_utf8(&bytes).ok()?.replace("\r\n", "\n");
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let rest = text.strip_prefix("---\n")?;
-    let end = rest
-        .find("\n---\n")
-        .map(|i| i + 1)
-        .or_else(|| rest.strip_suffix("\n---").map(|r| r.len() + 1))?;
-    let yaml = &rest[..end];
-    serde_saphyr::from_str::<serde_json::Value>(yaml).ok()
+    let mut yaml = String::new();
+    for line in rest.split_inclusive('\n') {
+        if matches!(line.trim_end(), "---" | "...") {
+            // YAML 1.2 core booleans (`off` is a string), as our reader and the npm `yaml`
+            // package read them.
+            let options = serde_saphyr::options! { strict_booleans: true };
+            return serde_saphyr::from_str_with_options::<serde_json::Value>(&yaml, options).ok();
+        }
+        yaml.push_str(line);
+    }
+    None
+}
+
+/// A validator for the published AIP-44 schema; `None` (after saying so) when `../shared` is absent.
+fn published_validator() -> Option<jsonschema::Validator> {
+    let Some(shared) = common::shared() else {
+        eprintln!("skipped: ../shared is absent");
+        return None;
+    };
+    let text = std::fs::read_to_string(shared.join("upstream/aip-44/ACP.schema.json")).unwrap();
+    Some(jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap())
 }
 
 fn all_manifests() -> Vec<std::path::PathBuf> {
@@ -33,14 +49,7 @@ fn all_manifests() -> Vec<std::path::PathBuf> {
 
 #[test]
 fn whatever_the_published_schema_rejects_lint_rejects() {
-    let Some(shared) = common::shared() else {
-        eprintln!("skipped: ../shared is absent");
-        return;
-    };
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(shared.join("upstream/aip-44/ACP.schema.json")).unwrap())
-            .unwrap();
-    let upstream = jsonschema::validator_for(&schema).unwrap();
+    let Some(upstream) = published_validator() else { return };
     let mut rejected_by_both = 0;
     for path in all_manifests() {
         let upstream_accepts = frontmatter_json(&path).is_some_and(|json| upstream.is_valid(&json));
@@ -62,14 +71,7 @@ fn whatever_the_published_schema_rejects_lint_rejects() {
 
 #[test]
 fn our_generated_schema_agrees_with_the_published_one_on_the_corpus() {
-    let Some(shared) = common::shared() else {
-        eprintln!("skipped: ../shared is absent");
-        return;
-    };
-    let published: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(shared.join("upstream/aip-44/ACP.schema.json")).unwrap())
-            .unwrap();
-    let published = jsonschema::validator_for(&published).unwrap();
+    let Some(published) = published_validator() else { return };
     let ours = jsonschema::validator_for(&json_schema()).unwrap();
     let mut compared = 0;
     for path in all_manifests() {
@@ -88,7 +90,8 @@ fn our_generated_schema_agrees_with_the_published_one_on_the_corpus() {
 #[test]
 fn our_checker_agrees_with_our_generated_schema_on_schema_errors() {
     // Whenever our generated schema rejects a manifest, the checker reports a schema-family
-    // (ACP1xx) error — or an earlier input error — for it.
+    // (ACP1xx) error, an earlier input error, or ACP203 (the schema's one if/then rule:
+    // a sandboxed tier needs a sandbox).
     let ours = jsonschema::validator_for(&json_schema()).unwrap();
     for path in all_manifests() {
         let Some(json) = frontmatter_json(&path) else { continue };
@@ -100,7 +103,8 @@ fn our_checker_agrees_with_our_generated_schema_on_schema_errors() {
             checked
                 .diagnostics
                 .iter()
-                .any(|d| d.is_error() && d.code.as_str() < "ACP200"),
+                .any(|d| d.is_error()
+                    && (d.code.as_str() < "ACP200" || d.code == acp_gen::Code::SandboxedWithoutSandbox)),
             "{}: the schema rejects {json} but no ACP0xx/ACP1xx error was reported: {:?}",
             path.display(),
             checked.diagnostics

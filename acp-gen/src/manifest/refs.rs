@@ -86,54 +86,10 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
             ),
         );
     }
-    let metadata = match std::fs::metadata(&path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return (
-                resolved,
-                fail(
-                    Code::RefNotFound,
-                    format!("`{key}` ref `{written}` not found (looked for {})", path.display()),
-                ),
-            );
-        }
-        Err(error) => {
-            return (
-                resolved,
-                fail(
-                    Code::RefUnreadable,
-                    format!("`{key}` ref `{written}` cannot be read: {error}"),
-                ),
-            );
-        }
-    };
-    if !metadata.is_file() {
-        return (
-            resolved,
-            fail(Code::RefUnreadable, format!("`{key}` ref `{written}` is not a file")),
-        );
-    }
-    let bytes = match std::fs::read(&path) {
+    let bytes = match read_target(&path) {
         Ok(bytes) => bytes,
-        Err(error) => {
-            return (
-                resolved,
-                fail(
-                    Code::RefUnreadable,
-                    format!("`{key}` ref `{written}` cannot be read: {error}"),
-                ),
-            );
-        }
+        Err((code, why)) => return (resolved, fail(code, format!("`{key}` ref `{written}` {why}"))),
     };
-    if std::str::from_utf8(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes)).is_err() {
-        return (
-            resolved,
-            fail(
-                Code::RefUnreadable,
-                format!("`{key}` ref `{written}` is not UTF-8 text"),
-            ),
-        );
-    }
     if role == RefRole::McpServer {
         return (resolved, Vec::new());
     }
@@ -193,6 +149,23 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
             ),
         )
     }
+}
+
+/// Reads a ref's target: a UTF-8 file. The error is a code and the end of a sentence.
+fn read_target(path: &Path) -> Result<Vec<u8>, (Code, String)> {
+    let unreadable = |error: std::io::Error| (Code::RefUnreadable, format!("cannot be read: {error}"));
+    let metadata = std::fs::metadata(path).map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => (Code::RefNotFound, format!("not found (looked for {})", path.display())),
+        _ => unreadable(error),
+    })?;
+    if !metadata.is_file() {
+        return Err((Code::RefUnreadable, "is not a file".to_string()));
+    }
+    let bytes = std::fs::read(path).map_err(unreadable)?;
+    if std::str::from_utf8(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes)).is_err() {
+        return Err((Code::RefUnreadable, "is not UTF-8 text".to_string()));
+    }
+    Ok(bytes)
 }
 
 fn with_help(mut diagnostics: Vec<Diagnostic>, help: &str) -> Vec<Diagnostic> {
