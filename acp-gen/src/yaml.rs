@@ -589,6 +589,18 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        // Our walks over the tree recurse; they rely on the parser bounding the depth.
+        let depth = 100_000;
+        let yaml = format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+        let (root, diags) = parse_str(&yaml);
+        assert!(root.is_none());
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].code, Code::YamlSyntax);
+        assert!(diags[0].message.contains("recursion limit"), "{}", diags[0].message);
+    }
+
+    #[test]
     fn syntax_errors_are_located() {
         let (root, diags) = parse_str("a: [1, 2\nb: 3\n");
         assert!(root.is_none());

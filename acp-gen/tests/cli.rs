@@ -256,3 +256,34 @@ fn upstream_hermes_example_is_a_server_without_an_operator() {
     // revision `abc1234` (ACP400), and two prompt capabilities beyond governance-aware (ACP208).
     assert_eq!(codes, ["ACP202", "ACP400", "ACP208", "ACP208"]);
 }
+
+#[test]
+fn every_corpus_diagnostic_renders_in_every_format() {
+    let corpus = common::corpus();
+    let (mut errors, mut warnings) = (0, 0);
+    for group in ["bad", "good"] {
+        for case in common::cases(group) {
+            let expected = std::fs::read_to_string(case.with_file_name("expected")).unwrap();
+            errors += expected.lines().filter(|l| l.starts_with("error ")).count();
+            warnings += expected.lines().filter(|l| l.starts_with("warning ")).count();
+        }
+    }
+    for format in ["human", "json", "github"] {
+        let output = bin().args(["lint", "--format", format]).arg(&corpus).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{format}");
+        assert!(output.stderr.is_empty(), "{format}: {}", stderr(&output));
+        let text = stdout(&output);
+        match format {
+            "human" => assert!(
+                text.ends_with(&format!("manifests: {errors} errors, {warnings} warnings\n")),
+                "{text}"
+            ),
+            "json" => {
+                let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(json["summary"]["errors"], errors);
+                assert_eq!(json["summary"]["warnings"], warnings);
+            }
+            _ => assert_eq!(text.lines().count(), errors + warnings),
+        }
+    }
+}
