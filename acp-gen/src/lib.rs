@@ -16,6 +16,7 @@ pub mod manifest;
 pub mod render;
 pub mod revisions;
 pub mod source;
+pub mod wire;
 pub mod yaml;
 
 pub use diagnostic::{Code, Diagnostic, Severity};
