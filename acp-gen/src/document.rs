@@ -97,12 +97,6 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Parsed {
     Parsed { document, diagnostics }
 }
 
-/// Reads a document from disk; I/O errors are returned, everything else is a diagnostic.
-pub fn read(path: &Path) -> std::io::Result<Parsed> {
-    let bytes = std::fs::read(path)?;
-    Ok(parse(path, &bytes))
-}
-
 /// Where the frontmatter is.
 struct Frontmatter {
     /// Byte range of the YAML text (between the fences).

@@ -101,12 +101,7 @@ pub fn explain(checked: &Checked) -> Option<Explanation> {
             .transport
             .to_vec()
             .iter()
-            .map(|t| {
-                serde_json::to_value(t)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
-            })
+            .map(|t| t.as_str().to_string())
             .collect(),
         capabilities,
         initialize_response: capabilities.agent_capabilities.map_or(Value::Null, |agent| {

@@ -65,7 +65,11 @@ fn every_definition_of_every_snapshot_classifies() {
 
 #[test]
 fn every_method_of_every_snapshot_has_its_types() {
-    for dir in snapshots() {
+    let dirs = snapshots();
+    if dirs.is_empty() {
+        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
+    }
+    for dir in dirs {
         let table = MethodTable::read(&load(&dir, "schema.json"), &load(&dir, "meta.json"))
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let prompt = table.get("session/prompt").unwrap();

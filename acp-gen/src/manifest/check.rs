@@ -16,6 +16,8 @@ use super::rules;
 use super::schema_check::SchemaChecker;
 
 static SCHEMA: LazyLock<SchemaChecker> = LazyLock::new(|| SchemaChecker::new(model::json_schema()));
+static ACP_REV: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(model::ACP_REV_PATTERN).expect("a valid constant pattern"));
 
 /// The outcome of checking one manifest.
 #[derive(Debug, Clone)]
@@ -140,7 +142,7 @@ fn follow_refs(root: &Node, folder: &Path, out: &mut Vec<Diagnostic>) -> Vec<Res
 fn check_revision(root: &Node, out: &mut Vec<Diagnostic>) -> Option<Revision> {
     let node = root.get_at(&["metadata", "aip44", "acp_rev"])?;
     let prefix = node.as_str()?;
-    if !(7..=40).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if !ACP_REV.is_match(prefix) {
         // The pattern error (ACP103) says what is wrong.
         return None;
     }

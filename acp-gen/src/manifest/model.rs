@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// `id` and tag pattern.
+/// `id` pattern.
 pub const ID_PATTERN: &str = r"^[a-z0-9][a-z0-9\-]{1,63}$";
 /// `tags[]` pattern.
 pub const TAG_PATTERN: &str = r"^[a-z0-9][a-z0-9\-]{0,63}$";
@@ -29,13 +29,13 @@ pub struct Manifest {
     #[schemars(length(min = 1, max = 80))]
     pub name: String,
     /// Stable runtime id, used in cross-references and as `agentInfo.name`.
-    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9\-]{1,63}$"))]
+    #[schemars(regex(pattern = ID_PATTERN))]
     pub id: String,
     /// One paragraph saying what this runtime is for.
     #[schemars(length(min = 1, max = 2000))]
     pub description: String,
     /// Semver of this manifest (independent of the ACP protocol version).
-    #[schemars(regex(pattern = r"^\d+\.\d+\.\d+(?:[-+][A-Za-z0-9_.\-]+)?$"))]
+    #[schemars(regex(pattern = VERSION_PATTERN))]
     pub version: String,
     /// The role: client, server or bridge.
     pub kind: Kind,
@@ -55,7 +55,7 @@ pub struct Manifest {
 /// One tag.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
-pub struct Tag(#[schemars(regex(pattern = r"^[a-z0-9][a-z0-9\-]{0,63}$"))] pub String);
+pub struct Tag(#[schemars(regex(pattern = TAG_PATTERN))] pub String);
 
 /// The runtime's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -70,6 +70,11 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Reads the value as written in the manifest (`None` for anything else).
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+    }
+
     /// As written in the manifest.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -98,6 +103,16 @@ pub enum Transport {
     Stdio,
     /// JSON-RPC over a WebSocket.
     Websocket,
+}
+
+impl Transport {
+    /// As written in the manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Websocket => "websocket",
+        }
+    }
 }
 
 /// `transport: stdio` or `transport: [stdio, websocket]`.
@@ -143,6 +158,11 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// Reads the value as written in the manifest (`None` for anything else).
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+    }
+
     /// As written in the manifest.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -166,7 +186,7 @@ impl Tier {
 }]))]
 pub struct Aip44 {
     /// The upstream ACP commit this manifest is pinned to (7 to 40 hex digits).
-    #[schemars(regex(pattern = r"^[a-f0-9]{7,40}$"))]
+    #[schemars(regex(pattern = ACP_REV_PATTERN))]
     pub acp_rev: String,
     /// The capability tier.
     pub tier: Tier,

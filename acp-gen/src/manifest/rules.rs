@@ -33,25 +33,11 @@ struct Facts<'a> {
 
 impl<'a> Facts<'a> {
     fn read(root: &'a Node) -> Self {
-        let kind = root.get("kind").and_then(|n| {
-            let kind = match n.as_str()? {
-                "client" => Kind::Client,
-                "server" => Kind::Server,
-                "bridge" => Kind::Bridge,
-                _ => return None,
-            };
-            Some((kind, n))
-        });
+        let kind = root.get("kind").and_then(|n| Some((Kind::parse(n.as_str()?)?, n)));
         let aip44 = root.get_at(&["metadata", "aip44"]).filter(|n| n.as_mapping().is_some());
-        let tier = aip44.and_then(|a| a.get("tier")).and_then(|n| {
-            let tier = match n.as_str()? {
-                "basic" => Tier::Basic,
-                "governance-aware" => Tier::GovernanceAware,
-                "sandboxed" => Tier::Sandboxed,
-                _ => return None,
-            };
-            Some((tier, n))
-        });
+        let tier = aip44
+            .and_then(|a| a.get("tier"))
+            .and_then(|n| Some((Tier::parse(n.as_str()?)?, n)));
         let capabilities = aip44
             .and_then(|a| a.get("capabilities"))
             .filter(|n| n.as_mapping().is_some());
