@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::explain;
 use crate::lint;
 use crate::manifest::{self, Checked};
+use crate::regen;
 use crate::render::{self, Format, Summary};
 
 /// Exit status: success.
@@ -37,6 +38,28 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Print the JSON Schema of the ACP.md frontmatter (generated from the Rust types).
     Schema,
+    /// Generate the Rust wire types of one upstream ACP revision from its schema.json.
+    Regen(RegenArgs),
+}
+
+/// Arguments of `regen`.
+#[derive(Debug, clap::Args)]
+pub struct RegenArgs {
+    /// The revision's folder (holding schema.json and meta.json) or its schema.json.
+    #[arg(long)]
+    pub schema: PathBuf,
+    /// The full commit SHA of the revision [default: the schema folder's name, when it is one].
+    #[arg(long)]
+    pub rev: Option<String>,
+    /// Write the module here instead of to stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write nothing; exit 1 and show a diff when --out differs from what would be generated.
+    #[arg(long, requires = "out")]
+    pub check: bool,
+    /// Turn the schema's descriptions into doc comments.
+    #[arg(long)]
+    pub docs: bool,
 }
 
 /// When to colour output.
@@ -108,6 +131,7 @@ where
         Command::Lint(args) => run_lint(&args, out, err),
         Command::Explain(args) => run_explain(&args, out, err),
         Command::Schema => out.write_all(manifest::json_schema_text().as_bytes()).map(|_| EXIT_OK),
+        Command::Regen(args) => regen::run(&args, out, err),
     };
     result.unwrap_or_else(|error| {
         let _ = writeln!(err, "scaffold-aip: {error}");

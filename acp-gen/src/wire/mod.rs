@@ -1,12 +1,22 @@
-//! The upstream ACP wire schema, read for code generation (`scaffold-aip regen`, issue #3).
+//! The upstream ACP wire schema → Rust (`scaffold-aip regen`).
 //!
-//! This first layer turns one revision's `schema.json` + `meta.json` into a model the
-//! generator will emit Rust from: every `$defs` entry classified into one of the constructs
-//! the snapshots use ([`shape`]), and the method table ([`methods`]). The emitter is not
-//! written yet; see `docs/design/regen.md` for why it is our own and not typify.
+//! The pipeline, one module a stage:
+//! 1. [`shape`] classifies every `$defs` entry into one of the constructs the snapshots use;
+//! 2. [`plan`] decides each item's Rust form and each field's type and serde behaviour;
+//! 3. [`emit`] prints the items with `quote`, [`dispatch`] the typed method enums built from
+//!    the [`methods`] table;
+//! 4. [`generate`] puts them in one module and formats it with `prettyplease`.
+//!
+//! See `docs/design/regen.md` for why this is our own generator and not typify.
 
+pub mod dispatch;
+pub mod emit;
+pub mod generate;
 pub mod methods;
+pub mod names;
+pub mod plan;
 pub mod shape;
 
+pub use generate::{GenerateError, Generated, Options, SchemaFiles, generate, generate_files};
 pub use methods::{Method, MethodTable, Side};
 pub use shape::{Shape, classify_all};
