@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use acp_gen::wire::{Options, SchemaFiles, generate_files};
@@ -25,31 +24,6 @@ const BUILT_IN: &[(&str, &str)] = &[
     ),
 ];
 
-fn snapshots() -> Vec<PathBuf> {
-    let Some(shared) = common::shared() else {
-        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(shared.join("upstream/acp-schemas"))
-        .map(|entries| {
-            entries
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.join("schema.json").is_file())
-                .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
-}
-
-fn snapshot(sha: &str) -> Option<PathBuf> {
-    let found = snapshots().into_iter().find(|d| d.ends_with(sha));
-    if found.is_none() {
-        eprintln!("skipped: snapshot {sha} is absent");
-    }
-    found
-}
-
 fn scaffold_aip(args: &[&str]) -> (i32, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
         .args(args)
@@ -65,7 +39,7 @@ fn scaffold_aip(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn the_checked_in_built_in_modules_are_current() {
     for (sha, file) in BUILT_IN {
-        let Some(dir) = snapshot(sha) else { continue };
+        let Some(dir) = common::acp_snapshot(sha) else { continue };
         let path = common::workspace().join(file);
         let (code, stdout, stderr) = scaffold_aip(&[
             "regen",
@@ -87,7 +61,9 @@ fn the_checked_in_built_in_modules_are_current() {
 
 #[test]
 fn check_reports_a_stale_module_with_a_diff_and_exit_1() {
-    let Some(dir) = snapshot(BUILT_IN[0].0) else { return };
+    let Some(dir) = common::acp_snapshot(BUILT_IN[0].0) else {
+        return;
+    };
     let temp = tempfile::tempdir().unwrap();
     let out = temp.path().join("wire.rs");
     let (code, _, stderr) = scaffold_aip(&[
@@ -123,7 +99,11 @@ fn check_reports_a_stale_module_with_a_diff_and_exit_1() {
 
 #[test]
 fn output_is_deterministic_headed_and_free_of_upstream_prose() {
-    for dir in snapshots() {
+    let dirs = common::acp_snapshots();
+    if dirs.is_empty() {
+        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
+    }
+    for dir in dirs {
         let files = SchemaFiles::locate(&dir).unwrap();
         let rev = files.rev_from_path().unwrap();
         let options = Options {
@@ -151,7 +131,9 @@ fn output_is_deterministic_headed_and_free_of_upstream_prose() {
 
 #[test]
 fn regen_refuses_a_folder_without_a_rev_and_a_bad_rev() {
-    let Some(dir) = snapshot(BUILT_IN[0].0) else { return };
+    let Some(dir) = common::acp_snapshot(BUILT_IN[0].0) else {
+        return;
+    };
     let temp = tempfile::tempdir().unwrap();
     std::fs::copy(dir.join("schema.json"), temp.path().join("schema.json")).unwrap();
     let (code, _, stderr) = scaffold_aip(&["regen", "--schema", temp.path().to_str().unwrap()]);
@@ -180,8 +162,9 @@ fn regen_refuses_a_folder_without_a_rev_and_a_bad_rev() {
 #[test]
 #[ignore = "slow: cargo check of every snapshot's module; .ci/run runs it"]
 fn every_snapshot_generates_a_module_that_compiles() {
-    let dirs = snapshots();
+    let dirs = common::acp_snapshots();
     if dirs.is_empty() {
+        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
         return;
     }
     let temp = tempfile::tempdir().unwrap();
@@ -227,7 +210,6 @@ fn every_snapshot_generates_a_module_that_compiles() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "cargo check failed:\n{}", tail(&stderr, 120));
-    let _ = Path::new(&target);
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -239,7 +221,9 @@ fn tail(text: &str, lines: usize) -> String {
 /// of a regenerated module (or of a generator change) shows what changed for users.
 #[test]
 fn the_default_revisions_public_surface_matches_its_snapshot() {
-    let Some(dir) = snapshot(BUILT_IN[0].0) else { return };
+    let Some(dir) = common::acp_snapshot(BUILT_IN[0].0) else {
+        return;
+    };
     let files = SchemaFiles::locate(&dir).unwrap();
     let generated = generate_files(
         &files,

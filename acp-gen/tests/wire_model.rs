@@ -4,35 +4,9 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use acp_gen::wire::shape::{Primitive, Shape, TaggedVariant};
 use acp_gen::wire::{MethodTable, Side, classify_all};
 use serde_json::{Value, json};
-
-fn snapshots() -> Vec<PathBuf> {
-    let Some(shared) = common::shared() else {
-        return Vec::new();
-    };
-    let Ok(entries) = std::fs::read_dir(shared.join("upstream/acp-schemas")) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("schema.json").is_file())
-        .collect();
-    dirs.sort();
-    dirs
-}
-
-/// One snapshot by full SHA; `None` (after saying so) when `../shared` is absent.
-fn snapshot(sha: &str) -> Option<PathBuf> {
-    let found = snapshots().into_iter().find(|d| d.ends_with(sha));
-    if found.is_none() {
-        eprintln!("skipped: snapshot {sha} is absent");
-    }
-    found
-}
 
 fn load(dir: &std::path::Path, file: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
@@ -49,7 +23,7 @@ fn shape_of(shapes: &[(String, Shape)], name: &str) -> Shape {
 
 #[test]
 fn every_definition_of_every_snapshot_classifies() {
-    let dirs = snapshots();
+    let dirs = common::acp_snapshots();
     if dirs.is_empty() {
         eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
         return;
@@ -65,7 +39,7 @@ fn every_definition_of_every_snapshot_classifies() {
 
 #[test]
 fn every_method_of_every_snapshot_has_its_types() {
-    let dirs = snapshots();
+    let dirs = common::acp_snapshots();
     if dirs.is_empty() {
         eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
     }
@@ -95,7 +69,7 @@ fn every_method_of_every_snapshot_has_its_types() {
 
 #[test]
 fn the_default_revision_s_constructs_are_recognised() {
-    let Some(dir) = snapshot("0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b") else {
+    let Some(dir) = common::acp_snapshot("0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b") else {
         return;
     };
     let shapes = classify_all(&load(&dir, "schema.json")).unwrap();
@@ -158,7 +132,7 @@ fn the_default_revision_s_constructs_are_recognised() {
 
 #[test]
 fn the_old_inline_shape_is_recognised() {
-    let Some(dir) = snapshot("83367966a8bc65aa0ec3469d8cc017108e0db452") else {
+    let Some(dir) = common::acp_snapshot("83367966a8bc65aa0ec3469d8cc017108e0db452") else {
         return;
     };
     let shapes = classify_all(&load(&dir, "schema.json")).unwrap();

@@ -61,3 +61,29 @@ pub fn assert_snapshot(name: &str, actual: &str) {
         "snapshot {name} differs (UPDATE_SNAPSHOTS=1 rewrites it)\n--- expected\n{expected}\n--- actual\n{actual}"
     );
 }
+
+/// The upstream ACP schema snapshots (`../shared/upstream/acp-schemas/<sha>/`), sorted; empty
+/// when `../shared` is absent.
+pub fn acp_snapshots() -> Vec<PathBuf> {
+    let Some(shared) = shared() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(shared.join("upstream/acp-schemas")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("schema.json").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// One snapshot by full SHA; `None` (after saying so) when it is absent.
+pub fn acp_snapshot(sha: &str) -> Option<PathBuf> {
+    let found = acp_snapshots().into_iter().find(|d| d.ends_with(sha));
+    if found.is_none() {
+        eprintln!("skipped: snapshot {sha} is absent");
+    }
+    found
+}
