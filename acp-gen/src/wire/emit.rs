@@ -263,7 +263,7 @@ fn field_tokens(plan: &Plan, owner: &str, field: &Field, docs: bool, helpers: &m
     let name = ident(&field.name);
     let base = ty_tokens(&field.ty);
     let mut attrs: Vec<TokenStream> = Vec::new();
-    if names::snake(&field.wire) != field.wire || field.name != field.wire {
+    if field.name != field.wire {
         let wire = &field.wire;
         attrs.push(quote!(rename = #wire));
     }
@@ -288,11 +288,7 @@ fn field_tokens(plan: &Plan, owner: &str, field: &Field, docs: bool, helpers: &m
             base.clone()
         }
         Form::Default(value) => {
-            let function = format_ident!(
-                "__default_{}_{}",
-                names::snake(owner).trim_start_matches("r#"),
-                field.name.trim_start_matches("r#")
-            );
+            let function = helper_ident("default", owner, field);
             let function_name = function.to_string();
             let expr = default_expr(plan, &field.ty, value, 0).unwrap_or_else(|| quote!(Default::default()));
             helpers.extend(quote! {
@@ -316,16 +312,8 @@ fn field_tokens(plan: &Plan, owner: &str, field: &Field, docs: bool, helpers: &m
         attrs.push(quote!(deserialize_with = #with));
     } else if field.on_error && defaultable {
         if let Form::Default(_) = &field.form {
-            let default = format_ident!(
-                "__default_{}_{}",
-                names::snake(owner).trim_start_matches("r#"),
-                field.name.trim_start_matches("r#")
-            );
-            let function = format_ident!(
-                "__lenient_{}_{}",
-                names::snake(owner).trim_start_matches("r#"),
-                field.name.trim_start_matches("r#")
-            );
+            let default = helper_ident("default", owner, field);
+            let function = helper_ident("lenient", owner, field);
             let function_name = function.to_string();
             helpers.extend(quote! {
                 fn #function<'de, D: __s::serde::Deserializer<'de>>(deserializer: D) -> Result<#base, D::Error> {
@@ -348,6 +336,15 @@ fn field_tokens(plan: &Plan, owner: &str, field: &Field, docs: bool, helpers: &m
         quote!(#[serde(#(#attrs),*)])
     };
     quote! { #doc #attrs pub #name: #ty }
+}
+
+/// The name of a private helper function for one field (`__default_agent_capabilities_load_session`).
+fn helper_ident(role: &str, owner: &str, field: &Field) -> Ident {
+    format_ident!(
+        "__{role}_{}_{}",
+        names::snake(owner).trim_start_matches("r#"),
+        field.name.trim_start_matches("r#")
+    )
 }
 
 fn strukt(
@@ -468,15 +465,16 @@ fn enumeration(planned: &Planned, constants: &[Constant], open: Option<&(String,
     }
     // Constants of one JSON kind are matched on a typed value; anything else via `Value`.
     let literals: Vec<TokenStream> = constants.iter().map(|c| json_literal(&c.value)).collect();
-    let (read_ty, read_as): (TokenStream, TokenStream) = match open {
-        Some((_, Ty::String)) if all_strings => (quote!(String), quote!(value.as_str())),
-        Some((_, Ty::Int(int))) if constants.iter().all(|c| c.value.is_i64()) => {
+    let all_ints = constants.iter().all(|c| c.value.is_i64());
+    let (read_ty, read_as, generic): (TokenStream, TokenStream, bool) = match open {
+        Some((_, Ty::String)) if all_strings => (quote!(String), quote!(value.as_str()), false),
+        Some((_, Ty::Int(int))) if all_ints => {
             let int = ident(int);
-            (quote!(#int), quote!(value))
+            (quote!(#int), quote!(value), false)
         }
-        _ => (quote!(__s::Value), quote!(&value)),
+        None if all_ints => (quote!(i64), quote!(value), false),
+        _ => (quote!(__s::Value), quote!(&value), true),
     };
-    let generic = read_ty.to_string().contains("Value");
     let patterns: Vec<TokenStream> = constants
         .iter()
         .map(|c| {

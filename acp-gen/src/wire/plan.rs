@@ -180,8 +180,8 @@ pub struct Branch {
     pub name: String,
     /// What it carries; `None` for `null`.
     pub ty: Option<Ty>,
-    /// The branch requires this property to be a string (the catch-all "any other tag"
-    /// branch of a tagged union).
+    /// For the catch-all branch of a tagged union: the tag, which must be a string for the
+    /// branch to match.
     pub requires: Option<String>,
     /// The branch description.
     pub doc: Option<String>,
@@ -428,7 +428,11 @@ impl Planner {
                                 doc: description(branch),
                             });
                         }
-                        None => untagged.push(self.branch(name, &mut scope, branch)),
+                        None => {
+                            let mut fallback = self.branch(name, &mut scope, branch);
+                            fallback.requires = requires_string(branch, tag).then(|| tag.clone());
+                            untagged.push(fallback);
+                        }
                     }
                 }
                 Item::Tagged {
@@ -501,24 +505,10 @@ impl Planner {
             (None, Ty::Named { name, .. }) => name.clone(),
             (None, other) => primitive_label(other).to_string(),
         };
-        let requires = branch
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .find(|p| {
-                branch
-                    .get("properties")
-                    .and_then(|ps| ps.get(*p))
-                    .and_then(|s| s.get("type"))
-                    == Some(&Value::String("string".into()))
-            })
-            .map(str::to_string);
         Branch {
             name: scope.claim(&label),
             ty: (!is_null).then_some(ty),
-            requires,
+            requires: None,
             doc,
         }
     }
@@ -653,6 +643,20 @@ impl Planner {
     }
 }
 
+/// Whether `branch` requires `property` and types it as a string (the catch-all branch of a
+/// tagged union: "any other tag").
+fn requires_string(branch: &Value, property: &str) -> bool {
+    let required = branch
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|p| p.as_str() == Some(property)));
+    let typed = branch
+        .get("properties")
+        .and_then(|p| p.get(property))
+        .and_then(|s| s.get("type"));
+    required && typed.and_then(Value::as_str) == Some("string")
+}
+
 /// The integer type for a `format` (and `minimum: 0`).
 fn int_type(object: &Map<String, Value>) -> &'static str {
     match object.get("format").and_then(Value::as_str) {
@@ -690,11 +694,8 @@ fn primitive_label(ty: &Ty) -> &'static str {
 /// The named types an item holds directly (not behind a `Vec` or map), each with a way to
 /// reach the `Ty` that holds it.
 fn direct_refs(item: &mut Item) -> Vec<&mut Ty> {
-    fn in_fields(fields: &mut [Field]) -> impl Iterator<Item = &mut Ty> {
-        fields.iter_mut().map(|f| &mut f.ty)
-    }
     let tys: Vec<&mut Ty> = match item {
-        Item::Struct { fields, .. } => in_fields(fields).collect(),
+        Item::Struct { fields, .. } => fields.iter_mut().map(|f| &mut f.ty).collect(),
         Item::Alias(ty) => vec![ty],
         Item::Newtype | Item::Enum { .. } => Vec::new(),
         Item::Tagged { variants, fallback, .. } => {

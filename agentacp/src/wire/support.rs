@@ -285,11 +285,6 @@ pub fn is_extension(method: &str) -> bool {
     method.starts_with('_')
 }
 
-/// [`decode_params`] for a caller holding a [`Value`] rather than raw text.
-pub fn to_raw(value: &Value) -> Result<Box<RawValue>, serde_json::Error> {
-    serde_json::value::to_raw_value(value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
