@@ -40,6 +40,42 @@ pub enum Command {
     Schema,
     /// Generate the Rust wire types of one upstream ACP revision from its schema.json.
     Regen(RegenArgs),
+    /// Check AIP-7 audit logs (hash-chained audit-event lines).
+    Audit(AuditArgs),
+}
+
+/// Arguments of `audit`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// The `audit` command.
+    #[command(subcommand)]
+    pub command: AuditCommand,
+}
+
+/// An `audit` command.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check an audit log's hash chain; exit 0 when intact, 1 when broken, 2 when unreadable.
+    Verify(AuditVerifyArgs),
+}
+
+/// Arguments of `audit verify`.
+#[derive(Debug, clap::Args)]
+pub struct AuditVerifyArgs {
+    /// The audit log: one AIP-7 audit-event JSON object per line.
+    pub file: PathBuf,
+    /// `human` for one line, `json` for the same as one JSON document.
+    #[arg(long, value_enum, default_value_t = AuditFormat::Human)]
+    pub format: AuditFormat,
+}
+
+/// Output format of `audit verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuditFormat {
+    /// A line of text.
+    Human,
+    /// JSON.
+    Json,
 }
 
 /// Arguments of `regen`.
@@ -132,6 +168,9 @@ where
         Command::Explain(args) => run_explain(&args, out, err),
         Command::Schema => out.write_all(manifest::json_schema_text().as_bytes()).map(|_| EXIT_OK),
         Command::Regen(args) => regen::run(&args, out, err),
+        Command::Audit(AuditArgs {
+            command: AuditCommand::Verify(args),
+        }) => run_audit_verify(&args, out, err),
     };
     result.unwrap_or_else(|error| {
         let _ = writeln!(err, "scaffold-aip: {error}");
@@ -236,4 +275,48 @@ fn run_explain(args: &ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         }
     }
     Ok(EXIT_OK)
+}
+
+fn run_audit_verify(args: &AuditVerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    use acp_audit::AuditError;
+    let file = render::display_path(&args.file);
+    let (document, text, code) = match acp_audit::verify_file(&args.file) {
+        Ok(summary) => {
+            let records = summary.records;
+            let noun = if records == 1 { "record" } else { "records" };
+            let text = match &summary.last_hash {
+                Some(hash) => format!("{file}: {records} {noun}, chain intact (last hash {hash})\n"),
+                None => format!("{file}: 0 records, chain intact (empty log)\n"),
+            };
+            let document = serde_json::json!({
+                "file": file, "intact": true, "records": records, "lastHash": summary.last_hash,
+            });
+            (document, text, EXIT_OK)
+        }
+        Err(AuditError::Broken(error)) => {
+            let before = match error.line.saturating_sub(1) {
+                0 => String::new(),
+                1 => "  the record before it is intact\n".to_string(),
+                n => format!("  the {n} records before it are intact\n"),
+            };
+            let text = format!("{file}: chain broken at {error}\n{before}");
+            let document = serde_json::json!({
+                "file": file, "intact": false, "line": error.line, "seq": error.seq, "reason": error.reason,
+            });
+            (document, text, EXIT_FINDINGS)
+        }
+        Err(AuditError::Io(error)) => {
+            writeln!(err, "scaffold-aip audit verify: {file}: {error}")?;
+            return Ok(EXIT_USAGE);
+        }
+        Err(error) => {
+            writeln!(err, "scaffold-aip audit verify: {file}: {error}")?;
+            return Ok(EXIT_USAGE);
+        }
+    };
+    match args.format {
+        AuditFormat::Human => out.write_all(text.as_bytes())?,
+        AuditFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&document).unwrap_or_default())?,
+    }
+    Ok(code)
 }

@@ -13,6 +13,7 @@ pub mod document;
 pub mod explain;
 pub mod lint;
 pub mod manifest;
+pub mod operator;
 pub mod regen;
 pub mod render;
 pub mod revisions;

@@ -1,0 +1,663 @@
+//! The expansion of `#[acp_operator(manifest = "ACP.md")]`, as a library function over
+//! `proc_macro2` tokens so it can be tested without a compiler (the typify-impl pattern; the
+//! `acp-macros` crate only forwards to [`expand`]).
+//!
+//! Parse (the attribute and the struct) → check (the manifest, with every diagnostic turned
+//! into a compile error spanned on the `manifest = "..."` literal, naming `ACP.md:line:col`)
+//! → expand (the handler trait with exactly the methods the capabilities require, the
+//! `Operator` impl that decodes the pinned revision's wire types, the manifest spec). When
+//! anything is wrong, the struct and a permissive stand-in trait and impl are still emitted,
+//! so the user sees the manifest errors and not a cascade of unrelated ones.
+
+use std::path::{Path, PathBuf};
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Ident, LitStr, Token};
+
+use crate::diagnostic::Code;
+use crate::explain;
+use crate::manifest::{self, AuditKind, Checked, EffectiveCapabilities, Kind, Tier, Transport};
+use crate::render;
+use crate::revisions::Revision;
+use crate::source::SourceFile;
+use crate::yaml::Node;
+
+/// The attribute's arguments: `manifest = "ACP.md"` and optionally `wire = path::to::module`.
+struct Args {
+    manifest: LitStr,
+    wire: Option<syn::Path>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut manifest = None;
+        let mut wire = None;
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            input.parse::<Token![=]>()?;
+            match key.to_string().as_str() {
+                "manifest" if manifest.is_none() => manifest = Some(input.parse()?),
+                "wire" if wire.is_none() => wire = Some(input.parse()?),
+                "manifest" | "wire" => return Err(syn::Error::new(key.span(), format!("`{key}` is given twice"))),
+                _ => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!(
+                            "unknown argument `{key}`; expected `manifest = \"ACP.md\"` and optionally `wire = path`"
+                        ),
+                    ));
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        let manifest = manifest.ok_or_else(|| {
+            syn::Error::new(
+                Span::call_site(),
+                "missing `manifest = \"ACP.md\"` (the path of the manifest, relative to Cargo.toml)",
+            )
+        })?;
+        Ok(Args { manifest, wire })
+    }
+}
+
+/// Expands `#[acp_operator(attr)] item` for a crate whose `Cargo.toml` is in `crate_dir`.
+pub fn expand(attr: TokenStream, item: TokenStream, crate_dir: &Path) -> TokenStream {
+    let args = match syn::parse2::<Args>(attr) {
+        Ok(args) => args,
+        Err(error) => return with_error(item, error),
+    };
+    let target: syn::ItemStruct = match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(syn::Item::Struct(target)) if target.generics.params.is_empty() => target,
+        Ok(syn::Item::Struct(target)) => {
+            let error = syn::Error::new(
+                target.generics.span(),
+                "`#[acp_operator]` does not support generic parameters: the operator struct is served as one concrete type",
+            );
+            return with_error(item, error);
+        }
+        Ok(other) => {
+            let error = syn::Error::new(
+                item_span(&other),
+                "`#[acp_operator]` goes on a struct (the operator's state); found another kind of item",
+            );
+            return with_error(item, error);
+        }
+        Err(error) => return with_error(item, error),
+    };
+    let written = args.manifest.value();
+    let path = crate_dir.join(&written);
+    let span = args.manifest.span();
+    let checked = match manifest::check_file(&path) {
+        Ok(checked) => checked,
+        Err(error) => {
+            let message = format!(
+                "cannot read the manifest `{written}` (looked for {}): {error}",
+                path.display()
+            );
+            let tokens = stand_in(&target, None, span);
+            return with_error(tokens, syn::Error::new(span, message));
+        }
+    };
+    let mut errors = manifest_errors(&checked, &written, args.wire.is_some(), span);
+    let kind = checked.manifest.as_ref().map(|m| m.kind);
+    if let Some(kind @ (Kind::Client | Kind::Bridge)) = kind {
+        let at = position(&checked, &["kind"]).unwrap_or_default();
+        errors.push(syn::Error::new(
+            span,
+            format!(
+                "{written}:{at}: `kind: {}` is not supported by `#[acp_operator]` yet: only servers are (clients and bridges are tracked in issue #5)",
+                kind.as_str()
+            ),
+        ));
+    }
+    let rebuild = rebuild_tracking(&checked, &path);
+    if let Some(first) = errors.into_iter().reduce(|mut all, next| {
+        all.combine(next);
+        all
+    }) {
+        let tier = best_effort_tier(&checked);
+        let mut tokens = stand_in(&target, Some(tier), span);
+        tokens.extend(rebuild);
+        return with_error(tokens, first);
+    }
+    let Some(plan) = Plan::of(&checked, &target, &written, &path, args.wire, span) else {
+        let error = syn::Error::new(span, format!("{written}: the manifest could not be read"));
+        return with_error(stand_in(&target, None, span), error);
+    };
+    let mut tokens = plan.emit(&target);
+    tokens.extend(rebuild);
+    tokens
+}
+
+fn with_error(mut tokens: TokenStream, error: syn::Error) -> TokenStream {
+    tokens.extend(error.to_compile_error());
+    tokens
+}
+
+fn item_span(item: &syn::Item) -> Span {
+    match item {
+        syn::Item::Enum(item) => item.enum_token.span,
+        syn::Item::Union(item) => item.union_token.span,
+        syn::Item::Fn(item) => item.sig.fn_token.span,
+        syn::Item::Trait(item) => item.trait_token.span,
+        syn::Item::Impl(item) => item.impl_token.span,
+        other => other.span(),
+    }
+}
+
+/// Every error of the manifest as a compile error on the literal: `ACP.md:5:10: error[ACP103]:
+/// ...` followed by the snippet, as `scaffold-aip lint` prints it. With `wire = path`, an
+/// `acp_rev` without built-in wire types is not an error (the module is checked instead).
+fn manifest_errors(checked: &Checked, written: &str, custom_wire: bool, span: Span) -> Vec<syn::Error> {
+    let source = SourceFile::new(written, checked.document.source.text().to_string());
+    checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .filter(|d| !(custom_wire && d.code == Code::UnknownRevision))
+        .map(|diagnostic| {
+            let at = source.position(diagnostic.span.start);
+            let rendered = render::human(&source, diagnostic, false);
+            let message = format!(
+                "{written}:{}:{}: {}[{}]: {}\n\n{}",
+                at.line,
+                at.column,
+                diagnostic.severity.as_str(),
+                diagnostic.code.as_str(),
+                diagnostic.message,
+                rendered.trim_end()
+            );
+            syn::Error::new(span, message)
+        })
+        .collect()
+}
+
+/// `line:column` of the value at `path` in the frontmatter.
+fn position(checked: &Checked, path: &[&str]) -> Option<String> {
+    let node = checked.document.frontmatter.as_ref()?.get_at(path)?;
+    let at = checked.document.source.position(node.span.start);
+    Some(format!("{}:{}", at.line, at.column))
+}
+
+fn best_effort_tier(checked: &Checked) -> Tier {
+    checked
+        .document
+        .frontmatter
+        .as_ref()
+        .and_then(|root| root.get_at(&["metadata", "aip44", "tier"]))
+        .and_then(Node::as_str)
+        .and_then(Tier::parse)
+        .unwrap_or(Tier::Basic)
+}
+
+/// `include_bytes!` of the manifest and of every ref that exists, so cargo rebuilds when any
+/// of them changes.
+fn rebuild_tracking(checked: &Checked, manifest: &Path) -> TokenStream {
+    let files: Vec<String> = std::iter::once(manifest.to_path_buf())
+        .chain(checked.refs.iter().map(|r| r.path.clone()))
+        .filter(|path| path.is_file())
+        .map(|path| path.to_string_lossy().into_owned())
+        .collect();
+    quote! {
+        const _: () = { #( const _: &[u8] = include_bytes!(#files); )* };
+    }
+}
+
+fn tier_type(tier: Tier) -> TokenStream {
+    match tier {
+        Tier::Basic => quote!(::agentacp::tier::Basic),
+        Tier::GovernanceAware => quote!(::agentacp::tier::GovernanceAware),
+        Tier::Sandboxed => quote!(::agentacp::tier::Sandboxed),
+    }
+}
+
+fn trait_name(target: &syn::ItemStruct) -> Ident {
+    format_ident!("{}Server", target.ident)
+}
+
+/// What a valid server manifest expands to.
+struct Plan {
+    manifest: String,
+    manifest_path: PathBuf,
+    tier: Tier,
+    wire: TokenStream,
+    acp_rev_prefix: String,
+    load_session: bool,
+    authenticate: bool,
+    spec: SpecFields,
+    span: Span,
+    /// `ACP.md:line:col: ...` lines saying which manifest line requires which method.
+    reasons: Vec<String>,
+}
+
+struct SpecFields {
+    name: String,
+    id: String,
+    version: String,
+    initialize_response: String,
+    operator: Option<String>,
+    governance: Option<String>,
+    sandbox: Option<String>,
+    audit: TokenStream,
+}
+
+impl Plan {
+    fn of(
+        checked: &Checked,
+        target: &syn::ItemStruct,
+        written: &str,
+        path: &Path,
+        wire: Option<syn::Path>,
+        span: Span,
+    ) -> Option<Plan> {
+        let manifest = checked.manifest.as_ref()?;
+        let aip44 = &manifest.metadata.aip44;
+        let capabilities = EffectiveCapabilities::of(manifest);
+        let agent = capabilities.agent_capabilities.unwrap_or_default();
+        let revision = checked.revision.unwrap_or(Revision {
+            sha: "",
+            label: "",
+            protocol_version: 0,
+        });
+        let wire = match wire {
+            Some(path) => quote!(#path),
+            None => {
+                let module = format_ident!("rev_{}", &revision.sha[..8.min(revision.sha.len())]);
+                quote!(::agentacp::wire::#module)
+            }
+        };
+        let mut explained_from = checked.clone();
+        explained_from.revision = Some(revision);
+        let initialize = explain::explain(&explained_from)?.initialize_response;
+        let frontmatter = |role: manifest::refs::RefRole| {
+            checked
+                .refs
+                .iter()
+                .find(|r| r.role == role)
+                .and_then(|r| r.frontmatter.as_ref())
+                .map(|node| node.to_json())
+        };
+        let operator = frontmatter(manifest::refs::RefRole::Operator);
+        let channel = operator
+            .as_ref()
+            .and_then(|doc| doc.pointer("/governance/audit_log"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        let folder = path.parent().unwrap_or(Path::new(""));
+        let audit_kind = aip44
+            .audit
+            .as_ref()
+            .and_then(|a| a.kind)
+            .unwrap_or(AuditKind::Governance);
+        let audit = match (audit_kind, aip44.audit.as_ref().and_then(|a| a.reference.as_ref())) {
+            (AuditKind::Off, _) => quote!(::agentacp::server::AuditTarget::Off),
+            (AuditKind::External, Some(reference)) => {
+                let resolved = folder.join(reference).to_string_lossy().into_owned();
+                quote!(::agentacp::server::AuditTarget::External { path: #resolved })
+            }
+            _ => {
+                let channel = option_str(channel.as_deref());
+                quote!(::agentacp::server::AuditTarget::Governance { channel: #channel })
+            }
+        };
+        let authenticate = manifest.transport.to_vec().contains(&Transport::Websocket);
+        let mut reasons = vec![format!(
+            "{written}:{}: `kind: server` → `prompt`",
+            position(checked, &["kind"]).unwrap_or_default()
+        )];
+        if agent.load_session {
+            let at = position(checked, &["metadata", "aip44", "capabilities", "agent", "loadSession"])
+                .map(|at| format!("{at}: `loadSession: true`"))
+                .unwrap_or_else(|| {
+                    format!(
+                        "{}: `tier: {}` turns on loadSession",
+                        position(checked, &["metadata", "aip44", "tier"]).unwrap_or_default(),
+                        aip44.tier.as_str()
+                    )
+                });
+            reasons.push(format!("{written}:{at} → `load_session`"));
+        }
+        if authenticate {
+            reasons.push(format!(
+                "{written}:{}: `transport` includes websocket → `authenticate`",
+                position(checked, &["transport"]).unwrap_or_default()
+            ));
+        }
+        let _ = target;
+        Some(Plan {
+            manifest: written.to_string(),
+            manifest_path: path.to_path_buf(),
+            tier: aip44.tier,
+            wire,
+            acp_rev_prefix: aip44.acp_rev.clone(),
+            load_session: agent.load_session,
+            authenticate,
+            spec: SpecFields {
+                name: manifest.name.clone(),
+                id: manifest.id.clone(),
+                version: manifest.version.clone(),
+                initialize_response: initialize.to_string(),
+                operator: operator.map(|doc| doc.to_string()),
+                governance: frontmatter(manifest::refs::RefRole::Governance).map(|doc| doc.to_string()),
+                sandbox: frontmatter(manifest::refs::RefRole::Sandbox).map(|doc| doc.to_string()),
+                audit,
+            },
+            span,
+            reasons,
+        })
+    }
+
+    fn emit(&self, target: &syn::ItemStruct) -> TokenStream {
+        let name = &target.ident;
+        let vis = &target.vis;
+        let handler = trait_name(target);
+        let tier = tier_type(self.tier);
+        let wire = &self.wire;
+        let span = self.span;
+        let manifest = &self.manifest;
+        let reasons = self.reasons.join("; ");
+        let trait_doc = format!(
+            "The handler trait of `{name}`, generated from `{manifest}` (tier `{}`). Its methods are exactly what the manifest requires: {reasons}.",
+            self.tier.as_str()
+        );
+        let unimplemented_message =
+            format!("`{{Self}}` does not implement `{handler}`, the handler trait generated from {manifest}");
+        let unimplemented_note = format!("implement the methods the manifest requires: {reasons}");
+        let load_session_doc = self
+            .reasons
+            .iter()
+            .find(|r| r.ends_with("`load_session`"))
+            .cloned()
+            .unwrap_or_default();
+        let load_session_sig = self.load_session.then(|| {
+            quote_spanned! {span=>
+                #[doc = "`session/load`: restore the operator's own state for a session. The runtime has already replayed the stored history to the client."]
+                #[doc = #load_session_doc]
+                fn load_session(&self, session: &::agentacp::server::SessionContext, request: #wire::LoadSessionRequest)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::LoadSessionResponse>> + ::core::marker::Send;
+            }
+        });
+        let authenticate_sig = self.authenticate.then(|| {
+            quote_spanned! {span=>
+                #[doc = "`authenticate`: required because the manifest offers a websocket transport."]
+                fn authenticate(&self, request: #wire::AuthenticateRequest)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::AuthenticateResponse>> + ::core::marker::Send;
+            }
+        });
+        let load_session_impl = self.load_session.then(|| {
+            quote! {
+                fn load_session<'a>(
+                    &'a self,
+                    session: &'a ::agentacp::server::SessionContext,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
+                    ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                        let request: #wire::LoadSessionRequest = ::agentacp::server::decode_params("session/load", params)?;
+                        let response = <Self as #handler>::load_session(self, session, request).await?;
+                        ::agentacp::server::encode_result(&response)
+                    }))
+                }
+            }
+        });
+        let authenticate_impl = self.authenticate.then(|| {
+            quote! {
+                fn authenticate<'a>(
+                    &'a self,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
+                    ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                        let request: #wire::AuthenticateRequest = ::agentacp::server::decode_params("authenticate", params)?;
+                        let response = <Self as #handler>::authenticate(self, request).await?;
+                        ::agentacp::server::encode_result(&response)
+                    }))
+                }
+            }
+        });
+        let spec = &self.spec;
+        let (spec_name, spec_id, spec_version) = (&spec.name, &spec.id, &spec.version);
+        let initialize_response = &spec.initialize_response;
+        let operator = option_str(spec.operator.as_deref());
+        let governance = option_str(spec.governance.as_deref());
+        let sandbox = option_str(spec.sandbox.as_deref());
+        let audit = &spec.audit;
+        let manifest_path = self.manifest_path.to_string_lossy().into_owned();
+        let tier_name = self.tier.as_str();
+        let load_session = self.load_session;
+        let prefix = &self.acp_rev_prefix;
+        let rev_mismatch = format!(
+            "the wire module is not generated from acp_rev `{prefix}` of {manifest}; run `scaffold-aip regen` for that revision"
+        );
+        quote! {
+            #target
+
+            #[doc = #trait_doc]
+            #[diagnostic::on_unimplemented(message = #unimplemented_message, note = #unimplemented_note)]
+            #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+                #[doc = "`session/prompt`: run one turn, streaming through `turn`; return why it stopped."]
+                fn prompt(&self, turn: &mut ::agentacp::server::Turn<'_, #tier>, request: #wire::PromptRequest)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::StopReason>> + ::core::marker::Send;
+                #load_session_sig
+                #authenticate_sig
+            }
+
+            const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
+
+            impl ::agentacp::server::Operator for #name {
+                type Tier = #tier;
+
+                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                    static SPEC: ::agentacp::server::OperatorSpec = ::agentacp::server::OperatorSpec {
+                        manifest_path: #manifest_path,
+                        name: #spec_name,
+                        id: #spec_id,
+                        version: #spec_version,
+                        tier: #tier_name,
+                        acp_rev: #wire::ACP_REV,
+                        protocol_version: #wire::PROTOCOL_VERSION,
+                        initialize_response: #initialize_response,
+                        load_session: #load_session,
+                        operator: #operator,
+                        governance: #governance,
+                        sandbox: #sandbox,
+                        audit: #audit,
+                    };
+                    &SPEC
+                }
+
+                fn prompt<'a>(
+                    &'a self,
+                    turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
+                    ::std::boxed::Box::pin(async move {
+                        let request: #wire::PromptRequest = ::agentacp::server::decode_params("session/prompt", params)?;
+                        let stop_reason = <Self as #handler>::prompt(self, turn, request).await?;
+                        ::agentacp::server::encode_result(&#wire::PromptResponse::new(stop_reason))
+                    })
+                }
+
+                #load_session_impl
+                #authenticate_impl
+            }
+        }
+    }
+}
+
+fn option_str(text: Option<&str>) -> TokenStream {
+    match text {
+        Some(text) => quote!(::core::option::Option::Some(#text)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// What is emitted next to manifest errors: the struct, a handler trait that accepts any of
+/// the methods a server may have (the optional ones with default bodies), and an `Operator`
+/// impl that never runs — so the only errors are the manifest's.
+fn stand_in(target: &syn::ItemStruct, tier: Option<Tier>, span: Span) -> TokenStream {
+    let name = &target.ident;
+    let vis = &target.vis;
+    let handler = trait_name(target);
+    let tier = tier_type(tier.unwrap_or(Tier::Basic));
+    let wire = quote!(::agentacp::wire::default);
+    quote_spanned! {span=>
+        #target
+
+        #[doc = "Stand-in while the manifest has errors."]
+        #[allow(dead_code)]
+        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #[doc = "Stand-in."]
+            fn prompt(&self, turn: &mut ::agentacp::server::Turn<'_, #tier>, request: #wire::PromptRequest)
+                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::StopReason>> + ::core::marker::Send;
+            #[doc = "Stand-in."]
+            fn load_session(&self, session: &::agentacp::server::SessionContext, request: #wire::LoadSessionRequest)
+                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::LoadSessionResponse>> + ::core::marker::Send {
+                let _ = (session, request);
+                async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) }
+            }
+            #[doc = "Stand-in."]
+            fn authenticate(&self, request: #wire::AuthenticateRequest)
+                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::AuthenticateResponse>> + ::core::marker::Send {
+                let _ = request;
+                async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) }
+            }
+        }
+
+        impl ::agentacp::server::Operator for #name {
+            type Tier = #tier;
+            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                ::agentacp::__private::stand_in_spec()
+            }
+            fn prompt<'a>(
+                &'a self,
+                _turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
+                _params: &'a ::agentacp::__private::RawValue,
+            ) -> ::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
+                ::std::boxed::Box::pin(async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace_examples() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+    }
+
+    fn expanded(attr: TokenStream, item: TokenStream, dir: &Path) -> String {
+        expand(attr, item, dir).to_string()
+    }
+
+    #[test]
+    fn a_governed_server_gets_prompt_and_load_session() {
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Reviewer;
+            ),
+            &workspace_examples().join("governed-server"),
+        );
+        assert!(text.contains("trait ReviewerServer"), "{text}");
+        assert!(text.contains("fn load_session"), "{text}");
+        assert!(!text.contains("fn authenticate"), "{text}");
+        assert!(text.contains("GovernanceAware"), "{text}");
+        assert!(text.contains("rev_0fc18323"), "{text}");
+        assert!(!text.contains("compile_error"), "{text}");
+    }
+
+    #[test]
+    fn a_basic_server_has_no_load_session() {
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Echo;
+            ),
+            &workspace_examples().join("echo-server"),
+        );
+        assert!(text.contains("trait EchoServer"), "{text}");
+        assert!(!text.contains("fn load_session"), "{text}");
+        assert!(text.contains(":: agentacp :: tier :: Basic"), "{text}");
+    }
+
+    #[test]
+    fn manifest_errors_name_the_line_and_keep_the_struct() {
+        let dir = std::env::temp_dir().join(format!("acp-macro-{}", std::process::id()));
+        let folder = dir.join("broken");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("ACP.md"),
+            "---\nname: broken\nid: broken\ndescription: d\nversion: \"1.0\"\nkind: server\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: 0fc18323\n    tier: basic\n---\n",
+        )
+        .unwrap();
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Broken;
+            ),
+            &folder,
+        );
+        assert!(text.contains("compile_error"), "{text}");
+        assert!(text.contains("ACP.md:5:10: error[ACP103]"), "{text}");
+        assert!(
+            text.contains("ACP.md:6:7: error[ACP202]") || text.contains("ACP202"),
+            "{text}"
+        );
+        assert!(text.contains("struct Broken"), "{text}");
+        assert!(text.contains("trait BrokenServer"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_attributes_and_items_are_errors_on_them() {
+        let dir = workspace_examples().join("echo-server");
+        let text = expanded(
+            quote!(manifesto = "ACP.md"),
+            quote!(
+                struct Echo;
+            ),
+            &dir,
+        );
+        assert!(text.contains("unknown argument `manifesto`"), "{text}");
+        let text = expanded(
+            quote!(),
+            quote!(
+                struct Echo;
+            ),
+            &dir,
+        );
+        assert!(text.contains("missing `manifest"), "{text}");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                enum Echo {
+                    A,
+                }
+            ),
+            &dir,
+        );
+        assert!(text.contains("goes on a struct"), "{text}");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Echo<T>(T);
+            ),
+            &dir,
+        );
+        assert!(text.contains("generic parameters"), "{text}");
+        let text = expanded(
+            quote!(manifest = "NOPE.md"),
+            quote!(
+                struct Echo;
+            ),
+            &dir,
+        );
+        assert!(text.contains("cannot read the manifest `NOPE.md`"), "{text}");
+    }
+}

@@ -1,0 +1,156 @@
+//! Where record lines go: the [`AuditSink`] trait, a file and an in-memory sink.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A destination for audit lines. The log calls [`append`](AuditSink::append) once per record
+/// and [`sync`](AuditSink::sync) when its [`FsyncPolicy`](super::FsyncPolicy) asks for
+/// durability; both are called with the log's lock held, one at a time.
+pub trait AuditSink: Send + 'static {
+    /// Writes one whole line (a record's JSON and its terminating `\n`).
+    fn append(&mut self, line: &str) -> io::Result<()>;
+    /// Makes everything appended so far durable (fsync, for a file).
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// Appends to a file; [`sync`](AuditSink::sync) is `fdatasync`.
+#[derive(Debug)]
+pub struct FileSink {
+    file: File,
+}
+
+impl FileSink {
+    /// Opens `path` for appending, creating it (and its parent folders) when absent. A new
+    /// file's directory entry is made durable too, so a record synced later cannot vanish with
+    /// the file.
+    pub fn open(path: &Path) -> io::Result<FileSink> {
+        let file = open_for_append(path)?;
+        Ok(FileSink { file })
+    }
+
+    /// Wraps a file already opened for appending.
+    pub fn from_file(file: File) -> FileSink {
+        FileSink { file }
+    }
+}
+
+impl AuditSink for FileSink {
+    fn append(&mut self, line: &str) -> io::Result<()> {
+        // One unbuffered write (retried only if the OS takes part of it), so the line reaches
+        // the OS whole or as a torn tail that verification reports.
+        self.file.write_all(line.as_bytes())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// Opens `path` for reading and appending, creating the file and its parents when absent.
+pub(crate) fn open_for_append(path: &Path) -> io::Result<File> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
+        std::fs::create_dir_all(parent)?;
+    }
+    let existed = path.exists();
+    let file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+    if !existed {
+        sync_dir(parent.unwrap_or(Path::new(".")))?;
+    }
+    Ok(file)
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// Keeps lines in memory; clones share them, so a test can keep one handle and give the log
+/// another.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySink {
+    shared: Arc<Mutex<MemoryState>>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    lines: Vec<String>,
+    synced: usize,
+    syncs: usize,
+}
+
+impl MemorySink {
+    /// An empty sink.
+    pub fn new() -> MemorySink {
+        MemorySink::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, MemoryState> {
+        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The lines appended so far, each without its `\n`.
+    pub fn lines(&self) -> Vec<String> {
+        self.state()
+            .lines
+            .iter()
+            .map(|l| l.strip_suffix('\n').unwrap_or(l).to_string())
+            .collect()
+    }
+
+    /// Everything appended so far, as a log file would hold it.
+    pub fn contents(&self) -> String {
+        self.state().lines.concat()
+    }
+
+    /// How many lines had been appended at the last [`sync`](AuditSink::sync) (what a crash
+    /// would keep).
+    pub fn synced_lines(&self) -> usize {
+        self.state().synced
+    }
+
+    /// How many times [`sync`](AuditSink::sync) was called.
+    pub fn syncs(&self) -> usize {
+        self.state().syncs
+    }
+}
+
+impl AuditSink for MemorySink {
+    fn append(&mut self, line: &str) -> io::Result<()> {
+        self.state().lines.push(line.to_string());
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        let mut state = self.state();
+        state.synced = state.lines.len();
+        state.syncs += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sink_clones_share_lines_and_count_syncs() {
+        let reader = MemorySink::new();
+        let mut writer: Box<dyn AuditSink> = Box::new(reader.clone());
+        writer.append("{\"a\":1}\n").unwrap();
+        writer.append("{\"b\":2}\n").unwrap();
+        assert_eq!(reader.lines(), ["{\"a\":1}", "{\"b\":2}"]);
+        assert_eq!(reader.contents(), "{\"a\":1}\n{\"b\":2}\n");
+        assert_eq!((reader.syncs(), reader.synced_lines()), (0, 0));
+        writer.sync().unwrap();
+        writer.append("{\"c\":3}\n").unwrap();
+        assert_eq!((reader.syncs(), reader.synced_lines()), (1, 2));
+    }
+}

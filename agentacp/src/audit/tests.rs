@@ -1,0 +1,669 @@
+//! Chain, durability and verification tests.
+
+use std::io::{self, Cursor};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A fresh folder under the system temp dir, removed on drop (no `tempfile` dependency, so the
+/// module's tests run in whichever crate compiles it).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("acp-audit-test-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn note(n: usize) -> AuditEvent {
+    let mut event = AuditEvent::new(
+        Actor {
+            id: "host:test".into(),
+            role: Some("system".into()),
+        },
+        "audit.note",
+        Subject {
+            kind: "note".into(),
+            reference: Some(format!("n{n}")),
+            path: None,
+        },
+    );
+    event.input = Some(json!({"n": n}));
+    event
+}
+
+/// A chain of `n` varied records (escapes, non-ASCII, numbers, nesting, every event kind).
+fn sample_chain(n: usize) -> Vec<String> {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(sink.clone()));
+    for i in 0..n {
+        let event = match i % 4 {
+            0 => AuditEvent::lifecycle("echo", "sess-é", Lifecycle::Invoked, Some(json!({"cwd": "/tmp/x"}))),
+            1 => AuditEvent::tool_call(ToolCallMirror {
+                operator: "echo".into(),
+                session: "sess-é".into(),
+                tool_call_id: format!("call-{i}"),
+                tool: "write-file".into(),
+                arguments: json!({"path": "a\"b\\c.txt", "content": "line\n\ttab \u{1} 😀", "n": -12, "f": 2.5}),
+                outcome: ToolOutcomeRecord::Result(json!({"ok": true, "list": [1, null, {}]})),
+                approval: Approval::ApprovedBy("client".into()),
+            }),
+            2 => {
+                let mut event = note(i);
+                event.policy = Some(PolicyRef {
+                    reference: "prod-deploy".into(),
+                    decision: Some("allow".into()),
+                });
+                event
+            }
+            _ => AuditEvent::lifecycle(
+                "echo",
+                "sess-é",
+                Lifecycle::Completed,
+                Some(json!({"stopReason": "end_turn"})),
+            ),
+        };
+        log.record(event).unwrap();
+    }
+    sink.lines()
+}
+
+fn join(lines: &[String]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn check(text: &str) -> Result<VerifySummary, VerifyError> {
+    verify(Cursor::new(text.as_bytes()))
+}
+
+fn check_bytes(bytes: &[u8]) -> Result<VerifySummary, VerifyError> {
+    verify(Cursor::new(bytes))
+}
+
+fn parse(line: &str) -> serde_json::Map<String, Value> {
+    serde_json::from_str(line).unwrap()
+}
+
+// ---- the chain -------------------------------------------------------------------------
+
+#[test]
+fn records_are_numbered_linked_and_hashed() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(sink.clone()));
+    let records: Vec<AuditRecord> = (0..4).map(|i| log.record(note(i)).unwrap()).collect();
+    let lines = sink.lines();
+    assert_eq!(lines.len(), 4);
+    let mut prev = GENESIS.to_string();
+    for (i, (record, line)) in records.iter().zip(&lines).enumerate() {
+        let map = parse(line);
+        assert_eq!(
+            Value::Object(map.clone()),
+            record.value,
+            "the returned record is the written one"
+        );
+        assert_eq!(record.seq, i as u64);
+        assert_eq!(map["seq"], json!(i));
+        assert_eq!(map["$schema"], "agentgovernance/v1");
+        assert_eq!(map["doctype"], "audit-event");
+        assert_eq!(map["hashAlg"], "sha256");
+        assert_eq!(map["prevHash"], prev.as_str());
+        let without: serde_json::Map<String, Value> = map
+            .iter()
+            .filter(|(k, _)| *k != "hash")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let expected = canonical::sha256_hex(&canonical_json(&Value::Object(without)));
+        assert_eq!(map["hash"], expected.as_str());
+        assert_eq!(record.hash, expected);
+        prev = expected;
+    }
+    let summary = check(&sink.contents()).unwrap();
+    assert_eq!(
+        summary,
+        VerifySummary {
+            records: 4,
+            last_hash: Some(prev)
+        }
+    );
+}
+
+#[test]
+fn timestamps_are_rfc3339_utc_milliseconds() {
+    let record = AuditLog::with_sink(Box::new(MemorySink::new()))
+        .record(note(0))
+        .unwrap();
+    let ts = record.value["ts"].as_str().unwrap();
+    let shape: String = ts.chars().map(|c| if c.is_ascii_digit() { 'd' } else { c }).collect();
+    assert_eq!(shape, "dddd-dd-ddTdd:dd:dd.dddZ", "{ts}");
+    assert!(ts.as_bytes() >= b"2024".as_slice());
+}
+
+#[test]
+fn an_existing_file_is_continued() {
+    let dir = TempDir::new();
+    let path = dir.path().join("state/audit.jsonl");
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    log.record(note(0)).unwrap();
+    let second = log.record(note(1)).unwrap();
+    drop(log);
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    let third = log.record(note(2)).unwrap();
+    assert_eq!(third.seq, 2);
+    assert_eq!(third.value["prevHash"], second.hash.as_str());
+    drop(log);
+    let summary = verify_file(&path).unwrap();
+    assert_eq!(
+        summary,
+        VerifySummary {
+            records: 3,
+            last_hash: Some(third.hash)
+        }
+    );
+}
+
+#[test]
+fn an_empty_existing_file_starts_a_chain() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    std::fs::write(&path, "").unwrap();
+    let record = AuditLog::open(&path, FsyncPolicy::default())
+        .unwrap()
+        .record(note(0))
+        .unwrap();
+    assert_eq!((record.seq, record.value["prevHash"].as_str()), (0, Some(GENESIS)));
+}
+
+#[test]
+fn a_tampered_file_is_not_continued() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    for i in 0..3 {
+        log.record(note(i)).unwrap();
+    }
+    drop(log);
+    let tampered = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen("\"n\":1", "\"n\":7", 1);
+    std::fs::write(&path, &tampered).unwrap();
+    match AuditLog::open(&path, FsyncPolicy::EveryRecord) {
+        Err(AuditError::Broken(error)) => {
+            assert_eq!((error.line, error.seq), (2, Some(1)));
+            assert!(error.reason.starts_with("hash mismatch"), "{error}");
+        }
+        other => panic!("expected a broken chain, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        tampered,
+        "the file is left as it was"
+    );
+}
+
+#[test]
+fn a_torn_last_line_is_not_continued() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    log.record(note(0)).unwrap();
+    let full = log.record(note(1)).unwrap().line();
+    drop(log);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let torn = &text[..text.len() - full.len() / 2];
+    std::fs::write(&path, torn).unwrap();
+    match AuditLog::open(&path, FsyncPolicy::EveryRecord) {
+        Err(AuditError::Broken(error)) => {
+            assert_eq!(error.line, 2);
+            assert!(error.reason.contains("no trailing newline"), "{error}");
+            assert!(AuditError::Broken(error).to_string().contains("refusing to append"));
+        }
+        other => panic!("expected a broken chain, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), torn);
+}
+
+#[test]
+fn open_reports_io_errors() {
+    let dir = TempDir::new();
+    // A folder where the file should be.
+    let error = AuditLog::open(dir.path(), FsyncPolicy::EveryRecord).unwrap_err();
+    assert!(matches!(error, AuditError::Io(_)), "{error:?}");
+}
+
+#[test]
+fn every_record_policy_syncs_each_record_before_returning() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(sink.clone()));
+    for i in 0..3 {
+        log.record(note(i)).unwrap();
+        assert_eq!(sink.synced_lines(), i + 1);
+    }
+    assert_eq!(sink.syncs(), 3);
+}
+
+#[test]
+fn batched_policy_syncs_every_n_and_on_flush() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink_and_policy(Box::new(sink.clone()), FsyncPolicy::Batched { every: 3 });
+    log.record(note(0)).unwrap();
+    log.record(note(1)).unwrap();
+    assert_eq!((sink.syncs(), sink.synced_lines()), (0, 0));
+    log.record(note(2)).unwrap();
+    assert_eq!((sink.syncs(), sink.synced_lines()), (1, 3));
+    log.record(note(3)).unwrap();
+    assert_eq!((sink.syncs(), sink.synced_lines()), (1, 3));
+    log.flush().unwrap();
+    assert_eq!((sink.syncs(), sink.synced_lines()), (2, 4));
+    log.flush().unwrap();
+    assert_eq!(sink.syncs(), 2, "nothing pending, no sync");
+    // Whatever was synced is a verifiable prefix.
+    let synced = &sink.lines()[..sink.synced_lines()];
+    assert_eq!(check(&join(synced)).unwrap().records, 4);
+}
+
+#[test]
+fn batched_records_are_synced_when_the_last_handle_drops() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink_and_policy(Box::new(sink.clone()), FsyncPolicy::Batched { every: 10 });
+    let other = log.clone();
+    log.record(note(0)).unwrap();
+    drop(log);
+    assert_eq!(sink.synced_lines(), 0, "another handle is alive");
+    drop(other);
+    assert_eq!(sink.synced_lines(), 1);
+}
+
+#[test]
+fn batched_zero_means_one_and_never_syncs_only_on_flush() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink_and_policy(Box::new(sink.clone()), FsyncPolicy::Batched { every: 0 });
+    log.record(note(0)).unwrap();
+    assert_eq!(sink.syncs(), 1);
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink_and_policy(Box::new(sink.clone()), FsyncPolicy::Never);
+    log.record(note(0)).unwrap();
+    log.record(note(1)).unwrap();
+    assert_eq!(sink.syncs(), 0);
+    log.flush().unwrap();
+    assert_eq!((sink.syncs(), sink.synced_lines()), (1, 2));
+}
+
+#[test]
+fn off_records_nothing() {
+    let log = AuditLog::off();
+    assert!(log.is_off());
+    assert!(!AuditLog::with_sink(Box::new(MemorySink::new())).is_off());
+    let record = log.record(note(0)).unwrap();
+    assert_eq!(record.seq, 0);
+    log.flush().unwrap();
+    assert!(matches!(
+        log.record(AuditEvent {
+            action: "Bad".into(),
+            ..note(0)
+        }),
+        Err(AuditError::Invalid(_))
+    ));
+}
+
+#[test]
+fn an_invalid_event_writes_nothing_and_keeps_the_chain() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(sink.clone()));
+    log.record(note(0)).unwrap();
+    let error = log
+        .record(AuditEvent {
+            action: "Not An Action".into(),
+            ..note(1)
+        })
+        .unwrap_err();
+    assert!(error.to_string().starts_with("invalid audit event: action"), "{error}");
+    assert_eq!(log.record(note(1)).unwrap().seq, 1);
+    assert_eq!(check(&sink.contents()).unwrap().records, 2);
+}
+
+/// Fails the `fail_at`-th append (from 0), or every sync when `fail_sync`.
+struct Flaky {
+    inner: MemorySink,
+    appends: usize,
+    fail_at: usize,
+    fail_sync: bool,
+}
+
+impl AuditSink for Flaky {
+    fn append(&mut self, line: &str) -> io::Result<()> {
+        self.appends += 1;
+        if self.appends - 1 == self.fail_at {
+            // Half a line reached the disk.
+            self.inner.append(&line[..line.len() / 2])?;
+            return Err(io::Error::other("disk full"));
+        }
+        self.inner.append(line)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        if self.fail_sync {
+            Err(io::Error::other("sync failed"))
+        } else {
+            self.inner.sync()
+        }
+    }
+}
+
+#[test]
+fn after_a_failed_write_the_log_refuses_to_go_on() {
+    let memory = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(Flaky {
+        inner: memory.clone(),
+        appends: 0,
+        fail_at: 2,
+        fail_sync: false,
+    }));
+    log.record(note(0)).unwrap();
+    log.record(note(1)).unwrap();
+    assert!(matches!(log.record(note(2)), Err(AuditError::Io(_))));
+    let error = log.record(note(3)).unwrap_err();
+    assert!(
+        matches!(&error, AuditError::Failed(reason) if reason.contains("record 2")),
+        "{error}"
+    );
+    assert!(matches!(log.flush(), Err(AuditError::Failed(_))));
+    // The torn line is the third; the two before it are intact.
+    let error = check(&memory.contents()).unwrap_err();
+    assert_eq!(error.line, 3);
+    assert_eq!(check(&join(&memory.lines()[..2])).unwrap().records, 2);
+}
+
+#[test]
+fn after_a_failed_sync_the_log_refuses_to_go_on() {
+    let log = AuditLog::with_sink(Box::new(Flaky {
+        inner: MemorySink::new(),
+        appends: 0,
+        fail_at: usize::MAX,
+        fail_sync: true,
+    }));
+    assert!(matches!(log.record(note(0)), Err(AuditError::Io(_))));
+    assert!(matches!(log.record(note(1)), Err(AuditError::Failed(_))));
+}
+
+#[test]
+fn handles_are_shared_across_threads() {
+    fn assert_traits<T: Clone + Send + Sync + 'static>() {}
+    assert_traits::<AuditLog>();
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink_and_policy(Box::new(sink.clone()), FsyncPolicy::Batched { every: 7 });
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    log.record(note(t * 100 + i)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    log.flush().unwrap();
+    assert_eq!(check(&sink.contents()).unwrap().records, 100);
+}
+
+#[test]
+fn file_sink_creates_parents_and_appends() {
+    let dir = TempDir::new();
+    let path = dir.path().join("deep/er/audit.jsonl");
+    let mut sink = FileSink::open(&path).unwrap();
+    sink.append("one\n").unwrap();
+    sink.sync().unwrap();
+    drop(sink);
+    let mut sink = FileSink::open(&path).unwrap();
+    sink.append("two\n").unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
+}
+
+// ---- verification ----------------------------------------------------------------------
+
+#[test]
+fn an_intact_chain_verifies_with_its_count_and_last_hash() {
+    let lines = sample_chain(9);
+    let summary = check(&join(&lines)).unwrap();
+    assert_eq!(summary.records, 9);
+    assert_eq!(summary.last_hash.as_deref(), parse(&lines[8])["hash"].as_str());
+    assert_eq!(
+        check("").unwrap(),
+        VerifySummary {
+            records: 0,
+            last_hash: None
+        }
+    );
+}
+
+#[test]
+fn changing_any_one_byte_of_a_record_breaks_the_chain_at_that_line() {
+    let lines = sample_chain(5);
+    let text = join(&lines);
+    let mut start = 0;
+    for (index, line) in lines.iter().enumerate() {
+        // Every byte of the first, a middle and the last record (the tool-call record has
+        // escapes, non-ASCII and numbers), with several replacements each.
+        if ![0, 1, 4].contains(&index) {
+            start += line.len() + 1;
+            continue;
+        }
+        for offset in 0..line.len() {
+            let at = start + offset;
+            let original = text.as_bytes()[at];
+            for replacement in [original ^ 0x01, b'0', b'a', b' '] {
+                if replacement == original {
+                    continue;
+                }
+                let mut bytes = text.clone().into_bytes();
+                bytes[at] = replacement;
+                match check_bytes(&bytes) {
+                    Err(error) => assert_eq!(
+                        error.line,
+                        index + 1,
+                        "byte {offset} of line {} ({:?} -> {:?}): {error}",
+                        index + 1,
+                        original as char,
+                        replacement as char
+                    ),
+                    Ok(_) => panic!(
+                        "byte {offset} of line {} changed ({:?} -> {:?}) and the chain still verifies",
+                        index + 1,
+                        original as char,
+                        replacement as char
+                    ),
+                }
+            }
+        }
+        start += line.len() + 1;
+    }
+}
+
+#[test]
+fn a_hash_mismatch_names_line_seq_and_both_hashes() {
+    let mut lines = sample_chain(3);
+    lines[1] = lines[1].replacen("\"write-file\"", "\"delete-repo\"", 1);
+    let error = check(&join(&lines)).unwrap_err();
+    assert_eq!((error.line, error.seq), (2, Some(1)));
+    let recorded = parse(&lines[1])["hash"].as_str().unwrap().to_string();
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "line 2 (seq 1): hash mismatch: recorded {}…, computed ",
+            &recorded[..12]
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_recomputed_hash_still_breaks_the_next_link() {
+    // Forge record 1 and give it a correct hash: record 2's prevHash no longer links.
+    let mut lines = sample_chain(4);
+    let mut forged = parse(&lines[1]);
+    forged.insert("action".into(), json!("tool.forged"));
+    let hash = canonical::sha256_hex(&canonical::canonical_object_without(&forged, "hash"));
+    forged.insert("hash".into(), json!(hash));
+    lines[1] = Value::Object(forged).to_string();
+    let error = check(&join(&lines)).unwrap_err();
+    assert_eq!((error.line, error.seq), (3, Some(2)));
+    assert!(
+        error.reason.contains("does not link to the previous record's hash"),
+        "{error}"
+    );
+}
+
+#[test]
+fn deleting_a_line_breaks_the_chain() {
+    let lines = sample_chain(5);
+    for removed in 0..4 {
+        let mut copy = lines.clone();
+        copy.remove(removed);
+        let error = check(&join(&copy)).unwrap_err();
+        assert_eq!(
+            (error.line, error.seq),
+            (removed + 1, Some(removed as u64 + 1)),
+            "{error}"
+        );
+        assert!(error.reason.contains("expected"), "{error}");
+    }
+}
+
+#[test]
+fn swapping_two_lines_breaks_the_chain() {
+    let lines = sample_chain(5);
+    for (a, b) in [(0, 1), (1, 3), (3, 4)] {
+        let mut copy = lines.clone();
+        copy.swap(a, b);
+        let error = check(&join(&copy)).unwrap_err();
+        assert_eq!(error.line, a + 1, "{error}");
+    }
+}
+
+#[test]
+fn duplicating_a_line_breaks_the_chain() {
+    let lines = sample_chain(4);
+    for duplicated in 0..4 {
+        let mut copy = lines.clone();
+        copy.insert(duplicated + 1, lines[duplicated].clone());
+        let error = check(&join(&copy)).unwrap_err();
+        assert_eq!(
+            (error.line, error.seq),
+            (duplicated + 2, Some(duplicated as u64)),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn truncating_the_last_line_breaks_the_chain() {
+    let lines = sample_chain(3);
+    let text = join(&lines);
+    let last_start = text.len() - lines[2].len() - 1;
+    for cut in last_start + 1..text.len() {
+        let error = check(&text[..cut]).unwrap_err();
+        assert_eq!(error.line, 3, "cut at {cut}: {error}");
+        assert!(error.reason.contains("no trailing newline"), "{error}");
+    }
+}
+
+#[test]
+fn other_malformed_logs_are_reported() {
+    let lines = sample_chain(2);
+    let cases: Vec<(String, usize, &str)> = vec![
+        (format!("{}\n\n{}\n", lines[0], lines[1]), 2, "empty line"),
+        (format!("{}\n[1]\n", lines[0]), 2, "not a JSON object"),
+        (format!("{}\n{{\n", lines[0]), 2, "not JSON"),
+        (lines[1].clone() + "\n", 1, "seq 1 where 0 was expected"),
+        (
+            join(&lines).replacen("agentgovernance/v1", "agentgovernance/v2", 1),
+            1,
+            "$schema",
+        ),
+        (join(&lines).replacen("audit-event", "policy", 1), 1, "doctype"),
+        (
+            join(&lines).replacen("\"seq\":0", "\"seq\":\"0\"", 1),
+            1,
+            "seq is missing",
+        ),
+        (
+            join(&lines).replacen("\"hashAlg\":\"sha256\"", "\"hashAlg\":\"sha512\"", 1),
+            1,
+            "unsupported hashAlg",
+        ),
+        (join(&lines).replacen("\"hash\":", "\"hush\":", 1), 1, "hash is missing"),
+    ];
+    for (text, line, reason) in cases {
+        let error = check(&text).unwrap_err();
+        assert_eq!(error.line, line, "{error}");
+        assert!(error.reason.contains(reason), "{error} should say {reason}");
+    }
+    let error = check_bytes(b"\xff\xfe\n").unwrap_err();
+    assert_eq!((error.line, error.reason.as_str()), (1, "not UTF-8"));
+}
+
+#[test]
+fn the_first_record_must_start_from_genesis() {
+    let log_lines = sample_chain(1);
+    let mut first = parse(&log_lines[0]);
+    first.insert("prevHash".into(), json!("0".repeat(64)));
+    let hash = canonical::sha256_hex(&canonical::canonical_object_without(&first, "hash"));
+    first.insert("hash".into(), json!(hash));
+    let error = check(&(Value::Object(first).to_string() + "\n")).unwrap_err();
+    assert_eq!((error.line, error.seq), (1, Some(0)));
+    assert!(error.reason.contains("is not GENESIS"), "{error}");
+}
+
+#[test]
+fn a_record_without_hash_alg_is_read_as_sha256() {
+    let mut first = parse(&sample_chain(1)[0]);
+    first.shift_remove("hashAlg");
+    let hash = canonical::sha256_hex(&canonical::canonical_object_without(&first, "hash"));
+    first.insert("hash".into(), json!(hash));
+    assert_eq!(check(&(Value::Object(first).to_string() + "\n")).unwrap().records, 1);
+}
+
+#[test]
+fn read_errors_name_the_line_being_read() {
+    struct Failing(usize);
+    impl io::Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            Err(io::Error::other(format!("device gone {} {}", self.0, buf.len())))
+        }
+    }
+    let error = verify(io::BufReader::new(Failing(1))).unwrap_err();
+    assert_eq!(error.line, 1);
+    assert!(error.reason.starts_with("read error"), "{error}");
+}
+
+#[test]
+fn verify_file_separates_io_from_broken_chains() {
+    let dir = TempDir::new();
+    assert!(matches!(
+        verify_file(&dir.path().join("missing.jsonl")),
+        Err(AuditError::Io(_))
+    ));
+    let path = dir.path().join("audit.jsonl");
+    std::fs::write(&path, "{}\n").unwrap();
+    assert!(matches!(verify_file(&path), Err(AuditError::Broken(_))));
+}

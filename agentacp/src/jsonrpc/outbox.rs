@@ -1,0 +1,113 @@
+//! The one ordered writer: every outgoing line goes through one channel to one task, so lines
+//! reach the peer in the order they were queued.
+//!
+//! The task writes whatever has queued up since its last write in one go and flushes once per
+//! batch, so a burst of updates costs one system call per batch rather than one per message.
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// How many lines may wait before senders wait (backpressure).
+pub const QUEUE_LINES: usize = 1024;
+/// Flush when a batch reaches this size even if more lines are waiting.
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// The peer stopped reading (or the writer failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+impl std::fmt::Display for Closed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the connection is closed")
+    }
+}
+
+impl std::error::Error for Closed {}
+
+/// A handle for queueing lines; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    tx: mpsc::Sender<Vec<u8>>,
+}
+
+impl Outbox {
+    /// Starts the writer task over `output`. The task ends, after writing everything queued,
+    /// when every `Outbox` clone is dropped; it returns the first write error, if any.
+    pub fn start<W>(output: W) -> (Outbox, JoinHandle<std::io::Result<()>>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel(QUEUE_LINES);
+        (Outbox { tx }, tokio::spawn(write_all(rx, output)))
+    }
+
+    /// Queues one line (it must end with `\n`); waits while the queue is full.
+    pub async fn send(&self, line: Vec<u8>) -> Result<(), Closed> {
+        self.tx.send(line).await.map_err(|_| Closed)
+    }
+}
+
+async fn write_all<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut output: W) -> std::io::Result<()> {
+    let mut batch = Vec::with_capacity(BATCH_BYTES);
+    while let Some(first) = rx.recv().await {
+        batch.extend_from_slice(&first);
+        while batch.len() < BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(line) => batch.extend_from_slice(&line),
+                Err(_) => break,
+            }
+        }
+        let written = async {
+            output.write_all(&batch).await?;
+            output.flush().await
+        }
+        .await;
+        if let Err(error) = written {
+            // Dropping the receiver makes every later `send` fail with `Closed`.
+            tracing::debug!(%error, "writing to the peer failed");
+            return Err(error);
+        }
+        batch.clear();
+    }
+    output.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_arrive_in_order_and_everything_is_written_before_the_task_ends() {
+        let (reader, writer) = tokio::io::duplex(64);
+        let (outbox, task) = Outbox::start(writer);
+        let collector = tokio::spawn(async move {
+            let mut reader = reader;
+            let mut all = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut reader, &mut all)
+                .await
+                .unwrap();
+            all
+        });
+        let mut expected = Vec::new();
+        for i in 0..5000 {
+            let line = format!("{i}\n").into_bytes();
+            expected.extend_from_slice(&line);
+            outbox.send(line).await.unwrap();
+        }
+        drop(outbox);
+        task.await.unwrap().unwrap();
+        assert_eq!(collector.await.unwrap(), expected);
+    }
+
+    #[tokio::test]
+    async fn sending_after_the_peer_went_away_fails_instead_of_hanging() {
+        let (reader, writer) = tokio::io::duplex(8);
+        drop(reader);
+        let (outbox, task) = Outbox::start(writer);
+        // The first write fails; the task ends and later sends report `Closed`.
+        let _ = outbox.send(b"0123456789\n".to_vec()).await;
+        assert!(task.await.unwrap().is_err());
+        assert_eq!(outbox.send(b"x\n".to_vec()).await, Err(Closed));
+    }
+}

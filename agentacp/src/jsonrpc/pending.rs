@@ -1,0 +1,123 @@
+//! Requests we sent and are waiting on: each gets a fresh numeric id and a slot its response
+//! fills. When the peer goes away every slot fails at once, so no await hangs.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::value::RawValue;
+use tokio::sync::oneshot;
+
+use super::{Id, RpcError};
+
+/// Why an outbound request has no result.
+#[derive(Debug)]
+pub enum RequestFailure {
+    /// The peer answered with an error.
+    Rpc(RpcError),
+    /// The connection closed before the answer came.
+    Closed,
+    /// No answer within the time allowed.
+    TimedOut,
+}
+
+type Slot = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
+
+/// The table of requests waiting for an answer.
+#[derive(Debug, Default)]
+pub struct Pending {
+    next_id: AtomicI64,
+    slots: Mutex<Option<HashMap<i64, Slot>>>,
+}
+
+/// A request waiting for its answer.
+#[derive(Debug)]
+pub struct Waiting {
+    /// The id to send it with.
+    pub id: Id,
+    receiver: oneshot::Receiver<Result<Box<RawValue>, RpcError>>,
+}
+
+impl Pending {
+    /// An empty table, open for requests.
+    pub fn new() -> Self {
+        Pending {
+            next_id: AtomicI64::new(0),
+            slots: Mutex::new(Some(HashMap::new())),
+        }
+    }
+
+    /// Reserves an id; `None` once the connection has closed.
+    pub fn register(&self) -> Option<Waiting> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.as_mut()?.insert(id, sender);
+        Some(Waiting {
+            id: Id::Number(id),
+            receiver,
+        })
+    }
+
+    /// Delivers an answer; `false` when no request has that id (a stray or repeated answer).
+    pub fn resolve(&self, id: &Id, outcome: Result<Box<RawValue>, RpcError>) -> bool {
+        let Id::Number(number) = id else { return false };
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.as_mut().and_then(|slots| slots.remove(number))
+        };
+        match slot {
+            Some(slot) => slot.send(outcome).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Forgets a request (after a timeout or when the caller gave up).
+    pub fn forget(&self, id: &Id) {
+        if let Id::Number(number) = id {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(slots) = slots.as_mut() {
+                slots.remove(number);
+            }
+        }
+    }
+
+    /// Fails every waiting request and refuses new ones: the peer is gone.
+    pub fn close(&self) {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+impl Waiting {
+    /// Waits for the answer.
+    pub async fn answer(self) -> Result<Box<RawValue>, RequestFailure> {
+        match self.receiver.await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(error)) => Err(RequestFailure::Rpc(error)),
+            Err(_) => Err(RequestFailure::Closed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn answers_reach_their_request_once() {
+        let pending = Pending::new();
+        let a = pending.register().unwrap();
+        let b = pending.register().unwrap();
+        assert_ne!(a.id, b.id);
+        let result = RawValue::from_string("1".into()).unwrap();
+        assert!(pending.resolve(&b.id, Ok(result.clone())));
+        assert!(
+            !pending.resolve(&b.id, Ok(result)),
+            "a repeated answer is not delivered twice"
+        );
+        assert_eq!(b.answer().await.unwrap().get(), "1");
+        pending.close();
+        assert!(matches!(a.answer().await, Err(RequestFailure::Closed)));
+        assert!(pending.register().is_none());
+    }
+}

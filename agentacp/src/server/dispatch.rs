@@ -1,0 +1,594 @@
+//! The reader loop of one connection: reads frames in order, answers what is quick inline,
+//! runs turns (and loads) as tasks, and shuts down cleanly at end of input.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufRead;
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::audit::{AuditEvent, Lifecycle};
+use crate::error::Error;
+use crate::jsonrpc::frame::{Frame, FrameReader};
+use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+
+use super::connection::Connection;
+use super::operator::{Operator, OperatorSpec};
+use super::session::{SessionContext, lock};
+use super::turn::{Turn, TurnScope};
+use super::workspace;
+
+struct SessionEntry {
+    context: Arc<SessionContext>,
+    /// Set while a prompt runs; sending `true` cancels it.
+    running: Option<watch::Sender<bool>>,
+}
+
+type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
+
+struct InFlight {
+    abort: AbortHandle,
+    /// Whoever flips this first sends the answer (the task, or `$/cancel_request`).
+    answered: Arc<AtomicBool>,
+    /// For prompts: the session, cancelled like `session/cancel`.
+    session: Option<String>,
+}
+
+type InFlightTable = Arc<Mutex<HashMap<Id, InFlight>>>;
+
+pub(crate) struct Dispatcher<O: Operator> {
+    operator: Arc<O>,
+    spec: &'static OperatorSpec,
+    initialize_response: Value,
+    connection: Arc<Connection>,
+    workspace_root: PathBuf,
+    initialized: bool,
+    sessions: Sessions,
+    in_flight: InFlightTable,
+    tasks: JoinSet<()>,
+    shutdown_grace: Duration,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeParams {
+    protocol_version: u64,
+    #[serde(default)]
+    client_info: Option<ClientInfo>,
+}
+
+#[derive(Deserialize)]
+struct ClientInfo {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NewSessionParams {
+    cwd: String,
+    #[serde(default)]
+    mcp_servers: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LoadSessionParams {
+    session_id: String,
+    cwd: String,
+    #[serde(default)]
+    mcp_servers: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionRef {
+    session_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelRequestParams {
+    request_id: Id,
+}
+
+fn read_params<'a, T: Deserialize<'a>>(method: &str, params: Option<&'a RawValue>) -> Result<T, RpcError> {
+    let text = params.map_or("null", RawValue::get);
+    serde_json::from_str(text)
+        .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}")))
+}
+
+impl<O: Operator> Dispatcher<O> {
+    pub(crate) fn new(
+        operator: O,
+        connection: Arc<Connection>,
+        workspace_root: PathBuf,
+        shutdown_grace: Duration,
+    ) -> Self {
+        let spec = O::spec();
+        let initialize_response = serde_json::from_str(spec.initialize_response).unwrap_or_else(|error| {
+            tracing::error!(%error, "the generated initialize response is not JSON");
+            json!({})
+        });
+        let mut initialize_response: Value = initialize_response;
+        // The version the wire module speaks (it matters for `wire = path` modules).
+        initialize_response["protocolVersion"] = json!(spec.protocol_version);
+        Dispatcher {
+            operator: Arc::new(operator),
+            spec,
+            initialize_response,
+            connection,
+            workspace_root,
+            initialized: false,
+            sessions: Arc::default(),
+            in_flight: Arc::default(),
+            tasks: JoinSet::new(),
+            shutdown_grace,
+        }
+    }
+
+    /// Reads and handles frames until end of input, then shuts down.
+    pub(crate) async fn run<R: AsyncBufRead + Unpin>(mut self, mut frames: FrameReader<R>) {
+        loop {
+            let frame = tokio::select! {
+                frame = frames.next() => frame,
+                Some(_) = self.tasks.join_next() => continue,
+            };
+            let closed = match frame {
+                Ok(None) => break,
+                Ok(Some(Frame::TooLarge { len, id })) => {
+                    tracing::warn!(len, "a frame over the limit was discarded");
+                    let error = RpcError::new(
+                        codes::INVALID_REQUEST,
+                        format!("message of {len} bytes is over the limit; it was discarded"),
+                    );
+                    self.connection
+                        .respond_error(&id.unwrap_or(Id::Null), &error)
+                        .await
+                        .is_err()
+                }
+                Ok(Some(Frame::Line(line))) => self.handle(&line).await.is_err(),
+                Err(error) => {
+                    tracing::warn!(%error, "reading from the client failed");
+                    break;
+                }
+            };
+            if closed {
+                tracing::debug!("the client stopped reading");
+                break;
+            }
+        }
+        self.shut_down().await;
+    }
+
+    async fn handle(&mut self, line: &[u8]) -> Result<(), Error> {
+        match jsonrpc::parse(line) {
+            Err(unreadable) => self.connection.respond_error(&unreadable.id, &unreadable.error).await,
+            Ok(Incoming::Response { id, outcome }) => {
+                if !self.connection.pending.resolve(&id, outcome) {
+                    tracing::warn!(%id, "an answer to no request we are waiting on was ignored");
+                }
+                Ok(())
+            }
+            Ok(Incoming::Notification { method, params }) => {
+                self.notification(&method, params.as_deref());
+                Ok(())
+            }
+            Ok(Incoming::Request { id, method, params }) => match self.request(&id, &method, params).await {
+                Ok(()) => Ok(()),
+                Err(error) => self.connection.respond_error(&id, &error).await,
+            },
+        }
+    }
+
+    async fn request(&mut self, id: &Id, method: &str, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
+        if method == "initialize" {
+            return self.initialize(id, params.as_deref()).await;
+        }
+        if !self.initialized {
+            return Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("`{method}` before `initialize`: the client must initialize first"),
+            ));
+        }
+        match method {
+            "session/new" => self.new_session(id, params.as_deref()).await,
+            "session/prompt" => self.prompt(id, params),
+            "session/load" if self.spec.load_session => self.load_session(id, params),
+            "authenticate" => self.authenticate(id, params),
+            _ => Err(RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("method not found: `{method}`"),
+            )),
+        }
+    }
+
+    fn notification(&mut self, method: &str, params: Option<&RawValue>) {
+        match method {
+            "session/cancel" => match read_params::<SessionRef>(method, params) {
+                Ok(session) => self.cancel_turn(&session.session_id),
+                Err(error) => tracing::warn!(%error, "ignored a bad session/cancel"),
+            },
+            "$/cancel_request" => match read_params::<CancelRequestParams>(method, params) {
+                Ok(cancel) => self.cancel_request(&cancel.request_id),
+                Err(error) => tracing::warn!(%error, "ignored a bad $/cancel_request"),
+            },
+            other => tracing::debug!(method = other, "ignored a notification"),
+        }
+    }
+
+    async fn initialize(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
+        if self.initialized {
+            return Err(RpcError::new(codes::INVALID_REQUEST, "`initialize` was already called"));
+        }
+        let params: InitializeParams = read_params("initialize", params)?;
+        if params.protocol_version != u64::from(self.spec.protocol_version) {
+            tracing::info!(
+                asked = params.protocol_version,
+                ours = self.spec.protocol_version,
+                "the client asked for another protocol version; answering with ours"
+            );
+        }
+        self.connection
+            .set_client_name(params.client_info.as_ref().map(|info| info.name.as_str()));
+        self.initialized = true;
+        let _ = self.connection.respond(id, &self.initialize_response).await;
+        Ok(())
+    }
+
+    async fn new_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
+        let params: NewSessionParams = read_params("session/new", params)?;
+        let cwd = workspace::confine_cwd(&params.cwd, &self.workspace_root)
+            .map_err(|message| RpcError::new(codes::INVALID_PARAMS, message))?;
+        let session_id = new_session_id();
+        let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
+        if self.connection.record_history {
+            self.connection
+                .store
+                .create(&session_id, &cwd)
+                .map_err(|e| internal(&e))?;
+        }
+        let invoked = AuditEvent::lifecycle(&self.connection.operator_id, &session_id, Lifecycle::Invoked, None);
+        self.connection.audit(invoked).map_err(|e| internal(&e))?;
+        let context = Arc::new(SessionContext::new(session_id.clone(), cwd, params.mcp_servers));
+        lock(&self.sessions).insert(session_id.clone(), SessionEntry { context, running: None });
+        let _ = self.connection.respond(id, &json!({"sessionId": session_id})).await;
+        Ok(())
+    }
+
+    fn prompt(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
+        let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
+        let session: SessionRef = read_params("session/prompt", Some(&params))?;
+        let (cancel, cancel_rx) = watch::channel(false);
+        let context = {
+            let mut sessions = lock(&self.sessions);
+            let entry = sessions
+                .get_mut(&session.session_id)
+                .ok_or_else(|| unknown_session(&session.session_id))?;
+            if entry.running.is_some() {
+                return Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    "a prompt is already running in this session; cancel it or wait for its answer",
+                ));
+            }
+            entry.running = Some(cancel);
+            entry.context.clone()
+        };
+        let task = PromptTask {
+            operator: self.operator.clone(),
+            connection: self.connection.clone(),
+            sessions: self.sessions.clone(),
+            in_flight: self.in_flight.clone(),
+            id: id.clone(),
+            answered: Arc::new(AtomicBool::new(false)),
+            scope: TurnScope {
+                connection: self.connection.clone(),
+                session: context,
+                cancel: cancel_rx,
+                announced: AtomicBool::new(false),
+            },
+            params,
+        };
+        let answered = task.answered.clone();
+        let abort = self.tasks.spawn(task.run());
+        lock(&self.in_flight).insert(
+            id.clone(),
+            InFlight {
+                abort,
+                answered,
+                session: Some(session.session_id),
+            },
+        );
+        Ok(())
+    }
+
+    fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
+        let raw = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
+        let params: LoadSessionParams = read_params("session/load", Some(&raw))?;
+        let cwd = workspace::confine_cwd(&params.cwd, &self.workspace_root)
+            .map_err(|message| RpcError::new(codes::INVALID_PARAMS, message))?;
+        if lock(&self.sessions)
+            .get(&params.session_id)
+            .is_some_and(|entry| entry.running.is_some())
+        {
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                "that session has a prompt running",
+            ));
+        }
+        let stored = self
+            .connection
+            .store
+            .load(&params.session_id)
+            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("reading the session failed: {error}")))?
+            .ok_or_else(|| unknown_session(&params.session_id))?;
+        let context = Arc::new(SessionContext::new(params.session_id.clone(), cwd, params.mcp_servers));
+        let operator = self.operator.clone();
+        let connection = self.connection.clone();
+        let sessions = self.sessions.clone();
+        let answered = Arc::new(AtomicBool::new(false));
+        let id_for_task = id.clone();
+        let answered_by_task = answered.clone();
+        let in_flight = self.in_flight.clone();
+        let abort = self.tasks.spawn(async move {
+            let outcome = async {
+                for update in &stored.history {
+                    let update = update.get().to_string();
+                    // Replayed history is not recorded again.
+                    connection.send_update_unrecorded(&context, update).await?;
+                }
+                let invoked = AuditEvent::lifecycle(
+                    &connection.operator_id,
+                    context.id(),
+                    Lifecycle::Invoked,
+                    Some(json!({"loaded": true, "replayed": stored.history.len()})),
+                );
+                connection.audit(invoked)?;
+                let result = match operator.load_session(&context, &raw) {
+                    Some(future) => future.await?,
+                    None => json!({}),
+                };
+                lock(&sessions).insert(
+                    context.id().to_string(),
+                    SessionEntry {
+                        context: context.clone(),
+                        running: None,
+                    },
+                );
+                Ok::<Value, Error>(result)
+            }
+            .await;
+            lock(&in_flight).remove(&id_for_task);
+            if answered_by_task.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let _ = match outcome {
+                Ok(result) => connection.respond(&id_for_task, &result).await,
+                Err(error) => connection.respond_error(&id_for_task, &error.to_rpc()).await,
+            };
+        });
+        lock(&self.in_flight).insert(
+            id.clone(),
+            InFlight {
+                abort,
+                answered,
+                session: None,
+            },
+        );
+        Ok(())
+    }
+
+    fn authenticate(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
+        let raw = params.unwrap_or_else(|| RawValue::from_string("{}".into()).expect("valid JSON"));
+        if self.operator.authenticate(&raw).is_none() {
+            return Err(RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                "method not found: `authenticate`",
+            ));
+        }
+        let operator = self.operator.clone();
+        let connection = self.connection.clone();
+        let id = id.clone();
+        self.tasks.spawn(async move {
+            let Some(future) = operator.authenticate(&raw) else {
+                return;
+            };
+            let _ = match future.await {
+                Ok(result) => connection.respond(&id, &result).await,
+                Err(error) => connection.respond_error(&id, &error.to_rpc()).await,
+            };
+        });
+        Ok(())
+    }
+
+    fn cancel_turn(&self, session_id: &str) {
+        match lock(&self.sessions)
+            .get(session_id)
+            .and_then(|entry| entry.running.as_ref())
+        {
+            Some(cancel) => {
+                cancel.send_replace(true);
+            }
+            None => tracing::debug!(session = session_id, "session/cancel with no prompt running"),
+        }
+    }
+
+    fn cancel_request(&self, request_id: &Id) {
+        let mut in_flight = lock(&self.in_flight);
+        let Some(flight) = in_flight.get(request_id) else {
+            tracing::debug!(%request_id, "$/cancel_request for no request in flight");
+            return;
+        };
+        if let Some(session) = flight.session.clone() {
+            // A prompt ends the way `session/cancel` ends it: `stopReason: cancelled`.
+            drop(in_flight);
+            self.cancel_turn(&session);
+            return;
+        }
+        let Some(flight) = in_flight.remove(request_id) else {
+            return;
+        };
+        drop(in_flight);
+        if !flight.answered.swap(true, Ordering::SeqCst) {
+            flight.abort.abort();
+            let connection = self.connection.clone();
+            let id = request_id.clone();
+            tokio::spawn(async move {
+                let error = RpcError::new(codes::REQUEST_CANCELLED, "request cancelled");
+                let _ = connection.respond_error(&id, &error).await;
+            });
+        }
+    }
+
+    /// End of input: interrupt running turns, let them answer (for a grace period), fail
+    /// requests still waiting on the client, and make sessions and audit durable.
+    async fn shut_down(mut self) {
+        for entry in lock(&self.sessions).values() {
+            if let Some(cancel) = &entry.running {
+                cancel.send_replace(true);
+            }
+        }
+        self.connection.pending.close();
+        let drained = tokio::time::timeout(self.shutdown_grace, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("turns did not end within the grace period; stopping them");
+            self.tasks.abort_all();
+            while self.tasks.join_next().await.is_some() {}
+        }
+        if let Err(error) = self.connection.store.flush() {
+            tracing::error!(%error, "saving sessions failed");
+        }
+        if let Err(error) = self.connection.audit.flush() {
+            tracing::error!(%error, "flushing the audit log failed");
+        }
+    }
+}
+
+fn unknown_session(id: &str) -> RpcError {
+    RpcError::new(codes::INVALID_PARAMS, format!("unknown session `{id}`"))
+}
+
+/// A fresh session id: `sess_` and 24 hex digits, unique within and across runs.
+fn new_session_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::AtomicU64;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(nanos);
+    hasher.write_u64(count);
+    hasher.write_u32(std::process::id());
+    format!("sess_{:016x}{:08x}", hasher.finish(), count as u32)
+}
+
+struct PromptTask<O: Operator> {
+    operator: Arc<O>,
+    connection: Arc<Connection>,
+    sessions: Sessions,
+    in_flight: InFlightTable,
+    id: Id,
+    answered: Arc<AtomicBool>,
+    scope: TurnScope,
+    params: Box<RawValue>,
+}
+
+impl<O: Operator> PromptTask<O> {
+    async fn run(self) {
+        let session_id = self.scope.session.id().to_string();
+        // However this task ends, the session can take the next prompt.
+        let _running = ClearRunning(&self.sessions, &session_id);
+        if self.connection.record_history {
+            self.record_prompt();
+        }
+        let outcome = {
+            let mut turn: Turn<'_, O::Tier> = Turn::new(&self.scope);
+            let future = self.operator.prompt(&mut turn, &self.params);
+            tokio::select! {
+                biased;
+                _ = self.scope.cancelled() => Err(Error::Cancelled),
+                outcome = future => outcome,
+            }
+        };
+        let operator = &self.connection.operator_id;
+        let (state, detail, answer) = match outcome {
+            Ok(result) => {
+                let stop = result.get("stopReason").cloned().unwrap_or(Value::Null);
+                let state = if stop == "cancelled" {
+                    Lifecycle::Interrupted
+                } else {
+                    Lifecycle::Completed
+                };
+                (state, json!({"stopReason": stop}), Ok(result))
+            }
+            Err(Error::Cancelled) => (
+                Lifecycle::Interrupted,
+                json!({"stopReason": "cancelled"}),
+                Ok(json!({"stopReason": "cancelled"})),
+            ),
+            Err(error) => {
+                let rpc = error.to_rpc();
+                (Lifecycle::Interrupted, json!({"error": rpc.message}), Err(rpc))
+            }
+        };
+        let audited = self
+            .connection
+            .audit(AuditEvent::lifecycle(operator, &session_id, state, Some(detail)));
+        let answer = match audited {
+            Ok(()) => answer,
+            Err(error) => Err(error.to_rpc()),
+        };
+        if self.connection.record_history
+            && let Err(error) = self.connection.store.flush()
+        {
+            tracing::error!(%error, session = session_id, "saving the session failed");
+        }
+        lock(&self.in_flight).remove(&self.id);
+        if self.answered.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let _ = match answer {
+            Ok(result) => self.connection.respond(&self.id, &result).await,
+            Err(error) => self.connection.respond_error(&self.id, &error).await,
+        };
+    }
+
+    /// The user's prompt goes into the history as `user_message_chunk`s, so `session/load`
+    /// replays both sides of the conversation.
+    fn record_prompt(&self) {
+        let Ok(params) = serde_json::from_str::<Value>(self.params.get()) else {
+            return;
+        };
+        for block in params["prompt"].as_array().into_iter().flatten() {
+            let update = json!({"sessionUpdate": "user_message_chunk", "content": block});
+            if let Err(error) = self
+                .connection
+                .store
+                .append(self.scope.session.id(), &update.to_string())
+            {
+                tracing::error!(%error, "recording the prompt failed");
+            }
+        }
+    }
+}
+
+struct ClearRunning<'a>(&'a Sessions, &'a str);
+
+impl Drop for ClearRunning<'_> {
+    fn drop(&mut self) {
+        if let Some(entry) = lock(self.0).get_mut(self.1) {
+            entry.running = None;
+        }
+    }
+}

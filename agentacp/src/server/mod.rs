@@ -1,0 +1,286 @@
+//! ACP servers: the runtime behind `#[acp_operator]` for `kind: server` manifests.
+//!
+//! The generated code implements [`Operator`]; [`serve`] runs it over any byte streams and
+//! [`Serve::serve_stdio`] over stdin/stdout, the way editors launch agents. What the runtime
+//! guarantees on the wire is in `docs/design/runtime.md`.
+
+mod connection;
+mod dispatch;
+pub mod operator;
+pub mod session;
+pub mod turn;
+pub mod workspace;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+
+use crate::audit::{AuditLog, FsyncPolicy};
+use crate::error::{Error, Result};
+use crate::governance::{Governance, ManifestGovernance};
+use crate::jsonrpc::frame::FrameReader;
+use crate::jsonrpc::outbox::Outbox;
+
+pub use operator::{AuditTarget, BoxFuture, Operator, OperatorSpec, decode_params, encode_result};
+pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
+pub use turn::{ToolCall, ToolOutcome, Turn};
+
+use connection::Connection;
+use dispatch::Dispatcher;
+
+/// The default frame limit: 4 MiB.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// The default time a permission request waits before it counts as rejected: 5 minutes.
+pub const DEFAULT_PERMISSION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How a server runs. [`ServerOptions::from_env`] reads the `AGENTACP_*` variables; every
+/// field left `None` takes the default described on it.
+#[derive(Clone)]
+pub struct ServerOptions {
+    /// The authorized workspace root: every session `cwd` must be inside it
+    /// (`AGENTACP_WORKSPACE_ROOT`; default: the home directory).
+    pub workspace_root: Option<PathBuf>,
+    /// Where sessions and the default audit log are kept (`AGENTACP_STATE_DIR`; default:
+    /// `$XDG_STATE_HOME/agentacp/<id>`, else `~/.local/state/agentacp/<id>`).
+    pub state_dir: Option<PathBuf>,
+    /// The audit log file, overriding the manifest's target (`AGENTACP_AUDIT_LOG`).
+    pub audit_log: Option<PathBuf>,
+    /// The largest accepted line in bytes (`AGENTACP_MAX_FRAME_BYTES`; default 4 MiB).
+    pub max_frame_bytes: usize,
+    /// How long a permission request waits (`AGENTACP_PERMISSION_TIMEOUT_MS`; default 5 min).
+    pub permission_timeout: Duration,
+    /// When audit records are fsynced (default: every record).
+    pub fsync: FsyncPolicy,
+    /// How long running turns get to answer after end of input (default 5 s).
+    pub shutdown_grace: Duration,
+    /// Replaces the manifest's governance binding.
+    pub governance: Option<Arc<dyn Governance>>,
+    /// Replaces the audit log chosen from the manifest.
+    pub audit: Option<AuditLog>,
+    /// Replaces the session store (default: files in the state folder when `loadSession` is
+    /// on, else none).
+    pub store: Option<Arc<dyn SessionStore>>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            workspace_root: None,
+            state_dir: None,
+            audit_log: None,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
+            fsync: FsyncPolicy::EveryRecord,
+            shutdown_grace: Duration::from_secs(5),
+            governance: None,
+            audit: None,
+            store: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("workspace_root", &self.workspace_root)
+            .field("state_dir", &self.state_dir)
+            .field("audit_log", &self.audit_log)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("permission_timeout", &self.permission_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerOptions {
+    /// The defaults, overridden by the `AGENTACP_*` environment variables that are set.
+    /// A variable that is set but unreadable is reported on stderr and ignored.
+    pub fn from_env() -> Self {
+        let mut options = ServerOptions::default();
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        options.workspace_root = var("AGENTACP_WORKSPACE_ROOT").map(PathBuf::from);
+        options.state_dir = var("AGENTACP_STATE_DIR").map(PathBuf::from);
+        options.audit_log = var("AGENTACP_AUDIT_LOG").map(PathBuf::from);
+        let number = |name: &str| -> Option<u64> {
+            let text = var(name)?;
+            match text.to_str().and_then(|t| t.trim().parse().ok()) {
+                Some(n) => Some(n),
+                None => {
+                    tracing::warn!(variable = name, value = ?text, "not a whole number; ignored");
+                    None
+                }
+            }
+        };
+        if let Some(bytes) = number("AGENTACP_MAX_FRAME_BYTES") {
+            options.max_frame_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        if let Some(ms) = number("AGENTACP_PERMISSION_TIMEOUT_MS") {
+            options.permission_timeout = Duration::from_millis(ms);
+        }
+        options
+    }
+
+    /// Replaces the manifest's governance binding.
+    pub fn governance(mut self, governance: impl Governance) -> Self {
+        self.governance = Some(Arc::new(governance));
+        self
+    }
+
+    /// Sets the workspace root.
+    pub fn workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.workspace_root = Some(root.into());
+        self
+    }
+
+    /// Sets the state folder.
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    fn resolved_state_dir(&self, id: &str) -> PathBuf {
+        if let Some(dir) = &self.state_dir {
+            return dir.clone();
+        }
+        let base = std::env::var_os("XDG_STATE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home().map(|home| home.join(".local/state")))
+            .unwrap_or_else(std::env::temp_dir);
+        base.join("agentacp").join(id)
+    }
+}
+
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// The audit log the manifest asks for (or the options' override).
+fn open_audit(spec: &OperatorSpec, options: &ServerOptions, state_dir: &Path) -> Result<AuditLog> {
+    if let Some(audit) = &options.audit {
+        return Ok(audit.clone());
+    }
+    let path = match (&options.audit_log, spec.audit) {
+        (Some(path), _) => path.clone(),
+        (None, AuditTarget::Off) => return Ok(AuditLog::off()),
+        (None, AuditTarget::External { path }) => PathBuf::from(path),
+        (None, AuditTarget::Governance { channel }) => {
+            let name = channel.and_then(|c| c.strip_prefix("audit:")).unwrap_or("audit");
+            let name: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            state_dir.join(format!("{name}.jsonl"))
+        }
+    };
+    AuditLog::open(&path, options.fsync)
+        .map_err(|error| Error::Audit(format!("cannot open the audit log {}: {error}", path.display())))
+}
+
+/// Runs `operator` over `input`/`output` until end of input. Returns an error only when the
+/// server cannot start (the audit log or the session store cannot be opened).
+pub async fn serve<O, R, W>(operator: O, options: ServerOptions, input: R, output: W) -> Result<()>
+where
+    O: Operator,
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let spec = O::spec();
+    let state_dir = options.resolved_state_dir(spec.id);
+    let audit = open_audit(spec, &options, &state_dir)?;
+    let store: Arc<dyn SessionStore> = match (&options.store, spec.load_session) {
+        (Some(store), _) => store.clone(),
+        (None, true) => Arc::new(FileStore::open(state_dir.join("sessions")).map_err(|error| {
+            Error::Io(std::io::Error::new(
+                error.kind(),
+                format!("cannot open the session store in {}: {error}", state_dir.display()),
+            ))
+        })?),
+        (None, false) => Arc::new(MemoryStore::default()),
+    };
+    let governance = options.governance.clone().unwrap_or_else(|| {
+        let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str(t).ok());
+        Arc::new(ManifestGovernance::from_documents(
+            document(spec.operator).as_ref(),
+            document(spec.governance).as_ref(),
+        ))
+    });
+    let workspace_root = options
+        .workspace_root
+        .clone()
+        .or_else(home)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    tracing::info!(
+        operator = spec.id,
+        tier = spec.tier,
+        root = %workspace_root.display(),
+        state = %state_dir.display(),
+        "serving ACP"
+    );
+    let (outbox, writer) = Outbox::start(output);
+    let connection = Arc::new(Connection::new(
+        outbox,
+        audit,
+        store,
+        spec.load_session,
+        governance,
+        spec.operator_id(),
+        options.permission_timeout,
+    ));
+    let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
+    Dispatcher::new(operator, connection, workspace_root, options.shutdown_grace)
+        .run(frames)
+        .await;
+    // Every clone of the outbox is gone now; the writer drains what is queued and ends.
+    match tokio::time::timeout(options.shutdown_grace, writer).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(error))) => tracing::debug!(%error, "the client closed its end first"),
+        Ok(Err(error)) => tracing::error!(%error, "the writer task failed"),
+        Err(_) => tracing::warn!("the client stopped reading; unsent messages were dropped"),
+    }
+    Ok(())
+}
+
+/// Logs to stderr (never stdout: that is the protocol channel), filtered by `AGENTACP_LOG`
+/// (default `warn`). Does nothing if a subscriber is already installed.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTACP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Running an operator over stdio. Implemented for every [`Operator`].
+pub trait Serve: Operator + Sized {
+    /// Serves over stdin/stdout with [`ServerOptions::from_env`], logging to stderr.
+    fn serve_stdio(self) -> impl Future<Output = Result<()>> + Send {
+        self.serve_stdio_with(ServerOptions::from_env())
+    }
+
+    /// Serves over stdin/stdout with the given options, logging to stderr.
+    fn serve_stdio_with(self, options: ServerOptions) -> impl Future<Output = Result<()>> + Send {
+        init_logging();
+        serve(self, options, tokio::io::stdin(), tokio::io::stdout())
+    }
+
+    /// Like [`serve_stdio`](Serve::serve_stdio), on a runtime of its own, for a plain `main`.
+    fn run_stdio(self) -> Result<()> {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(self.serve_stdio())
+    }
+}
+
+impl<O: Operator> Serve for O {}

@@ -1,0 +1,117 @@
+//! What `#[acp_operator]` generates for a server: an [`OperatorSpec`] read from the manifest
+//! at compile time, and an [`Operator`] impl that decodes requests into the pinned revision's
+//! wire types and calls the author's handler trait.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result};
+use crate::tier::Tier;
+
+use super::session::SessionContext;
+use super::turn::Turn;
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where the manifest sends audit records (`metadata.aip44.audit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditTarget {
+    /// `kind: off`: no audit (only below governance-aware).
+    Off,
+    /// `kind: governance` (the default): the governance binding's log, kept in the state
+    /// folder; `channel` is the operator's `governance.audit_log` (`audit:<name>`), if any.
+    Governance {
+        /// The AIP-9 audit channel.
+        channel: Option<&'static str>,
+    },
+    /// `kind: external`: the file named by `audit.ref`, resolved against the manifest's folder.
+    External {
+        /// The absolute path.
+        path: &'static str,
+    },
+}
+
+/// Everything the runtime needs from the manifest, fixed at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct OperatorSpec {
+    /// Where the manifest was read from.
+    pub manifest_path: &'static str,
+    /// `name`.
+    pub name: &'static str,
+    /// `id` (also `agentInfo.name` and the default state folder's name).
+    pub id: &'static str,
+    /// `version`.
+    pub version: &'static str,
+    /// `metadata.aip44.tier`.
+    pub tier: &'static str,
+    /// The full SHA of the pinned ACP revision.
+    pub acp_rev: &'static str,
+    /// The ACP protocol version that revision speaks.
+    pub protocol_version: u16,
+    /// The `initialize` result, as JSON (what `scaffold-aip explain` prints).
+    pub initialize_response: &'static str,
+    /// Whether `session/load` is advertised.
+    pub load_session: bool,
+    /// The AIP-9 operator document's frontmatter, as JSON.
+    pub operator: Option<&'static str>,
+    /// The AIP-7 governance document's frontmatter, as JSON.
+    pub governance: Option<&'static str>,
+    /// The AIP-36 sandbox document's frontmatter, as JSON.
+    pub sandbox: Option<&'static str>,
+    /// Where audit records go.
+    pub audit: AuditTarget,
+}
+
+impl OperatorSpec {
+    /// The operator's id for audit records: the AIP-9 operator's `id`, else the manifest `id`.
+    pub fn operator_id(&self) -> String {
+        self.operator
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|doc| doc.get("id").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_else(|| self.id.to_string())
+    }
+}
+
+/// A server operator, as the runtime drives it. `#[acp_operator]` implements this for the
+/// annotated struct; operator authors implement the generated handler trait instead.
+pub trait Operator: Send + Sync + 'static {
+    /// The manifest's tier.
+    type Tier: Tier;
+
+    /// The manifest, as read at compile time.
+    fn spec() -> &'static OperatorSpec;
+
+    /// `session/prompt`: run one turn; the result is the `PromptResponse` as JSON.
+    fn prompt<'a>(&'a self, turn: &'a mut Turn<'_, Self::Tier>, params: &'a RawValue) -> BoxFuture<'a, Result<Value>>;
+
+    /// `session/load`, after the runtime replayed the stored history; `None` when the
+    /// manifest does not turn on `loadSession`.
+    fn load_session<'a>(
+        &'a self,
+        _session: &'a SessionContext,
+        _params: &'a RawValue,
+    ) -> Option<BoxFuture<'a, Result<Value>>> {
+        None
+    }
+
+    /// `authenticate`; `None` when the manifest has no transport that needs it.
+    fn authenticate<'a>(&'a self, _params: &'a RawValue) -> Option<BoxFuture<'a, Result<Value>>> {
+        None
+    }
+}
+
+/// Decodes request params into a wire type (`-32602` with serde's reason when they do not fit).
+pub fn decode_params<T: DeserializeOwned>(method: &str, params: &RawValue) -> Result<T> {
+    serde_json::from_str(params.get()).map_err(|error| Error::InvalidParams(format!("`{method}`: {error}")))
+}
+
+/// Encodes a result for the wire.
+pub fn encode_result(result: &impl Serialize) -> Result<Value> {
+    Ok(serde_json::to_value(result)?)
+}

@@ -1,0 +1,306 @@
+//! Sessions: what a turn knows about its session ([`SessionContext`]), and where the history
+//! that `session/load` replays is kept ([`SessionStore`]: in memory, or in files that survive a
+//! restart).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::workspace;
+
+/// A session as operator code sees it.
+#[derive(Debug, Clone)]
+pub struct SessionContext {
+    id: String,
+    cwd: PathBuf,
+    mcp_servers: Value,
+}
+
+impl SessionContext {
+    /// A session with its canonical `cwd` and the `mcpServers` the client passed.
+    pub fn new(id: String, cwd: PathBuf, mcp_servers: Value) -> Self {
+        SessionContext { id, cwd, mcp_servers }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The session's working directory (canonical, inside the workspace root).
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Resolves a path a tool was given (relative to `cwd`, or absolute) and refuses one
+    /// outside `cwd`.
+    pub fn confine(&self, path: &str) -> Result<PathBuf, String> {
+        workspace::confine_path(&self.cwd, path)
+    }
+
+    /// The MCP servers from `session/new` / `session/load`, as JSON.
+    pub(crate) fn mcp_servers(&self) -> &Value {
+        &self.mcp_servers
+    }
+}
+
+/// A stored session: where it ran and every `session/update` it produced, in order.
+#[derive(Debug, Clone, Default)]
+pub struct StoredSession {
+    /// The `cwd` it was created with.
+    pub cwd: PathBuf,
+    /// The `update` objects, oldest first.
+    pub history: Vec<Box<RawValue>>,
+}
+
+/// Keeps session history for `session/load`.
+pub trait SessionStore: Send + Sync + 'static {
+    /// Records a new session.
+    fn create(&self, id: &str, cwd: &Path) -> std::io::Result<()>;
+    /// Appends one `update` object (JSON) to a session's history.
+    fn append(&self, id: &str, update: &str) -> std::io::Result<()>;
+    /// Reads a session back; `None` when there is no such session.
+    fn load(&self, id: &str) -> std::io::Result<Option<StoredSession>>;
+    /// Makes everything appended so far durable (called at the end of every turn and at exit).
+    fn flush(&self) -> std::io::Result<()>;
+}
+
+/// Sessions in memory: `session/load` works until the process exits.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    sessions: Mutex<HashMap<String, (PathBuf, Vec<String>)>>,
+}
+
+impl SessionStore for MemoryStore {
+    fn create(&self, id: &str, cwd: &Path) -> std::io::Result<()> {
+        lock(&self.sessions).insert(id.to_string(), (cwd.to_path_buf(), Vec::new()));
+        Ok(())
+    }
+
+    fn append(&self, id: &str, update: &str) -> std::io::Result<()> {
+        if let Some((_, history)) = lock(&self.sessions).get_mut(id) {
+            history.push(update.to_string());
+        }
+        Ok(())
+    }
+
+    fn load(&self, id: &str) -> std::io::Result<Option<StoredSession>> {
+        let sessions = lock(&self.sessions);
+        let Some((cwd, history)) = sessions.get(id) else {
+            return Ok(None);
+        };
+        Ok(Some(StoredSession {
+            cwd: cwd.clone(),
+            history: history
+                .iter()
+                .filter_map(|u| RawValue::from_string(u.clone()).ok())
+                .collect(),
+        }))
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sessions in files, one `<id>.jsonl` per session in a folder: a header line
+/// (`{"sessionId", "cwd"}`) and then one `update` object per line. Survives a restart; a
+/// torn last line (a crash mid-write) is skipped on load.
+#[derive(Debug)]
+pub struct FileStore {
+    dir: PathBuf,
+    writers: Mutex<HashMap<String, BufWriter<File>>>,
+}
+
+impl FileStore {
+    /// A store in `dir` (created when missing).
+    pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        Ok(FileStore {
+            dir,
+            writers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn path(&self, id: &str) -> Option<PathBuf> {
+        valid_id(id).then(|| self.dir.join(format!("{id}.jsonl")))
+    }
+
+    fn writer<'a>(
+        &self,
+        writers: &'a mut HashMap<String, BufWriter<File>>,
+        id: &str,
+    ) -> std::io::Result<Option<&'a mut BufWriter<File>>> {
+        if !writers.contains_key(id) {
+            let Some(path) = self.path(id) else { return Ok(None) };
+            if !path.exists() {
+                return Ok(None);
+            }
+            let mut file = OpenOptions::new().read(true).append(true).open(path)?;
+            end_with_newline(&mut file)?;
+            writers.insert(id.to_string(), BufWriter::new(file));
+        }
+        Ok(writers.get_mut(id))
+    }
+}
+
+/// After a crash mid-write the file may end inside a line; start the next record on a line of
+/// its own so that only the torn one is lost.
+fn end_with_newline(file: &mut File) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(());
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    if last[0] != b'\n' {
+        file.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Session ids the runtime makes are `sess_` + hex; anything that could name another file is
+/// refused before touching the disk.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl SessionStore for FileStore {
+    fn create(&self, id: &str, cwd: &Path) -> std::io::Result<()> {
+        let path = self
+            .path(id)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad session id"))?;
+        let header = serde_json::json!({"sessionId": id, "cwd": cwd});
+        let mut file = OpenOptions::new().create_new(true).write(true).open(path)?;
+        writeln!(file, "{header}")?;
+        file.sync_data()?;
+        lock(&self.writers).insert(id.to_string(), BufWriter::new(file));
+        Ok(())
+    }
+
+    fn append(&self, id: &str, update: &str) -> std::io::Result<()> {
+        let mut writers = lock(&self.writers);
+        if let Some(writer) = self.writer(&mut writers, id)? {
+            writer.write_all(update.as_bytes())?;
+            writer.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    fn load(&self, id: &str) -> std::io::Result<Option<StoredSession>> {
+        let Some(path) = self.path(id) else { return Ok(None) };
+        // Whatever this process still buffers for the session goes to the file first.
+        if let Some(writer) = lock(&self.writers).get_mut(id) {
+            writer.flush()?;
+        }
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mut lines = BufReader::new(file).lines();
+        let Some(header) = lines.next().transpose()? else {
+            return Ok(None);
+        };
+        let header: Value = serde_json::from_str(&header).map_err(std::io::Error::other)?;
+        let cwd = header
+            .get("cwd")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let mut history = Vec::new();
+        for (index, line) in lines.enumerate() {
+            let line = line?;
+            match RawValue::from_string(line) {
+                Ok(update) => history.push(update),
+                Err(error) => {
+                    tracing::warn!(session = id, line = index + 2, %error, "skipping an unreadable history line");
+                }
+            }
+        }
+        Ok(Some(StoredSession { cwd, history }))
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        for writer in lock(&self.writers).values_mut() {
+            writer.flush()?;
+            writer.get_ref().sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+/// Locks a mutex, carrying on after a panic elsewhere (the data is append-only).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(store: &dyn SessionStore) {
+        store.create("sess_1", Path::new("/w")).unwrap();
+        store
+            .append("sess_1", r#"{"sessionUpdate":"user_message_chunk"}"#)
+            .unwrap();
+        store
+            .append("sess_1", r#"{"sessionUpdate":"agent_message_chunk"}"#)
+            .unwrap();
+        store.append("unknown", r#"{}"#).unwrap();
+        store.flush().unwrap();
+        let loaded = store.load("sess_1").unwrap().unwrap();
+        assert_eq!(loaded.cwd, Path::new("/w"));
+        let kinds: Vec<&str> = loaded.history.iter().map(|u| u.get()).collect();
+        assert_eq!(
+            kinds,
+            [
+                r#"{"sessionUpdate":"user_message_chunk"}"#,
+                r#"{"sessionUpdate":"agent_message_chunk"}"#
+            ]
+        );
+        assert!(store.load("sess_2").unwrap().is_none());
+    }
+
+    #[test]
+    fn memory_store_keeps_history_in_order() {
+        roundtrip(&MemoryStore::default());
+    }
+
+    #[test]
+    fn file_store_survives_a_new_instance_and_skips_a_torn_line() {
+        let dir = std::env::temp_dir().join(format!("agentacp-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        roundtrip(&FileStore::open(&dir).unwrap());
+        // A crash mid-write leaves half a line.
+        let mut file = OpenOptions::new().append(true).open(dir.join("sess_1.jsonl")).unwrap();
+        file.write_all(b"{\"sessionUpdate\":\"agent_mes").unwrap();
+        let reopened = FileStore::open(&dir).unwrap();
+        assert_eq!(reopened.load("sess_1").unwrap().unwrap().history.len(), 2);
+        // The next record after the torn one is kept.
+        reopened.append("sess_1", r#"{"sessionUpdate":"plan"}"#).unwrap();
+        reopened.flush().unwrap();
+        let history = FileStore::open(&dir).unwrap().load("sess_1").unwrap().unwrap().history;
+        assert_eq!(history.len(), 3);
+        assert_eq!(history[2].get(), r#"{"sessionUpdate":"plan"}"#);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ids_that_could_name_other_files_are_refused() {
+        let dir = std::env::temp_dir().join(format!("agentacp-ids-{}", std::process::id()));
+        let store = FileStore::open(&dir).unwrap();
+        for bad in ["../x", "a/b", "", "x.y"] {
+            assert!(store.load(bad).unwrap().is_none(), "{bad}");
+            assert!(store.create(bad, Path::new("/")).is_err(), "{bad}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

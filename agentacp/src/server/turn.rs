@@ -1,0 +1,408 @@
+//! The per-turn handle operator code gets in `prompt`: stream messages, thoughts and other
+//! updates, and — from tier governance-aware — make governed, audited tool calls.
+//!
+//! `Turn<'_, T>` is typed by the manifest's tier `T`; [`Turn::tool_call`] needs
+//! `T: Governed`, so a tool call in a basic-tier operator is a compile error.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::audit::{Approval, AuditEvent, Lifecycle, ToolCallMirror, ToolOutcomeRecord};
+use crate::error::{Error, Result};
+use crate::governance::{Decision, ToolKind, ToolRequest};
+use crate::jsonrpc::pending::RequestFailure;
+use crate::tier::{Governed, SandboxedTier, Tier};
+
+use super::connection::Connection;
+use super::session::SessionContext;
+
+/// What a turn runs with; owned by the runtime, borrowed by [`Turn`].
+pub(crate) struct TurnScope {
+    pub(crate) connection: Arc<Connection>,
+    pub(crate) session: Arc<SessionContext>,
+    pub(crate) cancel: watch::Receiver<bool>,
+    pub(crate) announced: AtomicBool,
+}
+
+impl TurnScope {
+    pub(crate) fn is_cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
+    pub(crate) async fn cancelled(&self) {
+        let mut cancel = self.cancel.clone();
+        // An error means the runtime dropped the sender: the turn is over either way.
+        let _ = cancel.wait_for(|cancelled| *cancelled).await;
+    }
+
+    /// Sends one `session/update` of this turn (recorded for `session/load` first, and the
+    /// `running` transition audited before the first one).
+    async fn send(&self, update: String) -> Result<()> {
+        if self.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        if !self.announced.swap(true, Ordering::Relaxed) {
+            self.connection.audit(AuditEvent::lifecycle(
+                &self.connection.operator_id,
+                self.session.id(),
+                Lifecycle::Running,
+                None,
+            ))?;
+        }
+        self.connection.send_update(&self.session, update).await
+    }
+}
+
+/// The handle of one prompt turn, typed by the manifest's tier.
+pub struct Turn<'t, T: Tier> {
+    scope: &'t TurnScope,
+    _tier: PhantomData<fn() -> T>,
+}
+
+impl<T: Tier> std::fmt::Debug for Turn<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn")
+            .field("session", &self.scope.session.id())
+            .field("tier", &T::NAME)
+            .finish()
+    }
+}
+
+#[derive(Serialize)]
+struct TextChunk<'a> {
+    #[serde(rename = "sessionUpdate")]
+    kind: &'static str,
+    content: TextContent<'a>,
+}
+
+#[derive(Serialize)]
+struct TextContent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+fn text_chunk(kind: &'static str, text: &str) -> String {
+    let chunk = TextChunk {
+        kind,
+        content: TextContent { kind: "text", text },
+    };
+    serde_json::to_string(&chunk).unwrap_or_default()
+}
+
+impl<'t, T: Tier> Turn<'t, T> {
+    pub(crate) fn new(scope: &'t TurnScope) -> Self {
+        Turn {
+            scope,
+            _tier: PhantomData,
+        }
+    }
+
+    /// The session this turn runs in.
+    pub fn session(&self) -> &SessionContext {
+        &self.scope.session
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        self.scope.session.id()
+    }
+
+    /// The session's working directory.
+    pub fn cwd(&self) -> &Path {
+        self.scope.session.cwd()
+    }
+
+    /// Whether the client cancelled this turn. Sending fails with [`Error::Cancelled`] from
+    /// then on; return it with `?`.
+    pub fn is_cancelled(&self) -> bool {
+        self.scope.is_cancelled()
+    }
+
+    /// Resolves when the client cancels this turn (for `tokio::select!` in long work).
+    pub async fn cancelled(&self) {
+        self.scope.cancelled().await
+    }
+
+    /// Streams text to the user (`agent_message_chunk`).
+    pub async fn message(&mut self, text: impl AsRef<str>) -> Result<()> {
+        self.scope.send(text_chunk("agent_message_chunk", text.as_ref())).await
+    }
+
+    /// Streams the agent's reasoning (`agent_thought_chunk`).
+    pub async fn thought(&mut self, text: impl AsRef<str>) -> Result<()> {
+        self.scope.send(text_chunk("agent_thought_chunk", text.as_ref())).await
+    }
+
+    /// Sends any `session/update` of the pinned revision, e.g. `wire::SessionUpdate::Plan(..)`.
+    pub async fn update(&mut self, update: &impl Serialize) -> Result<()> {
+        let text = serde_json::to_string(update)?;
+        self.scope.send(text).await
+    }
+
+    /// Starts a governed tool call (tier governance-aware and up). Nothing happens until
+    /// [`ToolCall::run`]: governance decides first, the user may be asked, and every step is
+    /// audited before it reaches the wire.
+    pub fn tool_call(&mut self, tool: impl Into<String>, arguments: Value) -> ToolCall<'_, 't, T>
+    where
+        T: Governed,
+    {
+        let tool = tool.into();
+        ToolCall {
+            turn: self,
+            title: None,
+            kind: None,
+            tool,
+            arguments,
+        }
+    }
+
+    /// The MCP servers the client passed for this session (tier sandboxed).
+    pub fn mcp_servers(&self) -> &Value
+    where
+        T: SandboxedTier,
+    {
+        self.scope.session.mcp_servers()
+    }
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    /// It ran and returned this.
+    Completed(Value),
+    /// It ran and failed.
+    Failed(String),
+    /// The user (or a timeout) said no; it did not run.
+    Rejected(String),
+    /// Governance denied it; it did not run and was never shown to the client.
+    Denied(String),
+}
+
+/// A tool call being prepared: set a title and a kind, then [`run`](ToolCall::run) it.
+#[derive(Debug)]
+pub struct ToolCall<'a, 't, T: Tier> {
+    turn: &'a mut Turn<'t, T>,
+    tool: String,
+    arguments: Value,
+    title: Option<String>,
+    kind: Option<ToolKind>,
+}
+
+enum Permission {
+    Approved(String),
+    Rejected { who: String, reason: String },
+}
+
+impl<T: Governed> ToolCall<'_, '_, T> {
+    /// The title the client shows (default: the tool's name).
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// What the tool does; governance may treat reading and changing differently. Without
+    /// a kind the call counts as changing something.
+    pub fn kind(mut self, kind: ToolKind) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+
+    /// Decides, asks if needed, runs `execute` with the arguments if allowed, and reports
+    /// each step to the client (`tool_call`, `tool_call_update`) after auditing it.
+    pub async fn run<F, Fut, E>(self, execute: F) -> Result<ToolOutcome>
+    where
+        F: FnOnce(Value) -> Fut,
+        Fut: Future<Output = std::result::Result<Value, E>>,
+        E: Display,
+    {
+        let scope = self.turn.scope;
+        if scope.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let connection = &scope.connection;
+        let session = scope.session.id();
+        let decision = connection.governance.decide(&ToolRequest {
+            operator: &connection.operator_id,
+            session,
+            tool: &self.tool,
+            kind: self.kind,
+            arguments: &self.arguments,
+        });
+        let tool_call_id = connection.next_tool_call_id();
+        let mirror = |outcome, approval| {
+            AuditEvent::tool_call(ToolCallMirror {
+                operator: connection.operator_id.clone(),
+                session: session.to_string(),
+                tool_call_id: tool_call_id.clone(),
+                tool: self.tool.clone(),
+                arguments: self.arguments.clone(),
+                outcome,
+                approval,
+            })
+        };
+        let detail = json!({"toolCallId": tool_call_id, "tool": self.tool});
+        let title = self.title.clone().unwrap_or_else(|| self.tool.clone());
+        let announce = |status: &str| {
+            let mut update = json!({
+                "sessionUpdate": "tool_call",
+                "toolCallId": tool_call_id,
+                "title": title,
+                "status": status,
+                "rawInput": self.arguments,
+            });
+            if let Some(kind) = self.kind {
+                update["kind"] = json!(kind);
+            }
+            update.to_string()
+        };
+        let approval = match decision {
+            Decision::Deny(reason) => {
+                connection.audit(mirror(
+                    ToolOutcomeRecord::Error(format!("denied: {reason}")),
+                    Approval::Denied { reason: reason.clone() },
+                ))?;
+                return Ok(ToolOutcome::Denied(reason));
+            }
+            Decision::Allow => {
+                scope.announced.store(true, Ordering::Relaxed);
+                connection.audit(AuditEvent::lifecycle(
+                    &connection.operator_id,
+                    session,
+                    Lifecycle::Running,
+                    Some(detail.clone()),
+                ))?;
+                scope.send(announce("in_progress")).await?;
+                Approval::Auto
+            }
+            Decision::Ask => {
+                connection.audit(AuditEvent::lifecycle(
+                    &connection.operator_id,
+                    session,
+                    Lifecycle::Suspended,
+                    Some(detail.clone()),
+                ))?;
+                scope.send(announce("pending")).await?;
+                match self.ask(&tool_call_id, &title).await? {
+                    Permission::Approved(who) => {
+                        let mut resumed = detail.clone();
+                        resumed["approvedBy"] = json!(who);
+                        connection.audit(AuditEvent::lifecycle(
+                            &connection.operator_id,
+                            session,
+                            Lifecycle::Resumed,
+                            Some(resumed),
+                        ))?;
+                        scope.send(status_update(&tool_call_id, "in_progress", None)).await?;
+                        Approval::ApprovedBy(who)
+                    }
+                    Permission::Rejected { who, reason } => {
+                        connection.audit(mirror(
+                            ToolOutcomeRecord::Error(format!("rejected: {reason}")),
+                            Approval::RejectedBy {
+                                who,
+                                reason: reason.clone(),
+                            },
+                        ))?;
+                        let output = json!({"error": format!("rejected: {reason}")});
+                        scope.send(status_update(&tool_call_id, "failed", Some(output))).await?;
+                        return Ok(ToolOutcome::Rejected(reason));
+                    }
+                }
+            }
+        };
+        let arguments = self.arguments.clone();
+        match execute(arguments).await {
+            Ok(result) => {
+                connection.audit(mirror(ToolOutcomeRecord::Result(result.clone()), approval))?;
+                scope
+                    .send(status_update(&tool_call_id, "completed", Some(result.clone())))
+                    .await?;
+                Ok(ToolOutcome::Completed(result))
+            }
+            Err(error) => {
+                let message = error.to_string();
+                connection.audit(mirror(ToolOutcomeRecord::Error(message.clone()), approval))?;
+                let output = json!({"error": message});
+                scope.send(status_update(&tool_call_id, "failed", Some(output))).await?;
+                Ok(ToolOutcome::Failed(message))
+            }
+        }
+    }
+
+    /// `session/request_permission`; fails closed: a timeout, a closed connection, an error
+    /// answer or anything unreadable is a rejection. A cancelled turn is [`Error::Cancelled`].
+    async fn ask(&self, tool_call_id: &str, title: &str) -> Result<Permission> {
+        let scope = self.turn.scope;
+        let connection = &scope.connection;
+        let mut tool_call = json!({
+            "toolCallId": tool_call_id,
+            "title": title,
+            "status": "pending",
+            "rawInput": self.arguments,
+        });
+        if let Some(kind) = self.kind {
+            tool_call["kind"] = json!(kind);
+        }
+        let params = json!({
+            "sessionId": scope.session.id(),
+            "toolCall": tool_call,
+            "options": [
+                {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
+                {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
+            ],
+        });
+        let client = connection.client_name();
+        let answer = tokio::select! {
+            biased;
+            _ = scope.cancelled() => return Err(Error::Cancelled),
+            answer = connection.request("session/request_permission", &params, connection.permission_timeout) => answer,
+        };
+        let runtime = |reason: &str| Permission::Rejected {
+            who: "agentacp".to_string(),
+            reason: reason.to_string(),
+        };
+        let rejected_by_client = |reason: String| Permission::Rejected {
+            who: client.clone(),
+            reason,
+        };
+        Ok(match answer {
+            Err(RequestFailure::TimedOut) => runtime("timeout"),
+            Err(RequestFailure::Closed) => runtime("connection closed"),
+            Err(RequestFailure::Rpc(error)) => rejected_by_client(format!("error answer: {error}")),
+            Ok(raw) => {
+                let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+                let outcome = &value["outcome"];
+                match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
+                    (Some("selected"), Some(ALLOW_ONCE)) => Permission::Approved(client),
+                    (Some("selected"), Some(REJECT_ONCE)) => rejected_by_client("rejected".into()),
+                    (Some("cancelled"), _) => rejected_by_client("cancelled".into()),
+                    _ => rejected_by_client(format!("unreadable answer: {value}")),
+                }
+            }
+        })
+    }
+}
+
+const ALLOW_ONCE: &str = "allow-once";
+const REJECT_ONCE: &str = "reject-once";
+
+fn status_update(tool_call_id: &str, status: &str, raw_output: Option<Value>) -> String {
+    let mut update = json!({
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": tool_call_id,
+        "status": status,
+    });
+    if let Some(output) = raw_output {
+        update["rawOutput"] = output;
+    }
+    update.to_string()
+}

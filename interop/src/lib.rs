@@ -1,0 +1,303 @@
+//! Test support for driving ACP agents over stdio: building the example binaries, spawning
+//! an agent in its own temporary workspace, a raw JSON-lines client, and a client built on the
+//! official Rust SDK (`agent-client-protocol` 5) that records every message it sees.
+//!
+//! Shared by `tests/rust_sdk.rs`, `tests/raw_protocol.rs` and `benches/stream.rs`. Every await
+//! that depends on the agent is bounded by [`TIMEOUT`], so a broken agent fails the test (with
+//! the wire messages seen and the agent's stderr) instead of hanging it.
+
+pub mod raw;
+pub mod sdk;
+mod transcript;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+pub use transcript::{Direction, Transcript};
+
+/// The bound on every wait for the agent (a response, an update, an exit).
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The root of the cargo workspace this crate belongs to.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("interop/ has a parent folder")
+        .to_path_buf()
+}
+
+/// The path of the debug build of the workspace binary `name`, built on first use (cached per
+/// process). Panics, with cargo's output, when it cannot be built.
+pub fn example_binary(name: &str) -> PathBuf {
+    try_build_binary(name, false).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The path of the release build of the workspace binary `name` (for the benchmark).
+pub fn release_binary(name: &str) -> PathBuf {
+    try_build_binary(name, true).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Builds the workspace binary `name` with `$CARGO build -q --bin NAME --message-format=json`
+/// (plus `--release` when asked), from the workspace root, and returns the `executable` of
+/// its `compiler-artifact` message. Honours `CARGO_TARGET_DIR` like any cargo command, and
+/// caches the answer per process.
+pub fn try_build_binary(name: &str, release: bool) -> Result<PathBuf, String> {
+    static CACHE: OnceLock<Mutex<HashMap<(String, bool), PathBuf>>> = OnceLock::new();
+    // Holding the lock while building serialises concurrent tests asking for the same
+    // binary; cargo would serialise them on its own lock anyway.
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(path) = cache.get(&(name.to_string(), release)) {
+        return Ok(path.clone());
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut command = std::process::Command::new(&cargo);
+    command
+        .current_dir(workspace_root())
+        .args(["build", "-q", "--bin", name, "--message-format=json"]);
+    if release {
+        command.arg("--release");
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cargo.to_string_lossy()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        let diagnostics: Vec<String> = stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|m| m["message"]["rendered"].as_str().map(str::to_string))
+            .collect();
+        return Err(format!(
+            "`cargo build --bin {name}{}` failed ({}):\n{}\n{}",
+            if release { " --release" } else { "" },
+            output.status,
+            String::from_utf8_lossy(&output.stderr),
+            diagnostics.join("\n")
+        ));
+    }
+    let executable = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .filter(|m| {
+            m["target"]["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
+        })
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .ok_or_else(|| format!("cargo built no executable for bin `{name}`:\n{stdout}"))?;
+    cache.insert((name.to_string(), release), executable.clone());
+    Ok(executable)
+}
+
+/// The temporary folders an agent runs in: an authorised workspace root, a state folder and
+/// an audit log path, removed on drop.
+#[derive(Debug)]
+pub struct AgentDirs {
+    tmp: tempfile::TempDir,
+    /// `AGENTACP_WORKSPACE_ROOT` (canonical).
+    pub workspace_root: PathBuf,
+    /// `AGENTACP_STATE_DIR`.
+    pub state_dir: PathBuf,
+    /// `AGENTACP_AUDIT_LOG`.
+    pub audit_log: PathBuf,
+}
+
+impl AgentDirs {
+    /// Fresh, empty folders.
+    pub fn new() -> Self {
+        let tmp = tempfile::Builder::new()
+            .prefix("agentacp-interop-")
+            .tempdir()
+            .expect("a temporary folder");
+        let base = tmp.path().canonicalize().expect("the temporary folder canonicalises");
+        let workspace_root = base.join("workspace");
+        let state_dir = base.join("state");
+        let audit_dir = base.join("audit");
+        for dir in [&workspace_root, &state_dir, &audit_dir] {
+            std::fs::create_dir_all(dir).expect("create a temporary folder");
+        }
+        Self {
+            audit_log: audit_dir.join("audit.jsonl"),
+            workspace_root,
+            state_dir,
+            tmp,
+        }
+    }
+
+    /// A folder `name` inside the workspace root, created if needed (a session's `cwd`).
+    pub fn project(&self, name: &str) -> PathBuf {
+        let dir = self.workspace_root.join(name);
+        std::fs::create_dir_all(&dir).expect("create a project folder");
+        dir
+    }
+
+    /// A folder outside the workspace root (but inside the temporary folder).
+    pub fn outside(&self) -> PathBuf {
+        let dir = self
+            .tmp
+            .path()
+            .canonicalize()
+            .expect("the temporary folder canonicalises")
+            .join("outside");
+        std::fs::create_dir_all(&dir).expect("create a temporary folder");
+        dir
+    }
+
+    /// The `AGENTACP_*` variables naming these folders.
+    pub fn env(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("AGENTACP_WORKSPACE_ROOT", self.workspace_root.clone().into()),
+            ("AGENTACP_STATE_DIR", self.state_dir.clone().into()),
+            ("AGENTACP_AUDIT_LOG", self.audit_log.clone().into()),
+        ]
+    }
+}
+
+impl Default for AgentDirs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a spawned agent's stderr goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StderrMode {
+    /// Into a temporary file, shown in failure messages.
+    Capture,
+    /// The test's own stderr.
+    Inherit,
+    /// Nowhere.
+    Discard,
+}
+
+/// A spawned agent process, killed when dropped.
+#[derive(Debug)]
+pub struct AgentProcess {
+    /// The child (`kill_on_drop`). Its stdin and stdout are taken by the client driving it.
+    pub child: Child,
+    /// A short name for messages (the binary's file name).
+    pub name: String,
+    /// The process id.
+    pub pid: u32,
+    stderr_file: Option<tempfile::NamedTempFile>,
+}
+
+impl AgentProcess {
+    /// Spawns `binary` with `AGENTACP_WORKSPACE_ROOT`, `AGENTACP_STATE_DIR` and
+    /// `AGENTACP_AUDIT_LOG` pointing into `dirs`.
+    pub fn spawn(binary: &Path, dirs: &AgentDirs, stderr: StderrMode) -> Self {
+        Self::spawn_with_env(binary, &dirs.env(), stderr)
+    }
+
+    /// Spawns `binary` with piped stdin/stdout, `env` added to the environment.
+    pub fn spawn_with_env(binary: &Path, env: &[(&str, OsString)], stderr: StderrMode) -> Self {
+        let mut command = Command::new(binary);
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let stderr_file = match stderr {
+            StderrMode::Capture => {
+                let file = tempfile::NamedTempFile::new().expect("a temporary stderr file");
+                command.stderr(file.reopen().expect("reopen the stderr file"));
+                Some(file)
+            }
+            StderrMode::Inherit => {
+                command.stderr(Stdio::inherit());
+                None
+            }
+            StderrMode::Discard => {
+                command.stderr(Stdio::null());
+                None
+            }
+        };
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", binary.display()));
+        let pid = child.id().expect("a running child has an id");
+        Self {
+            child,
+            name: binary
+                .file_name()
+                .map_or_else(|| binary.display().to_string(), |n| n.to_string_lossy().into()),
+            pid,
+            stderr_file,
+        }
+    }
+
+    /// Takes the child's stdin and stdout (once).
+    pub fn take_stdio(&mut self) -> (ChildStdin, ChildStdout) {
+        (
+            self.child.stdin.take().expect("stdin not taken yet"),
+            self.child.stdout.take().expect("stdout not taken yet"),
+        )
+    }
+
+    /// What the agent wrote to stderr so far (when captured), for failure messages.
+    pub fn stderr_text(&self) -> String {
+        self.stderr_file
+            .as_ref()
+            .map(|f| std::fs::read_to_string(f.path()).unwrap_or_default())
+            .unwrap_or_else(|| "(stderr not captured)".to_string())
+    }
+
+    /// The path of the captured stderr file, if any.
+    pub fn stderr_path(&self) -> Option<PathBuf> {
+        self.stderr_file.as_ref().map(|f| f.path().to_path_buf())
+    }
+
+    /// Waits for the process to exit, at most `timeout`; `None` when it is still running.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        match tokio::time::timeout(timeout, self.child.wait()).await {
+            Ok(status) => Some(status.expect("wait for the agent")),
+            Err(_) => None,
+        }
+    }
+
+    /// The process's peak resident set size so far (`VmHWM` of `/proc/PID/status`), in KiB.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        peak_rss_kib(self.pid)
+    }
+}
+
+/// `VmHWM` of `/proc/PID/status` in KiB (Linux), `None` when unreadable.
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The text of chunk `i` of `/stream N SIZE`: `i` zero-padded to 8 digits, then `.` up to
+/// `size` bytes.
+pub fn stream_chunk(i: usize, size: usize) -> String {
+    let mut text = format!("{i:08}");
+    while text.len() < size {
+        text.push('.');
+    }
+    text
+}
+
+/// Shortens `text` to at most `max` bytes (on a character boundary) for messages.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}

@@ -1,0 +1,663 @@
+#!/usr/bin/env node
+// Drives an agentacp example server with the official ACP TypeScript SDK client
+// (@agentclientprotocol/sdk, pinned in package.json) over the server's stdio.
+//
+//   node scenario.mjs AGENT_BINARY [--governed]
+//
+// Environment: SCENARIO_CWD (a directory inside AGENTACP_WORKSPACE_ROOT, used as the
+// session cwd), SCENARIO_OUTSIDE (an absolute directory outside that root),
+// SCENARIO_AGENT_NAME (expected agentInfo.name; default: the binary's file name),
+// SCENARIO_TIMEOUT_MS (per await; default 30000). Everything else, including
+// AGENTACP_*, is passed through to the server.
+//
+// Prints one line per step, `ok <step>` or `FAIL <step>: <why>`, followed on failure
+// by indented lines with the wire messages seen during that step, and exits 0 only if
+// every step passed. The contract checked is docs/design/runtime.md.
+
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { Readable, Writable } from "node:stream";
+import {
+  PROTOCOL_VERSION,
+  RequestError,
+  client,
+  methods,
+  ndJsonStream,
+} from "@agentclientprotocol/sdk";
+
+const TIMEOUT_MS = Number(process.env.SCENARIO_TIMEOUT_MS ?? 30000);
+const STREAM_COUNT = 1000;
+const STREAM_SIZE = 64;
+
+// ---------------------------------------------------------------- arguments
+
+const args = process.argv.slice(2);
+const governed = args.includes("--governed");
+const positional = args.filter((a) => !a.startsWith("--"));
+if (positional.length !== 1 || args.some((a) => a.startsWith("--") && a !== "--governed")) {
+  console.error("usage: node scenario.mjs AGENT_BINARY [--governed]");
+  process.exit(2);
+}
+const binary = positional[0];
+const expectedName =
+  process.env.SCENARIO_AGENT_NAME ?? basename(binary).replace(/\.exe$/i, "");
+const sessionCwd = process.env.SCENARIO_CWD;
+const outsideCwd = process.env.SCENARIO_OUTSIDE;
+
+// ---------------------------------------------------------------- reporting
+
+let failures = 0;
+
+function ok(step, detail) {
+  console.log(detail === undefined ? `ok ${step}` : `ok ${step} ${detail}`);
+}
+
+function fail(step, why, seen = []) {
+  failures += 1;
+  console.log(`FAIL ${step}: ${why}`);
+  for (const line of summarizeWire(seen)) console.log(`    ${line}`);
+}
+
+class StepFailure extends Error {}
+
+// `why` may be a function, so that a message is only built when the check fails.
+function check(condition, why) {
+  if (!condition) throw new StepFailure(typeof why === "function" ? why() : why);
+}
+
+function describeError(error) {
+  if (error instanceof RequestError || (error && typeof error.code === "number")) {
+    const data = error.data === undefined ? "" : ` data=${clip(JSON.stringify(error.data), 300)}`;
+    return `JSON-RPC error ${error.code} ${JSON.stringify(error.message)}${data}`;
+  }
+  return String(error?.stack ?? error);
+}
+
+function clip(text, max) {
+  text = String(text);
+  return text.length > max ? `${text.slice(0, max)}...(${text.length} chars)` : text;
+}
+
+// ---------------------------------------------------------------- wire tap
+//
+// The SDK parses and validates messages; this tap records them as they cross the
+// stream (after JSON decoding, before the SDK sees them) so that failures can show
+// what the server actually sent and wire order can be checked independently of the
+// SDK's dispatch.
+
+const wire = []; // { dir: "<-" | "->", msg, t }
+
+function tapped(stream) {
+  const incoming = new TransformStream({
+    transform(msg, controller) {
+      wire.push({ dir: "<-", msg, t: Date.now() });
+      controller.enqueue(msg);
+    },
+  });
+  const outgoing = new TransformStream({
+    transform(msg, controller) {
+      wire.push({ dir: "->", msg, t: Date.now() });
+      controller.enqueue(msg);
+    },
+  });
+  void outgoing.readable.pipeTo(stream.writable).catch(() => {});
+  return { readable: stream.readable.pipeThrough(incoming), writable: outgoing.writable };
+}
+
+function summarizeWire(entries) {
+  if (entries.length === 0) return [];
+  const lines = [];
+  const show = (e) => `${e.dir} ${clip(JSON.stringify(e.msg), 400)}`;
+  if (entries.length <= 12) {
+    for (const e of entries) lines.push(show(e));
+  } else {
+    for (const e of entries.slice(0, 6)) lines.push(show(e));
+    lines.push(`... ${entries.length - 12} more messages ...`);
+    for (const e of entries.slice(-6)) lines.push(show(e));
+  }
+  return lines;
+}
+
+// Messages of one prompt turn on the wire: the outgoing session/prompt request sent at
+// or after `mark`, the session/update notifications received before its response, and
+// the response itself.
+function turnOnWire(mark, sessionId) {
+  const entries = wire.slice(mark);
+  const request = entries.find(
+    (e) => e.dir === "->" && e.msg.method === methods.agent.session.prompt,
+  );
+  if (!request) return { request: undefined, updatesBefore: [], response: undefined, after: [] };
+  const start = entries.indexOf(request);
+  const updatesBefore = [];
+  let response;
+  let i = start + 1;
+  for (; i < entries.length; i++) {
+    const e = entries[i];
+    if (e.dir !== "<-") continue;
+    if (e.msg.method === undefined && e.msg.id === request.msg.id) {
+      response = e;
+      break;
+    }
+    if (e.msg.method === methods.client.session.update && e.msg.params?.sessionId === sessionId) {
+      updatesBefore.push(e.msg.params.update);
+    }
+  }
+  const after = entries
+    .slice(i + 1)
+    .filter(
+      (e) =>
+        e.dir === "<-" &&
+        e.msg.method === methods.client.session.update &&
+        e.msg.params?.sessionId === sessionId,
+    )
+    .map((e) => e.msg.params.update);
+  return { request, updatesBefore, response, after };
+}
+
+// ---------------------------------------------------------------- timeouts
+
+function withTimeout(promise, what, ms = TIMEOUT_MS) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(
+      () => reject(new StepFailure(`timed out after ${ms} ms waiting for ${what}`)),
+      ms,
+    );
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+// Lets the SDK finish dispatching messages it has already read (its notification
+// handlers run a few microtasks after the line is decoded).
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+// ---------------------------------------------------------------- client side
+//
+// What the SDK hands to our client handlers, in arrival order: session/update
+// notifications and session/request_permission requests.
+
+const events = []; // { kind: "update", sessionId, update } | { kind: "permission", params, answer }
+const waiters = new Set();
+let permissionPolicy = { kind: "unexpected" }; // set per step
+
+function notifyWaiters() {
+  for (const waiter of [...waiters]) {
+    if (waiter.predicate()) {
+      waiters.delete(waiter);
+      waiter.resolve();
+    }
+  }
+}
+
+function waitFor(predicate, what) {
+  if (predicate()) return Promise.resolve();
+  let waiter;
+  const promise = new Promise((resolve) => {
+    waiter = { predicate, resolve };
+    waiters.add(waiter);
+  });
+  return withTimeout(promise, what).finally(() => waiters.delete(waiter));
+}
+
+function answerPermission(params) {
+  const options = params.options ?? [];
+  if (permissionPolicy.kind === "select") {
+    const option = options.find((o) => o.kind === permissionPolicy.optionKind);
+    if (option) return { outcome: { outcome: "selected", optionId: option.optionId } };
+  }
+  // Unexpected request, or no option of the wanted kind: decline without choosing.
+  return { outcome: { outcome: "cancelled" } };
+}
+
+const app = client({ name: "agentacp-interop-ts" })
+  .onNotification(methods.client.session.update, ({ params }) => {
+    events.push({ kind: "update", sessionId: params.sessionId, update: params.update });
+    notifyWaiters();
+  })
+  .onRequest(methods.client.session.requestPermission, ({ params }) => {
+    const answer = answerPermission(params);
+    events.push({ kind: "permission", params, answer });
+    notifyWaiters();
+    return answer;
+  });
+
+// ---------------------------------------------------------------- helpers for turns
+
+const isChunk = (u) => u?.sessionUpdate === "agent_message_chunk";
+const chunkText = (u) => (u?.content?.type === "text" ? u.content.text : undefined);
+const messageText = (updates) => updates.filter(isChunk).map((u) => chunkText(u) ?? "").join("");
+
+// Runs one prompt turn and returns what the SDK delivered and what crossed the wire.
+async function promptTurn(agent, sessionId, text, { onStarted } = {}) {
+  const mark = wire.length;
+  const eventMark = events.length;
+  const pending = agent.request(methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text }],
+  });
+  if (onStarted) await onStarted(eventMark);
+  const response = await withTimeout(pending, `the session/prompt response to ${JSON.stringify(text)}`);
+  const sdkUpdatesAtResolve = events
+    .slice(eventMark)
+    .filter((e) => e.kind === "update" && e.sessionId === sessionId).length;
+  await settle();
+  const turnEvents = events.slice(eventMark);
+  const updates = turnEvents
+    .filter((e) => e.kind === "update" && e.sessionId === sessionId)
+    .map((e) => e.update);
+  return {
+    response,
+    updates,
+    turnEvents,
+    sdkUpdatesAtResolve,
+    wire: turnOnWire(mark, sessionId),
+    mark,
+  };
+}
+
+// Checks shared by every turn: the SDK accepted every update the server sent before
+// the response (an update rejected by the SDK's schema validation would be missing).
+function checkDelivered(turn) {
+  const onWire = turn.wire.updatesBefore;
+  check(turn.wire.response !== undefined, "no session/prompt response found on the wire");
+  if (turn.updates.length >= onWire.length) return;
+  // The SDK delivers in order, so align the two lists to name the updates it dropped.
+  const key = (u) => canonical([u?.sessionUpdate, u?.content, u?.toolCallId, u?.status]);
+  const dropped = [];
+  let j = 0;
+  for (const u of onWire) {
+    if (j < turn.updates.length && key(u) === key(turn.updates[j])) j += 1;
+    else dropped.push(u);
+  }
+  throw new StepFailure(
+    `the server sent ${onWire.length} session/update notifications before the response, ` +
+      `but the SDK delivered only ${turn.updates.length} to the client handler; the SDK's ` +
+      `schema validation rejected (stderr: "Error handling notification"): ` +
+      dropped
+        .slice(0, 3)
+        .map((u) => clip(JSON.stringify(u), 300))
+        .join(" ; ") +
+      (dropped.length > 3 ? ` ; ... ${dropped.length - 3} more` : ""),
+  );
+}
+
+// JSON with sorted object keys (the SDK's parsed objects do not keep the wire's key order).
+function canonical(value) {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value && typeof value === "object") {
+    const keys = Object.keys(value).filter((k) => value[k] !== undefined).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+async function step(name, body) {
+  const mark = wire.length;
+  try {
+    const detail = await body();
+    ok(name, detail);
+    return true;
+  } catch (error) {
+    const why = error instanceof StepFailure ? error.message : describeError(error);
+    fail(name, why, wire.slice(mark));
+    return false;
+  }
+}
+
+function notRun(name, why) {
+  fail(name, `not run: ${why}`);
+}
+
+// ---------------------------------------------------------------- the scenario
+
+async function main() {
+  if (!sessionCwd) console.error("scenario: SCENARIO_CWD is not set");
+  if (!outsideCwd) console.error("scenario: SCENARIO_OUTSIDE is not set");
+
+  const child = spawn(binary, [], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
+  const exited = new Promise((resolve) => {
+    child.on("exit", (code, signal) => resolve({ code, signal }));
+  });
+  const spawned = await new Promise((resolve) => {
+    child.once("spawn", () => resolve(null));
+    child.once("error", (error) => resolve(error));
+  });
+  if (spawned) {
+    fail("spawn", `cannot start ${binary}: ${spawned.message}`);
+    return;
+  }
+  child.stdin.on("error", () => {}); // EPIPE if the server dies; reported by the steps
+
+  const stream = tapped(ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout)));
+  const connection = app.connect(stream);
+  const agent = connection.agent;
+
+  try {
+    await runSteps(agent);
+  } finally {
+    await shutdown(child, exited);
+    connection.close();
+  }
+}
+
+async function runSteps(agent) {
+  // initialize
+  const initialized = await step("initialize", async () => {
+    const response = await withTimeout(
+      agent.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION,
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientInfo: { name: "agentacp-interop-ts", version: "0.0.0" },
+      }),
+      "the initialize response",
+    );
+    check(
+      response.protocolVersion === 1,
+      `protocolVersion is ${JSON.stringify(response.protocolVersion)}, expected 1`,
+    );
+    check(
+      response.agentInfo?.name === expectedName,
+      `agentInfo.name is ${JSON.stringify(response.agentInfo?.name)}, expected ${JSON.stringify(expectedName)}` +
+        ` (agentInfo: ${JSON.stringify(response.agentInfo)})`,
+    );
+    return `(agentInfo ${JSON.stringify(response.agentInfo)}) agentCapabilities=${JSON.stringify(response.agentCapabilities)}`;
+  });
+  if (!initialized) {
+    const rest = ["session/new", "stream", "cancel", "after-cancel"];
+    if (governed) rest.push("tool-approved", "tool-rejected", "tool-denied", "tool-read");
+    rest.push("cwd-outside");
+    for (const name of rest) notRun(name, "initialize failed");
+    return;
+  }
+
+  // session/new
+  let sessionId;
+  await step("session/new", async () => {
+    check(sessionCwd, "SCENARIO_CWD is not set");
+    const response = await withTimeout(
+      agent.request(methods.agent.session.new, { cwd: sessionCwd, mcpServers: [] }),
+      "the session/new response",
+    );
+    check(
+      typeof response.sessionId === "string" && response.sessionId.length > 0,
+      `no sessionId in ${JSON.stringify(response)}`,
+    );
+    sessionId = response.sessionId;
+    return `(sessionId ${JSON.stringify(sessionId)})`;
+  });
+
+  if (sessionId === undefined) {
+    for (const name of ["stream", "cancel", "after-cancel"]) notRun(name, "no session");
+    if (governed) {
+      for (const name of ["tool-approved", "tool-rejected", "tool-denied", "tool-read"]) {
+        notRun(name, "no session");
+      }
+    }
+  } else {
+    await sessionSteps(agent, sessionId);
+  }
+
+  // a cwd outside the workspace root
+  await step("cwd-outside", async () => {
+    check(outsideCwd, "SCENARIO_OUTSIDE is not set");
+    let response;
+    try {
+      response = await withTimeout(
+        agent.request(methods.agent.session.new, { cwd: outsideCwd, mcpServers: [] }),
+        "the session/new response",
+      );
+    } catch (error) {
+      if (error instanceof StepFailure) throw error;
+      check(error?.code === -32602, `expected error -32602, got ${describeError(error)}`);
+      return `(${describeError(error)})`;
+    }
+    throw new StepFailure(
+      `session/new with cwd ${JSON.stringify(outsideCwd)} succeeded: ${JSON.stringify(response)}`,
+    );
+  });
+}
+
+async function sessionSteps(agent, sessionId) {
+  // /stream: many chunks, in order, all before the response.
+  await step("stream", async () => {
+    const turn = await promptTurn(agent, sessionId, `/stream ${STREAM_COUNT} ${STREAM_SIZE}`);
+    checkDelivered(turn);
+    check(
+      turn.response.stopReason === "end_turn",
+      `stopReason ${JSON.stringify(turn.response.stopReason)}, expected "end_turn"`,
+    );
+    const onWire = turn.wire.updatesBefore;
+    check(
+      turn.wire.after.length === 0,
+      `${turn.wire.after.length} session/update notifications arrived after the session/prompt response`,
+    );
+    check(
+      turn.sdkUpdatesAtResolve === turn.updates.length,
+      `the SDK resolved the prompt after delivering ${turn.sdkUpdatesAtResolve} of ` +
+        `${turn.updates.length} updates (the rest were dispatched after the response)`,
+    );
+    const chunks = turn.updates.filter(isChunk);
+    check(
+      chunks.length === STREAM_COUNT,
+      `${chunks.length} agent_message_chunk updates (${onWire.length} session/update on the wire ` +
+        `before the response), expected ${STREAM_COUNT}`,
+    );
+    for (let i = 0; i < chunks.length; i++) {
+      const text = chunkText(chunks[i]);
+      const prefix = String(i).padStart(8, "0");
+      check(
+        typeof text === "string" && text.startsWith(prefix),
+        () => `chunk ${i} is ${clip(JSON.stringify(chunks[i]), 200)}, expected text starting with ${prefix}`,
+      );
+      check(
+        Buffer.byteLength(text, "utf8") === STREAM_SIZE,
+        () => `chunk ${i} has ${Buffer.byteLength(text, "utf8")} bytes, expected ${STREAM_SIZE}: ${JSON.stringify(text)}`,
+      );
+    }
+    const ms = turn.wire.response.t - turn.wire.request.t;
+    return `(${chunks.length} chunks in order before the response, ${ms} ms)`;
+  });
+
+  // /forever, cancelled after the first chunk.
+  const cancelled = await step("cancel", async () => {
+    let firstChunkMs;
+    const started = Date.now();
+    const turn = await promptTurn(agent, sessionId, "/forever", {
+      onStarted: async (eventMark) => {
+        await waitFor(
+          () =>
+            events
+              .slice(eventMark)
+              .some((e) => e.kind === "update" && e.sessionId === sessionId && isChunk(e.update)),
+          "the first agent_message_chunk of /forever",
+        );
+        firstChunkMs = Date.now() - started;
+        await agent.notify(methods.agent.session.cancel, { sessionId });
+      },
+    });
+    checkDelivered(turn);
+    check(
+      turn.response.stopReason === "cancelled",
+      `stopReason ${JSON.stringify(turn.response.stopReason)}, expected "cancelled"`,
+    );
+    const responses = wire
+      .slice(turn.mark)
+      .filter((e) => e.dir === "<-" && e.msg.method === undefined && e.msg.id === turn.wire.request.msg.id);
+    check(responses.length === 1, `${responses.length} responses to the cancelled session/prompt`);
+    check(
+      turn.wire.after.length === 0,
+      () =>
+        `${turn.wire.after.length} session/update notifications arrived after the "cancelled" ` +
+        `response: ${clip(JSON.stringify(turn.wire.after.slice(0, 3)), 300)}`,
+    );
+    return `(first chunk after ${firstChunkMs} ms, ${turn.updates.length} updates before "cancelled")`;
+  });
+
+  await step("after-cancel", async () => {
+    const turn = await promptTurn(agent, sessionId, "hi");
+    checkDelivered(turn);
+    check(
+      turn.response.stopReason === "end_turn",
+      `stopReason ${JSON.stringify(turn.response.stopReason)}, expected "end_turn"`,
+    );
+    const text = messageText(turn.updates);
+    check(
+      text === "hi",
+      `the turn's agent_message_chunk text is ${clip(JSON.stringify(text), 200)}, expected "hi"` +
+        ` (updates: ${clip(JSON.stringify(turn.updates), 300)})`,
+    );
+    return cancelled ? "(echo \"hi\", end_turn)" : "(echo \"hi\", end_turn, though the cancel step failed)";
+  });
+
+  if (governed) await governedSteps(agent, sessionId);
+}
+
+async function governedSteps(agent, sessionId) {
+  const writeArgs = JSON.stringify({ path: "notes.txt", content: "x" });
+
+  // Approve a tool that asks: tool_call(pending) → request_permission → completed.
+  await step("tool-approved", async () => {
+    permissionPolicy = { kind: "select", optionKind: "allow_once" };
+    const turn = await promptTurn(agent, sessionId, `/tool write-file ${writeArgs}`);
+    checkDelivered(turn);
+    checkPermissionTurn(turn, "allow_once");
+    const text = messageText(turn.updates);
+    check(
+      text.startsWith("completed:"),
+      `the reply message is ${clip(JSON.stringify(text), 300)}, expected "completed: ..."`,
+    );
+    check(turn.response.stopReason === "end_turn", `stopReason ${JSON.stringify(turn.response.stopReason)}`);
+    const written = join(sessionCwd, "notes.txt");
+    check(existsSync(written), `${written} does not exist after an approved write-file`);
+    const content = readFileSync(written, "utf8");
+    check(content === "x", `${written} contains ${JSON.stringify(content)}, expected "x"`);
+    return `(${clip(JSON.stringify(text), 120)})`;
+  });
+
+  // The same, rejected.
+  await step("tool-rejected", async () => {
+    permissionPolicy = { kind: "select", optionKind: "reject_once" };
+    const turn = await promptTurn(agent, sessionId, `/tool write-file ${writeArgs}`);
+    checkDelivered(turn);
+    checkPermissionTurn(turn, "reject_once");
+    const text = messageText(turn.updates);
+    check(text === "rejected", `the reply message is ${clip(JSON.stringify(text), 300)}, expected "rejected"`);
+    check(turn.response.stopReason === "end_turn", `stopReason ${JSON.stringify(turn.response.stopReason)}`);
+    return "(rejected)";
+  });
+
+  // A tool outside the operator's list: denied by governance, never announced.
+  await step("tool-denied", async () => {
+    permissionPolicy = { kind: "unexpected" };
+    const turn = await promptTurn(agent, sessionId, "/tool delete-repo {}");
+    checkDelivered(turn);
+    const toolUpdates = turn.updates.filter(
+      (u) => u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update",
+    );
+    check(toolUpdates.length === 0, `tool updates were sent: ${clip(JSON.stringify(toolUpdates), 300)}`);
+    const asked = turn.turnEvents.filter((e) => e.kind === "permission");
+    check(asked.length === 0, `a permission request was sent: ${clip(JSON.stringify(asked[0]?.params), 300)}`);
+    const text = messageText(turn.updates);
+    check(text.startsWith("denied:"), `the reply message is ${clip(JSON.stringify(text), 300)}, expected "denied: ..."`);
+    check(turn.response.stopReason === "end_turn", `stopReason ${JSON.stringify(turn.response.stopReason)}`);
+    return `(${clip(JSON.stringify(text), 120)})`;
+  });
+
+  // A read tool: allowed without asking.
+  await step("tool-read", async () => {
+    permissionPolicy = { kind: "unexpected" };
+    const turn = await promptTurn(
+      agent,
+      sessionId,
+      `/tool read-file ${JSON.stringify({ path: "notes.txt" })}`,
+    );
+    checkDelivered(turn);
+    const asked = turn.turnEvents.filter((e) => e.kind === "permission");
+    check(asked.length === 0, `a permission request was sent: ${clip(JSON.stringify(asked[0]?.params), 300)}`);
+    const text = messageText(turn.updates);
+    check(
+      text.startsWith("completed:"),
+      `the reply message is ${clip(JSON.stringify(text), 300)}, expected "completed: ..."`,
+    );
+    check(turn.response.stopReason === "end_turn", `stopReason ${JSON.stringify(turn.response.stopReason)}`);
+    return `(${clip(JSON.stringify(text), 120)})`;
+  });
+
+  permissionPolicy = { kind: "unexpected" };
+}
+
+// A turn that must announce the tool call as pending, then ask exactly once.
+function checkPermissionTurn(turn, optionKind) {
+  const firstAsk = turn.turnEvents.findIndex((e) => e.kind === "permission");
+  if (firstAsk < 0) {
+    // Tell "never asked" from "asked, but the SDK refused the request's params".
+    const seen = wire.slice(turn.mark);
+    const asked = seen.find(
+      (e) => e.dir === "<-" && e.msg.method === methods.client.session.requestPermission,
+    );
+    check(asked === undefined || asked.msg.id === undefined, () => {
+      const answer = seen.find(
+        (e) => e.dir === "->" && e.msg.method === undefined && e.msg.id === asked.msg.id,
+      );
+      return (
+        `the server sent ${clip(JSON.stringify(asked.msg), 400)} but the SDK answered ` +
+        `${answer ? clip(JSON.stringify(answer.msg), 300) : "nothing"} without calling the client handler`
+      );
+    });
+    throw new StepFailure("no session/request_permission request arrived");
+  }
+  const asks = turn.turnEvents.filter((e) => e.kind === "permission");
+  check(asks.length === 1, `${asks.length} permission requests, expected 1`);
+  const ask = asks[0];
+  const toolCallId = ask.params.toolCall?.toolCallId;
+  const announced = turn.turnEvents
+    .slice(0, firstAsk)
+    .find(
+      (e) =>
+        e.kind === "update" &&
+        e.update.sessionUpdate === "tool_call" &&
+        e.update.toolCallId === toolCallId,
+    );
+  check(
+    announced !== undefined,
+    `no tool_call update for toolCallId ${JSON.stringify(toolCallId)} arrived before the permission request`,
+  );
+  check(
+    announced.update.status === "pending",
+    `the tool_call update has status ${JSON.stringify(announced.update.status)}, expected "pending"`,
+  );
+  check(
+    ask.answer.outcome.outcome === "selected",
+    `no option of kind ${optionKind} was offered: ${JSON.stringify(ask.params.options)}`,
+  );
+}
+
+async function shutdown(child, exited) {
+  await step("shutdown", async () => {
+    child.stdin.end();
+    let status;
+    try {
+      status = await withTimeout(exited, "the server to exit after stdin was closed", 10000);
+    } catch (error) {
+      child.kill("SIGKILL");
+      await exited;
+      throw error;
+    }
+    check(
+      status.code === 0,
+      `the server exited with ${status.code === null ? `signal ${status.signal}` : `code ${status.code}`}`,
+    );
+    return "(exit code 0 after stdin EOF)";
+  });
+}
+
+main()
+  .catch((error) => {
+    fail("scenario", describeError(error));
+  })
+  .finally(() => {
+    process.exitCode = failures === 0 ? 0 : 1;
+    // Timed-out requests may keep the event loop alive; the child is gone by now.
+    setTimeout(() => process.exit(process.exitCode), 100).unref();
+  });
