@@ -1,9 +1,265 @@
-//! `acp-audit`: the AIP-7 hash-chained audit log shared by the `agentacp` runtime (which
-//! writes it, as `agentacp::audit`) and `scaffold-aip audit verify` (which checks it).
+//! `acp-audit`: the AIP-7 audit log shared by the `agentacp` runtime (which writes it, as
+//! `agentacp::audit`) and `scaffold-aip audit verify` (which checks it); a crate of its own so
+//! the CLI can verify logs without depending on the runtime.
 //!
-//! It is its own crate so that the CLI can verify logs without depending on the runtime.
+//! The audit log: AIP-7 `audit-event` records, one JSON object per line, hash-chained.
+//!
+//! Every record carries `seq` (0, 1, 2, … without gaps), `prevHash` (`GENESIS` for the first
+//! record, else the previous record's `hash`) and `hash`, the lowercase hex SHA-256 of the
+//! [canonical JSON](canonical_json) of the record without `hash`. Changing, removing, repeating
+//! or reordering a record therefore breaks the chain at that line, which [`verify`] (and
+//! `scaffold-aip audit verify FILE`) reports.
+//!
+//! [`AuditLog::record`] returns only once the line is written and, under the default
+//! [`FsyncPolicy::EveryRecord`], synced to disk; the runtime records an event before it sends
+//! the matching wire message. Tool calls and lifecycle transitions carry the AIP-44 mirror
+//! under `metadata.aip44` ([`AuditEvent::tool_call`], [`AuditEvent::lifecycle`]).
+//!
+//! `docs/audit.md` describes the format, the mirror mapping and the durability guarantees.
 
-#[path = "../../agentacp/src/audit/mod.rs"]
-mod audit;
+mod canonical;
+mod record;
+mod sink;
+mod time;
+mod verify;
 
-pub use audit::*;
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+pub use canonical::canonical_json;
+pub use record::{
+    Actor, Approval, AuditEvent, AuditRecord, DOCTYPE, GENESIS, HASH_ALG, Lifecycle, PolicyRef, SCHEMA_TAG, Subject,
+    ToolCallMirror, ToolOutcomeRecord,
+};
+pub use sink::{AuditSink, FileSink, MemorySink};
+pub use time::rfc3339_millis;
+pub use verify::{VerifyError, VerifySummary, verify, verify_file};
+
+/// When the log makes written records durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// Sync after every record, before [`AuditLog::record`] returns. A crash loses nothing
+    /// that was recorded.
+    #[default]
+    EveryRecord,
+    /// Sync after every `every` records (0 counts as 1), on [`AuditLog::flush`] and when the
+    /// last handle is dropped. A crash can lose up to `every - 1` records; the records before
+    /// them stay intact and verifiable.
+    Batched {
+        /// How many records to write between syncs.
+        every: usize,
+    },
+    /// Never sync on its own (only on [`AuditLog::flush`]); the OS decides when data reaches
+    /// the disk.
+    Never,
+}
+
+/// Why the log could not record (or open).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AuditError {
+    /// Reading, writing or syncing the log failed.
+    Io(std::io::Error),
+    /// The existing log's chain is broken; nothing is appended to it.
+    Broken(VerifyError),
+    /// The event would not be a valid AIP-7 `audit-event` (e.g. a malformed `action`).
+    Invalid(String),
+    /// An earlier write or sync failed, so the log's end is unknown and it records no more.
+    Failed(String),
+}
+
+impl fmt::Display for AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuditError::Io(error) => write!(f, "audit log I/O error: {error}"),
+            AuditError::Broken(error) => write!(f, "audit log chain is broken, refusing to append: {error}"),
+            AuditError::Invalid(reason) => write!(f, "invalid audit event: {reason}"),
+            AuditError::Failed(reason) => write!(f, "audit log unusable after an earlier failure: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for AuditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AuditError::Io(error) => Some(error),
+            AuditError::Broken(error) => Some(error),
+            AuditError::Invalid(_) | AuditError::Failed(_) => None,
+        }
+    }
+}
+
+/// A handle on one audit chain. Clones share the chain; records from several threads are
+/// serialised. `record` blocks for the write (and sync): async code should call it where
+/// blocking is acceptable.
+#[derive(Clone)]
+pub struct AuditLog {
+    chain: Option<Arc<Mutex<Chain>>>,
+}
+
+struct Chain {
+    sink: Box<dyn AuditSink>,
+    policy: FsyncPolicy,
+    next_seq: u64,
+    prev_hash: String,
+    /// Records appended since the last sync.
+    unsynced: usize,
+    /// Set once a write or sync fails: the log then refuses every call.
+    failed: Option<String>,
+}
+
+impl Chain {
+    fn sync(&mut self) -> Result<(), AuditError> {
+        match self.sink.sync() {
+            Ok(()) => {
+                self.unsynced = 0;
+                Ok(())
+            }
+            Err(error) => {
+                self.failed = Some(format!(
+                    "sync after record {} failed: {error}",
+                    self.next_seq.saturating_sub(1)
+                ));
+                Err(AuditError::Io(error))
+            }
+        }
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        if self.unsynced > 0 && self.failed.is_none() {
+            let _ = self.sink.sync();
+        }
+    }
+}
+
+impl fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(chain) = &self.chain else {
+            return f.write_str("AuditLog(off)");
+        };
+        match chain.lock() {
+            Ok(chain) => f
+                .debug_struct("AuditLog")
+                .field("policy", &chain.policy)
+                .field("next_seq", &chain.next_seq)
+                .field("failed", &chain.failed)
+                .finish_non_exhaustive(),
+            Err(_) => f.write_str("AuditLog(poisoned)"),
+        }
+    }
+}
+
+impl AuditLog {
+    /// Opens the log file at `path` (creating it and its parent folders when absent). An
+    /// existing file is verified first and continued: the next record gets the next `seq` and
+    /// links to the last `hash`. A broken chain, including a last line without its `\n` (a
+    /// torn write), is [`AuditError::Broken`], naming the line; the file is left untouched.
+    pub fn open(path: &Path, policy: FsyncPolicy) -> Result<AuditLog, AuditError> {
+        let file = sink::open_for_append(path).map_err(AuditError::Io)?;
+        let summary = verify::verify_lines(std::io::BufReader::new(&file))?;
+        let chain = Chain {
+            sink: Box::new(FileSink::from_file(file)),
+            policy,
+            next_seq: summary.records,
+            prev_hash: summary.last_hash.unwrap_or_else(|| GENESIS.to_string()),
+            unsynced: 0,
+            failed: None,
+        };
+        Ok(AuditLog {
+            chain: Some(Arc::new(Mutex::new(chain))),
+        })
+    }
+
+    /// A new chain (from `GENESIS`) written to `sink`, synced after every record.
+    pub fn with_sink(sink: Box<dyn AuditSink>) -> AuditLog {
+        AuditLog::with_sink_and_policy(sink, FsyncPolicy::EveryRecord)
+    }
+
+    /// A new chain (from `GENESIS`) written to `sink`, synced as `policy` says.
+    pub fn with_sink_and_policy(sink: Box<dyn AuditSink>, policy: FsyncPolicy) -> AuditLog {
+        let chain = Chain {
+            sink,
+            policy,
+            next_seq: 0,
+            prev_hash: GENESIS.to_string(),
+            unsynced: 0,
+            failed: None,
+        };
+        AuditLog {
+            chain: Some(Arc::new(Mutex::new(chain))),
+        }
+    }
+
+    /// A log that records nothing (`audit.kind: off`).
+    pub fn off() -> AuditLog {
+        AuditLog { chain: None }
+    }
+
+    /// Whether this is [`AuditLog::off`].
+    pub fn is_off(&self) -> bool {
+        self.chain.is_none()
+    }
+
+    /// Appends `event` as the next record: fills in `seq`, `ts`, `prevHash`, `hash` and
+    /// `hashAlg`, writes the line, and syncs it if the policy says so, all before returning.
+    ///
+    /// An event the AIP-7 schema would reject is [`AuditError::Invalid`] and writes nothing.
+    /// After a failed write or sync every later call is [`AuditError::Failed`]: the log never
+    /// appends after a line it is unsure of. On an [`off`](AuditLog::off) log nothing is
+    /// written, and the record returned is the one that would start a chain.
+    pub fn record(&self, event: AuditEvent) -> Result<AuditRecord, AuditError> {
+        event.validate().map_err(AuditError::Invalid)?;
+        let Some(chain) = &self.chain else {
+            return Ok(AuditRecord::build(event, 0, rfc3339_millis(SystemTime::now()), GENESIS));
+        };
+        let mut chain = chain
+            .lock()
+            .map_err(|_| AuditError::Failed("a writer panicked".into()))?;
+        if let Some(reason) = &chain.failed {
+            return Err(AuditError::Failed(reason.clone()));
+        }
+        let record = AuditRecord::build(
+            event,
+            chain.next_seq,
+            rfc3339_millis(SystemTime::now()),
+            &chain.prev_hash,
+        );
+        if let Err(error) = chain.sink.append(&record.line()) {
+            chain.failed = Some(format!("writing record {} failed: {error}", record.seq));
+            return Err(AuditError::Io(error));
+        }
+        chain.next_seq += 1;
+        chain.prev_hash.clone_from(&record.hash);
+        chain.unsynced += 1;
+        let due = match chain.policy {
+            FsyncPolicy::EveryRecord => true,
+            FsyncPolicy::Batched { every } => chain.unsynced >= every.max(1),
+            FsyncPolicy::Never => false,
+        };
+        if due {
+            chain.sync()?;
+        }
+        Ok(record)
+    }
+
+    /// Syncs the records written since the last sync (under any policy).
+    pub fn flush(&self) -> Result<(), AuditError> {
+        let Some(chain) = &self.chain else {
+            return Ok(());
+        };
+        let mut chain = chain
+            .lock()
+            .map_err(|_| AuditError::Failed("a writer panicked".into()))?;
+        if let Some(reason) = &chain.failed {
+            return Err(AuditError::Failed(reason.clone()));
+        }
+        if chain.unsynced > 0 { chain.sync() } else { Ok(()) }
+    }
+}
+
+#[cfg(test)]
+mod tests;

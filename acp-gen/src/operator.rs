@@ -65,8 +65,34 @@ impl Parse for Args {
     }
 }
 
-/// Expands `#[acp_operator(attr)] item` for a crate whose `Cargo.toml` is in `crate_dir`.
-pub fn expand(attr: TokenStream, item: TokenStream, crate_dir: &Path) -> TokenStream {
+/// Where to look for the manifest: the folder of the crate's `Cargo.toml`, then the folder of
+/// the source file that holds the attribute (when the compiler tells it).
+#[derive(Debug, Clone, Default)]
+pub struct Location {
+    /// `CARGO_MANIFEST_DIR`.
+    pub crate_dir: PathBuf,
+    /// The folder of the file with the attribute.
+    pub source_dir: Option<PathBuf>,
+}
+
+impl Location {
+    /// The manifest `written` in the attribute: under the crate folder if it exists there,
+    /// else under the source file's folder if it exists there, else the crate-folder path
+    /// (whose reading then fails with a clear error).
+    fn resolve(&self, written: &str) -> PathBuf {
+        let in_crate = self.crate_dir.join(written);
+        if in_crate.exists() {
+            return in_crate;
+        }
+        match &self.source_dir {
+            Some(dir) if dir.join(written).exists() => dir.join(written),
+            _ => in_crate,
+        }
+    }
+}
+
+/// Expands `#[acp_operator(attr)] item`, looking for the manifest at `location`.
+pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> TokenStream {
     let args = match syn::parse2::<Args>(attr) {
         Ok(args) => args,
         Err(error) => return with_error(item, error),
@@ -90,7 +116,7 @@ pub fn expand(attr: TokenStream, item: TokenStream, crate_dir: &Path) -> TokenSt
         Err(error) => return with_error(item, error),
     };
     let written = args.manifest.value();
-    let path = crate_dir.join(&written);
+    let path = location.resolve(&written);
     let span = args.manifest.span();
     let checked = match manifest::check_file(&path) {
         Ok(checked) => checked,
@@ -552,7 +578,32 @@ mod tests {
     }
 
     fn expanded(attr: TokenStream, item: TokenStream, dir: &Path) -> String {
-        expand(attr, item, dir).to_string()
+        let location = Location {
+            crate_dir: dir.to_path_buf(),
+            source_dir: None,
+        };
+        expand(attr, item, &location).to_string()
+    }
+
+    #[test]
+    fn the_source_files_folder_is_the_second_place_looked_in() {
+        let examples = workspace_examples();
+        let location = Location {
+            crate_dir: std::env::temp_dir().join("no-such-crate-dir"),
+            source_dir: Some(examples.clone()),
+        };
+        let text = expand(
+            quote!(manifest = "echo-server/ACP.md"),
+            quote!(
+                struct Echo;
+            ),
+            &location,
+        )
+        .to_string();
+        assert!(
+            text.contains("trait EchoServer") && !text.contains("compile_error"),
+            "{text}"
+        );
     }
 
     #[test]

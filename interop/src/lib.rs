@@ -49,16 +49,22 @@ pub fn release_binary(name: &str) -> PathBuf {
 /// its `compiler-artifact` message. Honours `CARGO_TARGET_DIR` like any cargo command, and
 /// caches the answer per process.
 pub fn try_build_binary(name: &str, release: bool) -> Result<PathBuf, String> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, bool), PathBuf>>> = OnceLock::new();
-    // Holding the lock while building serialises concurrent tests asking for the same
-    // binary; cargo would serialise them on its own lock anyway.
+    type Cache = HashMap<(String, bool), Result<PathBuf, String>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    // Holding the lock while building serialises concurrent tests asking for a binary (cargo
+    // would serialise them on its own lock anyway); a failure is cached too, so a broken
+    // build fails every test at once instead of being retried by each.
     let mut cache = CACHE
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(path) = cache.get(&(name.to_string(), release)) {
-        return Ok(path.clone());
-    }
+    cache
+        .entry((name.to_string(), release))
+        .or_insert_with(|| build_binary(name, release))
+        .clone()
+}
+
+fn build_binary(name: &str, release: bool) -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let mut command = std::process::Command::new(&cargo);
     command
@@ -85,7 +91,7 @@ pub fn try_build_binary(name: &str, release: bool) -> Result<PathBuf, String> {
             diagnostics.join("\n")
         ));
     }
-    let executable = stdout
+    stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
@@ -95,9 +101,7 @@ pub fn try_build_binary(name: &str, release: bool) -> Result<PathBuf, String> {
                 .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
         })
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| format!("cargo built no executable for bin `{name}`:\n{stdout}"))?;
-    cache.insert((name.to_string(), release), executable.clone());
-    Ok(executable)
+        .ok_or_else(|| format!("cargo built no executable for bin `{name}`:\n{stdout}"))
 }
 
 /// The temporary folders an agent runs in: an authorised workspace root, a state folder and

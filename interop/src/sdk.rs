@@ -18,7 +18,8 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ContentBlock, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
     NewSessionRequest, PermissionOptionKind, PromptRequest, PromptResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, TextContent,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, JsonRpcRequest, JsonRpcResponse, Lines};
@@ -261,7 +262,14 @@ impl Shared {
             return;
         }
         let session_id = notification.session_id.to_string();
-        let update = serde_json::to_value(&notification.update).unwrap_or(Value::Null);
+        let mut update = serde_json::to_value(&notification.update).unwrap_or(Value::Null);
+        // The SDK's `ToolCall` serialises its default status (`pending`) by omitting it; keep
+        // the status the SDK read, so a test sees what an SDK client sees.
+        if let SessionUpdate::ToolCall(call) = &notification.update
+            && let Ok(status) = serde_json::to_value(call.status)
+        {
+            update["status"] = status;
+        }
         {
             let mut state = self.lock();
             let phase = state.phase(&session_id);

@@ -1,10 +1,8 @@
 //! Raw JSON lines written to our example servers' stdin, no SDK in between: the framing and
 //! error rules of docs/design/runtime.md, byte for byte.
 
-use std::time::Duration;
-
 use interop::raw::{Next, RawClient, assert_error};
-use interop::{AgentDirs, example_binary};
+use interop::{AgentDirs, AgentProcess, StderrMode, example_binary};
 use serde_json::{Value, json};
 
 const SERVERS: [&str; 2] = ["echo-server", "governed-server"];
@@ -345,18 +343,78 @@ async fn unknown_session_and_a_second_concurrent_prompt_are_invalid_params() {
     }
 }
 
-/// The harness itself: waiting on a process that writes nothing ends in `Timeout` rather than
-/// hanging, and its stdout closing is seen as `Eof`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn harness_reports_silence_as_timeout() {
-    let dirs = AgentDirs::new();
-    let process = interop::AgentProcess::spawn_with_env(
-        std::path::Path::new("/bin/cat"),
-        &dirs.env(),
-        interop::StderrMode::Capture,
-    );
-    let mut client = RawClient::new(process);
-    assert_eq!(client.next_line(Duration::from_millis(200)).await, Next::Timeout);
-    client.close_stdin().await;
-    assert_eq!(client.next_line(interop::TIMEOUT).await, Next::Eof);
+async fn the_frame_limit_is_configurable() {
+    for server in SERVERS {
+        let dirs = AgentDirs::new();
+        let mut env = dirs.env();
+        env.push(("AGENTACP_MAX_FRAME_BYTES", "2048".into()));
+        let mut client = RawClient::new(AgentProcess::spawn_with_env(
+            &example_binary(server),
+            &env,
+            StderrMode::Capture,
+        ));
+        client.initialize(json!(1)).await;
+        let session = client.new_session(json!(2), &dirs.project("p")).await;
+        let over = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt(&session, &"o".repeat(4096))});
+        let response = client.request(json!(3), "session/prompt", over["params"].clone()).await;
+        assert_error(
+            &client,
+            &response,
+            &json!(3),
+            -32600,
+            &format!("{server}: a 4 KB frame over a 2 KB limit"),
+        );
+        let (response, _) = {
+            client
+                .send(&json!({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": prompt(&session, &"u".repeat(1024))}))
+                .await;
+            client.recv_response(&json!(4)).await
+        };
+        if response["result"]["stopReason"] != "end_turn" {
+            client.fail(format!("{server}: a 1 KB frame under a 2 KB limit failed: {response}"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_request_answers_the_request_with_32800() {
+    for server in SERVERS {
+        let dirs = AgentDirs::new();
+        let mut client = start(server, &dirs);
+        client.initialize(json!(1)).await;
+        let session = client.new_session(json!(2), &dirs.project("p")).await;
+        client
+            .send(
+                &json!({"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": prompt(&session, "/forever")}),
+            )
+            .await;
+        let first = client.recv().await;
+        if first["method"] != "session/update" {
+            client.fail(format!("{server}: /forever did not start streaming: {first}"));
+        }
+        client
+            .send(&json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 5}}))
+            .await;
+        let (response, _) = client.recv_response(&json!(5)).await;
+        assert_error(
+            &client,
+            &response,
+            &json!(5),
+            -32800,
+            &format!("{server}: $/cancel_request"),
+        );
+        // The session stays usable.
+        let (response, _) = {
+            client
+                .send(&json!({"jsonrpc": "2.0", "id": 6, "method": "session/prompt", "params": prompt(&session, "still here")}))
+                .await;
+            client.recv_response(&json!(6)).await
+        };
+        if response["result"]["stopReason"] != "end_turn" {
+            client.fail(format!(
+                "{server}: the prompt after $/cancel_request failed: {response}"
+            ));
+        }
+    }
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agent_client_protocol::v1::schema::{AgentCapabilities, NewSessionRequest, PermissionOptionKind, StopReason};
-use interop::sdk::{Event, PermissionPolicy, Phase, RequestTag, SdkClient};
-use interop::{AgentDirs, example_binary, stream_chunk, workspace_root};
+use interop::sdk::{Event, Options, PermissionPolicy, Phase, RequestTag, SdkClient};
+use interop::{AgentDirs, AgentProcess, StderrMode, example_binary, stream_chunk, workspace_root};
 use serde_json::{Value, json};
 
 const ECHO: &str = "echo-server";
@@ -271,44 +271,128 @@ async fn approved_tool_call_is_pending_then_asks_then_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_tool_call_is_reported_rejected_and_does_not_run() {
+    // `reject_once`, and the `cancelled` outcome, which must count as a rejection.
+    for (policy, want_answer) in [
+        (PermissionPolicy::Select(PermissionOptionKind::RejectOnce), "RejectOnce"),
+        (PermissionPolicy::Cancel, "cancelled"),
+    ] {
+        let dirs = AgentDirs::new();
+        let cwd = dirs.project("p");
+        let client = spawn(GOVERNED, &dirs).await;
+        client.set_permission_policy(policy.clone());
+        client.initialize().await;
+        let session = client.new_session(&cwd).await;
+        let prompt = client.prompt(
+            &session,
+            r#"/tool write-file {"path":"notes.txt","content":"must not be written"}"#,
+        );
+        let tag = prompt.tag.clone();
+        let response = prompt.ok().await;
+        let events = client.events();
+        let turn = during(&events, &session, &tag);
+        let seen = describe(&turn);
+        let Some(Event::Permission { answer, .. }) = turn.iter().find(|e| matches!(e, Event::Permission { .. })) else {
+            client.fail(format!("{policy:?}: no session/request_permission:\n{seen}"));
+        };
+        if !answer.contains(want_answer) {
+            client.fail(format!(
+                "{policy:?}: the client could not answer as asked ({answer}):\n{seen}"
+            ));
+        }
+        if turn
+            .iter()
+            .any(|e| tool_field(e, "status") == Some(&json!("completed")))
+        {
+            client.fail(format!(
+                "{policy:?}: a rejected tool call was reported completed:\n{seen}"
+            ));
+        }
+        let texts = message_texts(&turn);
+        if !texts.iter().any(|t| t.trim() == "rejected") {
+            client.fail(format!(
+                "{policy:?}: the outcome was not reported as `rejected`:\n{seen}"
+            ));
+        }
+        assert_eq!(response.stop_reason, StopReason::EndTurn);
+        assert!(
+            !cwd.join("notes.txt").exists(),
+            "{policy:?}: a rejected write-file wrote the file"
+        );
+        let status = client.shutdown().await;
+        assert!(status.success(), "governed-server exited with {status}");
+        check_audit_log(&dirs.audit_log, |records| {
+            find_tool_record(records, "write-file").is_some()
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_permission_request_times_out_as_rejected() {
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
-    let client = spawn(GOVERNED, &dirs).await;
-    client.set_permission_policy(PermissionPolicy::Select(PermissionOptionKind::RejectOnce));
+    let mut env = dirs.env();
+    env.push(("AGENTACP_PERMISSION_TIMEOUT_MS", "300".into()));
+    let process = AgentProcess::spawn_with_env(&example_binary(GOVERNED), &env, StderrMode::Capture);
+    let client = SdkClient::connect(process, Options::default()).await;
+    client.set_permission_policy(PermissionPolicy::Hold);
     client.initialize().await;
     let session = client.new_session(&cwd).await;
     let prompt = client.prompt(
         &session,
-        r#"/tool write-file {"path":"notes.txt","content":"must not be written"}"#,
+        r#"/tool write-file {"path":"late.txt","content":"must not be written"}"#,
     );
     let tag = prompt.tag.clone();
+    // The server's own timer ends the wait (fail closed), not this client.
     let response = prompt.ok().await;
     let events = client.events();
     let turn = during(&events, &session, &tag);
     let seen = describe(&turn);
-    let Some(Event::Permission { answer, .. }) = turn.iter().find(|e| matches!(e, Event::Permission { .. })) else {
-        client.fail(format!("no session/request_permission:\n{seen}"));
-    };
-    if !answer.contains("RejectOnce") {
-        client.fail(format!("no reject_once option was offered ({answer}):\n{seen}"));
-    }
-    if turn
-        .iter()
-        .any(|e| tool_field(e, "status") == Some(&json!("completed")))
-    {
-        client.fail(format!("a rejected tool call was reported completed:\n{seen}"));
-    }
-    let texts = message_texts(&turn);
-    if !texts.iter().any(|t| t.trim() == "rejected") {
-        client.fail(format!("the outcome was not reported as `rejected`:\n{seen}"));
+    assert_eq!(client.held_permissions(), 1, "{seen}");
+    if !message_texts(&turn).iter().any(|t| t.trim() == "rejected") {
+        client.fail(format!(
+            "a timed-out permission request was not reported `rejected`:\n{seen}"
+        ));
     }
     assert_eq!(response.stop_reason, StopReason::EndTurn);
-    assert!(!cwd.join("notes.txt").exists(), "a rejected write-file wrote the file");
+    assert!(
+        !cwd.join("late.txt").exists(),
+        "the tool ran although nobody approved it"
+    );
     let status = client.shutdown().await;
     assert!(status.success(), "governed-server exited with {status}");
     check_audit_log(&dirs.audit_log, |records| {
         find_tool_record(records, "write-file").is_some()
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_eof_with_a_permission_request_pending_exits_0() {
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let client = spawn(GOVERNED, &dirs).await;
+    client.set_permission_policy(PermissionPolicy::Hold);
+    client.initialize().await;
+    let session = client.new_session(&cwd).await;
+    let _prompt = client.prompt(
+        &session,
+        r#"/tool write-file {"path":"eof.txt","content":"must not be written"}"#,
+    );
+    client
+        .wait_until("session/request_permission", |events| {
+            events.iter().any(|e| matches!(e, Event::Permission { .. }))
+        })
+        .await;
+    // The client goes away while the server waits for it.
+    let status = client.shutdown().await;
+    assert!(
+        status.success(),
+        "governed-server exited with {status} on EOF with a pending permission request"
+    );
+    assert!(
+        !cwd.join("eof.txt").exists(),
+        "the tool ran although nobody approved it"
+    );
+    check_audit_log(&dirs.audit_log, |_| true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -605,9 +689,14 @@ fn check_audit_log(path: &Path, want: impl Fn(&[Value]) -> bool) {
     let tampered = tempfile::NamedTempFile::new().expect("a temporary file");
     std::fs::write(tampered.path(), &bytes).expect("write the tampered log");
     let output = verify(tampered.path());
-    assert!(
-        !output.status.success(),
-        "`scaffold-aip audit verify` accepted the log with byte {position} changed:\n{}",
+    // Exit 1 is "chain broken"; 2 would mean it could not even read the file.
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "`scaffold-aip audit verify` did not report a broken chain for the log with byte \
+         {position} changed:\n{}{}\nthe tampered log:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
         String::from_utf8_lossy(&bytes)
     );
 }

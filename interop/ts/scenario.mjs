@@ -7,7 +7,8 @@
 // Environment: SCENARIO_CWD (a directory inside AGENTACP_WORKSPACE_ROOT, used as the
 // session cwd), SCENARIO_OUTSIDE (an absolute directory outside that root),
 // SCENARIO_AGENT_NAME (expected agentInfo.name; default: the binary's file name),
-// SCENARIO_TIMEOUT_MS (per await; default 30000). Everything else, including
+// SCENARIO_TIMEOUT_MS (per await; default 30000), SCENARIO_TRACE=1 (every wire message
+// to stderr as it crosses). Everything else, including
 // AGENTACP_*, is passed through to the server.
 //
 // Prints one line per step, `ok <step>` or `FAIL <step>: <why>`, followed on failure
@@ -27,6 +28,7 @@ import {
 } from "@agentclientprotocol/sdk";
 
 const TIMEOUT_MS = Number(process.env.SCENARIO_TIMEOUT_MS ?? 30000);
+const TRACE = Boolean(process.env.SCENARIO_TRACE);
 const STREAM_COUNT = 1000;
 const STREAM_SIZE = 64;
 
@@ -71,6 +73,9 @@ function describeError(error) {
     const data = error.data === undefined ? "" : ` data=${clip(JSON.stringify(error.data), 300)}`;
     return `JSON-RPC error ${error.code} ${JSON.stringify(error.message)}${data}`;
   }
+  if (error instanceof Error && error.message === "ACP connection closed") {
+    return "the connection closed before the answer (the server exited or closed its stdout; see its stderr)";
+  }
   return String(error?.stack ?? error);
 }
 
@@ -88,16 +93,21 @@ function clip(text, max) {
 
 const wire = []; // { dir: "<-" | "->", msg, t }
 
+function record(dir, msg) {
+  wire.push({ dir, msg, t: Date.now() });
+  if (TRACE) process.stderr.write(`${dir} ${JSON.stringify(msg)}\n`);
+}
+
 function tapped(stream) {
   const incoming = new TransformStream({
     transform(msg, controller) {
-      wire.push({ dir: "<-", msg, t: Date.now() });
+      record("<-", msg);
       controller.enqueue(msg);
     },
   });
   const outgoing = new TransformStream({
     transform(msg, controller) {
-      wire.push({ dir: "->", msg, t: Date.now() });
+      record("->", msg);
       controller.enqueue(msg);
     },
   });
@@ -236,6 +246,7 @@ async function promptTurn(agent, sessionId, text, { onStarted } = {}) {
     sessionId,
     prompt: [{ type: "text", text }],
   });
+  pending.catch(() => {}); // awaited below; do not let an early rejection go unhandled
   if (onStarted) await onStarted(eventMark);
   const response = await withTimeout(pending, `the session/prompt response to ${JSON.stringify(text)}`);
   const sdkUpdatesAtResolve = events

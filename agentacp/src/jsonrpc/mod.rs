@@ -134,7 +134,7 @@ struct Envelope {
     method: Option<String>,
     #[serde(default)]
     params: Option<Box<RawValue>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_raw")]
     result: Option<Box<RawValue>>,
     #[serde(default)]
     error: Option<RpcError>,
@@ -145,11 +145,18 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, 
     Value::deserialize(deserializer).map(Some)
 }
 
+/// Reads a key that is present as `Some`, keeping a `null` result as the raw `null`.
+fn present_raw<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(deserializer).map(Some)
+}
+
 /// Parses one line.
-pub fn parse(line: &[u8]) -> Result<Incoming, Unreadable> {
-    let unreadable = |id, code, message: String| Unreadable {
-        id,
-        error: RpcError::new(code, message),
+pub fn parse(line: &[u8]) -> Result<Incoming, Box<Unreadable>> {
+    let unreadable = |id, code, message: String| {
+        Box::new(Unreadable {
+            id,
+            error: RpcError::new(code, message),
+        })
     };
     let envelope: Envelope = match serde_json::from_slice(line) {
         Ok(envelope) => envelope,
@@ -302,7 +309,7 @@ pub fn encode_error(id: &Id, error: &RpcError) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn parsed(text: &str) -> Result<Incoming, Unreadable> {
+    fn parsed(text: &str) -> Result<Incoming, Box<Unreadable>> {
         parse(text.as_bytes())
     }
 

@@ -383,7 +383,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 let outcome = &value["outcome"];
                 match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
                     (Some("selected"), Some(ALLOW_ONCE)) => Permission::Approved(client),
-                    (Some("selected"), Some(REJECT_ONCE)) => rejected_by_client("rejected".into()),
+                    (Some("selected"), Some(REJECT_ONCE)) => rejected_by_client("declined".into()),
                     (Some("cancelled"), _) => rejected_by_client("cancelled".into()),
                     _ => rejected_by_client(format!("unreadable answer: {value}")),
                 }

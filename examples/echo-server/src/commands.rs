@@ -1,7 +1,27 @@
 //! Reading a prompt as a command, shared by the example servers (the governed example
 //! includes this file with `#[path]`). See `docs/design/runtime.md` for the commands.
 
+use agentacp::server::Turn;
+use agentacp::tier::Tier;
 use agentacp::wire::default as wire;
+
+/// `/stream N SIZE`: N numbered chunks of SIZE bytes.
+pub async fn stream<T: Tier>(turn: &mut Turn<'_, T>, count: u64, size: usize) -> agentacp::Result<()> {
+    for index in 0..count {
+        turn.message(numbered_chunk(index, size)).await?;
+    }
+    Ok(())
+}
+
+/// `/forever`: `tick 0`, `tick 1`, … until the turn is cancelled (then the send fails with
+/// `Error::Cancelled`, which ends the turn).
+pub async fn forever<T: Tier>(turn: &mut Turn<'_, T>) -> agentacp::Result<()> {
+    for tick in 0u64.. {
+        turn.message(format!("tick {tick}")).await?;
+        tokio::task::yield_now().await;
+    }
+    Ok(())
+}
 
 /// The text of the prompt's first text block (empty if there is none).
 pub fn first_text(request: &wire::PromptRequest) -> String {

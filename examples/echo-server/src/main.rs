@@ -8,7 +8,7 @@ use agentacp::prelude::*;
 
 mod commands;
 
-use commands::{Command, first_text, numbered_chunk};
+use commands::{Command, first_text};
 
 /// The operator. It keeps no state.
 #[acp_operator(manifest = "ACP.md")]
@@ -18,19 +18,8 @@ impl EchoServer for Echo {
     async fn prompt(&self, turn: &mut Turn<'_, Basic>, request: wire::PromptRequest) -> Result<wire::StopReason> {
         let text = first_text(&request);
         match Command::parse(&text) {
-            Command::Stream { count, size } => {
-                for index in 0..count {
-                    turn.message(numbered_chunk(index, size)).await?;
-                }
-            }
-            Command::Forever => {
-                let mut tick = 0u64;
-                loop {
-                    turn.message(format!("tick {tick}\n")).await?;
-                    tick += 1;
-                    tokio::task::yield_now().await;
-                }
-            }
+            Command::Stream { count, size } => commands::stream(turn, count, size).await?,
+            Command::Forever => commands::forever(turn).await?,
             Command::Tool { .. } | Command::Echo => turn.message(text).await?,
         }
         Ok(wire::StopReason::EndTurn)

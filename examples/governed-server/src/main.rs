@@ -10,7 +10,7 @@ use agentacp::prelude::*;
 #[path = "../../echo-server/src/commands.rs"]
 mod commands;
 
-use commands::{Command, first_text, numbered_chunk};
+use commands::{Command, first_text};
 
 /// The operator. A real reviewer would keep its model client and memory here.
 #[acp_operator(manifest = "ACP.md")]
@@ -24,15 +24,8 @@ impl ReviewerServer for Reviewer {
     ) -> Result<wire::StopReason> {
         let text = first_text(&request);
         match Command::parse(&text) {
-            Command::Stream { count, size } => {
-                for index in 0..count {
-                    turn.message(numbered_chunk(index, size)).await?;
-                }
-            }
-            Command::Forever => loop {
-                turn.message("tick\n").await?;
-                tokio::task::yield_now().await;
-            },
+            Command::Stream { count, size } => commands::stream(turn, count, size).await?,
+            Command::Forever => commands::forever(turn).await?,
             Command::Tool { name, arguments } => {
                 let report = call_tool(turn, &name, arguments).await?;
                 turn.message(report).await?;

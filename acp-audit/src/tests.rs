@@ -457,6 +457,24 @@ fn an_intact_chain_verifies_with_its_count_and_last_hash() {
 }
 
 #[test]
+fn a_chain_hashed_by_an_independent_implementation_verifies() {
+    // Two records whose hashes were recomputed with Python's
+    // json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False) + hashlib.sha256.
+    let chain = concat!(
+        r#"{"$schema":"agentgovernance/v1","doctype":"audit-event","seq":0,"ts":"2026-11-22T15:45:09.351Z","actor":{"id":"operator:governed-server","role":"operator"},"action":"operator.invoked","subject":{"kind":"session","ref":"sess-4f2a"},"metadata":{"aip44":{"audit-event-kind":"lifecycle","operator":"governed-server","session":"sess-4f2a","state":"invoked"}},"prevHash":"GENESIS","hash":"1477db73cde52f771a64efae27898138f9aea3997728d3576d0f181909dfd3da","hashAlg":"sha256"}"#,
+        "\n",
+        r#"{"$schema":"agentgovernance/v1","doctype":"audit-event","seq":1,"ts":"2026-11-22T15:45:09.351Z","actor":{"id":"operator:governed-server","role":"operator"},"action":"tool.call","subject":{"kind":"tool-call","ref":"call-1"},"input":{"tool":"write-file","arguments":{"path":"notes.txt","content":"hi"}},"output":{"result":{"bytes":2}},"metadata":{"aip44":{"audit-event-kind":"tool-call","operator":"governed-server","session":"sess-4f2a","tool":"write-file","arguments":{"path":"notes.txt","content":"hi"},"result":{"bytes":2},"approval":{"approvedBy":"client:zed"}}},"prevHash":"1477db73cde52f771a64efae27898138f9aea3997728d3576d0f181909dfd3da","hash":"9b9bca524e5dd4406836401a87c322d33aaa089cb0bac7f88ee670f8dd6dcb0e","hashAlg":"sha256"}"#,
+        "\n",
+    );
+    let summary = check(chain).unwrap();
+    assert_eq!(summary.records, 2);
+    assert_eq!(
+        summary.last_hash.as_deref(),
+        Some("9b9bca524e5dd4406836401a87c322d33aaa089cb0bac7f88ee670f8dd6dcb0e")
+    );
+}
+
+#[test]
 fn changing_any_one_byte_of_a_record_breaks_the_chain_at_that_line() {
     let lines = sample_chain(5);
     let text = join(&lines);

@@ -1,0 +1,17 @@
+//! An `id` with upper case and `_` does not match the id pattern: ACP103, at the value.
+
+use agentacp::prelude::*;
+
+#[acp_operator(manifest = "bad-id/ACP.md")]
+pub struct Echo;
+
+impl EchoServer for Echo {
+    async fn prompt(&self, turn: &mut Turn<'_, Basic>, _request: wire::PromptRequest) -> Result<wire::StopReason> {
+        turn.message("hello").await?;
+        Ok(wire::StopReason::EndTurn)
+    }
+}
+
+fn main() {
+    let _operator = Echo;
+}

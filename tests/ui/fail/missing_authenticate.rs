@@ -1,0 +1,17 @@
+//! `transport: [stdio, websocket]` makes the handler trait require `authenticate`: E0046.
+
+use agentacp::prelude::*;
+
+#[acp_operator(manifest = "missing-authenticate/ACP.md")]
+pub struct Echo;
+
+impl EchoServer for Echo {
+    async fn prompt(&self, turn: &mut Turn<'_, Basic>, _request: wire::PromptRequest) -> Result<wire::StopReason> {
+        turn.message("hello").await?;
+        Ok(wire::StopReason::EndTurn)
+    }
+}
+
+fn main() {
+    let _operator = Echo;
+}
