@@ -281,7 +281,15 @@ impl Plan {
         wire: Option<syn::Path>,
         span: Span,
     ) -> Option<Plan> {
-        let manifest = checked.manifest.as_ref()?;
+        // With `wire = path`, an `acp_rev` without built-in wire types was the only error
+        // (others stop expansion before this), so the typed manifest is read here.
+        let manifest = match &checked.manifest {
+            Some(manifest) => manifest.clone(),
+            None => {
+                serde_json::from_value::<manifest::Manifest>(checked.document.frontmatter.as_ref()?.to_json()).ok()?
+            }
+        };
+        let manifest = &manifest;
         let aip44 = &manifest.metadata.aip44;
         let capabilities = EffectiveCapabilities::of(manifest);
         let agent = capabilities.agent_capabilities.unwrap_or_default();
@@ -299,6 +307,7 @@ impl Plan {
         };
         let mut explained_from = checked.clone();
         explained_from.revision = Some(revision);
+        explained_from.manifest = Some(manifest.clone());
         let initialize = explain::explain(&explained_from)?.initialize_response;
         let frontmatter = |role: manifest::refs::RefRole| {
             checked
@@ -662,6 +671,49 @@ mod tests {
         );
         assert!(text.contains("struct Broken"), "{text}");
         assert!(text.contains("trait BrokenServer"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_wire_module_stands_in_for_a_revision_that_is_not_built_in() {
+        let dir = std::env::temp_dir().join(format!("acp-macro-wire-{}", std::process::id()));
+        let folder = dir.join("custom-rev");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("OPERATOR.md"),
+            "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile: {role: r}\n---\n",
+        )
+        .unwrap();
+        std::fs::write(
+            folder.join("ACP.md"),
+            "---\nname: custom-rev\nid: custom-rev\ndescription: d\nversion: 0.1.0\nkind: server\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: abcdef1\n    tier: basic\n    operator: ./OPERATOR.md\n---\n",
+        )
+        .unwrap();
+        let without = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Custom;
+            ),
+            &folder,
+        );
+        assert!(
+            without.contains("ACP400"),
+            "an unknown rev without `wire` is an error: {without}"
+        );
+        let with = expanded(
+            quote!(manifest = "ACP.md", wire = crate::acp_wire),
+            quote!(
+                struct Custom;
+            ),
+            &folder,
+        );
+        assert!(!with.contains("compile_error"), "{with}");
+        assert!(with.contains("crate :: acp_wire :: PromptRequest"), "{with}");
+        // The module is checked against the pinned revision at compile time.
+        assert!(
+            with.contains("rev_matches (crate :: acp_wire :: ACP_REV , \"abcdef1\")"),
+            "{with}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

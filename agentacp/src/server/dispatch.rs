@@ -117,8 +117,11 @@ impl<O: Operator> Dispatcher<O> {
             json!({})
         });
         let mut initialize_response: Value = initialize_response;
-        // The version the wire module speaks (it matters for `wire = path` modules).
+        // What the wire module speaks (it matters for `wire = path` modules).
         initialize_response["protocolVersion"] = json!(spec.protocol_version);
+        if let Some(aip44) = initialize_response.pointer_mut("/_meta/aip44") {
+            aip44["acp_rev"] = json!(spec.acp_rev);
+        }
         Dispatcher {
             operator: Arc::new(operator),
             spec,
