@@ -97,6 +97,14 @@ fn setup() -> Setup {
 }
 
 impl Setup {
+    /// Started, initialized, with one session.
+    async fn ready(self) -> (Client, String) {
+        let mut client = self.start();
+        client.initialize().await;
+        let session = client.new_session().await;
+        (client, session)
+    }
+
     fn start(self) -> Client {
         // One pipe each way, like a child process's stdin and stdout: closing the client's
         // writing end is end of input for the server.
@@ -186,6 +194,11 @@ impl Client {
             json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
         )
         .await
+    }
+
+    async fn cancel(&mut self, session: &str) {
+        self.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
+            .await;
     }
 
     async fn finish(self) {
@@ -294,9 +307,7 @@ async fn unreadable_lines_get_parse_or_invalid_request_errors_and_the_connection
 
 #[tokio::test]
 async fn every_update_of_a_turn_arrives_in_order_before_its_answer() {
-    let mut client = setup().start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup().ready().await;
     let id = client.prompt(&session, "/stream 2000").await;
     let (before, answer) = client.until_answer(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
@@ -327,18 +338,12 @@ async fn session_cwd_must_be_absolute_and_inside_the_root() {
 
 #[tokio::test]
 async fn cancel_answers_cancelled_exactly_once_and_the_session_stays_usable() {
-    let mut client = setup().start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup().ready().await;
     let id = client.prompt(&session, "/forever").await;
     let first = client.next().await;
     assert_eq!(first["method"], "session/update");
-    client
-        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
-        .await;
-    client
-        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
-        .await;
+    client.cancel(&session).await;
+    client.cancel(&session).await;
     let (_, answer) = client.until_answer(id).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled");
     // The session takes the next prompt, and nothing more is said about the cancelled one.
@@ -355,9 +360,7 @@ async fn cancel_answers_cancelled_exactly_once_and_the_session_stays_usable() {
 
 #[tokio::test]
 async fn cancel_request_on_a_prompt_ends_it_like_session_cancel() {
-    let mut client = setup().start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup().ready().await;
     let id = client.prompt(&session, "/forever").await;
     client.next().await;
     client
@@ -370,17 +373,13 @@ async fn cancel_request_on_a_prompt_ends_it_like_session_cancel() {
 
 #[tokio::test]
 async fn a_second_prompt_while_one_runs_is_refused() {
-    let mut client = setup().start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup().ready().await;
     let first = client.prompt(&session, "/forever").await;
     client.next().await;
     let second = client.prompt(&session, "hi").await;
     let (_, refused) = client.until_answer(second).await;
     assert_eq!(refused["error"]["code"], -32602);
-    client
-        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
-        .await;
+    client.cancel(&session).await;
     let (_, answer) = client.until_answer(first).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled");
     client.finish().await;
@@ -390,9 +389,7 @@ async fn a_second_prompt_while_one_runs_is_refused() {
 async fn a_frame_over_the_limit_is_refused_with_its_id_and_the_next_one_served() {
     let mut setup = setup();
     setup.options.max_frame_bytes = 4096;
-    let mut client = setup.start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup.ready().await;
     let big = json!({"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
         "params": {"sessionId": session, "prompt": [{"type": "text", "text": "x".repeat(100_000)}]}});
     client.send(big).await;
@@ -410,9 +407,7 @@ async fn a_frame_over_the_limit_is_refused_with_its_id_and_the_next_one_served()
 
 #[tokio::test]
 async fn operator_errors_answer_internal_error() {
-    let mut client = setup().start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup().ready().await;
     let id = client.prompt(&session, "/fail").await;
     let (_, answer) = client.until_answer(id).await;
     assert_eq!(answer["error"]["code"], -32603);
@@ -428,9 +423,7 @@ async fn operator_errors_answer_internal_error() {
 async fn a_denied_tool_never_reaches_the_wire_and_the_denial_is_audited() {
     let setup = setup();
     let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup.ready().await;
     let id = client.prompt(&session, "/tool delete").await;
     let (before, answer) = client.until_answer(id).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
@@ -449,9 +442,7 @@ async fn a_denied_tool_never_reaches_the_wire_and_the_denial_is_audited() {
 
 #[tokio::test]
 async fn an_allowed_tool_runs_without_asking() {
-    let mut client = setup().start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup().ready().await;
     let id = client.prompt(&session, "/tool read").await;
     let (before, _) = client.until_answer(id).await;
     assert_eq!(kinds(&before), ["tool_call", "tool_call_update", "agent_message_chunk"]);
@@ -486,9 +477,7 @@ async fn answer_permission(client: &mut Client, audit: &MemorySink, answer: Valu
 async fn approval_runs_the_tool_and_records_who_approved() {
     let setup = setup();
     let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup.ready().await;
     let id = client.prompt(&session, "/tool write").await;
     let mut seen = answer_permission(
         &mut client,
@@ -530,9 +519,7 @@ async fn rejection_and_an_unreadable_answer_both_fail_closed() {
     ] {
         let setup = setup();
         let audit = setup.audit.clone();
-        let mut client = setup.start();
-        client.initialize().await;
-        let session = client.new_session().await;
+        let (mut client, session) = setup.ready().await;
         let id = client.prompt(&session, "/tool write").await;
         answer_permission(&mut client, &audit, answer.clone()).await;
         let (after, _) = client.until_answer(id).await;
@@ -552,9 +539,7 @@ async fn a_permission_request_that_times_out_is_a_rejection() {
     let mut setup = setup();
     setup.options.permission_timeout = Duration::from_millis(50);
     let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup.ready().await;
     let id = client.prompt(&session, "/tool write").await;
     // Never answer the permission request.
     let (before, answer) = client.until_answer(id).await;
@@ -567,18 +552,14 @@ async fn a_permission_request_that_times_out_is_a_rejection() {
 
 #[tokio::test]
 async fn cancelling_while_waiting_for_permission_answers_cancelled() {
-    let mut client = setup().start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup().ready().await;
     let id = client.prompt(&session, "/tool write").await;
     loop {
         if client.next().await["method"] == "session/request_permission" {
             break;
         }
     }
-    client
-        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
-        .await;
+    client.cancel(&session).await;
     let (before, answer) = client.until_answer(id).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled");
     assert!(
@@ -617,9 +598,7 @@ async fn nothing_reaches_the_wire_when_its_audit_record_cannot_be_written() {
 async fn end_of_input_interrupts_a_running_turn_and_serve_returns() {
     let setup = setup();
     let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize().await;
-    let session = client.new_session().await;
+    let (mut client, session) = setup.ready().await;
     client.prompt(&session, "/forever").await;
     client.next().await;
     client.finish().await;

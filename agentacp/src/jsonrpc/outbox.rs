@@ -4,6 +4,8 @@
 //! The task writes whatever has queued up since its last write in one go and flushes once per
 //! batch, so a burst of updates costs one system call per batch rather than one per message.
 
+use std::time::Duration;
+
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -33,13 +35,15 @@ pub struct Outbox {
 
 impl Outbox {
     /// Starts the writer task over `output`. The task ends, after writing everything queued,
-    /// when every `Outbox` clone is dropped; it returns the first write error, if any.
-    pub fn start<W>(output: W) -> (Outbox, JoinHandle<std::io::Result<()>>)
+    /// when every `Outbox` clone is dropped; it returns the first write error, if any. A batch
+    /// that the peer does not take within `write_timeout` (it stopped reading but did not
+    /// close) ends the task too, so no sender waits forever.
+    pub fn start<W>(output: W, write_timeout: Duration) -> (Outbox, JoinHandle<std::io::Result<()>>)
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (tx, rx) = mpsc::channel(QUEUE_LINES);
-        (Outbox { tx }, tokio::spawn(write_all(rx, output)))
+        (Outbox { tx }, tokio::spawn(write_all(rx, output, write_timeout)))
     }
 
     /// Queues one line (it must end with `\n`); waits while the queue is full.
@@ -48,7 +52,11 @@ impl Outbox {
     }
 }
 
-async fn write_all<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut output: W) -> std::io::Result<()> {
+async fn write_all<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut output: W,
+    write_timeout: Duration,
+) -> std::io::Result<()> {
     let mut batch = Vec::with_capacity(BATCH_BYTES);
     while let Some(first) = rx.recv().await {
         batch.extend_from_slice(&first);
@@ -58,11 +66,17 @@ async fn write_all<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut o
                 Err(_) => break,
             }
         }
-        let written = async {
+        let written = tokio::time::timeout(write_timeout, async {
             output.write_all(&batch).await?;
             output.flush().await
-        }
-        .await;
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the peer took nothing for {write_timeout:?}"),
+            ))
+        });
         if let Err(error) = written {
             // Dropping the receiver makes every later `send` fail with `Closed`.
             tracing::debug!(%error, "writing to the peer failed");
@@ -80,7 +94,7 @@ mod tests {
     #[tokio::test]
     async fn lines_arrive_in_order_and_everything_is_written_before_the_task_ends() {
         let (reader, writer) = tokio::io::duplex(64);
-        let (outbox, task) = Outbox::start(writer);
+        let (outbox, task) = Outbox::start(writer, Duration::from_secs(10));
         let collector = tokio::spawn(async move {
             let mut reader = reader;
             let mut all = Vec::new();
@@ -104,10 +118,30 @@ mod tests {
     async fn sending_after_the_peer_went_away_fails_instead_of_hanging() {
         let (reader, writer) = tokio::io::duplex(8);
         drop(reader);
-        let (outbox, task) = Outbox::start(writer);
+        let (outbox, task) = Outbox::start(writer, Duration::from_secs(10));
         // The first write fails; the task ends and later sends report `Closed`.
         let _ = outbox.send(b"0123456789\n".to_vec()).await;
         assert!(task.await.unwrap().is_err());
         assert_eq!(outbox.send(b"x\n".to_vec()).await, Err(Closed));
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_stops_reading_ends_the_writer_after_the_timeout() {
+        // The reader stays open but never reads: the pipe fills up.
+        let (_reader, writer) = tokio::io::duplex(16);
+        let (outbox, task) = Outbox::start(writer, Duration::from_millis(50));
+        let _ = outbox.send(vec![b'x'; 1024]).await;
+        let ended = tokio::time::timeout(Duration::from_secs(10), task).await;
+        let error = ended.expect("the writer gave up").unwrap().unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        // Senders now fail instead of waiting.
+        let mut closed = false;
+        for _ in 0..=QUEUE_LINES {
+            if outbox.send(b"y\n".to_vec()).await.is_err() {
+                closed = true;
+                break;
+            }
+        }
+        assert!(closed);
     }
 }

@@ -40,7 +40,8 @@ pub const DEFAULT_PERMISSION_TIMEOUT: Duration = Duration::from_secs(300);
 #[derive(Clone)]
 pub struct ServerOptions {
     /// The authorized workspace root: every session `cwd` must be inside it
-    /// (`AGENTACP_WORKSPACE_ROOT`; default: the home directory).
+    /// (`AGENTACP_WORKSPACE_ROOT`; default: at tier sandboxed, where the sandbox mounts the
+    /// workspace; otherwise the home directory).
     pub workspace_root: Option<PathBuf>,
     /// Where sessions and the default audit log are kept (`AGENTACP_STATE_DIR`; default:
     /// `$XDG_STATE_HOME/agentacp/<id>`, else `~/.local/state/agentacp/<id>`).
@@ -51,6 +52,9 @@ pub struct ServerOptions {
     pub max_frame_bytes: usize,
     /// How long a permission request waits (`AGENTACP_PERMISSION_TIMEOUT_MS`; default 5 min).
     pub permission_timeout: Duration,
+    /// How long a write may wait for a client that stopped reading before the connection is
+    /// treated as gone (`AGENTACP_WRITE_TIMEOUT_MS`; default 60 s).
+    pub write_timeout: Duration,
     /// When audit records are fsynced (default: every record).
     pub fsync: FsyncPolicy,
     /// How long running turns get to answer after end of input (default 5 s).
@@ -72,6 +76,7 @@ impl Default for ServerOptions {
             audit_log: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
+            write_timeout: Duration::from_secs(60),
             fsync: FsyncPolicy::EveryRecord,
             shutdown_grace: Duration::from_secs(5),
             governance: None,
@@ -119,6 +124,9 @@ impl ServerOptions {
         if let Some(ms) = number("AGENTACP_PERMISSION_TIMEOUT_MS") {
             options.permission_timeout = Duration::from_millis(ms);
         }
+        if let Some(ms) = number("AGENTACP_WRITE_TIMEOUT_MS") {
+            options.write_timeout = Duration::from_millis(ms);
+        }
         options
     }
 
@@ -155,6 +163,18 @@ impl ServerOptions {
 
 fn home() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// At tier sandboxed: where the AIP-36 sandbox mounts the workspace (`mounts[]` with
+/// `source: workspace`, its `at`).
+fn sandbox_root(spec: &OperatorSpec) -> Option<PathBuf> {
+    let sandbox: serde_json::Value = serde_json::from_str(spec.sandbox?).ok()?;
+    sandbox["mounts"]
+        .as_array()?
+        .iter()
+        .find(|mount| mount["source"] == "workspace")
+        .and_then(|mount| mount["at"].as_str())
+        .map(PathBuf::from)
 }
 
 /// The audit log the manifest asks for (or the options' override).
@@ -216,6 +236,7 @@ where
     let workspace_root = options
         .workspace_root
         .clone()
+        .or_else(|| sandbox_root(spec))
         .or_else(home)
         .unwrap_or_else(|| PathBuf::from("/"));
     tracing::info!(
@@ -225,7 +246,7 @@ where
         state = %state_dir.display(),
         "serving ACP"
     );
-    let (outbox, writer) = Outbox::start(output);
+    let (outbox, writer) = Outbox::start(output, options.write_timeout);
     let connection = Arc::new(Connection::new(
         outbox,
         audit,
