@@ -551,8 +551,10 @@ async fn a_permission_request_that_times_out_is_a_rejection() {
 }
 
 #[tokio::test]
-async fn cancelling_while_waiting_for_permission_answers_cancelled() {
-    let (mut client, session) = setup().ready().await;
+async fn cancelling_while_waiting_for_permission_answers_cancelled_and_audits_a_rejection() {
+    let setup = setup();
+    let audit = setup.audit.clone();
+    let (mut client, session) = setup.ready().await;
     let id = client.prompt(&session, "/tool write").await;
     loop {
         if client.next().await["method"] == "session/request_permission" {
@@ -566,6 +568,13 @@ async fn cancelling_while_waiting_for_permission_answers_cancelled() {
         kinds(&before).iter().all(|k| k != "tool_call_update"),
         "the tool did not run: {before:?}"
     );
+    let records: Vec<Value> = audit.lines().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let call = records
+        .iter()
+        .find(|r| r["action"] == "tool.call")
+        .expect("the abandoned call is audited");
+    assert_eq!(call["metadata"]["aip44"]["approval"]["reason"], "cancelled");
+    assert_eq!(records.last().unwrap()["action"], "operator.interrupted");
     client.finish().await;
 }
 

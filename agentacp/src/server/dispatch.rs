@@ -290,12 +290,7 @@ impl<O: Operator> Dispatcher<O> {
             in_flight: self.in_flight.clone(),
             id: id.clone(),
             answered: Arc::new(AtomicBool::new(false)),
-            scope: TurnScope {
-                connection: self.connection.clone(),
-                session: context,
-                cancel: cancel_rx,
-                announced: AtomicBool::new(false),
-            },
+            scope: TurnScope::new(self.connection.clone(), context, cancel_rx),
             params,
         };
         let answered = task.answered.clone();
@@ -545,9 +540,10 @@ impl<O: Operator> PromptTask<O> {
                 (Lifecycle::Interrupted, json!({"error": rpc.message}), Err(rpc))
             }
         };
-        let audited = self
-            .connection
-            .audit(AuditEvent::lifecycle(operator, &session_id, state, Some(detail)));
+        let audited = self.scope.audit_abandoned_permission().and_then(|()| {
+            self.connection
+                .audit(AuditEvent::lifecycle(operator, &session_id, state, Some(detail)))
+        });
         let answer = match audited {
             Ok(()) => answer,
             Err(error) => Err(error.to_rpc()),

@@ -30,9 +30,46 @@ pub(crate) struct TurnScope {
     pub(crate) session: Arc<SessionContext>,
     pub(crate) cancel: watch::Receiver<bool>,
     pub(crate) announced: AtomicBool,
+    /// The tool call waiting for the user's answer, if any: when the turn is cancelled
+    /// meanwhile, the runtime audits it as rejected (the turn's future is gone by then).
+    pub(crate) awaiting_permission: std::sync::Mutex<Option<ToolCallMirror>>,
 }
 
 impl TurnScope {
+    pub(crate) fn new(
+        connection: Arc<Connection>,
+        session: Arc<SessionContext>,
+        cancel: watch::Receiver<bool>,
+    ) -> Self {
+        TurnScope {
+            connection,
+            session,
+            cancel,
+            announced: AtomicBool::new(false),
+            awaiting_permission: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// After a cancel: the tool call that was waiting for permission, audited as rejected.
+    pub(crate) fn audit_abandoned_permission(&self) -> Result<()> {
+        let waiting = self
+            .awaiting_permission
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match waiting {
+            Some(mut mirror) => {
+                mirror.outcome = ToolOutcomeRecord::Error("rejected: cancelled".into());
+                mirror.approval = Approval::RejectedBy {
+                    who: self.connection.client_name(),
+                    reason: "cancelled".into(),
+                };
+                self.connection.audit(AuditEvent::tool_call(mirror))
+            }
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn is_cancelled(&self) -> bool {
         *self.cancel.borrow()
     }
@@ -291,7 +328,22 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                     Some(detail.clone()),
                 ))?;
                 scope.send(announce("pending")).await?;
-                match self.ask(&tool_call_id, &title).await? {
+                *scope.awaiting_permission.lock().unwrap_or_else(|e| e.into_inner()) = Some(ToolCallMirror {
+                    operator: connection.operator_id.clone(),
+                    session: session.to_string(),
+                    tool_call_id: tool_call_id.clone(),
+                    tool: self.tool.clone(),
+                    arguments: self.arguments.clone(),
+                    outcome: ToolOutcomeRecord::Error("pending".into()),
+                    approval: Approval::Auto,
+                });
+                let permission = self.ask(&tool_call_id, &title).await?;
+                scope
+                    .awaiting_permission
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                match permission {
                     Permission::Approved(who) => {
                         let mut resumed = detail.clone();
                         resumed["approvedBy"] = json!(who);
