@@ -58,7 +58,7 @@ impl Parse for Args {
         let manifest = manifest.ok_or_else(|| {
             syn::Error::new(
                 Span::call_site(),
-                "missing `manifest = \"ACP.md\"` (the path of the manifest, relative to Cargo.toml)",
+                "missing `manifest = \"ACP.md\"` (the manifest's path, relative to the folder of Cargo.toml or of this source file)",
             )
         })?;
         Ok(Args { manifest, wire })
@@ -121,10 +121,13 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
     let checked = match manifest::check_file(&path) {
         Ok(checked) => checked,
         Err(error) => {
-            let message = format!(
-                "cannot read the manifest `{written}` (looked for {}): {error}",
-                path.display()
-            );
+            // No absolute paths: they differ between machines (and break checked-in UI tests).
+            let looked = if location.source_dir.is_some() {
+                "in the folder of Cargo.toml and in the folder of this source file"
+            } else {
+                "in the folder of Cargo.toml"
+            };
+            let message = format!("cannot read the manifest `{written}` (looked {looked}): {error}");
             let tokens = stand_in(&target, None, span);
             return with_error(tokens, syn::Error::new(span, message));
         }
@@ -189,14 +192,15 @@ fn manifest_errors(checked: &Checked, written: &str, custom_wire: bool, span: Sp
         .map(|diagnostic| {
             let at = source.position(diagnostic.span.start);
             let rendered = render::human(&source, diagnostic, false);
+            // The renderer's first line repeats the title; the snippet starts after it.
+            let snippet = rendered.split_once('\n').map_or("", |(_, rest)| rest).trim_end();
             let message = format!(
-                "{written}:{}:{}: {}[{}]: {}\n\n{}",
+                "{written}:{}:{}: {}[{}]: {}\n{snippet}",
                 at.line,
                 at.column,
                 diagnostic.severity.as_str(),
                 diagnostic.code.as_str(),
                 diagnostic.message,
-                rendered.trim_end()
             );
             syn::Error::new(span, message)
         })
@@ -253,6 +257,10 @@ struct Plan {
     tier: Tier,
     wire: TokenStream,
     acp_rev_prefix: String,
+    /// `ACP.md:line:col` of `acp_rev`.
+    acp_rev_at: String,
+    /// Where the `wire = path` argument is, for the error when it is the wrong revision.
+    wire_span: Span,
     load_session: bool,
     authenticate: bool,
     spec: SpecFields,
@@ -298,6 +306,7 @@ impl Plan {
             label: "",
             protocol_version: 0,
         });
+        let wire_span = wire.as_ref().map_or(span, |path| path.span());
         let wire = match wire {
             Some(path) => quote!(#path),
             None => {
@@ -370,6 +379,11 @@ impl Plan {
             tier: aip44.tier,
             wire,
             acp_rev_prefix: aip44.acp_rev.clone(),
+            acp_rev_at: format!(
+                "{written}:{}",
+                position(checked, &["metadata", "aip44", "acp_rev"]).unwrap_or_default()
+            ),
+            wire_span,
             load_session: agent.load_session,
             authenticate,
             spec: SpecFields {
@@ -465,8 +479,13 @@ impl Plan {
         let load_session = self.load_session;
         let prefix = &self.acp_rev_prefix;
         let rev_mismatch = format!(
-            "the wire module is not generated from acp_rev `{prefix}` of {manifest}; run `scaffold-aip regen` for that revision"
+            "{}: the wire module was not generated from `acp_rev: {prefix}`; run `scaffold-aip regen --rev <that revision's SHA>` into it",
+            self.acp_rev_at
         );
+        let wire_span = self.wire_span;
+        let rev_check = quote_spanned! {wire_span=>
+            const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
+        };
         quote! {
             #target
 
@@ -480,7 +499,7 @@ impl Plan {
                 #authenticate_sig
             }
 
-            const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
+            #rev_check
 
             impl ::agentacp::server::Operator for #name {
                 type Tier = #tier;
@@ -665,6 +684,11 @@ mod tests {
         );
         assert!(text.contains("compile_error"), "{text}");
         assert!(text.contains("ACP.md:5:10: error[ACP103]"), "{text}");
+        assert_eq!(
+            text.matches("error[ACP103]").count(),
+            1,
+            "the heading is not repeated: {text}"
+        );
         assert!(
             text.contains("ACP.md:6:7: error[ACP202]") || text.contains("ACP202"),
             "{text}"
@@ -762,5 +786,6 @@ mod tests {
             &dir,
         );
         assert!(text.contains("cannot read the manifest `NOPE.md`"), "{text}");
+        assert!(!text.contains(dir.to_str().unwrap()), "no absolute paths: {text}");
     }
 }

@@ -18,8 +18,15 @@ pub fn acp_operator(args: TokenStream, item: TokenStream) -> TokenStream {
         crate_dir: std::env::var_os("CARGO_MANIFEST_DIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_default(),
+        // `local_file` is relative to the compiler's working directory (the workspace root
+        // under cargo); made absolute here, since `include_bytes!` would read a relative path
+        // against the source file instead.
         source_dir: proc_macro::Span::call_site()
             .local_file()
+            .map(|file| match std::env::current_dir() {
+                Ok(cwd) if file.is_relative() => cwd.join(file),
+                _ => file,
+            })
             .and_then(|file| file.parent().map(std::path::Path::to_path_buf)),
     };
     acp_gen::operator::expand(args.into(), item.into(), &location).into()

@@ -327,6 +327,63 @@ async fn rejected_tool_call_is_reported_rejected_and_does_not_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_paths_are_confined_to_the_session_cwd() {
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let outside = dirs.outside();
+    std::os::unix::fs::symlink(&outside, cwd.join("link")).expect("create a symlink");
+    let client = spawn(GOVERNED, &dirs).await;
+    // Approve everything: confinement must hold even when the user says yes.
+    client.set_permission_policy(PermissionPolicy::Select(PermissionOptionKind::AllowOnce));
+    client.initialize().await;
+    let session = client.new_session(&cwd).await;
+    let escapes = [
+        "../escape-1.txt".to_string(),
+        outside.join("escape-2.txt").display().to_string(),
+        "link/escape-3.txt".to_string(),
+    ];
+    for path in &escapes {
+        let command = format!("/tool write-file {}", json!({"path": path, "content": "escaped"}));
+        let prompt = client.prompt(&session, &command);
+        let tag = prompt.tag.clone();
+        assert_eq!(prompt.ok().await.stop_reason, StopReason::EndTurn);
+        let events = client.events();
+        let turn = during(&events, &session, &tag);
+        if !message_texts(&turn).iter().any(|t| t.starts_with("failed: ")) {
+            client.fail(format!(
+                "write-file to {path:?} was not reported `failed: …`:\n{}",
+                describe(&turn)
+            ));
+        }
+    }
+    let prompt = client.prompt(&session, r#"/tool read-file {"path":"/etc/hostname"}"#);
+    let tag = prompt.tag.clone();
+    prompt.ok().await;
+    let events = client.events();
+    let turn = during(&events, &session, &tag);
+    if !message_texts(&turn).iter().any(|t| t.starts_with("failed: ")) {
+        client.fail(format!(
+            "read-file of /etc/hostname was not refused:\n{}",
+            describe(&turn)
+        ));
+    }
+    let leaked: Vec<_> = std::fs::read_dir(&outside).expect("list the outside folder").collect();
+    assert!(
+        leaked.is_empty(),
+        "files were written outside the session's cwd: {leaked:?}"
+    );
+    assert!(
+        !dirs.workspace_root.join("escape-1.txt").exists(),
+        "`../` escaped the session's cwd"
+    );
+    let status = client.shutdown().await;
+    assert!(status.success(), "governed-server exited with {status}");
+    check_audit_log(&dirs.audit_log, |records| {
+        find_tool_record(records, "write-file").is_some()
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_permission_request_times_out_as_rejected() {
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");

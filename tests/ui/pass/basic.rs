@@ -14,7 +14,7 @@ impl EchoServer for Echo {
     }
 }
 
-fn main() {
+pub fn main() {
     let _operator = Echo;
     let spec = Echo::spec();
     assert_eq!((spec.name, spec.tier, spec.load_session), ("basic", "basic", false));

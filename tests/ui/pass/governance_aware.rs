@@ -32,7 +32,7 @@ impl ReviewerServer for Reviewer {
     }
 }
 
-fn main() {
+pub fn main() {
     let _operator = Reviewer;
     let spec = Reviewer::spec();
     assert_eq!((spec.tier, spec.load_session), ("governance-aware", true));

@@ -22,7 +22,7 @@ impl ConfinedServer for Confined {
     }
 }
 
-fn main() {
+pub fn main() {
     let _operator = Confined;
     let spec = Confined::spec();
     assert_eq!((spec.tier, spec.load_session), ("sandboxed", true));

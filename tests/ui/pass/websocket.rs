@@ -17,7 +17,7 @@ impl EchoServer for Echo {
     }
 }
 
-fn main() {
+pub fn main() {
     let _operator = Echo;
     assert_eq!(Echo::spec().tier, "basic");
 }
