@@ -53,6 +53,7 @@ impl TesterServer for Tester {
                 turn.message(format!("{outcome:?}")).await?;
             }
             ["/fail"] => return Err(Error::msg("boom")),
+            ["/panic"] => panic!("a deliberate panic in operator code"),
             _ => turn.message(text).await?,
         }
         Ok(wire::StopReason::EndTurn)
@@ -416,6 +417,19 @@ async fn operator_errors_answer_internal_error() {
         .call("session/prompt", json!({"sessionId": session, "prompt": "not a list"}))
         .await;
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    client.finish().await;
+}
+
+#[tokio::test]
+async fn a_panic_in_operator_code_answers_internal_error_and_the_session_goes_on() {
+    let (mut client, session) = setup().ready().await;
+    let id = client.prompt(&session, "/panic").await;
+    let (_, answer) = client.until_answer(id).await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let id = client.prompt(&session, "still here").await;
+    let (before, answer) = client.until_answer(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    assert_eq!(texts(&before), ["still here"]);
     client.finish().await;
 }
 

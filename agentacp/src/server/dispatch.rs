@@ -53,6 +53,8 @@ pub(crate) struct Dispatcher<O: Operator> {
     sessions: Sessions,
     in_flight: InFlightTable,
     tasks: JoinSet<()>,
+    /// The request each task answers, so a task that panics still gets its request answered.
+    task_requests: HashMap<tokio::task::Id, (Id, Arc<AtomicBool>)>,
     shutdown_grace: Duration,
 }
 
@@ -132,6 +134,7 @@ impl<O: Operator> Dispatcher<O> {
             sessions: Arc::default(),
             in_flight: Arc::default(),
             tasks: JoinSet::new(),
+            task_requests: HashMap::new(),
             shutdown_grace,
         }
     }
@@ -141,7 +144,10 @@ impl<O: Operator> Dispatcher<O> {
         loop {
             let frame = tokio::select! {
                 frame = frames.next() => frame,
-                Some(_) = self.tasks.join_next() => continue,
+                Some(joined) = self.tasks.join_next_with_id() => {
+                    self.reap(joined).await;
+                    continue;
+                }
             };
             let closed = match frame {
                 Ok(None) => break,
@@ -168,6 +174,31 @@ impl<O: Operator> Dispatcher<O> {
             }
         }
         self.shut_down().await;
+    }
+
+    /// A task ended: forget it; if operator code panicked in it, answer its request.
+    async fn reap(&mut self, joined: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
+        let (task, panicked) = match &joined {
+            Ok((task, ())) => (*task, false),
+            Err(error) => (error.id(), error.is_panic()),
+        };
+        let Some((request, answered)) = self.task_requests.remove(&task) else {
+            return;
+        };
+        lock(&self.in_flight).remove(&request);
+        if panicked && !answered.swap(true, Ordering::SeqCst) {
+            tracing::error!(%request, "the operator panicked while handling a request");
+            let error = RpcError::new(
+                codes::INTERNAL_ERROR,
+                "the operator panicked while handling this request",
+            );
+            let _ = self.connection.respond_error(&request, &error).await;
+        }
+    }
+
+    fn track(&mut self, abort: &AbortHandle, request: &Id, answered: &Arc<AtomicBool>) {
+        self.task_requests
+            .insert(abort.id(), (request.clone(), answered.clone()));
     }
 
     async fn handle(&mut self, line: &[u8]) -> Result<(), Error> {
@@ -295,6 +326,7 @@ impl<O: Operator> Dispatcher<O> {
         };
         let answered = task.answered.clone();
         let abort = self.tasks.spawn(task.run());
+        self.track(&abort, id, &answered);
         lock(&self.in_flight).insert(
             id.clone(),
             InFlight {
@@ -371,6 +403,7 @@ impl<O: Operator> Dispatcher<O> {
                 Err(error) => connection.respond_error(&id_for_task, &error.to_rpc()).await,
             };
         });
+        self.track(&abort, id, &answered);
         lock(&self.in_flight).insert(
             id.clone(),
             InFlight {
@@ -392,16 +425,23 @@ impl<O: Operator> Dispatcher<O> {
         }
         let operator = self.operator.clone();
         let connection = self.connection.clone();
-        let id = id.clone();
-        self.tasks.spawn(async move {
+        let answered = Arc::new(AtomicBool::new(false));
+        let answered_by_task = answered.clone();
+        let request = id.clone();
+        let abort = self.tasks.spawn(async move {
             let Some(future) = operator.authenticate(&raw) else {
                 return;
             };
-            let _ = match future.await {
-                Ok(result) => connection.respond(&id, &result).await,
-                Err(error) => connection.respond_error(&id, &error.to_rpc()).await,
+            let outcome = future.await;
+            if answered_by_task.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let _ = match outcome {
+                Ok(result) => connection.respond(&request, &result).await,
+                Err(error) => connection.respond_error(&request, &error.to_rpc()).await,
             };
         });
+        self.track(&abort, id, &answered);
         Ok(())
     }
 
