@@ -29,6 +29,7 @@
 extern crate self as agentacp;
 
 pub use acp_audit as audit;
+pub mod client;
 pub mod error;
 pub mod governance;
 pub mod jsonrpc;

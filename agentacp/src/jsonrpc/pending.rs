@@ -4,10 +4,13 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
+use super::outbox::Outbox;
 use super::{Id, RpcError};
 
 /// Why an outbound request has no result.
@@ -85,6 +88,39 @@ impl Pending {
     /// Fails every waiting request and refuses new ones: the peer is gone.
     pub fn close(&self) {
         self.slots.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    /// Sends a request through `outbox` and waits for its answer, at most `timeout`. The slot
+    /// is forgotten however this ends (answer, timeout, or the caller dropped the future).
+    pub async fn call(
+        &self,
+        outbox: &Outbox,
+        method: &str,
+        params: &impl Serialize,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, RequestFailure> {
+        let waiting = self.register().ok_or(RequestFailure::Closed)?;
+        let id = waiting.id.clone();
+        let _forget = Forget(self, id.clone());
+        if outbox
+            .send(super::encode_request(&id, method, params))
+            .await
+            .is_err()
+        {
+            return Err(RequestFailure::Closed);
+        }
+        match tokio::time::timeout(timeout, waiting.answer()).await {
+            Ok(answer) => answer,
+            Err(_) => Err(RequestFailure::TimedOut),
+        }
+    }
+}
+
+struct Forget<'a>(&'a Pending, Id);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.forget(&self.1);
     }
 }
 

@@ -115,29 +115,6 @@ impl Connection {
         params: &impl Serialize,
         timeout: Duration,
     ) -> std::result::Result<Box<RawValue>, RequestFailure> {
-        let waiting = self.pending.register().ok_or(RequestFailure::Closed)?;
-        let id = waiting.id.clone();
-        // Forget the slot however this ends (answer, timeout, or the caller dropped).
-        let _forget = Forget(&self.pending, id.clone());
-        if self
-            .outbox
-            .send(jsonrpc::encode_request(&id, method, params))
-            .await
-            .is_err()
-        {
-            return Err(RequestFailure::Closed);
-        }
-        match tokio::time::timeout(timeout, waiting.answer()).await {
-            Ok(answer) => answer,
-            Err(_) => Err(RequestFailure::TimedOut),
-        }
-    }
-}
-
-struct Forget<'a>(&'a Pending, Id);
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        self.0.forget(&self.1);
+        self.pending.call(&self.outbox, method, params, timeout).await
     }
 }

@@ -1,0 +1,115 @@
+//! What can go wrong talking to an agent.
+
+use std::fmt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use crate::jsonrpc::RpcError;
+
+/// An error of the [`Client`](super::Client).
+#[derive(Debug)]
+pub enum ClientError {
+    /// The agent could not be started.
+    Spawn(std::io::Error),
+    /// No answer (or, during a prompt, no message at all) within the time allowed.
+    Timeout {
+        /// What we waited for (`initialize`, `session/new`, ...).
+        what: String,
+        /// The timeout that ran out.
+        after: Duration,
+        /// The last lines the agent wrote to stderr.
+        stderr: Vec<String>,
+    },
+    /// The agent closed its output or exited while we waited.
+    AgentExited {
+        /// Its exit status, when it had exited.
+        status: Option<ExitStatus>,
+        /// The last lines it wrote to stderr.
+        stderr: Vec<String>,
+    },
+    /// The agent answered with a JSON-RPC error.
+    Rpc {
+        /// The method of our request.
+        method: String,
+        /// The error.
+        error: RpcError,
+    },
+    /// The agent chose a protocol version this client does not speak.
+    UnsupportedProtocol {
+        /// The version the agent chose.
+        agent: u64,
+        /// The version we speak.
+        ours: u16,
+    },
+    /// An answer that does not fit the method's result type.
+    InvalidResponse {
+        /// The method of our request.
+        method: String,
+        /// Why.
+        reason: String,
+    },
+    /// A call not allowed now (e.g. a second prompt in a session while one runs).
+    InvalidState(String),
+    /// The client was closed.
+    Closed,
+}
+
+fn write_stderr(f: &mut fmt::Formatter<'_>, stderr: &[String]) -> fmt::Result {
+    if stderr.is_empty() {
+        return f.write_str("; the agent wrote nothing to stderr");
+    }
+    f.write_str("; last lines of the agent's stderr:")?;
+    for line in stderr {
+        write!(f, "\n  {line}")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Spawn(error) => write!(f, "cannot start the agent: {error}"),
+            ClientError::Timeout { what, after, stderr } => {
+                write!(f, "timeout: no answer to `{what}` within {after:?}")?;
+                write_stderr(f, stderr)
+            }
+            ClientError::AgentExited { status, stderr } => {
+                match status {
+                    Some(status) => write!(f, "the agent exited ({status})")?,
+                    None => f.write_str("the agent closed its output")?,
+                }
+                write_stderr(f, stderr)
+            }
+            ClientError::Rpc { method, error } => write!(f, "the agent answered `{method}` with an error: {error}"),
+            ClientError::UnsupportedProtocol { agent, ours } => write!(
+                f,
+                "the agent chose ACP protocol version {agent}, but this client speaks only version {ours}"
+            ),
+            ClientError::InvalidResponse { method, reason } => {
+                write!(f, "the agent's answer to `{method}` is not valid: {reason}")
+            }
+            ClientError::InvalidState(message) => f.write_str(message),
+            ClientError::Closed => f.write_str("the client is closed"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Spawn(error) => Some(error),
+            ClientError::Rpc { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<ClientError> for crate::Error {
+    fn from(error: ClientError) -> Self {
+        match error {
+            ClientError::Rpc { error, .. } => crate::Error::Rpc(error),
+            ClientError::Closed => crate::Error::Closed,
+            other => crate::Error::other(other),
+        }
+    }
+}

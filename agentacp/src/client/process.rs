@@ -1,0 +1,275 @@
+//! The agent subprocess: spawned in its own process group with a cleared environment, its
+//! stderr kept (last lines) for errors, reaped by a task, and stopped by closing stdin, then
+//! SIGTERM to the group, then SIGKILL.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::watch;
+
+use super::error::ClientError;
+
+/// Variables passed through from our environment unless [`AgentCommand::env_clear_all`] is
+/// called: what a program needs to find its tools and its home.
+pub const DEFAULT_ENV_ALLOW: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TERM"];
+
+/// How to start an agent: the program, its arguments, its environment and its working folder.
+///
+/// The environment is cleared: only the variables named in the allow-list (by default
+/// [`DEFAULT_ENV_ALLOW`]) are passed through from ours, plus those set with [`AgentCommand::env`].
+#[derive(Debug, Clone)]
+pub struct AgentCommand {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    env_allow: Vec<OsString>,
+    cwd: Option<PathBuf>,
+}
+
+impl AgentCommand {
+    /// Runs `program` (looked up in `PATH` if it has no slash).
+    pub fn new(program: impl AsRef<OsStr>) -> Self {
+        AgentCommand {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_allow: DEFAULT_ENV_ALLOW.iter().map(OsString::from).collect(),
+            cwd: None,
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets a variable in the agent's environment.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Passes the variable `key` through from our environment, when it is set.
+    pub fn allow_env(mut self, key: impl AsRef<OsStr>) -> Self {
+        self.env_allow.push(key.as_ref().to_owned());
+        self
+    }
+
+    /// Passes nothing through from our environment (only [`AgentCommand::env`] variables).
+    pub fn env_clear_all(mut self) -> Self {
+        self.env_allow.clear();
+        self
+    }
+
+    /// The agent's working folder (default: ours).
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    fn to_command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).env_clear();
+        for key in &self.env_allow {
+            if let Some(value) = std::env::var_os(key) {
+                command.env(key, value);
+            }
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group, so that stopping it stops what it started too.
+            .process_group(0)
+            // A backstop should everything else be dropped with the runtime.
+            .kill_on_drop(true);
+        command
+    }
+}
+
+/// The last lines the agent wrote to stderr.
+#[derive(Debug)]
+pub(crate) struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+    keep: usize,
+    done: watch::Sender<bool>,
+}
+
+/// The longest stderr line kept, in bytes (the rest is cut).
+const STDERR_LINE_BYTES: usize = 2000;
+
+impl StderrTail {
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    /// Waits (at most `limit`) until the agent's stderr is closed, so its last lines are in.
+    pub(crate) async fn wait_closed(&self, limit: Duration) {
+        let mut done = self.done.subscribe();
+        let _ = tokio::time::timeout(limit, done.wait_for(|done| *done)).await;
+    }
+}
+
+/// Whether the agent has exited, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExitState {
+    Running,
+    /// Reaped; the status when `wait` worked.
+    Exited(Option<ExitStatus>),
+}
+
+/// The running agent process (its pipes are handed to the connection).
+#[derive(Debug)]
+pub(crate) struct AgentProcess {
+    pub(crate) pid: Option<u32>,
+    pub(crate) exit: watch::Receiver<ExitState>,
+    pub(crate) stderr: Arc<StderrTail>,
+}
+
+/// Spawns the agent; returns the process and its stdin and stdout.
+pub(crate) fn spawn(
+    command: &AgentCommand,
+    stderr_lines: usize,
+) -> Result<(AgentProcess, ChildStdin, ChildStdout), ClientError> {
+    let mut child = command.to_command().spawn().map_err(ClientError::Spawn)?;
+    let pid = child.id();
+    let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+        (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
+        _ => {
+            return Err(ClientError::Spawn(std::io::Error::other(
+                "the agent's stdio pipes were not created",
+            )));
+        }
+    };
+    let (done, _) = watch::channel(false);
+    let tail = Arc::new(StderrTail {
+        lines: Mutex::new(VecDeque::with_capacity(stderr_lines)),
+        keep: stderr_lines,
+        done,
+    });
+    tokio::spawn(read_stderr(stderr, Arc::clone(&tail), pid));
+    let (exit_tx, exit) = watch::channel(ExitState::Running);
+    tokio::spawn(reap(child, exit_tx));
+    tracing::debug!(?pid, program = ?command.program, "agent started");
+    Ok((
+        AgentProcess {
+            pid,
+            exit,
+            stderr: tail,
+        },
+        stdin,
+        stdout,
+    ))
+}
+
+async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<StderrTail>, pid: Option<u32>) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // A line is read whole here; it is cut before it is kept. `take` bounds the buffer.
+        let read = (&mut reader)
+            .take(64 * 1024)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let mut text = String::from_utf8_lossy(&line).trim_end().to_string();
+                if text.len() > STDERR_LINE_BYTES {
+                    let mut cut = STDERR_LINE_BYTES;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text.truncate(cut);
+                    text.push('…');
+                }
+                tracing::debug!(?pid, agent_stderr = %text);
+                if tail.keep == 0 {
+                    continue;
+                }
+                let mut lines = tail.lines.lock().unwrap_or_else(|e| e.into_inner());
+                if lines.len() == tail.keep {
+                    lines.pop_front();
+                }
+                lines.push_back(text);
+            }
+        }
+    }
+    tail.done.send_replace(true);
+}
+
+async fn reap(mut child: Child, exit: watch::Sender<ExitState>) {
+    let status = child.wait().await;
+    if let Err(error) = &status {
+        tracing::warn!(%error, "waiting for the agent failed");
+    }
+    exit.send_replace(ExitState::Exited(status.ok()));
+}
+
+impl AgentProcess {
+    /// The exit state now.
+    pub(crate) fn state(&self) -> ExitState {
+        *self.exit.borrow()
+    }
+
+    /// Waits, at most `limit`, for the agent to be reaped.
+    pub(crate) async fn wait_exit(&self, limit: Duration) -> ExitState {
+        let mut exit = self.exit.clone();
+        match tokio::time::timeout(limit, exit.wait_for(|s| *s != ExitState::Running)).await {
+            Ok(Ok(state)) => *state,
+            _ => self.state(),
+        }
+    }
+
+    /// Sends `signal` to the agent's process group, unless it has been reaped already (its
+    /// group id could then name someone else's group).
+    fn signal_group(&self, signal: rustix::process::Signal) {
+        if self.state() != ExitState::Running {
+            return;
+        }
+        let Some(pid) = self.pid.and_then(|pid| i32::try_from(pid).ok()).and_then(rustix::process::Pid::from_raw)
+        else {
+            return;
+        };
+        if let Err(error) = rustix::process::kill_process_group(pid, signal) {
+            tracing::debug!(%error, ?signal, "signalling the agent's process group failed");
+        }
+    }
+
+    /// Stops the agent, whose stdin must be closed already: waits `exit_grace` for it to exit
+    /// on its own, then SIGTERMs its process group, waits `kill_grace`, then SIGKILLs the
+    /// group, and waits for the reap.
+    pub(crate) async fn stop(&self, exit_grace: Duration, kill_grace: Duration) -> ExitState {
+        if let state @ ExitState::Exited(_) = self.wait_exit(exit_grace).await {
+            return state;
+        }
+        tracing::debug!(pid = ?self.pid, "the agent did not exit after stdin closed; SIGTERM");
+        self.signal_group(rustix::process::Signal::TERM);
+        if let state @ ExitState::Exited(_) = self.wait_exit(kill_grace).await {
+            return state;
+        }
+        tracing::warn!(pid = ?self.pid, "the agent ignored SIGTERM; SIGKILL");
+        self.signal_group(rustix::process::Signal::KILL);
+        self.wait_exit(Duration::from_secs(5)).await
+    }
+}
+
+use tokio::io::AsyncReadExt as _;
