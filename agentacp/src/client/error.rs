@@ -32,7 +32,7 @@ pub enum ClientError {
         /// The method of our request.
         method: String,
         /// The error.
-        error: RpcError,
+        error: Box<RpcError>,
     },
     /// The agent chose a protocol version this client does not speak.
     UnsupportedProtocol {
@@ -98,7 +98,7 @@ impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ClientError::Spawn(error) => Some(error),
-            ClientError::Rpc { error, .. } => Some(error),
+            ClientError::Rpc { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }
@@ -107,7 +107,7 @@ impl std::error::Error for ClientError {
 impl From<ClientError> for crate::Error {
     fn from(error: ClientError) -> Self {
         match error {
-            ClientError::Rpc { error, .. } => crate::Error::Rpc(error),
+            ClientError::Rpc { error, .. } => crate::Error::Rpc(*error),
             ClientError::Closed => crate::Error::Closed,
             other => crate::Error::other(other),
         }

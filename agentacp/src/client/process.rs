@@ -117,7 +117,12 @@ const STDERR_LINE_BYTES: usize = 2000;
 
 impl StderrTail {
     pub(crate) fn lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Waits (at most `limit`) until the agent's stderr is closed, so its last lines are in.
@@ -185,10 +190,7 @@ async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<StderrTail>,
     loop {
         line.clear();
         // A line is read whole here; it is cut before it is kept. `take` bounds the buffer.
-        let read = (&mut reader)
-            .take(64 * 1024)
-            .read_until(b'\n', &mut line)
-            .await;
+        let read = (&mut reader).take(64 * 1024).read_until(b'\n', &mut line).await;
         match read {
             Ok(0) | Err(_) => break,
             Ok(_) => {
@@ -245,7 +247,10 @@ impl AgentProcess {
         if self.state() != ExitState::Running {
             return;
         }
-        let Some(pid) = self.pid.and_then(|pid| i32::try_from(pid).ok()).and_then(rustix::process::Pid::from_raw)
+        let Some(pid) = self
+            .pid
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(rustix::process::Pid::from_raw)
         else {
             return;
         };

@@ -102,11 +102,7 @@ impl Pending {
         let waiting = self.register().ok_or(RequestFailure::Closed)?;
         let id = waiting.id.clone();
         let _forget = Forget(self, id.clone());
-        if outbox
-            .send(super::encode_request(&id, method, params))
-            .await
-            .is_err()
-        {
+        if outbox.send(super::encode_request(&id, method, params)).await.is_err() {
             return Err(RequestFailure::Closed);
         }
         match tokio::time::timeout(timeout, waiting.answer()).await {

@@ -296,11 +296,15 @@ pub trait Serve: Operator + Sized {
     }
 
     /// Like [`serve_stdio`](Serve::serve_stdio), on a runtime of its own, for a plain `main`.
+    /// Returns as soon as serving ends, even when a read of stdin is still blocked (a client
+    /// that stopped reading our output but kept stdin open): the runtime is shut down without
+    /// waiting for that read. With your own runtime, exit the process after `serve_stdio` for
+    /// the same effect.
     fn run_stdio(self) -> Result<()> {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(self.serve_stdio())
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let result = runtime.block_on(self.serve_stdio());
+        runtime.shutdown_timeout(Duration::from_millis(100));
+        result
     }
 }
 

@@ -1,0 +1,392 @@
+//! A typed ACP client: spawns an agent as a subprocess and talks to it over its stdio.
+//!
+//! ```ignore
+//! use agentacp::client::{AgentCommand, Client, ClientOptions, PromptEvent};
+//!
+//! let client = Client::connect(AgentCommand::new("my-agent"), ClientOptions::default()).await?;
+//! let session = client.new_session(std::path::Path::new("/work")).await?;
+//! let mut turn = client.prompt_text(&session, "hello").await?;
+//! while let Some(event) = turn.next().await {
+//!     match event? {
+//!         PromptEvent::Update(update) => println!("{update:?}"),
+//!         PromptEvent::Stop(reason) => println!("stopped: {reason:?}"),
+//!     }
+//! }
+//! client.close().await;
+//! ```
+//!
+//! Safety rails:
+//! - every wait on the agent is bounded (see [`ClientOptions`] for the timeouts and defaults);
+//! - requests still waiting fail when the agent closes its stdout or exits, with its exit
+//!   status and the last lines of its stderr ([`ClientError::AgentExited`]);
+//! - the agent runs in its own process group with a cleared environment ([`AgentCommand`]);
+//!   [`Client::close`] (or dropping the client) closes its stdin, waits
+//!   [`ClientOptions::exit_grace`], SIGTERMs the group, waits [`ClientOptions::kill_grace`],
+//!   SIGKILLs the group and reaps it;
+//! - a message over [`ClientOptions::max_frame_bytes`] is discarded without being buffered
+//!   whole; if it answered one of our requests that request fails, the connection goes on;
+//!   lines that are not JSON-RPC are logged and ignored;
+//! - every `session/request_permission` goes to the [`PermissionHandler`]; the default,
+//!   [`RejectAll`], rejects; a timeout or a cancel of the turn rejects too.
+//!
+//! Not yet: the `fs/*` and `terminal/*` client methods (they answer `-32601`), `authenticate`.
+
+mod connection;
+mod error;
+mod events;
+mod permission;
+mod process;
+
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::BufReader;
+use tokio::sync::mpsc;
+
+pub use error::ClientError;
+pub use events::{PromptEvent, PromptStream, Update};
+pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
+pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
+
+use crate::jsonrpc::frame::FrameReader;
+use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::pending::RequestFailure;
+use crate::wire::default as wire;
+use connection::{Shared, Subscriber, lock};
+use process::ExitState;
+
+/// How many updates of one turn may wait for the reader of its [`PromptStream`].
+const UPDATE_QUEUE: usize = 1024;
+
+/// Timeouts and limits of a [`Client`]. Every field has a documented default.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// The answer to `initialize`. Default 30 s.
+    pub initialize_timeout: Duration,
+    /// The answer to any other request (`session/new`, `session/load`), and sending a
+    /// notification. Default 60 s.
+    pub request_timeout: Duration,
+    /// During a prompt, the longest time without any message from the agent (an update or
+    /// the answer); then the prompt fails and `session/cancel` is sent. Default 10 min.
+    pub prompt_idle_timeout: Duration,
+    /// How long the [`PermissionHandler`] may take; then the request is rejected.
+    /// Default 5 min.
+    pub permission_timeout: Duration,
+    /// How long a write may wait for an agent that stopped reading; then the connection
+    /// counts as closed. Default 60 s.
+    pub write_timeout: Duration,
+    /// The largest accepted message from the agent, in bytes. Default 4 MiB.
+    pub max_frame_bytes: usize,
+    /// On close: how long the agent may take to exit after its stdin closed, before SIGTERM.
+    /// Default 1 s.
+    pub exit_grace: Duration,
+    /// On close: how long after SIGTERM before SIGKILL. Default 5 s.
+    pub kill_grace: Duration,
+    /// How many of the agent's last stderr lines are kept for errors. Default 20.
+    pub stderr_lines: usize,
+    /// Our `clientInfo` (`name`, `version`).
+    pub client_info: (String, String),
+    /// Decides the agent's permission requests. Default [`RejectAll`].
+    pub permission: Arc<dyn PermissionHandler>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            initialize_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
+            prompt_idle_timeout: Duration::from_secs(600),
+            permission_timeout: Duration::from_secs(300),
+            write_timeout: Duration::from_secs(60),
+            max_frame_bytes: 4 * 1024 * 1024,
+            exit_grace: Duration::from_secs(1),
+            kill_grace: Duration::from_secs(5),
+            stderr_lines: 20,
+            client_info: ("agentacp".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+            permission: Arc::new(RejectAll),
+        }
+    }
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("initialize_timeout", &self.initialize_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("prompt_idle_timeout", &self.prompt_idle_timeout)
+            .field("permission_timeout", &self.permission_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("exit_grace", &self.exit_grace)
+            .field("kill_grace", &self.kill_grace)
+            .field("stderr_lines", &self.stderr_lines)
+            .field("client_info", &self.client_info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientOptions {
+    /// Uses `handler` for permission requests.
+    pub fn with_permission(mut self, handler: impl PermissionHandler) -> Self {
+        self.permission = Arc::new(handler);
+        self
+    }
+}
+
+/// A connection to one agent subprocess, initialized.
+pub struct Client {
+    shared: Arc<Shared>,
+    initialize: wire::InitializeResponse,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("pid", &self.shared.process.pid)
+            .field("agent", &self.initialize.agent_info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Starts the agent and runs `initialize`. Fails — and stops the agent — when it does
+    /// not answer within [`ClientOptions::initialize_timeout`], answers with an error, or
+    /// chooses a protocol version other than [`wire::PROTOCOL_VERSION`].
+    pub async fn connect(command: AgentCommand, options: ClientOptions) -> Result<Client, ClientError> {
+        let (process, stdin, stdout) = process::spawn(&command, options.stderr_lines)?;
+        let (outbox, _writer) = Outbox::start(stdin, options.write_timeout);
+        let frames = FrameReader::new(BufReader::new(stdout), options.max_frame_bytes);
+        let permission = Arc::clone(&options.permission);
+        let shared = Arc::new(Shared::new(outbox, permission, options, process));
+        tokio::spawn(connection::read_loop(Arc::clone(&shared), frames));
+        let mut client = Client {
+            shared,
+            // Replaced below; a client is only handed out once initialized.
+            initialize: wire::InitializeResponse::new(0),
+            closed: false,
+        };
+        match client.initialize().await {
+            Ok(response) => {
+                client.initialize = response;
+                Ok(client)
+            }
+            Err(error) => {
+                client.close().await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn initialize(&self) -> Result<wire::InitializeResponse, ClientError> {
+        let options = &self.shared.options;
+        let method = wire::method_names::INITIALIZE;
+        let params = json!({
+            "protocolVersion": wire::PROTOCOL_VERSION,
+            "clientCapabilities": {
+                "fs": { "readTextFile": false, "writeTextFile": false },
+                "terminal": false,
+            },
+            "clientInfo": { "name": options.client_info.0, "version": options.client_info.1 },
+        });
+        let value: Value = self.shared.request(method, &params, options.initialize_timeout).await?;
+        let chosen = value.get("protocolVersion").and_then(Value::as_u64);
+        match chosen {
+            Some(version) if version == u64::from(wire::PROTOCOL_VERSION) => {}
+            Some(version) => {
+                return Err(ClientError::UnsupportedProtocol {
+                    agent: version,
+                    ours: wire::PROTOCOL_VERSION,
+                });
+            }
+            None => {
+                return Err(ClientError::InvalidResponse {
+                    method: method.to_string(),
+                    reason: "no numeric `protocolVersion`".to_string(),
+                });
+            }
+        }
+        serde_json::from_value(value).map_err(|error| ClientError::InvalidResponse {
+            method: method.to_string(),
+            reason: error.to_string(),
+        })
+    }
+
+    /// The agent's answer to `initialize` (capabilities, `agentInfo`, `_meta`).
+    pub fn initialize_response(&self) -> &wire::InitializeResponse {
+        &self.initialize
+    }
+
+    /// The agent's process id (also its process group id).
+    pub fn pid(&self) -> Option<u32> {
+        self.shared.process.pid
+    }
+
+    /// `session/new` in `cwd` (absolute); the new session's id.
+    pub async fn new_session(&self, cwd: &Path) -> Result<wire::SessionId, ClientError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Created {
+            session_id: wire::SessionId,
+        }
+        let created: Created = self
+            .shared
+            .request(
+                wire::method_names::SESSION_NEW,
+                &json!({ "cwd": cwd, "mcpServers": [] }),
+                self.shared.options.request_timeout,
+            )
+            .await?;
+        Ok(created.session_id)
+    }
+
+    /// `session/load` of `session` in `cwd`; the history the agent replays.
+    pub async fn load_session(&self, session: &wire::SessionId, cwd: &Path) -> Result<Vec<Update>, ClientError> {
+        let (sender, mut replay) = mpsc::channel(UPDATE_QUEUE);
+        let tag = self.subscribe(session, sender)?;
+        let params = json!({ "sessionId": session, "cwd": cwd, "mcpServers": [] });
+        let request = self.shared.request::<Value>(
+            wire::method_names::SESSION_LOAD,
+            &params,
+            self.shared.options.request_timeout,
+        );
+        tokio::pin!(request);
+        let mut updates = Vec::new();
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                Some(update) = replay.recv() => updates.push(update),
+                outcome = &mut request => break outcome,
+            }
+        };
+        while let Ok(update) = replay.try_recv() {
+            updates.push(update);
+        }
+        self.unsubscribe(session, tag);
+        outcome.map(|_| updates)
+    }
+
+    /// `session/prompt` with `prompt`; read its events from the stream.
+    pub async fn prompt(
+        &self,
+        session: &wire::SessionId,
+        prompt: Vec<wire::ContentBlock>,
+    ) -> Result<PromptStream, ClientError> {
+        let (sender, updates) = mpsc::channel(UPDATE_QUEUE);
+        let tag = self.subscribe(session, sender)?;
+        let subscribed = Unsubscribe(self, session, tag);
+        let waiting = self
+            .shared
+            .pending
+            .register()
+            .ok_or_else(|| self.shared.closed_error())?;
+        let id = waiting.id.clone();
+        let line = crate::jsonrpc::encode_request(
+            &id,
+            wire::method_names::SESSION_PROMPT,
+            &json!({ "sessionId": session, "prompt": prompt }),
+        );
+        let outbox = self.shared.outbox()?;
+        let timeout = self.shared.options.request_timeout;
+        let sent = tokio::time::timeout(timeout, outbox.send(line)).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            self.shared.pending.forget(&id);
+            return Err(match sent {
+                Err(_) => self.shared.timeout_error(wire::method_names::SESSION_PROMPT, timeout),
+                _ => self.shared.closed_error(),
+            });
+        }
+        std::mem::forget(subscribed);
+        Ok(PromptStream {
+            shared: Arc::clone(&self.shared),
+            session: session.clone(),
+            id,
+            tag,
+            updates,
+            answer: Some(Box::pin(async move {
+                let answer: Result<_, RequestFailure> = waiting.answer().await;
+                answer
+            })),
+        })
+    }
+
+    /// [`Client::prompt`] with one text block.
+    pub async fn prompt_text(&self, session: &wire::SessionId, text: &str) -> Result<PromptStream, ClientError> {
+        let block: wire::ContentBlock = serde_json::from_value(json!({ "type": "text", "text": text }))
+            .map_err(|error| ClientError::InvalidState(error.to_string()))?;
+        self.prompt(session, vec![block]).await
+    }
+
+    /// `session/cancel`: the running turn ends with `cancelled`; permission requests waiting
+    /// in the session are answered `cancelled`.
+    pub async fn cancel(&self, session: &wire::SessionId) -> Result<(), ClientError> {
+        events::cancel(&self.shared, session).await
+    }
+
+    /// Closes stdin, then stops the agent (SIGTERM, then SIGKILL to its process group, see
+    /// [`ClientOptions`]) and reaps it. Its exit status, when it could be read.
+    pub async fn close(mut self) -> Option<ExitStatus> {
+        self.closed = true;
+        stop(&self.shared).await
+    }
+
+    fn subscribe(&self, session: &wire::SessionId, sender: mpsc::Sender<Update>) -> Result<i64, ClientError> {
+        static TAGS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+        let tag = TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut subscribers = lock(&self.shared.subscribers);
+        if subscribers.contains_key(session.as_str()) {
+            return Err(ClientError::InvalidState(format!(
+                "session {} already has a prompt (or load) running",
+                session.as_str()
+            )));
+        }
+        subscribers.insert(session.as_str().to_string(), Subscriber { tag, sender });
+        Ok(tag)
+    }
+
+    fn unsubscribe(&self, session: &wire::SessionId, tag: i64) {
+        let mut subscribers = lock(&self.shared.subscribers);
+        if subscribers.get(session.as_str()).is_some_and(|s| s.tag == tag) {
+            subscribers.remove(session.as_str());
+        }
+    }
+}
+
+struct Unsubscribe<'a>(&'a Client, &'a wire::SessionId, i64);
+
+impl Drop for Unsubscribe<'_> {
+    fn drop(&mut self) {
+        self.0.unsubscribe(self.1, self.2);
+    }
+}
+
+async fn stop(shared: &Shared) -> Option<ExitStatus> {
+    shared.close_outbox();
+    let options = &shared.options;
+    match shared.process.stop(options.exit_grace, options.kill_grace).await {
+        ExitState::Exited(status) => status,
+        ExitState::Running => {
+            tracing::error!(pid = ?shared.process.pid, "the agent could not be stopped");
+            None
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        // Not closed with `close`: stop the agent in the background.
+        let shared = Arc::clone(&self.shared);
+        shared.close_outbox();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                stop(&shared).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! The typed ACP client (`agentacp::client`) against the example servers, and against tiny
+//! fake agents (python3 and sh scripts) that misbehave on purpose. Every wait is bounded.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use agentacp::client::{AgentCommand, Client, ClientError, ClientOptions, PermissionDecision, PromptEvent, Update};
+use agentacp::wire::default as wire;
+use serde_json::Value;
+
+/// The bound on each test's body.
+const TEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs a test body within [`TEST_TIMEOUT`]. The example binaries are built first, outside
+/// the bound: a rebuild can take longer than the bound on a loaded machine.
+async fn bounded<T>(future: impl Future<Output = T>) -> T {
+    example_binary("echo-server");
+    tokio::time::timeout(TEST_TIMEOUT, future)
+        .await
+        .expect("the test finished within its bound")
+}
+
+// ---- the example servers -------------------------------------------------------------------
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Builds the example binaries once (`$CARGO build --message-format=json`, like
+/// `interop::example_binary`) and returns the path of `name`.
+fn example_binary(name: &str) -> PathBuf {
+    type Built = Option<Vec<(String, PathBuf)>>;
+    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let binaries = built.get_or_insert_with(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+        let output = std::process::Command::new(cargo)
+            .current_dir(workspace_root())
+            .args([
+                "build",
+                "-q",
+                "--bin",
+                "echo-server",
+                "--bin",
+                "governed-server",
+                "--message-format=json",
+            ])
+            .output()
+            .expect("cargo runs");
+        assert!(
+            output.status.success(),
+            "building the examples failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|m| m["reason"] == "compiler-artifact")
+            .filter_map(|m| {
+                let name = m["target"]["name"].as_str()?.to_string();
+                let exe = m["executable"].as_str()?;
+                Some((name, PathBuf::from(exe)))
+            })
+            .collect()
+    });
+    binaries
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, path)| path.clone())
+        .unwrap_or_else(|| panic!("cargo built no `{name}`"))
+}
+
+/// Temporary workspace root, state folder and audit log for one agent.
+struct Dirs {
+    _tmp: tempfile::TempDir,
+    workspace: PathBuf,
+    state: PathBuf,
+    audit: PathBuf,
+}
+
+impl Dirs {
+    fn new() -> Dirs {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let workspace = base.join("workspace");
+        let state = base.join("state");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        Dirs {
+            audit: base.join("audit.jsonl"),
+            _tmp: tmp,
+            workspace,
+            state,
+        }
+    }
+
+    fn command(&self, binary: &str) -> AgentCommand {
+        AgentCommand::new(example_binary(binary))
+            .env("AGENTACP_WORKSPACE_ROOT", &self.workspace)
+            .env("AGENTACP_STATE_DIR", &self.state)
+            .env("AGENTACP_AUDIT_LOG", &self.audit)
+    }
+}
+
+fn texts(updates: &[Update]) -> Vec<String> {
+    updates.iter().filter_map(|u| u.text().map(str::to_string)).collect()
+}
+
+#[tokio::test]
+async fn the_handshake_reports_the_agents_capabilities_and_info() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let client = Client::connect(dirs.command("governed-server"), ClientOptions::default())
+            .await
+            .unwrap();
+        let init = client.initialize_response();
+        assert_eq!(init.protocol_version, wire::PROTOCOL_VERSION);
+        let info = init.agent_info.as_ref().expect("agentInfo");
+        assert!(!info.name.is_empty());
+        assert!(!info.version.is_empty());
+        assert!(
+            init.agent_capabilities.load_session,
+            "governed-server supports session/load"
+        );
+        let meta = serde_json::to_value(&init.meta).unwrap();
+        assert!(meta["aip44"]["acp_rev"].is_string(), "{meta}");
+        assert!(client.close().await.is_some_and(|s| s.success()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_streamed_prompt_yields_every_chunk_in_order_then_end_turn() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let client = Client::connect(dirs.command("echo-server"), ClientOptions::default())
+            .await
+            .unwrap();
+        let session = client.new_session(&dirs.workspace).await.unwrap();
+        let (updates, stop) = client
+            .prompt_text(&session, "/stream 100 64")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        let texts = texts(&updates);
+        assert_eq!(texts.len(), 100);
+        for (i, text) in texts.iter().enumerate() {
+            assert!(text.starts_with(&format!("{i:08}")), "chunk {i}: {text}");
+            assert_eq!(text.len(), 64);
+        }
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_ends_a_running_turn_with_cancelled_and_the_session_goes_on() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let client = Client::connect(dirs.command("echo-server"), ClientOptions::default())
+            .await
+            .unwrap();
+        let session = client.new_session(&dirs.workspace).await.unwrap();
+        let mut turn = client.prompt_text(&session, "/forever").await.unwrap();
+        // Wait for the turn to run (3 ticks), then cancel it.
+        let mut ticks = 0;
+        while ticks < 3 {
+            match turn.next().await.unwrap().unwrap() {
+                PromptEvent::Update(_) => ticks += 1,
+                PromptEvent::Stop(reason) => panic!("stopped early: {reason:?}"),
+            }
+        }
+        client.cancel(&session).await.unwrap();
+        let stop = loop {
+            match turn.next().await.expect("the turn ends").unwrap() {
+                PromptEvent::Update(_) => continue,
+                PromptEvent::Stop(reason) => break reason,
+            }
+        };
+        assert_eq!(stop, wire::StopReason::Cancelled);
+        assert!(turn.next().await.is_none(), "nothing after the stop");
+        drop(turn);
+        let (updates, stop) = client
+            .prompt_text(&session, "hello again")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        assert_eq!(texts(&updates), ["hello again"]);
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn load_session_returns_the_replayed_history() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let first = Client::connect(dirs.command("governed-server"), ClientOptions::default())
+            .await
+            .unwrap();
+        let session = first.new_session(&dirs.workspace).await.unwrap();
+        let (_, stop) = first
+            .prompt_text(&session, "remember me")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        first.close().await;
+        let second = Client::connect(dirs.command("governed-server"), ClientOptions::default())
+            .await
+            .unwrap();
+        let replay = second.load_session(&session, &dirs.workspace).await.unwrap();
+        assert!(texts(&replay).iter().any(|t| t == "remember me"), "{replay:?}");
+        second.close().await;
+    })
+    .await;
+}
+
+async fn write_file_tool(options: ClientOptions) -> (Vec<String>, Dirs) {
+    let dirs = Dirs::new();
+    let client = Client::connect(dirs.command("governed-server"), options).await.unwrap();
+    let session = client.new_session(&dirs.workspace).await.unwrap();
+    let (updates, stop) = client
+        .prompt_text(&session, r#"/tool write-file {"path":"x.txt","content":"y"}"#)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(stop, wire::StopReason::EndTurn);
+    assert!(
+        updates.iter().any(|u| matches!(u, Update::ToolCall(_))),
+        "a tool_call was announced: {updates:?}"
+    );
+    client.close().await;
+    (texts(&updates), dirs)
+}
+
+#[tokio::test]
+async fn an_approved_permission_request_runs_the_tool() {
+    bounded(async {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&asked);
+        let options = ClientOptions::default().with_permission(move |request: wire::RequestPermissionRequest| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            assert!(!request.options.is_empty());
+            async { PermissionDecision::Approve }
+        });
+        let (texts, dirs) = write_file_tool(options).await;
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "the callback was asked once");
+        assert!(texts.iter().any(|t| t.starts_with("completed")), "{texts:?}");
+        assert_eq!(std::fs::read_to_string(dirs.workspace.join("x.txt")).unwrap(), "y");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn permission_requests_are_rejected_by_default() {
+    bounded(async {
+        let (texts, dirs) = write_file_tool(ClientOptions::default()).await;
+        assert!(texts.iter().any(|t| t.starts_with("rejected")), "{texts:?}");
+        assert!(!dirs.workspace.join("x.txt").exists());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_permission_handler_that_takes_too_long_counts_as_a_rejection() {
+    bounded(async {
+        let options = ClientOptions {
+            permission_timeout: Duration::from_millis(200),
+            ..ClientOptions::default()
+        }
+        .with_permission(|_| std::future::pending::<PermissionDecision>());
+        let (texts, dirs) = write_file_tool(options).await;
+        assert!(texts.iter().any(|t| t.starts_with("rejected")), "{texts:?}");
+        assert!(!dirs.workspace.join("x.txt").exists());
+    })
+    .await;
+}
+
+// ---- fake agents ---------------------------------------------------------------------------
+
+const FAKE_AGENT: &str = r#"
+import json, sys
+mode = sys.argv[1]
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+def raw(text):
+    sys.stdout.write(text)
+    sys.stdout.flush()
+def update(text):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+          "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+prompts = 0
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        if mode == "silent":
+            continue
+        version = 99 if mode == "version" else 1
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": version, "agentCapabilities": {},
+              "agentInfo": {"name": "fake", "version": "0"}}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        prompts += 1
+        if mode == "crash":
+            update("partial")
+            sys.stderr.write("fake agent: about to crash\nfake agent: the disk is on fire\n")
+            sys.stderr.flush()
+            sys.exit(1)
+        if mode == "huge":
+            raw('{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":'
+                '{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+                + "x" * 10_000_000 + '"}}}}\n')
+        if mode == "huge-response" and prompts == 1:
+            raw('{"jsonrpc":"2.0","id":' + json.dumps(id) + ',"result":{"stopReason":"end_turn","_meta":{"pad":"'
+                + "x" * 10_000_000 + '"}}}\n')
+            continue
+        if mode == "garbage":
+            raw("this is not json\n")
+            raw('{"jsonrpc": "2.0", "method": \n')
+            raw("[1, 2, 3]\n")
+            raw('"a string"\n')
+            raw('{"jsonrpc":"2.0","id":987654,"result":{}}\n')
+            raw('{"jsonrpc":"2.0","method":"session/update","params":{"nope":1}}\n')
+        update("after")
+        send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+"#;
+
+/// Answers `initialize`, then ignores SIGTERM and the end of its input.
+const STUBBORN_AGENT: &str = r#"
+trap '' TERM
+read -r line
+id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}\n' "$id"
+while true; do sleep 1; done
+"#;
+
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn new() -> Fake {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("agent.py"), FAKE_AGENT).unwrap();
+        std::fs::write(dir.path().join("stubborn.sh"), STUBBORN_AGENT).unwrap();
+        Fake { dir }
+    }
+
+    fn python(&self, mode: &str) -> AgentCommand {
+        let python = if Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3"
+        } else {
+            "python3"
+        };
+        AgentCommand::new(python)
+            .arg(self.dir.path().join("agent.py"))
+            .arg(mode)
+            .current_dir(self.dir.path())
+    }
+
+    fn stubborn(&self) -> AgentCommand {
+        AgentCommand::new("/bin/sh").arg(self.dir.path().join("stubborn.sh"))
+    }
+}
+
+/// Whether `pid` is gone or at least not a zombie.
+fn not_a_zombie(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // "pid (comm) S ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().as_bytes().first() != Some(&b'Z')),
+    }
+}
+
+fn process_gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test]
+async fn an_agent_that_never_answers_initialize_fails_with_a_timeout() {
+    bounded(async {
+        let fake = Fake::new();
+        let options = ClientOptions {
+            initialize_timeout: Duration::from_millis(500),
+            ..ClientOptions::default()
+        };
+        let started = Instant::now();
+        let error = Client::connect(fake.python("silent"), options).await.unwrap_err();
+        assert!(
+            matches!(&error, ClientError::Timeout { what, after, .. } if what == "initialize" && *after == Duration::from_millis(500)),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(message.contains("initialize") && message.contains("500ms"), "{message}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_agent_choosing_another_protocol_version_is_refused() {
+    bounded(async {
+        let fake = Fake::new();
+        let error = Client::connect(fake.python("version"), ClientOptions::default())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, ClientError::UnsupportedProtocol { agent: 99, ours } if ours == wire::PROTOCOL_VERSION),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("99"), "{error}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_agent_crashing_mid_turn_fails_the_prompt_with_its_stderr_and_is_reaped() {
+    bounded(async {
+        let fake = Fake::new();
+        let client = Client::connect(fake.python("crash"), ClientOptions::default())
+            .await
+            .unwrap();
+        let pid = client.pid().unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let mut turn = client.prompt_text(&session, "go").await.unwrap();
+        let first = turn.next().await.unwrap().unwrap();
+        assert!(
+            matches!(&first, PromptEvent::Update(u) if u.text() == Some("partial")),
+            "{first:?}"
+        );
+        let error = turn.next().await.unwrap().unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("the disk is on fire"), "{message}");
+        match &error {
+            ClientError::AgentExited { status, stderr } => {
+                assert_eq!(status.and_then(|s| s.code()), Some(1), "{error:?}");
+                assert_eq!(
+                    stderr.last().map(String::as_str),
+                    Some("fake agent: the disk is on fire")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // The exit status was read, so the child was reaped: no zombie.
+        assert!(not_a_zombie(pid), "pid {pid} is a zombie");
+        assert!(turn.next().await.is_none());
+        // Later requests fail at once too.
+        assert!(matches!(
+            client.new_session(fake.dir.path()).await,
+            Err(ClientError::AgentExited { .. })
+        ));
+        client.close().await;
+        assert!(process_gone(pid));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_agent_ignoring_sigterm_is_killed_after_the_grace_period() {
+    bounded(async {
+        let fake = Fake::new();
+        let options = ClientOptions {
+            exit_grace: Duration::from_millis(100),
+            kill_grace: Duration::from_secs(5),
+            ..ClientOptions::default()
+        };
+        let client = Client::connect(fake.stubborn(), options).await.unwrap();
+        let pid = client.pid().unwrap();
+        let started = Instant::now();
+        let status = client.close().await.expect("the agent was reaped");
+        let took = started.elapsed();
+        assert_eq!(status.signal(), Some(9), "SIGKILL ended it: {status:?}");
+        assert!(took >= Duration::from_secs(5), "SIGTERM was ignored for 5 s: {took:?}");
+        assert!(
+            took < Duration::from_secs(8),
+            "killed soon after the grace period: {took:?}"
+        );
+        assert!(process_gone(pid), "pid {pid} was reaped");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_oversized_update_is_discarded_and_the_turn_goes_on() {
+    bounded(async {
+        let fake = Fake::new();
+        let client = Client::connect(fake.python("huge"), ClientOptions::default())
+            .await
+            .unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let (updates, stop) = client
+            .prompt_text(&session, "go")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(texts(&updates), ["after"]);
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_oversized_answer_fails_its_request_and_the_next_one_works() {
+    bounded(async {
+        let fake = Fake::new();
+        let client = Client::connect(fake.python("huge-response"), ClientOptions::default())
+            .await
+            .unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let error = client
+            .prompt_text(&session, "go")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, ClientError::Rpc { error, .. } if error.message.contains("over the limit")),
+            "{error:?}"
+        );
+        let (updates, stop) = client
+            .prompt_text(&session, "again")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(texts(&updates), ["after"]);
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn lines_that_are_not_json_rpc_are_ignored() {
+    bounded(async {
+        let fake = Fake::new();
+        let client = Client::connect(fake.python("garbage"), ClientOptions::default())
+            .await
+            .unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let (updates, stop) = client
+            .prompt_text(&session, "go")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(texts(&updates), ["after"]);
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        // And the connection still works.
+        client.new_session(fake.dir.path()).await.unwrap();
+        client.close().await;
+    })
+    .await;
+}
