@@ -284,6 +284,9 @@ async fn requests_before_initialize_are_invalid_and_notifications_never_answered
     let answer = client.next().await;
     assert_eq!(answer["id"], id);
     assert_eq!(answer["error"]["code"], -32601);
+    // A stdio-only manifest has no `authenticate` method.
+    let (_, authenticate) = client.call("authenticate", json!({"methodId": "x"})).await;
+    assert_eq!(authenticate["error"]["code"], -32601, "{authenticate}");
     client.finish().await;
 }
 

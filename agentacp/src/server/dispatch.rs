@@ -417,22 +417,20 @@ impl<O: Operator> Dispatcher<O> {
 
     fn authenticate(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(|| RawValue::from_string("{}".into()).expect("valid JSON"));
-        if self.operator.authenticate(&raw).is_none() {
-            return Err(RpcError::new(
-                codes::METHOD_NOT_FOUND,
-                "method not found: `authenticate`",
-            ));
-        }
         let operator = self.operator.clone();
         let connection = self.connection.clone();
         let answered = Arc::new(AtomicBool::new(false));
         let answered_by_task = answered.clone();
         let request = id.clone();
         let abort = self.tasks.spawn(async move {
-            let Some(future) = operator.authenticate(&raw) else {
-                return;
+            // The operator has `authenticate` only when the manifest offers websocket.
+            let outcome = match operator.authenticate(&raw) {
+                Some(future) => future.await,
+                None => Err(Error::Rpc(RpcError::new(
+                    codes::METHOD_NOT_FOUND,
+                    "method not found: `authenticate`",
+                ))),
             };
-            let outcome = future.await;
             if answered_by_task.swap(true, Ordering::SeqCst) {
                 return;
             }
@@ -606,16 +604,18 @@ impl<O: Operator> PromptTask<O> {
     /// The user's prompt goes into the history as `user_message_chunk`s, so `session/load`
     /// replays both sides of the conversation.
     fn record_prompt(&self) {
-        let Ok(params) = serde_json::from_str::<Value>(self.params.get()) else {
+        #[derive(Deserialize)]
+        struct Prompt<'a> {
+            #[serde(borrow)]
+            prompt: Vec<&'a RawValue>,
+        }
+        // Only the content blocks are needed, verbatim: no `Value` tree is built.
+        let Ok(params) = serde_json::from_str::<Prompt<'_>>(self.params.get()) else {
             return;
         };
-        for block in params["prompt"].as_array().into_iter().flatten() {
-            let update = json!({"sessionUpdate": "user_message_chunk", "content": block});
-            if let Err(error) = self
-                .connection
-                .store
-                .append(self.scope.session.id(), &update.to_string())
-            {
+        for block in params.prompt {
+            let update = format!(r#"{{"sessionUpdate":"user_message_chunk","content":{}}}"#, block.get());
+            if let Err(error) = self.connection.store.append(self.scope.session.id(), &update) {
                 tracing::error!(%error, "recording the prompt failed");
             }
         }
