@@ -35,6 +35,7 @@ pub mod governance;
 pub mod jsonrpc;
 pub mod server;
 pub mod tier;
+pub mod workspace;
 pub mod wire;
 
 pub use acp_macros::acp_operator;

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use super::ClientOptions;
 use super::error::ClientError;
 use super::events::Update;
+use super::handlers::ClientContext;
 use super::permission::{self, PermissionDecision, PermissionHandler};
 use super::process::{AgentProcess, ExitState};
 use crate::jsonrpc::frame::{Frame, FrameReader};
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) process: AgentProcess,
     /// Why the connection ended, once it has.
     ended: Mutex<Option<Ended>>,
+    /// What the `fs/*` and `terminal/*` handlers see.
+    pub(crate) context: ClientContext,
 }
 
 #[derive(Clone, Copy)]
@@ -66,6 +69,7 @@ impl Shared {
         permission: Arc<dyn PermissionHandler>,
         options: ClientOptions,
         process: AgentProcess,
+        context: ClientContext,
     ) -> Self {
         Shared {
             outbox: RwLock::new(Some(outbox)),
@@ -76,6 +80,7 @@ impl Shared {
             options,
             process,
             ended: Mutex::new(None),
+            context,
         }
     }
 
@@ -283,11 +288,8 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
                     }
                 }
             } else {
-                let error = RpcError::new(
-                    codes::METHOD_NOT_FOUND,
-                    format!("`{method}` is not supported by this client"),
-                );
-                shared.send_line(jsonrpc::encode_error(&id, &error)).await;
+                let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
+                tokio::spawn(answer_request(Arc::clone(shared), id, method, params));
             }
         }
     }
@@ -322,4 +324,35 @@ async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPe
     shared
         .send_line(jsonrpc::encode_result(&id, &PermissionResponse { outcome }))
         .await;
+}
+
+/// Answers one of the agent's `fs/*` or `terminal/*` requests: `-32601` unless offered, the
+/// runtime's checks (see [`ClientContext`]), then the handler.
+async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box<RawValue>) {
+    let handlers = Arc::clone(&shared.options.handlers);
+    let not_offered = || {
+        RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("`{method}` is not offered by this client (see its `clientCapabilities`)"),
+        )
+    };
+    let answer = if handlers.capabilities().offers(&method) {
+        match shared.context.check(&method, &params) {
+            Ok(checked) => match handlers.handle(&shared.context, &method, &checked) {
+                Some(answer) => answer.await,
+                None => Err(not_offered()),
+            },
+            Err(error) => Err(error),
+        }
+    } else {
+        Err(not_offered())
+    };
+    let line = match answer {
+        Ok(result) => jsonrpc::encode_result(&id, &result),
+        Err(error) => {
+            tracing::debug!(%id, %method, code = error.code, message = %error.message, "the agent's request failed");
+            jsonrpc::encode_error(&id, &error)
+        }
+    };
+    shared.send_line(line).await;
 }

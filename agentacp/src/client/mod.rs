@@ -34,10 +34,13 @@
 mod connection;
 mod error;
 mod events;
+pub mod fs;
+mod handlers;
 mod permission;
 mod process;
+pub mod terminal;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +51,7 @@ use tokio::sync::mpsc;
 
 pub use error::ClientError;
 pub use events::{PromptEvent, PromptStream, Update};
+pub use handlers::{Builtin, Capabilities, ClientContext, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
 
@@ -91,6 +95,13 @@ pub struct ClientOptions {
     pub client_info: (String, String),
     /// Decides the agent's permission requests. Default [`RejectAll`].
     pub permission: Arc<dyn PermissionHandler>,
+    /// Answers the agent's `fs/*` and `terminal/*` requests. Default [`NoHandlers`] (none
+    /// offered).
+    pub handlers: Arc<dyn ClientHandlers>,
+    /// The folder the agent may reach through `fs/*` and `terminal/*`, and that every
+    /// session's `cwd` must be inside. Default: the current directory at
+    /// [`Client::connect`].
+    pub workspace_root: Option<PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -107,6 +118,8 @@ impl Default for ClientOptions {
             stderr_lines: 20,
             client_info: ("agentacp".to_string(), env!("CARGO_PKG_VERSION").to_string()),
             permission: Arc::new(RejectAll),
+            handlers: Arc::new(NoHandlers),
+            workspace_root: None,
         }
     }
 }
@@ -124,6 +137,8 @@ impl std::fmt::Debug for ClientOptions {
             .field("kill_grace", &self.kill_grace)
             .field("stderr_lines", &self.stderr_lines)
             .field("client_info", &self.client_info)
+            .field("offered", &self.handlers.capabilities())
+            .field("workspace_root", &self.workspace_root)
             .finish_non_exhaustive()
     }
 }
@@ -132,6 +147,19 @@ impl ClientOptions {
     /// Uses `handler` for permission requests.
     pub fn with_permission(mut self, handler: impl PermissionHandler) -> Self {
         self.permission = Arc::new(handler);
+        self
+    }
+
+    /// Uses `handlers` for the agent's `fs/*` and `terminal/*` requests (e.g.
+    /// [`Builtin::read_only`]).
+    pub fn with_handlers(mut self, handlers: impl ClientHandlers) -> Self {
+        self.handlers = Arc::new(handlers);
+        self
+    }
+
+    /// Confines sessions and file access to `root`.
+    pub fn with_workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.workspace_root = Some(root.into());
         self
     }
 }
@@ -157,11 +185,19 @@ impl Client {
     /// not answer within [`ClientOptions::initialize_timeout`], answers with an error, or
     /// chooses a protocol version other than [`wire::PROTOCOL_VERSION`].
     pub async fn connect(command: AgentCommand, options: ClientOptions) -> Result<Client, ClientError> {
+        let root = match &options.workspace_root {
+            Some(root) => root.clone(),
+            None => std::env::current_dir().map_err(ClientError::Spawn)?,
+        };
+        let root = root.canonicalize().map_err(|error| {
+            ClientError::InvalidState(format!("the workspace root `{}` cannot be used: {error}", root.display()))
+        })?;
         let (process, stdin, stdout) = process::spawn(&command, options.stderr_lines)?;
         let (outbox, _writer) = Outbox::start(stdin, options.write_timeout);
         let frames = FrameReader::new(BufReader::new(stdout), options.max_frame_bytes);
         let permission = Arc::clone(&options.permission);
-        let shared = Arc::new(Shared::new(outbox, permission, options, process));
+        let context = ClientContext::new(root, terminal::Terminals::default());
+        let shared = Arc::new(Shared::new(outbox, permission, options, process, context));
         tokio::spawn(connection::read_loop(Arc::clone(&shared), frames));
         let mut client = Client {
             shared,
@@ -186,10 +222,7 @@ impl Client {
         let method = wire::method_names::INITIALIZE;
         let params = json!({
             "protocolVersion": wire::PROTOCOL_VERSION,
-            "clientCapabilities": {
-                "fs": { "readTextFile": false, "writeTextFile": false },
-                "terminal": false,
-            },
+            "clientCapabilities": options.handlers.capabilities().to_json(),
             "clientInfo": { "name": options.client_info.0, "version": options.client_info.1 },
         });
         let value: Value = self.shared.request(method, &params, options.initialize_timeout).await?;
@@ -225,8 +258,18 @@ impl Client {
         self.shared.process.pid
     }
 
-    /// `session/new` in `cwd` (absolute); the new session's id.
+    /// The workspace root (canonical).
+    pub fn workspace_root(&self) -> &Path {
+        self.shared.context.root()
+    }
+
+    fn confine_cwd(&self, cwd: &Path) -> Result<PathBuf, ClientError> {
+        crate::workspace::confine_cwd(&cwd.to_string_lossy(), self.shared.context.root()).map_err(ClientError::InvalidState)
+    }
+
+    /// `session/new` in `cwd` (absolute, inside the workspace root); the new session's id.
     pub async fn new_session(&self, cwd: &Path) -> Result<wire::SessionId, ClientError> {
+        let cwd = self.confine_cwd(cwd)?;
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Created {
@@ -240,6 +283,7 @@ impl Client {
                 self.shared.options.request_timeout,
             )
             .await?;
+        self.shared.context.set_session_cwd(created.session_id.as_str(), cwd);
         Ok(created.session_id)
     }
 
@@ -365,6 +409,7 @@ impl Drop for Unsubscribe<'_> {
 
 async fn stop(shared: &Shared) -> Option<ExitStatus> {
     shared.close_outbox();
+    shared.context.terminals().kill_all();
     let options = &shared.options;
     match shared.process.stop(options.exit_grace, options.kill_grace).await {
         ExitState::Exited(status) => status,

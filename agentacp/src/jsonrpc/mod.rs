@@ -31,6 +31,8 @@ pub mod codes {
     pub const REQUEST_CANCELLED: i32 = -32800;
     /// Authentication is required first.
     pub const AUTH_REQUIRED: i32 = -32000;
+    /// The resource (a file, a terminal) does not exist.
+    pub const RESOURCE_NOT_FOUND: i32 = -32002;
 }
 
 /// A request id: a number or a string (`null` only in answers to unreadable messages).

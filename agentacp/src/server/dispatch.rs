@@ -23,7 +23,7 @@ use super::connection::Connection;
 use super::operator::{Operator, OperatorSpec};
 use super::session::{SessionContext, lock};
 use super::turn::{Turn, TurnScope};
-use super::workspace;
+use crate::workspace;
 
 struct SessionEntry {
     context: Arc<SessionContext>,

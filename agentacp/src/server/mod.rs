@@ -9,7 +9,7 @@ mod dispatch;
 pub mod operator;
 pub mod session;
 pub mod turn;
-pub mod workspace;
+
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

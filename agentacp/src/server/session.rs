@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::workspace;
+use crate::workspace;
 
 /// A session as operator code sees it.
 #[derive(Debug, Clone)]

@@ -1,0 +1,261 @@
+//! The methods a client offers the agent besides permissions: `fs/*` and `terminal/*`.
+//!
+//! A [`ClientHandlers`] says which it offers ([`Capabilities`], sent in `initialize`) and
+//! answers them. The runtime checks every request before a handler sees it: a method the
+//! capabilities do not offer is answered `-32601`; a path must be absolute and, once
+//! canonical (symlinks resolved), inside the workspace root, else `-32602`; a terminal's `cwd`
+//! likewise. The handler then receives the canonical path.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+use serde_json::value::RawValue;
+
+use super::fs;
+use super::terminal::Terminals;
+use crate::jsonrpc::{RpcError, codes};
+use crate::server::BoxFuture;
+use crate::wire::default as wire;
+
+/// The client capabilities sent in `initialize`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `fs/read_text_file`.
+    pub read_text_file: bool,
+    /// `fs/write_text_file`.
+    pub write_text_file: bool,
+    /// The `terminal/*` family.
+    pub terminal: bool,
+}
+
+impl Capabilities {
+    /// As `clientCapabilities` JSON.
+    pub fn to_json(self) -> Value {
+        json!({
+            "fs": { "readTextFile": self.read_text_file, "writeTextFile": self.write_text_file },
+            "terminal": self.terminal,
+        })
+    }
+
+    /// Whether `method` is offered.
+    pub fn offers(self, method: &str) -> bool {
+        use wire::method_names as m;
+        match method {
+            m::FS_READ_TEXT_FILE => self.read_text_file,
+            m::FS_WRITE_TEXT_FILE => self.write_text_file,
+            m::TERMINAL_CREATE
+            | m::TERMINAL_OUTPUT
+            | m::TERMINAL_WAIT_FOR_EXIT
+            | m::TERMINAL_KILL
+            | m::TERMINAL_RELEASE => self.terminal,
+            _ => false,
+        }
+    }
+}
+
+/// What a handler answers: the result object, or a JSON-RPC error.
+pub type HandlerResult = Result<Value, RpcError>;
+
+/// Answers the agent's `fs/*` and `terminal/*` requests. `#[acp_operator]` implements it for
+/// a `kind: client` struct from the handler trait it generates; [`Fs`] and [`NoHandlers`] are
+/// ready-made.
+pub trait ClientHandlers: Send + Sync + 'static {
+    /// What to offer. Only these methods reach [`handle`](ClientHandlers::handle).
+    fn capabilities(&self) -> Capabilities;
+
+    /// Answers one request (already checked, see the module docs); `None` if the method is not
+    /// handled here after all (`-32601`).
+    fn handle<'a>(
+        &'a self,
+        context: &'a ClientContext,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> Option<BoxFuture<'a, HandlerResult>>;
+}
+
+/// Offers nothing: every `fs/*` and `terminal/*` request is answered `-32601`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHandlers;
+
+impl ClientHandlers for NoHandlers {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn handle<'a>(&'a self, _: &'a ClientContext, _: &'a str, _: &'a RawValue) -> Option<BoxFuture<'a, HandlerResult>> {
+        None
+    }
+}
+
+/// The ready-made handlers: text files inside the workspace root ([`fs`](super::fs)), and
+/// commands run in it ([`Terminals`]), each only when switched on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Builtin {
+    offered: Capabilities,
+}
+
+impl Builtin {
+    /// `fs/read_text_file` only.
+    pub fn read_only() -> Self {
+        Builtin::default().with(Capabilities {
+            read_text_file: true,
+            ..Capabilities::default()
+        })
+    }
+
+    /// `fs/read_text_file` and `fs/write_text_file`.
+    pub fn read_write() -> Self {
+        Builtin::default().with(Capabilities {
+            read_text_file: true,
+            write_text_file: true,
+            terminal: false,
+        })
+    }
+
+    /// Exactly the methods `offered`.
+    pub fn with(mut self, offered: Capabilities) -> Self {
+        self.offered = offered;
+        self
+    }
+
+    /// Also the `terminal/*` family.
+    pub fn with_terminal(mut self) -> Self {
+        self.offered.terminal = true;
+        self
+    }
+}
+
+impl ClientHandlers for Builtin {
+    fn capabilities(&self) -> Capabilities {
+        self.offered
+    }
+
+    fn handle<'a>(
+        &'a self,
+        context: &'a ClientContext,
+        method: &'a str,
+        params: &'a RawValue,
+    ) -> Option<BoxFuture<'a, HandlerResult>> {
+        use wire::method_names as m;
+        if !self.offered.offers(method) {
+            return None;
+        }
+        let terminals = context.terminals();
+        Some(match method {
+            m::FS_READ_TEXT_FILE => Box::pin(async move { encode(fs::read_text_file(&decode(method, params)?).await?) }),
+            m::FS_WRITE_TEXT_FILE => Box::pin(async move { encode(fs::write_text_file(&decode(method, params)?).await?) }),
+            m::TERMINAL_CREATE => Box::pin(async move { encode(terminals.create(&decode(method, params)?).await?) }),
+            m::TERMINAL_OUTPUT => Box::pin(async move { encode(terminals.output(&decode(method, params)?).await?) }),
+            m::TERMINAL_WAIT_FOR_EXIT => {
+                Box::pin(async move { encode(terminals.wait_for_exit(&decode(method, params)?).await?) })
+            }
+            m::TERMINAL_KILL => Box::pin(async move { encode(terminals.kill(&decode(method, params)?).await?) }),
+            m::TERMINAL_RELEASE => Box::pin(async move { encode(terminals.release(&decode(method, params)?).await?) }),
+            _ => return None,
+        })
+    }
+}
+
+/// Reads a request's params as `T` (`-32602` when they do not fit).
+pub fn decode<T: serde::de::DeserializeOwned>(method: &str, params: &RawValue) -> Result<T, RpcError> {
+    serde_json::from_str(params.get())
+        .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}")))
+}
+
+/// A handler's answer as JSON.
+pub fn encode(response: impl serde::Serialize) -> HandlerResult {
+    serde_json::to_value(response).map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
+}
+
+/// What handlers may know about the connection: the workspace root, each session's `cwd`, and
+/// the terminals the agent created.
+#[derive(Debug)]
+pub struct ClientContext {
+    root: PathBuf,
+    sessions: Mutex<HashMap<String, PathBuf>>,
+    terminals: Terminals,
+}
+
+impl ClientContext {
+    pub(crate) fn new(root: PathBuf, terminals: Terminals) -> Self {
+        ClientContext {
+            root,
+            sessions: Mutex::default(),
+            terminals,
+        }
+    }
+
+    /// The workspace root (canonical): no path outside it reaches a handler.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The `cwd` a session was created (or loaded) with.
+    pub fn session_cwd(&self, session: &str) -> Option<PathBuf> {
+        super::connection::lock(&self.sessions).get(session).cloned()
+    }
+
+    pub(crate) fn set_session_cwd(&self, session: &str, cwd: PathBuf) {
+        super::connection::lock(&self.sessions).insert(session.to_string(), cwd);
+    }
+
+    /// The terminals of this connection (for `terminal/*` handlers that use the built-in
+    /// implementation).
+    pub fn terminals(&self) -> &Terminals {
+        &self.terminals
+    }
+
+    /// Checks `path`: absolute, and inside the root once canonical (it need not exist).
+    /// Returns the canonical path. `-32602` otherwise.
+    pub fn confine(&self, path: &str) -> Result<PathBuf, RpcError> {
+        if !Path::new(path).is_absolute() {
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("`{path}` is not an absolute path; ACP paths must be absolute"),
+            ));
+        }
+        crate::workspace::confine_path(&self.root, path).map_err(|reason| {
+            RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("{reason}: the client only gives access inside the workspace root"),
+            )
+        })
+    }
+
+    /// The checked params of a request: for `fs/*` the `path`, for `terminal/create` the `cwd`
+    /// (default: the session's `cwd`), replaced by its canonical form.
+    pub(crate) fn check(&self, method: &str, params: &RawValue) -> Result<Box<RawValue>, RpcError> {
+        use wire::method_names as m;
+        let field = match method {
+            m::FS_READ_TEXT_FILE | m::FS_WRITE_TEXT_FILE => "path",
+            m::TERMINAL_CREATE => "cwd",
+            _ => return Ok(params.to_owned()),
+        };
+        let mut value: Value = serde_json::from_str(params.get())
+            .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}")))?;
+        let Some(object) = value.as_object_mut() else {
+            return Err(RpcError::new(codes::INVALID_PARAMS, format!("the params of `{method}` must be an object")));
+        };
+        let given = match object.get(field) {
+            Some(Value::String(path)) => path.clone(),
+            None | Some(Value::Null) if field == "cwd" => {
+                let session = object.get("sessionId").and_then(Value::as_str).unwrap_or_default();
+                match self.session_cwd(session) {
+                    Some(cwd) => cwd.to_string_lossy().into_owned(),
+                    None => self.root.to_string_lossy().into_owned(),
+                }
+            }
+            _ => {
+                return Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    format!("`{method}` needs a string `{field}`"),
+                ));
+            }
+        };
+        let confined = self.confine(&given)?;
+        object.insert(field.to_string(), Value::String(confined.to_string_lossy().into_owned()));
+        serde_json::value::to_raw_value(&value).map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
+    }
+}
