@@ -104,6 +104,7 @@ impl Dirs {
 
     fn command(&self, binary: &str) -> AgentCommand {
         AgentCommand::new(example_binary(binary))
+            .current_dir(&self.workspace)
             .env("AGENTACP_WORKSPACE_ROOT", &self.workspace)
             .env("AGENTACP_STATE_DIR", &self.state)
             .env("AGENTACP_AUDIT_LOG", &self.audit)
@@ -178,7 +179,7 @@ async fn cancel_ends_a_running_turn_with_cancelled_and_the_session_goes_on() {
         while ticks < 3 {
             match turn.next().await.unwrap().unwrap() {
                 PromptEvent::Update(_) => ticks += 1,
-                PromptEvent::Stop(reason) => panic!("stopped early: {reason:?}"),
+                other => panic!("stopped early: {other:?}"),
             }
         }
         client.cancel(&session).await.unwrap();
@@ -186,6 +187,7 @@ async fn cancel_ends_a_running_turn_with_cancelled_and_the_session_goes_on() {
             match turn.next().await.expect("the turn ends").unwrap() {
                 PromptEvent::Update(_) => continue,
                 PromptEvent::Stop(reason) => break reason,
+                other => panic!("not a prompt event: {other:?}"),
             }
         };
         assert_eq!(stop, wire::StopReason::Cancelled);
@@ -225,8 +227,16 @@ async fn load_session_returns_the_replayed_history() {
         let second = Client::connect(dirs.command("governed-server"), ClientOptions::default())
             .await
             .unwrap();
-        let replay = second.load_session(&session, &dirs.workspace).await.unwrap();
-        assert!(texts(&replay).iter().any(|t| t == "remember me"), "{replay:?}");
+        let mut load = second.load_session(&session, &dirs.workspace).await.unwrap();
+        let mut replayed = Vec::new();
+        loop {
+            match load.next().await.expect("the load ends").unwrap() {
+                PromptEvent::Replay(update) => replayed.push(update),
+                PromptEvent::Loaded => break,
+                other => panic!("a load yields only replayed history, then `Loaded`: {other:?}"),
+            }
+        }
+        assert!(texts(&replayed).iter().any(|t| t == "remember me"), "{replayed:?}");
         second.close().await;
     })
     .await;
@@ -321,6 +331,8 @@ for line in sys.stdin:
               "agentInfo": {"name": "fake", "version": "0"}}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+        if mode == "twice":
+            send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s2"}})
     elif method == "session/prompt":
         prompts += 1
         if mode == "crash":
@@ -335,6 +347,22 @@ for line in sys.stdin:
         if mode == "huge-response" and prompts == 1:
             raw('{"jsonrpc":"2.0","id":' + json.dumps(id) + ',"result":{"stopReason":"end_turn","_meta":{"pad":"'
                 + "x" * 10_000_000 + '"}}}\n')
+            continue
+        if mode == "requests":
+            # The prompt's text is a JSON list of [method, params]: ask the client each one
+            # and stream its answer back as a message chunk.
+            asks = json.loads(msg["params"]["prompt"][0]["text"])
+            for n, (ask_method, ask_params) in enumerate(asks):
+                ask_id = "ask-%d" % n
+                send({"jsonrpc": "2.0", "id": ask_id, "method": ask_method, "params": ask_params})
+                for answer_line in sys.stdin:
+                    answer = json.loads(answer_line)
+                    if answer.get("id") == ask_id and "method" not in answer:
+                        break
+                answer.pop("jsonrpc", None)
+                answer.pop("id", None)
+                update(json.dumps(answer, sort_keys=True))
+            send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
             continue
         if mode == "garbage":
             raw("this is not json\n")
@@ -579,6 +607,247 @@ async fn lines_that_are_not_json_rpc_are_ignored() {
         // And the connection still works.
         client.new_session(fake.dir.path()).await.unwrap();
         client.close().await;
+    })
+    .await;
+}
+
+// ---- fs handlers -----------------------------------------------------------------------------
+
+/// Runs the fake agent's `requests` mode: it sends each `[method, params]` to the client and
+/// streams back each answer (`{"result": ...}` or `{"error": ...}`) as JSON.
+async fn agent_requests(options: ClientOptions, root: &Path, asks: Value) -> Vec<Value> {
+    let fake = Fake::new();
+    let client = Client::connect(fake.python("requests"), options.with_workspace_root(root))
+        .await
+        .unwrap();
+    let session = client.new_session(root).await.unwrap();
+    let (updates, stop) = client
+        .prompt_text(&session, &asks.to_string())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(stop, wire::StopReason::EndTurn);
+    client.close().await;
+    texts(&updates)
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap())
+        .collect()
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::json!(["fs/read_text_file", {"sessionId": "s1", "path": path}])
+}
+
+#[tokio::test]
+async fn fs_reads_are_confined_to_the_workspace_root() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let inside = dirs.workspace.join("notes.txt");
+        std::fs::write(&inside, "one\ntwo\nthree\n").unwrap();
+        let outside_dir = tempfile::tempdir().unwrap();
+        let outside = outside_dir.path().join("secret.txt");
+        std::fs::write(&outside, "secret").unwrap();
+        std::os::unix::fs::symlink(&outside, dirs.workspace.join("link.txt")).unwrap();
+        let asks = serde_json::json!([
+            read(&inside),
+            ["fs/read_text_file", {"sessionId": "s1", "path": inside, "line": 2, "limit": 1}],
+            read(&outside),
+            read(&dirs.workspace.join("link.txt")),
+            ["fs/read_text_file", {"sessionId": "s1", "path": "notes.txt"}],
+            read(&dirs.workspace.join("../../etc/passwd")),
+            read(&dirs.workspace.join("missing.txt")),
+            ["fs/write_text_file", {"sessionId": "s1", "path": dirs.workspace.join("w.txt"), "content": "x"}],
+        ]);
+        let options = ClientOptions::default().with_handlers(agentacp::client::Builtin::read_only());
+        let answers = agent_requests(options, &dirs.workspace, asks).await;
+        assert_eq!(answers[0]["result"]["content"], "one\ntwo\nthree\n", "{answers:?}");
+        assert_eq!(answers[1]["result"]["content"], "two\n", "lines are 1-based: {answers:?}");
+        for (n, what) in [(2, "outside"), (3, "a symlink out"), (5, "`..` out")] {
+            assert_eq!(answers[n]["error"]["code"], -32602, "{what}: {answers:?}");
+            assert!(
+                answers[n]["error"]["message"].as_str().unwrap().contains("outside"),
+                "{what}: {answers:?}"
+            );
+        }
+        assert_eq!(answers[4]["error"]["code"], -32602, "a relative path: {answers:?}");
+        assert!(answers[4]["error"]["message"].as_str().unwrap().contains("absolute"));
+        assert_eq!(answers[6]["error"]["code"], -32002, "a missing file: {answers:?}");
+        assert_eq!(answers[7]["error"]["code"], -32601, "writing was not offered: {answers:?}");
+        assert!(!dirs.workspace.join("w.txt").exists());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fs_writes_stay_inside_the_root_and_undeclared_methods_are_unknown() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let outside_dir = tempfile::tempdir().unwrap();
+        let asks = serde_json::json!([
+            ["fs/write_text_file", {"sessionId": "s1", "path": dirs.workspace.join("sub/new.txt"), "content": "fresh"}],
+            ["fs/write_text_file", {"sessionId": "s1", "path": outside_dir.path().join("x.txt"), "content": "no"}],
+            ["terminal/create", {"sessionId": "s1", "command": "true"}],
+            ["fs/delete_everything", {}],
+        ]);
+        let options = ClientOptions::default().with_handlers(agentacp::client::Builtin::read_write());
+        let answers = agent_requests(options, &dirs.workspace, asks).await;
+        assert!(answers[0]["result"].is_object(), "{answers:?}");
+        assert_eq!(std::fs::read_to_string(dirs.workspace.join("sub/new.txt")).unwrap(), "fresh");
+        assert_eq!(answers[1]["error"]["code"], -32602, "{answers:?}");
+        assert!(!outside_dir.path().join("x.txt").exists());
+        assert_eq!(answers[2]["error"]["code"], -32601, "terminal was not offered: {answers:?}");
+        assert_eq!(answers[3]["error"]["code"], -32601, "{answers:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_advertised_client_capabilities_are_the_handlers() {
+    bounded(async {
+        // The fake agent echoes nothing of initialize, so read what we sent through a
+        // `requests` run: writing is refused exactly when not advertised (above); here the
+        // default client offers nothing at all.
+        let dirs = Dirs::new();
+        let inside = dirs.workspace.join("a.txt");
+        std::fs::write(&inside, "a").unwrap();
+        let answers = agent_requests(ClientOptions::default(), &dirs.workspace, serde_json::json!([read(&inside)])).await;
+        assert_eq!(answers[0]["error"]["code"], -32601, "{answers:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_session_cwd_outside_the_workspace_root_is_refused() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let client = Client::connect(dirs.command("echo-server"), ClientOptions::default())
+            .await
+            .unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let error = client.new_session(elsewhere.path()).await.unwrap_err();
+        assert!(error.to_string().contains("outside the workspace root"), "{error}");
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_answer_sent_twice_is_ignored_and_the_connection_goes_on() {
+    bounded(async {
+        let fake = Fake::new();
+        let client = Client::connect(fake.python("twice"), ClientOptions::default().with_workspace_root(fake.dir.path()))
+            .await
+            .unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        assert_eq!(session.as_str(), "s1", "the first answer counts");
+        let (updates, stop) = client.prompt_text(&session, "hi").await.unwrap().collect().await.unwrap();
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        assert_eq!(texts(&updates), ["after"]);
+        client.close().await;
+    })
+    .await;
+}
+
+// ---- governance and audit ------------------------------------------------------------------
+
+/// Denies `write-file`, allows `read-file`, asks for anything else.
+struct Policy;
+
+impl agentacp::governance::Governance for Policy {
+    fn decide(&self, request: &agentacp::governance::ToolRequest<'_>) -> agentacp::governance::Decision {
+        use agentacp::governance::Decision;
+        match request.tool {
+            "write-file" => Decision::Deny("no writes from this client".into()),
+            "read-file" => Decision::Allow,
+            _ => Decision::Ask,
+        }
+    }
+}
+
+fn audited(sink: &agentacp::audit::MemorySink) -> Vec<Value> {
+    let text = sink.contents();
+    agentacp::audit::verify(text.as_bytes()).expect("the chain verifies");
+    sink.lines().iter().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn governance_decides_before_the_permission_handler_and_every_tool_call_is_audited() {
+    bounded(async {
+        let dirs = Dirs::new();
+        std::fs::write(dirs.workspace.join("r.txt"), "content").unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&asked);
+        let sink = agentacp::audit::MemorySink::new();
+        let options = ClientOptions::default()
+            .with_governance(Policy)
+            .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())))
+            .with_permission(move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { PermissionDecision::Approve }
+            });
+        let client = Client::connect(dirs.command("governed-server"), options).await.unwrap();
+        let session = client.new_session(&dirs.workspace).await.unwrap();
+        let run = |text: &'static str| {
+            let client = &client;
+            let session = &session;
+            async move { texts(&client.prompt_text(session, text).await.unwrap().collect().await.unwrap().0) }
+        };
+        let written = run(r#"/tool write-file {"path":"x.txt","content":"y"}"#).await;
+        assert!(written.iter().any(|t| t.starts_with("rejected")), "{written:?}");
+        assert!(!dirs.workspace.join("x.txt").exists(), "governance denied the write");
+        let tested = run(r#"/tool run-tests {}"#).await;
+        assert!(tested.iter().any(|t| t.starts_with("completed")), "{tested:?}");
+        let read = run(r#"/tool read-file {"path":"r.txt"}"#).await;
+        assert!(read.iter().any(|t| t.starts_with("completed")), "{read:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "only `ask` reached the handler");
+        client.close().await;
+
+        let records = audited(&sink);
+        let mirror = |tool: &str| {
+            records
+                .iter()
+                .find(|r| r["metadata"]["aip44"]["tool"] == tool)
+                .unwrap_or_else(|| panic!("no record for {tool}: {records:#?}"))["metadata"]["aip44"]
+                .clone()
+        };
+        let write = mirror("write-file");
+        assert_eq!(write["approval"]["deniedBy"], "governance", "{write}");
+        assert_eq!(write["approval"]["reason"], "no writes from this client", "{write}");
+        assert!(write.get("error").is_some(), "{write}");
+        assert_eq!(mirror("run-tests")["approval"]["approvedBy"], "user");
+        // read-file needed no permission from the server's own governance: nobody was asked.
+        let read = mirror("read-file");
+        assert_eq!(read["approval"], "auto", "{read}");
+        assert_eq!(read["arguments"]["path"], "r.txt", "{read}");
+        assert!(read.get("result").is_some(), "{read}");
+        assert!(records.iter().all(|r| r["metadata"]["aip44"]["session"] == session.as_str()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn replayed_history_is_marked_and_not_audited_as_live_tool_calls() {
+    bounded(async {
+        let dirs = Dirs::new();
+        std::fs::write(dirs.workspace.join("r.txt"), "content").unwrap();
+        let first = Client::connect(dirs.command("governed-server"), ClientOptions::default()).await.unwrap();
+        let session = first.new_session(&dirs.workspace).await.unwrap();
+        let turn = first.prompt_text(&session, r#"/tool read-file {"path":"r.txt"}"#).await.unwrap();
+        assert_eq!(turn.collect().await.unwrap().1, wire::StopReason::EndTurn);
+        first.close().await;
+
+        let sink = agentacp::audit::MemorySink::new();
+        let options = ClientOptions::default().with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())));
+        let second = Client::connect(dirs.command("governed-server"), options).await.unwrap();
+        let replayed = second.load_session(&session, &dirs.workspace).await.unwrap().replayed().await.unwrap();
+        assert!(
+            replayed.iter().any(|u| matches!(u, Update::ToolCall(_) | Update::ToolCallUpdate(_))),
+            "the history has the tool call: {replayed:?}"
+        );
+        second.close().await;
+        assert!(sink.lines().is_empty(), "replayed tool calls are history: {:?}", sink.lines());
     })
     .await;
 }

@@ -16,6 +16,9 @@ use super::ClientOptions;
 use super::error::ClientError;
 use super::events::Update;
 use super::handlers::ClientContext;
+use super::oversight::{Oversight, ToolFacts};
+use crate::audit::Approval;
+use crate::governance::Decision;
 use super::permission::{self, PermissionDecision, PermissionHandler};
 use super::process::{AgentProcess, ExitState};
 use crate::jsonrpc::frame::{Frame, FrameReader};
@@ -37,6 +40,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) struct Subscriber {
     pub(crate) tag: i64,
     pub(crate) sender: mpsc::Sender<Update>,
+    /// A `session/load` is replaying history: its updates are not live tool calls.
+    pub(crate) replay: bool,
 }
 
 pub(crate) struct Shared {
@@ -53,6 +58,8 @@ pub(crate) struct Shared {
     ended: Mutex<Option<Ended>>,
     /// What the `fs/*` and `terminal/*` handlers see.
     pub(crate) context: ClientContext,
+    /// Governance of permission requests, audit of tool calls.
+    pub(crate) oversight: Oversight,
 }
 
 #[derive(Clone, Copy)]
@@ -70,6 +77,7 @@ impl Shared {
         options: ClientOptions,
         process: AgentProcess,
         context: ClientContext,
+        oversight: Oversight,
     ) -> Self {
         Shared {
             outbox: RwLock::new(Some(outbox)),
@@ -81,6 +89,7 @@ impl Shared {
             process,
             ended: Mutex::new(None),
             context,
+            oversight,
         }
     }
 
@@ -267,9 +276,18 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
             let text = params.as_deref().map_or("null", RawValue::get);
             match serde_json::from_str::<UpdateParams>(text) {
                 Ok(params) => {
-                    shared
-                        .deliver(params.session_id, Update::from_raw(&params.update))
-                        .await
+                    let update = Update::from_raw(&params.update);
+                    let replay = lock(&shared.subscribers)
+                        .get(&params.session_id)
+                        .is_some_and(|s| s.replay);
+                    if !replay && let Err(error) = shared.oversight.observe(&params.session_id, &update) {
+                        // Fail closed: what cannot be audited is not shown, and the turn stops.
+                        tracing::error!(%error, session = %params.session_id, "auditing a tool call failed; cancelling the turn");
+                        let cancel = serde_json::json!({ "sessionId": params.session_id });
+                        let _ = shared.notify(wire::method_names::SESSION_CANCEL, &cancel).await;
+                        return;
+                    }
+                    shared.deliver(params.session_id, update).await
                 }
                 Err(error) => tracing::warn!(%error, "an unreadable `session/update` was ignored"),
             }
@@ -300,30 +318,80 @@ struct PermissionResponse {
     outcome: wire::RequestPermissionOutcome,
 }
 
-/// Asks the handler; a timeout or a cancel of the session rejects.
+/// Governance first: `allow` approves and `deny` rejects without asking anyone; `ask` goes to
+/// the handler, where a timeout or a cancel of the session rejects. The answer is remembered
+/// for the tool call's audit record.
 async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPermissionRequest) {
-    let mut cancelled = shared.cancel_receiver(request.session_id.as_str());
-    cancelled.mark_unchanged();
-    let timeout = shared.options.permission_timeout;
-    let decision = tokio::select! {
-        decision = tokio::time::timeout(timeout, shared.permission.decide(request.clone())) => match decision {
-            Ok(decision) => Some(decision),
-            Err(_) => {
-                tracing::warn!(?timeout, "no permission decision in time: rejected");
-                Some(PermissionDecision::Reject)
-            }
+    let session = request.session_id.as_str().to_string();
+    let facts = serde_json::to_value(&request.tool_call)
+        .ok()
+        .as_ref()
+        .and_then(ToolFacts::of)
+        .unwrap_or(ToolFacts {
+            id: request.tool_call.tool_call_id.as_str().to_string(),
+            tool: None,
+            kind: None,
+            arguments: None,
+            status: None,
+            output: None,
+        });
+    let (outcome, approval) = match shared.oversight.decide(&session, &facts) {
+        Decision::Allow => (
+            permission::outcome(&request, &PermissionDecision::Approve),
+            Approval::Auto,
+        ),
+        Decision::Deny(reason) => (
+            permission::outcome(&request, &PermissionDecision::Reject),
+            Approval::Denied { reason },
+        ),
+        Decision::Ask => ask_handler(&shared, &request).await,
+    };
+    // An `allow` that the request did not offer is a rejection: record what was answered.
+    let approval = match (&approval, permission::approves(&request, &outcome)) {
+        (Approval::Auto, false) => Approval::RejectedBy {
+            who: "governance".into(),
+            reason: "the request offered no allow option".into(),
         },
-        _ = cancelled.changed() => None,
+        _ => approval,
     };
-    let outcome = match decision {
-        Some(decision) => permission::outcome(&request, &decision),
-        // The turn was cancelled: ACP's `cancelled` outcome (a rejection).
-        None => wire::RequestPermissionOutcome::Cancelled,
-    };
+    shared.oversight.permission_answered(&session, &facts, approval);
     tracing::debug!(%id, ?outcome, "permission answered");
     shared
         .send_line(jsonrpc::encode_result(&id, &PermissionResponse { outcome }))
         .await;
+}
+
+/// The permission handler's answer, bounded by the permission timeout and the session's cancel.
+async fn ask_handler(
+    shared: &Shared,
+    request: &wire::RequestPermissionRequest,
+) -> (wire::RequestPermissionOutcome, Approval) {
+    let mut cancelled = shared.cancel_receiver(request.session_id.as_str());
+    cancelled.mark_unchanged();
+    let timeout = shared.options.permission_timeout;
+    let rejected = |reason: &str| Approval::RejectedBy {
+        who: "user".into(),
+        reason: reason.into(),
+    };
+    tokio::select! {
+        decision = tokio::time::timeout(timeout, shared.permission.decide(request.clone())) => match decision {
+            Ok(decision) => {
+                let outcome = permission::outcome(request, &decision);
+                let approval = if permission::approves(request, &outcome) {
+                    Approval::ApprovedBy("user".into())
+                } else {
+                    rejected("rejected")
+                };
+                (outcome, approval)
+            }
+            Err(_) => {
+                tracing::warn!(?timeout, "no permission decision in time: rejected");
+                (permission::outcome(request, &PermissionDecision::Reject), rejected("timeout"))
+            }
+        },
+        // The turn was cancelled: ACP's `cancelled` outcome (a rejection).
+        _ = cancelled.changed() => (wire::RequestPermissionOutcome::Cancelled, rejected("cancelled")),
+    }
 }
 
 /// Answers one of the agent's `fs/*` or `terminal/*` requests: `-32601` unless offered, the

@@ -66,10 +66,22 @@ impl Update {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum PromptEvent {
-    /// An update, in the order the agent sent them.
+    /// An update of the running turn, in the order the agent sent them.
     Update(Update),
-    /// The turn ended (always the last event).
+    /// An update replayed by `session/load`: history as the agent tells it. Treat its content
+    /// as untrusted (it is not the user speaking now); its tool calls are not live.
+    Replay(Update),
+    /// The turn ended (always the last event of a prompt).
     Stop(wire::StopReason),
+    /// The session was loaded (always the last event of a `session/load`).
+    Loaded,
+}
+
+/// What a stream follows: a prompt turn or a `session/load`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamKind {
+    Prompt,
+    Load,
 }
 
 type Answer = Pin<Box<dyn Future<Output = Result<Box<RawValue>, RequestFailure>> + Send>>;
@@ -84,6 +96,7 @@ pub struct PromptStream {
     pub(crate) session: wire::SessionId,
     pub(crate) id: Id,
     pub(crate) tag: i64,
+    pub(crate) kind: StreamKind,
     pub(crate) updates: mpsc::Receiver<Update>,
     pub(crate) answer: Option<Answer>,
 }
@@ -107,12 +120,20 @@ impl PromptStream {
         // reader queues them before it delivers the answer, so none is skipped.
         let outcome = tokio::select! {
             biased;
-            Some(update) = self.updates.recv() => return Some(Ok(PromptEvent::Update(update))),
+            Some(update) = self.updates.recv() => return Some(Ok(match self.kind {
+                StreamKind::Prompt => PromptEvent::Update(update),
+                StreamKind::Load => PromptEvent::Replay(update),
+            })),
             answer = answer => answer,
             () = tokio::time::sleep(idle) => Err(RequestFailure::TimedOut),
         };
         self.finish();
+        let method = match self.kind {
+            StreamKind::Prompt => wire::method_names::SESSION_PROMPT,
+            StreamKind::Load => wire::method_names::SESSION_LOAD,
+        };
         Some(match outcome {
+            Ok(_) if self.kind == StreamKind::Load => Ok(PromptEvent::Loaded),
             Ok(raw) => serde_json::from_str::<wire::PromptResponse>(raw.get())
                 .map(|response| PromptEvent::Stop(response.stop_reason))
                 .map_err(|error| ClientError::InvalidResponse {
@@ -129,30 +150,45 @@ impl PromptStream {
                     ),
                 )
                 .await;
-                Err(self.shared.timeout_error(
-                    &format!(
-                        "{} (no message for the idle timeout)",
-                        wire::method_names::SESSION_PROMPT
-                    ),
-                    idle,
-                ))
+                Err(self.shared.timeout_error(&format!("{method} (no message for the idle timeout)"), idle))
             }
-            Err(failure) => Err(self.shared.failure(wire::method_names::SESSION_PROMPT, failure, idle)),
+            Err(failure) => Err(self.shared.failure(method, failure, idle)),
         })
     }
 
-    /// Reads to the end: every update, and the stop reason.
+    /// Reads a prompt to the end: every update, and the stop reason.
     pub async fn collect(mut self) -> Result<(Vec<Update>, wire::StopReason), ClientError> {
         let mut updates = Vec::new();
         while let Some(event) = self.next().await {
             match event? {
-                PromptEvent::Update(update) => updates.push(update),
+                PromptEvent::Update(update) | PromptEvent::Replay(update) => updates.push(update),
                 PromptEvent::Stop(reason) => return Ok((updates, reason)),
+                PromptEvent::Loaded => {
+                    return Err(ClientError::InvalidState(
+                        "a `session/load` stream has no stop reason: read it with `replayed`".into(),
+                    ));
+                }
             }
         }
-        Err(ClientError::InvalidState(
-            "the prompt stream was already finished".into(),
-        ))
+        Err(ClientError::InvalidState("the stream was already finished".into()))
+    }
+
+    /// Reads a `session/load` to the end: the replayed history (untrusted, see
+    /// [`PromptEvent::Replay`]).
+    pub async fn replayed(mut self) -> Result<Vec<Update>, ClientError> {
+        let mut updates = Vec::new();
+        while let Some(event) = self.next().await {
+            match event? {
+                PromptEvent::Replay(update) | PromptEvent::Update(update) => updates.push(update),
+                PromptEvent::Loaded => return Ok(updates),
+                PromptEvent::Stop(_) => {
+                    return Err(ClientError::InvalidState(
+                        "a prompt stream is not a replay: read it with `collect`".into(),
+                    ));
+                }
+            }
+        }
+        Err(ClientError::InvalidState("the stream was already finished".into()))
     }
 
     /// Cancels the turn (`session/cancel`); the stream then ends with `cancelled`, as the
@@ -168,6 +204,9 @@ impl PromptStream {
 
     fn finish(&mut self) {
         self.answer = None;
+        if self.kind == StreamKind::Prompt {
+            self.shared.oversight.turn_ended(self.session.as_str());
+        }
         self.shared.pending.forget(&self.id);
         let mut subscribers = lock(&self.shared.subscribers);
         if subscribers

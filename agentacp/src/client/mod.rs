@@ -36,6 +36,7 @@ mod error;
 mod events;
 pub mod fs;
 mod handlers;
+mod oversight;
 mod permission;
 mod process;
 pub mod terminal;
@@ -51,6 +52,7 @@ use tokio::sync::mpsc;
 
 pub use error::ClientError;
 pub use events::{PromptEvent, PromptStream, Update};
+use events::StreamKind;
 pub use handlers::{Builtin, Capabilities, ClientContext, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
@@ -59,7 +61,10 @@ use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::RequestFailure;
 use crate::wire::default as wire;
+use crate::audit::AuditLog;
+use crate::governance::Governance;
 use connection::{Shared, Subscriber, lock};
+use oversight::Oversight;
 use process::ExitState;
 
 /// How many updates of one turn may wait for the reader of its [`PromptStream`].
@@ -99,9 +104,17 @@ pub struct ClientOptions {
     /// offered).
     pub handlers: Arc<dyn ClientHandlers>,
     /// The folder the agent may reach through `fs/*` and `terminal/*`, and that every
-    /// session's `cwd` must be inside. Default: the current directory at
-    /// [`Client::connect`].
+    /// session's `cwd` must be inside. Default: the agent's working directory
+    /// ([`AgentCommand::current_dir`]), else ours.
     pub workspace_root: Option<PathBuf>,
+    /// Decides the agent's permission requests before the [`PermissionHandler`] is asked:
+    /// `allow` approves, `deny` rejects, `ask` goes to the handler. Default: none (every
+    /// request goes to the handler).
+    pub governance: Option<Arc<dyn Governance>>,
+    /// Where tool calls are recorded (the AIP-44 tool-call mirror). Default: off.
+    pub audit: AuditLog,
+    /// Our operator id in audit records and governance requests. Default: `client_info`'s name.
+    pub operator_id: Option<String>,
 }
 
 impl Default for ClientOptions {
@@ -120,6 +133,9 @@ impl Default for ClientOptions {
             permission: Arc::new(RejectAll),
             handlers: Arc::new(NoHandlers),
             workspace_root: None,
+            governance: None,
+            audit: AuditLog::off(),
+            operator_id: None,
         }
     }
 }
@@ -139,6 +155,9 @@ impl std::fmt::Debug for ClientOptions {
             .field("client_info", &self.client_info)
             .field("offered", &self.handlers.capabilities())
             .field("workspace_root", &self.workspace_root)
+            .field("governance", &self.governance.is_some())
+            .field("audit", &!self.audit.is_off())
+            .field("operator_id", &self.operator_id)
             .finish_non_exhaustive()
     }
 }
@@ -154,6 +173,18 @@ impl ClientOptions {
     /// [`Builtin::read_only`]).
     pub fn with_handlers(mut self, handlers: impl ClientHandlers) -> Self {
         self.handlers = Arc::new(handlers);
+        self
+    }
+
+    /// Decides permission requests with `governance` first.
+    pub fn with_governance(mut self, governance: impl Governance) -> Self {
+        self.governance = Some(Arc::new(governance));
+        self
+    }
+
+    /// Records tool calls in `audit`.
+    pub fn with_audit(mut self, audit: AuditLog) -> Self {
+        self.audit = audit;
         self
     }
 
@@ -185,9 +216,10 @@ impl Client {
     /// not answer within [`ClientOptions::initialize_timeout`], answers with an error, or
     /// chooses a protocol version other than [`wire::PROTOCOL_VERSION`].
     pub async fn connect(command: AgentCommand, options: ClientOptions) -> Result<Client, ClientError> {
-        let root = match &options.workspace_root {
-            Some(root) => root.clone(),
-            None => std::env::current_dir().map_err(ClientError::Spawn)?,
+        let root = match (&options.workspace_root, command.working_dir()) {
+            (Some(root), _) => root.clone(),
+            (None, Some(dir)) => dir.to_path_buf(),
+            (None, None) => std::env::current_dir().map_err(ClientError::Spawn)?,
         };
         let root = root.canonicalize().map_err(|error| {
             ClientError::InvalidState(format!("the workspace root `{}` cannot be used: {error}", root.display()))
@@ -197,7 +229,9 @@ impl Client {
         let frames = FrameReader::new(BufReader::new(stdout), options.max_frame_bytes);
         let permission = Arc::clone(&options.permission);
         let context = ClientContext::new(root, terminal::Terminals::default());
-        let shared = Arc::new(Shared::new(outbox, permission, options, process, context));
+        let operator = options.operator_id.clone().unwrap_or_else(|| options.client_info.0.clone());
+        let oversight = Oversight::new(options.governance.clone(), options.audit.clone(), operator);
+        let shared = Arc::new(Shared::new(outbox, permission, options, process, context, oversight));
         tokio::spawn(connection::read_loop(Arc::clone(&shared), frames));
         let mut client = Client {
             shared,
@@ -287,30 +321,17 @@ impl Client {
         Ok(created.session_id)
     }
 
-    /// `session/load` of `session` in `cwd`; the history the agent replays.
-    pub async fn load_session(&self, session: &wire::SessionId, cwd: &Path) -> Result<Vec<Update>, ClientError> {
-        let (sender, mut replay) = mpsc::channel(UPDATE_QUEUE);
-        let tag = self.subscribe(session, sender)?;
+    /// `session/load` of `session` in `cwd`: a stream of the history the agent replays, each
+    /// update as [`PromptEvent::Replay`] (the agent's account of the past: untrusted, and not
+    /// audited as live tool calls), ending with [`PromptEvent::Loaded`].
+    pub async fn load_session(&self, session: &wire::SessionId, cwd: &Path) -> Result<PromptStream, ClientError> {
+        let cwd = self.confine_cwd(cwd)?;
         let params = json!({ "sessionId": session, "cwd": cwd, "mcpServers": [] });
-        let request = self.shared.request::<Value>(
-            wire::method_names::SESSION_LOAD,
-            &params,
-            self.shared.options.request_timeout,
-        );
-        tokio::pin!(request);
-        let mut updates = Vec::new();
-        let outcome = loop {
-            tokio::select! {
-                biased;
-                Some(update) = replay.recv() => updates.push(update),
-                outcome = &mut request => break outcome,
-            }
-        };
-        while let Ok(update) = replay.try_recv() {
-            updates.push(update);
-        }
-        self.unsubscribe(session, tag);
-        outcome.map(|_| updates)
+        let stream = self
+            .start(session, wire::method_names::SESSION_LOAD, &params, StreamKind::Load)
+            .await?;
+        self.shared.context.set_session_cwd(session.as_str(), cwd);
+        Ok(stream)
     }
 
     /// `session/prompt` with `prompt`; read its events from the stream.
@@ -319,8 +340,21 @@ impl Client {
         session: &wire::SessionId,
         prompt: Vec<wire::ContentBlock>,
     ) -> Result<PromptStream, ClientError> {
+        let params = json!({ "sessionId": session, "prompt": prompt });
+        self.start(session, wire::method_names::SESSION_PROMPT, &params, StreamKind::Prompt)
+            .await
+    }
+
+    /// Sends a request whose session's updates form a stream until it is answered.
+    async fn start(
+        &self,
+        session: &wire::SessionId,
+        method: &'static str,
+        params: &Value,
+        kind: StreamKind,
+    ) -> Result<PromptStream, ClientError> {
         let (sender, updates) = mpsc::channel(UPDATE_QUEUE);
-        let tag = self.subscribe(session, sender)?;
+        let tag = self.subscribe(session, sender, kind == StreamKind::Load)?;
         let subscribed = Unsubscribe(self, session, tag);
         let waiting = self
             .shared
@@ -328,18 +362,14 @@ impl Client {
             .register()
             .ok_or_else(|| self.shared.closed_error())?;
         let id = waiting.id.clone();
-        let line = crate::jsonrpc::encode_request(
-            &id,
-            wire::method_names::SESSION_PROMPT,
-            &json!({ "sessionId": session, "prompt": prompt }),
-        );
+        let line = crate::jsonrpc::encode_request(&id, method, params);
         let outbox = self.shared.outbox()?;
         let timeout = self.shared.options.request_timeout;
         let sent = tokio::time::timeout(timeout, outbox.send(line)).await;
         if !matches!(sent, Ok(Ok(()))) {
             self.shared.pending.forget(&id);
             return Err(match sent {
-                Err(_) => self.shared.timeout_error(wire::method_names::SESSION_PROMPT, timeout),
+                Err(_) => self.shared.timeout_error(method, timeout),
                 _ => self.shared.closed_error(),
             });
         }
@@ -349,6 +379,7 @@ impl Client {
             session: session.clone(),
             id,
             tag,
+            kind,
             updates,
             answer: Some(Box::pin(async move {
                 let answer: Result<_, RequestFailure> = waiting.answer().await;
@@ -377,7 +408,7 @@ impl Client {
         stop(&self.shared).await
     }
 
-    fn subscribe(&self, session: &wire::SessionId, sender: mpsc::Sender<Update>) -> Result<i64, ClientError> {
+    fn subscribe(&self, session: &wire::SessionId, sender: mpsc::Sender<Update>, replay: bool) -> Result<i64, ClientError> {
         static TAGS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
         let tag = TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut subscribers = lock(&self.shared.subscribers);
@@ -387,7 +418,7 @@ impl Client {
                 session.as_str()
             )));
         }
-        subscribers.insert(session.as_str().to_string(), Subscriber { tag, sender });
+        subscribers.insert(session.as_str().to_string(), Subscriber { tag, sender, replay });
         Ok(tag)
     }
 
@@ -409,6 +440,7 @@ impl Drop for Unsubscribe<'_> {
 
 async fn stop(shared: &Shared) -> Option<ExitStatus> {
     shared.close_outbox();
+    shared.oversight.flush();
     shared.context.terminals().kill_all();
     let options = &shared.options;
     match shared.process.stop(options.exit_grace, options.kill_grace).await {

@@ -89,3 +89,15 @@ pub(crate) fn outcome(
         None => reject(),
     }
 }
+
+/// Whether `outcome` selects one of the request's allow options.
+pub(crate) fn approves(request: &wire::RequestPermissionRequest, outcome: &wire::RequestPermissionOutcome) -> bool {
+    use wire::PermissionOptionKind as Kind;
+    match outcome {
+        wire::RequestPermissionOutcome::Selected(selected) => request
+            .options
+            .iter()
+            .any(|option| option.option_id == selected.option_id && matches!(option.kind, Kind::AllowOnce | Kind::AllowAlways)),
+        _ => false,
+    }
+}

@@ -80,6 +80,11 @@ impl AgentCommand {
         self
     }
 
+    /// The working directory set with [`current_dir`](AgentCommand::current_dir).
+    pub fn working_dir(&self) -> Option<&Path> {
+        self.cwd.as_deref()
+    }
+
     fn to_command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.args).env_clear();

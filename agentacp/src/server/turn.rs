@@ -293,6 +293,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 "sessionUpdate": "tool_call",
                 "toolCallId": tool_call_id,
                 "title": title,
+                "name": self.tool,
                 "status": status,
                 "rawInput": self.arguments,
             });
@@ -398,6 +399,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         let mut tool_call = json!({
             "toolCallId": tool_call_id,
             "title": title,
+            "name": self.tool,
             "status": "pending",
             "rawInput": self.arguments,
         });

@@ -1,0 +1,223 @@
+//! Governance and audit on the client side: every `session/request_permission` goes through
+//! the [`Governance`] binding before anyone is asked, and every tool call the agent streams is
+//! mirrored to the audit log (the AIP-44 tool-call mirror) once it ends, with who approved it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::connection::lock;
+use super::events::Update;
+use crate::audit::{Approval, AuditEvent, AuditLog, ToolCallMirror, ToolOutcomeRecord};
+use crate::governance::{Decision, Governance, ToolKind, ToolRequest};
+
+/// A tool call seen in a session, until it ends.
+#[derive(Debug, Default)]
+struct Tracked {
+    tool: String,
+    kind: Option<ToolKind>,
+    arguments: Value,
+    /// The answer to its permission request, if it had one.
+    approval: Option<Approval>,
+}
+
+/// The fields of a tool call (or its permission request) that governance and audit need.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolFacts {
+    pub(crate) id: String,
+    pub(crate) tool: Option<String>,
+    pub(crate) kind: Option<ToolKind>,
+    pub(crate) arguments: Option<Value>,
+    pub(crate) status: Option<String>,
+    pub(crate) output: Option<Value>,
+}
+
+impl ToolFacts {
+    /// Reads a `tool_call`, `tool_call_update` or a permission request's `toolCall`. The
+    /// tool's name is `name`, else `_meta.aip44.tool`, else the title.
+    pub(crate) fn of(value: &Value) -> Option<ToolFacts> {
+        let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        Some(ToolFacts {
+            id: text("toolCallId")?,
+            tool: text("name")
+                .or_else(|| {
+                    value
+                        .pointer("/_meta/aip44/tool")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .or_else(|| text("title")),
+            kind: value.get("kind").and_then(|kind| serde_json::from_value(kind.clone()).ok()),
+            arguments: value.get("rawInput").cloned(),
+            status: text("status"),
+            output: value.get("rawOutput").cloned().or_else(|| value.get("content").cloned()),
+        })
+    }
+}
+
+/// The client's governance binding and audit log, and the tool calls in flight.
+pub(crate) struct Oversight {
+    governance: Option<Arc<dyn Governance>>,
+    audit: AuditLog,
+    operator: String,
+    calls: Mutex<HashMap<(String, String), Tracked>>,
+}
+
+impl Oversight {
+    pub(crate) fn new(governance: Option<Arc<dyn Governance>>, audit: AuditLog, operator: String) -> Self {
+        Oversight {
+            governance,
+            audit,
+            operator,
+            calls: Mutex::default(),
+        }
+    }
+
+    /// Governance's decision on a permission request: without a binding, always ask.
+    pub(crate) fn decide(&self, session: &str, facts: &ToolFacts) -> Decision {
+        let Some(governance) = &self.governance else {
+            return Decision::Ask;
+        };
+        let arguments = facts.arguments.clone().unwrap_or(Value::Null);
+        governance.decide(&ToolRequest {
+            operator: &self.operator,
+            session,
+            tool: facts.tool.as_deref().unwrap_or("unknown"),
+            kind: facts.kind,
+            arguments: &arguments,
+        })
+    }
+
+    /// Remembers how a permission request was answered, for the tool call's record.
+    pub(crate) fn permission_answered(&self, session: &str, facts: &ToolFacts, approval: Approval) {
+        let mut calls = lock(&self.calls);
+        let tracked = calls.entry((session.to_string(), facts.id.clone())).or_default();
+        merge(tracked, facts);
+        tracked.approval = Some(approval);
+    }
+
+    /// Follows a tool call through the updates; writes its record when it ends (`completed`
+    /// or `failed`). Called before the update is handed to the application.
+    pub(crate) fn observe(&self, session: &str, update: &Update) -> Result<(), String> {
+        let value = match update {
+            Update::ToolCall(call) => serde_json::to_value(call),
+            Update::ToolCallUpdate(call) => serde_json::to_value(call),
+            _ => return Ok(()),
+        };
+        let Some(facts) = value.ok().as_ref().and_then(ToolFacts::of) else {
+            return Ok(());
+        };
+        let key = (session.to_string(), facts.id.clone());
+        let ended = {
+            let mut calls = lock(&self.calls);
+            let tracked = calls.entry(key.clone()).or_default();
+            merge(tracked, &facts);
+            match facts.status.as_deref() {
+                Some("completed" | "failed") => calls.remove(&key),
+                _ => None,
+            }
+        };
+        let Some(tracked) = ended else { return Ok(()) };
+        let outcome = match facts.status.as_deref() {
+            Some("completed") => ToolOutcomeRecord::Result(facts.output.unwrap_or(Value::Null)),
+            _ => ToolOutcomeRecord::Error(match facts.output {
+                Some(Value::String(text)) => text,
+                Some(other) => other.to_string(),
+                None => "failed".to_string(),
+            }),
+        };
+        self.record(session, &facts.id, tracked, outcome)
+    }
+
+    /// At the end of a turn: records the tool calls that never ended, as errors.
+    pub(crate) fn turn_ended(&self, session: &str) {
+        let unfinished: Vec<(String, Tracked)> = {
+            let mut calls = lock(&self.calls);
+            let ids: Vec<(String, String)> = calls.keys().filter(|(s, _)| s == session).cloned().collect();
+            ids.into_iter()
+                .filter_map(|key| calls.remove(&key).map(|tracked| (key.1, tracked)))
+                .collect()
+        };
+        for (id, tracked) in unfinished {
+            let outcome = ToolOutcomeRecord::Error("the turn ended before the tool call did".into());
+            if let Err(error) = self.record(session, &id, tracked, outcome) {
+                tracing::error!(%error, "writing a tool call's audit record failed");
+            }
+        }
+    }
+
+    fn record(&self, session: &str, id: &str, tracked: Tracked, outcome: ToolOutcomeRecord) -> Result<(), String> {
+        if self.audit.is_off() {
+            return Ok(());
+        }
+        let approval = match tracked.approval {
+            Some(approval) => approval,
+            None => self.unasked(session, &tracked),
+        };
+        let mirror = ToolCallMirror {
+            operator: self.operator.clone(),
+            session: session.to_string(),
+            tool_call_id: id.to_string(),
+            tool: tracked.tool,
+            arguments: tracked.arguments,
+            outcome,
+            approval,
+        };
+        self.audit
+            .record(AuditEvent::tool_call(mirror))
+            .map(|_| ())
+            .map_err(|error| error.to_string())
+    }
+
+    /// The approval of a tool call the agent ran without asking: `auto` when nothing here
+    /// would have stopped it; otherwise a governance denial (the agent broke the policy).
+    fn unasked(&self, session: &str, tracked: &Tracked) -> Approval {
+        let facts = ToolFacts {
+            id: String::new(),
+            tool: Some(tracked.tool.clone()),
+            kind: tracked.kind,
+            arguments: Some(tracked.arguments.clone()),
+            status: None,
+            output: None,
+        };
+        match self.decide(session, &facts) {
+            Decision::Allow => Approval::Auto,
+            Decision::Ask if self.governance.is_none() => Approval::Auto,
+            Decision::Ask => {
+                tracing::warn!(tool = %tracked.tool, "the agent ran a tool without the permission governance requires");
+                Approval::Denied {
+                    reason: "policy violation: the agent ran it without asking for the permission governance requires".into(),
+                }
+            }
+            Decision::Deny(reason) => {
+                tracing::warn!(tool = %tracked.tool, %reason, "the agent ran a tool governance denies");
+                Approval::Denied {
+                    reason: format!("policy violation: the agent ran a denied tool ({reason})"),
+                }
+            }
+        }
+    }
+
+    /// Makes the records durable (on close).
+    pub(crate) fn flush(&self) {
+        if let Err(error) = self.audit.flush() {
+            tracing::error!(%error, "flushing the client's audit log failed");
+        }
+    }
+}
+
+fn merge(tracked: &mut Tracked, facts: &ToolFacts) {
+    // The first name seen stays: later updates may only retitle the call.
+    if let Some(tool) = &facts.tool
+        && tracked.tool.is_empty()
+    {
+        tracked.tool.clone_from(tool);
+    }
+    if facts.kind.is_some() {
+        tracked.kind = facts.kind;
+    }
+    if let Some(arguments) = &facts.arguments {
+        tracked.arguments.clone_from(arguments);
+    }
+}
