@@ -134,12 +134,12 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
     };
     let mut errors = manifest_errors(&checked, &written, args.wire.is_some(), span);
     let kind = checked.manifest.as_ref().map(|m| m.kind);
-    if let Some(kind @ (Kind::Client | Kind::Bridge)) = kind {
+    if let Some(kind @ Kind::Bridge) = kind {
         let at = position(&checked, &["kind"]).unwrap_or_default();
         errors.push(syn::Error::new(
             span,
             format!(
-                "{written}:{at}: `kind: {}` is not supported by `#[acp_operator]` yet: only servers are (clients and bridges are tracked in issue #5)",
+                "{written}:{at}: `kind: {}` is not supported by `#[acp_operator]` yet (tracked in issue #5)",
                 kind.as_str()
             ),
         ));
@@ -150,7 +150,10 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
         all
     }) {
         let tier = best_effort_tier(&checked);
-        let mut tokens = stand_in(&target, Some(tier), span);
+        let mut tokens = match kind {
+            Some(Kind::Client) => client_stand_in(&target, tier, span),
+            _ => stand_in(&target, Some(tier), span),
+        };
         tokens.extend(rebuild);
         return with_error(tokens, first);
     }
@@ -250,8 +253,15 @@ fn trait_name(target: &syn::ItemStruct) -> Ident {
     format_ident!("{}Server", target.ident)
 }
 
-/// What a valid server manifest expands to.
+fn client_trait_name(target: &syn::ItemStruct) -> Ident {
+    format_ident!("{}Client", target.ident)
+}
+
+/// What a valid manifest expands to.
 struct Plan {
+    kind: Kind,
+    /// The client-side methods (for `kind: client`).
+    client: ClientMethods,
     manifest: String,
     manifest_path: PathBuf,
     tier: Tier,
@@ -269,11 +279,30 @@ struct Plan {
     reasons: Vec<String>,
 }
 
+/// One generated client-side method.
+struct ClientMethod {
+    method: Ident,
+    wire_name: String,
+    request: Ident,
+    response: Ident,
+    doc: String,
+    reason: String,
+}
+
+/// The client-side methods a client manifest declares.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClientMethods {
+    read_text_file: bool,
+    write_text_file: bool,
+    terminal: bool,
+}
+
 struct SpecFields {
     name: String,
     id: String,
     version: String,
     initialize_response: String,
+    initialize_request: String,
     operator: Option<String>,
     governance: Option<String>,
     sandbox: Option<String>,
@@ -317,7 +346,15 @@ impl Plan {
         let mut explained_from = checked.clone();
         explained_from.revision = Some(revision);
         explained_from.manifest = Some(manifest.clone());
-        let initialize = explain::explain(&explained_from)?.initialize_response;
+        let explained = explain::explain(&explained_from)?;
+        let initialize = explained.initialize_response;
+        let initialize_request = explained.initialize_request;
+        let client_caps = capabilities.client_capabilities.unwrap_or_default();
+        let client = ClientMethods {
+            read_text_file: client_caps.fs.read_text_file,
+            write_text_file: client_caps.fs.write_text_file,
+            terminal: client_caps.terminal,
+        };
         let frontmatter = |role: manifest::refs::RefRole| {
             checked
                 .refs
@@ -350,11 +387,44 @@ impl Plan {
             }
         };
         let authenticate = manifest.transport.to_vec().contains(&Transport::Websocket);
-        let mut reasons = vec![format!(
-            "{written}:{}: `kind: server` → `prompt`",
-            position(checked, &["kind"]).unwrap_or_default()
-        )];
-        if agent.load_session {
+        let mut reasons = Vec::new();
+        if manifest.kind == Kind::Server {
+            reasons.push(format!(
+                "{written}:{}: `kind: server` → `prompt`",
+                position(checked, &["kind"]).unwrap_or_default()
+            ));
+        }
+        let declared = |path: &[&str], methods: &str| {
+            let full: Vec<&str> = ["metadata", "aip44", "capabilities", "client"]
+                .iter()
+                .chain(path)
+                .copied()
+                .collect();
+            format!(
+                "{written}:{}: `{}: true` → {methods}",
+                position(checked, &full).unwrap_or_default(),
+                path.last().copied().unwrap_or_default()
+            )
+        };
+        if client.read_text_file {
+            reasons.push(declared(&["fs", "readTextFile"], "`read_text_file`"));
+        }
+        if client.write_text_file {
+            reasons.push(declared(&["fs", "writeTextFile"], "`write_text_file`"));
+        }
+        if client.terminal {
+            reasons.push(declared(
+                &["terminal"],
+                "`create_terminal`, `terminal_output`, `wait_for_terminal_exit`, `kill_terminal`, `release_terminal`",
+            ));
+        }
+        if manifest.kind == Kind::Client && reasons.is_empty() {
+            reasons.push(format!(
+                "{written}:{}: `kind: client` without client capabilities → no methods",
+                position(checked, &["kind"]).unwrap_or_default()
+            ));
+        }
+        if agent.load_session && manifest.kind != Kind::Client {
             let at = position(checked, &["metadata", "aip44", "capabilities", "agent", "loadSession"])
                 .map(|at| format!("{at}: `loadSession: true`"))
                 .unwrap_or_else(|| {
@@ -374,6 +444,8 @@ impl Plan {
         }
         let _ = target;
         Some(Plan {
+            kind: manifest.kind,
+            client,
             manifest: written.to_string(),
             manifest_path: path.to_path_buf(),
             tier: aip44.tier,
@@ -391,6 +463,7 @@ impl Plan {
                 id: manifest.id.clone(),
                 version: manifest.version.clone(),
                 initialize_response: initialize.to_string(),
+                initialize_request: initialize_request.to_string(),
                 operator: operator.map(|doc| doc.to_string()),
                 governance: frontmatter(manifest::refs::RefRole::Governance).map(|doc| doc.to_string()),
                 sandbox: frontmatter(manifest::refs::RefRole::Sandbox).map(|doc| doc.to_string()),
@@ -402,21 +475,221 @@ impl Plan {
     }
 
     fn emit(&self, target: &syn::ItemStruct) -> TokenStream {
+        match self.kind {
+            Kind::Client => self.emit_client(target),
+            _ => self.emit_server(target),
+        }
+    }
+
+    /// The body of `spec()`: the manifest as a static [`OperatorSpec`].
+    fn spec_body(&self) -> TokenStream {
+        let wire = &self.wire;
+        let spec = &self.spec;
+        let (spec_name, spec_id, spec_version) = (&spec.name, &spec.id, &spec.version);
+        let initialize_response = &spec.initialize_response;
+        let initialize_request = &spec.initialize_request;
+        let operator = option_str(spec.operator.as_deref());
+        let governance = option_str(spec.governance.as_deref());
+        let sandbox = option_str(spec.sandbox.as_deref());
+        let audit = &spec.audit;
+        let manifest_path = self.manifest_path.to_string_lossy().into_owned();
+        let tier_name = self.tier.as_str();
+        let kind = self.kind.as_str();
+        let load_session = self.load_session;
+        quote! {
+            static SPEC: ::agentacp::server::OperatorSpec = ::agentacp::server::OperatorSpec {
+                manifest_path: #manifest_path,
+                name: #spec_name,
+                id: #spec_id,
+                version: #spec_version,
+                tier: #tier_name,
+                acp_rev: #wire::ACP_REV,
+                protocol_version: #wire::PROTOCOL_VERSION,
+                kind: #kind,
+                initialize_response: #initialize_response,
+                initialize_request: #initialize_request,
+                load_session: #load_session,
+                operator: #operator,
+                governance: #governance,
+                sandbox: #sandbox,
+                audit: #audit,
+            };
+            &SPEC
+        }
+    }
+
+    /// A compile-time check that the wire module is the pinned revision's.
+    fn rev_check(&self) -> TokenStream {
+        let wire = &self.wire;
+        let prefix = &self.acp_rev_prefix;
+        let rev_mismatch = format!(
+            "{}: the wire module was not generated from `acp_rev: {prefix}`; run `scaffold-aip regen --rev <that revision's SHA>` into it",
+            self.acp_rev_at
+        );
+        let wire_span = self.wire_span;
+        quote_spanned! {wire_span=>
+            const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
+        }
+    }
+
+    /// The handler trait's docs and `on_unimplemented` attribute.
+    fn trait_header(&self, target: &syn::ItemStruct, handler: &Ident) -> TokenStream {
+        let name = &target.ident;
+        let manifest = &self.manifest;
+        let reasons = self.reasons.join("; ");
+        let trait_doc = format!(
+            "The handler trait of `{name}`, generated from `{manifest}` (kind `{}`, tier `{}`). Its methods are exactly what the manifest requires: {reasons}.",
+            self.kind.as_str(),
+            self.tier.as_str()
+        );
+        let unimplemented_message =
+            format!("`{{Self}}` does not implement `{handler}`, the handler trait generated from {manifest}");
+        let unimplemented_note = format!("implement the methods the manifest requires: {reasons}");
+        quote! {
+            #[doc = #trait_doc]
+            #[diagnostic::on_unimplemented(message = #unimplemented_message, note = #unimplemented_note)]
+        }
+    }
+
+    fn emit_client(&self, target: &syn::ItemStruct) -> TokenStream {
+        let name = &target.ident;
+        let vis = &target.vis;
+        let handler = client_trait_name(target);
+        let header = self.trait_header(target, &handler);
+        let tier = tier_type(self.tier);
+        let wire = &self.wire;
+        let span = self.span;
+        let spec = self.spec_body();
+        let rev_check = self.rev_check();
+        let methods = self.client_methods();
+        let signatures = methods.iter().map(|m| {
+            let (method, request, response, doc) = (&m.method, &m.request, &m.response, &m.doc);
+            let reason = &m.reason;
+            quote_spanned! {span=>
+                #[doc = #doc]
+                #[doc = #reason]
+                fn #method(&self, context: &::agentacp::client::ClientContext, request: #wire::#request)
+                    -> impl ::core::future::Future<Output = ::core::result::Result<#wire::#response, ::agentacp::jsonrpc::RpcError>> + ::core::marker::Send;
+            }
+        });
+        let arms = methods.iter().map(|m| {
+            let (method, wire_name) = (&m.method, &m.wire_name);
+            quote! {
+                #wire_name => ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                    let request = ::agentacp::client::decode(method, params)?;
+                    ::agentacp::client::encode(<Self as #handler>::#method(self, context, request).await?)
+                })),
+            }
+        });
+        let ClientMethods {
+            read_text_file,
+            write_text_file,
+            terminal,
+        } = self.client;
+        quote! {
+            #target
+
+            #header
+            #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+                #(#signatures)*
+            }
+
+            #rev_check
+
+            impl ::agentacp::client::ClientHandlers for #name {
+                fn capabilities(&self) -> ::agentacp::client::Capabilities {
+                    ::agentacp::client::Capabilities {
+                        read_text_file: #read_text_file,
+                        write_text_file: #write_text_file,
+                        terminal: #terminal,
+                    }
+                }
+
+                #[allow(unused_variables)]
+                fn handle<'a>(
+                    &'a self,
+                    context: &'a ::agentacp::client::ClientContext,
+                    method: &'a str,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
+                    match method {
+                        #(#arms)*
+                        _ => ::core::option::Option::None,
+                    }
+                }
+            }
+
+            impl ::agentacp::client::ClientOperator for #name {
+                type Tier = #tier;
+
+                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                    #spec
+                }
+            }
+        }
+    }
+
+    /// The client-side methods the manifest declares, in a fixed order.
+    fn client_methods(&self) -> Vec<ClientMethod> {
+        let reason = |needle: &str| {
+            self.reasons
+                .iter()
+                .find(|r| r.contains(needle))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let method = |method: &str, wire_name: &str, request: &str, response: &str, doc: &str, flag: &str| ClientMethod {
+            method: format_ident!("{method}"),
+            wire_name: wire_name.to_string(),
+            request: format_ident!("{request}"),
+            response: format_ident!("{response}"),
+            doc: doc.to_string(),
+            reason: reason(flag),
+        };
+        let mut methods = Vec::new();
+        if self.client.read_text_file {
+            methods.push(method(
+                "read_text_file",
+                "fs/read_text_file",
+                "ReadTextFileRequest",
+                "ReadTextFileResponse",
+                "`fs/read_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::read_text_file` is a ready implementation.",
+                "`readTextFile: true`",
+            ));
+        }
+        if self.client.write_text_file {
+            methods.push(method(
+                "write_text_file",
+                "fs/write_text_file",
+                "WriteTextFileRequest",
+                "WriteTextFileResponse",
+                "`fs/write_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::write_text_file` is a ready implementation.",
+                "`writeTextFile: true`",
+            ));
+        }
+        if self.client.terminal {
+            let terminal = [
+                ("create_terminal", "terminal/create", "CreateTerminalRequest", "CreateTerminalResponse", "`terminal/create`. `request.cwd` is set, canonical and inside the workspace root; `context.terminals().create(&request)` is a ready implementation."),
+                ("terminal_output", "terminal/output", "TerminalOutputRequest", "TerminalOutputResponse", "`terminal/output` (`context.terminals().output(&request)`)."),
+                ("wait_for_terminal_exit", "terminal/wait_for_exit", "WaitForTerminalExitRequest", "WaitForTerminalExitResponse", "`terminal/wait_for_exit` (`context.terminals().wait_for_exit(&request)`)."),
+                ("kill_terminal", "terminal/kill", "KillTerminalRequest", "KillTerminalResponse", "`terminal/kill` (`context.terminals().kill(&request)`)."),
+                ("release_terminal", "terminal/release", "ReleaseTerminalRequest", "ReleaseTerminalResponse", "`terminal/release` (`context.terminals().release(&request)`)."),
+            ];
+            for (name, wire_name, request, response, doc) in terminal {
+                methods.push(method(name, wire_name, request, response, doc, "`terminal: true`"));
+            }
+        }
+        methods
+    }
+
+    fn emit_server(&self, target: &syn::ItemStruct) -> TokenStream {
         let name = &target.ident;
         let vis = &target.vis;
         let handler = trait_name(target);
         let tier = tier_type(self.tier);
         let wire = &self.wire;
         let span = self.span;
-        let manifest = &self.manifest;
-        let reasons = self.reasons.join("; ");
-        let trait_doc = format!(
-            "The handler trait of `{name}`, generated from `{manifest}` (tier `{}`). Its methods are exactly what the manifest requires: {reasons}.",
-            self.tier.as_str()
-        );
-        let unimplemented_message =
-            format!("`{{Self}}` does not implement `{handler}`, the handler trait generated from {manifest}");
-        let unimplemented_note = format!("implement the methods the manifest requires: {reasons}");
+        let header = self.trait_header(target, &handler);
         let load_session_doc = self
             .reasons
             .iter()
@@ -467,30 +740,12 @@ impl Plan {
                 }
             }
         });
-        let spec = &self.spec;
-        let (spec_name, spec_id, spec_version) = (&spec.name, &spec.id, &spec.version);
-        let initialize_response = &spec.initialize_response;
-        let operator = option_str(spec.operator.as_deref());
-        let governance = option_str(spec.governance.as_deref());
-        let sandbox = option_str(spec.sandbox.as_deref());
-        let audit = &spec.audit;
-        let manifest_path = self.manifest_path.to_string_lossy().into_owned();
-        let tier_name = self.tier.as_str();
-        let load_session = self.load_session;
-        let prefix = &self.acp_rev_prefix;
-        let rev_mismatch = format!(
-            "{}: the wire module was not generated from `acp_rev: {prefix}`; run `scaffold-aip regen --rev <that revision's SHA>` into it",
-            self.acp_rev_at
-        );
-        let wire_span = self.wire_span;
-        let rev_check = quote_spanned! {wire_span=>
-            const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
-        };
+        let spec = self.spec_body();
+        let rev_check = self.rev_check();
         quote! {
             #target
 
-            #[doc = #trait_doc]
-            #[diagnostic::on_unimplemented(message = #unimplemented_message, note = #unimplemented_note)]
+            #header
             #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
                 #[doc = "`session/prompt`: run one turn, streaming through `turn`; return why it stopped."]
                 fn prompt(&self, turn: &mut ::agentacp::server::Turn<'_, #tier>, request: #wire::PromptRequest)
@@ -505,22 +760,7 @@ impl Plan {
                 type Tier = #tier;
 
                 fn spec() -> &'static ::agentacp::server::OperatorSpec {
-                    static SPEC: ::agentacp::server::OperatorSpec = ::agentacp::server::OperatorSpec {
-                        manifest_path: #manifest_path,
-                        name: #spec_name,
-                        id: #spec_id,
-                        version: #spec_version,
-                        tier: #tier_name,
-                        acp_rev: #wire::ACP_REV,
-                        protocol_version: #wire::PROTOCOL_VERSION,
-                        initialize_response: #initialize_response,
-                        load_session: #load_session,
-                        operator: #operator,
-                        governance: #governance,
-                        sandbox: #sandbox,
-                        audit: #audit,
-                    };
-                    &SPEC
+                    #spec
                 }
 
                 fn prompt<'a>(
@@ -592,6 +832,69 @@ fn stand_in(target: &syn::ItemStruct, tier: Option<Tier>, span: Span) -> TokenSt
                 _params: &'a ::agentacp::__private::RawValue,
             ) -> ::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
                 ::std::boxed::Box::pin(async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) })
+            }
+        }
+    }
+}
+
+/// The stand-in for a client manifest with errors: the struct, a handler trait whose methods
+/// (every client-side method) all have default bodies, and impls that offer nothing.
+fn client_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStream {
+    let name = &target.ident;
+    let vis = &target.vis;
+    let handler = client_trait_name(target);
+    let tier = tier_type(tier);
+    let methods = [
+        ("read_text_file", "ReadTextFileRequest", "ReadTextFileResponse"),
+        ("write_text_file", "WriteTextFileRequest", "WriteTextFileResponse"),
+        ("create_terminal", "CreateTerminalRequest", "CreateTerminalResponse"),
+        ("terminal_output", "TerminalOutputRequest", "TerminalOutputResponse"),
+        ("wait_for_terminal_exit", "WaitForTerminalExitRequest", "WaitForTerminalExitResponse"),
+        ("kill_terminal", "KillTerminalRequest", "KillTerminalResponse"),
+        ("release_terminal", "ReleaseTerminalRequest", "ReleaseTerminalResponse"),
+    ]
+    .map(|(method, request, response)| {
+        let (method, request, response) = (
+            format_ident!("{method}"),
+            format_ident!("{request}"),
+            format_ident!("{response}"),
+        );
+        quote_spanned! {span=>
+            #[doc = "Stand-in."]
+            fn #method(&self, context: &::agentacp::client::ClientContext, request: ::agentacp::wire::default::#request)
+                -> impl ::core::future::Future<Output = ::core::result::Result<::agentacp::wire::default::#response, ::agentacp::jsonrpc::RpcError>> + ::core::marker::Send {
+                let _ = (context, request);
+                async { ::core::result::Result::Err(::agentacp::jsonrpc::RpcError::new(-32603, "the manifest has errors")) }
+            }
+        }
+    });
+    quote_spanned! {span=>
+        #target
+
+        #[doc = "Stand-in while the manifest has errors."]
+        #[allow(dead_code)]
+        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #(#methods)*
+        }
+
+        impl ::agentacp::client::ClientHandlers for #name {
+            fn capabilities(&self) -> ::agentacp::client::Capabilities {
+                ::core::default::Default::default()
+            }
+            fn handle<'a>(
+                &'a self,
+                _context: &'a ::agentacp::client::ClientContext,
+                _method: &'a str,
+                _params: &'a ::agentacp::__private::RawValue,
+            ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
+                ::core::option::Option::None
+            }
+        }
+
+        impl ::agentacp::client::ClientOperator for #name {
+            type Tier = #tier;
+            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                ::agentacp::__private::stand_in_spec()
             }
         }
     }

@@ -6,12 +6,19 @@
 
 #[path = "../../tests/ui/pass/basic.rs"]
 mod basic;
+#[path = "../../tests/ui/pass/client.rs"]
+mod client;
 #[path = "../../tests/ui/pass/governance_aware.rs"]
 mod governance_aware;
 #[path = "../../tests/ui/pass/sandboxed.rs"]
 mod sandboxed;
 #[path = "../../tests/ui/pass/websocket.rs"]
 mod websocket;
+
+#[test]
+fn a_client_builds_with_exactly_its_declared_client_methods() {
+    client::main();
+}
 
 #[test]
 fn basic_tier_builds_without_load_session() {

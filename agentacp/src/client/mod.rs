@@ -36,6 +36,7 @@ mod error;
 mod events;
 pub mod fs;
 mod handlers;
+mod operator;
 mod oversight;
 mod permission;
 mod process;
@@ -52,6 +53,7 @@ use tokio::sync::mpsc;
 
 pub use error::ClientError;
 pub use events::{PromptEvent, PromptStream, Update};
+pub use operator::{ClientOperator, Connect};
 use events::StreamKind;
 pub use handlers::{Builtin, Capabilities, ClientContext, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
@@ -216,6 +218,16 @@ impl Client {
     /// not answer within [`ClientOptions::initialize_timeout`], answers with an error, or
     /// chooses a protocol version other than [`wire::PROTOCOL_VERSION`].
     pub async fn connect(command: AgentCommand, options: ClientOptions) -> Result<Client, ClientError> {
+        Client::spawn(command, options, None).await
+    }
+
+    /// [`Client::connect`], sending `initialize` with these params (a manifest's; the
+    /// `clientCapabilities` are always the handlers').
+    pub(crate) async fn spawn(
+        command: AgentCommand,
+        options: ClientOptions,
+        initialize: Option<Value>,
+    ) -> Result<Client, ClientError> {
         let root = match (&options.workspace_root, command.working_dir()) {
             (Some(root), _) => root.clone(),
             (None, Some(dir)) => dir.to_path_buf(),
@@ -239,7 +251,7 @@ impl Client {
             initialize: wire::InitializeResponse::new(0),
             closed: false,
         };
-        match client.initialize().await {
+        match client.initialize(initialize).await {
             Ok(response) => {
                 client.initialize = response;
                 Ok(client)
@@ -251,14 +263,16 @@ impl Client {
         }
     }
 
-    async fn initialize(&self) -> Result<wire::InitializeResponse, ClientError> {
+    async fn initialize(&self, params: Option<Value>) -> Result<wire::InitializeResponse, ClientError> {
         let options = &self.shared.options;
         let method = wire::method_names::INITIALIZE;
-        let params = json!({
-            "protocolVersion": wire::PROTOCOL_VERSION,
-            "clientCapabilities": options.handlers.capabilities().to_json(),
-            "clientInfo": { "name": options.client_info.0, "version": options.client_info.1 },
+        let mut params = params.filter(Value::is_object).unwrap_or_else(|| {
+            json!({
+                "protocolVersion": wire::PROTOCOL_VERSION,
+                "clientInfo": { "name": options.client_info.0, "version": options.client_info.1 },
+            })
         });
+        params["clientCapabilities"] = options.handlers.capabilities().to_json();
         let value: Value = self.shared.request(method, &params, options.initialize_timeout).await?;
         let chosen = value.get("protocolVersion").and_then(Value::as_u64);
         match chosen {

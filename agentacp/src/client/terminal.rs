@@ -1,52 +1,680 @@
 //! The built-in `terminal/*` methods: commands the agent runs through the client.
 //!
-//! (Being written: see issue #5.)
+//! Each terminal is one command (no shell), started in the `cwd` the runtime checked, in its
+//! own process group, with stdin closed and a cleared environment: the variables of
+//! [`DEFAULT_ENV_ALLOW`] passed through from ours, plus the request's `env`. Its stdout and
+//! stderr are one pipe, so the output keeps the order the command wrote it in; a task drains
+//! the pipe as it fills (the command never blocks on its output) into a buffer bounded by
+//! `outputByteLimit` (default [`DEFAULT_OUTPUT_BYTES`], at most [`MAX_OUTPUT_BYTES`]), which
+//! drops the oldest output first, at a character boundary. Bytes that are not UTF-8 become
+//! `U+FFFD`.
+//!
+//! A thread per terminal waits for the command to exit *without reaping it*: the exited
+//! command stays a zombie until the terminal is released (or [`Terminals::kill_all`] runs),
+//! so that its process group id cannot be reused by an unrelated process, and `terminal/kill`
+//! and `terminal/release` can always SIGKILL the whole group, reaching what the command left
+//! running in the background too. Once the group is killed for the last time, the thread
+//! reaps the command. Processes that left the group (`setsid`, shells with job control) are
+//! out of reach.
+//!
+//! The exit status is reported once the command has exited and its output is read to the
+//! end (or, should something it started in the background keep the pipe open, after
+//! [`DRAIN_GRACE`]): after `terminal/wait_for_exit` answers, `terminal/output` holds all of
+//! it.
+//!
+//! At most [`MAX_TERMINALS`] terminals, running or exited but not released, exist at once on
+//! a connection. A terminal belongs to the session that created it: asked about under another
+//! session id, it is unknown.
 
+use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitIdStatus};
+use tokio::io::AsyncReadExt as _;
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use super::connection::lock;
+use super::process::DEFAULT_ENV_ALLOW;
 use crate::jsonrpc::{RpcError, codes};
 use crate::wire::default as wire;
 
-/// The terminals the agent created on one connection.
-#[derive(Debug, Default)]
-pub struct Terminals {}
+/// The most terminals (running, or exited and not yet released) one connection may hold.
+pub const MAX_TERMINALS: usize = 64;
 
-fn not_yet() -> RpcError {
-    RpcError::new(codes::INTERNAL_ERROR, "terminals are not implemented yet")
+/// The output kept when the request gives no `outputByteLimit`: 1 MiB.
+pub const DEFAULT_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// The most output kept whatever the request asks: 16 MiB.
+pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long the exit status waits for the output pipe to close once the command has exited
+/// (it stays open only while something the command started in the background holds it).
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
+/// How much is read from the pipe at once.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// The terminals the agent created on one connection.
+///
+/// Shared by the connection's tasks: every method takes `&self`, and none holds a lock across
+/// an `await`. Dropping it kills and reaps every terminal, like [`Terminals::kill_all`].
+#[derive(Debug, Default)]
+pub struct Terminals {
+    registry: Mutex<Registry>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// The number of the last terminal created (ids are `term-1`, `term-2`, ...).
+    last: u64,
+    /// Terminals being started: they count against [`MAX_TERMINALS`] already.
+    starting: usize,
+    live: HashMap<String, Arc<Terminal>>,
+}
+
+/// One command and what is known of it.
+#[derive(Debug)]
+struct Terminal {
+    session: String,
+    /// The command's pid, which is also its process group id.
+    pid: Pid,
+    output: Arc<Mutex<Output>>,
+    /// Set once the command has exited and its output is read.
+    exit: watch::Receiver<Option<Exit>>,
+    control: Arc<Mutex<Control>>,
+    reader: AbortHandle,
+}
+
+/// Whether the process group may still be signalled.
+#[derive(Debug)]
+enum Control {
+    /// The command is not reaped (running, or a zombie): its pid pins the group id. The
+    /// sender reaches the thread that waits for it.
+    Pinned(mpsc::Sender<Event>),
+    /// The command is reaped or about to be: the group id may name someone else's group.
+    Released,
+}
+
+/// What the waiting thread is told.
+#[derive(Debug)]
+enum Event {
+    /// The output pipe is closed and read to the end.
+    ReaderDone,
+    /// The group has been killed for the last time: reap the command.
+    Reap,
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Exit {
+    code: Option<u32>,
+    signal: Option<String>,
 }
 
 impl Terminals {
-    /// `terminal/create` (its `cwd` already checked and set by the runtime).
+    /// `terminal/create`: starts the command and answers its terminal id.
+    ///
+    /// `cwd` must be given, as an absolute path to a folder (the runtime sets it, checked and
+    /// canonical, before calling this). Errors: `-32602` for a request that cannot be run (an
+    /// empty command, a NUL byte, a bad variable name, a `cwd` that is missing or not a
+    /// folder, a program that does not exist or may not be executed); `-32603` when
+    /// [`MAX_TERMINALS`] terminals are open already, or when starting fails otherwise (out of
+    /// processes, threads or file descriptors, no Tokio runtime).
     pub async fn create(&self, request: &wire::CreateTerminalRequest) -> Result<wire::CreateTerminalResponse, RpcError> {
-        let _ = request;
-        Err(not_yet())
+        let cwd = check_create(request)?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            RpcError::new(codes::INTERNAL_ERROR, "terminals need a Tokio runtime to read their output")
+        })?;
+        let slot = self.reserve()?;
+
+        let (pipe_reader, pipe_writer) = std::io::pipe().map_err(|error| internal("cannot create a pipe", &error))?;
+        let pipe_writer_2 = pipe_writer
+            .try_clone()
+            .map_err(|error| internal("cannot create a pipe", &error))?;
+        let pipe_reader = tokio::process::ChildStdout::from_std(std::process::ChildStdout::from(OwnedFd::from(pipe_reader)))
+            .map_err(|error| internal("cannot read a pipe", &error))?;
+
+        // The thread is started first, so that a child is never left without its reaper.
+        let (start_tx, start_rx) = mpsc::sync_channel::<(Child, Pid)>(1);
+        let (events_tx, events_rx) = mpsc::channel();
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let control = Arc::new(Mutex::new(Control::Pinned(events_tx.clone())));
+        let thread_control = Arc::clone(&control);
+        std::thread::Builder::new()
+            .name("acp-terminal".into())
+            .spawn(move || wait_and_reap(start_rx, events_rx, exit_tx, thread_control))
+            .map_err(|error| internal("cannot start a thread to wait for the command", &error))?;
+
+        let mut command = Command::new(&request.command);
+        command.args(&request.args).env_clear();
+        for key in DEFAULT_ENV_ALLOW {
+            if let Some(value) = std::env::var_os(key) {
+                command.env(key, value);
+            }
+        }
+        for variable in &request.env {
+            command.env(&variable.name, &variable.value);
+        }
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        command
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(pipe_writer))
+            .stderr(Stdio::from(pipe_writer_2));
+        let spawned = command.spawn();
+        // The command holds our copies of the pipe's write end: without dropping it, the
+        // output would never end.
+        drop(command);
+        let mut child = spawned.map_err(|error| spawn_error(&request.command, &error))?;
+        let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(RpcError::new(codes::INTERNAL_ERROR, "the command's pid is out of range"));
+        };
+        if let Err(mpsc::SendError((mut child, _))) = start_tx.send((child, pid)) {
+            // The thread is gone: kill and reap here.
+            let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+            let _ = child.wait();
+            return Err(RpcError::new(codes::INTERNAL_ERROR, "the thread waiting for the command stopped"));
+        }
+
+        let limit = output_limit(request.output_byte_limit);
+        let output = Arc::new(Mutex::new(Output::new(limit)));
+        let reader = runtime
+            .spawn(read_output(pipe_reader, Arc::clone(&output), events_tx))
+            .abort_handle();
+        let terminal = Arc::new(Terminal {
+            session: request.session_id.0.clone(),
+            pid,
+            output,
+            exit: exit_rx,
+            control,
+            reader,
+        });
+        let id = {
+            let mut registry = lock(&self.registry);
+            registry.last += 1;
+            let id = format!("term-{}", registry.last);
+            registry.live.insert(id.clone(), terminal);
+            id
+        };
+        drop(slot);
+        tracing::debug!(terminal = %id, %pid, command = %request.command, "terminal started");
+        Ok(wire::CreateTerminalResponse::new(wire::TerminalId(id)))
     }
 
-    /// `terminal/output`.
+    /// `terminal/output`: the output kept so far, whether some was dropped, and how the
+    /// command ended if it has. `-32002` for an unknown (or released) terminal.
     pub async fn output(&self, request: &wire::TerminalOutputRequest) -> Result<wire::TerminalOutputResponse, RpcError> {
-        let _ = request;
-        Err(not_yet())
+        let terminal = self.get(&request.session_id, &request.terminal_id)?;
+        // The exit status first: when it is set, the output is complete.
+        let exit = terminal.exit.borrow().clone();
+        let (output, truncated) = {
+            let output = lock(&terminal.output);
+            (output.text(), output.truncated)
+        };
+        let mut response = wire::TerminalOutputResponse::new(output, truncated);
+        response.exit_status = exit.map(|exit| {
+            let mut status = wire::TerminalExitStatus::default();
+            status.exit_code = exit.code;
+            status.signal = exit.signal;
+            status
+        });
+        Ok(response)
     }
 
-    /// `terminal/wait_for_exit`.
+    /// `terminal/wait_for_exit`: waits until the command has exited and its output is read,
+    /// then answers its exit code, or the name of the signal that ended it (`"SIGKILL"`).
+    /// `-32002` for an unknown (or released) terminal.
     pub async fn wait_for_exit(
         &self,
         request: &wire::WaitForTerminalExitRequest,
     ) -> Result<wire::WaitForTerminalExitResponse, RpcError> {
-        let _ = request;
-        Err(not_yet())
+        let terminal = self.get(&request.session_id, &request.terminal_id)?;
+        let mut exit = terminal.exit.clone();
+        let exit = match exit.wait_for(Option::is_some).await {
+            Ok(exit) => exit.clone().unwrap_or_default(),
+            Err(_) => {
+                return Err(RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    "the command's exit status is lost: its waiting thread stopped",
+                ));
+            }
+        };
+        let mut response = wire::WaitForTerminalExitResponse::default();
+        response.exit_code = exit.code;
+        response.signal = exit.signal;
+        Ok(response)
     }
 
-    /// `terminal/kill`.
+    /// `terminal/kill`: SIGKILLs the command's process group. The terminal stays, its output
+    /// readable, until released; killing a command that has exited already is no error.
+    /// `-32002` for an unknown (or released) terminal.
     pub async fn kill(&self, request: &wire::KillTerminalRequest) -> Result<wire::KillTerminalResponse, RpcError> {
-        let _ = request;
-        Err(not_yet())
+        let terminal = self.get(&request.session_id, &request.terminal_id)?;
+        terminal.kill_group();
+        Ok(wire::KillTerminalResponse::default())
     }
 
-    /// `terminal/release`.
+    /// `terminal/release`: SIGKILLs the command's process group (whatever of it still runs),
+    /// reaps it and forgets the terminal: its id is unknown from then on (`-32002`, as for an
+    /// id never created).
     pub async fn release(&self, request: &wire::ReleaseTerminalRequest) -> Result<wire::ReleaseTerminalResponse, RpcError> {
-        let _ = request;
-        Err(not_yet())
+        // Checked first, so that another session cannot release it.
+        self.get(&request.session_id, &request.terminal_id)?;
+        let terminal = lock(&self.registry).live.remove(request.terminal_id.as_str());
+        if let Some(terminal) = terminal {
+            terminal.shutdown();
+            tracing::debug!(terminal = %request.terminal_id.as_str(), "terminal released");
+        }
+        Ok(wire::ReleaseTerminalResponse::default())
     }
 
-    /// Kills every terminal still running (when the connection closes).
-    pub fn kill_all(&self) {}
+    /// Kills every terminal's process group and has the commands reaped (when the connection
+    /// closes). The terminals stay known, their output readable, until released or dropped.
+    pub fn kill_all(&self) {
+        let terminals: Vec<Arc<Terminal>> = lock(&self.registry).live.values().cloned().collect();
+        for terminal in terminals {
+            terminal.shutdown();
+        }
+    }
+
+    /// The terminal `id` of `session`, or `-32002`.
+    fn get(&self, session: &wire::SessionId, id: &wire::TerminalId) -> Result<Arc<Terminal>, RpcError> {
+        let registry = lock(&self.registry);
+        match registry.live.get(id.as_str()) {
+            Some(terminal) if terminal.session == session.0 => Ok(Arc::clone(terminal)),
+            Some(_) => Err(RpcError::new(
+                codes::RESOURCE_NOT_FOUND,
+                format!("unknown terminal `{}`: it belongs to another session", id.as_str()),
+            )),
+            None => Err(RpcError::new(
+                codes::RESOURCE_NOT_FOUND,
+                format!(
+                    "unknown terminal `{}`: never created on this connection, or already released",
+                    id.as_str()
+                ),
+            )),
+        }
+    }
+
+    /// Counts one more terminal against [`MAX_TERMINALS`] until the guard is dropped.
+    fn reserve(&self) -> Result<Slot<'_>, RpcError> {
+        let mut registry = lock(&self.registry);
+        if registry.live.len() + registry.starting >= MAX_TERMINALS {
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "too many terminals: {MAX_TERMINALS} are open on this connection; \
+                     release some with `terminal/release` first"
+                ),
+            ));
+        }
+        registry.starting += 1;
+        Ok(Slot(self))
+    }
+
+    #[cfg(test)]
+    fn pid_of(&self, id: &wire::TerminalId) -> i32 {
+        lock(&self.registry).live[id.as_str()].pid.as_raw_nonzero().get()
+    }
+}
+
+/// A terminal being started.
+struct Slot<'a>(&'a Terminals);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut registry = lock(&self.0.registry);
+        registry.starting = registry.starting.saturating_sub(1);
+    }
+}
+
+impl Terminal {
+    /// SIGKILLs the group, unless the command is reaped (or about to be).
+    fn kill_group(&self) {
+        let control = lock(&self.control);
+        if let Control::Pinned(_) = *control {
+            signal_group(self.pid);
+        }
+    }
+
+    /// SIGKILLs the group a last time and has the command reaped; stops reading its output.
+    /// Idempotent.
+    fn shutdown(&self) {
+        let mut control = lock(&self.control);
+        if let Control::Pinned(events) = std::mem::replace(&mut *control, Control::Released) {
+            signal_group(self.pid);
+            let _ = events.send(Event::Reap);
+        }
+        drop(control);
+        self.reader.abort();
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn signal_group(pid: Pid) {
+    if let Err(error) = rustix::process::kill_process_group(pid, Signal::KILL) {
+        tracing::debug!(%error, %pid, "SIGKILL to a terminal's process group failed");
+    }
+}
+
+/// Checks what `create` needs before anything is started; answers the `cwd`.
+fn check_create(request: &wire::CreateTerminalRequest) -> Result<&Path, RpcError> {
+    let invalid = |message: String| RpcError::new(codes::INVALID_PARAMS, message);
+    if request.command.is_empty() {
+        return Err(invalid("`terminal/create` needs a non-empty `command`".into()));
+    }
+    if request.command.contains('\0') {
+        return Err(invalid("the `command` contains a NUL byte".into()));
+    }
+    if let Some(index) = request.args.iter().position(|arg| arg.contains('\0')) {
+        return Err(invalid(format!("argument {index} contains a NUL byte")));
+    }
+    for variable in &request.env {
+        if variable.name.is_empty() || variable.name.contains(['=', '\0']) {
+            return Err(invalid(format!(
+                "`{}` is not a valid environment variable name (empty, or with `=` or a NUL byte)",
+                variable.name.escape_debug()
+            )));
+        }
+        if variable.value.contains('\0') {
+            return Err(invalid(format!(
+                "the value of the environment variable `{}` contains a NUL byte",
+                variable.name
+            )));
+        }
+    }
+    let Some(cwd) = request.cwd.as_deref() else {
+        return Err(invalid("`terminal/create` needs a `cwd`".into()));
+    };
+    let cwd = Path::new(cwd);
+    if !cwd.is_absolute() {
+        return Err(invalid(format!("the `cwd` `{}` is not an absolute path", cwd.display())));
+    }
+    if !cwd.is_dir() {
+        return Err(invalid(format!("the `cwd` `{}` is not a folder", cwd.display())));
+    }
+    Ok(cwd)
+}
+
+fn internal(what: &str, error: &std::io::Error) -> RpcError {
+    RpcError::new(codes::INTERNAL_ERROR, format!("{what}: {error}"))
+}
+
+/// The error for a command that could not be started: `-32602` when the request is at fault.
+fn spawn_error(program: &str, error: &std::io::Error) -> RpcError {
+    match error.kind() {
+        ErrorKind::NotFound if program.contains('/') => {
+            RpcError::new(codes::INVALID_PARAMS, format!("cannot run `{program}`: no such file"))
+        }
+        ErrorKind::NotFound => RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("cannot run `{program}`: no such program in the PATH"),
+        ),
+        ErrorKind::PermissionDenied | ErrorKind::InvalidInput | ErrorKind::NotADirectory | ErrorKind::IsADirectory => {
+            RpcError::new(codes::INVALID_PARAMS, format!("cannot run `{program}`: {error}"))
+        }
+        // ENOEXEC: not an executable format.
+        _ if error.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) => {
+            RpcError::new(codes::INVALID_PARAMS, format!("cannot run `{program}`: {error}"))
+        }
+        _ => RpcError::new(codes::INTERNAL_ERROR, format!("cannot run `{program}`: {error}")),
+    }
+}
+
+/// The output to keep for a requested `outputByteLimit`.
+fn output_limit(requested: Option<u64>) -> usize {
+    match requested {
+        None => DEFAULT_OUTPUT_BYTES,
+        Some(limit) => usize::try_from(limit).unwrap_or(usize::MAX).min(MAX_OUTPUT_BYTES),
+    }
+}
+
+/// The last `limit` bytes (or fewer) of a command's output, valid UTF-8.
+#[derive(Debug)]
+struct Output {
+    bytes: VecDeque<u8>,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Output {
+    fn new(limit: usize) -> Self {
+        Output {
+            bytes: VecDeque::new(),
+            limit,
+            truncated: false,
+        }
+    }
+
+    /// Appends `text`, then drops the oldest bytes beyond the limit, up to a char boundary.
+    fn push(&mut self, text: &str) {
+        self.bytes.extend(text.as_bytes());
+        if self.bytes.len() > self.limit {
+            let mut cut = self.bytes.len() - self.limit;
+            // A UTF-8 continuation byte is `10xxxxxx`: no char starts there.
+            while self.bytes.get(cut).is_some_and(|byte| byte & 0xC0 == 0x80) {
+                cut += 1;
+            }
+            self.bytes.drain(..cut);
+            self.truncated = true;
+        }
+    }
+
+    fn text(&self) -> String {
+        let (front, back) = self.bytes.as_slices();
+        let mut bytes = Vec::with_capacity(self.bytes.len());
+        bytes.extend_from_slice(front);
+        bytes.extend_from_slice(back);
+        // Always valid: only whole chars are pushed, and only whole chars dropped.
+        String::from_utf8(bytes).unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
+    }
+}
+
+/// Decodes a byte stream as UTF-8, lossily, a char split between reads kept whole.
+#[derive(Debug, Default)]
+struct Utf8Decoder {
+    /// The start of a char whose end is not read yet (at most 3 bytes).
+    pending: Vec<u8>,
+}
+
+impl Utf8Decoder {
+    fn decode(&mut self, input: &[u8], out: &mut String) {
+        let mut bytes = std::mem::take(&mut self.pending);
+        bytes.extend_from_slice(input);
+        let mut rest = bytes.as_slice();
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(text) => {
+                    out.push_str(text);
+                    rest = &[];
+                    break;
+                }
+                Err(error) => {
+                    let (valid, after) = rest.split_at(error.valid_up_to());
+                    out.push_str(&String::from_utf8_lossy(valid));
+                    match error.error_len() {
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            rest = after.get(bad..).unwrap_or_default();
+                        }
+                        // An incomplete char at the end: the next read may complete it.
+                        None => {
+                            rest = after;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending = rest.to_vec();
+    }
+
+    /// The end of the stream: an incomplete char left is replaced.
+    fn finish(&mut self, out: &mut String) {
+        if !self.pending.is_empty() {
+            out.push_str(&String::from_utf8_lossy(&self.pending));
+            self.pending.clear();
+        }
+    }
+}
+
+/// Drains the output pipe into `output` until it is closed (or the task is aborted).
+async fn read_output(mut pipe: tokio::process::ChildStdout, output: Arc<Mutex<Output>>, events: mpsc::Sender<Event>) {
+    let mut buffer = vec![0; READ_CHUNK];
+    let mut decoder = Utf8Decoder::default();
+    let mut text = String::new();
+    loop {
+        match pipe.read(&mut buffer).await {
+            Ok(0) => break,
+            Ok(read) => {
+                text.clear();
+                decoder.decode(buffer.get(..read).unwrap_or_default(), &mut text);
+                lock(&output).push(&text);
+            }
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => {
+                tracing::debug!(%error, "reading a terminal's output failed");
+                break;
+            }
+        }
+    }
+    text.clear();
+    decoder.finish(&mut text);
+    if !text.is_empty() {
+        lock(&output).push(&text);
+    }
+    let _ = events.send(Event::ReaderDone);
+}
+
+/// The waiting thread: waits for the command to exit (without reaping it), for its output to
+/// be read, publishes the exit status, then waits to be told to reap it.
+fn wait_and_reap(
+    start: mpsc::Receiver<(Child, Pid)>,
+    events: mpsc::Receiver<Event>,
+    exit: watch::Sender<Option<Exit>>,
+    control: Arc<Mutex<Control>>,
+) {
+    let Ok((mut child, pid)) = start.recv() else {
+        // The command did not start.
+        return;
+    };
+    drop(start);
+    let (status, reaped) = match wait_exited(pid) {
+        Ok(status) => (status, false),
+        Err(error) => {
+            // Cannot wait without reaping: reap, and signal the group no more.
+            tracing::debug!(%error, %pid, "waitid on a terminal's command failed; reaping it");
+            *lock(&control) = Control::Released;
+            let status = match child.wait() {
+                Ok(status) => {
+                    use std::os::unix::process::ExitStatusExt as _;
+                    Exit {
+                        code: status.code().and_then(|code| u32::try_from(code).ok()),
+                        signal: status.signal().map(signal_name),
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, %pid, "a terminal's command could not be waited for");
+                    Exit::default()
+                }
+            };
+            (status, true)
+        }
+    };
+    let deadline = Instant::now() + DRAIN_GRACE;
+    let mut reap_now = false;
+    match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(Event::ReaderDone) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+        Ok(Event::Reap) | Err(mpsc::RecvTimeoutError::Disconnected) => reap_now = true,
+    }
+    exit.send_replace(Some(status));
+    if reaped {
+        return;
+    }
+    if !reap_now {
+        // Until `Reap`, or until every sender is gone.
+        while let Ok(Event::ReaderDone) = events.recv() {}
+    }
+    if let Err(error) = child.wait() {
+        tracing::warn!(%error, %pid, "reaping a terminal's command failed");
+    }
+}
+
+/// Waits until `pid` has exited, leaving it unreaped.
+fn wait_exited(pid: Pid) -> std::io::Result<Exit> {
+    loop {
+        match rustix::process::waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(Some(status)) => return Ok(describe(&status)),
+            Ok(None) => return Err(std::io::Error::other("waitid reported no child")),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+fn describe(status: &WaitIdStatus) -> Exit {
+    if let Some(code) = status.exit_status() {
+        Exit {
+            code: u32::try_from(code).ok(),
+            signal: None,
+        }
+    } else if let Some(signal) = status.terminating_signal() {
+        Exit {
+            code: None,
+            signal: Some(signal_name(signal)),
+        }
+    } else {
+        Exit::default()
+    }
+}
+
+/// `SIGKILL` for 9, ...; `signal 34` for a signal without a name here.
+fn signal_name(number: i32) -> String {
+    const NAMES: &[(Signal, &str)] = &[
+        (Signal::HUP, "SIGHUP"),
+        (Signal::INT, "SIGINT"),
+        (Signal::QUIT, "SIGQUIT"),
+        (Signal::ILL, "SIGILL"),
+        (Signal::TRAP, "SIGTRAP"),
+        (Signal::ABORT, "SIGABRT"),
+        (Signal::BUS, "SIGBUS"),
+        (Signal::FPE, "SIGFPE"),
+        (Signal::KILL, "SIGKILL"),
+        (Signal::USR1, "SIGUSR1"),
+        (Signal::SEGV, "SIGSEGV"),
+        (Signal::USR2, "SIGUSR2"),
+        (Signal::PIPE, "SIGPIPE"),
+        (Signal::ALARM, "SIGALRM"),
+        (Signal::TERM, "SIGTERM"),
+        (Signal::CHILD, "SIGCHLD"),
+        (Signal::CONT, "SIGCONT"),
+        (Signal::STOP, "SIGSTOP"),
+        (Signal::TSTP, "SIGTSTP"),
+        (Signal::TTIN, "SIGTTIN"),
+        (Signal::TTOU, "SIGTTOU"),
+        (Signal::URG, "SIGURG"),
+        (Signal::XCPU, "SIGXCPU"),
+        (Signal::XFSZ, "SIGXFSZ"),
+        (Signal::VTALARM, "SIGVTALRM"),
+        (Signal::PROF, "SIGPROF"),
+        (Signal::WINCH, "SIGWINCH"),
+        (Signal::SYS, "SIGSYS"),
+    ];
+    NAMES
+        .iter()
+        .find(|(signal, _)| signal.as_raw() == number)
+        .map_or_else(|| format!("signal {number}"), |(_, name)| (*name).to_string())
 }

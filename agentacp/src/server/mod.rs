@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::audit::{AuditLog, FsyncPolicy};
 use crate::error::{Error, Result};
-use crate::governance::{Governance, ManifestGovernance};
+use crate::governance::Governance;
 use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 
@@ -149,16 +149,19 @@ impl ServerOptions {
     }
 
     fn resolved_state_dir(&self, id: &str) -> PathBuf {
-        if let Some(dir) = &self.state_dir {
-            return dir.clone();
-        }
-        let base = std::env::var_os("XDG_STATE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| home().map(|home| home.join(".local/state")))
-            .unwrap_or_else(std::env::temp_dir);
-        base.join("agentacp").join(id)
+        self.state_dir.clone().unwrap_or_else(|| default_state_dir(id))
     }
+}
+
+/// Where an operator keeps state when no folder is given: `$XDG_STATE_HOME/agentacp/<id>`,
+/// else `~/.local/state/agentacp/<id>`, else under the temporary folder.
+pub(crate) fn default_state_dir(id: &str) -> PathBuf {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home().map(|home| home.join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("agentacp").join(id)
 }
 
 fn home() -> Option<PathBuf> {
@@ -179,30 +182,10 @@ fn sandbox_root(spec: &OperatorSpec) -> Option<PathBuf> {
 
 /// The audit log the manifest asks for (or the options' override).
 fn open_audit(spec: &OperatorSpec, options: &ServerOptions, state_dir: &Path) -> Result<AuditLog> {
-    if let Some(audit) = &options.audit {
-        return Ok(audit.clone());
+    match &options.audit {
+        Some(audit) => Ok(audit.clone()),
+        None => spec.open_audit(options.audit_log.as_deref(), options.fsync, state_dir),
     }
-    let path = match (&options.audit_log, spec.audit) {
-        (Some(path), _) => path.clone(),
-        (None, AuditTarget::Off) => return Ok(AuditLog::off()),
-        (None, AuditTarget::External { path }) => PathBuf::from(path),
-        (None, AuditTarget::Governance { channel }) => {
-            let name = channel.and_then(|c| c.strip_prefix("audit:")).unwrap_or("audit");
-            let name: String = name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            state_dir.join(format!("{name}.jsonl"))
-        }
-    };
-    AuditLog::open(&path, options.fsync)
-        .map_err(|error| Error::Audit(format!("cannot open the audit log {}: {error}", path.display())))
 }
 
 /// Runs `operator` over `input`/`output` until end of input. Returns an error only when the
@@ -226,13 +209,10 @@ where
         })?),
         (None, false) => Arc::new(MemoryStore::default()),
     };
-    let governance = options.governance.clone().unwrap_or_else(|| {
-        let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str(t).ok());
-        Arc::new(ManifestGovernance::from_documents(
-            document(spec.operator).as_ref(),
-            document(spec.governance).as_ref(),
-        ))
-    });
+    let governance = options
+        .governance
+        .clone()
+        .unwrap_or_else(|| Arc::new(spec.governance()));
     let workspace_root = options
         .workspace_root
         .clone()

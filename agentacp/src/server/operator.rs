@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::audit::{AuditLog, FsyncPolicy};
 use crate::error::{Error, Result};
 use crate::tier::Tier;
 
@@ -54,8 +55,13 @@ pub struct OperatorSpec {
     pub acp_rev: &'static str,
     /// The ACP protocol version that revision speaks.
     pub protocol_version: u16,
-    /// The `initialize` result, as JSON (what `scaffold-aip explain` prints).
+    /// `kind`: `server`, `client` or `bridge`.
+    pub kind: &'static str,
+    /// The `initialize` result a server or bridge answers with, as JSON (what
+    /// `scaffold-aip explain` prints); `null` for a client.
     pub initialize_response: &'static str,
+    /// The `initialize` params a client or bridge sends, as JSON; `null` for a server.
+    pub initialize_request: &'static str,
     /// Whether `session/load` is advertised.
     pub load_session: bool,
     /// The AIP-9 operator document's frontmatter, as JSON.
@@ -75,6 +81,35 @@ impl OperatorSpec {
             .and_then(|text| serde_json::from_str::<Value>(text).ok())
             .and_then(|doc| doc.get("id").and_then(Value::as_str).map(str::to_string))
             .unwrap_or_else(|| self.id.to_string())
+    }
+
+    /// Opens the audit log the manifest asks for: `path` when given, else the target's file
+    /// (a governance channel's log is `<state_dir>/<channel>.jsonl`).
+    pub fn open_audit(&self, path: Option<&std::path::Path>, fsync: FsyncPolicy, state_dir: &std::path::Path) -> Result<AuditLog> {
+        let path = match (path, self.audit) {
+            (Some(path), _) => path.to_path_buf(),
+            (None, AuditTarget::Off) => return Ok(AuditLog::off()),
+            (None, AuditTarget::External { path }) => std::path::PathBuf::from(path),
+            (None, AuditTarget::Governance { channel }) => {
+                let name = channel.and_then(|c| c.strip_prefix("audit:")).unwrap_or("audit");
+                let name: String = name
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                    .collect();
+                state_dir.join(format!("{name}.jsonl"))
+            }
+        };
+        AuditLog::open(&path, fsync)
+            .map_err(|error| Error::Audit(format!("cannot open the audit log {}: {error}", path.display())))
+    }
+
+    /// The default governance binding: the manifest's operator and governance documents.
+    pub fn governance(&self) -> crate::governance::ManifestGovernance {
+        let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
+        crate::governance::ManifestGovernance::from_documents(
+            document(self.operator).as_ref(),
+            document(self.governance).as_ref(),
+        )
     }
 }
 
