@@ -132,18 +132,8 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
             return with_error(tokens, syn::Error::new(span, message));
         }
     };
-    let mut errors = manifest_errors(&checked, &written, args.wire.is_some(), span);
+    let errors = manifest_errors(&checked, &written, args.wire.is_some(), span);
     let kind = checked.manifest.as_ref().map(|m| m.kind);
-    if let Some(kind @ Kind::Bridge) = kind {
-        let at = position(&checked, &["kind"]).unwrap_or_default();
-        errors.push(syn::Error::new(
-            span,
-            format!(
-                "{written}:{at}: `kind: {}` is not supported by `#[acp_operator]` yet (tracked in issue #5)",
-                kind.as_str()
-            ),
-        ));
-    }
     let rebuild = rebuild_tracking(&checked, &path);
     if let Some(first) = errors.into_iter().reduce(|mut all, next| {
         all.combine(next);
@@ -152,6 +142,7 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
         let tier = best_effort_tier(&checked);
         let mut tokens = match kind {
             Some(Kind::Client) => client_stand_in(&target, tier, span),
+            Some(Kind::Bridge) => bridge_stand_in(&target, tier, span),
             _ => stand_in(&target, Some(tier), span),
         };
         tokens.extend(rebuild);
@@ -251,6 +242,10 @@ fn tier_type(tier: Tier) -> TokenStream {
 
 fn trait_name(target: &syn::ItemStruct) -> Ident {
     format_ident!("{}Server", target.ident)
+}
+
+fn bridge_trait_name(target: &syn::ItemStruct) -> Ident {
+    format_ident!("{}Bridge", target.ident)
 }
 
 fn client_trait_name(target: &syn::ItemStruct) -> Ident {
@@ -418,6 +413,12 @@ impl Plan {
                 "`create_terminal`, `terminal_output`, `wait_for_terminal_exit`, `kill_terminal`, `release_terminal`",
             ));
         }
+        if manifest.kind == Kind::Bridge {
+            reasons.push(format!(
+                "{written}:{}: `kind: bridge` → `downstream` (the agent to start)",
+                position(checked, &["kind"]).unwrap_or_default()
+            ));
+        }
         if manifest.kind == Kind::Client && reasons.is_empty() {
             reasons.push(format!(
                 "{written}:{}: `kind: client` without client capabilities → no methods",
@@ -477,7 +478,8 @@ impl Plan {
     fn emit(&self, target: &syn::ItemStruct) -> TokenStream {
         match self.kind {
             Kind::Client => self.emit_client(target),
-            _ => self.emit_server(target),
+            Kind::Bridge => self.emit_bridge(target),
+            Kind::Server => self.emit_server(target),
         }
     }
 
@@ -626,6 +628,53 @@ impl Plan {
                     #spec
                 }
             }
+
+            // The handler trait must be implemented even when it has no methods.
+            const _: () = {
+                fn requires_handler<T: #handler>() {}
+                fn check() {
+                    requires_handler::<#name>();
+                }
+            };
+        }
+    }
+
+    fn emit_bridge(&self, target: &syn::ItemStruct) -> TokenStream {
+        let name = &target.ident;
+        let vis = &target.vis;
+        let handler = bridge_trait_name(target);
+        let header = self.trait_header(target, &handler);
+        let tier = tier_type(self.tier);
+        let span = self.span;
+        let spec = self.spec_body();
+        let rev_check = self.rev_check();
+        let reason = self.reasons.join("; ");
+        let downstream = quote_spanned! {span=>
+            #[doc = "The agent the bridge starts downstream: program, arguments, environment allow-list, working folder."]
+            #[doc = #reason]
+            fn downstream(&self) -> ::agentacp::client::AgentCommand;
+        };
+        quote! {
+            #target
+
+            #header
+            #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+                #downstream
+            }
+
+            #rev_check
+
+            impl ::agentacp::bridge::BridgeOperator for #name {
+                type Tier = #tier;
+
+                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                    #spec
+                }
+
+                fn downstream(&self) -> ::agentacp::client::AgentCommand {
+                    <Self as #handler>::downstream(self)
+                }
+            }
         }
     }
 
@@ -638,14 +687,15 @@ impl Plan {
                 .cloned()
                 .unwrap_or_default()
         };
-        let method = |method: &str, wire_name: &str, request: &str, response: &str, doc: &str, flag: &str| ClientMethod {
-            method: format_ident!("{method}"),
-            wire_name: wire_name.to_string(),
-            request: format_ident!("{request}"),
-            response: format_ident!("{response}"),
-            doc: doc.to_string(),
-            reason: reason(flag),
-        };
+        let method =
+            |method: &str, wire_name: &str, request: &str, response: &str, doc: &str, flag: &str| ClientMethod {
+                method: format_ident!("{method}"),
+                wire_name: wire_name.to_string(),
+                request: format_ident!("{request}"),
+                response: format_ident!("{response}"),
+                doc: doc.to_string(),
+                reason: reason(flag),
+            };
         let mut methods = Vec::new();
         if self.client.read_text_file {
             methods.push(method(
@@ -669,11 +719,41 @@ impl Plan {
         }
         if self.client.terminal {
             let terminal = [
-                ("create_terminal", "terminal/create", "CreateTerminalRequest", "CreateTerminalResponse", "`terminal/create`. `request.cwd` is set, canonical and inside the workspace root; `context.terminals().create(&request)` is a ready implementation."),
-                ("terminal_output", "terminal/output", "TerminalOutputRequest", "TerminalOutputResponse", "`terminal/output` (`context.terminals().output(&request)`)."),
-                ("wait_for_terminal_exit", "terminal/wait_for_exit", "WaitForTerminalExitRequest", "WaitForTerminalExitResponse", "`terminal/wait_for_exit` (`context.terminals().wait_for_exit(&request)`)."),
-                ("kill_terminal", "terminal/kill", "KillTerminalRequest", "KillTerminalResponse", "`terminal/kill` (`context.terminals().kill(&request)`)."),
-                ("release_terminal", "terminal/release", "ReleaseTerminalRequest", "ReleaseTerminalResponse", "`terminal/release` (`context.terminals().release(&request)`)."),
+                (
+                    "create_terminal",
+                    "terminal/create",
+                    "CreateTerminalRequest",
+                    "CreateTerminalResponse",
+                    "`terminal/create`. `request.cwd` is set, canonical and inside the workspace root; `context.terminals().create(&request)` is a ready implementation.",
+                ),
+                (
+                    "terminal_output",
+                    "terminal/output",
+                    "TerminalOutputRequest",
+                    "TerminalOutputResponse",
+                    "`terminal/output` (`context.terminals().output(&request)`).",
+                ),
+                (
+                    "wait_for_terminal_exit",
+                    "terminal/wait_for_exit",
+                    "WaitForTerminalExitRequest",
+                    "WaitForTerminalExitResponse",
+                    "`terminal/wait_for_exit` (`context.terminals().wait_for_exit(&request)`).",
+                ),
+                (
+                    "kill_terminal",
+                    "terminal/kill",
+                    "KillTerminalRequest",
+                    "KillTerminalResponse",
+                    "`terminal/kill` (`context.terminals().kill(&request)`).",
+                ),
+                (
+                    "release_terminal",
+                    "terminal/release",
+                    "ReleaseTerminalRequest",
+                    "ReleaseTerminalResponse",
+                    "`terminal/release` (`context.terminals().release(&request)`).",
+                ),
             ];
             for (name, wire_name, request, response, doc) in terminal {
                 methods.push(method(name, wire_name, request, response, doc, "`terminal: true`"));
@@ -895,6 +975,36 @@ fn client_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStr
             type Tier = #tier;
             fn spec() -> &'static ::agentacp::server::OperatorSpec {
                 ::agentacp::__private::stand_in_spec()
+            }
+        }
+    }
+}
+
+/// The stand-in for a bridge manifest with errors.
+fn bridge_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStream {
+    let name = &target.ident;
+    let vis = &target.vis;
+    let handler = bridge_trait_name(target);
+    let tier = tier_type(tier);
+    quote_spanned! {span=>
+        #target
+
+        #[doc = "Stand-in while the manifest has errors."]
+        #[allow(dead_code)]
+        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #[doc = "Stand-in."]
+            fn downstream(&self) -> ::agentacp::client::AgentCommand {
+                ::agentacp::client::AgentCommand::new("false")
+            }
+        }
+
+        impl ::agentacp::bridge::BridgeOperator for #name {
+            type Tier = #tier;
+            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                ::agentacp::__private::stand_in_spec()
+            }
+            fn downstream(&self) -> ::agentacp::client::AgentCommand {
+                ::agentacp::client::AgentCommand::new("false")
             }
         }
     }

@@ -29,14 +29,15 @@
 extern crate self as agentacp;
 
 pub use acp_audit as audit;
+pub mod bridge;
 pub mod client;
 pub mod error;
 pub mod governance;
 pub mod jsonrpc;
 pub mod server;
 pub mod tier;
-pub mod workspace;
 pub mod wire;
+pub mod workspace;
 
 pub use acp_macros::acp_operator;
 pub use error::{Error, Result};

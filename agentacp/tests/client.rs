@@ -663,7 +663,10 @@ async fn fs_reads_are_confined_to_the_workspace_root() {
         let options = ClientOptions::default().with_handlers(agentacp::client::Builtin::read_only());
         let answers = agent_requests(options, &dirs.workspace, asks).await;
         assert_eq!(answers[0]["result"]["content"], "one\ntwo\nthree\n", "{answers:?}");
-        assert_eq!(answers[1]["result"]["content"], "two\n", "lines are 1-based: {answers:?}");
+        assert_eq!(
+            answers[1]["result"]["content"], "two\n",
+            "lines are 1-based: {answers:?}"
+        );
         for (n, what) in [(2, "outside"), (3, "a symlink out"), (5, "`..` out")] {
             assert_eq!(answers[n]["error"]["code"], -32602, "{what}: {answers:?}");
             assert!(
@@ -674,7 +677,10 @@ async fn fs_reads_are_confined_to_the_workspace_root() {
         assert_eq!(answers[4]["error"]["code"], -32602, "a relative path: {answers:?}");
         assert!(answers[4]["error"]["message"].as_str().unwrap().contains("absolute"));
         assert_eq!(answers[6]["error"]["code"], -32002, "a missing file: {answers:?}");
-        assert_eq!(answers[7]["error"]["code"], -32601, "writing was not offered: {answers:?}");
+        assert_eq!(
+            answers[7]["error"]["code"], -32601,
+            "writing was not offered: {answers:?}"
+        );
         assert!(!dirs.workspace.join("w.txt").exists());
     })
     .await;
@@ -694,11 +700,49 @@ async fn fs_writes_stay_inside_the_root_and_undeclared_methods_are_unknown() {
         let options = ClientOptions::default().with_handlers(agentacp::client::Builtin::read_write());
         let answers = agent_requests(options, &dirs.workspace, asks).await;
         assert!(answers[0]["result"].is_object(), "{answers:?}");
-        assert_eq!(std::fs::read_to_string(dirs.workspace.join("sub/new.txt")).unwrap(), "fresh");
+        assert_eq!(
+            std::fs::read_to_string(dirs.workspace.join("sub/new.txt")).unwrap(),
+            "fresh"
+        );
         assert_eq!(answers[1]["error"]["code"], -32602, "{answers:?}");
         assert!(!outside_dir.path().join("x.txt").exists());
-        assert_eq!(answers[2]["error"]["code"], -32601, "terminal was not offered: {answers:?}");
+        assert_eq!(
+            answers[2]["error"]["code"], -32601,
+            "terminal was not offered: {answers:?}"
+        );
         assert_eq!(answers[3]["error"]["code"], -32601, "{answers:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_builtin_terminal_runs_a_command_in_the_session_cwd() {
+    bounded(async {
+        let dirs = Dirs::new();
+        std::fs::write(dirs.workspace.join("marker.txt"), "").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let asks = serde_json::json!([
+            ["terminal/create", {"sessionId": "s1", "command": "ls"}],
+            ["terminal/wait_for_exit", {"sessionId": "s1", "terminalId": "term-1"}],
+            ["terminal/output", {"sessionId": "s1", "terminalId": "term-1"}],
+            ["terminal/release", {"sessionId": "s1", "terminalId": "term-1"}],
+            ["terminal/output", {"sessionId": "s1", "terminalId": "term-1"}],
+            ["terminal/create", {"sessionId": "s1", "command": "ls", "cwd": outside.path()}],
+        ]);
+        let options = ClientOptions::default().with_handlers(agentacp::client::Builtin::default().with_terminal());
+        let answers = agent_requests(options, &dirs.workspace, asks).await;
+        assert_eq!(answers[0]["result"]["terminalId"], "term-1", "{answers:?}");
+        assert_eq!(answers[1]["result"]["exitCode"], 0, "{answers:?}");
+        assert!(
+            answers[2]["result"]["output"].as_str().unwrap().contains("marker.txt"),
+            "it ran in the session's cwd: {answers:?}"
+        );
+        assert!(answers[3]["result"].is_object(), "{answers:?}");
+        assert_eq!(answers[4]["error"]["code"], -32002, "released: {answers:?}");
+        assert_eq!(
+            answers[5]["error"]["code"], -32602,
+            "a cwd outside the root: {answers:?}"
+        );
     })
     .await;
 }
@@ -712,7 +756,12 @@ async fn the_advertised_client_capabilities_are_the_handlers() {
         let dirs = Dirs::new();
         let inside = dirs.workspace.join("a.txt");
         std::fs::write(&inside, "a").unwrap();
-        let answers = agent_requests(ClientOptions::default(), &dirs.workspace, serde_json::json!([read(&inside)])).await;
+        let answers = agent_requests(
+            ClientOptions::default(),
+            &dirs.workspace,
+            serde_json::json!([read(&inside)]),
+        )
+        .await;
         assert_eq!(answers[0]["error"]["code"], -32601, "{answers:?}");
     })
     .await;
@@ -737,12 +786,21 @@ async fn a_session_cwd_outside_the_workspace_root_is_refused() {
 async fn an_answer_sent_twice_is_ignored_and_the_connection_goes_on() {
     bounded(async {
         let fake = Fake::new();
-        let client = Client::connect(fake.python("twice"), ClientOptions::default().with_workspace_root(fake.dir.path()))
-            .await
-            .unwrap();
+        let client = Client::connect(
+            fake.python("twice"),
+            ClientOptions::default().with_workspace_root(fake.dir.path()),
+        )
+        .await
+        .unwrap();
         let session = client.new_session(fake.dir.path()).await.unwrap();
         assert_eq!(session.as_str(), "s1", "the first answer counts");
-        let (updates, stop) = client.prompt_text(&session, "hi").await.unwrap().collect().await.unwrap();
+        let (updates, stop) = client
+            .prompt_text(&session, "hi")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
         assert_eq!(stop, wire::StopReason::EndTurn);
         assert_eq!(texts(&updates), ["after"]);
         client.close().await;
@@ -769,7 +827,10 @@ impl agentacp::governance::Governance for Policy {
 fn audited(sink: &agentacp::audit::MemorySink) -> Vec<Value> {
     let text = sink.contents();
     agentacp::audit::verify(text.as_bytes()).expect("the chain verifies");
-    sink.lines().iter().map(|line| serde_json::from_str(line).unwrap()).collect()
+    sink.lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }
 
 #[tokio::test]
@@ -792,7 +853,18 @@ async fn governance_decides_before_the_permission_handler_and_every_tool_call_is
         let run = |text: &'static str| {
             let client = &client;
             let session = &session;
-            async move { texts(&client.prompt_text(session, text).await.unwrap().collect().await.unwrap().0) }
+            async move {
+                texts(
+                    &client
+                        .prompt_text(session, text)
+                        .await
+                        .unwrap()
+                        .collect()
+                        .await
+                        .unwrap()
+                        .0,
+                )
+            }
         };
         let written = run(r#"/tool write-file {"path":"x.txt","content":"y"}"#).await;
         assert!(written.iter().any(|t| t.starts_with("rejected")), "{written:?}");
@@ -822,7 +894,11 @@ async fn governance_decides_before_the_permission_handler_and_every_tool_call_is
         assert_eq!(read["approval"], "auto", "{read}");
         assert_eq!(read["arguments"]["path"], "r.txt", "{read}");
         assert!(read.get("result").is_some(), "{read}");
-        assert!(records.iter().all(|r| r["metadata"]["aip44"]["session"] == session.as_str()));
+        assert!(
+            records
+                .iter()
+                .all(|r| r["metadata"]["aip44"]["session"] == session.as_str())
+        );
     })
     .await;
 }
@@ -832,22 +908,39 @@ async fn replayed_history_is_marked_and_not_audited_as_live_tool_calls() {
     bounded(async {
         let dirs = Dirs::new();
         std::fs::write(dirs.workspace.join("r.txt"), "content").unwrap();
-        let first = Client::connect(dirs.command("governed-server"), ClientOptions::default()).await.unwrap();
+        let first = Client::connect(dirs.command("governed-server"), ClientOptions::default())
+            .await
+            .unwrap();
         let session = first.new_session(&dirs.workspace).await.unwrap();
-        let turn = first.prompt_text(&session, r#"/tool read-file {"path":"r.txt"}"#).await.unwrap();
+        let turn = first
+            .prompt_text(&session, r#"/tool read-file {"path":"r.txt"}"#)
+            .await
+            .unwrap();
         assert_eq!(turn.collect().await.unwrap().1, wire::StopReason::EndTurn);
         first.close().await;
 
         let sink = agentacp::audit::MemorySink::new();
         let options = ClientOptions::default().with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())));
         let second = Client::connect(dirs.command("governed-server"), options).await.unwrap();
-        let replayed = second.load_session(&session, &dirs.workspace).await.unwrap().replayed().await.unwrap();
+        let replayed = second
+            .load_session(&session, &dirs.workspace)
+            .await
+            .unwrap()
+            .replayed()
+            .await
+            .unwrap();
         assert!(
-            replayed.iter().any(|u| matches!(u, Update::ToolCall(_) | Update::ToolCallUpdate(_))),
+            replayed
+                .iter()
+                .any(|u| matches!(u, Update::ToolCall(_) | Update::ToolCallUpdate(_))),
             "the history has the tool call: {replayed:?}"
         );
         second.close().await;
-        assert!(sink.lines().is_empty(), "replayed tool calls are history: {:?}", sink.lines());
+        assert!(
+            sink.lines().is_empty(),
+            "replayed tool calls are history: {:?}",
+            sink.lines()
+        );
     })
     .await;
 }

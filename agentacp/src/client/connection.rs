@@ -17,10 +17,10 @@ use super::error::ClientError;
 use super::events::Update;
 use super::handlers::ClientContext;
 use super::oversight::{Oversight, ToolFacts};
-use crate::audit::Approval;
-use crate::governance::Decision;
 use super::permission::{self, PermissionDecision, PermissionHandler};
 use super::process::{AgentProcess, ExitState};
+use crate::audit::Approval;
+use crate::governance::Decision;
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{Pending, RequestFailure};
@@ -327,14 +327,7 @@ async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPe
         .ok()
         .as_ref()
         .and_then(ToolFacts::of)
-        .unwrap_or(ToolFacts {
-            id: request.tool_call.tool_call_id.as_str().to_string(),
-            tool: None,
-            kind: None,
-            arguments: None,
-            status: None,
-            output: None,
-        });
+        .unwrap_or_else(|| ToolFacts::unnamed(request.tool_call.tool_call_id.as_str()));
     let (outcome, approval) = match shared.oversight.decide(&session, &facts) {
         Decision::Allow => (
             permission::outcome(&request, &PermissionDecision::Approve),

@@ -150,7 +150,9 @@ impl PromptStream {
                     ),
                 )
                 .await;
-                Err(self.shared.timeout_error(&format!("{method} (no message for the idle timeout)"), idle))
+                Err(self
+                    .shared
+                    .timeout_error(&format!("{method} (no message for the idle timeout)"), idle))
             }
             Err(failure) => Err(self.shared.failure(method, failure, idle)),
         })

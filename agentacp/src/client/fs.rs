@@ -25,7 +25,10 @@ fn io_error(path: &str, error: &std::io::Error) -> RpcError {
 pub async fn read_text_file(request: &wire::ReadTextFileRequest) -> Result<wire::ReadTextFileResponse, RpcError> {
     let path = request.path.as_str();
     if request.line == Some(0) {
-        return Err(RpcError::new(codes::INVALID_PARAMS, "`line` is 1-based; 0 is not a line"));
+        return Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            "`line` is 1-based; 0 is not a line",
+        ));
     }
     let metadata = tokio::fs::metadata(path).await.map_err(|e| io_error(path, &e))?;
     if !metadata.is_file() {
@@ -34,13 +37,20 @@ pub async fn read_text_file(request: &wire::ReadTextFileRequest) -> Result<wire:
     if metadata.len() > MAX_READ_BYTES {
         return Err(RpcError::new(
             codes::INVALID_PARAMS,
-            format!("`{path}` is {} bytes, over the {MAX_READ_BYTES}-byte read limit", metadata.len()),
+            format!(
+                "`{path}` is {} bytes, over the {MAX_READ_BYTES}-byte read limit",
+                metadata.len()
+            ),
         ));
     }
     let bytes = tokio::fs::read(path).await.map_err(|e| io_error(path, &e))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| RpcError::new(codes::INVALID_PARAMS, format!("`{path}` is not UTF-8 text")))?;
-    Ok(wire::ReadTextFileResponse::new(select_lines(&text, request.line, request.limit)))
+    Ok(wire::ReadTextFileResponse::new(select_lines(
+        &text,
+        request.line,
+        request.limit,
+    )))
 }
 
 /// `limit` lines from `line` (1-based); the whole text when neither is given. Line ends are
@@ -66,8 +76,14 @@ pub async fn write_text_file(request: &wire::WriteTextFileRequest) -> Result<wir
     let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(RpcError::new(codes::INVALID_PARAMS, format!("`{shown}` names no file")));
     };
-    tokio::fs::create_dir_all(folder).await.map_err(|e| io_error(shown, &e))?;
-    let temporary = folder.join(format!(".{}.agentacp-{}.tmp", name.to_string_lossy(), std::process::id()));
+    tokio::fs::create_dir_all(folder)
+        .await
+        .map_err(|e| io_error(shown, &e))?;
+    let temporary = folder.join(format!(
+        ".{}.agentacp-{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let written = async {
         tokio::fs::write(&temporary, request.content.as_bytes()).await?;
         tokio::fs::rename(&temporary, path).await

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
 use serde_json::value::RawValue;
+use serde_json::{Value, json};
 
 use super::fs;
 use super::terminal::Terminals;
@@ -144,8 +144,12 @@ impl ClientHandlers for Builtin {
         }
         let terminals = context.terminals();
         Some(match method {
-            m::FS_READ_TEXT_FILE => Box::pin(async move { encode(fs::read_text_file(&decode(method, params)?).await?) }),
-            m::FS_WRITE_TEXT_FILE => Box::pin(async move { encode(fs::write_text_file(&decode(method, params)?).await?) }),
+            m::FS_READ_TEXT_FILE => {
+                Box::pin(async move { encode(fs::read_text_file(&decode(method, params)?).await?) })
+            }
+            m::FS_WRITE_TEXT_FILE => {
+                Box::pin(async move { encode(fs::write_text_file(&decode(method, params)?).await?) })
+            }
             m::TERMINAL_CREATE => Box::pin(async move { encode(terminals.create(&decode(method, params)?).await?) }),
             m::TERMINAL_OUTPUT => Box::pin(async move { encode(terminals.output(&decode(method, params)?).await?) }),
             m::TERMINAL_WAIT_FOR_EXIT => {
@@ -236,7 +240,10 @@ impl ClientContext {
         let mut value: Value = serde_json::from_str(params.get())
             .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}")))?;
         let Some(object) = value.as_object_mut() else {
-            return Err(RpcError::new(codes::INVALID_PARAMS, format!("the params of `{method}` must be an object")));
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("the params of `{method}` must be an object"),
+            ));
         };
         let given = match object.get(field) {
             Some(Value::String(path)) => path.clone(),
@@ -255,7 +262,10 @@ impl ClientContext {
             }
         };
         let confined = self.confine(&given)?;
-        object.insert(field.to_string(), Value::String(confined.to_string_lossy().into_owned()));
+        object.insert(
+            field.to_string(),
+            Value::String(confined.to_string_lossy().into_owned()),
+        );
         serde_json::value::to_raw_value(&value).map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
     }
 }

@@ -29,7 +29,14 @@
 //! - every `session/request_permission` goes to the [`PermissionHandler`]; the default,
 //!   [`RejectAll`], rejects; a timeout or a cancel of the turn rejects too.
 //!
-//! Not yet: the `fs/*` and `terminal/*` client methods (they answer `-32601`), `authenticate`.
+//! - the agent's `fs/*` and `terminal/*` requests go to [`ClientHandlers`] (default: none
+//!   offered, `-32601`); paths and a terminal's `cwd` must be absolute and inside the
+//!   workspace root before any handler sees them ([`Builtin`] implements them all);
+//! - with a [`Governance`] binding, `allow`/`deny` answer permission requests without asking;
+//!   every tool call is mirrored to the audit log with its approval ([`ClientOptions::audit`]);
+//! - `session/load` history arrives as [`PromptEvent::Replay`] (untrusted, not audited as live).
+//!
+//! Not yet: `authenticate`.
 
 mod connection;
 mod error;
@@ -37,9 +44,9 @@ mod events;
 pub mod fs;
 mod handlers;
 mod operator;
-mod oversight;
-mod permission;
-mod process;
+pub(crate) mod oversight;
+pub(crate) mod permission;
+pub(crate) mod process;
 pub mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -52,19 +59,19 @@ use tokio::io::BufReader;
 use tokio::sync::mpsc;
 
 pub use error::ClientError;
-pub use events::{PromptEvent, PromptStream, Update};
-pub use operator::{ClientOperator, Connect};
 use events::StreamKind;
+pub use events::{PromptEvent, PromptStream, Update};
 pub use handlers::{Builtin, Capabilities, ClientContext, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
+pub use operator::{ClientOperator, Connect};
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
 
+use crate::audit::AuditLog;
+use crate::governance::Governance;
 use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::RequestFailure;
 use crate::wire::default as wire;
-use crate::audit::AuditLog;
-use crate::governance::Governance;
 use connection::{Shared, Subscriber, lock};
 use oversight::Oversight;
 use process::ExitState;
@@ -92,7 +99,7 @@ pub struct ClientOptions {
     /// The largest accepted message from the agent, in bytes. Default 4 MiB.
     pub max_frame_bytes: usize,
     /// On close: how long the agent may take to exit after its stdin closed, before SIGTERM.
-    /// Default 1 s.
+    /// Default 2 s (interpreted agents under load need more than one).
     pub exit_grace: Duration,
     /// On close: how long after SIGTERM before SIGKILL. Default 5 s.
     pub kill_grace: Duration,
@@ -128,7 +135,7 @@ impl Default for ClientOptions {
             permission_timeout: Duration::from_secs(300),
             write_timeout: Duration::from_secs(60),
             max_frame_bytes: 4 * 1024 * 1024,
-            exit_grace: Duration::from_secs(1),
+            exit_grace: Duration::from_secs(2),
             kill_grace: Duration::from_secs(5),
             stderr_lines: 20,
             client_info: ("agentacp".to_string(), env!("CARGO_PKG_VERSION").to_string()),
@@ -234,14 +241,20 @@ impl Client {
             (None, None) => std::env::current_dir().map_err(ClientError::Spawn)?,
         };
         let root = root.canonicalize().map_err(|error| {
-            ClientError::InvalidState(format!("the workspace root `{}` cannot be used: {error}", root.display()))
+            ClientError::InvalidState(format!(
+                "the workspace root `{}` cannot be used: {error}",
+                root.display()
+            ))
         })?;
         let (process, stdin, stdout) = process::spawn(&command, options.stderr_lines)?;
         let (outbox, _writer) = Outbox::start(stdin, options.write_timeout);
         let frames = FrameReader::new(BufReader::new(stdout), options.max_frame_bytes);
         let permission = Arc::clone(&options.permission);
         let context = ClientContext::new(root, terminal::Terminals::default());
-        let operator = options.operator_id.clone().unwrap_or_else(|| options.client_info.0.clone());
+        let operator = options
+            .operator_id
+            .clone()
+            .unwrap_or_else(|| options.client_info.0.clone());
         let oversight = Oversight::new(options.governance.clone(), options.audit.clone(), operator);
         let shared = Arc::new(Shared::new(outbox, permission, options, process, context, oversight));
         tokio::spawn(connection::read_loop(Arc::clone(&shared), frames));
@@ -312,7 +325,8 @@ impl Client {
     }
 
     fn confine_cwd(&self, cwd: &Path) -> Result<PathBuf, ClientError> {
-        crate::workspace::confine_cwd(&cwd.to_string_lossy(), self.shared.context.root()).map_err(ClientError::InvalidState)
+        crate::workspace::confine_cwd(&cwd.to_string_lossy(), self.shared.context.root())
+            .map_err(ClientError::InvalidState)
     }
 
     /// `session/new` in `cwd` (absolute, inside the workspace root); the new session's id.
@@ -422,7 +436,12 @@ impl Client {
         stop(&self.shared).await
     }
 
-    fn subscribe(&self, session: &wire::SessionId, sender: mpsc::Sender<Update>, replay: bool) -> Result<i64, ClientError> {
+    fn subscribe(
+        &self,
+        session: &wire::SessionId,
+        sender: mpsc::Sender<Update>,
+        replay: bool,
+    ) -> Result<i64, ClientError> {
         static TAGS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
         let tag = TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut subscribers = lock(&self.shared.subscribers);

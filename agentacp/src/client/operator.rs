@@ -30,7 +30,11 @@ pub trait Connect: ClientOperator {
     /// handler, and tool calls are audited where the manifest says (`AGENTACP_AUDIT_LOG`
     /// overrides the file; a governance channel's log lives in `AGENTACP_STATE_DIR`, default
     /// `~/.local/state/agentacp/<id>`).
-    fn connect(self, command: AgentCommand, options: ClientOptions) -> impl Future<Output = Result<Client, ClientError>> + Send;
+    fn connect(
+        self,
+        command: AgentCommand,
+        options: ClientOptions,
+    ) -> impl Future<Output = Result<Client, ClientError>> + Send;
 }
 
 impl<T: ClientOperator> Connect for T {
@@ -43,10 +47,18 @@ impl<T: ClientOperator> Connect for T {
             options.governance = Some(Arc::new(spec.governance()));
         }
         if options.audit.is_off() {
-            let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+            let var = |name: &str| {
+                std::env::var_os(name)
+                    .filter(|v| !v.is_empty())
+                    .map(std::path::PathBuf::from)
+            };
             let state_dir = var("AGENTACP_STATE_DIR").unwrap_or_else(|| crate::server::default_state_dir(spec.id));
             options.audit = spec
-                .open_audit(var("AGENTACP_AUDIT_LOG").as_deref(), FsyncPolicy::EveryRecord, &state_dir)
+                .open_audit(
+                    var("AGENTACP_AUDIT_LOG").as_deref(),
+                    FsyncPolicy::EveryRecord,
+                    &state_dir,
+                )
                 .map_err(|error| ClientError::InvalidState(error.to_string()))?;
         }
         let initialize = serde_json::from_str(spec.initialize_request).ok();

@@ -34,6 +34,18 @@ pub(crate) struct ToolFacts {
 }
 
 impl ToolFacts {
+    /// Facts with nothing known but the id.
+    pub(crate) fn unnamed(id: &str) -> ToolFacts {
+        ToolFacts {
+            id: id.to_string(),
+            tool: None,
+            kind: None,
+            arguments: None,
+            status: None,
+            output: None,
+        }
+    }
+
     /// Reads a `tool_call`, `tool_call_update` or a permission request's `toolCall`. The
     /// tool's name is `name`, else `_meta.aip44.tool`, else the title.
     pub(crate) fn of(value: &Value) -> Option<ToolFacts> {
@@ -48,10 +60,15 @@ impl ToolFacts {
                         .map(str::to_string)
                 })
                 .or_else(|| text("title")),
-            kind: value.get("kind").and_then(|kind| serde_json::from_value(kind.clone()).ok()),
+            kind: value
+                .get("kind")
+                .and_then(|kind| serde_json::from_value(kind.clone()).ok()),
             arguments: value.get("rawInput").cloned(),
             status: text("status"),
-            output: value.get("rawOutput").cloned().or_else(|| value.get("content").cloned()),
+            output: value
+                .get("rawOutput")
+                .cloned()
+                .or_else(|| value.get("content").cloned()),
         })
     }
 }
@@ -187,7 +204,8 @@ impl Oversight {
             Decision::Ask => {
                 tracing::warn!(tool = %tracked.tool, "the agent ran a tool without the permission governance requires");
                 Approval::Denied {
-                    reason: "policy violation: the agent ran it without asking for the permission governance requires".into(),
+                    reason: "policy violation: the agent ran it without asking for the permission governance requires"
+                        .into(),
                 }
             }
             Decision::Deny(reason) => {

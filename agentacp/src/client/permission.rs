@@ -94,10 +94,9 @@ pub(crate) fn outcome(
 pub(crate) fn approves(request: &wire::RequestPermissionRequest, outcome: &wire::RequestPermissionOutcome) -> bool {
     use wire::PermissionOptionKind as Kind;
     match outcome {
-        wire::RequestPermissionOutcome::Selected(selected) => request
-            .options
-            .iter()
-            .any(|option| option.option_id == selected.option_id && matches!(option.kind, Kind::AllowOnce | Kind::AllowAlways)),
+        wire::RequestPermissionOutcome::Selected(selected) => request.options.iter().any(|option| {
+            option.option_id == selected.option_id && matches!(option.kind, Kind::AllowOnce | Kind::AllowAlways)
+        }),
         _ => false,
     }
 }

@@ -32,7 +32,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitIdStatus};
 use tokio::io::AsyncReadExt as _;
@@ -126,10 +126,16 @@ impl Terminals {
     /// folder, a program that does not exist or may not be executed); `-32603` when
     /// [`MAX_TERMINALS`] terminals are open already, or when starting fails otherwise (out of
     /// processes, threads or file descriptors, no Tokio runtime).
-    pub async fn create(&self, request: &wire::CreateTerminalRequest) -> Result<wire::CreateTerminalResponse, RpcError> {
+    pub async fn create(
+        &self,
+        request: &wire::CreateTerminalRequest,
+    ) -> Result<wire::CreateTerminalResponse, RpcError> {
         let cwd = check_create(request)?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            RpcError::new(codes::INTERNAL_ERROR, "terminals need a Tokio runtime to read their output")
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                "terminals need a Tokio runtime to read their output",
+            )
         })?;
         let slot = self.reserve()?;
 
@@ -137,8 +143,9 @@ impl Terminals {
         let pipe_writer_2 = pipe_writer
             .try_clone()
             .map_err(|error| internal("cannot create a pipe", &error))?;
-        let pipe_reader = tokio::process::ChildStdout::from_std(std::process::ChildStdout::from(OwnedFd::from(pipe_reader)))
-            .map_err(|error| internal("cannot read a pipe", &error))?;
+        let pipe_reader =
+            tokio::process::ChildStdout::from_std(std::process::ChildStdout::from(OwnedFd::from(pipe_reader)))
+                .map_err(|error| internal("cannot read a pipe", &error))?;
 
         // The thread is started first, so that a child is never left without its reaper.
         let (start_tx, start_rx) = mpsc::sync_channel::<(Child, Pid)>(1);
@@ -175,13 +182,19 @@ impl Terminals {
         let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(RpcError::new(codes::INTERNAL_ERROR, "the command's pid is out of range"));
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                "the command's pid is out of range",
+            ));
         };
         if let Err(mpsc::SendError((mut child, _))) = start_tx.send((child, pid)) {
             // The thread is gone: kill and reap here.
             let _ = rustix::process::kill_process_group(pid, Signal::KILL);
             let _ = child.wait();
-            return Err(RpcError::new(codes::INTERNAL_ERROR, "the thread waiting for the command stopped"));
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                "the thread waiting for the command stopped",
+            ));
         }
 
         let limit = output_limit(request.output_byte_limit);
@@ -211,7 +224,10 @@ impl Terminals {
 
     /// `terminal/output`: the output kept so far, whether some was dropped, and how the
     /// command ended if it has. `-32002` for an unknown (or released) terminal.
-    pub async fn output(&self, request: &wire::TerminalOutputRequest) -> Result<wire::TerminalOutputResponse, RpcError> {
+    pub async fn output(
+        &self,
+        request: &wire::TerminalOutputRequest,
+    ) -> Result<wire::TerminalOutputResponse, RpcError> {
         let terminal = self.get(&request.session_id, &request.terminal_id)?;
         // The exit status first: when it is set, the output is complete.
         let exit = terminal.exit.borrow().clone();
@@ -220,11 +236,10 @@ impl Terminals {
             (output.text(), output.truncated)
         };
         let mut response = wire::TerminalOutputResponse::new(output, truncated);
-        response.exit_status = exit.map(|exit| {
-            let mut status = wire::TerminalExitStatus::default();
-            status.exit_code = exit.code;
-            status.signal = exit.signal;
-            status
+        response.exit_status = exit.map(|exit| wire::TerminalExitStatus {
+            exit_code: exit.code,
+            signal: exit.signal,
+            ..Default::default()
         });
         Ok(response)
     }
@@ -247,10 +262,11 @@ impl Terminals {
                 ));
             }
         };
-        let mut response = wire::WaitForTerminalExitResponse::default();
-        response.exit_code = exit.code;
-        response.signal = exit.signal;
-        Ok(response)
+        Ok(wire::WaitForTerminalExitResponse {
+            exit_code: exit.code,
+            signal: exit.signal,
+            ..Default::default()
+        })
     }
 
     /// `terminal/kill`: SIGKILLs the command's process group. The terminal stays, its output
@@ -265,7 +281,10 @@ impl Terminals {
     /// `terminal/release`: SIGKILLs the command's process group (whatever of it still runs),
     /// reaps it and forgets the terminal: its id is unknown from then on (`-32002`, as for an
     /// id never created).
-    pub async fn release(&self, request: &wire::ReleaseTerminalRequest) -> Result<wire::ReleaseTerminalResponse, RpcError> {
+    pub async fn release(
+        &self,
+        request: &wire::ReleaseTerminalRequest,
+    ) -> Result<wire::ReleaseTerminalResponse, RpcError> {
         // Checked first, so that another session cannot release it.
         self.get(&request.session_id, &request.terminal_id)?;
         let terminal = lock(&self.registry).live.remove(request.terminal_id.as_str());
@@ -401,7 +420,10 @@ fn check_create(request: &wire::CreateTerminalRequest) -> Result<&Path, RpcError
     };
     let cwd = Path::new(cwd);
     if !cwd.is_absolute() {
-        return Err(invalid(format!("the `cwd` `{}` is not an absolute path", cwd.display())));
+        return Err(invalid(format!(
+            "the `cwd` `{}` is not an absolute path",
+            cwd.display()
+        )));
     }
     if !cwd.is_dir() {
         return Err(invalid(format!("the `cwd` `{}` is not a folder", cwd.display())));
@@ -594,12 +616,11 @@ fn wait_and_reap(
             (status, true)
         }
     };
-    let deadline = Instant::now() + DRAIN_GRACE;
-    let mut reap_now = false;
-    match events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        Ok(Event::ReaderDone) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-        Ok(Event::Reap) | Err(mpsc::RecvTimeoutError::Disconnected) => reap_now = true,
-    }
+    // The first event: the output is read (or the grace is over), or reap now.
+    let reap_now = match events.recv_timeout(DRAIN_GRACE) {
+        Ok(Event::ReaderDone) | Err(mpsc::RecvTimeoutError::Timeout) => false,
+        Ok(Event::Reap) | Err(mpsc::RecvTimeoutError::Disconnected) => true,
+    };
     exit.send_replace(Some(status));
     if reaped {
         return;
@@ -677,4 +698,487 @@ fn signal_name(number: i32) -> String {
         .iter()
         .find(|(signal, _)| signal.as_raw() == number)
         .map_or_else(|| format!("signal {number}"), |(_, name)| (*name).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    /// The longest any test waits for a process (a bound, not a delay).
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    fn session() -> wire::SessionId {
+        wire::SessionId("session-1".into())
+    }
+
+    fn cwd() -> String {
+        std::env::temp_dir()
+            .canonicalize()
+            .expect("the temp folder")
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn request(command: &str, args: &[&str]) -> wire::CreateTerminalRequest {
+        let mut request = wire::CreateTerminalRequest::new(session(), command.into());
+        request.args = args.iter().map(|arg| (*arg).to_string()).collect();
+        request.cwd = Some(cwd());
+        request
+    }
+
+    /// `sh -c script`.
+    fn sh(script: &str) -> wire::CreateTerminalRequest {
+        request("sh", &["-c", script])
+    }
+
+    async fn create(terminals: &Terminals, request: wire::CreateTerminalRequest) -> wire::TerminalId {
+        terminals
+            .create(&request)
+            .await
+            .expect("the terminal starts")
+            .terminal_id
+    }
+
+    async fn output(terminals: &Terminals, id: &wire::TerminalId) -> Result<wire::TerminalOutputResponse, RpcError> {
+        terminals
+            .output(&wire::TerminalOutputRequest::new(session(), id.clone()))
+            .await
+    }
+
+    async fn wait(terminals: &Terminals, id: &wire::TerminalId) -> wire::WaitForTerminalExitResponse {
+        let request = wire::WaitForTerminalExitRequest::new(session(), id.clone());
+        tokio::time::timeout(PATIENCE, terminals.wait_for_exit(&request))
+            .await
+            .expect("the command exits in time")
+            .expect("wait_for_exit answers")
+    }
+
+    async fn kill(terminals: &Terminals, id: &wire::TerminalId) -> Result<wire::KillTerminalResponse, RpcError> {
+        terminals
+            .kill(&wire::KillTerminalRequest::new(session(), id.clone()))
+            .await
+    }
+
+    async fn release(terminals: &Terminals, id: &wire::TerminalId) -> Result<wire::ReleaseTerminalResponse, RpcError> {
+        terminals
+            .release(&wire::ReleaseTerminalRequest::new(session(), id.clone()))
+            .await
+    }
+
+    /// Polls `check` until it holds; fails after [`PATIENCE`].
+    async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = Instant::now() + PATIENCE;
+        while !check() {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The state letter and parent pid of `pid`, from `/proc` (`None`: no such process).
+    fn proc_state(pid: i32) -> Option<(char, u32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) S ppid ...`; `comm` may hold spaces and parentheses.
+        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+        let state = fields.next()?.chars().next()?;
+        let ppid = fields.next()?.parse().ok()?;
+        Some((state, ppid))
+    }
+
+    /// Running (or sleeping), not dead.
+    fn is_alive(pid: i32) -> bool {
+        proc_state(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+    }
+
+    /// A zombie child of this process.
+    fn is_our_zombie(pid: i32) -> bool {
+        proc_state(pid).is_some_and(|(state, ppid)| state == 'Z' && ppid == std::process::id())
+    }
+
+    /// A child of this process, zombie or not (`false` once reaped).
+    fn is_our_child(pid: i32) -> bool {
+        proc_state(pid).is_some_and(|(_, ppid)| ppid == std::process::id())
+    }
+
+    #[tokio::test]
+    async fn echo_output_is_captured() {
+        let terminals = Terminals::default();
+        let id = create(&terminals, request("echo", &["hello", "wörld"])).await;
+        assert_eq!(id.as_str(), "term-1");
+        let exit = wait(&terminals, &id).await;
+        assert_eq!((exit.exit_code, exit.signal), (Some(0), None));
+        let output = output(&terminals, &id).await.unwrap();
+        assert_eq!(output.output, "hello wörld\n");
+        assert!(!output.truncated);
+        let status = output.exit_status.expect("an exit status once exited");
+        assert_eq!((status.exit_code, status.signal), (Some(0), None));
+        let second = create(&terminals, request("true", &[])).await;
+        assert_eq!(second.as_str(), "term-2");
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_are_captured_in_order() {
+        let terminals = Terminals::default();
+        let id = create(
+            &terminals,
+            sh("echo out1; echo err1 >&2; echo out2; echo err2 >&2; echo out3"),
+        )
+        .await;
+        wait(&terminals, &id).await;
+        let output = output(&terminals, &id).await.unwrap();
+        assert_eq!(output.output, "out1\nerr1\nout2\nerr2\nout3\n");
+    }
+
+    #[tokio::test]
+    async fn exit_code_is_reported_by_wait_for_exit_and_output() {
+        let terminals = Terminals::default();
+        let running = create(&terminals, request("sleep", &["100"])).await;
+        let id = create(&terminals, sh("echo bye; exit 3")).await;
+        let exit = wait(&terminals, &id).await;
+        assert_eq!((exit.exit_code, exit.signal), (Some(3), None));
+        let output = output(&terminals, &id).await.unwrap();
+        assert_eq!(output.output, "bye\n");
+        assert_eq!(output.exit_status.and_then(|status| status.exit_code), Some(3));
+        // Still running: no exit status.
+        let running_output = super::tests::output(&terminals, &running).await.unwrap();
+        assert_eq!(running_output.exit_status, None);
+        release(&terminals, &running).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn wait_for_exit_answers_after_all_output_is_read() {
+        let terminals = Terminals::default();
+        let id = create(
+            &terminals,
+            sh("i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done"),
+        )
+        .await;
+        wait(&terminals, &id).await;
+        let output = output(&terminals, &id).await.unwrap();
+        let expected: String = (0..5000).map(|i| format!("line{i}\n")).collect();
+        assert_eq!(output.output, expected);
+        assert!(!output.truncated);
+    }
+
+    #[tokio::test]
+    async fn output_is_truncated_from_the_beginning_at_a_char_boundary() {
+        let terminals = Terminals::default();
+        let print = |text: &str, limit: Option<u64>| {
+            let mut request = request("sh", &["-c", "printf '%s' \"$1\"", "sh", text]);
+            request.output_byte_limit = limit;
+            request
+        };
+        let run = async |request| {
+            let id = create(&terminals, request).await;
+            wait(&terminals, &id).await;
+            let output = output(&terminals, &id).await.unwrap();
+            (output.output, output.truncated)
+        };
+        // 4 + 4 × 3 bytes; the last 7 would start inside a `€`.
+        assert_eq!(run(print("aaaa€€€€", Some(7))).await, ("€€".to_string(), true));
+        // Exactly at the limit: nothing dropped.
+        assert_eq!(run(print("aaaa€€€€", Some(16))).await, ("aaaa€€€€".to_string(), false));
+        // Larger than a read, with 4-byte chars: 99 bytes of the last are kept of 4001.
+        let long = format!("x{}", "🦀".repeat(1000));
+        let (kept, truncated) = run(print(&long, Some(99))).await;
+        assert!(truncated);
+        assert_eq!(kept, "🦀".repeat(24));
+        assert_eq!(run(print("abc", Some(0))).await, (String::new(), true));
+        // Default limit: a little output is kept whole.
+        assert_eq!(run(print("é", None)).await, ("é".to_string(), false));
+    }
+
+    #[tokio::test]
+    async fn invalid_utf8_is_replaced() {
+        let terminals = Terminals::default();
+        let id = create(&terminals, sh("printf 'a\\377b\\342\\202\\254c\\342'")).await;
+        wait(&terminals, &id).await;
+        let output = output(&terminals, &id).await.unwrap();
+        assert_eq!(output.output, "a\u{FFFD}b€c\u{FFFD}");
+    }
+
+    #[test]
+    fn decoder_keeps_a_char_split_between_reads() {
+        let mut decoder = Utf8Decoder::default();
+        let mut out = String::new();
+        let euro = "€".as_bytes();
+        decoder.decode(&[b'a', euro[0]], &mut out);
+        assert_eq!(out, "a");
+        decoder.decode(&euro[1..2], &mut out);
+        assert_eq!(out, "a");
+        decoder.decode(&[euro[2], 0xFF, b'b', 0xF0, 0x9F], &mut out);
+        assert_eq!(out, "a€\u{FFFD}b");
+        decoder.finish(&mut out);
+        assert_eq!(out, "a€\u{FFFD}b\u{FFFD}");
+    }
+
+    #[test]
+    fn output_buffer_keeps_whole_chars() {
+        let mut output = Output::new(5);
+        output.push("ab");
+        assert_eq!((output.text(), output.truncated), ("ab".to_string(), false));
+        output.push("€€");
+        // 8 bytes; the last 5 start inside the first `€`, so only the second is kept.
+        assert_eq!((output.text(), output.truncated), ("€".to_string(), true));
+        output.push("xy");
+        assert_eq!(output.text(), "€xy");
+    }
+
+    #[test]
+    fn output_limit_has_a_default_and_a_cap() {
+        assert_eq!(output_limit(None), DEFAULT_OUTPUT_BYTES);
+        assert_eq!(output_limit(Some(10)), 10);
+        assert_eq!(output_limit(Some(u64::MAX)), MAX_OUTPUT_BYTES);
+    }
+
+    #[test]
+    fn signals_are_named() {
+        assert_eq!(signal_name(Signal::KILL.as_raw()), "SIGKILL");
+        assert_eq!(signal_name(Signal::TERM.as_raw()), "SIGTERM");
+        assert_eq!(signal_name(Signal::ALARM.as_raw()), "SIGALRM");
+        assert_eq!(signal_name(1000), "signal 1000");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn kill_reaches_the_process_group_and_keeps_the_terminal() {
+        let terminals = Arc::new(Terminals::default());
+        let id = create(&terminals, sh("sleep 100 & echo $!; sleep 100")).await;
+        let mut text = String::new();
+        let deadline = Instant::now() + PATIENCE;
+        while !text.ends_with('\n') {
+            assert!(Instant::now() < deadline, "the background pid is not printed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            text = output(&terminals, &id).await.unwrap().output;
+        }
+        let background: i32 = text.trim().parse().expect("a pid");
+        assert!(is_alive(background), "the background sleep runs");
+        let leader = terminals.pid_of(&id);
+
+        // Waiting from another task, while this one kills.
+        let waiter = tokio::spawn({
+            let terminals = Arc::clone(&terminals);
+            let id = id.clone();
+            async move { wait(&terminals, &id).await }
+        });
+        kill(&terminals, &id).await.unwrap();
+        let exit = waiter.await.unwrap();
+        assert_eq!((exit.exit_code, exit.signal.as_deref()), (None, Some("SIGKILL")));
+        eventually("the background sleep is dead", || !is_alive(background)).await;
+
+        // Still there until released; killing again is fine.
+        let after = output(&terminals, &id).await.unwrap();
+        assert_eq!(after.output, text);
+        assert_eq!(
+            after.exit_status.and_then(|status| status.signal).as_deref(),
+            Some("SIGKILL")
+        );
+        kill(&terminals, &id).await.unwrap();
+        assert_eq!(wait(&terminals, &id).await.signal.as_deref(), Some("SIGKILL"));
+
+        release(&terminals, &id).await.unwrap();
+        eventually("the command is reaped", || !is_our_child(leader)).await;
+        for error in [
+            output(&terminals, &id).await.map(drop).unwrap_err(),
+            kill(&terminals, &id).await.map(drop).unwrap_err(),
+            release(&terminals, &id).await.map(drop).unwrap_err(),
+            terminals
+                .wait_for_exit(&wire::WaitForTerminalExitRequest::new(session(), id.clone()))
+                .await
+                .map(drop)
+                .unwrap_err(),
+        ] {
+            assert_eq!(error.code, codes::RESOURCE_NOT_FOUND, "{error}");
+            assert!(error.message.contains("term-1"), "{error}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn release_kills_a_running_command() {
+        let terminals = Terminals::default();
+        let id = create(&terminals, request("sleep", &["100"])).await;
+        let pid = terminals.pid_of(&id);
+        assert!(is_alive(pid));
+        release(&terminals, &id).await.unwrap();
+        eventually("the released command is killed and reaped", || !is_our_child(pid)).await;
+        let error = output(&terminals, &id).await.unwrap_err();
+        assert_eq!(error.code, codes::RESOURCE_NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn a_terminal_is_unknown_to_other_sessions() {
+        let terminals = Terminals::default();
+        let id = create(&terminals, request("sleep", &["100"])).await;
+        let other = wire::SessionId("session-2".into());
+        let error = terminals
+            .release(&wire::ReleaseTerminalRequest::new(other.clone(), id.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, codes::RESOURCE_NOT_FOUND);
+        let error = terminals
+            .output(&wire::TerminalOutputRequest::new(other, id.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, codes::RESOURCE_NOT_FOUND);
+        // Not released by the other session.
+        assert_eq!(output(&terminals, &id).await.unwrap().exit_status, None);
+        release(&terminals, &id).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn bad_requests_and_spawn_failures_are_reported() {
+        let terminals = Terminals::default();
+        let error = terminals
+            .create(&request("agentacp-no-such-program", &[]))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+        assert!(error.message.contains("`agentacp-no-such-program`"), "{error}");
+        assert!(error.message.contains("no such program"), "{error}");
+
+        let error = terminals
+            .create(&request("/agentacp/no/such/program", &[]))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+        assert!(error.message.contains("no such file"), "{error}");
+
+        let mut no_cwd = request("true", &[]);
+        no_cwd.cwd = None;
+        let mut relative_cwd = request("true", &[]);
+        relative_cwd.cwd = Some("relative".into());
+        let mut missing_cwd = request("true", &[]);
+        missing_cwd.cwd = Some("/agentacp/no/such/folder".into());
+        let mut bad_name = request("true", &[]);
+        bad_name.env.push(wire::EnvVariable::new("A=B".into(), "c".into()));
+        let mut nul_value = request("true", &[]);
+        nul_value.env.push(wire::EnvVariable::new("A".into(), "c\0".into()));
+        for request in [
+            request("", &[]),
+            request("tr\0ue", &[]),
+            request("echo", &["a\0"]),
+            no_cwd,
+            relative_cwd,
+            missing_cwd,
+            bad_name,
+            nul_value,
+        ] {
+            let error = terminals.create(&request).await.unwrap_err();
+            assert_eq!(error.code, codes::INVALID_PARAMS, "{error}");
+        }
+        // Nothing was kept, nothing stays reserved.
+        let registry = lock(&terminals.registry);
+        assert!(registry.live.is_empty());
+        assert_eq!(registry.starting, 0);
+    }
+
+    #[tokio::test]
+    async fn environment_is_cleared_but_for_the_allow_list_and_the_request() {
+        let terminals = Terminals::default();
+        let mut request = request("env", &[]);
+        request
+            .env
+            .push(wire::EnvVariable::new("AGENTACP_FROM_REQUEST".into(), "a b=c".into()));
+        request
+            .env
+            .push(wire::EnvVariable::new("LANG".into(), "C.UTF-8".into()));
+        let id = create(&terminals, request).await;
+        assert_eq!(wait(&terminals, &id).await.exit_code, Some(0));
+        let output = output(&terminals, &id).await.unwrap().output;
+        let lines: Vec<&str> = output.lines().collect();
+        assert!(lines.contains(&"AGENTACP_FROM_REQUEST=a b=c"), "{output}");
+        assert!(lines.contains(&"LANG=C.UTF-8"), "the request overrides: {output}");
+        if let Some(path) = std::env::var_os("PATH") {
+            let expected = format!("PATH={}", path.to_string_lossy());
+            assert!(lines.contains(&expected.as_str()), "{output}");
+        }
+        for line in &lines {
+            let name = line.split('=').next().unwrap_or_default();
+            assert!(
+                DEFAULT_ENV_ALLOW.contains(&name) || name == "AGENTACP_FROM_REQUEST",
+                "`{name}` leaked into the terminal: {output}"
+            );
+        }
+        // Our variables outside the allow-list (cargo sets several) are not there.
+        let names: Vec<&str> = lines.iter().filter_map(|line| line.split('=').next()).collect();
+        let unlisted: Vec<String> = std::env::vars_os()
+            .filter_map(|(name, _)| name.into_string().ok())
+            .filter(|name| !DEFAULT_ENV_ALLOW.contains(&name.as_str()))
+            .collect();
+        assert!(!unlisted.is_empty(), "the test needs a variable outside the allow-list");
+        for name in unlisted {
+            assert!(
+                !names.contains(&name.as_str()),
+                "`{name}` leaked into the terminal: {output}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_command_runs_in_cwd() {
+        let folder = tempfile::tempdir().unwrap();
+        let folder = folder.path().canonicalize().unwrap();
+        let terminals = Terminals::default();
+        let mut request = request("pwd", &[]);
+        request.cwd = Some(folder.to_string_lossy().into_owned());
+        let id = create(&terminals, request).await;
+        wait(&terminals, &id).await;
+        let output = output(&terminals, &id).await.unwrap().output;
+        assert_eq!(output, format!("{}\n", folder.display()));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn kill_all_leaves_no_zombie() {
+        let terminals = Terminals::default();
+        let exited = create(&terminals, request("true", &[])).await;
+        let sleeping = create(&terminals, request("sleep", &["100"])).await;
+        let group = create(&terminals, sh("sleep 100 & sleep 100")).await;
+        let pids = [&exited, &sleeping, &group].map(|id| terminals.pid_of(id));
+        wait(&terminals, &exited).await;
+        // By design: an exited, unreleased command stays unreaped, its group id pinned.
+        assert!(is_our_zombie(pids[0]));
+
+        terminals.kill_all();
+        eventually("every command is reaped", || pids.iter().all(|&pid| !is_our_child(pid))).await;
+        assert_eq!(wait(&terminals, &sleeping).await.signal.as_deref(), Some("SIGKILL"));
+        assert_eq!(wait(&terminals, &group).await.signal.as_deref(), Some("SIGKILL"));
+        // Every zombie child of ours, should other tests have left some, is not one of these.
+        let zombies: Vec<i32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&pid| is_our_zombie(pid))
+            .collect();
+        assert!(pids.iter().all(|pid| !zombies.contains(pid)), "{zombies:?}");
+        // Still known, output readable; killing is a no-op now.
+        assert!(output(&terminals, &exited).await.is_ok());
+        kill(&terminals, &sleeping).await.unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn dropping_the_terminals_kills_and_reaps() {
+        let terminals = Terminals::default();
+        let id = create(&terminals, request("sleep", &["100"])).await;
+        let pid = terminals.pid_of(&id);
+        drop(terminals);
+        eventually("the command is killed and reaped", || !is_our_child(pid)).await;
+    }
+
+    #[tokio::test]
+    async fn live_terminals_are_bounded() {
+        let terminals = Terminals::default();
+        let mut ids = Vec::new();
+        for _ in 0..MAX_TERMINALS {
+            ids.push(create(&terminals, request("sleep", &["100"])).await);
+        }
+        let error = terminals.create(&request("true", &[])).await.unwrap_err();
+        assert_eq!(error.code, codes::INTERNAL_ERROR);
+        assert!(error.message.contains("too many terminals"), "{error}");
+        release(&terminals, &ids[0]).await.unwrap();
+        create(&terminals, request("true", &[])).await;
+        terminals.kill_all();
+    }
 }

@@ -10,7 +10,6 @@ pub mod operator;
 pub mod session;
 pub mod turn;
 
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

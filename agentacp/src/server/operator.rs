@@ -85,7 +85,12 @@ impl OperatorSpec {
 
     /// Opens the audit log the manifest asks for: `path` when given, else the target's file
     /// (a governance channel's log is `<state_dir>/<channel>.jsonl`).
-    pub fn open_audit(&self, path: Option<&std::path::Path>, fsync: FsyncPolicy, state_dir: &std::path::Path) -> Result<AuditLog> {
+    pub fn open_audit(
+        &self,
+        path: Option<&std::path::Path>,
+        fsync: FsyncPolicy,
+        state_dir: &std::path::Path,
+    ) -> Result<AuditLog> {
         let path = match (path, self.audit) {
             (Some(path), _) => path.to_path_buf(),
             (None, AuditTarget::Off) => return Ok(AuditLog::off()),
@@ -94,7 +99,13 @@ impl OperatorSpec {
                 let name = channel.and_then(|c| c.strip_prefix("audit:")).unwrap_or("audit");
                 let name: String = name
                     .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
                     .collect();
                 state_dir.join(format!("{name}.jsonl"))
             }

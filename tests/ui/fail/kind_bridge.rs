@@ -1,4 +1,4 @@
-//! A valid `kind: bridge` manifest is refused by `#[acp_operator]` (servers only, for now), naming the `kind` line.
+//! A server impl written against a `kind: bridge` manifest does not compile: the handler trait of a bridge is `EchoBridge` (`downstream`), not `EchoServer`.
 
 use agentacp::prelude::*;
 

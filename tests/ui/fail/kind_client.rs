@@ -1,4 +1,4 @@
-//! A valid `kind: client` manifest is refused by `#[acp_operator]` (servers only, for now), naming the `kind` line.
+//! A `kind: client` manifest generates `EchoClient`, not `EchoServer`: a server impl against it does not compile.
 
 use agentacp::prelude::*;
 

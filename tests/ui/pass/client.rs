@@ -69,7 +69,10 @@ pub fn main() {
     let offered = Reader.capabilities();
     assert!(offered.read_text_file && offered.terminal && !offered.write_text_file);
     let spec = Reader::spec();
-    assert_eq!((spec.name, spec.kind, spec.tier), ("client", "client", "governance-aware"));
+    assert_eq!(
+        (spec.name, spec.kind, spec.tier),
+        ("client", "client", "governance-aware")
+    );
     let request: Value = serde_json::from_str(spec.initialize_request).unwrap();
     assert_eq!(request["clientCapabilities"]["fs"]["readTextFile"], true);
     assert_eq!(request["clientInfo"]["name"], "client");

@@ -1,0 +1,856 @@
+//! The two read loops of a bridge — editor → agent and agent → editor — and what they share:
+//! the requests waiting on each side (with their deadlines), the tool calls governance hid,
+//! and the audit log.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
+
+use super::BridgeOptions;
+use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
+use crate::client::oversight::{Oversight, ToolFacts};
+use crate::client::permission::{self, PermissionDecision};
+use crate::client::process::{self, AgentProcess, ExitState};
+use crate::client::{AgentCommand, Capabilities};
+use crate::governance::{Decision, Governance};
+use crate::jsonrpc::frame::{Frame, FrameReader};
+use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+use crate::server::OperatorSpec;
+use crate::wire::default as wire;
+
+/// How often deadlines are checked.
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+/// How many of the agent's stderr lines are kept for errors.
+const STDERR_LINES: usize = 20;
+
+/// Why a bridge stopped with an error.
+#[derive(Debug)]
+pub(super) enum RelayError {
+    /// The agent could not be started.
+    Spawn(String),
+    /// The agent went away while the editor was still connected.
+    AgentExited(String),
+}
+
+impl std::fmt::Display for RelayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RelayError::Spawn(reason) => write!(f, "the downstream agent could not be started: {reason}"),
+            RelayError::AgentExited(reason) => write!(f, "the downstream agent went away: {reason}"),
+        }
+    }
+}
+
+/// A request forwarded to one side, waiting for its answer.
+struct Forwarded {
+    method: String,
+    session: Option<String>,
+    /// When to give up; a prompt's deadline moves with every message from the agent.
+    deadline: Instant,
+    /// For the agent's permission requests: what governance and audit need at the answer.
+    permission: Option<(wire::RequestPermissionRequest, ToolFacts)>,
+}
+
+struct Relay {
+    spec: &'static OperatorSpec,
+    options: BridgeOptions,
+    operator: String,
+    /// To the editor.
+    up: Outbox,
+    /// To the agent; `None` once closed.
+    down: RwLock<Option<Outbox>>,
+    audit: AuditLog,
+    /// Governance of tool calls and permission requests, and their audit.
+    oversight: Oversight,
+    /// What the manifest lets the agent ask of the editor.
+    client_capabilities: Capabilities,
+    /// The editor's requests waiting for the agent.
+    to_agent: Mutex<HashMap<Id, Forwarded>>,
+    /// The agent's requests waiting for the editor.
+    to_editor: Mutex<HashMap<Id, Forwarded>>,
+    /// Tool calls governance denied: `(session, toolCallId)`; never shown to the editor.
+    hidden: Mutex<HashSet<(String, String)>>,
+    process: AgentProcess,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
+    line.push(b'\n');
+    line
+}
+
+fn session_of(params: Option<&RawValue>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "sessionId")]
+        session_id: Option<String>,
+    }
+    serde_json::from_str::<Params>(params?.get()).ok()?.session_id
+}
+
+pub(super) async fn run<R, W>(
+    spec: &'static OperatorSpec,
+    command: AgentCommand,
+    options: BridgeOptions,
+    governance: Option<Arc<dyn Governance>>,
+    audit: AuditLog,
+    input: R,
+    output: W,
+) -> Result<(), RelayError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (process, stdin, stdout) =
+        process::spawn(&command, STDERR_LINES).map_err(|error| RelayError::Spawn(error.to_string()))?;
+    let (up, up_writer) = Outbox::start(output, options.write_timeout);
+    let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
+    let operator = spec.operator_id();
+    let declared: Value = serde_json::from_str(spec.initialize_request).unwrap_or(Value::Null);
+    let flag = |pointer: &str| declared.pointer(pointer).and_then(Value::as_bool).unwrap_or(false);
+    let relay = Arc::new(Relay {
+        spec,
+        oversight: Oversight::new(governance, audit.clone(), operator.clone()),
+        operator,
+        up,
+        down: RwLock::new(Some(down)),
+        audit,
+        client_capabilities: Capabilities {
+            read_text_file: flag("/clientCapabilities/fs/readTextFile"),
+            write_text_file: flag("/clientCapabilities/fs/writeTextFile"),
+            terminal: flag("/clientCapabilities/terminal"),
+        },
+        to_agent: Mutex::default(),
+        to_editor: Mutex::default(),
+        hidden: Mutex::default(),
+        process,
+        options,
+    });
+    let editor = FrameReader::new(
+        BufReader::with_capacity(64 * 1024, input),
+        relay.options.max_frame_bytes,
+    );
+    let agent = FrameReader::new(
+        BufReader::with_capacity(64 * 1024, stdout),
+        relay.options.max_frame_bytes,
+    );
+    let sweeper = tokio::spawn(sweep(Arc::clone(&relay)));
+    let outcome = tokio::select! {
+        () = from_editor(Arc::clone(&relay), editor) => {
+            tracing::debug!("the editor closed its side; stopping the agent");
+            Ok(())
+        }
+        () = from_agent(Arc::clone(&relay), agent) => {
+            let reason = relay.agent_gone().await;
+            Err(RelayError::AgentExited(reason))
+        }
+    };
+    sweeper.abort();
+    relay.close_down();
+    let options = &relay.options;
+    if let ExitState::Running = relay.process.stop(options.exit_grace, options.kill_grace).await {
+        tracing::error!(pid = ?relay.process.pid, "the agent could not be stopped");
+    }
+    relay.oversight.flush();
+    // Let the editor's last lines out (bounded by the write timeout), then close.
+    let timeout = relay.options.write_timeout;
+    drop(relay);
+    let _ = tokio::time::timeout(timeout, up_writer).await;
+    outcome
+}
+
+impl Relay {
+    fn down(&self) -> Option<Outbox> {
+        self.down.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn close_down(&self) {
+        self.down.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    async fn to_editor_line(&self, line: Vec<u8>) {
+        if self.up.send(line).await.is_err() {
+            tracing::debug!("the editor stopped reading");
+        }
+    }
+
+    async fn to_agent_line(&self, line: Vec<u8>) -> bool {
+        match self.down() {
+            Some(down) => down.send(line).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Writes an audit record of a message passing through; what cannot be audited does not
+    /// pass.
+    fn audit_passage(
+        &self,
+        from_editor: bool,
+        method: &str,
+        session: Option<&str>,
+        id: Option<&Id>,
+    ) -> Result<(), RpcError> {
+        if self.audit.is_off() {
+            return Ok(());
+        }
+        let (actor, role) = if from_editor {
+            ("client:upstream", "client")
+        } else {
+            ("agent:downstream", "agent")
+        };
+        let mut event = AuditEvent::new(
+            Actor {
+                id: actor.into(),
+                role: Some(role.into()),
+            },
+            action_of(method),
+            Subject {
+                kind: if session.is_some() { "session" } else { "connection" }.into(),
+                reference: session.map(str::to_string),
+                path: None,
+            },
+        );
+        let mut aip44 = serde_json::Map::new();
+        aip44.insert("audit-event-kind".into(), json!("bridge"));
+        aip44.insert("operator".into(), json!(self.operator));
+        aip44.insert(
+            "direction".into(),
+            json!(if from_editor {
+                "upstream→downstream"
+            } else {
+                "downstream→upstream"
+            }),
+        );
+        aip44.insert("method".into(), json!(method));
+        if let Some(id) = id {
+            aip44.insert("id".into(), json!(id));
+        }
+        event.metadata = Some(serde_json::Map::from_iter([(
+            "aip44".to_string(),
+            Value::Object(aip44),
+        )]));
+        self.record(event)
+    }
+
+    fn lifecycle(&self, session: &str, state: Lifecycle, detail: Option<Value>) -> Result<(), RpcError> {
+        self.record(AuditEvent::lifecycle(&self.operator, session, state, detail))
+    }
+
+    fn record(&self, event: AuditEvent) -> Result<(), RpcError> {
+        if self.audit.is_off() {
+            return Ok(());
+        }
+        self.audit.record(event).map(|_| ()).map_err(|error| {
+            tracing::error!(%error, "the bridge's audit log failed");
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("the bridge could not write its audit record: {error}"),
+            )
+        })
+    }
+
+    /// The agent closed its output: fail what the editor waits for; the reason, with the
+    /// agent's exit status and last stderr lines.
+    async fn agent_gone(&self) -> String {
+        let (state, ()) = tokio::join!(
+            self.process.wait_exit(Duration::from_secs(2)),
+            self.process.stderr.wait_closed(Duration::from_secs(2))
+        );
+        let status = match state {
+            ExitState::Exited(Some(status)) => format!("it exited ({status})"),
+            _ => "it closed its output".to_string(),
+        };
+        let stderr = self.process.stderr.lines();
+        let reason = if stderr.is_empty() {
+            status
+        } else {
+            format!("{status}; its last stderr lines: {}", stderr.join(" | "))
+        };
+        let waiting: Vec<Id> = lock(&self.to_agent).drain().map(|(id, _)| id).collect();
+        for id in waiting {
+            let error = RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("the downstream agent went away: {reason}"),
+            );
+            self.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+        }
+        lock(&self.to_editor).clear();
+        reason
+    }
+}
+
+// ---- editor → agent ----------------------------------------------------------------------------
+
+async fn from_editor<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: FrameReader<R>) {
+    loop {
+        match frames.next().await {
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, "reading from the editor failed");
+                return;
+            }
+            Ok(Some(Frame::TooLarge { len, id })) => {
+                let limit = relay.options.max_frame_bytes;
+                tracing::warn!(len, limit, "a message from the editor over the limit was discarded");
+                if let Some(id) = id {
+                    let error = RpcError::new(
+                        codes::INVALID_REQUEST,
+                        format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
+                    );
+                    relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+                }
+            }
+            Ok(Some(Frame::Line(line))) => editor_message(&relay, line).await,
+        }
+    }
+}
+
+async fn editor_message(relay: &Relay, line: Vec<u8>) {
+    let message = match jsonrpc::parse(&line) {
+        Ok(message) => message,
+        Err(unreadable) => {
+            relay
+                .to_editor_line(jsonrpc::encode_error(&unreadable.id, &unreadable.error))
+                .await;
+            return;
+        }
+    };
+    match message {
+        Incoming::Request { id, method, params } => {
+            let session = session_of(params.as_deref());
+            let audited = relay
+                .audit_passage(true, &method, session.as_deref(), Some(&id))
+                .and_then(|()| match (method.as_str(), &session) {
+                    (wire::method_names::SESSION_PROMPT, Some(session)) => {
+                        relay.lifecycle(session, Lifecycle::Running, None)
+                    }
+                    _ => Ok(()),
+                });
+            if let Err(error) = audited {
+                relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+                return;
+            }
+            let line = if method == wire::method_names::INITIALIZE {
+                narrow_initialize(relay, &id, params.as_deref())
+            } else {
+                with_newline(line)
+            };
+            let timeout = relay.options.request_timeout;
+            let is_prompt = method == wire::method_names::SESSION_PROMPT;
+            let deadline = Instant::now()
+                + if is_prompt {
+                    relay.options.prompt_idle_timeout
+                } else {
+                    timeout
+                };
+            lock(&relay.to_agent).insert(
+                id.clone(),
+                Forwarded {
+                    method,
+                    session,
+                    deadline,
+                    permission: None,
+                },
+            );
+            if !relay.to_agent_line(line).await {
+                lock(&relay.to_agent).remove(&id);
+                let error = RpcError::new(codes::INTERNAL_ERROR, "the downstream agent is gone");
+                relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+            }
+        }
+        Incoming::Notification { method, params } => {
+            let session = session_of(params.as_deref());
+            if relay.audit_passage(true, &method, session.as_deref(), None).is_err() {
+                return;
+            }
+            relay.to_agent_line(with_newline(line)).await;
+        }
+        Incoming::Response { id, outcome } => {
+            let Some(forwarded) = lock(&relay.to_editor).remove(&id) else {
+                tracing::debug!(%id, "an answer from the editor to nothing waiting was dropped");
+                return;
+            };
+            if let Some((request, facts)) = &forwarded.permission {
+                let approval = match &outcome {
+                    Ok(result) => match serde_json::from_str::<wire::RequestPermissionResponse>(result.get()) {
+                        Ok(response) if permission::approves(request, &response.outcome) => {
+                            Approval::ApprovedBy("client".into())
+                        }
+                        Ok(response) => Approval::RejectedBy {
+                            who: "client".into(),
+                            reason: match response.outcome {
+                                wire::RequestPermissionOutcome::Cancelled => "cancelled".into(),
+                                _ => "rejected".into(),
+                            },
+                        },
+                        Err(_) => {
+                            // Fail closed: an unreadable answer is a rejection.
+                            let session = request.session_id.as_str();
+                            relay.oversight.permission_answered(
+                                session,
+                                facts,
+                                Approval::RejectedBy {
+                                    who: "client".into(),
+                                    reason: "unreadable answer".into(),
+                                },
+                            );
+                            answer_permission(relay, &id, request, &PermissionDecision::Reject).await;
+                            return;
+                        }
+                    },
+                    Err(_) => Approval::RejectedBy {
+                        who: "client".into(),
+                        reason: "error answer".into(),
+                    },
+                };
+                relay
+                    .oversight
+                    .permission_answered(request.session_id.as_str(), facts, approval);
+            }
+            relay.to_agent_line(with_newline(line)).await;
+        }
+    }
+}
+
+/// The editor's `initialize`, with the client capabilities narrowed to what the manifest lets
+/// through.
+fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u8> {
+    let mut params: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    let offered = |pointer: &str| params.pointer(pointer).and_then(Value::as_bool).unwrap_or(false);
+    let allowed = relay.client_capabilities;
+    let narrowed = Capabilities {
+        read_text_file: allowed.read_text_file && offered("/clientCapabilities/fs/readTextFile"),
+        write_text_file: allowed.write_text_file && offered("/clientCapabilities/fs/writeTextFile"),
+        terminal: allowed.terminal && offered("/clientCapabilities/terminal"),
+    };
+    if let Some(object) = params.as_object_mut() {
+        let mut capabilities = object.get("clientCapabilities").cloned().unwrap_or_else(|| json!({}));
+        if let (Some(target), Value::Object(narrow)) = (capabilities.as_object_mut(), narrowed.to_json()) {
+            target.extend(narrow);
+        }
+        object.insert("clientCapabilities".into(), capabilities);
+    }
+    jsonrpc::encode_request(id, wire::method_names::INITIALIZE, &params)
+}
+
+// ---- agent → editor ----------------------------------------------------------------------------
+
+async fn from_agent<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: FrameReader<R>) {
+    loop {
+        let frame = frames.next().await;
+        // Any message from the agent shows a running prompt is alive.
+        let idle = relay.options.prompt_idle_timeout;
+        for forwarded in lock(&relay.to_agent).values_mut() {
+            if forwarded.method == wire::method_names::SESSION_PROMPT {
+                forwarded.deadline = Instant::now() + idle;
+            }
+        }
+        match frame {
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, "reading from the agent failed");
+                return;
+            }
+            Ok(Some(Frame::TooLarge { len, id })) => {
+                let limit = relay.options.max_frame_bytes;
+                tracing::warn!(len, limit, "a message from the agent over the limit was discarded");
+                let Some(id) = id else { continue };
+                let error = RpcError::new(
+                    codes::INVALID_REQUEST,
+                    format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
+                );
+                // An answer to the editor's request: fail that request. Else the agent's request.
+                if lock(&relay.to_agent).remove(&id).is_some() {
+                    relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+                } else {
+                    relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+                }
+            }
+            Ok(Some(Frame::Line(line))) => agent_message(&relay, line).await,
+        }
+    }
+}
+
+async fn agent_message(relay: &Relay, line: Vec<u8>) {
+    let message = match jsonrpc::parse(&line) {
+        Ok(message) => message,
+        Err(unreadable) => {
+            tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
+            return;
+        }
+    };
+    match message {
+        Incoming::Response { id, outcome } => {
+            let Some(forwarded) = lock(&relay.to_agent).remove(&id) else {
+                tracing::debug!(%id, "an answer from the agent to nothing waiting was dropped");
+                return;
+            };
+            let line = match answered(relay, &id, &forwarded, &outcome) {
+                Ok(Some(rewritten)) => rewritten,
+                Ok(None) => with_newline(line),
+                Err(error) => jsonrpc::encode_error(&id, &error),
+            };
+            relay.to_editor_line(line).await;
+        }
+        Incoming::Notification { method, params } => {
+            if method == wire::method_names::SESSION_UPDATE
+                && let Some(params) = params.as_deref()
+                && !pass_update(relay, params).await
+            {
+                return;
+            }
+            relay.to_editor_line(with_newline(line)).await;
+        }
+        Incoming::Request { id, method, params } => agent_request(relay, id, method, params, line).await,
+    }
+}
+
+/// Audits the agent's answer to a request of the editor's; `Some(line)` when it is rewritten.
+fn answered(
+    relay: &Relay,
+    id: &Id,
+    forwarded: &Forwarded,
+    outcome: &Result<Box<RawValue>, RpcError>,
+) -> Result<Option<Vec<u8>>, RpcError> {
+    let session = forwarded.session.as_deref();
+    match (forwarded.method.as_str(), outcome) {
+        (wire::method_names::INITIALIZE, Ok(result)) => widen_initialize(relay, id, result).map(Some),
+        (wire::method_names::SESSION_NEW, Ok(result)) => {
+            let created = serde_json::from_str::<Value>(result.get()).ok();
+            if let Some(session) = created.as_ref().and_then(|v| v["sessionId"].as_str()) {
+                relay.lifecycle(session, Lifecycle::Invoked, None)?;
+            }
+            Ok(None)
+        }
+        (wire::method_names::SESSION_PROMPT, outcome) => {
+            let Some(session) = session else { return Ok(None) };
+            relay.oversight.turn_ended(session);
+            let stop = outcome
+                .as_ref()
+                .ok()
+                .and_then(|result| serde_json::from_str::<Value>(result.get()).ok())
+                .and_then(|v| v["stopReason"].as_str().map(str::to_string));
+            match stop.as_deref() {
+                Some("cancelled") | None => {
+                    let detail =
+                        stop.map_or_else(|| json!({"error": "the prompt failed"}), |s| json!({"stopReason": s}));
+                    relay.lifecycle(session, Lifecycle::Interrupted, Some(detail))?;
+                }
+                Some(reason) => relay.lifecycle(session, Lifecycle::Completed, Some(json!({"stopReason": reason})))?,
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The audit action of a forwarded method: `acp.` and the method with `/` as `.`
+/// (`session/prompt` → `acp.session.prompt`); anything outside `[a-z0-9._-]` becomes `-`.
+fn action_of(method: &str) -> String {
+    let name: String = method
+        .trim_start_matches("$/")
+        .chars()
+        .map(|c| match c {
+            '/' => '.',
+            'a'..='z' | '0'..='9' | '.' | '_' | '-' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '-',
+        })
+        .collect();
+    let name = name.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    if name.is_empty() {
+        "acp.unknown".to_string()
+    } else {
+        format!("acp.{name}")
+    }
+}
+
+/// The agent's `initialize` answer, as the editor sees it: the protocol version checked, the
+/// agent capabilities narrowed to the manifest's, the bridge's `_meta.aip44` added.
+fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>, RpcError> {
+    let mut result: Value = serde_json::from_str(result.get()).map_err(|error| {
+        RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!("the agent's `initialize` answer is unreadable: {error}"),
+        )
+    })?;
+    let ours: Value = serde_json::from_str(relay.spec.initialize_response).unwrap_or(Value::Null);
+    let version = result.get("protocolVersion").and_then(Value::as_u64);
+    if version != Some(u64::from(relay.spec.protocol_version)) {
+        return Err(RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!(
+                "the downstream agent chose protocol version {}; this bridge speaks {}",
+                version.map_or("(none)".to_string(), |v| v.to_string()),
+                relay.spec.protocol_version
+            ),
+        ));
+    }
+    let theirs = result.get("agentCapabilities").cloned().unwrap_or_else(|| json!({}));
+    result["agentCapabilities"] = intersect(&theirs, &ours["agentCapabilities"]);
+    let mut meta = result
+        .get("_meta")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    meta["aip44"] = ours["_meta"]["aip44"].clone();
+    if let Some(downstream) = result.get("agentInfo").cloned() {
+        meta["aip44"]["downstream"] = downstream;
+    }
+    result["_meta"] = meta;
+    result["agentInfo"] = ours["agentInfo"].clone();
+    Ok(jsonrpc::encode_result(id, &result))
+}
+
+/// `theirs` with every boolean that is not also true in `allowed` turned off (objects
+/// recursively; other values kept).
+fn intersect(theirs: &Value, allowed: &Value) -> Value {
+    match theirs {
+        Value::Bool(value) => Value::Bool(*value && allowed.as_bool().unwrap_or(false)),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| (key.clone(), intersect(value, allowed.get(key).unwrap_or(&Value::Null))))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Follows a `session/update`: tool calls are audited, and those governance denies are hidden.
+/// Whether to pass it to the editor.
+async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "sessionId")]
+        session_id: String,
+        update: Box<RawValue>,
+    }
+    let Ok(params) = serde_json::from_str::<Params>(params.get()) else {
+        return true;
+    };
+    let update = crate::client::Update::from_raw(&params.update);
+    let is_new = match &update {
+        crate::client::Update::ToolCall(_) => true,
+        crate::client::Update::ToolCallUpdate(_) => false,
+        _ => return true,
+    };
+    let session = params.session_id;
+    let facts = serde_json::from_str::<Value>(params.update.get())
+        .ok()
+        .as_ref()
+        .and_then(ToolFacts::of);
+    let Some(facts) = facts else { return true };
+    let key = (session.clone(), facts.id.clone());
+    let mut hidden = lock(&relay.hidden).contains(&key);
+    if is_new
+        && !hidden
+        && let Decision::Deny(reason) = relay.oversight.decide(&session, &facts)
+    {
+        tracing::info!(tool = ?facts.tool, %reason, "governance hid a tool call from the editor");
+        lock(&relay.hidden).insert(key);
+        relay
+            .oversight
+            .permission_answered(&session, &facts, Approval::Denied { reason });
+        hidden = true;
+    }
+    if let Err(error) = relay.oversight.observe(&session, &update) {
+        // Fail closed: what cannot be audited is not shown, and the turn stops.
+        tracing::error!(%error, "auditing a tool call failed; cancelling the turn");
+        relay
+            .to_agent_line(jsonrpc::encode_notification(
+                wire::method_names::SESSION_CANCEL,
+                &json!({ "sessionId": session }),
+            ))
+            .await;
+        return false;
+    }
+    !hidden
+}
+
+async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
+    use wire::method_names as m;
+    let session = session_of(params.as_deref());
+    let deadline = Instant::now() + relay.options.permission_timeout;
+    let mut permission = None;
+    match method.as_str() {
+        m::SESSION_REQUEST_PERMISSION => {
+            let text = params.as_deref().map_or("null", RawValue::get);
+            let request = match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
+                Ok(request) => request,
+                Err(error) => {
+                    let error = RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}"));
+                    relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+                    return;
+                }
+            };
+            let facts = serde_json::to_value(&request.tool_call)
+                .ok()
+                .as_ref()
+                .and_then(ToolFacts::of)
+                .unwrap_or_else(|| ToolFacts::unnamed(request.tool_call.tool_call_id.as_str()));
+            let session_id = request.session_id.as_str().to_string();
+            let hidden = lock(&relay.hidden).contains(&(session_id.clone(), facts.id.clone()));
+            let decision = if hidden {
+                Decision::Deny("governance denies this tool".into())
+            } else {
+                relay.oversight.decide(&session_id, &facts)
+            };
+            match decision {
+                Decision::Allow => {
+                    relay.oversight.permission_answered(&session_id, &facts, Approval::Auto);
+                    answer_permission(relay, &id, &request, &PermissionDecision::Approve).await;
+                    return;
+                }
+                Decision::Deny(reason) => {
+                    relay
+                        .oversight
+                        .permission_answered(&session_id, &facts, Approval::Denied { reason });
+                    answer_permission(relay, &id, &request, &PermissionDecision::Reject).await;
+                    return;
+                }
+                Decision::Ask => permission = Some((request, facts)),
+            }
+        }
+        m::FS_READ_TEXT_FILE
+        | m::FS_WRITE_TEXT_FILE
+        | m::TERMINAL_CREATE
+        | m::TERMINAL_OUTPUT
+        | m::TERMINAL_WAIT_FOR_EXIT
+        | m::TERMINAL_KILL
+        | m::TERMINAL_RELEASE
+            if !relay.client_capabilities.offers(&method) =>
+        {
+            let error = RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("`{method}` is not offered: the bridge's manifest does not declare it"),
+            );
+            relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+            return;
+        }
+        _ => {}
+    }
+    if let Err(error) = relay.audit_passage(false, &method, session.as_deref(), Some(&id)) {
+        relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+        return;
+    }
+    lock(&relay.to_editor).insert(
+        id,
+        Forwarded {
+            method,
+            session,
+            deadline,
+            permission,
+        },
+    );
+    relay.to_editor_line(with_newline(line)).await;
+}
+
+/// Answers the agent's permission request ourselves.
+async fn answer_permission(
+    relay: &Relay,
+    id: &Id,
+    request: &wire::RequestPermissionRequest,
+    decision: &PermissionDecision,
+) {
+    let outcome = permission::outcome(request, decision);
+    let line = jsonrpc::encode_result(id, &json!({ "outcome": outcome }));
+    relay.to_agent_line(line).await;
+}
+
+// ---- deadlines ---------------------------------------------------------------------------------
+
+/// Fails what waits past its deadline: the editor's requests with an error (a prompt also
+/// gets `session/cancel` downstream); the agent's permission requests with a rejection, its
+/// other requests with an error.
+async fn sweep(relay: Arc<Relay>) {
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        let now = Instant::now();
+        let expired = |map: &Mutex<HashMap<Id, Forwarded>>| -> Vec<(Id, Forwarded)> {
+            let mut map = lock(map);
+            let ids: Vec<Id> = map
+                .iter()
+                .filter(|(_, f)| f.deadline <= now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| map.remove(&id).map(|f| (id, f)))
+                .collect()
+        };
+        for (id, forwarded) in expired(&relay.to_agent) {
+            tracing::warn!(%id, method = %forwarded.method, "the agent did not answer in time");
+            let error = RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("the downstream agent did not answer `{}` in time", forwarded.method),
+            );
+            relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+            if let (wire::method_names::SESSION_PROMPT, Some(session)) = (forwarded.method.as_str(), &forwarded.session)
+            {
+                relay.oversight.turn_ended(session);
+                let _ = relay.lifecycle(session, Lifecycle::Interrupted, Some(json!({"error": "timeout"})));
+                relay
+                    .to_agent_line(jsonrpc::encode_notification(
+                        wire::method_names::SESSION_CANCEL,
+                        &json!({ "sessionId": session }),
+                    ))
+                    .await;
+            }
+        }
+        for (id, forwarded) in expired(&relay.to_editor) {
+            tracing::warn!(%id, method = %forwarded.method, "the editor did not answer in time");
+            match &forwarded.permission {
+                Some((request, facts)) => {
+                    relay.oversight.permission_answered(
+                        request.session_id.as_str(),
+                        facts,
+                        Approval::RejectedBy {
+                            who: "client".into(),
+                            reason: "timeout".into(),
+                        },
+                    );
+                    answer_permission(&relay, &id, request, &PermissionDecision::Reject).await;
+                }
+                None => {
+                    let error = RpcError::new(
+                        codes::INTERNAL_ERROR,
+                        format!("the client did not answer `{}` in time", forwarded.method),
+                    );
+                    relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_fit_the_audit_pattern() {
+        assert_eq!(action_of("session/prompt"), "acp.session.prompt");
+        assert_eq!(action_of("$/cancel_request"), "acp.cancel_request");
+        assert_eq!(action_of("_zed/Weird Thing!"), "acp.zed.weird-thing");
+        assert_eq!(action_of("///"), "acp.unknown");
+    }
+
+    #[test]
+    fn intersect_keeps_only_what_both_allow() {
+        let theirs = json!({"loadSession": true, "promptCapabilities": {"image": true, "audio": false}, "x": 3});
+        let allowed = json!({"loadSession": true, "promptCapabilities": {"image": false}});
+        assert_eq!(
+            intersect(&theirs, &allowed),
+            json!({"loadSession": true, "promptCapabilities": {"image": false, "audio": false}, "x": 3})
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! The official Rust SDK client (`agent-client-protocol` 5) ↔ our governance bridge
+//! (`examples/bridge`, `kind: bridge`) ↔ our governed server (`examples/governed-server`):
+//! a whole session crosses the bridge, the bridge's governance hides and refuses what its
+//! manifest does not allow, and both audit logs verify.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
+use agentacp::audit::verify_file;
+use interop::sdk::{Event, Options, PermissionPolicy, SdkClient};
+use interop::{AgentDirs, AgentProcess, StderrMode, example_binary};
+use serde_json::{Value, json};
+
+/// Starts the bridge (which starts the governed server beside it) with its audit log at
+/// `bridge_audit` and the server's at `dirs.audit_log`.
+async fn bridged(dirs: &AgentDirs, bridge_audit: &Path) -> SdkClient {
+    let bridge = example_binary("governance-bridge");
+    let server = example_binary("governed-server");
+    assert_eq!(
+        bridge.parent(),
+        server.parent(),
+        "the bridge starts the governed server from its own folder"
+    );
+    let env: Vec<(&str, OsString)> = vec![
+        ("AGENTACP_WORKSPACE_ROOT", dirs.workspace_root.clone().into()),
+        ("AGENTACP_STATE_DIR", dirs.state_dir.clone().into()),
+        ("AGENTACP_AUDIT_LOG", bridge_audit.into()),
+        ("AGENTACP_DOWNSTREAM_AUDIT_LOG", dirs.audit_log.clone().into()),
+    ];
+    let process = AgentProcess::spawn_with_env(&bridge, &env, StderrMode::Capture);
+    SdkClient::connect(process, Options::default()).await
+}
+
+fn tool_updates<'a>(events: &'a [Event], tool: &str) -> Vec<&'a Event> {
+    events
+        .iter()
+        .filter(|e| match e {
+            Event::Update { update, .. } => update["title"] == tool || update["name"] == tool,
+            Event::Permission { params, .. } => params["toolCall"]["title"] == tool,
+            Event::Response { .. } => false,
+        })
+        .collect()
+}
+
+fn texts(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.update_kind() == Some("agent_message_chunk"))
+        .filter_map(|e| e.chunk_text().map(str::to_string))
+        .collect()
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON record"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_session_crosses_the_bridge_and_both_audit_logs_verify() {
+    let dirs = AgentDirs::new();
+    let bridge_audit = dirs.state_dir.join("bridge-audit.jsonl");
+    let cwd = dirs.project("p");
+    std::fs::write(cwd.join("notes.txt"), "hello from the workspace").unwrap();
+    let client = bridged(&dirs, &bridge_audit).await;
+
+    // initialize: the bridge's identity, the server's capabilities within the manifest's.
+    let init = client.initialize().await;
+    let init = serde_json::to_value(&init).unwrap();
+    assert_eq!(init["agentInfo"]["name"], "governance-bridge", "{init}");
+    assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+    assert_eq!(init["_meta"]["aip44"]["tier"], "governance-aware", "{init}");
+    assert_eq!(
+        init["_meta"]["aip44"]["downstream"]["name"], "governed-server",
+        "{init}"
+    );
+
+    let session = client.new_session(&cwd).await;
+    let reply = client.prompt(&session, "hello through the bridge").ok().await;
+    assert_eq!(reply.stop_reason, StopReason::EndTurn);
+    assert!(
+        texts(&client.events()).iter().any(|t| t == "hello through the bridge"),
+        "{}",
+        client.diagnostics()
+    );
+
+    // Reading: allowed by both governances, nobody asked.
+    let read = client
+        .prompt(&session, r#"/tool read-file {"path":"notes.txt"}"#)
+        .ok()
+        .await;
+    assert_eq!(read.stop_reason, StopReason::EndTurn);
+    let events = client.events();
+    let read_updates = tool_updates(&events, "read-file");
+    assert!(
+        read_updates.iter().any(|e| e.update_kind() == Some("tool_call")),
+        "the editor sees the allowed tool call:\n{}",
+        client.diagnostics()
+    );
+    assert!(!read_updates.iter().any(|e| matches!(e, Event::Permission { .. })));
+
+    // Writing: the bridge asks the editor (approved here), the server runs it.
+    client.set_permission_policy(PermissionPolicy::Select(PermissionOptionKind::AllowOnce));
+    let write = client
+        .prompt(
+            &session,
+            r#"/tool write-file {"path":"out.txt","content":"via bridge"}"#,
+        )
+        .ok()
+        .await;
+    assert_eq!(write.stop_reason, StopReason::EndTurn);
+    let events = client.events();
+    assert!(
+        tool_updates(&events, "write-file")
+            .iter()
+            .any(|e| matches!(e, Event::Permission { .. })),
+        "the editor was asked:\n{}",
+        client.diagnostics()
+    );
+    assert_eq!(std::fs::read_to_string(cwd.join("out.txt")).unwrap(), "via bridge");
+
+    // Running tests: the server would ask, but the bridge's manifest does not list the tool:
+    // the editor never sees it, and the bridge refuses the permission itself.
+    let tests = client.prompt(&session, r#"/tool run-tests {}"#).ok().await;
+    assert_eq!(tests.stop_reason, StopReason::EndTurn);
+    let events = client.events();
+    assert!(
+        tool_updates(&events, "run-tests").is_empty(),
+        "a denied tool never reaches the editor:\n{}",
+        client.diagnostics()
+    );
+    assert!(
+        texts(&events).iter().any(|t| t.starts_with("rejected")),
+        "the server reports the refusal:\n{}",
+        client.diagnostics()
+    );
+
+    // Cancel crosses the bridge.
+    let forever = client.prompt(&session, "/forever");
+    client
+        .wait_until("a tick", |events| {
+            events
+                .iter()
+                .any(|e| e.chunk_text().is_some_and(|t| t.starts_with("tick")))
+        })
+        .await;
+    client.cancel(&session);
+    assert_eq!(forever.ok().await.stop_reason, StopReason::Cancelled);
+
+    // The editor goes away: the bridge stops the server and exits 0.
+    let status = client.shutdown().await;
+    assert!(status.success(), "the bridge exits 0: {status:?}");
+
+    let summary = verify_file(&bridge_audit).expect("the bridge's audit log verifies");
+    let server_summary = verify_file(&dirs.audit_log).expect("the server's audit log verifies");
+    assert!(server_summary.records > 0);
+    let records = records(&bridge_audit);
+    assert_eq!(summary.records as usize, records.len());
+    let mirror = |tool: &str| -> Value {
+        records
+            .iter()
+            .find(|r| r["metadata"]["aip44"]["audit-event-kind"] == "tool-call" && r["metadata"]["aip44"]["tool"] == tool)
+            .unwrap_or_else(|| panic!("no tool-call record for {tool} in {}", bridge_audit.display()))["metadata"]["aip44"]
+            .clone()
+    };
+    assert_eq!(mirror("read-file")["approval"], json!("auto"));
+    assert_eq!(mirror("write-file")["approval"]["approvedBy"], "client");
+    assert_eq!(mirror("run-tests")["approval"]["deniedBy"], "governance");
+    let actions: Vec<&str> = records.iter().filter_map(|r| r["action"].as_str()).collect();
+    for action in [
+        "acp.initialize",
+        "acp.session.new",
+        "acp.session.prompt",
+        "acp.session.cancel",
+        "operator.invoked",
+        "operator.completed",
+        "operator.interrupted",
+        "acp.session.request_permission",
+    ] {
+        assert!(actions.contains(&action), "no `{action}` record: {actions:?}");
+    }
+    // Ordering is preserved: every record's seq follows the previous.
+    assert!(
+        records
+            .windows(2)
+            .all(|w| w[1]["seq"].as_u64() == w[0]["seq"].as_u64().map(|s| s + 1))
+    );
+}
