@@ -51,6 +51,8 @@ fn example_binary(name: &str) -> PathBuf {
                 "echo-server",
                 "--bin",
                 "governed-server",
+                "--bin",
+                "acp-client",
                 "--message-format=json",
             ])
             .output()
@@ -940,6 +942,65 @@ async fn replayed_history_is_marked_and_not_audited_as_live_tool_calls() {
             sink.lines().is_empty(),
             "replayed tool calls are history: {:?}",
             sink.lines()
+        );
+    })
+    .await;
+}
+
+// ---- the example client --------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_example_client_drives_the_governed_server_and_audits_its_tool_calls() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let client_audit = dirs.state.join("client-audit.jsonl");
+        let run = |decision: &str| {
+            std::process::Command::new(example_binary("acp-client"))
+                .current_dir(&dirs.workspace)
+                .env("AGENTACP_WORKSPACE_ROOT", &dirs.workspace)
+                .env("AGENTACP_STATE_DIR", &dirs.state)
+                .env("AGENTACP_AUDIT_LOG", &client_audit)
+                .args([
+                    decision,
+                    "--env",
+                    "AGENTACP_WORKSPACE_ROOT",
+                    "--env",
+                    "AGENTACP_STATE_DIR",
+                ])
+                .args([
+                    "-p",
+                    "hello",
+                    "-p",
+                    r#"/tool write-file {"path":"w.txt","content":"W"}"#,
+                ])
+                .arg("--")
+                .arg(example_binary("governed-server"))
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        };
+        let rejected = run("--no");
+        let stdout = String::from_utf8_lossy(&rejected.stdout);
+        assert!(
+            rejected.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&rejected.stderr)
+        );
+        assert!(
+            stdout.contains("hello") && stdout.contains("[tool] write-file") && stdout.contains("rejected"),
+            "{stdout}"
+        );
+        assert!(!dirs.workspace.join("w.txt").exists());
+        let approved = run("--yes");
+        let stdout = String::from_utf8_lossy(&approved.stdout);
+        assert!(approved.status.success() && stdout.contains("completed"), "{stdout}");
+        assert_eq!(std::fs::read_to_string(dirs.workspace.join("w.txt")).unwrap(), "W");
+        let text = std::fs::read_to_string(&client_audit).unwrap();
+        let summary = agentacp::audit::verify(text.as_bytes()).expect("the client's audit log verifies");
+        assert_eq!(summary.records, 2, "{text}");
+        assert!(
+            text.contains(r#""rejectedBy":"user""#) && text.contains(r#""approvedBy":"user""#),
+            "{text}"
         );
     })
     .await;
