@@ -150,6 +150,28 @@ async fn a_full_session_crosses_the_bridge_and_both_audit_logs_verify() {
     client.cancel(&session);
     assert_eq!(forever.ok().await.stop_reason, StopReason::Cancelled);
 
+    // session/load replays the history through the bridge: passed on, not audited again.
+    let tool_records = |path: &Path| {
+        records(path)
+            .iter()
+            .filter(|r| r["metadata"]["aip44"]["audit-event-kind"] == "tool-call")
+            .count()
+    };
+    let before = tool_records(&bridge_audit);
+    let seen = client.events().len();
+    client.load_session(&session, &cwd).ok().await;
+    let replayed = client.events().len() - seen;
+    assert!(
+        replayed > 0,
+        "the history crossed the bridge:\n{}",
+        client.diagnostics()
+    );
+    assert_eq!(
+        tool_records(&bridge_audit),
+        before,
+        "replayed tool calls are not live ones"
+    );
+
     // The editor goes away: the bridge stops the server and exits 0.
     let status = client.shutdown().await;
     assert!(status.success(), "the bridge exits 0: {status:?}");

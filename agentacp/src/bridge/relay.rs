@@ -645,6 +645,13 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
         _ => return true,
     };
     let session = params.session_id;
+    // History replayed by a `session/load` is not live: passed on, not gated or audited again.
+    let replaying = lock(&relay.to_agent)
+        .values()
+        .any(|f| f.method == wire::method_names::SESSION_LOAD && f.session.as_deref() == Some(session.as_str()));
+    if replaying {
+        return true;
+    }
     let facts = serde_json::from_str::<Value>(params.update.get())
         .ok()
         .as_ref()
