@@ -366,6 +366,13 @@ for line in sys.stdin:
                 update(json.dumps(answer, sort_keys=True))
             send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
             continue
+        if mode == "updates":
+            for u in [{"sessionUpdate": "current_mode_update", "currentModeId": "architect"},
+                      {"sessionUpdate": "available_commands_update",
+                       "availableCommands": [{"name": "review", "description": "Review a change"}]},
+                      {"sessionUpdate": "usage_update", "used": 1200, "size": 200000},
+                      {"sessionUpdate": "something_new", "x": 1}]:
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": u}})
         if mode == "garbage":
             raw("this is not json\n")
             raw('{"jsonrpc": "2.0", "method": \n')
@@ -1002,6 +1009,50 @@ async fn the_example_client_drives_the_governed_server_and_audits_its_tool_calls
             text.contains(r#""rejectedBy":"user""#) && text.contains(r#""approvedBy":"user""#),
             "{text}"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mode_command_and_usage_updates_are_typed_and_the_turn_is_a_stream() {
+    bounded(async {
+        let fake = Fake::new();
+        let options = ClientOptions::default().with_workspace_root(fake.dir.path());
+        let client = Client::connect(fake.python("updates"), options).await.unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let mut turn = client.prompt_text(&session, "go").await.unwrap();
+        // Read it through `futures_core::Stream`, as stream combinators would.
+        let mut events = Vec::new();
+        while let Some(event) =
+            std::future::poll_fn(|cx| futures_core::Stream::poll_next(std::pin::Pin::new(&mut turn), cx)).await
+        {
+            events.push(event.unwrap());
+        }
+        let updates: Vec<&Update> = events
+            .iter()
+            .filter_map(|e| match e {
+                PromptEvent::Update(update) => Some(update),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            matches!(updates[0], Update::CurrentMode(mode) if mode.current_mode_id.as_str() == "architect"),
+            "{updates:?}"
+        );
+        assert!(
+            matches!(updates[1], Update::AvailableCommands(c) if c.available_commands[0].name == "review"),
+            "{updates:?}"
+        );
+        assert!(
+            matches!(updates[2], Update::Usage(u) if u.used == 1200 && u.size == 200_000),
+            "{updates:?}"
+        );
+        assert!(
+            matches!(updates[3], Update::Other(v) if v["sessionUpdate"] == "something_new"),
+            "{updates:?}"
+        );
+        assert_eq!(events.last(), Some(&PromptEvent::Stop(wire::StopReason::EndTurn)));
+        client.close().await;
     })
     .await;
 }

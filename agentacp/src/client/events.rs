@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -29,6 +30,12 @@ pub enum Update {
     ToolCallUpdate(wire::ToolCallUpdate),
     /// `plan`.
     Plan(wire::Plan),
+    /// `available_commands_update`: the slash commands the agent offers now.
+    AvailableCommands(wire::AvailableCommandsUpdate),
+    /// `current_mode_update`: the session's mode changed.
+    CurrentMode(wire::CurrentModeUpdate),
+    /// `usage_update`: tokens and cost so far.
+    Usage(wire::UsageUpdate),
     /// Any other update (or one that did not fit its type), as its JSON.
     Other(Value),
 }
@@ -43,6 +50,9 @@ impl Update {
             Ok(wire::SessionUpdate::ToolCall(call)) => Update::ToolCall(call),
             Ok(wire::SessionUpdate::ToolCallUpdate(update)) => Update::ToolCallUpdate(update),
             Ok(wire::SessionUpdate::Plan(plan)) => Update::Plan(plan),
+            Ok(wire::SessionUpdate::AvailableCommandsUpdate(update)) => Update::AvailableCommands(update),
+            Ok(wire::SessionUpdate::CurrentModeUpdate(update)) => Update::CurrentMode(update),
+            Ok(wire::SessionUpdate::UsageUpdate(update)) => Update::Usage(update),
             Ok(_) | Err(_) => Update::Other(serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
         }
     }
@@ -99,6 +109,8 @@ pub struct PromptStream {
     pub(crate) kind: StreamKind,
     pub(crate) updates: mpsc::Receiver<Update>,
     pub(crate) answer: Option<Answer>,
+    /// Fires after the idle timeout without a message; reset by every update.
+    pub(crate) idle: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl std::fmt::Debug for PromptStream {
@@ -112,50 +124,43 @@ impl std::fmt::Debug for PromptStream {
 }
 
 impl PromptStream {
-    /// The next event; `None` after the last one.
+    /// The next event; `None` after the last one. (The stream is also a
+    /// [`futures_core::Stream`].)
     pub async fn next(&mut self) -> Option<Result<PromptEvent, ClientError>> {
-        let idle = self.shared.options.prompt_idle_timeout;
-        let answer = self.answer.as_mut()?;
-        // Biased towards updates: the agent sends a turn's updates before its answer, and the
-        // reader queues them before it delivers the answer, so none is skipped.
-        let outcome = tokio::select! {
-            biased;
-            Some(update) = self.updates.recv() => return Some(Ok(match self.kind {
-                StreamKind::Prompt => PromptEvent::Update(update),
-                StreamKind::Load => PromptEvent::Replay(update),
-            })),
-            answer = answer => answer,
-            () = tokio::time::sleep(idle) => Err(RequestFailure::TimedOut),
-        };
+        std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await
+    }
+
+    /// The stream's end: the answer (or the failure) read as the last event.
+    fn end(&mut self, outcome: Result<Box<RawValue>, RequestFailure>) -> Result<PromptEvent, ClientError> {
         self.finish();
+        let idle = self.shared.options.prompt_idle_timeout;
         let method = match self.kind {
             StreamKind::Prompt => wire::method_names::SESSION_PROMPT,
             StreamKind::Load => wire::method_names::SESSION_LOAD,
         };
-        Some(match outcome {
+        match outcome {
             Ok(_) if self.kind == StreamKind::Load => Ok(PromptEvent::Loaded),
             Ok(raw) => serde_json::from_str::<wire::PromptResponse>(raw.get())
                 .map(|response| PromptEvent::Stop(response.stop_reason))
                 .map_err(|error| ClientError::InvalidResponse {
-                    method: wire::method_names::SESSION_PROMPT.to_string(),
+                    method: method.to_string(),
                     reason: error.to_string(),
                 }),
             Err(RequestFailure::TimedOut) => {
                 // Tell the agent to stop; whatever it answers later is ignored.
-                let _ = tokio::time::timeout(
-                    self.shared.options.request_timeout,
-                    self.shared.notify(
-                        wire::method_names::SESSION_CANCEL,
-                        &serde_json::json!({ "sessionId": self.session }),
-                    ),
-                )
-                .await;
+                let shared = Arc::clone(&self.shared);
+                let session = self.session.clone();
+                tokio::spawn(async move {
+                    let cancel = serde_json::json!({ "sessionId": session });
+                    let notify = shared.notify(wire::method_names::SESSION_CANCEL, &cancel);
+                    let _ = tokio::time::timeout(shared.options.request_timeout, notify).await;
+                });
                 Err(self
                     .shared
                     .timeout_error(&format!("{method} (no message for the idle timeout)"), idle))
             }
             Err(failure) => Err(self.shared.failure(method, failure, idle)),
-        })
+        }
     }
 
     /// Reads a prompt to the end: every update, and the stop reason.
@@ -217,6 +222,35 @@ impl PromptStream {
         {
             subscribers.remove(self.session.as_str());
         }
+    }
+}
+
+impl futures_core::Stream for PromptStream {
+    type Item = Result<PromptEvent, ClientError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let Some(answer) = this.answer.as_mut() else {
+            return Poll::Ready(None);
+        };
+        // Updates first: the reader queues a turn's updates before it delivers the answer, so
+        // none is skipped.
+        if let Poll::Ready(Some(update)) = this.updates.poll_recv(cx) {
+            let idle = this.shared.options.prompt_idle_timeout;
+            this.idle.as_mut().reset(tokio::time::Instant::now() + idle);
+            return Poll::Ready(Some(Ok(match this.kind {
+                StreamKind::Prompt => PromptEvent::Update(update),
+                StreamKind::Load => PromptEvent::Replay(update),
+            })));
+        }
+        let outcome = match answer.as_mut().poll(cx) {
+            Poll::Ready(outcome) => outcome,
+            Poll::Pending => match this.idle.as_mut().poll(cx) {
+                Poll::Ready(()) => Err(RequestFailure::TimedOut),
+                Poll::Pending => return Poll::Pending,
+            },
+        };
+        Poll::Ready(Some(this.end(outcome)))
     }
 }
 

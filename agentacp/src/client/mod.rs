@@ -413,6 +413,7 @@ impl Client {
                 let answer: Result<_, RequestFailure> = waiting.answer().await;
                 answer
             })),
+            idle: Box::pin(tokio::time::sleep(self.shared.options.prompt_idle_timeout)),
         })
     }
 
