@@ -2,10 +2,12 @@
 //! an agent in its own temporary workspace, a raw JSON-lines client, and a client built on the
 //! official Rust SDK (`agent-client-protocol` 5) that records every message it sees.
 //!
-//! Shared by `tests/rust_sdk.rs`, `tests/raw_protocol.rs` and `benches/stream.rs`. Every await
-//! that depends on the agent is bounded by [`TIMEOUT`], so a broken agent fails the test (with
-//! the wire messages seen and the agent's stderr) instead of hanging it.
+//! Shared by `tests/rust_sdk.rs`, `tests/raw_protocol.rs` and the benchmarks in `benches/`
+//! (with [`bench_support`]). Every await that depends on the agent is bounded by [`TIMEOUT`],
+//! so a broken agent fails the test (with the wire messages seen and the agent's stderr)
+//! instead of hanging it.
 
+pub mod bench_support;
 pub mod raw;
 pub mod sdk;
 mod transcript;

@@ -1,0 +1,138 @@
+//! Pieces shared by the benchmarks (`benches/client_stream.rs`; `benches/stream.rs` has its
+//! own copies of the limit program and the SDK run, which it can switch to these).
+//!
+//! - [`sdk_stream`]: the official SDK client ([`SdkClient`]) consumes `/stream N SIZE` from an
+//!   agent and counts the updates.
+//! - [`serde_pipe_limit`]: the limit of the medium — the same notifications serialised with
+//!   serde_json into an OS pipe on one thread, read and parsed back line by line on another.
+//! - [`chunk_notification`]: one `session/update` of `/stream`, as the official SDK's types,
+//!   serialising to the JSON echo-server sends.
+
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, SessionNotification, SessionUpdate, StopReason, TextContent,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::sdk::{Options, SdkClient};
+use crate::{AgentDirs, AgentProcess, StderrMode, peak_rss_kib, stream_chunk};
+
+/// A whole `session/update` JSON-RPC notification.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Notification {
+    /// `"2.0"`.
+    pub jsonrpc: String,
+    /// `"session/update"`.
+    pub method: String,
+    /// The session and its update.
+    pub params: SessionNotification,
+}
+
+/// Chunk `i` of `/stream N size` in `session`: an `agent_message_chunk` with the text
+/// [`stream_chunk`]`(i, size)`.
+pub fn chunk_notification(session: &str, i: usize, size: usize) -> Notification {
+    Notification {
+        jsonrpc: "2.0".to_string(),
+        method: "session/update".to_string(),
+        params: SessionNotification::new(
+            session.to_string(),
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(TextContent::new(stream_chunk(
+                i, size,
+            ))))),
+        ),
+    }
+}
+
+/// The limit program: serialises `updates` [`chunk_notification`]s (in `session`, of `size`
+/// bytes) with serde_json into an OS pipe on a second thread; this thread reads the pipe line
+/// by line and parses each line back (into the official SDK's types). Returns the time from
+/// the first serialisation to the last parse; panics unless exactly `updates` text chunks of
+/// `size` bytes came back.
+pub fn serde_pipe_limit(session: &str, updates: usize, size: usize) -> Duration {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    let session = session.to_string();
+    let start = Instant::now();
+    let producer = std::thread::spawn(move || {
+        let mut out = BufWriter::with_capacity(1 << 16, writer);
+        for i in 0..updates {
+            serde_json::to_writer(&mut out, &chunk_notification(&session, i, size)).expect("serialise");
+            out.write_all(b"\n").expect("write");
+        }
+        out.flush().expect("flush");
+    });
+    let mut input = BufReader::with_capacity(1 << 16, reader);
+    let mut line = String::new();
+    let mut parsed = 0usize;
+    while input.read_line(&mut line).expect("read") > 0 {
+        let message: Notification = serde_json::from_str(&line).expect("parse");
+        if let SessionUpdate::AgentMessageChunk(chunk) = &message.params.update
+            && let ContentBlock::Text(text) = &chunk.content
+            && text.text.len() == size
+        {
+            parsed += 1;
+        }
+        line.clear();
+    }
+    producer.join().expect("the producer thread");
+    let elapsed = start.elapsed();
+    assert_eq!(
+        parsed, updates,
+        "the limit program parsed back {parsed} of {updates} chunks"
+    );
+    elapsed
+}
+
+/// What one client run measured.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamRun {
+    /// From sending `session/prompt` to its response (the stream's last update before it).
+    pub elapsed: Duration,
+    /// Updates received before the response.
+    pub updates: u64,
+    /// The agent's peak RSS (`VmHWM`, KiB), read after the response, before its stdin closes.
+    pub agent_peak_kib: u64,
+}
+
+/// The official SDK client (transcript and event recording off: it only counts updates)
+/// consumes `/stream {updates} {size}` from `binary`, run in fresh [`AgentDirs`]. Panics
+/// unless the turn ends `end_turn` and the agent then exits 0 on stdin EOF; the caller checks
+/// the count.
+pub async fn sdk_stream(binary: &Path, updates: usize, size: usize) -> StreamRun {
+    let dirs = AgentDirs::new();
+    let process = AgentProcess::spawn(binary, &dirs, StderrMode::Capture);
+    let pid = process.pid;
+    let client = SdkClient::connect(
+        process,
+        Options {
+            transcript: false,
+            record_updates: false,
+        },
+    )
+    .await;
+    client.initialize().await;
+    let session = client.new_session(&dirs.project("p")).await;
+    let start = Instant::now();
+    let response = client.prompt(&session, &format!("/stream {updates} {size}")).ok().await;
+    let elapsed = start.elapsed();
+    let agent_peak_kib = peak_rss_kib(pid).unwrap_or(0);
+    if response.stop_reason != StopReason::EndTurn {
+        client.fail(format!("the stream ended {:?}, not end_turn", response.stop_reason));
+    }
+    let updates = client.update_count();
+    let status = client.shutdown().await;
+    assert!(status.success(), "{} exited with {status}", binary.display());
+    StreamRun {
+        elapsed,
+        updates,
+        agent_peak_kib,
+    }
+}
+
+/// The median (the upper one for an even count); panics on an empty list.
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
