@@ -41,46 +41,8 @@ impl TerminalClient for Terminal {
         fs::write_text_file(&request).await
     }
 
-    async fn create_terminal(
-        &self,
-        context: &ClientContext,
-        request: wire::CreateTerminalRequest,
-    ) -> Result<wire::CreateTerminalResponse, RpcError> {
-        eprintln!("[terminal] {} {}", request.command, request.args.join(" "));
-        context.terminals().create(&request).await
-    }
-
-    async fn terminal_output(
-        &self,
-        context: &ClientContext,
-        request: wire::TerminalOutputRequest,
-    ) -> Result<wire::TerminalOutputResponse, RpcError> {
-        context.terminals().output(&request).await
-    }
-
-    async fn wait_for_terminal_exit(
-        &self,
-        context: &ClientContext,
-        request: wire::WaitForTerminalExitRequest,
-    ) -> Result<wire::WaitForTerminalExitResponse, RpcError> {
-        context.terminals().wait_for_exit(&request).await
-    }
-
-    async fn kill_terminal(
-        &self,
-        context: &ClientContext,
-        request: wire::KillTerminalRequest,
-    ) -> Result<wire::KillTerminalResponse, RpcError> {
-        context.terminals().kill(&request).await
-    }
-
-    async fn release_terminal(
-        &self,
-        context: &ClientContext,
-        request: wire::ReleaseTerminalRequest,
-    ) -> Result<wire::ReleaseTerminalResponse, RpcError> {
-        context.terminals().release(&request).await
-    }
+    // The terminal family, delegated to the connection's built-in terminals.
+    agentacp::builtin_terminal_methods!();
 }
 
 /// Drive an ACP agent from the terminal.
