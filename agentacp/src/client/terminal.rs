@@ -700,6 +700,59 @@ fn signal_name(number: i32) -> String {
         .map_or_else(|| format!("signal {number}"), |(_, name)| (*name).to_string())
 }
 
+/// Implements the terminal family of a generated `…Client` handler trait with the built-in
+/// [`Terminals`] of the connection. Write it inside the `impl` block:
+///
+/// ```ignore
+/// impl MyClient for My {
+///     agentacp::builtin_terminal_methods!();
+/// }
+/// ```
+#[macro_export]
+macro_rules! builtin_terminal_methods {
+    () => {
+        async fn create_terminal(
+            &self,
+            context: &$crate::client::ClientContext,
+            request: $crate::wire::default::CreateTerminalRequest,
+        ) -> ::core::result::Result<$crate::wire::default::CreateTerminalResponse, $crate::jsonrpc::RpcError> {
+            context.terminals().create(&request).await
+        }
+
+        async fn terminal_output(
+            &self,
+            context: &$crate::client::ClientContext,
+            request: $crate::wire::default::TerminalOutputRequest,
+        ) -> ::core::result::Result<$crate::wire::default::TerminalOutputResponse, $crate::jsonrpc::RpcError> {
+            context.terminals().output(&request).await
+        }
+
+        async fn wait_for_terminal_exit(
+            &self,
+            context: &$crate::client::ClientContext,
+            request: $crate::wire::default::WaitForTerminalExitRequest,
+        ) -> ::core::result::Result<$crate::wire::default::WaitForTerminalExitResponse, $crate::jsonrpc::RpcError> {
+            context.terminals().wait_for_exit(&request).await
+        }
+
+        async fn kill_terminal(
+            &self,
+            context: &$crate::client::ClientContext,
+            request: $crate::wire::default::KillTerminalRequest,
+        ) -> ::core::result::Result<$crate::wire::default::KillTerminalResponse, $crate::jsonrpc::RpcError> {
+            context.terminals().kill(&request).await
+        }
+
+        async fn release_terminal(
+            &self,
+            context: &$crate::client::ClientContext,
+            request: $crate::wire::default::ReleaseTerminalRequest,
+        ) -> ::core::result::Result<$crate::wire::default::ReleaseTerminalResponse, $crate::jsonrpc::RpcError> {
+            context.terminals().release(&request).await
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
@@ -1181,57 +1234,4 @@ mod tests {
         create(&terminals, request("true", &[])).await;
         terminals.kill_all();
     }
-}
-
-/// Implements the terminal family of a generated `…Client` handler trait with the built-in
-/// [`Terminals`] of the connection. Write it inside the `impl` block:
-///
-/// ```ignore
-/// impl MyClient for My {
-///     agentacp::builtin_terminal_methods!();
-/// }
-/// ```
-#[macro_export]
-macro_rules! builtin_terminal_methods {
-    () => {
-        async fn create_terminal(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::CreateTerminalRequest,
-        ) -> ::core::result::Result<$crate::wire::default::CreateTerminalResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().create(&request).await
-        }
-
-        async fn terminal_output(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::TerminalOutputRequest,
-        ) -> ::core::result::Result<$crate::wire::default::TerminalOutputResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().output(&request).await
-        }
-
-        async fn wait_for_terminal_exit(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::WaitForTerminalExitRequest,
-        ) -> ::core::result::Result<$crate::wire::default::WaitForTerminalExitResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().wait_for_exit(&request).await
-        }
-
-        async fn kill_terminal(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::KillTerminalRequest,
-        ) -> ::core::result::Result<$crate::wire::default::KillTerminalResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().kill(&request).await
-        }
-
-        async fn release_terminal(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::ReleaseTerminalRequest,
-        ) -> ::core::result::Result<$crate::wire::default::ReleaseTerminalResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().release(&request).await
-        }
-    };
 }
