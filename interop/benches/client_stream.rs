@@ -291,7 +291,7 @@ fn main() {
          updates of {SIZE} bytes ({line_bytes}-byte lines); median of {RUNS} interleaved rounds after one warm-up"
     );
     println!(
-        "{:<48} {:<15} {:>10} {:>15} {:>11} {:>10}",
+        "{:<50} {:<15} {:>10} {:>15} {:>11} {:>10}",
         "what", "client runtime", "updates/s", "min-max", "client RSS", "agent RSS"
     );
     let row = |label: &str, flavor: &str, f: &Figures, rss: bool| {
@@ -301,7 +301,7 @@ fn main() {
             ("n/a".to_string(), "-".to_string())
         };
         println!(
-            "{label:<48} {flavor:<15} {:>10.0} {:>15} {client:>11} {agent:>10}",
+            "{label:<50} {flavor:<15} {:>10.0} {:>15} {client:>11} {agent:>10}",
             f.rate,
             format!("{:.0}-{:.0}", f.min, f.max)
         );
@@ -325,12 +325,12 @@ fn main() {
     }
     row("(c) limit: serde_json -> OS pipe -> serde_json", "-", &c, false);
     println!(
-        "{:<48} {:<15} {:>10} {:>15} {:>11}",
+        "{:<50} {:<15} {:>10} {:>15} {:>11}",
         "    client child with only its runtime",
         "multi/current",
         "",
         "",
-        format!("{:.1}/{:.1}", baseline[0], baseline[1])
+        format!("{:.1}/{:.1} MiB", baseline[0], baseline[1])
     );
     for (i, flavor) in ["multi", "current"].into_iter().enumerate() {
         let (a, b) = (&all[2 * i], &all[2 * i + 1]);
