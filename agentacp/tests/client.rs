@@ -366,6 +366,14 @@ for line in sys.stdin:
                 update(json.dumps(answer, sort_keys=True))
             send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
             continue
+        if mode == "stall":
+            update("one")
+            continue
+        if mode == "trickle":
+            import time
+            for n in range(6):
+                update("tick %d" % n)
+                time.sleep(0.1)
         if mode == "updates":
             for u in [{"sessionUpdate": "current_mode_update", "currentModeId": "architect"},
                       {"sessionUpdate": "available_commands_update",
@@ -1052,6 +1060,42 @@ async fn mode_command_and_usage_updates_are_typed_and_the_turn_is_a_stream() {
             "{updates:?}"
         );
         assert_eq!(events.last(), Some(&PromptEvent::Stop(wire::StopReason::EndTurn)));
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_prompt_fails_after_the_idle_timeout_without_messages_but_not_while_updates_flow() {
+    bounded(async {
+        let fake = Fake::new();
+        let options = || ClientOptions {
+            prompt_idle_timeout: Duration::from_millis(400),
+            ..ClientOptions::default().with_workspace_root(fake.dir.path())
+        };
+        // Updates every 100 ms for 600 ms: longer than the idle timeout, never idle that long.
+        let client = Client::connect(fake.python("trickle"), options()).await.unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let (updates, stop) = client
+            .prompt_text(&session, "go")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(stop, wire::StopReason::EndTurn);
+        assert_eq!(texts(&updates).len(), 7, "{updates:?}");
+        client.close().await;
+        // One update, then silence: the stream fails with a timeout after the update.
+        let client = Client::connect(fake.python("stall"), options()).await.unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let mut turn = client.prompt_text(&session, "go").await.unwrap();
+        assert!(matches!(turn.next().await, Some(Ok(PromptEvent::Update(_)))));
+        let started = Instant::now();
+        let error = turn.next().await.expect("an event").unwrap_err();
+        assert!(matches!(error, ClientError::Timeout { .. }), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(turn.next().await.is_none(), "nothing after the error");
         client.close().await;
     })
     .await;

@@ -190,17 +190,19 @@ impl Shared {
         }
     }
 
+    /// The subscriber of `session` (its tag, its queue, and whether it is a replay).
+    fn subscriber(&self, session: &str) -> Option<(i64, mpsc::Sender<Update>, bool)> {
+        lock(&self.subscribers)
+            .get(session)
+            .map(|s| (s.tag, s.sender.clone(), s.replay))
+    }
+
     /// Delivers an update to its session's subscriber (waiting while its queue is full).
-    async fn deliver(&self, session: String, update: Update) {
-        let subscriber = lock(&self.subscribers).get(&session).map(|s| (s.tag, s.sender.clone()));
-        let Some((tag, sender)) = subscriber else {
-            tracing::debug!(%session, "an update for a session without a running prompt was dropped");
-            return;
-        };
+    async fn deliver(&self, session: &str, (tag, sender): (i64, mpsc::Sender<Update>), update: Update) {
         if sender.send(update).await.is_err() {
             let mut subscribers = lock(&self.subscribers);
-            if subscribers.get(&session).is_some_and(|s| s.tag == tag) {
-                subscribers.remove(&session);
+            if subscribers.get(session).is_some_and(|s| s.tag == tag) {
+                subscribers.remove(session);
             }
         }
     }
@@ -277,9 +279,8 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
             match serde_json::from_str::<UpdateParams>(text) {
                 Ok(params) => {
                     let update = Update::from_raw(&params.update);
-                    let replay = lock(&shared.subscribers)
-                        .get(&params.session_id)
-                        .is_some_and(|s| s.replay);
+                    let subscriber = shared.subscriber(&params.session_id);
+                    let replay = subscriber.as_ref().is_some_and(|s| s.2);
                     if !replay && let Err(error) = shared.oversight.observe(&params.session_id, &update) {
                         // Fail closed: what cannot be audited is not shown, and the turn stops.
                         tracing::error!(%error, session = %params.session_id, "auditing a tool call failed; cancelling the turn");
@@ -287,7 +288,12 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
                         let _ = shared.notify(wire::method_names::SESSION_CANCEL, &cancel).await;
                         return;
                     }
-                    shared.deliver(params.session_id, update).await
+                    match subscriber {
+                        Some((tag, sender, _)) => shared.deliver(&params.session_id, (tag, sender), update).await,
+                        None => {
+                            tracing::debug!(session = %params.session_id, "an update for a session without a running prompt was dropped")
+                        }
+                    }
                 }
                 Err(error) => tracing::warn!(%error, "an unreadable `session/update` was ignored"),
             }

@@ -109,8 +109,11 @@ pub struct PromptStream {
     pub(crate) kind: StreamKind,
     pub(crate) updates: mpsc::Receiver<Update>,
     pub(crate) answer: Option<Answer>,
-    /// Fires after the idle timeout without a message; reset by every update.
+    /// Fires at the idle deadline; when it does, the deadline is moved to the idle timeout
+    /// after `last_message` if that is later (cheaper than resetting a timer per update).
     pub(crate) idle: Pin<Box<tokio::time::Sleep>>,
+    /// When the last update arrived (or the stream started).
+    pub(crate) last_message: tokio::time::Instant,
 }
 
 impl std::fmt::Debug for PromptStream {
@@ -236,8 +239,7 @@ impl futures_core::Stream for PromptStream {
         // Updates first: the reader queues a turn's updates before it delivers the answer, so
         // none is skipped.
         if let Poll::Ready(Some(update)) = this.updates.poll_recv(cx) {
-            let idle = this.shared.options.prompt_idle_timeout;
-            this.idle.as_mut().reset(tokio::time::Instant::now() + idle);
+            this.last_message = tokio::time::Instant::now();
             return Poll::Ready(Some(Ok(match this.kind {
                 StreamKind::Prompt => PromptEvent::Update(update),
                 StreamKind::Load => PromptEvent::Replay(update),
@@ -245,9 +247,17 @@ impl futures_core::Stream for PromptStream {
         }
         let outcome = match answer.as_mut().poll(cx) {
             Poll::Ready(outcome) => outcome,
-            Poll::Pending => match this.idle.as_mut().poll(cx) {
-                Poll::Ready(()) => Err(RequestFailure::TimedOut),
-                Poll::Pending => return Poll::Pending,
+            Poll::Pending => loop {
+                match this.idle.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(()) => {
+                        let deadline = this.last_message + this.shared.options.prompt_idle_timeout;
+                        if deadline <= tokio::time::Instant::now() {
+                            break Err(RequestFailure::TimedOut);
+                        }
+                        this.idle.as_mut().reset(deadline);
+                    }
+                }
             },
         };
         Poll::Ready(Some(this.end(outcome)))

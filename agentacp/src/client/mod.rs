@@ -414,6 +414,7 @@ impl Client {
                 answer
             })),
             idle: Box::pin(tokio::time::sleep(self.shared.options.prompt_idle_timeout)),
+            last_message: tokio::time::Instant::now(),
         })
     }
 
