@@ -12,6 +12,7 @@ use crate::lint;
 use crate::manifest::{self, Checked};
 use crate::regen;
 use crate::render::{self, Format, Summary};
+use crate::scaffold;
 
 /// Exit status: success.
 pub const EXIT_OK: i32 = 0;
@@ -42,6 +43,30 @@ pub enum Command {
     Regen(RegenArgs),
     /// Check AIP-7 audit logs (hash-chained audit-event lines).
     Audit(AuditArgs),
+    /// Create a new operator crate (ACP.md, its refs, src/, a smoke test) in DIR/NAME.
+    New(NewArgs),
+}
+
+/// Arguments of `new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The crate, its folder, and the manifest's `name` and `id` (kebab-case).
+    pub name: String,
+    /// What the operator is.
+    #[arg(long, value_enum)]
+    pub kind: scaffold::Kind,
+    /// `metadata.aip44.tier`.
+    #[arg(long, value_enum)]
+    pub tier: scaffold::Tier,
+    /// Transports, comma-separated (websocket: servers only).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "stdio")]
+    pub transport: Vec<scaffold::Transport>,
+    /// The folder to create NAME in.
+    #[arg(long, default_value = ".")]
+    pub path: PathBuf,
+    /// Depend on this `agentacp` folder (a path dependency) instead of the published version.
+    #[arg(long, value_name = "PATH")]
+    pub agentacp_path: Option<PathBuf>,
 }
 
 /// Arguments of `audit`.
@@ -171,6 +196,7 @@ where
         Command::Audit(AuditArgs {
             command: AuditCommand::Verify(args),
         }) => run_audit_verify(&args, out, err),
+        Command::New(args) => run_new(&args, out, err),
     };
     result.unwrap_or_else(|error| {
         let _ = writeln!(err, "scaffold-aip: {error}");
@@ -275,6 +301,27 @@ fn run_explain(args: &ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         }
     }
     Ok(EXIT_OK)
+}
+
+fn run_new(args: &NewArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    let options = scaffold::Options {
+        name: args.name.clone(),
+        kind: args.kind,
+        tier: args.tier,
+        transports: args.transport.clone(),
+        dir: args.path.clone(),
+        agentacp_path: args.agentacp_path.clone(),
+    };
+    match scaffold::new_crate(&options) {
+        Ok(scaffolded) => {
+            out.write_all(scaffold::report(&scaffolded).as_bytes())?;
+            Ok(EXIT_OK)
+        }
+        Err(error) => {
+            writeln!(err, "scaffold-aip new: {error}")?;
+            Ok(EXIT_USAGE)
+        }
+    }
 }
 
 fn run_audit_verify(args: &AuditVerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {

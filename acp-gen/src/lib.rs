@@ -17,6 +17,7 @@ pub mod operator;
 pub mod regen;
 pub mod render;
 pub mod revisions;
+pub mod scaffold;
 pub mod source;
 pub mod wire;
 pub mod yaml;
