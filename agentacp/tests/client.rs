@@ -322,10 +322,12 @@ def update(text):
     send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
           "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
 prompts = 0
+client_capabilities = None
 for line in sys.stdin:
     msg = json.loads(line)
     method, id = msg.get("method"), msg.get("id")
     if method == "initialize":
+        client_capabilities = msg["params"].get("clientCapabilities")
         if mode == "silent":
             continue
         version = 99 if mode == "version" else 1
@@ -355,6 +357,10 @@ for line in sys.stdin:
             # and stream its answer back as a message chunk.
             asks = json.loads(msg["params"]["prompt"][0]["text"])
             for n, (ask_method, ask_params) in enumerate(asks):
+                if ask_method == "$clientCapabilities":
+                    # Not a request: what the client advertised at initialize.
+                    update(json.dumps({"result": client_capabilities}, sort_keys=True))
+                    continue
                 ask_id = "ask-%d" % n
                 send({"jsonrpc": "2.0", "id": ask_id, "method": ask_method, "params": ask_params})
                 for answer_line in sys.stdin:
@@ -767,19 +773,28 @@ async fn the_builtin_terminal_runs_a_command_in_the_session_cwd() {
 #[tokio::test]
 async fn the_advertised_client_capabilities_are_the_handlers() {
     bounded(async {
-        // The fake agent echoes nothing of initialize, so read what we sent through a
-        // `requests` run: writing is refused exactly when not advertised (above); here the
-        // default client offers nothing at all.
         let dirs = Dirs::new();
         let inside = dirs.workspace.join("a.txt");
         std::fs::write(&inside, "a").unwrap();
-        let answers = agent_requests(
-            ClientOptions::default(),
-            &dirs.workspace,
-            serde_json::json!([read(&inside)]),
-        )
-        .await;
-        assert_eq!(answers[0]["error"]["code"], -32601, "{answers:?}");
+        let asks = serde_json::json!([["$clientCapabilities", null], read(&inside)]);
+        let caps = |read: bool, write: bool, terminal: bool| {
+            serde_json::json!({"fs": {"readTextFile": read, "writeTextFile": write}, "terminal": terminal})
+        };
+        // The default client offers nothing, says so, and refuses a read.
+        let answers = agent_requests(ClientOptions::default(), &dirs.workspace, asks.clone()).await;
+        assert_eq!(answers[0]["result"], caps(false, false, false), "{answers:?}");
+        assert_eq!(answers[1]["error"]["code"], -32601, "{answers:?}");
+        // Each built-in set is advertised exactly.
+        use agentacp::client::Builtin;
+        for (handlers, expected) in [
+            (Builtin::read_only(), caps(true, false, false)),
+            (Builtin::read_write(), caps(true, true, false)),
+            (Builtin::default().with_terminal(), caps(false, false, true)),
+        ] {
+            let options = ClientOptions::default().with_handlers(handlers);
+            let answers = agent_requests(options, &dirs.workspace, asks.clone()).await;
+            assert_eq!(answers[0]["result"], expected, "{handlers:?}: {answers:?}");
+        }
     })
     .await;
 }

@@ -31,7 +31,7 @@ use crate::audit::{AuditLog, FsyncPolicy};
 use crate::client::AgentCommand;
 use crate::error::{Error, Result};
 use crate::governance::Governance;
-use crate::server::OperatorSpec;
+use crate::server::{OperatorSpec, env_number, env_path};
 use crate::tier::Tier;
 
 /// A bridge operator, as the runtime drives it. `#[acp_operator]` implements this for a
@@ -117,18 +117,12 @@ impl std::fmt::Debug for BridgeOptions {
 impl BridgeOptions {
     /// The defaults, overridden by the `AGENTACP_*` variables that are set (see the fields).
     pub fn from_env() -> Self {
-        let mut options = BridgeOptions::default();
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        options.audit_log = var("AGENTACP_AUDIT_LOG").map(PathBuf::from);
-        options.state_dir = var("AGENTACP_STATE_DIR").map(PathBuf::from);
-        let number = |name: &str| -> Option<u64> {
-            let text = var(name)?;
-            let parsed = text.to_str().and_then(|t| t.trim().parse().ok());
-            if parsed.is_none() {
-                tracing::warn!(variable = name, value = ?text, "not a whole number; ignored");
-            }
-            parsed
+        let mut options = BridgeOptions {
+            audit_log: env_path("AGENTACP_AUDIT_LOG"),
+            state_dir: env_path("AGENTACP_STATE_DIR"),
+            ..BridgeOptions::default()
         };
+        let number = env_number;
         if let Some(ms) = number("AGENTACP_REQUEST_TIMEOUT_MS") {
             options.request_timeout = Duration::from_millis(ms);
         }

@@ -50,7 +50,7 @@ impl std::fmt::Display for RelayError {
 struct Forwarded {
     method: String,
     session: Option<String>,
-    /// When to give up; a prompt's deadline moves with every message from the agent.
+    /// When to give up; a prompt's deadline also moves with every message from the agent.
     deadline: Instant,
     /// For the agent's permission requests: what governance and audit need at the answer.
     permission: Option<(wire::RequestPermissionRequest, ToolFacts)>,
@@ -73,6 +73,8 @@ struct Relay {
     to_agent: Mutex<HashMap<Id, Forwarded>>,
     /// The agent's requests waiting for the editor.
     to_editor: Mutex<HashMap<Id, Forwarded>>,
+    /// When the agent last sent anything: a prompt's deadline is the idle timeout after that.
+    last_from_agent: Mutex<Instant>,
     /// Tool calls governance denied: `(session, toolCallId)`; never shown to the editor.
     hidden: Mutex<HashSet<(String, String)>>,
     process: AgentProcess,
@@ -130,6 +132,7 @@ where
         },
         to_agent: Mutex::default(),
         to_editor: Mutex::default(),
+        last_from_agent: Mutex::new(Instant::now()),
         hidden: Mutex::default(),
         process,
         options,
@@ -448,13 +451,8 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
 async fn from_agent<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: FrameReader<R>) {
     loop {
         let frame = frames.next().await;
-        // Any message from the agent shows a running prompt is alive.
-        let idle = relay.options.prompt_idle_timeout;
-        for forwarded in lock(&relay.to_agent).values_mut() {
-            if forwarded.method == wire::method_names::SESSION_PROMPT {
-                forwarded.deadline = Instant::now() + idle;
-            }
-        }
+        // Any message from the agent shows a running prompt is alive (see `sweep`).
+        *lock(&relay.last_from_agent) = Instant::now();
         match frame {
             Ok(None) => return,
             Err(error) => {
@@ -635,13 +633,18 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
         session_id: String,
         update: Box<RawValue>,
     }
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "sessionUpdate", borrow)]
+        kind: Option<&'a str>,
+    }
     let Ok(params) = serde_json::from_str::<Params>(params.get()) else {
         return true;
     };
-    let update = crate::client::Update::from_raw(&params.update);
-    let is_new = match &update {
-        crate::client::Update::ToolCall(_) => true,
-        crate::client::Update::ToolCallUpdate(_) => false,
+    // Only tool calls are gated: every other update passes without a typed parse.
+    let is_new = match serde_json::from_str::<Kind<'_>>(params.update.get()).map(|k| k.kind) {
+        Ok(Some("tool_call")) => true,
+        Ok(Some("tool_call_update")) => false,
         _ => return true,
     };
     let session = params.session_id;
@@ -652,6 +655,7 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
     if replaying {
         return true;
     }
+    let update = crate::client::Update::from_raw(&params.update);
     let facts = serde_json::from_str::<Value>(params.update.get())
         .ok()
         .as_ref()
@@ -700,11 +704,7 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
                     return;
                 }
             };
-            let facts = serde_json::to_value(&request.tool_call)
-                .ok()
-                .as_ref()
-                .and_then(ToolFacts::of)
-                .unwrap_or_else(|| ToolFacts::unnamed(request.tool_call.tool_call_id.as_str()));
+            let facts = ToolFacts::of_permission(&request);
             let session_id = request.session_id.as_str().to_string();
             let hidden = lock(&relay.hidden).contains(&(session_id.clone(), facts.id.clone()));
             let decision = if hidden {
@@ -783,11 +783,19 @@ async fn sweep(relay: Arc<Relay>) {
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         let now = Instant::now();
+        let prompt_alive_until = *lock(&relay.last_from_agent) + relay.options.prompt_idle_timeout;
         let expired = |map: &Mutex<HashMap<Id, Forwarded>>| -> Vec<(Id, Forwarded)> {
             let mut map = lock(map);
             let ids: Vec<Id> = map
                 .iter()
-                .filter(|(_, f)| f.deadline <= now)
+                .filter(|(_, f)| {
+                    let deadline = if f.method == wire::method_names::SESSION_PROMPT {
+                        f.deadline.max(prompt_alive_until)
+                    } else {
+                        f.deadline
+                    };
+                    deadline <= now
+                })
                 .map(|(id, _)| id.clone())
                 .collect();
             ids.into_iter()

@@ -329,11 +329,7 @@ struct PermissionResponse {
 /// for the tool call's audit record.
 async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPermissionRequest) {
     let session = request.session_id.as_str().to_string();
-    let facts = serde_json::to_value(&request.tool_call)
-        .ok()
-        .as_ref()
-        .and_then(ToolFacts::of)
-        .unwrap_or_else(|| ToolFacts::unnamed(request.tool_call.tool_call_id.as_str()));
+    let facts = ToolFacts::of_permission(&request);
     let (outcome, approval) = match shared.oversight.decide(&session, &facts) {
         Decision::Allow => (
             permission::outcome(&request, &PermissionDecision::Approve),

@@ -9,7 +9,7 @@ use super::handlers::ClientHandlers;
 use super::process::AgentCommand;
 use super::{Client, ClientError, ClientOptions};
 use crate::audit::FsyncPolicy;
-use crate::server::OperatorSpec;
+use crate::server::{OperatorSpec, env_path};
 use crate::tier::Tier;
 
 /// A client operator, as the runtime drives it. `#[acp_operator]` implements this for the
@@ -47,15 +47,10 @@ impl<T: ClientOperator> Connect for T {
             options.governance = Some(Arc::new(spec.governance()));
         }
         if options.audit.is_off() {
-            let var = |name: &str| {
-                std::env::var_os(name)
-                    .filter(|v| !v.is_empty())
-                    .map(std::path::PathBuf::from)
-            };
-            let state_dir = var("AGENTACP_STATE_DIR").unwrap_or_else(|| crate::server::default_state_dir(spec.id));
+            let state_dir = env_path("AGENTACP_STATE_DIR").unwrap_or_else(|| crate::server::default_state_dir(spec.id));
             options.audit = spec
                 .open_audit(
-                    var("AGENTACP_AUDIT_LOG").as_deref(),
+                    env_path("AGENTACP_AUDIT_LOG").as_deref(),
                     FsyncPolicy::EveryRecord,
                     &state_dir,
                 )

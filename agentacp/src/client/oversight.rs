@@ -34,16 +34,20 @@ pub(crate) struct ToolFacts {
 }
 
 impl ToolFacts {
-    /// Facts with nothing known but the id.
-    pub(crate) fn unnamed(id: &str) -> ToolFacts {
-        ToolFacts {
-            id: id.to_string(),
-            tool: None,
-            kind: None,
-            arguments: None,
-            status: None,
-            output: None,
-        }
+    /// The tool call a permission request is about (at least its id).
+    pub(crate) fn of_permission(request: &crate::wire::default::RequestPermissionRequest) -> ToolFacts {
+        serde_json::to_value(&request.tool_call)
+            .ok()
+            .as_ref()
+            .and_then(ToolFacts::of)
+            .unwrap_or_else(|| ToolFacts {
+                id: request.tool_call.tool_call_id.as_str().to_string(),
+                tool: None,
+                kind: None,
+                arguments: None,
+                status: None,
+                output: None,
+            })
     }
 
     /// Reads a `tool_call`, `tool_call_update` or a permission request's `toolCall`. The

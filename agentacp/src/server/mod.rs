@@ -102,21 +102,13 @@ impl ServerOptions {
     /// The defaults, overridden by the `AGENTACP_*` environment variables that are set.
     /// A variable that is set but unreadable is reported on stderr and ignored.
     pub fn from_env() -> Self {
-        let mut options = ServerOptions::default();
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        options.workspace_root = var("AGENTACP_WORKSPACE_ROOT").map(PathBuf::from);
-        options.state_dir = var("AGENTACP_STATE_DIR").map(PathBuf::from);
-        options.audit_log = var("AGENTACP_AUDIT_LOG").map(PathBuf::from);
-        let number = |name: &str| -> Option<u64> {
-            let text = var(name)?;
-            match text.to_str().and_then(|t| t.trim().parse().ok()) {
-                Some(n) => Some(n),
-                None => {
-                    tracing::warn!(variable = name, value = ?text, "not a whole number; ignored");
-                    None
-                }
-            }
+        let mut options = ServerOptions {
+            workspace_root: env_path("AGENTACP_WORKSPACE_ROOT"),
+            state_dir: env_path("AGENTACP_STATE_DIR"),
+            audit_log: env_path("AGENTACP_AUDIT_LOG"),
+            ..ServerOptions::default()
         };
+        let number = env_number;
         if let Some(bytes) = number("AGENTACP_MAX_FRAME_BYTES") {
             options.max_frame_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
@@ -150,6 +142,22 @@ impl ServerOptions {
     fn resolved_state_dir(&self, id: &str) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(|| default_state_dir(id))
     }
+}
+
+/// A path from the environment variable `name`, when it is set and not empty.
+pub(crate) fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// A whole number from the environment variable `name`; set but unreadable is reported on
+/// stderr and ignored.
+pub(crate) fn env_number(name: &str) -> Option<u64> {
+    let text = std::env::var_os(name).filter(|v| !v.is_empty())?;
+    let parsed = text.to_str().and_then(|t| t.trim().parse().ok());
+    if parsed.is_none() {
+        tracing::warn!(variable = name, value = ?text, "not a whole number; ignored");
+    }
+    parsed
 }
 
 /// Where an operator keeps state when no folder is given: `$XDG_STATE_HOME/agentacp/<id>`,
