@@ -225,7 +225,12 @@ pub(crate) async fn read_loop<R: AsyncBufRead + Unpin>(shared: Arc<Shared>, mut 
                 break;
             }
             Ok(Some(Frame::TooLarge { len, id })) => too_large(&shared, len, id).await,
-            Ok(Some(Frame::Line(line))) => handle(&shared, &line).await,
+            Ok(Some(Frame::Line(line))) => {
+                if let Some(tap) = &shared.options.wire_tap {
+                    tap(super::Direction::FromAgent, &line);
+                }
+                handle(&shared, &line).await
+            }
         }
     }
     tracing::debug!(pid = ?shared.process.pid, "the agent closed its output");

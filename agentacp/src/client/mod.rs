@@ -47,6 +47,7 @@ mod operator;
 pub(crate) mod oversight;
 pub(crate) mod permission;
 pub(crate) mod process;
+mod tap;
 pub mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -65,6 +66,7 @@ pub use handlers::{Builtin, Capabilities, ClientContext, ClientHandlers, Handler
 pub use operator::{ClientOperator, Connect};
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
+pub use tap::{Direction, WireTap};
 
 use crate::audit::AuditLog;
 use crate::governance::Governance;
@@ -124,6 +126,8 @@ pub struct ClientOptions {
     pub audit: AuditLog,
     /// Our operator id in audit records and governance requests. Default: `client_info`'s name.
     pub operator_id: Option<String>,
+    /// Sees every message to and from the agent (a transcript, `--wire` output). Default: none.
+    pub wire_tap: Option<WireTap>,
 }
 
 impl Default for ClientOptions {
@@ -145,6 +149,7 @@ impl Default for ClientOptions {
             governance: None,
             audit: AuditLog::off(),
             operator_id: None,
+            wire_tap: None,
         }
     }
 }
@@ -167,6 +172,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("governance", &self.governance.is_some())
             .field("audit", &!self.audit.is_off())
             .field("operator_id", &self.operator_id)
+            .field("wire_tap", &self.wire_tap.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -194,6 +200,12 @@ impl ClientOptions {
     /// Records tool calls in `audit`.
     pub fn with_audit(mut self, audit: AuditLog) -> Self {
         self.audit = audit;
+        self
+    }
+
+    /// Shows `tap` every message to and from the agent ([`WireTap`]).
+    pub fn with_wire_tap(mut self, tap: impl Fn(Direction, &[u8]) + Send + Sync + 'static) -> Self {
+        self.wire_tap = Some(Arc::new(tap));
         self
     }
 
@@ -247,7 +259,10 @@ impl Client {
             ))
         })?;
         let (process, stdin, stdout) = process::spawn(&command, options.stderr_lines)?;
-        let (outbox, _writer) = Outbox::start(stdin, options.write_timeout);
+        let (outbox, _writer) = match options.wire_tap.clone() {
+            Some(tap) => Outbox::start(tap::TapWriter::new(stdin, tap), options.write_timeout),
+            None => Outbox::start(stdin, options.write_timeout),
+        };
         let frames = FrameReader::new(BufReader::new(stdout), options.max_frame_bytes);
         let permission = Arc::clone(&options.permission);
         let context = ClientContext::new(root, terminal::Terminals::default());

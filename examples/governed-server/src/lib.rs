@@ -1,0 +1,90 @@
+//! The governed example's operator, a governance-aware AIP-44 server: tool calls decided by
+//! the governance binding built from `OPERATOR.md` and `GOVERNANCE.md` (reading runs, writing
+//! and running tests ask the user, anything else is denied), every step in a hash-chained
+//! audit log, and `session/load`. `src/main.rs` serves it over stdio; the tour
+//! (`examples/tour`) runs it too.
+//!
+//! The prompt commands of the echo example work here too; `/tool NAME ARGS-JSON` makes a
+//! tool call (see `docs/design/runtime.md`).
+
+use agentacp::prelude::*;
+
+#[path = "../../echo-server/src/commands.rs"]
+mod commands;
+
+use commands::{Command, first_text};
+
+/// The operator. A real reviewer would keep its model client and memory here.
+#[acp_operator(manifest = "ACP.md")]
+pub struct Reviewer;
+
+impl ReviewerServer for Reviewer {
+    async fn prompt(
+        &self,
+        turn: &mut Turn<'_, GovernanceAware>,
+        request: wire::PromptRequest,
+    ) -> Result<wire::StopReason> {
+        let text = first_text(&request);
+        match Command::parse(&text) {
+            Command::Stream { count, size } => commands::stream(turn, count, size).await?,
+            Command::Forever => commands::forever(turn).await?,
+            Command::Tool { name, arguments } => {
+                let report = call_tool(turn, &name, arguments).await?;
+                turn.message(report).await?;
+            }
+            Command::Echo => turn.message(text).await?,
+        }
+        Ok(wire::StopReason::EndTurn)
+    }
+
+    async fn load_session(
+        &self,
+        _session: &SessionContext,
+        _request: wire::LoadSessionRequest,
+    ) -> Result<wire::LoadSessionResponse> {
+        // The runtime replayed the conversation already; this operator keeps no other state.
+        Ok(wire::LoadSessionResponse::default())
+    }
+}
+
+/// Runs one tool through governance and says how it went.
+async fn call_tool(turn: &mut Turn<'_, GovernanceAware>, name: &str, arguments: Value) -> Result<String> {
+    let session = turn.session().clone();
+    let call = turn.tool_call(name, arguments);
+    let outcome = match name {
+        "read-file" => {
+            call.kind(ToolKind::Read)
+                .run(|args| async move {
+                    let path = session.confine(args["path"].as_str().unwrap_or_default())?;
+                    let text = tokio::fs::read_to_string(&path).await.map_err(|e| e.to_string())?;
+                    Ok::<_, String>(json!({ "text": text }))
+                })
+                .await?
+        }
+        "write-file" => {
+            call.kind(ToolKind::Edit)
+                .run(|args| async move {
+                    let path = session.confine(args["path"].as_str().unwrap_or_default())?;
+                    let content = args["content"].as_str().unwrap_or_default().to_string();
+                    tokio::fs::write(&path, &content).await.map_err(|e| e.to_string())?;
+                    Ok::<_, String>(json!({ "written": content.len() }))
+                })
+                .await?
+        }
+        "run-tests" => {
+            call.kind(ToolKind::Execute)
+                .run(|_| async {
+                    Ok::<_, String>(json!({ "passed": 0, "failed": 0, "note": "the example runs no real tests" }))
+                })
+                .await?
+        }
+        // Not in the operator's tool list: governance denies it before anything reaches the wire.
+        _ => call.run(|_| async { Ok::<_, String>(Value::Null) }).await?,
+    };
+    Ok(match outcome {
+        ToolOutcome::Completed(result) => format!("completed: {result}"),
+        ToolOutcome::Failed(error) => format!("failed: {error}"),
+        ToolOutcome::Rejected(_) => "rejected".to_string(),
+        ToolOutcome::Denied(reason) => format!("denied: {reason}"),
+    })
+}
