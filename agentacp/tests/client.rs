@@ -1,12 +1,11 @@
 //! The typed ACP client (`agentacp::client`) against the example servers, and against tiny
 //! fake agents (python3 and sh scripts) that misbehave on purpose. Every wait is bounded.
 
-use std::ffi::OsString;
 use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentacp::client::{AgentCommand, Client, ClientError, ClientOptions, PermissionDecision, PromptEvent, Update};
@@ -27,57 +26,14 @@ async fn bounded<T>(future: impl Future<Output = T>) -> T {
 
 // ---- the example servers -------------------------------------------------------------------
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+/// Finds the workspace's binaries (shared with the interop crate).
+#[path = "../../interop/src/workspace_bins.rs"]
+#[allow(dead_code, reason = "the release builds are for the benchmarks")]
+mod workspace_bins;
 
-/// Builds the example binaries once (`$CARGO build --message-format=json`, like
-/// `interop::example_binary`) and returns the path of `name`.
+/// The debug build of the example binary `name`.
 fn example_binary(name: &str) -> PathBuf {
-    type Built = Option<Vec<(String, PathBuf)>>;
-    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
-    let mut built = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let binaries = built.get_or_insert_with(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-        let output = std::process::Command::new(cargo)
-            .current_dir(workspace_root())
-            .args([
-                "build",
-                "-q",
-                "--bin",
-                "echo-server",
-                "--bin",
-                "governed-server",
-                "--bin",
-                "acp-client",
-                "--message-format=json",
-            ])
-            .output()
-            .expect("cargo runs");
-        assert!(
-            output.status.success(),
-            "building the examples failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|m| m["reason"] == "compiler-artifact")
-            .filter_map(|m| {
-                let name = m["target"]["name"].as_str()?.to_string();
-                let exe = m["executable"].as_str()?;
-                Some((name, PathBuf::from(exe)))
-            })
-            .collect()
-    });
-    binaries
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, path)| path.clone())
-        .unwrap_or_else(|| panic!("cargo built no `{name}`"))
+    workspace_bins::debug_binary(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Temporary workspace root, state folder and audit log for one agent.

@@ -11,99 +11,30 @@ pub mod bench_support;
 pub mod raw;
 pub mod sdk;
 mod transcript;
+pub mod workspace_bins;
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 pub use transcript::{Direction, Transcript};
+pub use workspace_bins::workspace_root;
 
 /// The bound on every wait for the agent (a response, an update, an exit).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The root of the cargo workspace this crate belongs to.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("interop/ has a parent folder")
-        .to_path_buf()
-}
-
-/// The path of the debug build of the workspace binary `name`, built on first use (cached per
-/// process). Panics, with cargo's output, when it cannot be built.
+/// The path of the debug build of the workspace binary `name` (see [`workspace_bins`]).
+/// Panics, with cargo's output, when it cannot be built.
 pub fn example_binary(name: &str) -> PathBuf {
-    try_build_binary(name, false).unwrap_or_else(|e| panic!("{e}"))
+    workspace_bins::debug_binary(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The path of the release build of the workspace binary `name` (for the benchmark).
+/// The path of the release build of the workspace binary `name` (for the benchmarks).
 pub fn release_binary(name: &str) -> PathBuf {
-    try_build_binary(name, true).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Builds the workspace binary `name` with `$CARGO build -q --bin NAME --message-format=json`
-/// (plus `--release` when asked), from the workspace root, and returns the `executable` of
-/// its `compiler-artifact` message. Honours `CARGO_TARGET_DIR` like any cargo command, and
-/// caches the answer per process.
-pub fn try_build_binary(name: &str, release: bool) -> Result<PathBuf, String> {
-    type Cache = HashMap<(String, bool), Result<PathBuf, String>>;
-    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    // Holding the lock while building serialises concurrent tests asking for a binary (cargo
-    // would serialise them on its own lock anyway); a failure is cached too, so a broken
-    // build fails every test at once instead of being retried by each.
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    cache
-        .entry((name.to_string(), release))
-        .or_insert_with(|| build_binary(name, release))
-        .clone()
-}
-
-fn build_binary(name: &str, release: bool) -> Result<PathBuf, String> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-    let mut command = std::process::Command::new(&cargo);
-    command
-        .current_dir(workspace_root())
-        .args(["build", "-q", "--bin", name, "--message-format=json"]);
-    if release {
-        command.arg("--release");
-    }
-    let output = command
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", cargo.to_string_lossy()))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        let diagnostics: Vec<String> = stdout
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter_map(|m| m["message"]["rendered"].as_str().map(str::to_string))
-            .collect();
-        return Err(format!(
-            "`cargo build --bin {name}{}` failed ({}):\n{}\n{}",
-            if release { " --release" } else { "" },
-            output.status,
-            String::from_utf8_lossy(&output.stderr),
-            diagnostics.join("\n")
-        ));
-    }
-    stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
-        .filter(|m| {
-            m["target"]["kind"]
-                .as_array()
-                .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
-        })
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| format!("cargo built no executable for bin `{name}`:\n{stdout}"))
+    workspace_bins::release_binary(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The temporary folders an agent runs in: an authorised workspace root, a state folder and
