@@ -22,7 +22,7 @@ pub fn run(args: &RegenArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::i
     let Some(rev) = args.rev.clone().or_else(|| files.rev_from_path()) else {
         writeln!(
             err,
-            "scaffold-aip regen: say which revision this is with --rev <full commit SHA> \\
+            "scaffold-aip regen: say which revision this is with --rev <full commit SHA> \
              (the schema's folder is not named by one)"
         )?;
         return Ok(EXIT_USAGE);

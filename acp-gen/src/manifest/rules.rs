@@ -216,7 +216,11 @@ fn tier_capabilities(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
                     node.span.clone(),
                     format!("`{name}` goes beyond tier `{}`", tier.as_str()),
                 )
-                .with_help("allowed and advertised as declared; raise the tier if the runtime relies on it"),
+                .with_help(if tier == Tier::Sandboxed {
+                    "allowed and advertised as declared; no tier turns it on by default, so the operator must really support it"
+                } else {
+                    "allowed and advertised as declared; raise the tier if the runtime relies on it"
+                }),
             );
         }
         if !on && flag.required {
