@@ -522,6 +522,11 @@ async fn approval_runs_the_tool_and_records_who_approved() {
     assert_eq!(call["metadata"]["aip44"]["result"]["echo"]["n"], 1);
     let actions = audit_actions(&audit);
     let position = |action: &str| actions.iter().position(|a| a == action).unwrap();
+    // The tool call is the turn's first step: it still runs before it suspends.
+    assert!(
+        position("operator.running") < position("operator.suspended"),
+        "{actions:?}"
+    );
     assert!(position("operator.suspended") < position("operator.resumed"));
     assert!(position("operator.resumed") < position("tool.call"));
     client.finish().await;

@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, PromptResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    TextContent,
+    CancelNotification, ContentBlock, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
+    LoadSessionResponse, NewSessionRequest, PermissionOptionKind, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, JsonRpcRequest, JsonRpcResponse, Lines};
@@ -671,9 +671,14 @@ impl SdkClient {
         }
     }
 
-    /// `initialize` (protocol version 1, default client capabilities); fails the test on error.
+    /// The `clientInfo.name` this client sends, as an editor would.
+    pub const NAME: &'static str = "sdk-editor";
+
+    /// `initialize` (protocol version 1, default client capabilities, `clientInfo`
+    /// [`Self::NAME`]); fails the test on error.
     pub async fn initialize(&self) -> InitializeResponse {
-        self.start(None, InitializeRequest::new(ProtocolVersion::V1)).ok().await
+        let request = InitializeRequest::new(ProtocolVersion::V1).client_info(Implementation::new(Self::NAME, "1.0.0"));
+        self.start(None, request).ok().await
     }
 
     /// `session/new` in `cwd`; returns the session id. Fails the test on error.

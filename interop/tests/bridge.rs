@@ -189,7 +189,11 @@ async fn a_full_session_crosses_the_bridge_and_both_audit_logs_verify() {
             .clone()
     };
     assert_eq!(mirror("read-file")["approval"], json!("auto"));
-    assert_eq!(mirror("write-file")["approval"]["approvedBy"], "client");
+    // Named like a server names it: `client:` and the editor's clientInfo name.
+    assert_eq!(
+        mirror("write-file")["approval"]["approvedBy"],
+        format!("client:{}", SdkClient::NAME)
+    );
     assert_eq!(mirror("run-tests")["approval"]["deniedBy"], "governance");
     let actions: Vec<&str> = records.iter().filter_map(|r| r["action"].as_str()).collect();
     for action in [

@@ -77,6 +77,9 @@ struct Relay {
     last_from_agent: Mutex<Instant>,
     /// Tool calls governance denied: `(session, toolCallId)`; never shown to the editor.
     hidden: Mutex<HashSet<(String, String)>>,
+    /// Who answers permission requests in audit records: `client:<clientInfo.name>` from the
+    /// editor's `initialize` (as a server records it), `client` before that or without a name.
+    editor: Mutex<String>,
     process: AgentProcess,
 }
 
@@ -134,6 +137,7 @@ where
         to_editor: Mutex::default(),
         last_from_agent: Mutex::new(Instant::now()),
         hidden: Mutex::default(),
+        editor: Mutex::new("client".to_string()),
         process,
         options,
     });
@@ -171,6 +175,11 @@ where
 }
 
 impl Relay {
+    /// Who answers the agent's permission requests, for audit records.
+    fn editor(&self) -> String {
+        lock(&self.editor).clone()
+    }
+
     fn down(&self) -> Option<Outbox> {
         self.down.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -385,10 +394,10 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                 let approval = match &outcome {
                     Ok(result) => match serde_json::from_str::<wire::RequestPermissionResponse>(result.get()) {
                         Ok(response) if permission::approves(request, &response.outcome) => {
-                            Approval::ApprovedBy("client".into())
+                            Approval::ApprovedBy(relay.editor())
                         }
                         Ok(response) => Approval::RejectedBy {
-                            who: "client".into(),
+                            who: relay.editor(),
                             reason: match response.outcome {
                                 wire::RequestPermissionOutcome::Cancelled => "cancelled".into(),
                                 _ => "rejected".into(),
@@ -401,7 +410,7 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                                 session,
                                 facts,
                                 Approval::RejectedBy {
-                                    who: "client".into(),
+                                    who: relay.editor(),
                                     reason: "unreadable answer".into(),
                                 },
                             );
@@ -410,7 +419,7 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                         }
                     },
                     Err(_) => Approval::RejectedBy {
-                        who: "client".into(),
+                        who: relay.editor(),
                         reason: "error answer".into(),
                     },
                 };
@@ -429,6 +438,9 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
     let mut params: Value = params
         .and_then(|p| serde_json::from_str(p.get()).ok())
         .unwrap_or_else(|| json!({}));
+    if let Some(name) = params.pointer("/clientInfo/name").and_then(Value::as_str) {
+        *lock(&relay.editor) = format!("client:{name}");
+    }
     let offered = |pointer: &str| params.pointer(pointer).and_then(Value::as_bool).unwrap_or(false);
     let allowed = relay.client_capabilities;
     let narrowed = Capabilities {
@@ -829,7 +841,7 @@ async fn sweep(relay: Arc<Relay>) {
                         request.session_id.as_str(),
                         facts,
                         Approval::RejectedBy {
-                            who: "client".into(),
+                            who: relay.editor(),
                             reason: "timeout".into(),
                         },
                     );

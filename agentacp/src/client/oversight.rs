@@ -144,6 +144,10 @@ impl Oversight {
             Some("completed") => ToolOutcomeRecord::Result(facts.output.unwrap_or(Value::Null)),
             _ => ToolOutcomeRecord::Error(match facts.output {
                 Some(Value::String(text)) => text,
+                // `{"error": "…"}`, the shape our servers report a failure in: its message.
+                Some(Value::Object(object)) if object.get("error").is_some_and(Value::is_string) => {
+                    object["error"].as_str().unwrap_or_default().to_string()
+                }
                 Some(other) => other.to_string(),
                 None => "failed".to_string(),
             }),

@@ -86,6 +86,12 @@ impl TurnScope {
         if self.is_cancelled() {
             return Err(Error::Cancelled);
         }
+        self.announce_running()?;
+        self.connection.send_update(&self.session, update).await
+    }
+
+    /// Audits the turn's `running` transition, once, before anything else of the turn.
+    fn announce_running(&self) -> Result<()> {
         if !self.announced.swap(true, Ordering::Relaxed) {
             self.connection.audit(AuditEvent::lifecycle(
                 &self.connection.operator_id,
@@ -94,7 +100,7 @@ impl TurnScope {
                 None,
             ))?;
         }
-        self.connection.send_update(&self.session, update).await
+        Ok(())
     }
 }
 
@@ -322,6 +328,9 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 Approval::Auto
             }
             Decision::Ask => {
+                // A turn suspends only once it runs: `running` comes first even when asking
+                // is the turn's first step.
+                scope.announce_running()?;
                 connection.audit(AuditEvent::lifecycle(
                     &connection.operator_id,
                     session,
