@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The bound on every wait for the program.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -92,6 +92,27 @@ impl StdioPeer {
             }
         };
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// `initialize` (id 0) then `session/new` in `cwd` (id 1): the `initialize` result and the
+    /// session id.
+    pub fn open_session(&mut self, cwd: &Path) -> (Value, Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
+        let initialized = self.recv()["result"].clone();
+        let cwd = cwd.to_str().expect("a UTF-8 folder");
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}),
+        );
+        let session = self.recv()["result"]["sessionId"].clone();
+        assert!(session.is_string(), "session/new answers a session id");
+        (initialized, session)
+    }
+
+    /// `session/prompt` with one text block, as request `id`: the messages up to its answer.
+    pub fn prompt(&mut self, id: u64, session: &Value, text: &str) -> Vec<Value> {
+        let prompt = json!([{"type": "text", "text": text}]);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": {"sessionId": session, "prompt": prompt}}));
+        self.until_answer(id)
     }
 
     /// Messages up to and including the answer to request `id`.

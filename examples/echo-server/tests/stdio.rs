@@ -3,7 +3,6 @@
 #[path = "../../test-support/stdio_peer.rs"]
 mod stdio_peer;
 
-use serde_json::json;
 use stdio_peer::{Scratch, StdioPeer};
 
 #[test]
@@ -17,25 +16,11 @@ fn a_session_echoes_the_prompt_and_the_server_exits_when_stdin_closes() {
             ("AGENTACP_STATE_DIR", scratch.path()),
         ],
     );
-    server.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
-    let initialized = server.recv();
-    assert_eq!(
-        initialized["result"]["agentInfo"]["name"], "echo-server",
-        "{initialized}"
-    );
-    assert_eq!(
-        initialized["result"]["_meta"]["aip44"]["tier"], "basic",
-        "{initialized}"
-    );
+    let (initialized, session) = server.open_session(scratch.path());
+    assert_eq!(initialized["agentInfo"]["name"], "echo-server", "{initialized}");
+    assert_eq!(initialized["_meta"]["aip44"]["tier"], "basic", "{initialized}");
 
-    let cwd = scratch.path().to_str().expect("a UTF-8 temporary folder");
-    server.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}));
-    let session = server.recv()["result"]["sessionId"].clone();
-    assert!(session.is_string(), "session/new answers a session id");
-
-    let prompt = json!([{"type": "text", "text": "hello there"}]);
-    server.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": session, "prompt": prompt}}));
-    let turn = server.until_answer(2);
+    let turn = server.prompt(2, &session, "hello there");
     let said: String = turn
         .iter()
         .filter(|message| message["method"] == "session/update")

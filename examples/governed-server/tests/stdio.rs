@@ -3,7 +3,7 @@
 #[path = "../../test-support/stdio_peer.rs"]
 mod stdio_peer;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use stdio_peer::{Scratch, StdioPeer};
 
 #[test]
@@ -19,23 +19,14 @@ fn an_unlisted_tool_is_denied_unseen_and_audited() {
             ("AGENTACP_AUDIT_LOG", &audit),
         ],
     );
-    server.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
-    let initialized = server.recv();
+    let (initialized, session) = server.open_session(scratch.path());
+    assert_eq!(initialized["agentCapabilities"]["loadSession"], true, "{initialized}");
     assert_eq!(
-        initialized["result"]["agentCapabilities"]["loadSession"], true,
-        "{initialized}"
-    );
-    assert_eq!(
-        initialized["result"]["_meta"]["aip44"]["tier"], "governance-aware",
+        initialized["_meta"]["aip44"]["tier"], "governance-aware",
         "{initialized}"
     );
 
-    let cwd = scratch.path().to_str().expect("a UTF-8 temporary folder");
-    server.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}));
-    let session = server.recv()["result"]["sessionId"].clone();
-    let prompt = json!([{"type": "text", "text": "/tool format-disk {}"}]);
-    server.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": session, "prompt": prompt}}));
-    let turn = server.until_answer(2);
+    let turn = server.prompt(2, &session, "/tool format-disk {}");
     let kinds: Vec<&str> = turn
         .iter()
         .filter_map(|message| message["params"]["update"]["sessionUpdate"].as_str())
