@@ -290,7 +290,15 @@ fn run_explain(args: &ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         err.write_all(render::human(&checked.document.source, diagnostic, color).as_bytes())?;
     }
     let Some(explanation) = explain::explain(&checked) else {
-        writeln!(err, "scaffold-aip explain: the manifest has errors; fix them first")?;
+        match &checked.generated_wire {
+            Some(module) if !checked.has_errors() => writeln!(
+                err,
+                "scaffold-aip explain: `acp_rev` has no built-in wire types (the crate's generated {} has them); \
+                 explain covers the built-in revisions only",
+                module.display()
+            )?,
+            _ => writeln!(err, "scaffold-aip explain: the manifest has errors; fix them first")?,
+        }
         return Ok(EXIT_FINDINGS);
     };
     match args.format {

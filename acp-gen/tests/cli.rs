@@ -287,3 +287,51 @@ fn every_corpus_diagnostic_renders_in_every_format() {
         }
     }
 }
+
+/// A crate pinned to a revision without built-in wire types, the way `docs/regen.md` says:
+/// lint accepts it once the crate has the module `regen` generated for that revision (the build
+/// uses it through `wire =`), and only then.
+#[test]
+fn lint_accepts_an_unknown_revision_once_the_crate_has_its_generated_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("cli-clean");
+    std::fs::create_dir_all(crate_dir.join("src/wire")).unwrap();
+    std::fs::create_dir_all(dir.path().join("refs")).unwrap();
+    std::fs::copy(fixtures().join("refs/OPERATOR.md"), dir.path().join("refs/OPERATOR.md")).unwrap();
+    let manifest = std::fs::read_to_string(fixtures().join("cli-clean/ACP.md"))
+        .unwrap()
+        .replace("acp_rev: 0fc18323", "acp_rev: abcdef12");
+    std::fs::write(crate_dir.join("ACP.md"), manifest).unwrap();
+    let lint = || bin().arg("lint").arg(crate_dir.join("ACP.md")).output().unwrap();
+
+    let before = lint();
+    assert_eq!(before.status.code(), Some(1), "{}", stdout(&before));
+    assert!(stdout(&before).contains("error[ACP400]"), "{}", stdout(&before));
+
+    let generated = |rev: &str| {
+        format!(
+            "{}\npub const ACP_REV: &str = \"{rev}\";\n",
+            acp_gen::wire::generate::header(rev)
+        )
+    };
+    let other = "0123456789abcdef0123456789abcdef01234567";
+    std::fs::write(crate_dir.join("src/wire/acp_wire.rs"), generated(other)).unwrap();
+    let wrong_module = lint();
+    assert!(
+        stdout(&wrong_module).contains("error[ACP400]"),
+        "a module of another revision does not count"
+    );
+
+    let ours = "abcdef120123456789abcdef0123456789abcdef";
+    std::fs::write(crate_dir.join("src/wire/acp_wire.rs"), generated(ours)).unwrap();
+    let after = lint();
+    assert_eq!(after.status.code(), Some(0), "{}", stdout(&after));
+    assert!(!stdout(&after).contains("ACP400"), "{}", stdout(&after));
+    let explain = bin().arg("explain").arg(crate_dir.join("ACP.md")).output().unwrap();
+    assert_eq!(explain.status.code(), Some(1));
+    assert!(
+        stderr(&explain).contains("acp_wire.rs has them"),
+        "{}",
+        stderr(&explain)
+    );
+}

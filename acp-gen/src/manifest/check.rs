@@ -1,7 +1,7 @@
 //! Checking one manifest: parse → schema rules → refs → AIP rules → `acp_rev`, every finding
 //! collected (never stopping at the first), then — when nothing is wrong — the typed model.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use crate::diagnostic::{Code, Diagnostic};
@@ -32,6 +32,10 @@ pub struct Checked {
     pub revision: Option<Revision>,
     /// The refs that were followed.
     pub refs: Vec<ResolvedRef>,
+    /// For an `acp_rev` without built-in wire types: the module `scaffold-aip regen` generated
+    /// for it in the crate beside the manifest (`src/`), which the build uses through
+    /// `#[acp_operator(wire = …)]`.
+    pub generated_wire: Option<PathBuf>,
 }
 
 impl Checked {
@@ -65,6 +69,7 @@ pub fn check_bytes(path: &Path, bytes: &[u8]) -> Checked {
         manifest: None,
         revision: None,
         refs: Vec::new(),
+        generated_wire: None,
     };
     let Some(root) = checked.document.frontmatter.clone() else {
         checked.diagnostics = sorted(diagnostics);
@@ -86,7 +91,7 @@ pub fn check_bytes(path: &Path, bytes: &[u8]) -> Checked {
     let folder = path.parent().unwrap_or(Path::new(""));
     checked.refs = follow_refs(&root, folder, &mut diagnostics);
     rules::check(&root, path, &checked.refs, &mut diagnostics);
-    checked.revision = check_revision(&root, &mut diagnostics);
+    (checked.revision, checked.generated_wire) = check_revision(&root, folder, &mut diagnostics);
     if !diagnostics.iter().any(Diagnostic::is_error) {
         match serde_json::from_value::<Manifest>(root.to_json()) {
             Ok(manifest) => checked.manifest = Some(manifest),
@@ -139,12 +144,17 @@ fn follow_refs(root: &Node, folder: &Path, out: &mut Vec<Diagnostic>) -> Vec<Res
     resolved
 }
 
-fn check_revision(root: &Node, out: &mut Vec<Diagnostic>) -> Option<Revision> {
-    let node = root.get_at(&["metadata", "aip44", "acp_rev"])?;
-    let prefix = node.as_str()?;
+/// The built-in revision `acp_rev` names or, failing that, a generated module for it.
+fn check_revision(root: &Node, folder: &Path, out: &mut Vec<Diagnostic>) -> (Option<Revision>, Option<PathBuf>) {
+    let Some(node) = root.get_at(&["metadata", "aip44", "acp_rev"]) else {
+        return (None, None);
+    };
+    let Some(prefix) = node.as_str() else {
+        return (None, None);
+    };
     if !ACP_REV.is_match(prefix) {
         // The pattern error (ACP103) says what is wrong.
-        return None;
+        return (None, None);
     }
     let known = || {
         revisions::KNOWN
@@ -154,8 +164,11 @@ fn check_revision(root: &Node, out: &mut Vec<Diagnostic>) -> Option<Revision> {
             .join(", ")
     };
     match revisions::resolve(prefix) {
-        Ok(revision) => Some(revision),
+        Ok(revision) => (Some(revision), None),
         Err(ResolveError::Unknown) => {
+            if let Some(module) = generated_wire_module(folder, prefix) {
+                return (None, Some(module));
+            }
             out.push(
                 Diagnostic::new(
                     Code::UnknownRevision,
@@ -167,7 +180,7 @@ fn check_revision(root: &Node, out: &mut Vec<Diagnostic>) -> Option<Revision> {
                     known()
                 )),
             );
-            None
+            (None, None)
         }
         Err(ResolveError::Ambiguous(matches)) => {
             let names = matches.iter().map(|r| r.sha).collect::<Vec<_>>().join(", ");
@@ -179,7 +192,48 @@ fn check_revision(root: &Node, out: &mut Vec<Diagnostic>) -> Option<Revision> {
                 )
                 .with_help("write more digits of the SHA"),
             );
-            None
+            (None, None)
         }
     }
+}
+
+/// A Rust file under `folder/src` (at most three folders deep, at most 1,000 entries looked
+/// at) whose first line says `scaffold-aip regen` generated it from a revision starting with
+/// `prefix`.
+fn generated_wire_module(folder: &Path, prefix: &str) -> Option<PathBuf> {
+    const MAX_DEPTH: usize = 3;
+    const MAX_ENTRIES: usize = 1_000;
+    let mut folders = vec![(folder.join("src"), 0)];
+    let mut looked_at = 0;
+    while let Some((dir, depth)) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            looked_at += 1;
+            if looked_at > MAX_ENTRIES {
+                return None;
+            }
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() && depth < MAX_DEPTH => folders.push((path, depth + 1)),
+                Ok(kind) if kind.is_file() && path.extension().is_some_and(|ext| ext == "rs") => {
+                    let generated_for = first_line(&path);
+                    let rev = generated_for.as_deref().and_then(crate::wire::generate::rev_of_header);
+                    if rev.is_some_and(|rev| rev.starts_with(prefix)) {
+                        return Some(path);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// The first line of a file (reading at most 256 bytes).
+fn first_line(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let read = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let text = String::from_utf8_lossy(&head[..read]);
+    Some(text.lines().next().unwrap_or_default().to_string())
 }
