@@ -83,9 +83,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(steps) => {
             println!("\nThe tour passed: {steps} steps, each checked.");
-            println!(
-                "Next: `scaffold-aip new my-agent --kind server --tier governance-aware` writes your own operator."
-            );
+            println!("Next: your own operator, with `scaffold-aip new` (README.md, \"Try it\").");
             ExitCode::SUCCESS
         }
         Err(failure) => {
