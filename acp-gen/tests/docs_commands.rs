@@ -101,7 +101,7 @@ fn every_command_in_the_docs_runs_or_is_exercised() {
                 continue;
             }
         };
-        let mut scratch: Option<tempfile::TempDir> = None;
+        let mut scratch: Option<ScratchCheckout> = None;
         for command in commands {
             match classify(&command) {
                 Ok(Kind::ScaffoldAip(invocation)) => {
@@ -113,7 +113,7 @@ fn every_command_in_the_docs_runs_or_is_exercised() {
                         }
                     };
                     let dir = scratch.get_or_insert_with(|| scratch_copy(&root));
-                    let output = run_scaffold_aip(dir.path(), &invocation.env, &args);
+                    let output = run_scaffold_aip(&dir.checkout, &invocation.env, &args);
                     ran += 1;
                     if let Some(problem) = check_run(&command, &output) {
                         problems.push(problem);
@@ -789,10 +789,19 @@ fn resolve_placeholders(args: &[String]) -> Result<Vec<String>, Skip> {
 
 // ---- running -------------------------------------------------------------------------------
 
+/// A scratch copy of the checkout, at `<a new temporary folder>/agentacp`: a command that
+/// writes beside the checkout (the README's `scaffold-aip new … --path ..`) stays inside that
+/// temporary folder, fresh on every run.
+struct ScratchCheckout {
+    _dir: tempfile::TempDir,
+    checkout: PathBuf,
+}
+
 /// A copy of the repository as a fresh checkout would have it: the files git tracks and the
 /// new ones it does not ignore (or, without git, everything but build output).
-fn scratch_copy(root: &Path) -> tempfile::TempDir {
+fn scratch_copy(root: &Path) -> ScratchCheckout {
     let dir = tempfile::tempdir().unwrap();
+    let checkout = dir.path().join("agentacp");
     let listed = Command::new("git")
         .current_dir(root)
         .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
@@ -805,15 +814,15 @@ fn scratch_copy(root: &Path) -> tempfile::TempDir {
                 let relative = PathBuf::from(String::from_utf8_lossy(name).into_owned());
                 let source = root.join(&relative);
                 if source.is_file() {
-                    let target = dir.path().join(&relative);
+                    let target = checkout.join(&relative);
                     std::fs::create_dir_all(target.parent().unwrap()).unwrap();
                     std::fs::copy(&source, &target).unwrap();
                 }
             }
         }
-        None => copy_tree(root, dir.path()),
+        None => copy_tree(root, &checkout),
     }
-    dir
+    ScratchCheckout { _dir: dir, checkout }
 }
 
 /// Copies a folder, leaving out version control, build output and installed packages.
