@@ -208,7 +208,7 @@ fn the_cli_refuses_bad_names_and_existing_folders() {
 }
 
 /// Generates all nine crates, depending on this workspace's `agentacp`, into one temporary
-/// workspace, and runs `cargo test --workspace` there. Slow (a full build): run with
+/// workspace, lints each, and runs `cargo test --workspace` there. Slow (a full build): run with
 /// `cargo test -p acp-gen --test scaffold -- --ignored`.
 #[test]
 #[ignore = "builds nine crates with cargo; several minutes"]
@@ -221,6 +221,8 @@ fn generated_crates_build_and_pass_their_tests() {
             let mut options = options(&name, kind, tier, dir.path());
             options.agentacp_path = Some(agentacp_folder());
             scaffold::new_crate(&options).unwrap();
+            // As generated with the path dependency, the manifest is still lint-clean.
+            assert_clean(&dir.path().join(&name).join("ACP.md"));
             members.push(format!("{name:?}"));
         }
     }

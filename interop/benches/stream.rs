@@ -5,8 +5,8 @@
 //! - (b) `sdk-stream-agent`, the same behaviour written only with the official SDK (release),
 //!
 //! in the same run, interleaved; each figure is the median of 5 runs (after one warm-up run
-//! each). The agent's peak RSS is `VmHWM` of `/proc/PID/status`, polled while it streams and
-//! read once more before its stdin is closed. Two reference figures follow: the same two agents
+//! each). The agent's peak RSS is `VmHWM` of `/proc/PID/status` (its high-water mark), read
+//! after the stream, before its stdin is closed. Two reference figures follow: the same two agents
 //! read by a bare line counter (no SDK, no JSON parsing: what the agent alone can emit), and
 //! (c) the limit of the medium: a program that serialises the same 100,000 notifications with
 //! serde_json into a pipe and parses them back.
@@ -15,19 +15,12 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionNotification, SessionUpdate, StopReason, TextContent,
-};
+use interop::bench_support::{median, sdk_stream, serde_pipe_limit};
 use interop::raw::{Next, RawClient};
-use interop::sdk::{Options, SdkClient};
-use interop::{AgentDirs, AgentProcess, StderrMode, peak_rss_kib, release_binary, stream_chunk};
-use serde::{Deserialize, Serialize};
+use interop::{AgentDirs, AgentProcess, StderrMode, peak_rss_kib, release_binary};
 use serde_json::json;
 
 const UPDATES: usize = 100_000;
@@ -41,79 +34,20 @@ struct Run {
     peak_kib: u64,
 }
 
-/// Polls the peak RSS of `pid` every 5 ms until dropped, keeping the maximum.
-struct RssPoller {
-    stop: Arc<AtomicBool>,
-    peak: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RssPoller {
-    fn start(pid: u32) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak = Arc::new(AtomicU64::new(0));
-        let thread = {
-            let (stop, peak) = (stop.clone(), peak.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if let Some(kib) = peak_rss_kib(pid) {
-                        peak.fetch_max(kib, Ordering::Relaxed);
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            })
-        };
-        Self {
-            stop,
-            peak,
-            thread: Some(thread),
-        }
-    }
-
-    /// The maximum seen, including one last reading now.
-    fn finish(mut self, pid: u32) -> u64 {
-        if let Some(kib) = peak_rss_kib(pid) {
-            self.peak.fetch_max(kib, Ordering::Relaxed);
-        }
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        self.peak.load(Ordering::Relaxed)
-    }
-}
-
 /// The official SDK client against `binary`.
 async fn sdk_run(binary: &Path) -> Run {
-    let dirs = AgentDirs::new();
-    let process = AgentProcess::spawn(binary, &dirs, StderrMode::Capture);
-    let pid = process.pid;
-    let client = SdkClient::connect(
-        process,
-        Options {
-            transcript: false,
-            record_updates: false,
-        },
-    )
-    .await;
-    client.initialize().await;
-    let session = client.new_session(&dirs.project("p")).await;
-    let poller = RssPoller::start(pid);
-    let start = Instant::now();
-    let response = client.prompt(&session, &format!("/stream {UPDATES} {SIZE}")).ok().await;
-    let elapsed = start.elapsed();
-    let peak_kib = poller.finish(pid);
-    assert_eq!(response.stop_reason, StopReason::EndTurn);
-    let updates = client.update_count();
+    let run = sdk_stream(binary, UPDATES, SIZE).await;
     assert_eq!(
-        updates,
+        run.updates,
         UPDATES as u64,
-        "{}: {updates} updates arrived before the response",
-        binary.display()
+        "{}: {} updates arrived before the response",
+        binary.display(),
+        run.updates
     );
-    let status = client.shutdown().await;
-    assert!(status.success(), "{} exited with {status}", binary.display());
-    Run { elapsed, peak_kib }
+    Run {
+        elapsed: run.elapsed,
+        peak_kib: run.agent_peak_kib,
+    }
 }
 
 /// A bare line counter against `binary`: no SDK, no JSON parsing of the updates.
@@ -124,7 +58,6 @@ async fn raw_run(binary: &Path) -> Run {
     // The SDK agent only takes requests once it has seen its initialize response go out.
     let session = client.new_session(json!(2), &dirs.project("p")).await;
     let pid = client.process.pid;
-    let poller = RssPoller::start(pid);
     let start = Instant::now();
     client
         .send(
@@ -143,68 +76,20 @@ async fn raw_run(binary: &Path) -> Run {
         }
     }
     let elapsed = start.elapsed();
-    let peak_kib = poller.finish(pid);
+    let peak_kib = peak_rss_kib(pid).unwrap_or(0);
     assert_eq!(lines, UPDATES, "{}: updates counted", binary.display());
     client.close_stdin().await;
     assert!(client.expect_exit().await.success());
     Run { elapsed, peak_kib }
 }
 
-#[derive(Serialize, Deserialize)]
-struct Notification {
-    jsonrpc: String,
-    method: String,
-    params: SessionNotification,
-}
-
 /// (c): serialise the notifications with serde_json into an OS pipe on one thread, read and
 /// parse them back (into the official SDK's types) on another.
 fn serde_pipe_run() -> Run {
-    let (reader, writer) = std::io::pipe().expect("a pipe");
-    let start = Instant::now();
-    let producer = std::thread::spawn(move || {
-        let mut out = BufWriter::with_capacity(1 << 16, writer);
-        for i in 0..UPDATES {
-            let message = Notification {
-                jsonrpc: "2.0".to_string(),
-                method: "session/update".to_string(),
-                params: SessionNotification::new(
-                    "session-0",
-                    SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(TextContent::new(
-                        stream_chunk(i, SIZE),
-                    )))),
-                ),
-            };
-            serde_json::to_writer(&mut out, &message).expect("serialise");
-            out.write_all(b"\n").expect("write");
-        }
-        out.flush().expect("flush");
-    });
-    let mut input = BufReader::with_capacity(1 << 16, reader);
-    let mut line = String::new();
-    let mut parsed = 0usize;
-    while input.read_line(&mut line).expect("read") > 0 {
-        let message: Notification = serde_json::from_str(&line).expect("parse");
-        if let SessionUpdate::AgentMessageChunk(chunk) = &message.params.update
-            && let ContentBlock::Text(text) = &chunk.content
-        {
-            assert_eq!(text.text.len(), SIZE);
-            parsed += 1;
-        }
-        line.clear();
-    }
-    producer.join().expect("the producer thread");
-    let elapsed = start.elapsed();
-    assert_eq!(parsed, UPDATES);
     Run {
-        elapsed,
+        elapsed: serde_pipe_limit("session-0", UPDATES, SIZE),
         peak_kib: peak_rss_kib(std::process::id()).unwrap_or(0),
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
 }
 
 struct Figures {

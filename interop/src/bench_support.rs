@@ -1,5 +1,4 @@
-//! Pieces shared by the benchmarks (`benches/client_stream.rs`; `benches/stream.rs` has its
-//! own copies of the limit program and the SDK run, which it can switch to these).
+//! Pieces shared by the benchmarks (`benches/client_stream.rs` and `benches/stream.rs`).
 //!
 //! - [`sdk_stream`]: the official SDK client ([`SdkClient`]) consumes `/stream N SIZE` from an
 //!   agent and counts the updates.

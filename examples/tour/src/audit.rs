@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use agentacp::audit::verify_file;
+use agentacp::audit::verify;
 use agentacp::prelude::*;
 
 use crate::UNLISTED_TOOL;
@@ -12,10 +12,10 @@ use crate::UNLISTED_TOOL;
 /// approvals the tour saw: `auto` for the read, approved by the tour's client for the write,
 /// denied by governance for the unlisted tool.
 pub fn check(path: &Path) -> Result<(), String> {
-    let summary = verify_file(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let summary = verify(text.as_bytes()).map_err(|error| format!("{}: {error}", path.display()))?;
     let last = summary.last_hash.as_deref().unwrap_or("none");
     println!("  the hash chain holds: {} records, last hash {last}", summary.records);
-    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
     // The chain verified, so every line is a JSON object.
     let records: Vec<Value> = text
         .lines()
