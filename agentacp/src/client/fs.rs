@@ -1,51 +1,48 @@
 //! The built-in `fs/*` methods: text files inside the workspace root.
 //!
-//! The runtime has already checked the path (absolute, inside the root once canonical, see
-//! [`ClientContext::confine`](super::ClientContext::confine)). Lines are 1-based, as ACP says.
+//! The runtime has already checked the path (absolute, inside the root, see
+//! [`ClientContext::confine`](super::ClientContext::confine)); these functions then open it
+//! through the root's handle ([`ClientContext::workspace`](super::ClientContext::workspace)),
+//! so a symlink, dangling or not, or a file swapped for one, cannot lead outside. Lines are
+//! 1-based, as ACP says.
 
 use std::path::Path;
 
+use super::ClientContext;
 use crate::jsonrpc::{RpcError, codes};
 use crate::wire::default as wire;
 
 /// The largest file `read_text_file` reads, in bytes (64 MiB): an answer must fit in one
 /// JSON-RPC message.
-pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_READ_BYTES: u64 = crate::workspace::MAX_FILE_BYTES;
 
 fn io_error(path: &str, error: &std::io::Error) -> RpcError {
-    let code = if error.kind() == std::io::ErrorKind::NotFound {
-        codes::RESOURCE_NOT_FOUND
-    } else {
-        codes::INTERNAL_ERROR
+    use std::io::ErrorKind;
+    let code = match error.kind() {
+        ErrorKind::NotFound => codes::RESOURCE_NOT_FOUND,
+        ErrorKind::PermissionDenied | ErrorKind::InvalidInput | ErrorKind::InvalidData => codes::INVALID_PARAMS,
+        _ => codes::INTERNAL_ERROR,
     };
     RpcError::new(code, format!("`{path}`: {error}"))
 }
 
 /// `fs/read_text_file`: the file's text, or `limit` lines from `line` (1-based) on.
-pub async fn read_text_file(request: &wire::ReadTextFileRequest) -> Result<wire::ReadTextFileResponse, RpcError> {
-    let path = request.path.as_str();
+pub async fn read_text_file(
+    context: &ClientContext,
+    request: &wire::ReadTextFileRequest,
+) -> Result<wire::ReadTextFileResponse, RpcError> {
     if request.line == Some(0) {
         return Err(RpcError::new(
             codes::INVALID_PARAMS,
             "`line` is 1-based; 0 is not a line",
         ));
     }
-    let metadata = tokio::fs::metadata(path).await.map_err(|e| io_error(path, &e))?;
-    if !metadata.is_file() {
-        return Err(RpcError::new(codes::INVALID_PARAMS, format!("`{path}` is not a file")));
-    }
-    if metadata.len() > MAX_READ_BYTES {
-        return Err(RpcError::new(
-            codes::INVALID_PARAMS,
-            format!(
-                "`{path}` is {} bytes, over the {MAX_READ_BYTES}-byte read limit",
-                metadata.len()
-            ),
-        ));
-    }
-    let bytes = tokio::fs::read(path).await.map_err(|e| io_error(path, &e))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| RpcError::new(codes::INVALID_PARAMS, format!("`{path}` is not UTF-8 text")))?;
+    let workspace = context.workspace().clone();
+    let path = request.path.clone();
+    let text = tokio::task::spawn_blocking(move || workspace.read_to_string(&path))
+        .await
+        .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))?
+        .map_err(|error| io_error(&request.path, &error))?;
     Ok(wire::ReadTextFileResponse::new(select_lines(
         &text,
         request.line,
@@ -65,34 +62,24 @@ pub fn select_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String
 }
 
 /// `fs/write_text_file`: writes the whole file, creating it (and missing folders inside the
-/// root). The new content goes to a temporary file beside it that is then renamed over it,
-/// so a failure never leaves a half-written file.
-pub async fn write_text_file(request: &wire::WriteTextFileRequest) -> Result<wire::WriteTextFileResponse, RpcError> {
-    let path = Path::new(&request.path);
+/// root), atomically: a temporary file with a random name beside it (created with `O_EXCL`),
+/// fsynced, renamed over it, keeping its permission bits; see
+/// [`Workspace::write`](crate::workspace::Workspace::write). A failure never leaves a
+/// half-written file, and a symlink is never written through.
+pub async fn write_text_file(
+    context: &ClientContext,
+    request: &wire::WriteTextFileRequest,
+) -> Result<wire::WriteTextFileResponse, RpcError> {
     let shown = request.path.as_str();
-    if path.is_dir() {
-        return Err(RpcError::new(codes::INVALID_PARAMS, format!("`{shown}` is a folder")));
-    }
-    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+    if Path::new(shown).file_name().is_none() {
         return Err(RpcError::new(codes::INVALID_PARAMS, format!("`{shown}` names no file")));
-    };
-    tokio::fs::create_dir_all(folder)
+    }
+    let workspace = context.workspace().clone();
+    let (path, content) = (request.path.clone(), request.content.clone());
+    tokio::task::spawn_blocking(move || workspace.write(&path, content.as_bytes()))
         .await
-        .map_err(|e| io_error(shown, &e))?;
-    let temporary = folder.join(format!(
-        ".{}.agentacp-{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = async {
-        tokio::fs::write(&temporary, request.content.as_bytes()).await?;
-        tokio::fs::rename(&temporary, path).await
-    }
-    .await;
-    if let Err(error) = written {
-        let _ = tokio::fs::remove_file(&temporary).await;
-        return Err(io_error(shown, &error));
-    }
+        .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))?
+        .map_err(|error| io_error(shown, &error))?;
     Ok(wire::WriteTextFileResponse::default())
 }
 

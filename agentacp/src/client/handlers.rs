@@ -18,6 +18,7 @@ use super::terminal::Terminals;
 use crate::jsonrpc::{RpcError, codes};
 use crate::server::BoxFuture;
 use crate::wire::default as wire;
+use crate::workspace::Workspace;
 
 /// The client capabilities sent in `initialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -145,10 +146,10 @@ impl ClientHandlers for Builtin {
         let terminals = context.terminals();
         Some(match method {
             m::FS_READ_TEXT_FILE => {
-                Box::pin(async move { encode(fs::read_text_file(&decode(method, params)?).await?) })
+                Box::pin(async move { encode(fs::read_text_file(context, &decode(method, params)?).await?) })
             }
             m::FS_WRITE_TEXT_FILE => {
-                Box::pin(async move { encode(fs::write_text_file(&decode(method, params)?).await?) })
+                Box::pin(async move { encode(fs::write_text_file(context, &decode(method, params)?).await?) })
             }
             m::TERMINAL_CREATE => Box::pin(async move { encode(terminals.create(&decode(method, params)?).await?) }),
             m::TERMINAL_OUTPUT => Box::pin(async move { encode(terminals.output(&decode(method, params)?).await?) }),
@@ -177,15 +178,15 @@ pub fn encode(response: impl serde::Serialize) -> HandlerResult {
 /// the terminals the agent created.
 #[derive(Debug)]
 pub struct ClientContext {
-    root: PathBuf,
+    workspace: Workspace,
     sessions: Mutex<HashMap<String, PathBuf>>,
     terminals: Terminals,
 }
 
 impl ClientContext {
-    pub(crate) fn new(root: PathBuf, terminals: Terminals) -> Self {
+    pub(crate) fn new(workspace: Workspace, terminals: Terminals) -> Self {
         ClientContext {
-            root,
+            workspace,
             sessions: Mutex::default(),
             terminals,
         }
@@ -193,7 +194,13 @@ impl ClientContext {
 
     /// The workspace root (canonical): no path outside it reaches a handler.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.workspace.root_path()
+    }
+
+    /// The workspace root, held open: open files through it (as [`fs`] does) so that a symlink
+    /// or a file swapped after the check cannot lead outside. See [`Workspace`].
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
     }
 
     /// The `cwd` a session was created (or loaded) with.
@@ -211,8 +218,10 @@ impl ClientContext {
         &self.terminals
     }
 
-    /// Checks `path`: absolute, and inside the root once canonical (it need not exist).
-    /// Returns the canonical path. `-32602` otherwise.
+    /// Checks `path`: absolute, and inside the root once `.` and `..` are applied (it need not
+    /// exist; nothing is opened). Returns the normalised path. `-32602` otherwise. The check is
+    /// lexical: to open the file, go through [`workspace`](Self::workspace), which refuses
+    /// symlinks and cannot be raced.
     pub fn confine(&self, path: &str) -> Result<PathBuf, RpcError> {
         if !Path::new(path).is_absolute() {
             return Err(RpcError::new(
@@ -220,7 +229,7 @@ impl ClientContext {
                 format!("`{path}` is not an absolute path; ACP paths must be absolute"),
             ));
         }
-        crate::workspace::confine_path(&self.root, path).map_err(|reason| {
+        self.workspace.resolve(path).map_err(|reason| {
             RpcError::new(
                 codes::INVALID_PARAMS,
                 format!("{reason}: the client only gives access inside the workspace root"),
@@ -251,7 +260,7 @@ impl ClientContext {
                 let session = object.get("sessionId").and_then(Value::as_str).unwrap_or_default();
                 match self.session_cwd(session) {
                     Some(cwd) => cwd.to_string_lossy().into_owned(),
-                    None => self.root.to_string_lossy().into_owned(),
+                    None => self.root().to_string_lossy().into_owned(),
                 }
             }
             _ => {
@@ -261,7 +270,15 @@ impl ClientContext {
                 ));
             }
         };
-        let confined = self.confine(&given)?;
+        let confined = if field == "cwd" {
+            // A folder to start in: it must exist, inside the root, reached without links.
+            self.workspace
+                .confine_cwd(&given)
+                .map(|folder| folder.path())
+                .map_err(|reason| RpcError::new(codes::INVALID_PARAMS, reason))?
+        } else {
+            self.confine(&given)?
+        };
         object.insert(
             field.to_string(),
             Value::String(confined.to_string_lossy().into_owned()),

@@ -252,12 +252,7 @@ impl Client {
             (None, Some(dir)) => dir.to_path_buf(),
             (None, None) => std::env::current_dir().map_err(ClientError::Spawn)?,
         };
-        let root = root.canonicalize().map_err(|error| {
-            ClientError::InvalidState(format!(
-                "the workspace root `{}` cannot be used: {error}",
-                root.display()
-            ))
-        })?;
+        let root = crate::workspace::Workspace::open(&root).map_err(ClientError::InvalidState)?;
         let (process, stdin, stdout) = process::spawn(&command, options.stderr_lines)?;
         let (outbox, _writer) = match options.wire_tap.clone() {
             Some(tap) => Outbox::start(tap::TapWriter::new(stdin, tap), options.write_timeout),
@@ -340,7 +335,11 @@ impl Client {
     }
 
     fn confine_cwd(&self, cwd: &Path) -> Result<PathBuf, ClientError> {
-        crate::workspace::confine_cwd(&cwd.to_string_lossy(), self.shared.context.root())
+        self.shared
+            .context
+            .workspace()
+            .confine_cwd(&cwd.to_string_lossy())
+            .map(|session| session.path())
             .map_err(ClientError::InvalidState)
     }
 

@@ -2,7 +2,6 @@
 //! runs turns (and loads) as tasks, and shuts down cleanly at end of input.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,7 +22,7 @@ use super::connection::Connection;
 use super::operator::{Operator, OperatorSpec};
 use super::session::{SessionContext, lock};
 use super::turn::{Turn, TurnScope};
-use crate::workspace;
+use crate::workspace::Workspace;
 
 struct SessionEntry {
     context: Arc<SessionContext>,
@@ -48,7 +47,8 @@ pub(crate) struct Dispatcher<O: Operator> {
     spec: &'static OperatorSpec,
     initialize_response: Value,
     connection: Arc<Connection>,
-    workspace_root: PathBuf,
+    /// The workspace root, held open; or why there is none (sessions are then refused).
+    workspace_root: Result<Workspace, String>,
     initialized: bool,
     sessions: Sessions,
     in_flight: InFlightTable,
@@ -110,7 +110,7 @@ impl<O: Operator> Dispatcher<O> {
     pub(crate) fn new(
         operator: O,
         connection: Arc<Connection>,
-        workspace_root: PathBuf,
+        workspace_root: Result<Workspace, String>,
         shutdown_grace: Duration,
     ) -> Self {
         let spec = O::spec();
@@ -278,8 +278,8 @@ impl<O: Operator> Dispatcher<O> {
 
     async fn new_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
         let params: NewSessionParams = read_params("session/new", params)?;
-        let cwd = workspace::confine_cwd(&params.cwd, &self.workspace_root)
-            .map_err(|message| RpcError::new(codes::INVALID_PARAMS, message))?;
+        let workspace = self.confine_cwd(&params.cwd)?;
+        let cwd = workspace.path();
         let session_id = new_session_id();
         let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
         if self.connection.record_history {
@@ -290,7 +290,7 @@ impl<O: Operator> Dispatcher<O> {
         }
         let invoked = AuditEvent::lifecycle(&self.connection.operator_id, &session_id, Lifecycle::Invoked, None);
         self.connection.audit(invoked).map_err(|e| internal(&e))?;
-        let context = Arc::new(SessionContext::new(session_id.clone(), cwd, params.mcp_servers));
+        let context = Arc::new(SessionContext::new(session_id.clone(), workspace, params.mcp_servers));
         lock(&self.sessions).insert(session_id.clone(), SessionEntry { context, running: None });
         let _ = self.connection.respond(id, &json!({"sessionId": session_id})).await;
         Ok(())
@@ -341,8 +341,7 @@ impl<O: Operator> Dispatcher<O> {
     fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
         let params: LoadSessionParams = read_params("session/load", Some(&raw))?;
-        let cwd = workspace::confine_cwd(&params.cwd, &self.workspace_root)
-            .map_err(|message| RpcError::new(codes::INVALID_PARAMS, message))?;
+        let workspace = self.confine_cwd(&params.cwd)?;
         if lock(&self.sessions)
             .get(&params.session_id)
             .is_some_and(|entry| entry.running.is_some())
@@ -358,7 +357,11 @@ impl<O: Operator> Dispatcher<O> {
             .load(&params.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("reading the session failed: {error}")))?
             .ok_or_else(|| unknown_session(&params.session_id))?;
-        let context = Arc::new(SessionContext::new(params.session_id.clone(), cwd, params.mcp_servers));
+        let context = Arc::new(SessionContext::new(
+            params.session_id.clone(),
+            workspace,
+            params.mcp_servers,
+        ));
         let operator = self.operator.clone();
         let connection = self.connection.clone();
         let sessions = self.sessions.clone();
@@ -413,6 +416,17 @@ impl<O: Operator> Dispatcher<O> {
             },
         );
         Ok(())
+    }
+
+    /// A session's `cwd`, confined to the workspace root (`-32602` when it is not, or when the
+    /// server has no usable root).
+    fn confine_cwd(&self, cwd: &str) -> Result<Workspace, RpcError> {
+        let root = self
+            .workspace_root
+            .as_ref()
+            .map_err(|reason| RpcError::new(codes::INVALID_PARAMS, reason.clone()))?;
+        root.confine_cwd(cwd)
+            .map_err(|message| RpcError::new(codes::INVALID_PARAMS, message))
     }
 
     fn authenticate(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
+use crate::workspace::Workspace;
 
 pub use operator::{AuditTarget, BoxFuture, Operator, OperatorSpec, decode_params, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
@@ -187,6 +188,22 @@ fn sandbox_root(spec: &OperatorSpec) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The workspace root, opened once for the whole connection: `AGENTACP_WORKSPACE_ROOT` (or
+/// [`ServerOptions::workspace_root`]), else the sandbox's workspace mount at tier sandboxed,
+/// else the home directory. With none of them, there is no root and every session is refused
+/// (never the whole file system).
+fn open_workspace_root(spec: &OperatorSpec, options: &ServerOptions) -> std::result::Result<Workspace, String> {
+    let root = options
+        .workspace_root
+        .clone()
+        .or_else(|| sandbox_root(spec))
+        .or_else(home)
+        .ok_or_else(|| {
+            "no workspace root: set AGENTACP_WORKSPACE_ROOT to the folder sessions may use (HOME is unset)".to_string()
+        })?;
+    Workspace::open(&root)
+}
+
 /// The audit log the manifest asks for (or the options' override).
 fn open_audit(spec: &OperatorSpec, options: &ServerOptions, state_dir: &Path) -> Result<AuditLog> {
     match &options.audit {
@@ -220,19 +237,17 @@ where
         .governance
         .clone()
         .unwrap_or_else(|| Arc::new(spec.governance()));
-    let workspace_root = options
-        .workspace_root
-        .clone()
-        .or_else(|| sandbox_root(spec))
-        .or_else(home)
-        .unwrap_or_else(|| PathBuf::from("/"));
-    tracing::info!(
-        operator = spec.id,
-        tier = spec.tier,
-        root = %workspace_root.display(),
-        state = %state_dir.display(),
-        "serving ACP"
-    );
+    let workspace_root = open_workspace_root(spec, &options);
+    match &workspace_root {
+        Ok(root) => tracing::info!(
+            operator = spec.id,
+            tier = spec.tier,
+            root = %root.root_path().display(),
+            state = %state_dir.display(),
+            "serving ACP"
+        ),
+        Err(reason) => tracing::error!(operator = spec.id, %reason, "serving ACP, but every session will be refused"),
+    }
     let (outbox, writer) = Outbox::start(output, options.write_timeout);
     let connection = Arc::new(Connection::new(
         outbox,

@@ -11,20 +11,26 @@ use std::sync::Mutex;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::workspace;
+use crate::workspace::Workspace;
 
 /// A session as operator code sees it.
 #[derive(Debug, Clone)]
 pub struct SessionContext {
     id: String,
     cwd: PathBuf,
+    workspace: Workspace,
     mcp_servers: Value,
 }
 
 impl SessionContext {
-    /// A session with its canonical `cwd` and the `mcpServers` the client passed.
-    pub fn new(id: String, cwd: PathBuf, mcp_servers: Value) -> Self {
-        SessionContext { id, cwd, mcp_servers }
+    /// A session whose `cwd` is `workspace`'s base, with the `mcpServers` the client passed.
+    pub fn new(id: String, workspace: Workspace, mcp_servers: Value) -> Self {
+        SessionContext {
+            id,
+            cwd: workspace.path(),
+            workspace,
+            mcp_servers,
+        }
     }
 
     /// The session id.
@@ -32,15 +38,17 @@ impl SessionContext {
         &self.id
     }
 
-    /// The session's working directory (canonical, inside the workspace root).
+    /// The session's working directory (canonical when the session began, inside the
+    /// workspace root). For display and for starting processes; read and write files through
+    /// [`workspace`](Self::workspace).
     pub fn cwd(&self) -> &Path {
         &self.cwd
     }
 
-    /// Resolves a path a tool was given (relative to `cwd`, or absolute) and refuses one
-    /// outside `cwd`.
-    pub fn confine(&self, path: &str) -> Result<PathBuf, String> {
-        workspace::confine_path(&self.cwd, path)
+    /// The session's files: paths relative to `cwd` (or absolute inside it), opened beneath the
+    /// workspace root's handle, no symlinks followed (see [`Workspace`]).
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
     }
 
     /// The MCP servers from `session/new` / `session/load`, as JSON.

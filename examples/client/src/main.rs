@@ -26,19 +26,19 @@ pub struct Terminal;
 impl TerminalClient for Terminal {
     async fn read_text_file(
         &self,
-        _context: &ClientContext,
+        context: &ClientContext,
         request: wire::ReadTextFileRequest,
     ) -> Result<wire::ReadTextFileResponse, RpcError> {
-        fs::read_text_file(&request).await
+        fs::read_text_file(context, &request).await
     }
 
     async fn write_text_file(
         &self,
-        _context: &ClientContext,
+        context: &ClientContext,
         request: wire::WriteTextFileRequest,
     ) -> Result<wire::WriteTextFileResponse, RpcError> {
         eprintln!("[fs] writing {}", request.path);
-        fs::write_text_file(&request).await
+        fs::write_text_file(context, &request).await
     }
 
     // The terminal family, delegated to the connection's built-in terminals.

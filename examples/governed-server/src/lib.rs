@@ -55,8 +55,11 @@ async fn call_tool(turn: &mut Turn<'_, GovernanceAware>, name: &str, arguments: 
         "read-file" => {
             call.kind(ToolKind::Read)
                 .run(|args| async move {
-                    let path = session.confine(args["path"].as_str().unwrap_or_default())?;
-                    let text = tokio::fs::read_to_string(&path).await.map_err(|e| e.to_string())?;
+                    // Opened beneath the workspace root's handle: no symlink, no swap leads out.
+                    let text = session
+                        .workspace()
+                        .read_to_string(args["path"].as_str().unwrap_or_default())
+                        .map_err(|e| e.to_string())?;
                     Ok::<_, String>(json!({ "text": text }))
                 })
                 .await?
@@ -64,9 +67,11 @@ async fn call_tool(turn: &mut Turn<'_, GovernanceAware>, name: &str, arguments: 
         "write-file" => {
             call.kind(ToolKind::Edit)
                 .run(|args| async move {
-                    let path = session.confine(args["path"].as_str().unwrap_or_default())?;
                     let content = args["content"].as_str().unwrap_or_default().to_string();
-                    tokio::fs::write(&path, &content).await.map_err(|e| e.to_string())?;
+                    session
+                        .workspace()
+                        .write(args["path"].as_str().unwrap_or_default(), content.as_bytes())
+                        .map_err(|e| e.to_string())?;
                     Ok::<_, String>(json!({ "written": content.len() }))
                 })
                 .await?

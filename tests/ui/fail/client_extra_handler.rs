@@ -10,18 +10,18 @@ pub struct Reader;
 impl ReaderClient for Reader {
     async fn read_text_file(
         &self,
-        _context: &ClientContext,
+        context: &ClientContext,
         request: wire::ReadTextFileRequest,
     ) -> Result<wire::ReadTextFileResponse, RpcError> {
-        fs::read_text_file(&request).await
+        fs::read_text_file(context, &request).await
     }
 
     async fn write_text_file(
         &self,
-        _context: &ClientContext,
+        context: &ClientContext,
         request: wire::WriteTextFileRequest,
     ) -> Result<wire::WriteTextFileResponse, RpcError> {
-        fs::write_text_file(&request).await
+        fs::write_text_file(context, &request).await
     }
 }
 

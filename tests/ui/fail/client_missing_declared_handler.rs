@@ -10,10 +10,10 @@ pub struct Editor;
 impl EditorClient for Editor {
     async fn read_text_file(
         &self,
-        _context: &ClientContext,
+        context: &ClientContext,
         request: wire::ReadTextFileRequest,
     ) -> Result<wire::ReadTextFileResponse, RpcError> {
-        fs::read_text_file(&request).await
+        fs::read_text_file(context, &request).await
     }
 }
 

@@ -10,10 +10,10 @@ pub struct Reader;
 impl ReaderClient for Reader {
     async fn read_text_file(
         &self,
-        _context: &ClientContext,
+        context: &ClientContext,
         request: wire::ReadTextFileRequest,
     ) -> Result<wire::ReadTextFileResponse, RpcError> {
-        fs::read_text_file(&request).await
+        fs::read_text_file(context, &request).await
     }
 
     async fn create_terminal(
