@@ -646,10 +646,14 @@ async fn fs_reads_are_confined_to_the_workspace_root() {
             answers[1]["result"]["content"], "two\n",
             "lines are 1-based: {answers:?}"
         );
-        for (n, what) in [(2, "outside"), (3, "a symlink out"), (5, "`..` out")] {
+        for (n, what, says) in [
+            (2, "outside", "outside"),
+            (3, "a symlink out", "symbolic link"),
+            (5, "`..` out", "outside"),
+        ] {
             assert_eq!(answers[n]["error"]["code"], -32602, "{what}: {answers:?}");
             assert!(
-                answers[n]["error"]["message"].as_str().unwrap().contains("outside"),
+                answers[n]["error"]["message"].as_str().unwrap().contains(says),
                 "{what}: {answers:?}"
             );
         }
@@ -708,7 +712,10 @@ async fn the_builtin_terminal_runs_a_command_in_the_session_cwd() {
             ["terminal/output", {"sessionId": "s1", "terminalId": "term-1"}],
             ["terminal/create", {"sessionId": "s1", "command": "ls", "cwd": outside.path()}],
         ]);
-        let options = ClientOptions::default().with_handlers(agentacp::client::Builtin::default().with_terminal());
+        // Every `terminal/create` is a permission decision; the user approves these.
+        let options = ClientOptions::default()
+            .with_handlers(agentacp::client::Builtin::default().with_terminal())
+            .with_permission(|_| async { PermissionDecision::Approve });
         let answers = agent_requests(options, &dirs.workspace, asks).await;
         assert_eq!(answers[0]["result"]["terminalId"], "term-1", "{answers:?}");
         assert_eq!(answers[1]["result"]["exitCode"], 0, "{answers:?}");
@@ -1070,6 +1077,198 @@ async fn a_prompt_fails_after_the_idle_timeout_without_messages_but_not_while_up
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
         assert!(turn.next().await.is_none(), "nothing after the error");
         client.close().await;
+    })
+    .await;
+}
+
+/// Issue #23.5: `terminal/create` ran any command with no permission step. Now it is a
+/// permission decision (default: rejected) and audited either way.
+#[tokio::test]
+async fn terminal_create_needs_permission_and_is_audited() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("x");
+        let script = format!("echo x > {}", target.display());
+        let asks = serde_json::json!([
+            ["terminal/create", {"sessionId": "s1", "command": "sh", "args": ["-c", script]}],
+        ]);
+        let sink = agentacp::audit::MemorySink::new();
+        let options = ClientOptions::default()
+            .with_handlers(agentacp::client::Builtin::default().with_terminal())
+            .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())));
+        let answers = agent_requests(options, &dirs.workspace, asks.clone()).await;
+        assert!(answers[0]["error"]["message"].as_str().unwrap_or_default().contains("not allowed"), "{answers:?}");
+        assert!(!target.exists(), "the command did not run");
+        let records = audited(&sink);
+        let mirror = &records
+            .iter()
+            .find(|r| r["metadata"]["aip44"]["tool"] == agentacp::client::TERMINAL_TOOL)
+            .unwrap_or_else(|| panic!("no terminal record: {records:#?}"))["metadata"]["aip44"];
+        assert_eq!(mirror["approval"]["rejectedBy"], "user", "{mirror}");
+        assert_eq!(mirror["arguments"]["command"], "sh", "{mirror}");
+
+        // Governance that denies it answers without asking anyone.
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
+        let deny = serde_json::json!({"doctype": "policy", "slug": "no-shell", "match": {"subject": "tool:terminal/*"}, "decision": "deny"});
+        let options = ClientOptions::default()
+            .with_handlers(agentacp::client::Builtin::default().with_terminal())
+            .with_governance(agentacp::governance::ManifestGovernance::from_documents(None, Some(&deny)))
+            .with_permission(move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { PermissionDecision::Approve }
+            });
+        let answers = agent_requests(options, &dirs.workspace, asks.clone()).await;
+        assert!(answers[0]["error"].is_object(), "{answers:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 0);
+        assert!(!target.exists());
+
+        // Approved, it runs.
+        let options = ClientOptions::default()
+            .with_handlers(agentacp::client::Builtin::default().with_terminal())
+            .with_permission(|_| async { PermissionDecision::Approve });
+        let mut asks = asks;
+        asks.as_array_mut().unwrap().push(serde_json::json!(
+            ["terminal/wait_for_exit", {"sessionId": "s1", "terminalId": "term-1"}]
+        ));
+        let answers = agent_requests(options, &dirs.workspace, asks).await;
+        assert_eq!(answers[1]["result"]["exitCode"], 0, "{answers:?}");
+        assert!(target.exists(), "the approved command ran");
+    })
+    .await;
+}
+
+/// Issues #23.7 / #13.2: under an `on-mutate` workspace, a permission request for `rm -rf ~`
+/// that the agent labels `kind: read` was approved without asking, on the agent's word.
+#[tokio::test]
+async fn a_permission_labelled_read_by_the_agent_is_still_asked() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let workspace = serde_json::json!({"autonomy": {"level": 2, "defaultApproval": "on-mutate"}});
+        for kind in ["read", "think", "search"] {
+            let asked = Arc::new(AtomicUsize::new(0));
+            let counter = asked.clone();
+            let options = ClientOptions::default()
+                .with_governance(agentacp::governance::ManifestGovernance::from_documents(None, Some(&workspace)))
+                .with_permission(move |_| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    async { PermissionDecision::Reject }
+                });
+            let asks = serde_json::json!([["session/request_permission", {
+                "sessionId": "s1",
+                "toolCall": {"toolCallId": "c1", "title": "rm -rf ~", "kind": kind, "rawInput": {"command": "rm -rf ~"}},
+                "options": [
+                    {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "no", "name": "Reject", "kind": "reject_once"}
+                ]
+            }]]);
+            let answers = agent_requests(options, &dirs.workspace, asks).await;
+            assert_eq!(asked.load(Ordering::SeqCst), 1, "{kind}: the user was asked");
+            assert_eq!(answers[0]["result"]["outcome"]["optionId"], "no", "{kind}: {answers:?}");
+        }
+    })
+    .await;
+}
+
+/// An agent that leaves a grandchild in its process group, writes that grandchild's pid to
+/// `$1`, answers `initialize`, and exits as soon as its input ends.
+const LEAVES_A_GRANDCHILD: &str = r#"
+sleep 1000 </dev/null >/dev/null 2>&1 &
+echo $! > "$1"
+read -r line
+id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}\n' "$id"
+while read -r line; do :; done
+exit 0
+"#;
+
+/// Polls (bounded) until `pid` is gone or a zombie.
+async fn wait_gone(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if not_a_zombie(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    not_a_zombie(pid)
+}
+
+/// Issue #23.8: the group was signalled only when the agent outlived the grace period, so
+/// what it started survived an agent that exited promptly at end of input.
+#[tokio::test]
+async fn processes_left_in_the_agents_group_are_stopped_at_close() {
+    bounded(async {
+        let fake = Fake::new();
+        let script = fake.dir.path().join("grandchild.sh");
+        let pid_file = fake.dir.path().join("grandchild.pid");
+        std::fs::write(&script, LEAVES_A_GRANDCHILD).unwrap();
+        let agent = AgentCommand::new("/bin/sh").arg(&script).arg(&pid_file);
+        let client = Client::connect(agent, ClientOptions::default().with_workspace_root(fake.dir.path()))
+            .await
+            .unwrap();
+        let grandchild: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        assert!(not_a_zombie(grandchild), "the grandchild runs");
+        client.close().await;
+        assert!(
+            wait_gone(grandchild, Duration::from_secs(10)).await,
+            "the grandchild {grandchild} outlived close()"
+        );
+    })
+    .await;
+}
+
+/// An agent that writes its pid to `$1`, answers `initialize`, then ignores everything.
+const WRITES_ITS_PID: &str = r#"
+echo $$ > "$1"
+trap '' TERM
+read -r line
+id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}\n' "$id"
+while true; do sleep 1; done
+"#;
+
+/// Issue #23.8: a client killed with `kill -9` orphaned its agent. The agent now gets SIGKILL
+/// when its parent dies (Linux `PR_SET_PDEATHSIG`).
+#[tokio::test]
+async fn an_agent_dies_with_a_client_killed_by_sigkill() {
+    bounded(async {
+        let fake = Fake::new();
+        let script = fake.dir.path().join("pid.sh");
+        let pid_file = fake.dir.path().join("agent.pid");
+        std::fs::write(&script, WRITES_ITS_PID).unwrap();
+        let mut client = tokio::process::Command::new(example_binary("acp-client"))
+            .arg("-p")
+            .arg("hello")
+            .arg("--")
+            .arg("/bin/sh")
+            .arg(&script)
+            .arg(&pid_file)
+            .current_dir(fake.dir.path())
+            .env("AGENTACP_WORKSPACE_ROOT", fake.dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // The agent has started once it wrote its pid (polled, bounded by the test's timeout).
+        let agent = loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|text| text.trim().parse::<u32>().ok())
+            {
+                break pid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        client.start_kill().unwrap();
+        client.wait().await.unwrap();
+        assert!(
+            wait_gone(agent, Duration::from_secs(10)).await,
+            "the agent {agent} outlived its SIGKILLed client"
+        );
     })
     .await;
 }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::AsyncBufRead;
 use tokio::sync::{mpsc, watch};
@@ -335,7 +336,23 @@ struct PermissionResponse {
 async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPermissionRequest) {
     let session = request.session_id.as_str().to_string();
     let facts = ToolFacts::of_permission(&request);
-    let (outcome, approval) = match shared.oversight.decide(&session, &facts) {
+    let (outcome, approval) = decide_permission(&shared, &request, &facts).await;
+    shared.oversight.permission_answered(&session, &facts, approval);
+    tracing::debug!(%id, ?outcome, "permission answered");
+    shared
+        .send_line(jsonrpc::encode_result(&id, &PermissionResponse { outcome }))
+        .await;
+}
+
+/// Governance, then (for `ask`) the permission handler: the outcome to answer with and the
+/// approval to record.
+async fn decide_permission(
+    shared: &Shared,
+    request: &wire::RequestPermissionRequest,
+    facts: &ToolFacts,
+) -> (wire::RequestPermissionOutcome, Approval) {
+    let session = request.session_id.as_str();
+    let (outcome, approval) = match shared.oversight.decide(session, facts) {
         Decision::Allow => (
             permission::outcome(&request, &PermissionDecision::Approve),
             Approval::Auto,
@@ -344,21 +361,73 @@ async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPe
             permission::outcome(&request, &PermissionDecision::Reject),
             Approval::Denied { reason },
         ),
-        Decision::Ask => ask_handler(&shared, &request).await,
+        Decision::Ask => ask_handler(shared, request).await,
     };
     // An `allow` that the request did not offer is a rejection: record what was answered.
-    let approval = match (&approval, permission::approves(&request, &outcome)) {
+    let approval = match (&approval, permission::approves(request, &outcome)) {
         (Approval::Auto, false) => Approval::RejectedBy {
             who: "governance".into(),
             reason: "the request offered no allow option".into(),
         },
         _ => approval,
     };
-    shared.oversight.permission_answered(&session, &facts, approval);
-    tracing::debug!(%id, ?outcome, "permission answered");
-    shared
-        .send_line(jsonrpc::encode_result(&id, &PermissionResponse { outcome }))
-        .await;
+    (outcome, approval)
+}
+
+/// The tool name governance and the audit log know a terminal by.
+pub const TERMINAL_TOOL: &str = "terminal/create";
+
+/// `terminal/create` runs a command with all the rights of the client's user (its `cwd` is only
+/// where it starts), so it is decided like a tool call: governance sees the tool
+/// [`TERMINAL_TOOL`] (kind unknown, so it counts as changing something) with the request as
+/// its arguments, `ask` goes to the permission handler (default: reject), and the decision and
+/// its result are audited. `Err` is the answer to send when it is not approved.
+async fn authorize_terminal(shared: &Shared, params: &RawValue) -> Result<ToolFacts, (ToolFacts, Approval, RpcError)> {
+    static TERMINALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let arguments: Value = serde_json::from_str(params.get()).unwrap_or(Value::Null);
+    let session = arguments["sessionId"].as_str().unwrap_or_default().to_string();
+    let command_line = std::iter::once(&arguments["command"])
+        .chain(arguments["args"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let id = format!(
+        "terminal-{}",
+        TERMINALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    );
+    let request = serde_json::json!({
+        "sessionId": session,
+        "toolCall": {
+            "toolCallId": id,
+            "title": format!("Run `{command_line}` in {}", arguments["cwd"].as_str().unwrap_or("?")),
+            "kind": "execute",
+            "rawInput": arguments,
+            "_meta": {"aip44": {"tool": TERMINAL_TOOL}},
+        },
+        "options": [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ],
+    });
+    let request: wire::RequestPermissionRequest = serde_json::from_value(request).map_err(|error| {
+        let facts = ToolFacts::terminal(&id, Value::Null);
+        let approval = Approval::Denied {
+            reason: format!("unreadable terminal request: {error}"),
+        };
+        (facts, approval, RpcError::new(codes::INVALID_PARAMS, error.to_string()))
+    })?;
+    let facts = ToolFacts::of_permission(&request);
+    let (outcome, approval) = decide_permission(shared, &request, &facts).await;
+    if permission::approves(&request, &outcome) {
+        shared.oversight.permission_answered(&session, &facts, approval);
+        Ok(facts)
+    } else {
+        let error = RpcError::new(
+            codes::INVALID_REQUEST,
+            format!("`terminal/create` of `{command_line}` was not allowed by the client"),
+        );
+        Err((facts, approval, error))
+    }
 }
 
 /// The permission handler's answer, bounded by the permission timeout and the session's cancel.
@@ -406,6 +475,29 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
     };
     let answer = if handlers.capabilities().offers(&method) {
         match shared.context.check(&method, &params) {
+            Ok(checked) if method == wire::method_names::TERMINAL_CREATE => {
+                let session = serde_json::from_str::<Value>(checked.get())
+                    .ok()
+                    .and_then(|value| value["sessionId"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                match authorize_terminal(&shared, &checked).await {
+                    Ok(facts) => {
+                        let answer = match handlers.handle(&shared.context, &method, &checked) {
+                            Some(answer) => answer.await,
+                            None => Err(not_offered()),
+                        };
+                        shared.oversight.terminal_ended(&session, &facts, None, &answer);
+                        answer
+                    }
+                    Err((facts, approval, error)) => {
+                        let refused = Err(error);
+                        shared
+                            .oversight
+                            .terminal_ended(&session, &facts, Some(approval), &refused);
+                        refused
+                    }
+                }
+            }
             Ok(checked) => match handlers.handle(&shared.context, &method, &checked) {
                 Some(answer) => answer.await,
                 None => Err(not_offered()),

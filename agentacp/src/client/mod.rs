@@ -59,6 +59,7 @@ use serde_json::{Value, json};
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
 
+pub use connection::TERMINAL_TOOL;
 pub use error::ClientError;
 use events::StreamKind;
 pub use events::{PromptEvent, PromptStream, Update};

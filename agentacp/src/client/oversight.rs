@@ -50,6 +50,18 @@ impl ToolFacts {
             })
     }
 
+    /// A terminal the agent asked for (see `connection::TERMINAL_TOOL`).
+    pub(crate) fn terminal(id: &str, arguments: Value) -> ToolFacts {
+        ToolFacts {
+            id: id.to_string(),
+            tool: Some(super::connection::TERMINAL_TOOL.to_string()),
+            kind: None,
+            arguments: Some(arguments),
+            status: None,
+            output: None,
+        }
+    }
+
     /// Reads a `tool_call`, `tool_call_update` or a permission request's `toolCall`. The
     /// tool's name is `name`, else `_meta.aip44.tool`, else the title.
     pub(crate) fn of(value: &Value) -> Option<ToolFacts> {
@@ -96,7 +108,17 @@ impl Oversight {
     }
 
     /// Governance's decision on a permission request: without a binding, always ask.
+    ///
+    /// The `kind` the agent reports is its own word, and a client must not approve on it: an
+    /// agent that labels `rm -rf ~` as `read` would otherwise pass an `on-mutate` workspace
+    /// unasked. So governance sees no kind here (an unknown kind counts as changing
+    /// something); it decides by what the client's own documents say of the tool's name —
+    /// the operator's tool list, policies, autonomy.
     pub(crate) fn decide(&self, session: &str, facts: &ToolFacts) -> Decision {
+        self.decide_with_kind(session, facts, None)
+    }
+
+    fn decide_with_kind(&self, session: &str, facts: &ToolFacts, kind: Option<ToolKind>) -> Decision {
         let Some(governance) = &self.governance else {
             return Decision::Ask;
         };
@@ -105,7 +127,7 @@ impl Oversight {
             operator: &self.operator,
             session,
             tool: facts.tool.as_deref().unwrap_or("unknown"),
-            kind: facts.kind,
+            kind,
             arguments: &arguments,
         })
     }
@@ -153,6 +175,31 @@ impl Oversight {
             }),
         };
         self.record(session, &facts.id, tracked, outcome)
+    }
+
+    /// Records a `terminal/create` decision and its answer (`approval` when it was refused
+    /// before reaching the handler; else the one remembered by `permission_answered`).
+    pub(crate) fn terminal_ended(
+        &self,
+        session: &str,
+        facts: &ToolFacts,
+        approval: Option<Approval>,
+        answer: &Result<Value, crate::jsonrpc::RpcError>,
+    ) {
+        let mut tracked = lock(&self.calls)
+            .remove(&(session.to_string(), facts.id.clone()))
+            .unwrap_or_default();
+        merge(&mut tracked, facts);
+        if approval.is_some() {
+            tracked.approval = approval;
+        }
+        let outcome = match answer {
+            Ok(result) => ToolOutcomeRecord::Result(result.clone()),
+            Err(error) => ToolOutcomeRecord::Error(error.message.clone()),
+        };
+        if let Err(error) = self.record(session, &facts.id, tracked, outcome) {
+            tracing::error!(%error, "writing a terminal's audit record failed");
+        }
     }
 
     /// At the end of a turn: records the tool calls that never ended, as errors.
@@ -206,7 +253,9 @@ impl Oversight {
             status: None,
             output: None,
         };
-        match self.decide(session, &facts) {
+        // Nothing is approved here (the agent already ran it): the record only classifies what
+        // happened, and classifies it by what the agent reported.
+        match self.decide_with_kind(session, &facts, tracked.kind) {
             Decision::Allow => Approval::Auto,
             Decision::Ask if self.governance.is_none() => Approval::Auto,
             Decision::Ask => {

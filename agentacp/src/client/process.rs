@@ -105,9 +105,37 @@ impl AgentCommand {
             .process_group(0)
             // A backstop should everything else be dropped with the runtime.
             .kill_on_drop(true);
+        die_with_parent(&mut command);
         command
     }
 }
+
+/// Linux: the agent gets SIGKILL when the thread that started it dies — with the client
+/// process, even when that is killed with `kill -9` and nothing of ours runs (`prctl
+/// PR_SET_PDEATHSIG`). The agent is started from a runtime worker thread, which lives as long
+/// as the runtime. Its own children are reached through its process group at close, not by
+/// this signal.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two raw system calls (prctl, getppid)
+    // through rustix, allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The parent may have died before the prctl: then nothing would ever signal us.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::other("the client exited while starting the agent"));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn die_with_parent(_: &mut Command) {}
 
 /// The last lines the agent wrote to stderr.
 #[derive(Debug)]
@@ -246,39 +274,70 @@ impl AgentProcess {
         }
     }
 
-    /// Sends `signal` to the agent's process group, unless it has been reaped already (its
-    /// group id could then name someone else's group).
-    fn signal_group(&self, signal: rustix::process::Signal) {
-        if self.state() != ExitState::Running {
-            return;
-        }
-        let Some(pid) = self
-            .pid
+    /// The agent's process group (its pid: it leads the group it was started in).
+    fn group(&self) -> Option<rustix::process::Pid> {
+        self.pid
             .and_then(|pid| i32::try_from(pid).ok())
             .and_then(rustix::process::Pid::from_raw)
-        else {
-            return;
-        };
-        if let Err(error) = rustix::process::kill_process_group(pid, signal) {
+    }
+
+    /// Sends `signal` to the agent's process group. The group id stays reserved while any
+    /// process is in the group, so after the leader is reaped it still names only what the
+    /// agent left behind (or nothing: then the call fails with ESRCH).
+    fn signal_group(&self, signal: rustix::process::Signal) {
+        let Some(group) = self.group() else { return };
+        if let Err(error) = rustix::process::kill_process_group(group, signal) {
             tracing::debug!(%error, ?signal, "signalling the agent's process group failed");
+        }
+    }
+
+    /// Whether any process is left in the agent's process group.
+    fn group_alive(&self) -> bool {
+        self.group()
+            .is_some_and(|group| rustix::process::test_kill_process_group(group).is_ok())
+    }
+
+    /// Waits, at most `limit`, for the process group to be empty (polled: the kernel tells
+    /// nobody when a group empties).
+    async fn wait_group_gone(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if !self.group_alive() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
     /// Stops the agent, whose stdin must be closed already: waits `exit_grace` for it to exit
     /// on its own, then SIGTERMs its process group, waits `kill_grace`, then SIGKILLs the
-    /// group, and waits for the reap.
+    /// group, and waits for the reap. Whatever the agent leaves behind in its group — even
+    /// when it exited promptly — gets the same SIGTERM, then SIGKILL after `kill_grace`.
     pub(crate) async fn stop(&self, exit_grace: Duration, kill_grace: Duration) -> ExitState {
-        if let state @ ExitState::Exited(_) = self.wait_exit(exit_grace).await {
-            return state;
+        let mut state = self.wait_exit(exit_grace).await;
+        if state == ExitState::Running {
+            tracing::debug!(pid = ?self.pid, "the agent did not exit after stdin closed; SIGTERM");
+            self.signal_group(rustix::process::Signal::TERM);
+            state = self.wait_exit(kill_grace).await;
+            if state == ExitState::Running {
+                tracing::warn!(pid = ?self.pid, "the agent ignored SIGTERM; SIGKILL");
+                self.signal_group(rustix::process::Signal::KILL);
+                state = self.wait_exit(Duration::from_secs(5)).await;
+            }
         }
-        tracing::debug!(pid = ?self.pid, "the agent did not exit after stdin closed; SIGTERM");
-        self.signal_group(rustix::process::Signal::TERM);
-        if let state @ ExitState::Exited(_) = self.wait_exit(kill_grace).await {
-            return state;
+        // The leader is gone; its group may not be.
+        if self.group_alive() {
+            tracing::debug!(pid = ?self.pid, "processes left in the agent's group; SIGTERM");
+            self.signal_group(rustix::process::Signal::TERM);
+            if !self.wait_group_gone(kill_grace).await {
+                tracing::warn!(pid = ?self.pid, "processes in the agent's group ignored SIGTERM; SIGKILL");
+                self.signal_group(rustix::process::Signal::KILL);
+            }
         }
-        tracing::warn!(pid = ?self.pid, "the agent ignored SIGTERM; SIGKILL");
-        self.signal_group(rustix::process::Signal::KILL);
-        self.wait_exit(Duration::from_secs(5)).await
+        state
     }
 }
 
