@@ -708,3 +708,48 @@ fn audit_events_build_the_lifecycle_record_the_runtime_writes() {
     assert_eq!(record["action"], "operator.suspended");
     assert_eq!(record["subject"]["ref"], "sess_1");
 }
+
+/// Issue #23.17: after the write timeout (the client stopped reading but kept its end open),
+/// the server went on reading requests and answering none. It now closes the connection:
+/// `serve` returns, with an error saying why, and the client's reads see end of file.
+#[tokio::test]
+async fn a_client_that_stops_reading_gets_its_connection_closed() {
+    let mut setup = setup();
+    setup.options.write_timeout = Duration::from_millis(200);
+    let (mut client, session) = setup.ready().await;
+    // Far more output than the pipe holds, and nobody reads it.
+    client.prompt(&session, "/stream 100000").await;
+    let ended = tokio::time::timeout(WAIT, &mut client.server)
+        .await
+        .expect("serve returned instead of reading on")
+        .expect("the server task did not panic");
+    let error = ended.expect_err("a connection given up on is an error");
+    assert!(error.to_string().contains("stopped reading"), "{error}");
+    // What was queued before is readable; then end of file, not a hang.
+    let drained = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(_)) = client.lines.next_line().await {}
+    })
+    .await;
+    assert!(drained.is_ok(), "the client sees end of file");
+}
+
+/// Issue #23.16: a connection may not open sessions without bound.
+#[tokio::test]
+async fn sessions_beyond_the_limit_are_refused_with_a_clear_error() {
+    let mut setup = setup();
+    setup.options.max_sessions = 3;
+    let (mut client, _first) = setup.ready().await;
+    client.new_session().await;
+    client.new_session().await;
+    let cwd = client.project();
+    let (_, answer) = client.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("AGENTACP_MAX_SESSIONS"),
+        "{answer}"
+    );
+    client.finish().await;
+}

@@ -50,6 +50,12 @@ impl Outbox {
     pub async fn send(&self, line: Vec<u8>) -> Result<(), Closed> {
         self.tx.send(line).await.map_err(|_| Closed)
     }
+
+    /// Resolves once the writer task has ended (the peer stopped reading, or a write failed):
+    /// nothing sent from then on reaches the peer.
+    pub async fn closed(&self) {
+        self.tx.closed().await;
+    }
 }
 
 async fn write_all<W: AsyncWrite + Unpin>(

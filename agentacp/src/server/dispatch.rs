@@ -56,6 +56,8 @@ pub(crate) struct Dispatcher<O: Operator> {
     /// The request each task answers, so a task that panics still gets its request answered.
     task_requests: HashMap<tokio::task::Id, (Id, Arc<AtomicBool>)>,
     shutdown_grace: Duration,
+    /// The most sessions this connection may have.
+    max_sessions: usize,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +114,7 @@ impl<O: Operator> Dispatcher<O> {
         connection: Arc<Connection>,
         workspace_root: Result<Workspace, String>,
         shutdown_grace: Duration,
+        max_sessions: usize,
     ) -> Self {
         let spec = O::spec();
         let initialize_response = serde_json::from_str(spec.initialize_response).unwrap_or_else(|error| {
@@ -136,6 +139,7 @@ impl<O: Operator> Dispatcher<O> {
             tasks: JoinSet::new(),
             task_requests: HashMap::new(),
             shutdown_grace,
+            max_sessions,
         }
     }
 
@@ -147,6 +151,12 @@ impl<O: Operator> Dispatcher<O> {
                 Some(joined) = self.tasks.join_next_with_id() => {
                     self.reap(joined).await;
                     continue;
+                }
+                // The writer gave up (the client stopped reading): reading on would only take
+                // requests that can never be answered. Stop, so the client sees end of file.
+                () = self.connection.outbox.closed() => {
+                    tracing::warn!("the client stopped reading our messages; closing the connection");
+                    break;
                 }
             };
             let closed = match frame {
@@ -278,6 +288,7 @@ impl<O: Operator> Dispatcher<O> {
 
     async fn new_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
         let params: NewSessionParams = read_params("session/new", params)?;
+        self.room_for_a_session(None)?;
         let workspace = self.confine_cwd(&params.cwd)?;
         let cwd = workspace.path();
         let session_id = new_session_id();
@@ -341,6 +352,7 @@ impl<O: Operator> Dispatcher<O> {
     fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
         let params: LoadSessionParams = read_params("session/load", Some(&raw))?;
+        self.room_for_a_session(Some(&params.session_id))?;
         let workspace = self.confine_cwd(&params.cwd)?;
         if lock(&self.sessions)
             .get(&params.session_id)
@@ -416,6 +428,22 @@ impl<O: Operator> Dispatcher<O> {
             },
         );
         Ok(())
+    }
+
+    /// Refuses a new session (or the load of one not open here) when the connection has
+    /// [`max_sessions`](super::ServerOptions::max_sessions) already.
+    fn room_for_a_session(&self, loading: Option<&str>) -> Result<(), RpcError> {
+        let sessions = lock(&self.sessions);
+        if loading.is_some_and(|id| sessions.contains_key(id)) || sessions.len() < self.max_sessions {
+            return Ok(());
+        }
+        Err(RpcError::new(
+            codes::INVALID_REQUEST,
+            format!(
+                "this connection has {} sessions, its limit (AGENTACP_MAX_SESSIONS); start another connection",
+                sessions.len()
+            ),
+        ))
     }
 
     /// A session's `cwd`, confined to the workspace root (`-32602` when it is not, or when the
@@ -601,7 +629,7 @@ impl<O: Operator> PromptTask<O> {
             Err(error) => Err(error.to_rpc()),
         };
         if self.connection.record_history
-            && let Err(error) = self.connection.store.flush()
+            && let Err(error) = self.connection.store.flush_session(&session_id)
         {
             tracing::error!(%error, session = session_id, "saving the session failed");
         }

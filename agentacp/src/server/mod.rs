@@ -32,6 +32,8 @@ use dispatch::Dispatcher;
 
 /// The default frame limit: 4 MiB.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// The default limit on sessions per connection.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// The default time a permission request waits before it counts as rejected: 5 minutes.
 pub const DEFAULT_PERMISSION_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -59,6 +61,9 @@ pub struct ServerOptions {
     pub fsync: FsyncPolicy,
     /// How long running turns get to answer after end of input (default 5 s).
     pub shutdown_grace: Duration,
+    /// The most sessions one connection may open (`AGENTACP_MAX_SESSIONS`; default 1024): the
+    /// next `session/new` is refused with a message saying so.
+    pub max_sessions: usize,
     /// Replaces the manifest's governance binding.
     pub governance: Option<Arc<dyn Governance>>,
     /// Replaces the audit log chosen from the manifest.
@@ -79,6 +84,7 @@ impl Default for ServerOptions {
             write_timeout: Duration::from_secs(60),
             fsync: FsyncPolicy::EveryRecord,
             shutdown_grace: Duration::from_secs(5),
+            max_sessions: DEFAULT_MAX_SESSIONS,
             governance: None,
             audit: None,
             store: None,
@@ -95,6 +101,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("permission_timeout", &self.permission_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("max_sessions", &self.max_sessions)
             .finish_non_exhaustive()
     }
 }
@@ -118,6 +125,9 @@ impl ServerOptions {
         }
         if let Some(ms) = number("AGENTACP_WRITE_TIMEOUT_MS") {
             options.write_timeout = Duration::from_millis(ms);
+        }
+        if let Some(sessions) = number("AGENTACP_MAX_SESSIONS") {
+            options.max_sessions = usize::try_from(sessions).unwrap_or(usize::MAX);
         }
         options
     }
@@ -212,8 +222,10 @@ fn open_audit(spec: &OperatorSpec, options: &ServerOptions, state_dir: &Path) ->
     }
 }
 
-/// Runs `operator` over `input`/`output` until end of input. Returns an error only when the
-/// server cannot start (the audit log or the session store cannot be opened).
+/// Runs `operator` over `input`/`output` until end of input. Returns an error when the server
+/// cannot start (the audit log or the session store cannot be opened), or when the client
+/// stopped reading for longer than [`ServerOptions::write_timeout`] (the connection is then
+/// closed rather than left reading requests it can never answer).
 pub async fn serve<O, R, W>(operator: O, options: ServerOptions, input: R, output: W) -> Result<()>
 where
     O: Operator,
@@ -259,17 +271,36 @@ where
         options.permission_timeout,
     ));
     let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
-    Dispatcher::new(operator, connection, workspace_root, options.shutdown_grace)
-        .run(frames)
-        .await;
+    Dispatcher::new(
+        operator,
+        connection,
+        workspace_root,
+        options.shutdown_grace,
+        options.max_sessions,
+    )
+    .run(frames)
+    .await;
     // Every clone of the outbox is gone now; the writer drains what is queued and ends.
     match tokio::time::timeout(options.shutdown_grace, writer).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(error))) => tracing::debug!(%error, "the client closed its end first"),
-        Ok(Err(error)) => tracing::error!(%error, "the writer task failed"),
-        Err(_) => tracing::warn!("the client stopped reading; unsent messages were dropped"),
+        Ok(Ok(Ok(()))) => Ok(()),
+        // A client that stopped reading without closing: the connection was given up.
+        Ok(Ok(Err(error))) if error.kind() == std::io::ErrorKind::TimedOut => Err(Error::Io(std::io::Error::new(
+            error.kind(),
+            format!("the client stopped reading ({error}); the connection was closed"),
+        ))),
+        Ok(Ok(Err(error))) => {
+            tracing::debug!(%error, "the client closed its end first");
+            Ok(())
+        }
+        Ok(Err(error)) => {
+            tracing::error!(%error, "the writer task failed");
+            Ok(())
+        }
+        Err(_) => {
+            tracing::warn!("the client stopped reading; unsent messages were dropped");
+            Ok(())
+        }
     }
-    Ok(())
 }
 
 /// Logs to stderr (never stdout: that is the protocol channel), filtered by `AGENTACP_LOG`

@@ -74,8 +74,14 @@ pub trait SessionStore: Send + Sync + 'static {
     fn append(&self, id: &str, update: &str) -> std::io::Result<()>;
     /// Reads a session back; `None` when there is no such session.
     fn load(&self, id: &str) -> std::io::Result<Option<StoredSession>>;
-    /// Makes everything appended so far durable (called at the end of every turn and at exit).
+    /// Makes everything appended so far durable (called at exit).
     fn flush(&self) -> std::io::Result<()>;
+    /// Makes everything appended to one session durable (called at the end of each of its
+    /// turns). The default flushes everything.
+    fn flush_session(&self, id: &str) -> std::io::Result<()> {
+        let _ = id;
+        self.flush()
+    }
 }
 
 /// Sessions in memory: `session/load` works until the process exits.
@@ -119,10 +125,75 @@ impl SessionStore for MemoryStore {
 /// Sessions in files, one `<id>.jsonl` per session in a folder: a header line
 /// (`{"sessionId", "cwd"}`) and then one `update` object per line. Survives a restart; a
 /// torn last line (a crash mid-write) is skipped on load.
+///
+/// At most [`MAX_OPEN_SESSION_FILES`] files are open at once (the least recently used is
+/// flushed, synced and closed to make room, and reopened when its session is used again), and
+/// only files written since their last sync are synced: a connection with thousands of
+/// sessions costs neither thousands of file descriptors nor thousands of fsyncs per turn.
 #[derive(Debug)]
 pub struct FileStore {
     dir: PathBuf,
-    writers: Mutex<HashMap<String, BufWriter<File>>>,
+    writers: Mutex<Writers>,
+}
+
+/// How many session files a [`FileStore`] keeps open at most.
+pub const MAX_OPEN_SESSION_FILES: usize = 32;
+
+/// The open session files, with what an LRU needs.
+#[derive(Debug, Default)]
+struct Writers {
+    open: HashMap<String, OpenFile>,
+    /// Bumped at every use; the smallest `used` is the least recently used.
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct OpenFile {
+    writer: BufWriter<File>,
+    /// Written since it was last synced.
+    dirty: bool,
+    used: u64,
+}
+
+impl OpenFile {
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.writer.flush()?;
+        if self.dirty {
+            self.writer.get_ref().sync_data()?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+}
+
+impl Writers {
+    /// Keeps `file` open for `id`, closing the least recently used file first when full.
+    fn insert(&mut self, id: &str, writer: BufWriter<File>, dirty: bool) -> std::io::Result<&mut OpenFile> {
+        if self.open.len() >= MAX_OPEN_SESSION_FILES
+            && let Some(oldest) = self
+                .open
+                .iter()
+                .min_by_key(|(_, file)| file.used)
+                .map(|(id, _)| id.clone())
+            && let Some(mut file) = self.open.remove(&oldest)
+        {
+            file.sync()?;
+        }
+        self.clock += 1;
+        let used = self.clock;
+        Ok(self
+            .open
+            .entry(id.to_string())
+            .or_insert(OpenFile { writer, dirty, used }))
+    }
+
+    fn touch(&mut self, id: &str) -> Option<&mut OpenFile> {
+        self.clock += 1;
+        let clock = self.clock;
+        let file = self.open.get_mut(id)?;
+        file.used = clock;
+        Some(file)
+    }
 }
 
 impl FileStore {
@@ -132,7 +203,7 @@ impl FileStore {
         std::fs::create_dir_all(&dir)?;
         Ok(FileStore {
             dir,
-            writers: Mutex::new(HashMap::new()),
+            writers: Mutex::new(Writers::default()),
         })
     }
 
@@ -140,21 +211,25 @@ impl FileStore {
         valid_id(id).then(|| self.dir.join(format!("{id}.jsonl")))
     }
 
-    fn writer<'a>(
-        &self,
-        writers: &'a mut HashMap<String, BufWriter<File>>,
-        id: &str,
-    ) -> std::io::Result<Option<&'a mut BufWriter<File>>> {
-        if !writers.contains_key(id) {
+    /// The open file of session `id`, reopened when it was closed to make room; `None` for a
+    /// session this store does not have.
+    fn writer<'a>(&self, writers: &'a mut Writers, id: &str) -> std::io::Result<Option<&'a mut OpenFile>> {
+        if writers.touch(id).is_none() {
             let Some(path) = self.path(id) else { return Ok(None) };
-            if !path.exists() {
-                return Ok(None);
-            }
-            let mut file = OpenOptions::new().read(true).append(true).open(path)?;
+            let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+                Ok(file) => file,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(error) => return Err(error),
+            };
             end_with_newline(&mut file)?;
-            writers.insert(id.to_string(), BufWriter::new(file));
+            writers.insert(id, BufWriter::new(file), false)?;
         }
-        Ok(writers.get_mut(id))
+        Ok(writers.open.get_mut(id))
+    }
+
+    /// How many session files are open now (at most [`MAX_OPEN_SESSION_FILES`]).
+    pub fn open_files(&self) -> usize {
+        lock(&self.writers).open.len()
     }
 }
 
@@ -189,15 +264,16 @@ impl SessionStore for FileStore {
         let mut file = OpenOptions::new().create_new(true).write(true).open(path)?;
         writeln!(file, "{header}")?;
         file.sync_data()?;
-        lock(&self.writers).insert(id.to_string(), BufWriter::new(file));
+        lock(&self.writers).insert(id, BufWriter::new(file), false)?;
         Ok(())
     }
 
     fn append(&self, id: &str, update: &str) -> std::io::Result<()> {
         let mut writers = lock(&self.writers);
-        if let Some(writer) = self.writer(&mut writers, id)? {
-            writer.write_all(update.as_bytes())?;
-            writer.write_all(b"\n")?;
+        if let Some(file) = self.writer(&mut writers, id)? {
+            file.writer.write_all(update.as_bytes())?;
+            file.writer.write_all(b"\n")?;
+            file.dirty = true;
         }
         Ok(())
     }
@@ -205,8 +281,8 @@ impl SessionStore for FileStore {
     fn load(&self, id: &str) -> std::io::Result<Option<StoredSession>> {
         let Some(path) = self.path(id) else { return Ok(None) };
         // Whatever this process still buffers for the session goes to the file first.
-        if let Some(writer) = lock(&self.writers).get_mut(id) {
-            writer.flush()?;
+        if let Some(file) = lock(&self.writers).open.get_mut(id) {
+            file.writer.flush()?;
         }
         let file = match File::open(&path) {
             Ok(file) => file,
@@ -237,11 +313,17 @@ impl SessionStore for FileStore {
     }
 
     fn flush(&self) -> std::io::Result<()> {
-        for writer in lock(&self.writers).values_mut() {
-            writer.flush()?;
-            writer.get_ref().sync_data()?;
+        for file in lock(&self.writers).open.values_mut() {
+            file.sync()?;
         }
         Ok(())
+    }
+
+    fn flush_session(&self, id: &str) -> std::io::Result<()> {
+        match lock(&self.writers).open.get_mut(id) {
+            Some(file) => file.sync(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -299,6 +381,63 @@ mod tests {
         assert_eq!(history.len(), 3);
         assert_eq!(history[2].get(), r#"{"sessionUpdate":"plan"}"#);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue #23.16: every session kept its file open for good (session 247 failed at
+    /// `RLIMIT_NOFILE=256`). Files beyond the bound are closed and reopened on use, and no
+    /// record is lost on the way.
+    #[test]
+    fn the_file_store_keeps_a_bounded_number_of_files_open_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        let sessions = 3 * MAX_OPEN_SESSION_FILES;
+        for n in 0..sessions {
+            store.create(&format!("sess_{n}"), Path::new("/w")).unwrap();
+            store.append(&format!("sess_{n}"), &format!(r#"{{"n":{n}}}"#)).unwrap();
+            assert!(store.open_files() <= MAX_OPEN_SESSION_FILES);
+        }
+        // Touch every session again (each reopens one and closes another), then flush one.
+        for n in 0..sessions {
+            store.append(&format!("sess_{n}"), r#"{"again":true}"#).unwrap();
+            store.flush_session(&format!("sess_{n}")).unwrap();
+        }
+        assert!(store.open_files() <= MAX_OPEN_SESSION_FILES);
+        let reopened = FileStore::open(dir.path()).unwrap();
+        for n in 0..sessions {
+            let history = reopened.load(&format!("sess_{n}")).unwrap().unwrap().history;
+            let lines: Vec<&str> = history.iter().map(|u| u.get()).collect();
+            assert_eq!(
+                lines,
+                [format!(r#"{{"n":{n}}}"#).as_str(), r#"{"again":true}"#],
+                "sess_{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn flush_syncs_only_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        for n in 0..4 {
+            store.create(&format!("sess_{n}"), Path::new("/w")).unwrap();
+        }
+        store.append("sess_2", "{}").unwrap();
+        let dirty = |store: &FileStore| -> Vec<String> {
+            let writers = lock(&store.writers);
+            let mut ids: Vec<String> = writers
+                .open
+                .iter()
+                .filter(|(_, f)| f.dirty)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(dirty(&store), ["sess_2"]);
+        store.flush_session("sess_1").unwrap();
+        assert_eq!(dirty(&store), ["sess_2"], "another session's flush leaves it alone");
+        store.flush_session("sess_2").unwrap();
+        assert!(dirty(&store).is_empty());
     }
 
     #[test]
