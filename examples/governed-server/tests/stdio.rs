@@ -53,3 +53,37 @@ fn an_unlisted_tool_is_denied_unseen_and_audited() {
         "{denied}"
     );
 }
+
+/// Issue #23.16: every session held a file open for good, so at a low `RLIMIT_NOFILE` new
+/// sessions failed and the tools of existing ones too. With 64 descriptors, 300 sessions open,
+/// each with history on disk, and the first session's tool still reads its file.
+#[test]
+fn hundreds_of_sessions_fit_in_a_small_file_descriptor_limit() {
+    let scratch = Scratch::new("governed-server-fds");
+    let audit = scratch.path().join("audit.jsonl");
+    std::fs::write(scratch.path().join("notes.txt"), "still readable").unwrap();
+    let binary = env!("CARGO_BIN_EXE_governed-server");
+    let mut server = StdioPeer::spawn(
+        std::path::Path::new("/bin/sh"),
+        &["-c", "ulimit -n 64 && exec \"$0\"", binary],
+        &[
+            ("AGENTACP_WORKSPACE_ROOT", scratch.path()),
+            ("AGENTACP_STATE_DIR", scratch.path()),
+            ("AGENTACP_AUDIT_LOG", &audit),
+        ],
+    );
+    let (_, first) = server.open_session(scratch.path());
+    let cwd = scratch.path().to_str().unwrap();
+    for id in 10..310u64 {
+        server.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}));
+        let answer = server.until_answer(id).pop().unwrap();
+        let session = answer["result"]["sessionId"].clone();
+        assert!(session.is_string(), "session {id}: {answer}");
+        // Each one writes history (the prompt and the answer) to its own file.
+        server.prompt(1000 + id, &session, "hello");
+    }
+    let turn = server.prompt(2, &first, r#"/tool read-file {"path":"notes.txt"}"#);
+    let text = turn.iter().map(|m| m.to_string()).collect::<String>();
+    assert!(text.contains("still readable"), "{text}");
+    assert!(server.finish().success());
+}
