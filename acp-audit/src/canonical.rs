@@ -28,7 +28,12 @@ pub(crate) fn canonical_object_without(map: &Map<String, Value>, skip: &str) -> 
 
 /// Lowercase hex SHA-256 of `text`'s UTF-8 bytes.
 pub(crate) fn sha256_hex(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
+    sha256_hex_bytes(text.as_bytes())
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub(crate) fn sha256_hex_bytes(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
     let mut hex = String::with_capacity(64);
     for byte in digest.iter() {
         hex.push(HEX[usize::from(byte >> 4)] as char);

@@ -15,16 +15,25 @@
 //! the matching wire message. Tool calls and lifecycle transitions carry the AIP-44 mirror
 //! under `metadata.aip44` ([`AuditEvent::tool_call`], [`AuditEvent::lifecycle`]).
 //!
+//! [`AuditLog::open`] continues an existing log only after verifying it, holds an exclusive
+//! advisory lock on it while open (a second writer gets [`AuditError::Locked`]), and recovers
+//! a last line torn by a crash: the torn bytes are moved aside and an `audit.recovered` record
+//! continues the chain ([`AuditLog::recovery`]). Lines are capped at [`MAX_LINE_BYTES`], and
+//! a record repeating a key never verifies.
+//!
 //! `docs/audit.md` describes the format, the mirror mapping and the durability guarantees.
 
 mod canonical;
+mod file;
 mod record;
+mod recover;
 mod sink;
+mod strict;
 mod time;
 mod verify;
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -33,9 +42,10 @@ pub use record::{
     Actor, Approval, AuditEvent, AuditRecord, DOCTYPE, GENESIS, HASH_ALG, Lifecycle, PolicyRef, SCHEMA_TAG, Subject,
     ToolCallMirror, ToolOutcomeRecord,
 };
+pub use recover::{RECOVERED_ACTION, Recovery};
 pub use sink::{AuditSink, FileSink, MemorySink};
 pub use time::rfc3339_millis;
-pub use verify::{VerifyError, VerifySummary, verify, verify_file};
+pub use verify::{MAX_LINE_BYTES, VerifyError, VerifySummary, verify, verify_file};
 
 /// When the log makes written records durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -68,6 +78,13 @@ pub enum AuditError {
     Invalid(String),
     /// An earlier write or sync failed, so the log's end is unknown and it records no more.
     Failed(String),
+    /// Another open handle holds the log's write lock: a second writer would fork the chain.
+    Locked {
+        /// The log.
+        path: PathBuf,
+        /// The pid of the holder, when it could be told (Linux: from `/proc/locks`).
+        holder: Option<u32>,
+    },
 }
 
 impl fmt::Display for AuditError {
@@ -77,6 +94,19 @@ impl fmt::Display for AuditError {
             AuditError::Broken(error) => write!(f, "audit log chain is broken, refusing to append: {error}"),
             AuditError::Invalid(reason) => write!(f, "invalid audit event: {reason}"),
             AuditError::Failed(reason) => write!(f, "audit log unusable after an earlier failure: {reason}"),
+            AuditError::Locked { path, holder } => {
+                let who = match holder {
+                    Some(pid) if *pid == std::process::id() => format!("another handle in this process (pid {pid})"),
+                    Some(pid) => format!("another process (pid {pid})"),
+                    None => "another process".to_string(),
+                };
+                write!(
+                    f,
+                    "the audit log {} is locked for writing by {who}; a second writer would fork its \
+                     chain, so this one does not start (stop the other writer, or give this one its own log)",
+                    path.display()
+                )
+            }
         }
     }
 }
@@ -86,7 +116,7 @@ impl std::error::Error for AuditError {
         match self {
             AuditError::Io(error) => Some(error),
             AuditError::Broken(error) => Some(error),
-            AuditError::Invalid(_) | AuditError::Failed(_) => None,
+            AuditError::Invalid(_) | AuditError::Failed(_) | AuditError::Locked { .. } => None,
         }
     }
 }
@@ -97,6 +127,7 @@ impl std::error::Error for AuditError {
 #[derive(Clone)]
 pub struct AuditLog {
     chain: Option<Arc<Mutex<Chain>>>,
+    recovery: Option<Arc<Recovery>>,
 }
 
 struct Chain {
@@ -147,6 +178,7 @@ impl fmt::Debug for AuditLog {
                 .field("policy", &chain.policy)
                 .field("next_seq", &chain.next_seq)
                 .field("failed", &chain.failed)
+                .field("recovery", &self.recovery)
                 .finish_non_exhaustive(),
             Err(_) => f.write_str("AuditLog(poisoned)"),
         }
@@ -154,23 +186,47 @@ impl fmt::Debug for AuditLog {
 }
 
 impl AuditLog {
-    /// Opens the log file at `path` (creating it and its parent folders when absent). An
-    /// existing file is verified first and continued: the next record gets the next `seq` and
-    /// links to the last `hash`. A broken chain, including a last line without its `\n` (a
-    /// torn write), is [`AuditError::Broken`], naming the line; the file is left untouched.
+    /// Opens the log file at `path` for writing (creating it and its parent folders when
+    /// absent) and continues its chain: the next record gets the next `seq` and links to the
+    /// last `hash`.
+    ///
+    /// - The file is locked (an exclusive advisory `flock`, held until the last handle is
+    ///   dropped): when another handle, in this process or another, has it open for writing,
+    ///   this is [`AuditError::Locked`], naming the file and the holder's pid when known.
+    /// - The existing records are verified first. A broken chain is [`AuditError::Broken`],
+    ///   naming the line, and the file is left untouched; so is a line over
+    ///   [`MAX_LINE_BYTES`] and a repeated key.
+    /// - A last line without its `\n` (a write interrupted by a crash) is recovered: its
+    ///   bytes are copied to `FILE.torn-SEQ` next to the log, and an `audit.recovered` record
+    ///   (saying which line, offset and size, where the bytes went and their SHA-256) is
+    ///   written in its place, synced whatever the policy. [`AuditLog::recovery`] says so.
+    /// - Anything but a regular file (a FIFO, a device) is refused ([`AuditError::Io`]).
     pub fn open(path: &Path, policy: FsyncPolicy) -> Result<AuditLog, AuditError> {
-        let file = sink::open_for_append(path).map_err(AuditError::Io)?;
-        let summary = verify::verify_lines(std::io::BufReader::new(&file))?;
+        let file = file::open_for_append(path).map_err(AuditError::Io)?;
+        file::lock_exclusive(&file, path)?;
+        let verify::Scan { summary, torn } = verify::scan(std::io::BufReader::new(&file))?;
+        let mut next_seq = summary.records;
+        let mut prev_hash = summary.last_hash.unwrap_or_else(|| GENESIS.to_string());
+        let recovery = match torn {
+            None => None,
+            Some(torn) => {
+                let (recovery, record) = recover::recover(&file, path, torn, next_seq, &prev_hash)?;
+                next_seq = record.seq + 1;
+                prev_hash = record.hash;
+                Some(Arc::new(recovery))
+            }
+        };
         let chain = Chain {
             sink: Box::new(FileSink::from_file(file)),
             policy,
-            next_seq: summary.records,
-            prev_hash: summary.last_hash.unwrap_or_else(|| GENESIS.to_string()),
+            next_seq,
+            prev_hash,
             unsynced: 0,
             failed: None,
         };
         Ok(AuditLog {
             chain: Some(Arc::new(Mutex::new(chain))),
+            recovery,
         })
     }
 
@@ -191,12 +247,23 @@ impl AuditLog {
         };
         AuditLog {
             chain: Some(Arc::new(Mutex::new(chain))),
+            recovery: None,
         }
     }
 
     /// A log that records nothing (`audit.kind: off`).
     pub fn off() -> AuditLog {
-        AuditLog { chain: None }
+        AuditLog {
+            chain: None,
+            recovery: None,
+        }
+    }
+
+    /// What [`open`](AuditLog::open) recovered: `Some` when the log's last line was torn and
+    /// has been moved aside and replaced by an `audit.recovered` record. The caller should
+    /// report it (the runtime logs it as a warning).
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.as_deref()
     }
 
     /// Whether this is [`AuditLog::off`].
@@ -207,7 +274,8 @@ impl AuditLog {
     /// Appends `event` as the next record: fills in `seq`, `ts`, `prevHash`, `hash` and
     /// `hashAlg`, writes the line, and syncs it if the policy says so, all before returning.
     ///
-    /// An event the AIP-7 schema would reject is [`AuditError::Invalid`] and writes nothing.
+    /// An event the AIP-7 schema would reject, or whose record would be longer than
+    /// [`MAX_LINE_BYTES`], is [`AuditError::Invalid`] and writes nothing.
     /// After a failed write or sync every later call is [`AuditError::Failed`]: the log never
     /// appends after a line it is unsure of. On an [`off`](AuditLog::off) log nothing is
     /// written, and the record returned is the one that would start a chain.
@@ -228,7 +296,15 @@ impl AuditLog {
             rfc3339_millis(SystemTime::now()),
             &chain.prev_hash,
         );
-        if let Err(error) = chain.sink.append(&record.line()) {
+        let line = record.line();
+        if line.len() - 1 > MAX_LINE_BYTES {
+            return Err(AuditError::Invalid(format!(
+                "record {} would be {} bytes long, over the 16 MiB limit of one line (MAX_LINE_BYTES)",
+                record.seq,
+                line.len() - 1
+            )));
+        }
+        if let Err(error) = chain.sink.append(&line) {
             chain.failed = Some(format!("writing record {} failed: {error}", record.seq));
             return Err(AuditError::Io(error));
         }

@@ -1,9 +1,11 @@
 //! Where record lines go: the [`AuditSink`] trait, a file and an in-memory sink.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{AuditError, file};
 
 /// A destination for audit lines. The log calls [`append`](AuditSink::append) once per record
 /// and [`sync`](AuditSink::sync) when its [`FsyncPolicy`](super::FsyncPolicy) asks for
@@ -22,15 +24,18 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// Opens `path` for appending, creating it (and its parent folders) when absent. A new
-    /// file's directory entry is made durable too, so a record synced later cannot vanish with
-    /// the file.
-    pub fn open(path: &Path) -> io::Result<FileSink> {
-        let file = open_for_append(path)?;
+    /// Opens `path` for appending, creating it (and its parent folders) when absent, and
+    /// locks it for writing like [`AuditLog::open`](super::AuditLog::open) does
+    /// ([`AuditError::Locked`] when another handle holds it). A new file's directory entry is
+    /// made durable too, so a record synced later cannot vanish with the file.
+    pub fn open(path: &Path) -> Result<FileSink, AuditError> {
+        let file = file::open_for_append(path).map_err(AuditError::Io)?;
+        file::lock_exclusive(&file, path)?;
         Ok(FileSink { file })
     }
 
-    /// Wraps a file already opened for appending.
+    /// Wraps a file already opened for appending (and, so that no other writer forks the
+    /// chain, locked by the caller).
     pub fn from_file(file: File) -> FileSink {
         FileSink { file }
     }
@@ -39,37 +44,13 @@ impl FileSink {
 impl AuditSink for FileSink {
     fn append(&mut self, line: &str) -> io::Result<()> {
         // One unbuffered write (retried only if the OS takes part of it), so the line reaches
-        // the OS whole or as a torn tail that verification reports.
+        // the OS whole or as a torn tail that the next open recovers.
         self.file.write_all(line.as_bytes())
     }
 
     fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()
     }
-}
-
-/// Opens `path` for reading and appending, creating the file and its parents when absent.
-pub(crate) fn open_for_append(path: &Path) -> io::Result<File> {
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(parent) = parent {
-        std::fs::create_dir_all(parent)?;
-    }
-    let existed = path.exists();
-    let file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
-    if !existed {
-        sync_dir(parent.unwrap_or(Path::new(".")))?;
-    }
-    Ok(file)
-}
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> io::Result<()> {
-    Ok(())
 }
 
 /// Keeps lines in memory; clones share them, so a test can keep one handle and give the log

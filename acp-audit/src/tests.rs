@@ -218,26 +218,252 @@ fn a_tampered_file_is_not_continued() {
     );
 }
 
+/// A log at `path` with `n` notes and then a `payload`-byte note torn after `keep` of its
+/// bytes; returns the torn tail and where it starts.
+fn torn_log(path: &Path, n: usize, payload: usize, keep: usize) -> (Vec<u8>, u64) {
+    let log = AuditLog::open(path, FsyncPolicy::EveryRecord).unwrap();
+    for i in 0..n {
+        log.record(note(i)).unwrap();
+    }
+    let full = log.record(big_note(n, payload)).unwrap().line();
+    drop(log);
+    let mut bytes = std::fs::read(path).unwrap();
+    let start = bytes.len() - full.len();
+    bytes.truncate(start + keep);
+    std::fs::write(path, &bytes).unwrap();
+    (bytes[start..].to_vec(), start as u64)
+}
+
+fn big_note(n: usize, payload: usize) -> AuditEvent {
+    let mut event = note(n);
+    event.input = Some(json!({"n": n, "blob": "x".repeat(payload)}));
+    event
+}
+
 #[test]
-fn a_torn_last_line_is_not_continued() {
+fn a_torn_last_line_is_moved_aside_and_the_chain_continues() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    // A multi-page record cut in the middle of a page, as a kill -9 during its write leaves it.
+    let (tail, offset) = torn_log(&path, 2, 100_000, 70_001);
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).expect("a torn tail is recovered");
+    let moved_to = dir.path().join("audit.jsonl.torn-2");
+    assert_eq!(
+        log.recovery(),
+        Some(&Recovery {
+            line: 3,
+            offset,
+            bytes: tail.len() as u64,
+            moved_to: moved_to.clone(),
+            seq: 2,
+        })
+    );
+    assert_eq!(std::fs::read(&moved_to).unwrap(), tail, "nothing of the tail is lost");
+    let next = log.record(note(3)).unwrap();
+    assert_eq!(next.seq, 3);
+    drop(log);
+    assert_eq!(verify_file(&path).unwrap().records, 4);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let recovered = parse(text.lines().nth(2).unwrap());
+    assert_eq!(recovered["seq"], 2);
+    assert_eq!(recovered["action"], "audit.recovered");
+    assert_eq!(
+        recovered["output"],
+        json!({
+            "reason": "the last line was torn (an interrupted write); it was moved aside",
+            "line": 3,
+            "offset": offset,
+            "bytes": tail.len(),
+            "movedTo": "audit.jsonl.torn-2",
+            "sha256": canonical::sha256_hex_bytes(&tail),
+        })
+    );
+    // The next open finds an intact log: nothing more to recover.
+    assert_eq!(
+        AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap().recovery(),
+        None
+    );
+}
+
+#[test]
+fn a_torn_first_record_is_recovered_from_genesis() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let (tail, _) = torn_log(&path, 0, 10, 5);
+    let log = AuditLog::open(&path, FsyncPolicy::Never).unwrap();
+    assert_eq!(log.recovery().map(|r| (r.line, r.offset, r.seq)), Some((1, 0, 0)));
+    drop(log);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(parse(text.lines().next().unwrap())["prevHash"], GENESIS);
+    assert_eq!(verify_file(&path).unwrap().records, 1);
+    assert_eq!(std::fs::read(dir.path().join("audit.jsonl.torn-0")).unwrap(), tail);
+}
+
+#[test]
+fn recovery_never_overwrites_an_earlier_torn_copy() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let (tail, _) = torn_log(&path, 1, 10, 20);
+    std::fs::write(dir.path().join("audit.jsonl.torn-1"), "earlier").unwrap();
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    let moved_to = dir.path().join("audit.jsonl.torn-1-2");
+    assert_eq!(log.recovery().map(|r| r.moved_to.clone()), Some(moved_to.clone()));
+    assert_eq!(std::fs::read(&moved_to).unwrap(), tail);
+    assert_eq!(
+        std::fs::read(dir.path().join("audit.jsonl.torn-1")).unwrap(),
+        b"earlier"
+    );
+}
+
+#[test]
+fn a_torn_recovery_record_is_recovered_in_turn() {
+    // A crash while the recovery record itself is written leaves a torn tail again; the next
+    // open moves that aside too, and both copies stay.
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    torn_log(&path, 1, 10, 20);
+    drop(AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() - 30);
+    std::fs::write(&path, &bytes).unwrap();
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    assert_eq!(log.recovery().map(|r| (r.line, r.seq)), Some((2, 1)));
+    assert!(dir.path().join("audit.jsonl.torn-1").is_file());
+    assert!(dir.path().join("audit.jsonl.torn-1-2").is_file());
+    drop(log);
+    assert_eq!(verify_file(&path).unwrap().records, 2);
+}
+
+#[test]
+fn a_broken_middle_is_refused_even_when_the_tail_is_torn() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    torn_log(&path, 3, 10, 20);
+    let tampered = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen("\"n\":1", "\"n\":7", 1);
+    std::fs::write(&path, &tampered).unwrap();
+    match AuditLog::open(&path, FsyncPolicy::EveryRecord) {
+        Err(AuditError::Broken(error)) => assert_eq!((error.line, error.seq), (2, Some(1)), "{error}"),
+        other => panic!("expected a broken chain, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        tampered,
+        "the file is left as it was"
+    );
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(entries.len(), 1, "no torn copy: nothing was recovered");
+}
+
+#[test]
+fn a_complete_but_broken_last_line_is_refused_not_recovered() {
+    // A last line with its newline was written whole: if it does not verify, it was changed.
     let dir = TempDir::new();
     let path = dir.path().join("audit.jsonl");
     let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
     log.record(note(0)).unwrap();
-    let full = log.record(note(1)).unwrap().line();
+    log.record(note(1)).unwrap();
     drop(log);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let torn = &text[..text.len() - full.len() / 2];
-    std::fs::write(&path, torn).unwrap();
-    match AuditLog::open(&path, FsyncPolicy::EveryRecord) {
-        Err(AuditError::Broken(error)) => {
-            assert_eq!(error.line, 2);
-            assert!(error.reason.contains("no trailing newline"), "{error}");
-            assert!(AuditError::Broken(error).to_string().contains("refusing to append"));
-        }
-        other => panic!("expected a broken chain, got {other:?}"),
+    let tampered = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen("\"n\":1", "\"n\":7", 1);
+    std::fs::write(&path, &tampered).unwrap();
+    assert!(matches!(
+        AuditLog::open(&path, FsyncPolicy::EveryRecord),
+        Err(AuditError::Broken(_))
+    ));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), tampered);
+}
+
+#[test]
+fn verify_reports_a_torn_last_line_with_its_line_and_byte_offset() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let (tail, offset) = torn_log(&path, 2, 10, 15);
+    let Err(AuditError::Broken(error)) = verify_file(&path) else {
+        panic!("a torn tail is not intact")
+    };
+    assert_eq!((error.line, error.seq, error.offset), (3, None, offset));
+    assert_eq!(
+        error.reason,
+        format!(
+            "torn last line: {} bytes from byte {offset} with no trailing newline (an interrupted write; \
+             opening the log for writing moves it aside)",
+            tail.len()
+        )
+    );
+}
+
+#[test]
+fn two_opens_of_one_log_in_one_process_are_refused() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let barrier = std::sync::Barrier::new(4);
+    let results: Vec<Result<AuditLog, AuditError>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    barrier.wait();
+                    AuditLog::open(&path, FsyncPolicy::EveryRecord)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let (open, refused): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+    assert_eq!((open.len(), refused.len()), (1, 3), "exactly one writer");
+    for error in refused {
+        let error = error.unwrap_err();
+        let text = error.to_string();
+        assert!(
+            matches!(&error, AuditError::Locked { path: p, holder: Some(pid) } if *p == path && *pid == std::process::id()),
+            "{error:?}"
+        );
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("another handle in this process"), "{text}");
     }
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), torn);
+    // The writer that got it keeps a single chain.
+    let log = open.into_iter().next().unwrap().unwrap();
+    log.record(note(0)).unwrap();
+    drop(log);
+    // Dropping the last handle releases the lock.
+    let again = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    assert_eq!(again.record(note(1)).unwrap().seq, 1);
+    let clone = again.clone();
+    drop(again);
+    assert!(
+        matches!(
+            AuditLog::open(&path, FsyncPolicy::EveryRecord),
+            Err(AuditError::Locked { .. })
+        ),
+        "a clone still holds it"
+    );
+    drop(clone);
+    assert_eq!(verify_file(&path).unwrap().records, 2);
+}
+
+#[test]
+fn a_file_sink_holds_the_lock_too() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let sink = FileSink::open(&path).unwrap();
+    assert!(matches!(
+        AuditLog::open(&path, FsyncPolicy::EveryRecord),
+        Err(AuditError::Locked { .. })
+    ));
+    drop(sink);
+    AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn open_refuses_a_device() {
+    let error = AuditLog::open(Path::new("/dev/null"), FsyncPolicy::EveryRecord).unwrap_err();
+    assert!(
+        matches!(&error, AuditError::Io(e) if e.to_string().contains("not a regular file (a character device)")),
+        "{error:?}"
+    );
 }
 
 #[test]
@@ -600,8 +826,12 @@ fn truncating_the_last_line_breaks_the_chain() {
     let last_start = text.len() - lines[2].len() - 1;
     for cut in last_start + 1..text.len() {
         let error = check(&text[..cut]).unwrap_err();
-        assert_eq!(error.line, 3, "cut at {cut}: {error}");
-        assert!(error.reason.contains("no trailing newline"), "{error}");
+        assert_eq!(
+            (error.line, error.offset),
+            (3, last_start as u64),
+            "cut at {cut}: {error}"
+        );
+        assert!(error.reason.starts_with("torn last line"), "{error}");
     }
 }
 
@@ -638,6 +868,110 @@ fn other_malformed_logs_are_reported() {
     }
     let error = check_bytes(b"\xff\xfe\n").unwrap_err();
     assert_eq!((error.line, error.reason.as_str()), (1, "not UTF-8"));
+}
+
+#[test]
+fn a_duplicate_key_placed_before_the_real_one_fails_verification() {
+    let lines = sample_chain(3);
+    // serde_json keeps the last of two equal keys, so the hash of record 1 is still right.
+    let mut forged = lines.clone();
+    forged[1] = lines[1].replacen('{', r#"{"output":{"result":"FORGED"},"#, 1);
+    let error = check(&join(&forged)).unwrap_err();
+    assert_eq!((error.line, error.seq), (2, None), "{error}");
+    assert!(
+        error.reason.starts_with(r#"duplicate key "output" at the top level"#),
+        "{error}"
+    );
+    // At any depth, named by its path.
+    let mut forged = lines.clone();
+    forged[1] = lines[1].replacen(r#""aip44":{"#, r#""aip44":{"result":"FORGED","#, 1);
+    let error = check(&join(&forged)).unwrap_err();
+    assert_eq!(error.line, 2, "{error}");
+    assert!(
+        error.reason.starts_with(r#"duplicate key "result" in metadata.aip44"#),
+        "{error}"
+    );
+    let mut forged = lines.clone();
+    forged[1] = lines[1].replacen(r#""list":[1,null,{}]"#, r#""list":[1,null,{"k":1,"k":2}]"#, 2);
+    let error = check(&join(&forged)).unwrap_err();
+    assert!(
+        error
+            .reason
+            .starts_with(r#"duplicate key "k" in output.result.list[2]"#),
+        "{error}"
+    );
+    // Reading the tail at open refuses it too.
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    std::fs::write(
+        &path,
+        join(&[
+            lines[0].clone(),
+            lines[1].replacen('{', r#"{"output":{"result":"FORGED"},"#, 1),
+        ]),
+    )
+    .unwrap();
+    match AuditLog::open(&path, FsyncPolicy::EveryRecord) {
+        Err(AuditError::Broken(error)) => assert_eq!(error.line, 2, "{error}"),
+        other => panic!("expected a broken chain, got {other:?}"),
+    }
+}
+
+/// Counts the bytes it hands out.
+struct Counting<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: io::Read> io::Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_line_over_the_cap_is_refused_without_reading_on() {
+    use io::Read;
+    let lines = sample_chain(1);
+    let endless = Cursor::new(format!("{}\n", lines[0])).chain(io::repeat(b' ').take(4 * MAX_LINE_BYTES as u64));
+    let mut reader = io::BufReader::new(Counting {
+        inner: endless,
+        read: 0,
+    });
+    let error = verify(&mut reader).unwrap_err();
+    assert_eq!((error.line, error.offset), (2, lines[0].len() as u64 + 1), "{error}");
+    assert_eq!(
+        error.reason,
+        format!("the line is longer than {MAX_LINE_BYTES} bytes (16 MiB), the limit for one record")
+    );
+    let read = reader.get_ref().read;
+    assert!(
+        read <= (lines[0].len() + 1 + MAX_LINE_BYTES + 64 * 1024) as u64,
+        "read {read} bytes: reading did not stop at the cap"
+    );
+    // A line of exactly the cap is read (and then judged on its content).
+    let exact = format!("{}\n", " ".repeat(MAX_LINE_BYTES));
+    assert_eq!(check(&exact).unwrap_err().reason, "empty line");
+}
+
+#[test]
+fn the_writer_refuses_a_record_longer_than_the_cap() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(sink.clone()));
+    log.record(note(0)).unwrap();
+    let error = log.record(big_note(1, MAX_LINE_BYTES)).unwrap_err();
+    assert!(
+        matches!(&error, AuditError::Invalid(reason) if reason.contains("over the 16 MiB limit")),
+        "{error:?}"
+    );
+    assert_eq!(
+        log.record(note(1)).unwrap().seq,
+        1,
+        "nothing written, the chain goes on"
+    );
+    assert_eq!(check(&sink.contents()).unwrap().records, 2);
 }
 
 #[test]

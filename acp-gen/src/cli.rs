@@ -87,7 +87,8 @@ pub enum AuditCommand {
 /// Arguments of `audit verify`.
 #[derive(Debug, clap::Args)]
 pub struct AuditVerifyArgs {
-    /// The audit log: one AIP-7 audit-event JSON object per line.
+    /// The audit log, a regular file: one AIP-7 audit-event JSON object per line (at most 16 MiB
+    /// each; read line by line).
     pub file: PathBuf,
     /// `human` for one line, `json` for the same as one JSON document.
     #[arg(long, value_enum, default_value_t = AuditFormat::Human)]
@@ -356,7 +357,8 @@ fn run_audit_verify(args: &AuditVerifyArgs, out: &mut dyn Write, err: &mut dyn W
             };
             let text = format!("{file}: chain broken at {error}\n{before}");
             let document = serde_json::json!({
-                "file": file, "intact": false, "line": error.line, "seq": error.seq, "reason": error.reason,
+                "file": file, "intact": false, "line": error.line, "seq": error.seq, "offset": error.offset,
+                "reason": error.reason,
             });
             (document, text, EXIT_FINDINGS)
         }

@@ -1,7 +1,10 @@
 //! `scaffold-aip audit verify`: exit codes and output for intact, broken and unreadable logs.
 
+use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use acp_audit::{AuditEvent, AuditLog, FsyncPolicy, Lifecycle};
 
@@ -11,6 +14,57 @@ fn run(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// Runs `scaffold-aip` like [`run`], but so that a bug cannot hang or swamp the test: the
+/// child gets at most 2 GiB of address space (`ulimit -v`), and is killed, failing the test,
+/// if it has not finished after `LIMIT` (a guard against hanging, not a timing assertion).
+#[cfg(unix)]
+fn run_bounded(dir: &Path, args: &[&str]) -> Output {
+    const LIMIT: Duration = Duration::from_secs(60);
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_scaffold-aip"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (sender, receiver) = mpsc::channel();
+    for (index, mut pipe) in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sender = sender.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = sender.send((index, bytes));
+        });
+    }
+    let mut outputs = [Vec::new(), Vec::new()];
+    for _ in 0..2 {
+        match receiver.recv_timeout(LIMIT) {
+            Ok((index, bytes)) => outputs[index] = bytes,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("scaffold-aip {args:?} was still running after {LIMIT:?}; killed");
+            }
+        }
+    }
+    let [stdout, stderr] = outputs;
+    Output {
+        status: child.wait().unwrap(),
+        stdout,
+        stderr,
+    }
 }
 
 fn stdout(output: &Output) -> String {
@@ -115,13 +169,99 @@ fn a_deleted_record_and_a_torn_last_line_exit_1() {
     );
 
     let (dir, _) = log_with(2);
-    edit(dir.path(), |text| text[..text.len() - 10].to_string());
+    let mut start = 0;
+    edit(dir.path(), |text| {
+        start = text.find('\n').unwrap() + 1;
+        text[..text.len() - 10].to_string()
+    });
     let output = run(dir.path(), &["audit", "verify", "audit.jsonl"]);
     assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
     assert!(
-        stdout(&output).contains("at line 2: the last line has no trailing newline"),
+        text.starts_with("audit.jsonl: chain broken at line 2: torn last line: "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(" bytes from byte {start} with no trailing newline")),
+        "{text}"
+    );
+    let output = run(dir.path(), &["audit", "verify", "--format", "json", "audit.jsonl"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        (json["line"].as_u64(), json["offset"].as_u64()),
+        (Some(2), Some(start as u64)),
+        "{json}"
+    );
+}
+
+#[test]
+fn a_forged_duplicate_key_exits_1_naming_the_line_and_the_key() {
+    let (dir, _) = log_with(3);
+    // The forged value comes first; serde_json keeps the last, so the hash still matches.
+    edit(dir.path(), |text| {
+        let lines: Vec<&str> = text.lines().collect();
+        let forged = lines[1].replacen('{', r#"{"metadata":{"aip44":{"state":"FORGED"}},"#, 1);
+        format!("{}\n{forged}\n{}\n", lines[0], lines[2])
+    });
+    let output = run(dir.path(), &["audit", "verify", "audit.jsonl"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stdout(&output)
+            .starts_with(r#"audit.jsonl: chain broken at line 2: duplicate key "metadata" at the top level"#),
         "{}",
         stdout(&output)
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn verify_refuses_dev_zero_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run_bounded(dir.path(), &["audit", "verify", "/dev/zero"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(stdout(&output), "");
+    assert_eq!(
+        stderr(&output),
+        "scaffold-aip audit verify: /dev/zero: not a regular file (a character device); an audit log is a regular file\n"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn verify_refuses_a_fifo_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("mkfifo")
+        .arg(dir.path().join("audit.jsonl"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = run_bounded(dir.path(), &["audit", "verify", "audit.jsonl"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(
+        stderr(&output),
+        "scaffold-aip audit verify: audit.jsonl: not a regular file (a FIFO); an audit log is a regular file\n"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn verify_stops_at_a_line_over_the_cap() {
+    let (dir, _) = log_with(1);
+    let path = dir.path().join("audit.jsonl");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let start = file.metadata().unwrap().len();
+    // 64 MiB with no newline: more than the cap, so the verifier stops reading early.
+    std::io::copy(&mut std::io::repeat(b'x').take(64 << 20), &mut file).unwrap();
+    drop(file);
+    let output = run_bounded(dir.path(), &["audit", "verify", "--format", "json", "audit.jsonl"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "file": "audit.jsonl", "intact": false, "line": 2, "seq": null, "offset": start,
+            "reason": "the line is longer than 16777216 bytes (16 MiB), the limit for one record",
+        })
     );
 }
 

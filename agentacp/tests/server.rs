@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentacp::audit::{AuditEvent, AuditLog, AuditSink, MemorySink};
+use agentacp::audit::{AuditEvent, AuditLog, AuditSink, FsyncPolicy, Lifecycle, MemorySink};
 use agentacp::prelude::*;
 use agentacp::server::{self, FileStore, MemoryStore, SessionStore};
 use serde_json::Value;
@@ -623,6 +623,60 @@ async fn nothing_reaches_the_wire_when_its_audit_record_cannot_be_written() {
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("disk full"));
     client.finish().await;
+}
+
+#[tokio::test]
+async fn a_server_does_not_start_on_a_log_another_writer_holds_and_names_it() {
+    let mut setup = setup();
+    let path = setup.root.path().join("audit.jsonl");
+    let _holder = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    setup.options.audit = None;
+    setup.options.audit_log = Some(path.clone());
+    let (_input, server_read) = tokio::io::duplex(1 << 16);
+    let (server_write, _output) = tokio::io::duplex(1 << 16);
+    let served = tokio::time::timeout(WAIT, server::serve(Tester, setup.options, server_read, server_write));
+    let error = served.await.expect("serve returns at once").unwrap_err().to_string();
+    let expected = format!(
+        "the audit log {} is locked for writing by another handle in this process",
+        path.display()
+    );
+    assert!(error.contains(&expected), "{error}");
+}
+
+#[tokio::test]
+async fn a_server_starts_on_a_log_torn_by_a_crash_and_continues_its_chain() {
+    let mut setup = setup();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    let event = AuditEvent::lifecycle("reviewer", "sess-1", Lifecycle::Invoked, None);
+    let line = log.record(event).unwrap().line();
+    drop(log);
+    // A crash in the middle of the next record's write.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&line.as_bytes()[..line.len() / 2]);
+    std::fs::write(&path, &bytes).unwrap();
+    setup.options.audit = None;
+    setup.options.audit_log = Some(path.clone());
+    let (client, _session) = setup.ready().await;
+    client.finish().await;
+    let summary = agentacp::audit::verify_file(&path).expect("the chain goes on");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let actions: Vec<String> = text
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["action"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        actions[..3],
+        ["operator.invoked", "audit.recovered", "operator.invoked"]
+    );
+    assert_eq!(summary.records as usize, actions.len());
+    assert!(path.with_file_name("audit.jsonl.torn-1").is_file());
 }
 
 #[tokio::test]

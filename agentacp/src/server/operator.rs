@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::audit::{AuditLog, FsyncPolicy};
+use crate::audit::{AuditError, AuditLog, FsyncPolicy};
 use crate::error::{Error, Result};
 use crate::tier::Tier;
 
@@ -84,7 +84,9 @@ impl OperatorSpec {
     }
 
     /// Opens the audit log the manifest asks for: `path` when given, else the target's file
-    /// (a governance channel's log is `<state_dir>/<channel>.jsonl`).
+    /// (a governance channel's log is `<state_dir>/<channel>.jsonl`). The error names the
+    /// file (and, when another process writes it, that process); a torn last line that was
+    /// recovered is logged as a warning.
     pub fn open_audit(
         &self,
         path: Option<&std::path::Path>,
@@ -110,8 +112,15 @@ impl OperatorSpec {
                 state_dir.join(format!("{name}.jsonl"))
             }
         };
-        AuditLog::open(&path, fsync)
-            .map_err(|error| Error::Audit(format!("cannot open the audit log {}: {error}", path.display())))
+        let log = AuditLog::open(&path, fsync).map_err(|error| match error {
+            // Names the log and who holds it already.
+            AuditError::Locked { .. } => Error::Audit(error.to_string()),
+            error => Error::Audit(format!("cannot open the audit log {}: {error}", path.display())),
+        })?;
+        if let Some(recovery) = log.recovery() {
+            tracing::warn!(log = %path.display(), %recovery, "recovered the audit log after an interrupted write");
+        }
+        Ok(log)
     }
 
     /// The default governance binding: the manifest's operator and governance documents.

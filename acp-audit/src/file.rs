@@ -1,0 +1,157 @@
+//! Opening log files: regular files only, and one writer at a time (an exclusive advisory
+//! lock held for as long as the file is open for writing).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+use super::AuditError;
+
+/// Opens `path` for reading (verification), refusing anything but a regular file without
+/// blocking on it (a FIFO would wait for a writer, `/dev/zero` never ends).
+pub(crate) fn open_for_reading(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    open_regular(path, &mut options)
+}
+
+/// Opens `path` for reading and appending, creating the file and its parents when absent (a
+/// new file's folder is synced, so the file cannot vanish with records synced into it).
+/// Anything but a regular file is refused.
+pub(crate) fn open_for_append(path: &Path) -> io::Result<File> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(parent) = parent {
+        std::fs::create_dir_all(parent)?;
+    }
+    let existed = path.exists();
+    let file = open_regular(path, OpenOptions::new().read(true).append(true).create(true))?;
+    if !existed {
+        sync_dir(parent.unwrap_or(Path::new(".")))?;
+    }
+    Ok(file)
+}
+
+fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Opening a FIFO would block until a writer comes; with O_NONBLOCK it returns at once
+        // and the type check below refuses it (a regular file gets its flags back).
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    }
+    let file = options.open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        #[cfg(unix)]
+        {
+            use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+            fcntl_setfl(&file, fcntl_getfl(&file)? - OFlags::NONBLOCK)?;
+        }
+        return Ok(file);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "not a regular file ({}); an audit log is a regular file",
+            describe(kind)
+        ),
+    ))
+}
+
+fn describe(kind: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() { "a directory" } else { "not a file" }
+}
+
+/// Makes `dir`'s entries durable (a new or renamed file in it).
+#[cfg(unix)]
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Makes `dir`'s entries durable (nothing to do on this platform).
+#[cfg(not(unix))]
+pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// Takes the exclusive advisory lock (`flock`) on `file`, the log at `path`, without waiting:
+/// [`AuditError::Locked`] when another open file (in this or another process) holds it. The
+/// lock goes with the open file: it is released when the file is closed, or its process dies.
+#[cfg(unix)]
+pub(crate) fn lock_exclusive(file: &File, path: &Path) -> Result<(), AuditError> {
+    use rustix::fs::{FlockOperation, flock};
+    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(()),
+        Err(errno) if errno == rustix::io::Errno::WOULDBLOCK => Err(AuditError::Locked {
+            path: path.to_path_buf(),
+            holder: lock_holder(file),
+        }),
+        Err(errno) => Err(AuditError::Io(io::Error::new(
+            io::Error::from(errno).kind(),
+            format!("cannot lock the log for writing: {errno}"),
+        ))),
+    }
+}
+
+/// No advisory lock on this platform: a second writer is not detected.
+#[cfg(not(unix))]
+pub(crate) fn lock_exclusive(_file: &File, _path: &Path) -> Result<(), AuditError> {
+    Ok(())
+}
+
+/// The pid holding an `flock` on `file`, from `/proc/locks` (best effort: `None` when it
+/// cannot be told, e.g. the lock was released meanwhile).
+#[cfg(target_os = "linux")]
+fn lock_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = file.metadata().ok()?;
+    let (major, minor) = (rustix::fs::major(metadata.dev()), rustix::fs::minor(metadata.dev()));
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    // `1: FLOCK  ADVISORY  WRITE 1234 fe:00:5373980 0 EOF` (waiters have `->` after the number).
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, "FLOCK", _, _, pid, id, ..] = fields.as_slice() else {
+            return None;
+        };
+        let mut id = id.split(':');
+        let same = u32::from_str_radix(id.next()?, 16).ok()? == major
+            && u32::from_str_radix(id.next()?, 16).ok()? == minor
+            && id.next()?.parse::<u64>().ok()? == metadata.ino();
+        same.then(|| pid.parse().ok()).flatten()
+    })
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn lock_holder(_file: &File) -> Option<u32> {
+    None
+}
+
+/// Whether `a` and `b` are the same file (not a path replaced in between).
+#[cfg(unix)]
+pub(crate) fn same_file(a: &File, b: &File) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (a.metadata()?, b.metadata()?);
+    Ok((a.dev(), a.ino()) == (b.dev(), b.ino()))
+}
+
+/// Whether `a` and `b` are the same file (not checked on this platform).
+#[cfg(not(unix))]
+pub(crate) fn same_file(_a: &File, _b: &File) -> io::Result<bool> {
+    Ok(true)
+}
