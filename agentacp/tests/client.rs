@@ -1272,3 +1272,32 @@ async fn an_agent_dies_with_a_client_killed_by_sigkill() {
     })
     .await;
 }
+
+/// Issue #13.4: `session/load` was sent to agents that never advertised `loadSession`.
+#[tokio::test]
+async fn session_load_is_refused_locally_when_the_agent_does_not_offer_it() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let tap = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = tap.clone();
+        let options = ClientOptions::default().with_wire_tap(move |_, line| {
+            seen.lock().unwrap().push(String::from_utf8_lossy(line).into_owned());
+        });
+        // The echo server is tier basic: no `loadSession`.
+        let client = Client::connect(dirs.command("echo-server"), options).await.unwrap();
+        assert!(!client.initialize_response().agent_capabilities.load_session);
+        let session = client.new_session(&dirs.workspace).await.unwrap();
+        let error = client
+            .load_session(&session, &dirs.workspace)
+            .await
+            .err()
+            .expect("refused");
+        assert!(error.to_string().contains("loadSession"), "{error}");
+        client.close().await;
+        assert!(
+            !tap.lock().unwrap().iter().any(|line| line.contains("session/load")),
+            "nothing was sent"
+        );
+    })
+    .await;
+}

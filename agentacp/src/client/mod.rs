@@ -366,8 +366,14 @@ impl Client {
 
     /// `session/load` of `session` in `cwd`: a stream of the history the agent replays, each
     /// update as [`PromptEvent::Replay`] (the agent's account of the past: untrusted, and not
-    /// audited as live tool calls), ending with [`PromptEvent::Loaded`].
+    /// audited as live tool calls), ending with [`PromptEvent::Loaded`]. Refused here, without
+    /// asking, when the agent did not advertise `loadSession` at `initialize`.
     pub async fn load_session(&self, session: &wire::SessionId, cwd: &Path) -> Result<PromptStream, ClientError> {
+        if !self.initialize.agent_capabilities.load_session {
+            return Err(ClientError::InvalidState(
+                "the agent does not offer `session/load` (no `loadSession` in its capabilities at `initialize`)".into(),
+            ));
+        }
         let cwd = self.confine_cwd(cwd)?;
         let params = json!({ "sessionId": session, "cwd": cwd, "mcpServers": [] });
         let stream = self
