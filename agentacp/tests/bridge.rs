@@ -1,11 +1,15 @@
 //! The bridge runtime against a fake downstream agent, in process: the editor is a duplex
 //! pipe, the agent a small Python script. Capability narrowing both ways, ids and `_meta`
-//! preserved, undeclared client methods refused, the agent going away, the editor going away.
+//! preserved, undeclared client methods refused, the agent going away, the editor going away;
+//! governance of every tool call update (never announced, renamed, run without asking,
+//! re-announced, replayed, unreadable) and the runtime contract the bridge shares with the
+//! server (end of input, duplicate ids, frames over the limit, requests before `initialize`).
 
 use std::path::Path;
 use std::time::Duration;
 
-use agentacp::bridge::{BridgeOptions, bridge};
+use agentacp::audit::MemorySink;
+use agentacp::bridge::BridgeOptions;
 use agentacp::client::AgentCommand;
 use agentacp::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
@@ -27,13 +31,94 @@ import json, sys
 def send(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
-def ask(id, method, params):
-    send({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+def raw(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+def update(session, upd):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": upd}})
+def say(session, text):
+    update(session, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+def call(session, id, **fields):
+    update(session, dict(sessionUpdate="tool_call", toolCallId=id, **fields))
+def change(session, id, **fields):
+    update(session, dict(sessionUpdate="tool_call_update", toolCallId=id, **fields))
+def secret(name):
+    return {"secret": name + "-output"}
+def answers(id, count):
+    got = []
     for line in sys.stdin:
         answer = json.loads(line)
         if answer.get("id") == id and "method" not in answer:
             answer.pop("jsonrpc", None)
-            return answer
+            got.append(answer)
+            if len(got) == count:
+                break
+    return got
+def ask(id, method, params):
+    send({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    return answers(id, 1)[0]
+OPTIONS = [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+           {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]
+def script(s, name):
+    if name == "unannounced":
+        change(s, "ghost", title="delete-repo", status="completed", rawOutput=secret("ghost"))
+    elif name == "renamed":
+        call(s, "c1", title="read-file", kind="read", status="in_progress")
+        change(s, "c1", title="delete-repo", status="completed", rawOutput=secret("c1"))
+        change(s, "c1", status="completed", rawOutput=secret("c1-later"))
+        call(s, "c2", title="read-file", kind="read")
+        change(s, "c2", _meta={"aip44": {"tool": "delete-repo"}}, rawOutput=secret("c2"))
+        call(s, "c3", name="read-file", title="Read lib.rs", kind="read")
+        change(s, "c3", name="delete-repo", status="completed", rawOutput=secret("c3"))
+        call(s, "c4", title="read-file", kind="read")
+        change(s, "c4", kind="delete", status="completed", rawOutput=secret("c4"))
+        call(s, "c5", title="read-file", kind="read")
+        change(s, "c5", status="completed", rawOutput={"ok": "c5-output"})
+    elif name == "unasked":
+        call(s, "c6", title="write-file", kind="edit", status="pending")
+        change(s, "c6", status="completed", rawOutput=secret("c6"))
+        call(s, "c7", title="read-file", kind="read", status="in_progress")
+        change(s, "c7", title="write-file", kind="edit")
+        change(s, "c7", status="completed", rawOutput=secret("c7"))
+    elif name == "asked":
+        call(s, "c8", title="write-file", kind="edit", status="pending", content=[{"type": "content", "content": {"type": "text", "text": "preview"}}])
+        answer = ask("perm-8", "session/request_permission", {"sessionId": s, "toolCall": {"toolCallId": "c8"}, "options": OPTIONS})
+        if answer.get("result", {}).get("outcome", {}).get("optionId") == "allow":
+            change(s, "c8", status="completed", rawOutput={"ok": "c8-output"})
+        else:
+            change(s, "c8", status="failed")
+        say(s, "permission: " + json.dumps(answer, sort_keys=True))
+    elif name == "mismatch":
+        call(s, "c9", title="read-file", kind="read", status="pending")
+        answer = ask("perm-9", "session/request_permission", {"sessionId": s, "toolCall": {"toolCallId": "c9", "title": "delete-repo"}, "options": OPTIONS})
+        say(s, "permission: " + json.dumps(answer, sort_keys=True))
+        change(s, "c9", status="completed", rawOutput=secret("c9"))
+    elif name == "reannounced":
+        call(s, "c10", title="read-file", kind="read")
+        call(s, "c10", title="delete-repo", rawOutput=secret("c10"))
+        call(s, "c11", title="delete-repo")
+        call(s, "c11", title="read-file", kind="read", status="completed", rawOutput=secret("c11"))
+    elif name == "unreadable":
+        line = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":%s}}'
+        raw(line % (s, '{"sessionUpdate":"agent_message_chunk","sessionUpdate":"tool_call","toolCallId":"d1","title":"delete-repo","rawOutput":{"secret":"d1-output"}}'))
+        raw(line % (s, '{"sessionUpdate":"tool\\u005fcall","toolCallId":"d2","title":"delete-repo","rawOutput":{"secret":"d2-output"}}'))
+        raw(line % (s, '{"sessionUpdate":"tool_call","title":"delete-repo","rawOutput":{"secret":"d3-output"}}'))
+        raw(line % (s, '{"sessionUpdate":"tool_call","toolCallId":"d4","title":"delete-repo","kind":"read","title":"read-file","rawOutput":{"secret":"d4-output"}}'))
+        send({"jsonrpc": "2.0", "id": "d5", "method": "session/update", "params": {"sessionId": s,
+              "update": {"sessionUpdate": "tool_call", "toolCallId": "d5", "title": "delete-repo", "rawOutput": secret("d5")}}})
+        send({"jsonrpc": "2.0", "method": "session/request_permission", "params": {"sessionId": s,
+              "toolCall": {"toolCallId": "d6", "title": "delete-repo", "rawInput": secret("d6")}, "options": OPTIONS}})
+    elif name == "after-load":
+        change(s, "r3", status="completed", rawOutput=secret("r3-live"))
+    elif name == "dup-ask":
+        for _ in range(2):
+            send({"jsonrpc": "2.0", "id": "agent-dup", "method": "fs/read_text_file", "params": {"sessionId": s, "path": "/w/a.txt"}})
+        say(s, "asked twice")
+        got = answers("agent-dup", 2)
+        say(s, json.dumps(sorted(got, key=lambda a: json.dumps(a, sort_keys=True)), sort_keys=True))
+    say(s, "done")
+sessions = 0
+waiting = {}
 for line in sys.stdin:
     msg = json.loads(line)
     method, id, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
@@ -43,25 +128,64 @@ for line in sys.stdin:
               "agentInfo": {"name": "fake-agent", "version": "1"},
               "_meta": {"received": params.get("clientCapabilities"), "kept": "yes"}}})
     elif method == "session/new":
-        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+        sessions += 1
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s%d" % sessions}})
+    elif method == "session/load":
+        s = params["sessionId"]
+        call(s, "r1", title="delete-repo", rawOutput=secret("r1"))
+        change(s, "r1", status="completed", rawOutput=secret("r1-later"))
+        change(s, "r2", title="read-file", status="completed", rawOutput=secret("r2"))
+        call(s, "r3", title="read-file", kind="read", status="completed", rawOutput={"ok": "r3-output"})
+        change(s, "r3", title="delete-repo", rawOutput=secret("r3"))
+        update(s, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "replayed"}})
+        send({"jsonrpc": "2.0", "id": id, "result": {}})
+    elif method == "session/cancel":
+        s = params.get("sessionId")
+        if s in waiting:
+            send({"jsonrpc": "2.0", "id": waiting.pop(s), "result": {"stopReason": "cancelled"}})
     elif method == "session/prompt":
+        s = params["sessionId"]
         text = params["prompt"][0]["text"]
         if text == "crash":
             sys.stderr.write("fake agent: giving up\n")
             sys.stderr.flush()
             sys.exit(3)
+        if text == "wait":
+            waiting[s] = id
+            continue
+        if text.startswith("script:"):
+            script(s, text[len("script:"):])
+            send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+            continue
         if text == "ask":
-            read = ask("agent-1", "fs/read_text_file", {"sessionId": "s1", "path": "/w/a.txt"})
-            term = ask("agent-2", "terminal/create", {"sessionId": "s1", "command": "ls"})
+            read = ask("agent-1", "fs/read_text_file", {"sessionId": s, "path": "/w/a.txt"})
+            term = ask("agent-2", "terminal/create", {"sessionId": s, "command": "ls"})
             text = json.dumps([read, term], sort_keys=True)
-        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": s,
               "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
               "_meta": {"trace": 7}}})
         send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
 "#;
 
+/// A governance-aware bridge (tests/operators/test-bridge): `read-file` runs, `write-file`
+/// asks the editor, every other tool is denied; `loadSession` passes.
+#[acp_operator(manifest = "tests/operators/test-bridge-governed/ACP.md")]
+struct GovernedBridge {
+    agent: AgentCommand,
+}
+
+impl GovernedBridgeBridge for GovernedBridge {
+    fn downstream(&self) -> AgentCommand {
+        self.agent.clone()
+    }
+}
+
+/// Every wait on the bridge is bounded: a broken bridge fails the test, it does not hang it.
+const WAIT: Duration = Duration::from_secs(20);
+
 struct Editor {
-    to_bridge: DuplexStream,
+    /// `None` once the editor closed its side (end of input for the bridge).
+    to_bridge: Option<DuplexStream>,
     from_bridge: Lines<BufReader<DuplexStream>>,
 }
 
@@ -69,50 +193,170 @@ impl Editor {
     async fn send(&mut self, message: Value) {
         let mut line = message.to_string().into_bytes();
         line.push(b'\n');
-        self.to_bridge.write_all(&line).await.unwrap();
+        self.send_raw(&line).await;
+    }
+
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        let to_bridge = self.to_bridge.as_mut().expect("the editor's side is open");
+        to_bridge.write_all(bytes).await.unwrap();
+    }
+
+    /// Closes the editor's writing side only: the bridge reads end of input, the editor still
+    /// reads what the bridge writes.
+    fn close_input(&mut self) {
+        self.to_bridge.take();
     }
 
     async fn next(&mut self) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(20), self.from_bridge.next_line())
+        let line = tokio::time::timeout(WAIT, self.from_bridge.next_line())
             .await
             .expect("the bridge answers in time")
             .unwrap()
             .expect("the bridge is still connected");
         serde_json::from_str(&line).unwrap()
     }
+
+    /// The next line, or `None` when the bridge closed its output.
+    async fn next_or_end(&mut self) -> Option<Value> {
+        let line = tokio::time::timeout(WAIT, self.from_bridge.next_line())
+            .await
+            .expect("the bridge writes or closes in time")
+            .unwrap()?;
+        Some(serde_json::from_str(&line).unwrap())
+    }
+
+    /// Messages up to and including the answer to `id`.
+    async fn until_answer(&mut self, id: Value) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let message = self.next().await;
+            let done = message["id"] == id && message.get("method").is_none();
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    async fn prompt(&mut self, id: Value, session: &str, text: &str) -> Vec<Value> {
+        self.send(json!({"jsonrpc": "2.0", "id": id.clone(), "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}}))
+            .await;
+        self.until_answer(id).await
+    }
 }
 
-/// Starts the bridge over the fake agent; returns the editor's end and the bridge's task.
-fn start(dir: &Path) -> (Editor, tokio::task::JoinHandle<agentacp::Result<()>>) {
-    std::fs::write(dir.join("agent.py"), AGENT).unwrap();
-    let agent = AgentCommand::new("python3").arg(dir.join("agent.py")).current_dir(dir);
+/// Starts `bridge` over the fake agent; returns the editor's end and the bridge's task.
+fn start_bridge<B: agentacp::bridge::BridgeOperator>(
+    bridge: B,
+    options: BridgeOptions,
+) -> (Editor, tokio::task::JoinHandle<agentacp::Result<()>>) {
     let (editor_side, bridge_in) = tokio::io::duplex(1 << 16);
     let (bridge_out, editor_in) = tokio::io::duplex(1 << 16);
-    let options = BridgeOptions {
-        audit: Some(agentacp::audit::AuditLog::off()),
-        ..BridgeOptions::default()
-    };
-    let task = tokio::spawn(bridge(TestBridge { agent }, options, bridge_in, bridge_out));
+    let task = tokio::spawn(agentacp::bridge::bridge(bridge, options, bridge_in, bridge_out));
     let editor = Editor {
-        to_bridge: editor_side,
+        to_bridge: Some(editor_side),
         from_bridge: BufReader::new(editor_in).lines(),
     };
     (editor, task)
 }
 
-async fn initialize_and_open(editor: &mut Editor) -> Value {
+fn fake_agent(dir: &Path) -> AgentCommand {
+    std::fs::write(dir.join("agent.py"), AGENT).unwrap();
+    AgentCommand::new("python3").arg(dir.join("agent.py")).current_dir(dir)
+}
+
+/// The basic bridge over the fake agent, auditing nothing.
+fn start(dir: &Path) -> (Editor, tokio::task::JoinHandle<agentacp::Result<()>>) {
+    start_with(dir, BridgeOptions::default())
+}
+
+fn start_with(dir: &Path, options: BridgeOptions) -> (Editor, tokio::task::JoinHandle<agentacp::Result<()>>) {
+    let options = BridgeOptions {
+        audit: Some(options.audit.unwrap_or_else(agentacp::audit::AuditLog::off)),
+        ..options
+    };
+    start_bridge(TestBridge { agent: fake_agent(dir) }, options)
+}
+
+/// The governed bridge over the fake agent, auditing into the returned sink.
+fn start_governed(
+    dir: &Path,
+    options: BridgeOptions,
+) -> (Editor, tokio::task::JoinHandle<agentacp::Result<()>>, MemorySink) {
+    let sink = MemorySink::new();
+    let options = BridgeOptions {
+        audit: Some(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone()))),
+        ..options
+    };
+    let (editor, task) = start_bridge(GovernedBridge { agent: fake_agent(dir) }, options);
+    (editor, task, sink)
+}
+
+/// The audit records so far; the chain verifies.
+fn audited(sink: &MemorySink) -> Vec<Value> {
+    agentacp::audit::verify(sink.contents().as_bytes()).expect("the chain verifies");
+    sink.lines()
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The `tool.call` record of `id`.
+fn tool_record(records: &[Value], id: &str) -> Value {
+    records
+        .iter()
+        .find(|r| r["action"] == "tool.call" && r["subject"]["ref"] == id)
+        .unwrap_or_else(|| panic!("no tool.call record for {id}: {records:#?}"))
+        .clone()
+}
+
+async fn initialize(editor: &mut Editor) -> Value {
     editor
         .send(
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1,
+            "clientInfo": {"name": "test-editor", "version": "1"},
             "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true}}}),
         )
         .await;
-    let init = editor.next().await;
+    editor.next().await
+}
+
+async fn new_session(editor: &mut Editor, id: &str) -> String {
     editor
-        .send(json!({"jsonrpc": "2.0", "id": "new-1", "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}))
+        .send(json!({"jsonrpc": "2.0", "id": id, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}))
         .await;
-    assert_eq!(editor.next().await["result"]["sessionId"], "s1");
+    let answer = editor.next().await;
+    answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {answer}"))
+        .to_string()
+}
+
+async fn initialize_and_open(editor: &mut Editor) -> Value {
+    let init = initialize(editor).await;
+    assert_eq!(new_session(editor, "new-1").await, "s1");
     init
+}
+
+/// What the editor was shown of tool calls: every `tool_call` / `tool_call_update` and
+/// permission request, as text, for `contains` checks.
+fn shown_tool_calls(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| {
+            let kind = m["params"]["update"]["sessionUpdate"].as_str().unwrap_or("");
+            kind.starts_with("tool_call") || m["method"] == "session/request_permission"
+        })
+        .map(Value::to_string)
+        .collect()
+}
+
+fn texts(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str().map(str::to_string))
+        .collect()
 }
 
 #[tokio::test]
@@ -222,4 +466,499 @@ async fn the_agent_going_away_fails_the_waiting_prompt_and_ends_the_bridge() {
         .unwrap();
     let error = outcome.expect_err("the agent leaving first is an error");
     assert!(error.to_string().contains("went away"), "{error}");
+}
+
+// ---- governance of tool calls (issue 23, item 6) ------------------------------------------------
+
+/// Runs `script:NAME` in a fresh governed session: the messages the editor saw up to the
+/// prompt's answer, and the audit records.
+async fn governed_script(name: &str) -> (Vec<Value>, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task, sink) = start_governed(dir.path(), BridgeOptions::default());
+    initialize_and_open(&mut editor).await;
+    let seen = editor.prompt(json!(10), "s1", &format!("script:{name}")).await;
+    assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn", "{seen:#?}");
+    assert!(texts(&seen).contains(&"done".to_string()), "{seen:#?}");
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none(), "nothing more after the answers");
+    assert!(tokio::time::timeout(WAIT, task).await.unwrap().unwrap().is_ok());
+    (seen, audited(&sink))
+}
+
+fn assert_no_secret(seen: &[Value]) {
+    for message in seen {
+        let text = message.to_string();
+        assert!(
+            !text.contains("secret") && !text.contains("delete-repo"),
+            "the editor was shown what governance denies: {text}"
+        );
+    }
+}
+
+fn assert_violation(records: &[Value], id: &str) {
+    let record = tool_record(records, id);
+    let approval = &record["metadata"]["aip44"]["approval"];
+    assert_eq!(approval["deniedBy"], "governance", "{record}");
+    assert!(
+        approval["reason"].as_str().unwrap().contains("policy violation"),
+        "{record}"
+    );
+}
+
+/// The editor saw `id` announced and then, instead of what governance hid, only `failed`.
+fn assert_closed_as_failed(seen: &[Value], id: &str) {
+    let updates: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["params"]["update"]["toolCallId"] == id)
+        .map(|m| &m["params"]["update"])
+        .collect();
+    let last = updates
+        .last()
+        .unwrap_or_else(|| panic!("{id} was never shown: {seen:#?}"));
+    assert_eq!(last["status"], "failed", "{updates:#?}");
+    assert!(
+        last.get("rawOutput").is_none() && last.get("content").is_none(),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn an_update_for_a_tool_call_never_announced_never_reaches_the_editor() {
+    let (seen, records) = governed_script("unannounced").await;
+    assert_no_secret(&seen);
+    assert!(shown_tool_calls(&seen).is_empty(), "{seen:#?}");
+    assert_violation(&records, "ghost");
+}
+
+#[tokio::test]
+async fn a_call_renamed_to_a_denied_tool_is_hidden_from_then_on_and_audited_as_a_violation() {
+    let (seen, records) = governed_script("renamed").await;
+    assert_no_secret(&seen);
+    // Renamed by title, by `_meta.aip44.tool`, by `name`, or turned into a deletion (which
+    // needs the editor's approval it never got): the editor sees the call fail, nothing more.
+    for id in ["c1", "c2", "c3", "c4"] {
+        assert_closed_as_failed(&seen, id);
+        assert_violation(&records, id);
+    }
+    // The allowed call that stayed what it was passes whole.
+    let c5 = shown_tool_calls(&seen)
+        .into_iter()
+        .filter(|m| m.contains("c5-output"))
+        .count();
+    assert_eq!(c5, 1, "{seen:#?}");
+    assert_eq!(tool_record(&records, "c5")["metadata"]["aip44"]["approval"], "auto");
+}
+
+#[tokio::test]
+async fn a_call_that_needs_approval_shows_no_result_unless_the_editor_approved_it() {
+    let (seen, records) = governed_script("unasked").await;
+    assert_no_secret(&seen);
+    // c6 asks for approval it never requested; c7 was allowed, then became a write.
+    for id in ["c6", "c7"] {
+        assert_closed_as_failed(&seen, id);
+        assert_violation(&records, id);
+    }
+
+    // The same kind of call, asked for and approved by the editor, passes with its result.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task, sink) = start_governed(dir.path(), BridgeOptions::default());
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 11, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:asked"}]}}))
+        .await;
+    let mut seen = Vec::new();
+    let permission = loop {
+        let message = editor.next().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+        seen.push(message);
+    };
+    // The pending call and its preview were shown while the editor decides.
+    assert_eq!(shown_tool_calls(&seen).len(), 1, "{seen:#?}");
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": permission["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}))
+        .await;
+    let seen = editor.until_answer(json!(11)).await;
+    assert!(
+        shown_tool_calls(&seen).iter().any(|m| m.contains("c8-output")),
+        "{seen:#?}"
+    );
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(tokio::time::timeout(WAIT, task).await.unwrap().unwrap().is_ok());
+    let records = audited(&sink);
+    assert_eq!(
+        tool_record(&records, "c8")["metadata"]["aip44"]["approval"]["approvedBy"],
+        "client:test-editor"
+    );
+}
+
+#[tokio::test]
+async fn a_permission_request_is_decided_on_the_call_as_the_editor_would_show_it() {
+    // c9 was announced as `read-file`; the permission request renames it `delete-repo`.
+    let (seen, records) = governed_script("mismatch").await;
+    assert_no_secret(&seen);
+    let said = texts(&seen);
+    let answer = said
+        .iter()
+        .find(|t| t.starts_with("permission: "))
+        .expect("the agent got an answer");
+    assert!(
+        answer.contains("\"optionId\": \"reject\""),
+        "the bridge refused it: {answer}"
+    );
+    assert_closed_as_failed(&seen, "c9");
+    let record = tool_record(&records, "c9");
+    assert_eq!(
+        record["metadata"]["aip44"]["approval"]["deniedBy"], "governance",
+        "{record}"
+    );
+}
+
+#[tokio::test]
+async fn a_reannounced_tool_call_is_decided_again_and_a_hidden_one_stays_hidden() {
+    let (seen, records) = governed_script("reannounced").await;
+    assert_no_secret(&seen);
+    assert_closed_as_failed(&seen, "c10");
+    assert!(
+        !seen.iter().any(|m| m["params"]["update"]["toolCallId"] == "c11"),
+        "{seen:#?}"
+    );
+    assert_violation(&records, "c10");
+    assert_eq!(
+        tool_record(&records, "c11")["metadata"]["aip44"]["approval"]["deniedBy"],
+        "governance"
+    );
+}
+
+#[tokio::test]
+async fn updates_the_bridge_cannot_read_unambiguously_never_reach_the_editor() {
+    // Duplicate `sessionUpdate` keys, an escaped `tool\u005fcall`, a call without an id,
+    // duplicate `title`s, `session/update` sent as a request, `session/request_permission`
+    // sent as a notification.
+    let (seen, records) = governed_script("unreadable").await;
+    assert_no_secret(&seen);
+    assert!(shown_tool_calls(&seen).is_empty(), "{seen:#?}");
+    let dropped = records
+        .iter()
+        .filter(|r| r["metadata"]["aip44"]["dropped"].is_string())
+        .count();
+    assert!(dropped >= 5, "each drop is audited: {records:#?}");
+}
+
+#[tokio::test]
+async fn replayed_history_never_shows_a_denied_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task, sink) = start_governed(dir.path(), BridgeOptions::default());
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 20, "method": "session/load",
+            "params": {"sessionId": "s1", "cwd": "/w", "mcpServers": []}}))
+        .await;
+    let seen = editor.until_answer(json!(20)).await;
+    assert_no_secret(&seen);
+    // The allowed call of the history is replayed as it was; the rest is history too.
+    let shown = shown_tool_calls(&seen);
+    assert_eq!(shown.len(), 1, "{seen:#?}");
+    assert!(shown[0].contains("r3-output"), "{shown:?}");
+    assert!(texts(&seen).contains(&"replayed".to_string()), "{seen:#?}");
+    // A live update for a call of the history is an update for a call never announced.
+    let live = editor.prompt(json!(21), "s1", "script:after-load").await;
+    assert_no_secret(&live);
+    assert!(shown_tool_calls(&live).is_empty(), "{live:#?}");
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(tokio::time::timeout(WAIT, task).await.unwrap().unwrap().is_ok());
+    let records = audited(&sink);
+    // Replayed calls are not live ones: no tool.call record for them, but each drop is audited.
+    assert!(
+        !records.iter().any(|r| r["action"] == "tool.call"
+            && r["subject"]["ref"].as_str().unwrap().starts_with("r")
+            && r["subject"]["ref"] != "r3"),
+        "{records:#?}"
+    );
+    let dropped: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["metadata"]["aip44"]["dropped"].is_string())
+        .collect();
+    assert_eq!(dropped.len(), 4, "{dropped:#?}");
+    assert_violation(&records, "r3");
+}
+
+// ---- the runtime contract, as the server keeps it (issue 23, item 18) ---------------------------
+
+#[tokio::test]
+async fn end_of_input_still_answers_every_request_already_received() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = BridgeOptions {
+        request_timeout: Duration::from_secs(3),
+        ..BridgeOptions::default()
+    };
+    let (mut editor, task, sink) = start_governed(dir.path(), options);
+    // Everything at once, then end of input: what `printf … | governance-bridge` does.
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "wait"}]}}),
+        // The agent never answers this one: the bridge does, at the request timeout.
+        json!({"jsonrpc": "2.0", "id": 4, "method": "_test/ignored", "params": {}}),
+    ];
+    for request in requests {
+        editor.send(request).await;
+    }
+    editor.close_input();
+    let mut answers = std::collections::BTreeMap::new();
+    while let Some(message) = editor.next_or_end().await {
+        if message.get("method").is_none() {
+            answers.insert(message["id"].as_i64().unwrap(), message);
+        }
+    }
+    assert_eq!(
+        answers.keys().copied().collect::<Vec<_>>(),
+        [1, 2, 3, 4],
+        "{answers:#?}"
+    );
+    assert_eq!(answers[&1]["result"]["agentInfo"]["name"], "test-bridge-governed");
+    assert_eq!(answers[&2]["result"]["sessionId"], "s1");
+    // A running prompt is interrupted, as a server interrupts its running turns.
+    assert_eq!(answers[&3]["result"]["stopReason"], "cancelled", "{answers:#?}");
+    assert_eq!(answers[&4]["error"]["code"], -32603, "{answers:#?}");
+    let outcome = tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+    assert!(
+        outcome.is_ok(),
+        "the editor leaving first ends the bridge cleanly: {outcome:?}"
+    );
+    let records = audited(&sink);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["action"] == "operator.interrupted" && r["subject"]["ref"] == "s1"),
+        "{records:#?}"
+    );
+}
+
+#[tokio::test]
+async fn end_of_input_rejects_a_permission_the_editor_can_no_longer_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task, sink) = start_governed(dir.path(), BridgeOptions::default());
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:asked"}]}}))
+        .await;
+    loop {
+        if editor.next().await["method"] == "session/request_permission" {
+            break;
+        }
+    }
+    editor.close_input();
+    let seen = editor.until_answer(json!(5)).await;
+    assert_eq!(seen.last().unwrap()["result"]["stopReason"], "end_turn", "{seen:#?}");
+    let said = texts(&seen);
+    assert!(
+        said.iter()
+            .any(|t| t.starts_with("permission: ") && t.contains("\"optionId\": \"reject\"")),
+        "{said:?}"
+    );
+    assert!(editor.next_or_end().await.is_none());
+    assert!(tokio::time::timeout(WAIT, task).await.unwrap().unwrap().is_ok());
+    let records = audited(&sink);
+    let approval = &tool_record(&records, "c8")["metadata"]["aip44"]["approval"];
+    assert_eq!(approval["rejectedBy"], "agentacp", "{approval}");
+    assert_eq!(approval["reason"], "connection closed", "{approval}");
+}
+
+#[tokio::test]
+async fn a_duplicate_id_in_flight_is_refused_and_the_first_request_keeps_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task, sink) = start_governed(dir.path(), BridgeOptions::default());
+    initialize_and_open(&mut editor).await;
+    assert_eq!(new_session(&mut editor, "new-2").await, "s2");
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "wait"}]}}))
+        .await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
+            "params": {"sessionId": "s2", "prompt": [{"type": "text", "text": "hi"}]}}))
+        .await;
+    let refused = editor.next().await;
+    assert_eq!(refused["id"], 7, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate id in flight"),
+        "{refused}"
+    );
+    // The first keeps its answer.
+    editor
+        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}))
+        .await;
+    let first = editor.next().await;
+    assert_eq!(
+        (first["id"].clone(), first["result"]["stopReason"].clone()),
+        (json!(7), json!("cancelled"))
+    );
+    // Answered, the id is free again.
+    let again = editor.prompt(json!(7), "s2", "hi").await;
+    assert_eq!(again.last().unwrap()["result"]["stopReason"], "end_turn");
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(tokio::time::timeout(WAIT, task).await.unwrap().unwrap().is_ok());
+    // The audit tells the two prompts apart: the refused one never crossed.
+    let records = audited(&sink);
+    let states: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| r["metadata"]["aip44"]["audit-event-kind"] == "lifecycle")
+        .filter(|r| r["action"] != "operator.invoked")
+        .map(|r| {
+            (
+                r["action"].as_str().unwrap().to_string(),
+                r["subject"]["ref"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("operator.running", "s1"),
+        ("operator.interrupted", "s1"),
+        ("operator.running", "s2"),
+        ("operator.completed", "s2"),
+    ]
+    .map(|(a, s)| (a.to_string(), s.to_string()));
+    assert_eq!(states, expected, "{records:#?}");
+    let prompts = records.iter().filter(|r| r["action"] == "acp.session.prompt").count();
+    assert_eq!(prompts, 2, "{records:#?}");
+}
+
+#[tokio::test]
+async fn a_frame_over_the_limit_is_answered_with_its_id_or_null_and_the_next_one_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = BridgeOptions {
+        max_frame_bytes: 1024,
+        ..BridgeOptions::default()
+    };
+    let (mut editor, task) = start_with(dir.path(), options);
+    let pad = "a".repeat(4096);
+    // No id in the first bytes: the answer goes to id null, as a server's does.
+    editor
+        .send(json!({"jsonrpc": "2.0", "method": "_x/big", "params": {"pad": pad}}))
+        .await;
+    let refused = editor.next().await;
+    assert_eq!(refused["id"], Value::Null, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 9, "method": "_x/big", "params": {"pad": pad}}))
+        .await;
+    let refused = editor.next().await;
+    assert_eq!(
+        (refused["id"].clone(), refused["error"]["code"].clone()),
+        (json!(9), json!(-32600))
+    );
+    let init = initialize(&mut editor).await;
+    assert_eq!(init["id"], 1, "the connection goes on: {init}");
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(task.await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn requests_before_initialize_a_second_initialize_and_undeclared_load_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task) = start(dir.path());
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}))
+        .await;
+    let early = editor.next().await;
+    assert_eq!(
+        (early["id"].clone(), early["error"]["code"].clone()),
+        (json!(1), json!(-32600)),
+        "{early}"
+    );
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "one"}}))
+        .await;
+    let bad = editor.next().await;
+    assert_eq!(
+        (bad["id"].clone(), bad["error"]["code"].clone()),
+        (json!(2), json!(-32602)),
+        "{bad}"
+    );
+    // A notification before initialize is not answered (the next line answers the next request).
+    editor
+        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}))
+        .await;
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": 1}}))
+        .await;
+    let again = editor.next().await;
+    assert_eq!(
+        (again["id"].clone(), again["error"]["code"].clone()),
+        (json!(3), json!(-32600)),
+        "{again}"
+    );
+    // This bridge's manifest does not offer loadSession: the bridge answers as a server would.
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 4, "method": "session/load",
+            "params": {"sessionId": "s1", "cwd": "/w", "mcpServers": []}}))
+        .await;
+    let load = editor.next().await;
+    assert_eq!(
+        (load["id"].clone(), load["error"]["code"].clone()),
+        (json!(4), json!(-32601)),
+        "{load}"
+    );
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(task.await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn a_duplicate_id_from_the_agent_is_refused_and_the_first_request_reaches_the_editor() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task) = start(dir.path());
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:dup-ask"}]}}))
+        .await;
+    // The bridge reads the agent's messages in order: once the editor sees the chunk sent
+    // after both requests, the bridge has dealt with both.
+    let mut before = Vec::new();
+    loop {
+        let message = editor.next().await;
+        let done = texts(std::slice::from_ref(&message)) == ["asked twice"];
+        before.push(message);
+        if done {
+            break;
+        }
+    }
+    let reads: Vec<&Value> = before.iter().filter(|m| m["method"] == "fs/read_text_file").collect();
+    assert_eq!(reads.len(), 1, "{before:#?}");
+    assert_eq!(reads[0]["id"], "agent-dup");
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": "agent-dup", "result": {"content": "from the editor"}}))
+        .await;
+    let seen = editor.until_answer(json!(8)).await;
+    assert!(
+        !seen.iter().any(|m| m["method"] == "fs/read_text_file"),
+        "the duplicate never reached the editor: {seen:#?}"
+    );
+    let said = texts(&seen);
+    let got: Vec<Value> = serde_json::from_str(&said[0]).unwrap();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().any(|a| a["error"]["code"] == -32600), "{got:?}");
+    assert!(
+        got.iter().any(|a| a["result"]["content"] == "from the editor"),
+        "{got:?}"
+    );
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(task.await.unwrap().is_ok());
 }

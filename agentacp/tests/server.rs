@@ -390,6 +390,37 @@ async fn a_second_prompt_while_one_runs_is_refused() {
 }
 
 #[tokio::test]
+async fn a_duplicate_id_in_flight_is_refused_and_the_first_request_keeps_its_answer() {
+    let (mut client, first_session) = setup().ready().await;
+    let second_session = client.new_session().await;
+    let prompt = |session: &str, text: &str| {
+        json!({"jsonrpc": "2.0", "id": 77, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+    };
+    client.send(prompt(&first_session, "/forever")).await;
+    client.next().await;
+    client.send(prompt(&second_session, "hi")).await;
+    let (_, refused) = client.until_answer(77).await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate id in flight"),
+        "{refused}"
+    );
+    client.cancel(&first_session).await;
+    let (_, answer) = client.until_answer(77).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    // Answered, the id is free again.
+    client.send(prompt(&second_session, "hi")).await;
+    let (before, answer) = client.until_answer(77).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(texts(&before), ["hi"]);
+    client.finish().await;
+}
+
+#[tokio::test]
 async fn a_frame_over_the_limit_is_refused_with_its_id_and_the_next_one_served() {
     let mut setup = setup();
     setup.options.max_frame_bytes = 4096;

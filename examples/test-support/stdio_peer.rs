@@ -128,6 +128,25 @@ impl StdioPeer {
         }
     }
 
+    /// Closes stdin (end of input for the program); its stdout can still be read.
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// The next line, or `None` once the program closed its stdout (within [`TIMEOUT`]).
+    pub fn recv_or_end(&mut self) -> Option<Value> {
+        match self.lines.recv_timeout(TIMEOUT) {
+            Ok(line) => Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))),
+            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!(
+                    "no message and no end within {TIMEOUT:?}; stderr: {}",
+                    self.stderr_so_far()
+                )
+            }
+        }
+    }
+
     /// Closes stdin and waits (within [`TIMEOUT`]) for the program to exit.
     pub fn finish(mut self) -> ExitStatus {
         drop(self.stdin.take());

@@ -1,13 +1,15 @@
 //! The official Rust SDK client (`agent-client-protocol` 5) ↔ our governance bridge
 //! (`examples/bridge`, `kind: bridge`) ↔ our governed server (`examples/governed-server`):
 //! a whole session crosses the bridge, the bridge's governance hides and refuses what its
-//! manifest does not allow, and both audit logs verify.
+//! manifest does not allow, and both audit logs verify. And the bridge fed one `initialize`
+//! and then end of input, as `printf … | governance-bridge` does.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use agentacp::audit::verify_file;
+use interop::raw::{Next, RawClient};
 use interop::sdk::{Event, Options, PermissionPolicy, SdkClient};
 use interop::{AgentDirs, AgentProcess, StderrMode, example_binary};
 use serde_json::{Value, json};
@@ -15,6 +17,10 @@ use serde_json::{Value, json};
 /// Starts the bridge (which starts the governed server beside it) with its audit log at
 /// `bridge_audit` and the server's at `dirs.audit_log`.
 async fn bridged(dirs: &AgentDirs, bridge_audit: &Path) -> SdkClient {
+    SdkClient::connect(bridge_process(dirs, bridge_audit), Options::default()).await
+}
+
+fn bridge_process(dirs: &AgentDirs, bridge_audit: &Path) -> AgentProcess {
     let bridge = example_binary("governance-bridge");
     let server = example_binary("governed-server");
     assert_eq!(
@@ -28,8 +34,32 @@ async fn bridged(dirs: &AgentDirs, bridge_audit: &Path) -> SdkClient {
         ("AGENTACP_AUDIT_LOG", bridge_audit.into()),
         ("AGENTACP_DOWNSTREAM_AUDIT_LOG", dirs.audit_log.clone().into()),
     ];
-    let process = AgentProcess::spawn_with_env(&bridge, &env, StderrMode::Capture);
-    SdkClient::connect(process, Options::default()).await
+    AgentProcess::spawn_with_env(&bridge, &env, StderrMode::Capture)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_of_input_right_after_initialize_still_gets_the_answer_of_the_agent_behind() {
+    let dirs = AgentDirs::new();
+    let bridge_audit = dirs.state_dir.join("bridge-audit.jsonl");
+    let mut client = RawClient::new(bridge_process(&dirs, &bridge_audit));
+    client
+        .send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
+        .await;
+    client.close_stdin().await;
+    let answer = client.recv().await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["result"]["agentInfo"]["name"], "governance-bridge", "{answer}");
+    assert_eq!(
+        answer["result"]["_meta"]["aip44"]["downstream"]["name"], "governed-server",
+        "the answer is the agent's, through the bridge: {answer}"
+    );
+    match client.next_line(std::time::Duration::from_secs(30)).await {
+        Next::Eof => {}
+        other => client.fail(format!("expected the end of output, got {other:?}")),
+    }
+    let status = client.expect_exit().await;
+    assert!(status.success(), "the bridge exits 0: {status:?}");
+    verify_file(&bridge_audit).expect("the bridge's audit log verifies");
 }
 
 fn tool_updates<'a>(events: &'a [Event], tool: &str) -> Vec<&'a Event> {

@@ -5,19 +5,30 @@
 //! - upstream requests and notifications (`initialize`, `session/*`, `$/cancel_request`, ...)
 //!   go downstream with their ids, params and `_meta` as they were; `initialize` is narrowed to
 //!   what the manifest declares (the client capabilities passed down, the agent capabilities
-//!   passed up), and the answer carries the bridge's `_meta.aip44`;
-//! - downstream `session/update`s go upstream in order, byte for byte — except tool calls that
-//!   governance denies, which the editor never sees;
-//! - downstream `session/request_permission`: governance first — `allow` and `deny` are
-//!   answered by the bridge, `ask` goes to the editor (a timeout or an unreadable answer is a
-//!   rejection);
+//!   passed up), and the answer carries the bridge's `_meta.aip44`. The bridge keeps a
+//!   server's rules towards the editor: `initialize` first and once, no id twice in flight,
+//!   `session/load` only when the manifest offers it, a frame over the limit answered with its
+//!   id or `null`;
+//! - downstream `session/update`s go upstream in order, byte for byte — except tool call
+//!   updates governance does not let through: a call it denies (when announced, or once an
+//!   update, a re-announcement or a permission request turns it into one), an update for a
+//!   call never announced, a result of a call that needed an approval it did not get, anything
+//!   the bridge cannot read unambiguously; a call the editor was shown and that is hidden later
+//!   is closed on the editor's side with a bare `failed`;
+//! - downstream `session/request_permission`: governance first, on the call as the editor
+//!   would show it — `allow` and `deny` are answered by the bridge, `ask` goes to the editor (a
+//!   timeout or an unreadable answer is a rejection);
 //! - downstream `fs/*` and `terminal/*` requests pass only when the manifest declares them
 //!   (else `-32601` from the bridge);
 //! - every request in either direction, every lifecycle step and every tool call (the AIP-44
 //!   mirror, with its approval) is audited before it is forwarded;
-//! - when the editor goes away, the agent is stopped (stdin closed, SIGTERM, SIGKILL); when the
-//!   agent goes away, the editor's waiting requests fail and the bridge exits.
+//! - when the editor closes its side, what it asked is still answered (a running prompt is
+//!   cancelled downstream and gets `shutdown_grace`, other requests keep their deadline), the
+//!   agent's requests to it fail (a permission is rejected), then the agent is stopped (stdin
+//!   closed, SIGTERM, SIGKILL); when the agent goes away, the editor's waiting requests fail and
+//!   the bridge exits.
 
+mod gate;
 mod relay;
 
 use std::future::Future;
@@ -71,6 +82,10 @@ pub struct BridgeOptions {
     pub exit_grace: Duration,
     /// See `exit_grace`.
     pub kill_grace: Duration,
+    /// When the editor closes its side: how long a running prompt gets to answer once it has
+    /// been cancelled downstream (default 5 s, as a server's `shutdown_grace`). Other requests
+    /// already received keep their own deadline.
+    pub shutdown_grace: Duration,
     /// Replaces the manifest's governance binding.
     pub governance: Option<Arc<dyn Governance>>,
     /// Replaces the manifest's audit log.
@@ -92,6 +107,7 @@ impl Default for BridgeOptions {
             max_frame_bytes: 4 * 1024 * 1024,
             exit_grace: Duration::from_secs(1),
             kill_grace: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(5),
             governance: None,
             audit: None,
             audit_log: None,
@@ -108,6 +124,7 @@ impl std::fmt::Debug for BridgeOptions {
             .field("permission_timeout", &self.permission_timeout)
             .field("write_timeout", &self.write_timeout)
             .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("shutdown_grace", &self.shutdown_grace)
             .field("audit_log", &self.audit_log)
             .field("state_dir", &self.state_dir)
             .finish_non_exhaustive()

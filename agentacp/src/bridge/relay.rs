@@ -1,16 +1,23 @@
 //! The two read loops of a bridge — editor → agent and agent → editor — and what they share:
-//! the requests waiting on each side (with their deadlines), the tool calls governance hid,
-//! and the audit log.
+//! the requests waiting on each side (with their deadlines), what governance lets the editor
+//! see of each tool call ([`Gate`]), and the audit log.
+//!
+//! Towards the editor the bridge keeps a server's runtime contract (`docs/design/runtime.md`):
+//! `initialize` first and once, no id twice in flight, a frame over the limit answered with
+//! its id or `null`, and at end of input every request already received still answered.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
+use tokio::sync::Notify;
 
 use super::BridgeOptions;
+use super::gate::{self, Gate};
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
 use crate::client::oversight::{Oversight, ToolFacts};
 use crate::client::permission::{self, PermissionDecision};
@@ -50,8 +57,11 @@ impl std::fmt::Display for RelayError {
 struct Forwarded {
     method: String,
     session: Option<String>,
-    /// When to give up; a prompt's deadline also moves with every message from the agent.
+    /// When to give up.
     deadline: Instant,
+    /// For prompts: the deadline also moves with every message from the agent (until the
+    /// editor closes its side; then a prompt has the shutdown grace).
+    idle: bool,
     /// For the agent's permission requests: what governance and audit need at the answer.
     permission: Option<(wire::RequestPermissionRequest, ToolFacts)>,
 }
@@ -71,16 +81,35 @@ struct Relay {
     client_capabilities: Capabilities,
     /// The editor's requests waiting for the agent.
     to_agent: Mutex<HashMap<Id, Forwarded>>,
+    /// Answers to the editor's requests taken off `to_agent` and not yet queued for the editor
+    /// (changed under the `to_agent` lock when it grows).
+    answering: AtomicUsize,
+    /// Signalled whenever an answer to one of the editor's requests has been queued.
+    answered: Notify,
     /// The agent's requests waiting for the editor.
     to_editor: Mutex<HashMap<Id, Forwarded>>,
     /// When the agent last sent anything: a prompt's deadline is the idle timeout after that.
     last_from_agent: Mutex<Instant>,
-    /// Tool calls governance denied: `(session, toolCallId)`; never shown to the editor.
-    hidden: Mutex<HashSet<(String, String)>>,
+    /// What the editor may see of each tool call.
+    gate: Mutex<Gate>,
+    /// Whether the editor's `initialize` has been passed on (then a second one is refused).
+    initialized: AtomicBool,
+    /// Whether the editor closed its side: it can no longer answer the agent's requests.
+    editor_closed: AtomicBool,
     /// Who answers permission requests in audit records: `client:<clientInfo.name>` from the
     /// editor's `initialize` (as a server records it), `client` before that or without a name.
     editor: Mutex<String>,
     process: AgentProcess,
+}
+
+/// An answer to one of the editor's requests on its way (see [`Relay::take_to_agent`]).
+struct Answering<'a>(&'a Relay);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.0.answering.fetch_sub(1, Ordering::SeqCst);
+        self.0.answered.notify_waiters();
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -134,9 +163,13 @@ where
             terminal: flag("/clientCapabilities/terminal"),
         },
         to_agent: Mutex::default(),
+        answering: AtomicUsize::new(0),
+        answered: Notify::new(),
         to_editor: Mutex::default(),
         last_from_agent: Mutex::new(Instant::now()),
-        hidden: Mutex::default(),
+        gate: Mutex::default(),
+        initialized: AtomicBool::new(false),
+        editor_closed: AtomicBool::new(false),
         editor: Mutex::new("client".to_string()),
         process,
         options,
@@ -150,16 +183,30 @@ where
         relay.options.max_frame_bytes,
     );
     let sweeper = tokio::spawn(sweep(Arc::clone(&relay)));
+    // Boxed, so it can be dropped (with its hold on the relay) once the bridge stops.
+    let mut agent_loop = Box::pin(from_agent(Arc::clone(&relay), agent));
     let outcome = tokio::select! {
         () = from_editor(Arc::clone(&relay), editor) => {
-            tracing::debug!("the editor closed its side; stopping the agent");
+            // As a server does at end of input: what was received is still answered (each
+            // request within its deadline, a running prompt interrupted and given the
+            // shutdown grace), then the agent is stopped.
+            tracing::debug!("the editor closed its side; answering what it asked, then stopping the agent");
+            relay.editor_gone().await;
+            tokio::select! {
+                () = relay.all_answered() => {}
+                () = &mut agent_loop => {
+                    let reason = relay.agent_gone().await;
+                    tracing::debug!(%reason, "the agent went away after the editor");
+                }
+            }
             Ok(())
         }
-        () = from_agent(Arc::clone(&relay), agent) => {
+        () = &mut agent_loop => {
             let reason = relay.agent_gone().await;
             Err(RelayError::AgentExited(reason))
         }
     };
+    drop(agent_loop);
     sweeper.abort();
     relay.close_down();
     let options = &relay.options;
@@ -178,6 +225,106 @@ impl Relay {
     /// Who answers the agent's permission requests, for audit records.
     fn editor(&self) -> String {
         lock(&self.editor).clone()
+    }
+
+    /// Takes the editor's request `id` off the waiting list to answer it; the request counts
+    /// as unanswered until the returned guard is dropped (once the answer is queued).
+    fn take_to_agent(&self, id: &Id) -> Option<(Forwarded, Answering<'_>)> {
+        let mut waiting = lock(&self.to_agent);
+        let forwarded = waiting.remove(id)?;
+        Some((forwarded, self.answering()))
+    }
+
+    /// Counts one more answer on its way; call with the `to_agent` lock held.
+    fn answering(&self) -> Answering<'_> {
+        self.answering.fetch_add(1, Ordering::SeqCst);
+        Answering(self)
+    }
+
+    /// Returns once every request of the editor's has its answer queued.
+    async fn all_answered(&self) {
+        loop {
+            let notified = self.answered.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let waiting = lock(&self.to_agent);
+                if waiting.is_empty() && self.answering.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// The editor closed its side: the agent's requests waiting for it fail (a permission is
+    /// rejected), running prompts are cancelled downstream and get the shutdown grace.
+    async fn editor_gone(&self) {
+        self.editor_closed.store(true, Ordering::SeqCst);
+        let waiting: Vec<(Id, Forwarded)> = lock(&self.to_editor).drain().collect();
+        for (id, forwarded) in waiting {
+            self.fail_agent_request(&id, &forwarded, "agentacp", "connection closed")
+                .await;
+        }
+        let until = Instant::now() + self.options.shutdown_grace;
+        let prompts: Vec<String> = lock(&self.to_agent)
+            .values_mut()
+            .filter(|f| f.idle)
+            .filter_map(|f| {
+                f.idle = false;
+                f.deadline = f.deadline.min(until);
+                f.session.clone()
+            })
+            .collect();
+        for session in prompts {
+            self.to_agent_line(jsonrpc::encode_notification(
+                wire::method_names::SESSION_CANCEL,
+                &json!({ "sessionId": session }),
+            ))
+            .await;
+        }
+    }
+
+    /// Fails a request of the agent's that the editor will not answer: a permission is
+    /// rejected (and audited as rejected by `who` for `reason`), anything else is an error.
+    async fn fail_agent_request(&self, id: &Id, forwarded: &Forwarded, who: &str, reason: &str) {
+        match &forwarded.permission {
+            Some((request, facts)) => {
+                let session = request.session_id.as_str();
+                lock(&self.gate).rejected(session, &facts.id);
+                self.oversight.permission_answered(
+                    session,
+                    facts,
+                    Approval::RejectedBy {
+                        who: who.to_string(),
+                        reason: reason.to_string(),
+                    },
+                );
+                answer_permission(self, id, request, &PermissionDecision::Reject).await;
+            }
+            None => {
+                let message = if reason == "timeout" {
+                    format!("the client did not answer `{}` in time", forwarded.method)
+                } else {
+                    format!("the client cannot answer `{}`: {reason}", forwarded.method)
+                };
+                let error = RpcError::new(codes::INTERNAL_ERROR, message);
+                self.to_agent_line(jsonrpc::encode_error(id, &error)).await;
+            }
+        }
+    }
+
+    /// Audits something from the agent the bridge did not pass to the editor, and why.
+    fn audit_dropped(&self, method: &str, session: Option<&str>, tool_call: Option<&str>, reason: &str) {
+        tracing::warn!(method, session, tool_call, reason, "dropped a message from the agent");
+        let mut extra = serde_json::Map::new();
+        extra.insert("dropped".into(), json!(reason));
+        if let Some(tool_call) = tool_call {
+            extra.insert("toolCallId".into(), json!(tool_call));
+        }
+        if let Err(error) = self.record_passage(false, method, session, None, extra) {
+            tracing::error!(%error, "auditing a dropped message failed");
+        }
     }
 
     fn down(&self) -> Option<Outbox> {
@@ -209,6 +356,18 @@ impl Relay {
         method: &str,
         session: Option<&str>,
         id: Option<&Id>,
+    ) -> Result<(), RpcError> {
+        self.record_passage(from_editor, method, session, id, serde_json::Map::new())
+    }
+
+    /// A passage record with `extra` fields in its `metadata.aip44`.
+    fn record_passage(
+        &self,
+        from_editor: bool,
+        method: &str,
+        session: Option<&str>,
+        id: Option<&Id>,
+        extra: serde_json::Map<String, Value>,
     ) -> Result<(), RpcError> {
         if self.audit.is_off() {
             return Ok(());
@@ -245,6 +404,7 @@ impl Relay {
         if let Some(id) = id {
             aip44.insert("id".into(), json!(id));
         }
+        aip44.extend(extra);
         event.metadata = Some(serde_json::Map::from_iter([(
             "aip44".to_string(),
             Value::Object(aip44),
@@ -286,8 +446,12 @@ impl Relay {
         } else {
             format!("{status}; its last stderr lines: {}", stderr.join(" | "))
         };
-        let waiting: Vec<Id> = lock(&self.to_agent).drain().map(|(id, _)| id).collect();
-        for id in waiting {
+        let waiting: Vec<(Id, Answering<'_>)> = {
+            let mut waiting = lock(&self.to_agent);
+            let ids: Vec<Id> = waiting.drain().map(|(id, _)| id).collect();
+            ids.into_iter().map(|id| (id, self.answering())).collect()
+        };
+        for (id, _answering) in waiting {
             let error = RpcError::new(
                 codes::INTERNAL_ERROR,
                 format!("the downstream agent went away: {reason}"),
@@ -312,13 +476,14 @@ async fn from_editor<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: Fra
             Ok(Some(Frame::TooLarge { len, id })) => {
                 let limit = relay.options.max_frame_bytes;
                 tracing::warn!(len, limit, "a message from the editor over the limit was discarded");
-                if let Some(id) = id {
-                    let error = RpcError::new(
-                        codes::INVALID_REQUEST,
-                        format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
-                    );
-                    relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
-                }
+                // As a server answers: the id read from its first bytes, else `null`.
+                let error = RpcError::new(
+                    codes::INVALID_REQUEST,
+                    format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
+                );
+                relay
+                    .to_editor_line(jsonrpc::encode_error(&id.unwrap_or(Id::Null), &error))
+                    .await;
             }
             Ok(Some(Frame::Line(line))) => editor_message(&relay, line).await,
         }
@@ -337,6 +502,10 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
     };
     match message {
         Incoming::Request { id, method, params } => {
+            if let Err(error) = admit(relay, &id, &method, params.as_deref()) {
+                relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+                return;
+            }
             let session = session_of(params.as_deref());
             let audited = relay
                 .audit_passage(true, &method, session.as_deref(), Some(&id))
@@ -369,11 +538,12 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                     method,
                     session,
                     deadline,
+                    idle: is_prompt,
                     permission: None,
                 },
             );
             if !relay.to_agent_line(line).await {
-                lock(&relay.to_agent).remove(&id);
+                let _answering = relay.take_to_agent(&id);
                 let error = RpcError::new(codes::INTERNAL_ERROR, "the downstream agent is gone");
                 relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
             }
@@ -391,6 +561,9 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                 return;
             };
             if let Some((request, facts)) = &forwarded.permission {
+                let session = request.session_id.as_str();
+                // Fail closed: an unreadable answer is a rejection, which the bridge answers.
+                let mut readable = true;
                 let approval = match &outcome {
                     Ok(result) => match serde_json::from_str::<wire::RequestPermissionResponse>(result.get()) {
                         Ok(response) if permission::approves(request, &response.outcome) => {
@@ -404,18 +577,11 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                             },
                         },
                         Err(_) => {
-                            // Fail closed: an unreadable answer is a rejection.
-                            let session = request.session_id.as_str();
-                            relay.oversight.permission_answered(
-                                session,
-                                facts,
-                                Approval::RejectedBy {
-                                    who: relay.editor(),
-                                    reason: "unreadable answer".into(),
-                                },
-                            );
-                            answer_permission(relay, &id, request, &PermissionDecision::Reject).await;
-                            return;
+                            readable = false;
+                            Approval::RejectedBy {
+                                who: relay.editor(),
+                                reason: "unreadable answer".into(),
+                            }
                         }
                     },
                     Err(_) => Approval::RejectedBy {
@@ -423,13 +589,85 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                         reason: "error answer".into(),
                     },
                 };
-                relay
-                    .oversight
-                    .permission_answered(request.session_id.as_str(), facts, approval);
+                let approved = matches!(approval, Approval::ApprovedBy(_));
+                let applies = lock(&relay.gate).answered(session, facts, approved);
+                match applies {
+                    gate::Answer::Applies => relay.oversight.permission_answered(session, facts, approval),
+                    // Denied meanwhile (and audited so): whatever the editor said, no.
+                    gate::Answer::Hidden => readable = false,
+                    gate::Answer::Changed | gate::Answer::Gone => {
+                        let reason = if applies == gate::Answer::Changed {
+                            "the tool call changed while the client was asked"
+                        } else {
+                            "the tool call was over before the client answered"
+                        };
+                        lock(&relay.gate).rejected(session, &facts.id);
+                        relay.oversight.permission_answered(
+                            session,
+                            facts,
+                            Approval::RejectedBy {
+                                who: "agentacp".into(),
+                                reason: reason.into(),
+                            },
+                        );
+                        readable = false;
+                    }
+                }
+                if !readable {
+                    answer_permission(relay, &id, request, &PermissionDecision::Reject).await;
+                    return;
+                }
             }
             relay.to_agent_line(with_newline(line)).await;
         }
     }
+}
+
+/// Whether the editor's request may go to the agent, by the rules a server keeps:
+/// `initialize` first (with a readable protocol version) and only once, no id that is still
+/// waiting for its answer, and `session/load` only when the manifest offers it.
+fn admit(relay: &Relay, id: &Id, method: &str, params: Option<&RawValue>) -> Result<(), RpcError> {
+    #[derive(serde::Deserialize)]
+    struct Initialize {
+        #[serde(rename = "protocolVersion")]
+        _protocol_version: u64,
+    }
+    if method == wire::method_names::INITIALIZE {
+        if relay.initialized.load(Ordering::SeqCst) {
+            return Err(RpcError::new(codes::INVALID_REQUEST, "`initialize` was already called"));
+        }
+        serde_json::from_str::<Initialize>(params.map_or("null", RawValue::get)).map_err(|error| {
+            RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("invalid params for `initialize`: {error}"),
+            )
+        })?;
+    } else if !relay.initialized.load(Ordering::SeqCst) {
+        return Err(RpcError::new(
+            codes::INVALID_REQUEST,
+            format!("`{method}` before `initialize`: the client must initialize first"),
+        ));
+    }
+    if lock(&relay.to_agent).contains_key(id) {
+        return Err(duplicate_id(id));
+    }
+    if method == wire::method_names::SESSION_LOAD && !relay.spec.load_session {
+        return Err(RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            "method not found: `session/load`",
+        ));
+    }
+    if method == wire::method_names::INITIALIZE {
+        relay.initialized.store(true, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
+fn duplicate_id(id: &Id) -> RpcError {
+    RpcError::new(
+        codes::INVALID_REQUEST,
+        format!("duplicate id in flight: request {id} has not been answered yet"),
+    )
 }
 
 /// The editor's `initialize`, with the client capabilities narrowed to what the manifest lets
@@ -480,7 +718,7 @@ async fn from_agent<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: Fram
                     format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
                 );
                 // An answer to the editor's request: fail that request. Else the agent's request.
-                if lock(&relay.to_agent).remove(&id).is_some() {
+                if let Some((_, _answering)) = relay.take_to_agent(&id) {
                     relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
                 } else {
                     relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
@@ -501,7 +739,7 @@ async fn agent_message(relay: &Relay, line: Vec<u8>) {
     };
     match message {
         Incoming::Response { id, outcome } => {
-            let Some(forwarded) = lock(&relay.to_agent).remove(&id) else {
+            let Some((forwarded, _answering)) = relay.take_to_agent(&id) else {
                 tracing::debug!(%id, "an answer from the agent to nothing waiting was dropped");
                 return;
             };
@@ -513,6 +751,13 @@ async fn agent_message(relay: &Relay, line: Vec<u8>) {
             relay.to_editor_line(line).await;
         }
         Incoming::Notification { method, params } => {
+            if is_request_method(&method) {
+                // A request without an id: the editor could show it but never answer it, and
+                // governance never saw it.
+                let session = session_of(params.as_deref());
+                relay.audit_dropped(&method, session.as_deref(), None, "a request sent as a notification");
+                return;
+            }
             if method == wire::method_names::SESSION_UPDATE
                 && let Some(params) = params.as_deref()
                 && !pass_update(relay, params).await
@@ -542,9 +787,18 @@ fn answered(
             }
             Ok(None)
         }
+        (wire::method_names::SESSION_LOAD, outcome) => {
+            let Some(session) = session else { return Ok(None) };
+            lock(&relay.gate).load_answered(session);
+            if outcome.is_ok() {
+                relay.lifecycle(session, Lifecycle::Invoked, Some(json!({"loaded": true})))?;
+            }
+            Ok(None)
+        }
         (wire::method_names::SESSION_PROMPT, outcome) => {
             let Some(session) = session else { return Ok(None) };
             relay.oversight.turn_ended(session);
+            lock(&relay.gate).turn_ended(session);
             let stop = outcome
                 .as_ref()
                 .ok()
@@ -636,9 +890,28 @@ fn intersect(theirs: &Value, allowed: &Value) -> Value {
     }
 }
 
-/// Follows a `session/update`: tool calls are audited, and those governance denies are hidden.
-/// Whether to pass it to the editor.
+/// The methods the agent may call on the editor (requests: they need an id).
+fn is_request_method(method: &str) -> bool {
+    use wire::method_names as m;
+    matches!(
+        method,
+        m::SESSION_REQUEST_PERMISSION
+            | m::FS_READ_TEXT_FILE
+            | m::FS_WRITE_TEXT_FILE
+            | m::TERMINAL_CREATE
+            | m::TERMINAL_OUTPUT
+            | m::TERMINAL_WAIT_FOR_EXIT
+            | m::TERMINAL_KILL
+            | m::TERMINAL_RELEASE
+    )
+}
+
+/// Follows a `session/update`: tool calls go through the [`Gate`] and are audited; whether to
+/// pass it to the editor. What the bridge cannot read unambiguously (duplicate keys, a tool
+/// call without an id) does not pass: the editor might read it otherwise.
 async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
+    const METHOD: &str = wire::method_names::SESSION_UPDATE;
+    // Derived, so a key given twice is an error rather than one reading among several.
     #[derive(serde::Deserialize)]
     struct Params {
         #[serde(rename = "sessionId")]
@@ -646,46 +919,86 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
         update: Box<RawValue>,
     }
     #[derive(serde::Deserialize)]
-    struct Kind<'a> {
-        #[serde(rename = "sessionUpdate", borrow)]
-        kind: Option<&'a str>,
+    struct Kind {
+        #[serde(rename = "sessionUpdate")]
+        kind: Option<String>,
     }
     let Ok(params) = serde_json::from_str::<Params>(params.get()) else {
-        return true;
-    };
-    // Only tool calls are gated: every other update passes without a typed parse.
-    let is_new = match serde_json::from_str::<Kind<'_>>(params.update.get()).map(|k| k.kind) {
-        Ok(Some("tool_call")) => true,
-        Ok(Some("tool_call_update")) => false,
-        _ => return true,
+        relay.audit_dropped(METHOD, None, None, "a session/update the bridge cannot read");
+        return false;
     };
     let session = params.session_id;
-    // History replayed by a `session/load` is not live: passed on, not gated or audited again.
+    let is_new = match serde_json::from_str::<Kind>(params.update.get()).map(|k| k.kind) {
+        Ok(Some(kind)) if kind == "tool_call" => true,
+        Ok(Some(kind)) if kind == "tool_call_update" => false,
+        Ok(_) => return true,
+        Err(_) => {
+            relay.audit_dropped(METHOD, Some(&session), None, "an update the bridge cannot read");
+            return false;
+        }
+    };
+    // Only tool calls are gated: every other update passes without a typed parse.
+    let update = crate::client::Update::from_raw(&params.update);
+    let object = match serde_json::from_str::<Value>(params.update.get()) {
+        Ok(Value::Object(object)) => object,
+        _ => serde_json::Map::new(),
+    };
+    let id = object.get("toolCallId").and_then(Value::as_str).map(str::to_string);
+    let typed = matches!(
+        (&update, is_new),
+        (crate::client::Update::ToolCall(_), true) | (crate::client::Update::ToolCallUpdate(_), false)
+    );
+    let Some(id) = id.filter(|_| typed) else {
+        relay.audit_dropped(
+            METHOD,
+            Some(&session),
+            None,
+            "a tool call update the bridge cannot read (no toolCallId, a key given twice, a field of the wrong type)",
+        );
+        return false;
+    };
+    let decide = |facts: &ToolFacts| relay.oversight.decide(&session, facts);
+    // History replayed by a `session/load` is not live: not audited as tool calls, and gated
+    // on governance alone (it reports calls that ran before this connection).
     let replaying = lock(&relay.to_agent)
         .values()
         .any(|f| f.method == wire::method_names::SESSION_LOAD && f.session.as_deref() == Some(session.as_str()));
     if replaying {
-        return true;
+        let verdict = lock(&relay.gate).replayed(&session, &id, &object, is_new, decide);
+        return match verdict {
+            gate::Replayed::Pass => true,
+            gate::Replayed::Drop { reason } => {
+                relay.audit_dropped(METHOD, Some(&session), Some(&id), &reason);
+                false
+            }
+        };
     }
-    let update = crate::client::Update::from_raw(&params.update);
-    let facts = serde_json::from_str::<Value>(params.update.get())
-        .ok()
-        .as_ref()
-        .and_then(ToolFacts::of);
-    let Some(facts) = facts else { return true };
-    let key = (session.clone(), facts.id.clone());
-    let mut hidden = lock(&relay.hidden).contains(&key);
-    if is_new
-        && !hidden
-        && let Decision::Deny(reason) = relay.oversight.decide(&session, &facts)
-    {
-        tracing::info!(tool = ?facts.tool, %reason, "governance hid a tool call from the editor");
-        lock(&relay.hidden).insert(key);
-        relay
-            .oversight
-            .permission_answered(&session, &facts, Approval::Denied { reason });
-        hidden = true;
-    }
+    let verdict = lock(&relay.gate).live(&session, &id, &object, is_new, decide);
+    let (pass, close) = match verdict {
+        gate::Live::Pass { facts, auto, redecided } => {
+            if let Some(decision) = redecided {
+                let mut extra = serde_json::Map::new();
+                extra.insert("toolCallId".into(), json!(id));
+                extra.insert("tool".into(), json!(facts.tool));
+                extra.insert("redecided".into(), json!(decision));
+                if let Err(error) = relay.record_passage(false, METHOD, Some(&session), None, extra) {
+                    tracing::error!(%error, "auditing a tool call decided again failed");
+                }
+            }
+            if auto {
+                relay.oversight.permission_answered(&session, &facts, Approval::Auto);
+            }
+            (true, false)
+        }
+        gate::Live::Drop => (false, false),
+        gate::Live::Hide { facts, reason, close } => {
+            tracing::warn!(tool = ?facts.tool, %reason, "governance hid a tool call from the editor");
+            relay
+                .oversight
+                .permission_answered(&session, &facts, Approval::Denied { reason });
+            (false, close)
+        }
+    };
     if let Err(error) = relay.oversight.observe(&session, &update) {
         // Fail closed: what cannot be audited is not shown, and the turn stops.
         tracing::error!(%error, "auditing a tool call failed; cancelling the turn");
@@ -697,12 +1010,36 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
             .await;
         return false;
     }
-    !hidden
+    if close {
+        close_on_editor(relay, &session, &id).await;
+    }
+    pass
+}
+
+/// Tells the editor a tool call it was shown, and that governance hid since, failed: nothing
+/// else about it (no output, no title).
+async fn close_on_editor(relay: &Relay, session: &str, id: &str) {
+    let update = json!({
+        "sessionId": session,
+        "update": {"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "failed"},
+    });
+    relay
+        .to_editor_line(jsonrpc::encode_notification(
+            wire::method_names::SESSION_UPDATE,
+            &update,
+        ))
+        .await;
 }
 
 async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
     use wire::method_names as m;
     let session = session_of(params.as_deref());
+    if lock(&relay.to_editor).contains_key(&id) {
+        relay
+            .to_agent_line(jsonrpc::encode_error(&id, &duplicate_id(&id)))
+            .await;
+        return;
+    }
     let deadline = Instant::now() + relay.options.permission_timeout;
     let mut permission = None;
     match method.as_str() {
@@ -716,14 +1053,24 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
                     return;
                 }
             };
-            let facts = ToolFacts::of_permission(&request);
-            let session_id = request.session_id.as_str().to_string();
-            let hidden = lock(&relay.hidden).contains(&(session_id.clone(), facts.id.clone()));
-            let decision = if hidden {
-                Decision::Deny("governance denies this tool".into())
-            } else {
-                relay.oversight.decide(&session_id, &facts)
+            // The `toolCall` as sent (what the editor would read), applied to the call the
+            // editor was shown: governance decides on that.
+            let tool_call = match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(mut params)) => match params.remove("toolCall") {
+                    Some(Value::Object(tool_call)) => tool_call,
+                    _ => serde_json::Map::new(),
+                },
+                _ => serde_json::Map::new(),
             };
+            let session_id = request.session_id.as_str().to_string();
+            let call_id = request.tool_call.tool_call_id.as_str().to_string();
+            let decide = |facts: &ToolFacts| relay.oversight.decide(&session_id, facts);
+            let gate::Permission {
+                facts,
+                decision,
+                close,
+                hidden_before,
+            } = lock(&relay.gate).permission(&session_id, &call_id, &tool_call, decide);
             match decision {
                 Decision::Allow => {
                     relay.oversight.permission_answered(&session_id, &facts, Approval::Auto);
@@ -731,10 +1078,15 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
                     return;
                 }
                 Decision::Deny(reason) => {
-                    relay
-                        .oversight
-                        .permission_answered(&session_id, &facts, Approval::Denied { reason });
+                    if !hidden_before {
+                        relay
+                            .oversight
+                            .permission_answered(&session_id, &facts, Approval::Denied { reason });
+                    }
                     answer_permission(relay, &id, &request, &PermissionDecision::Reject).await;
+                    if close {
+                        close_on_editor(relay, &session_id, &call_id).await;
+                    }
                     return;
                 }
                 Decision::Ask => permission = Some((request, facts)),
@@ -756,21 +1108,36 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
             relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
             return;
         }
+        m::SESSION_UPDATE => {
+            // Updates are notifications; one sent as a request would pass the gate unread.
+            relay.audit_dropped(&method, session.as_deref(), None, "a notification sent as a request");
+            let error = RpcError::new(
+                codes::INVALID_REQUEST,
+                "`session/update` is a notification; sent as a request it was not passed on",
+            );
+            relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+            return;
+        }
         _ => {}
     }
-    if let Err(error) = relay.audit_passage(false, &method, session.as_deref(), Some(&id)) {
+    let forwarded = Forwarded {
+        method,
+        session,
+        deadline,
+        idle: false,
+        permission,
+    };
+    if relay.editor_closed.load(Ordering::SeqCst) {
+        relay
+            .fail_agent_request(&id, &forwarded, "agentacp", "connection closed")
+            .await;
+        return;
+    }
+    if let Err(error) = relay.audit_passage(false, &forwarded.method, forwarded.session.as_deref(), Some(&id)) {
         relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
         return;
     }
-    lock(&relay.to_editor).insert(
-        id,
-        Forwarded {
-            method,
-            session,
-            deadline,
-            permission,
-        },
-    );
+    lock(&relay.to_editor).insert(id, forwarded);
     relay.to_editor_line(with_newline(line)).await;
 }
 
@@ -796,12 +1163,11 @@ async fn sweep(relay: Arc<Relay>) {
         tokio::time::sleep(SWEEP_EVERY).await;
         let now = Instant::now();
         let prompt_alive_until = *lock(&relay.last_from_agent) + relay.options.prompt_idle_timeout;
-        let expired = |map: &Mutex<HashMap<Id, Forwarded>>| -> Vec<(Id, Forwarded)> {
-            let mut map = lock(map);
+        let expired = |map: &mut HashMap<Id, Forwarded>| -> Vec<(Id, Forwarded)> {
             let ids: Vec<Id> = map
                 .iter()
                 .filter(|(_, f)| {
-                    let deadline = if f.method == wire::method_names::SESSION_PROMPT {
+                    let deadline = if f.idle {
                         f.deadline.max(prompt_alive_until)
                     } else {
                         f.deadline
@@ -814,17 +1180,31 @@ async fn sweep(relay: Arc<Relay>) {
                 .filter_map(|id| map.remove(&id).map(|f| (id, f)))
                 .collect()
         };
-        for (id, forwarded) in expired(&relay.to_agent) {
+        let late: Vec<(Id, Forwarded, Answering<'_>)> = {
+            let mut waiting = lock(&relay.to_agent);
+            expired(&mut waiting)
+                .into_iter()
+                .map(|(id, f)| (id, f, relay.answering()))
+                .collect()
+        };
+        for (id, forwarded, _answering) in late {
             tracing::warn!(%id, method = %forwarded.method, "the agent did not answer in time");
+            let prompt = match (forwarded.method.as_str(), &forwarded.session) {
+                (wire::method_names::SESSION_PROMPT, Some(session)) => Some(session),
+                _ => None,
+            };
+            if let Some(session) = prompt {
+                // Audited before the editor hears of it.
+                relay.oversight.turn_ended(session);
+                lock(&relay.gate).turn_ended(session);
+                let _ = relay.lifecycle(session, Lifecycle::Interrupted, Some(json!({"error": "timeout"})));
+            }
             let error = RpcError::new(
                 codes::INTERNAL_ERROR,
                 format!("the downstream agent did not answer `{}` in time", forwarded.method),
             );
             relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
-            if let (wire::method_names::SESSION_PROMPT, Some(session)) = (forwarded.method.as_str(), &forwarded.session)
-            {
-                relay.oversight.turn_ended(session);
-                let _ = relay.lifecycle(session, Lifecycle::Interrupted, Some(json!({"error": "timeout"})));
+            if let Some(session) = prompt {
                 relay
                     .to_agent_line(jsonrpc::encode_notification(
                         wire::method_names::SESSION_CANCEL,
@@ -833,28 +1213,12 @@ async fn sweep(relay: Arc<Relay>) {
                     .await;
             }
         }
-        for (id, forwarded) in expired(&relay.to_editor) {
+        let unanswered = expired(&mut lock(&relay.to_editor));
+        for (id, forwarded) in unanswered {
             tracing::warn!(%id, method = %forwarded.method, "the editor did not answer in time");
-            match &forwarded.permission {
-                Some((request, facts)) => {
-                    relay.oversight.permission_answered(
-                        request.session_id.as_str(),
-                        facts,
-                        Approval::RejectedBy {
-                            who: relay.editor(),
-                            reason: "timeout".into(),
-                        },
-                    );
-                    answer_permission(&relay, &id, request, &PermissionDecision::Reject).await;
-                }
-                None => {
-                    let error = RpcError::new(
-                        codes::INTERNAL_ERROR,
-                        format!("the client did not answer `{}` in time", forwarded.method),
-                    );
-                    relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
-                }
-            }
+            relay
+                .fail_agent_request(&id, &forwarded, &relay.editor(), "timeout")
+                .await;
         }
     }
 }

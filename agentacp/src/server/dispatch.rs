@@ -195,7 +195,13 @@ impl<O: Operator> Dispatcher<O> {
         let Some((request, answered)) = self.task_requests.remove(&task) else {
             return;
         };
-        lock(&self.in_flight).remove(&request);
+        {
+            // Only this task's entry: the id may already name a newer request.
+            let mut in_flight = lock(&self.in_flight);
+            if in_flight.get(&request).is_some_and(|flight| flight.abort.id() == task) {
+                in_flight.remove(&request);
+            }
+        }
         if panicked && !answered.swap(true, Ordering::SeqCst) {
             tracing::error!(%request, "the operator panicked while handling a request");
             let error = RpcError::new(
@@ -209,6 +215,32 @@ impl<O: Operator> Dispatcher<O> {
     fn track(&mut self, abort: &AbortHandle, request: &Id, answered: &Arc<AtomicBool>) {
         self.task_requests
             .insert(abort.id(), (request.clone(), answered.clone()));
+    }
+
+    /// Runs `task`, which answers request `id`. The request is in flight (for
+    /// `$/cancel_request` and the duplicate-id check) before the task can run, so the task's
+    /// taking itself off when it answers always finds its own entry.
+    fn start(
+        &mut self,
+        id: &Id,
+        answered: &Arc<AtomicBool>,
+        session: Option<String>,
+        task: impl Future<Output = ()> + Send + 'static,
+    ) {
+        let abort = {
+            let mut in_flight = lock(&self.in_flight);
+            let abort = self.tasks.spawn(task);
+            in_flight.insert(
+                id.clone(),
+                InFlight {
+                    abort: abort.clone(),
+                    answered: answered.clone(),
+                    session,
+                },
+            );
+            abort
+        };
+        self.track(&abort, id, answered);
     }
 
     async fn handle(&mut self, line: &[u8]) -> Result<(), Error> {
@@ -239,6 +271,14 @@ impl<O: Operator> Dispatcher<O> {
             return Err(RpcError::new(
                 codes::INVALID_REQUEST,
                 format!("`{method}` before `initialize`: the client must initialize first"),
+            ));
+        }
+        // An id still waiting for its answer: refused; the first keeps its answer. (Requests
+        // answered inline are never in flight when the next line is read.)
+        if lock(&self.in_flight).contains_key(id) {
+            return Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("duplicate id in flight: request {id} has not been answered yet"),
             ));
         }
         match method {
@@ -336,16 +376,7 @@ impl<O: Operator> Dispatcher<O> {
             params,
         };
         let answered = task.answered.clone();
-        let abort = self.tasks.spawn(task.run());
-        self.track(&abort, id, &answered);
-        lock(&self.in_flight).insert(
-            id.clone(),
-            InFlight {
-                abort,
-                answered,
-                session: Some(session.session_id),
-            },
-        );
+        self.start(id, &answered, Some(session.session_id), task.run());
         Ok(())
     }
 
@@ -381,7 +412,7 @@ impl<O: Operator> Dispatcher<O> {
         let id_for_task = id.clone();
         let answered_by_task = answered.clone();
         let in_flight = self.in_flight.clone();
-        let abort = self.tasks.spawn(async move {
+        self.start(id, &answered, None, async move {
             let outcome = async {
                 for update in &stored.history {
                     let update = update.get().to_string();
@@ -418,15 +449,6 @@ impl<O: Operator> Dispatcher<O> {
                 Err(error) => connection.respond_error(&id_for_task, &error.to_rpc()).await,
             };
         });
-        self.track(&abort, id, &answered);
-        lock(&self.in_flight).insert(
-            id.clone(),
-            InFlight {
-                abort,
-                answered,
-                session: None,
-            },
-        );
         Ok(())
     }
 
@@ -464,7 +486,8 @@ impl<O: Operator> Dispatcher<O> {
         let answered = Arc::new(AtomicBool::new(false));
         let answered_by_task = answered.clone();
         let request = id.clone();
-        let abort = self.tasks.spawn(async move {
+        let in_flight = self.in_flight.clone();
+        self.start(id, &answered, None, async move {
             // The operator has `authenticate` only when the manifest offers websocket.
             let outcome = match operator.authenticate(&raw) {
                 Some(future) => future.await,
@@ -473,6 +496,7 @@ impl<O: Operator> Dispatcher<O> {
                     "method not found: `authenticate`",
                 ))),
             };
+            lock(&in_flight).remove(&request);
             if answered_by_task.swap(true, Ordering::SeqCst) {
                 return;
             }
@@ -481,7 +505,6 @@ impl<O: Operator> Dispatcher<O> {
                 Err(error) => connection.respond_error(&request, &error.to_rpc()).await,
             };
         });
-        self.track(&abort, id, &answered);
         Ok(())
     }
 

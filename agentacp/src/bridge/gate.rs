@@ -1,0 +1,555 @@
+//! What the editor may see of the agent's tool calls.
+//!
+//! Each call the agent announces (a `tool_call`, or a permission request about it) gets a
+//! governance state, decided on what identifies it — the tool (`name`, else
+//! `_meta.aip44.tool`, else `title`), its `kind` and its `rawInput`, exactly what
+//! [`ToolFacts`] reads — and decided again whenever an update, a re-announcement or a
+//! permission request changes any of them. Updates for calls never announced, and everything
+//! after a call was hidden, never pass. History replayed by `session/load` is gated on
+//! governance alone: it reports calls that ran before, so approvals cannot be checked.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::client::oversight::ToolFacts;
+use crate::governance::Decision;
+
+/// The fields of a tool call that [`ToolFacts`] reads to tell which tool it is.
+const IDENTITY: [&str; 5] = ["title", "name", "kind", "_meta", "rawInput"];
+
+/// A call's governance state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Governance allows the call as it stands: everything about it passes.
+    Allowed,
+    /// Governance asks: until the editor approves the call as it stands, it may be shown
+    /// (pending, with a preview) but it may not run or report anything it produced.
+    NeedsApproval,
+    /// Approved as it stands: by the editor, or by governance through a permission request.
+    Approved,
+    /// The editor (or a timeout, or the editor leaving) rejected it: it may only fail.
+    Rejected,
+    /// Nothing more about it reaches the editor.
+    Hidden,
+}
+
+#[derive(Debug)]
+struct Call {
+    /// The identifying fields as they stand (`toolCallId` included).
+    fields: Map<String, Value>,
+    state: State,
+    /// Whether the editor has been shown it (then hiding it tells the editor it failed).
+    shown: bool,
+    /// Announced by a `session/load` replay; forgotten when the load is answered.
+    replayed: bool,
+}
+
+impl Call {
+    fn facts(&self) -> ToolFacts {
+        facts_of(&self.fields)
+    }
+
+    fn hide(&mut self) {
+        self.state = State::Hidden;
+        // Only the id is needed from now on.
+        self.fields.retain(|key, _| key == "toolCallId");
+    }
+}
+
+/// What to do with one live `tool_call` / `tool_call_update`.
+#[derive(Debug)]
+pub(super) enum Live {
+    /// Forward it. `auto`: governance was asked again (what identifies the call changed) and
+    /// now allows it without asking; `redecided`: the new decision, for the audit.
+    Pass {
+        facts: ToolFacts,
+        auto: bool,
+        redecided: Option<String>,
+    },
+    /// Drop it: the call is hidden already.
+    Drop,
+    /// Drop it and hide the call from now on; audit it as denied by governance for `reason`.
+    /// `close`: the editor saw the call, tell it the call failed.
+    Hide {
+        facts: ToolFacts,
+        reason: String,
+        close: bool,
+    },
+}
+
+/// What to do with one replayed update.
+#[derive(Debug)]
+pub(super) enum Replayed {
+    /// Forward it.
+    Pass,
+    /// Drop it, for `reason` (audited as a drop).
+    Drop { reason: String },
+}
+
+/// Governance's answer to a permission request of the agent's, decided on the call as the
+/// editor would show it once the request's `toolCall` is applied to what it was shown.
+#[derive(Debug)]
+pub(super) struct Permission {
+    pub(super) facts: ToolFacts,
+    pub(super) decision: Decision,
+    /// The editor had been shown the call that is now denied: tell it the call failed.
+    pub(super) close: bool,
+    /// The call was hidden before (its denial is audited already).
+    pub(super) hidden_before: bool,
+}
+
+/// Whether the editor's answer to a permission request still applies.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// Pass it on.
+    Applies,
+    /// The call was hidden while the editor was asked (its denial is already audited).
+    Hidden,
+    /// What identifies the call changed while the editor was asked: the answer was about
+    /// another call.
+    Changed,
+    /// The call is over (its turn ended) and forgotten.
+    Gone,
+}
+
+/// The tool calls of every session.
+#[derive(Debug, Default)]
+pub(super) struct Gate {
+    calls: HashMap<(String, String), Call>,
+}
+
+/// `toolCallId` and the identifying fields of an update or a permission's `toolCall`.
+fn identity(id: &str, update: &Map<String, Value>) -> Map<String, Value> {
+    let mut fields: Map<String, Value> = IDENTITY
+        .iter()
+        .filter_map(|key| update.get(*key).map(|value| ((*key).to_string(), value.clone())))
+        .collect();
+    fields.insert("toolCallId".into(), Value::String(id.to_string()));
+    fields
+}
+
+/// `fields` with the identifying fields `update` carries put over them (a
+/// `tool_call_update`'s fields replace the call's, the others stay).
+fn overlay(fields: &Map<String, Value>, update: &Map<String, Value>) -> Map<String, Value> {
+    let mut merged = fields.clone();
+    for key in IDENTITY {
+        if let Some(value) = update.get(key) {
+            merged.insert(key.to_string(), value.clone());
+        }
+    }
+    merged
+}
+
+fn facts_of(fields: &Map<String, Value>) -> ToolFacts {
+    let value = Value::Object(fields.clone());
+    ToolFacts::of(&value).unwrap_or(ToolFacts {
+        id: String::new(),
+        tool: None,
+        kind: None,
+        arguments: None,
+        status: None,
+        output: None,
+    })
+}
+
+/// Whether two views of a call are the same call for governance: tool, kind and arguments.
+fn same(a: &ToolFacts, b: &ToolFacts) -> bool {
+    a.tool == b.tool && a.kind == b.kind && a.arguments == b.arguments
+}
+
+fn tool_name(facts: &ToolFacts) -> &str {
+    facts.tool.as_deref().unwrap_or("unknown")
+}
+
+/// What a decision is called in the audit.
+fn decision_name(decision: &Decision) -> String {
+    match decision {
+        Decision::Allow => "allow".into(),
+        Decision::Ask => "ask".into(),
+        Decision::Deny(reason) => format!("deny: {reason}"),
+    }
+}
+
+impl Gate {
+    /// A live `tool_call` (`is_new`) or `tool_call_update` of call `id` in `session`.
+    pub(super) fn live(
+        &mut self,
+        session: &str,
+        id: &str,
+        update: &Map<String, Value>,
+        is_new: bool,
+        decide: impl Fn(&ToolFacts) -> Decision,
+    ) -> Live {
+        let key = (session.to_string(), id.to_string());
+        let mut auto = false;
+        let mut redecided = None;
+        let call = match self.calls.get_mut(&key) {
+            Some(call) if call.state == State::Hidden => return Live::Drop,
+            Some(call) => {
+                let before = call.facts();
+                call.fields = if is_new {
+                    // A call announced again is described again, whole.
+                    identity(id, update)
+                } else {
+                    overlay(&call.fields, update)
+                };
+                call.replayed = false;
+                let after = call.facts();
+                if !same(&before, &after) {
+                    let decision = decide(&after);
+                    redecided = Some(decision_name(&decision));
+                    match decision {
+                        Decision::Deny(reason) => {
+                            let close = call.shown;
+                            call.hide();
+                            return Live::Hide {
+                                reason: format!(
+                                    "policy violation: the agent turned the tool call into `{}`, which governance denies ({reason})",
+                                    tool_name(&after)
+                                ),
+                                facts: after,
+                                close,
+                            };
+                        }
+                        Decision::Allow => {
+                            if call.state == State::NeedsApproval {
+                                call.state = State::Allowed;
+                                auto = true;
+                            } else if call.state == State::Allowed {
+                                auto = true;
+                            }
+                        }
+                        Decision::Ask => {
+                            // An approval was for what the call was; a rejection stays.
+                            if matches!(call.state, State::Allowed | State::Approved) {
+                                call.state = State::NeedsApproval;
+                            }
+                        }
+                    }
+                }
+                call
+            }
+            None if !is_new => {
+                let facts = facts_of(&identity(id, update));
+                let mut call = Call {
+                    fields: identity(id, update),
+                    state: State::Hidden,
+                    shown: false,
+                    replayed: false,
+                };
+                call.hide();
+                self.calls.insert(key, call);
+                return Live::Hide {
+                    facts,
+                    reason: "policy violation: an update for a tool call the agent never announced".into(),
+                    close: false,
+                };
+            }
+            None => {
+                let fields = identity(id, update);
+                let facts = facts_of(&fields);
+                let state = match decide(&facts) {
+                    Decision::Allow => State::Allowed,
+                    Decision::Ask => State::NeedsApproval,
+                    Decision::Deny(reason) => {
+                        let mut call = Call {
+                            fields,
+                            state: State::Hidden,
+                            shown: false,
+                            replayed: false,
+                        };
+                        call.hide();
+                        self.calls.insert(key, call);
+                        return Live::Hide {
+                            facts,
+                            reason,
+                            close: false,
+                        };
+                    }
+                };
+                self.calls.entry(key).or_insert(Call {
+                    fields,
+                    state,
+                    shown: false,
+                    replayed: false,
+                })
+            }
+        };
+        let status = update.get("status").and_then(Value::as_str);
+        let output = update.contains_key("rawOutput");
+        let violation = match call.state {
+            State::NeedsApproval if output || matches!(status, Some("in_progress" | "completed" | "failed")) => {
+                Some("policy violation: the agent ran it without the approval governance requires")
+            }
+            State::Rejected if matches!(status, Some("in_progress" | "completed")) => {
+                Some("policy violation: the agent ran it after it was rejected")
+            }
+            _ => None,
+        };
+        let facts = call.facts();
+        if let Some(reason) = violation {
+            let close = call.shown;
+            call.hide();
+            return Live::Hide {
+                facts,
+                reason: reason.into(),
+                close,
+            };
+        }
+        call.shown = true;
+        Live::Pass { facts, auto, redecided }
+    }
+
+    /// A `tool_call` (`is_new`) or `tool_call_update` replayed by `session/load`.
+    pub(super) fn replayed(
+        &mut self,
+        session: &str,
+        id: &str,
+        update: &Map<String, Value>,
+        is_new: bool,
+        decide: impl Fn(&ToolFacts) -> Decision,
+    ) -> Replayed {
+        let key = (session.to_string(), id.to_string());
+        let fields = match self.calls.get(&key) {
+            Some(call) if call.state == State::Hidden => {
+                return Replayed::Drop {
+                    reason: "a replayed update of a tool call governance hid".into(),
+                };
+            }
+            Some(call) if !is_new => overlay(&call.fields, update),
+            Some(_) => identity(id, update),
+            None if !is_new => {
+                let mut call = Call {
+                    fields: identity(id, update),
+                    state: State::Hidden,
+                    shown: false,
+                    replayed: true,
+                };
+                call.hide();
+                self.calls.insert(key, call);
+                return Replayed::Drop {
+                    reason: "a replayed update for a tool call the history never announced".into(),
+                };
+            }
+            None => identity(id, update),
+        };
+        let facts = facts_of(&fields);
+        let changed = self.calls.get(&key).is_none_or(|call| !same(&call.facts(), &facts));
+        let denied = match changed.then(|| decide(&facts)) {
+            Some(Decision::Deny(reason)) => Some(reason),
+            _ => None,
+        };
+        let call = self.calls.entry(key).or_insert(Call {
+            fields: Map::new(),
+            state: State::Allowed,
+            shown: false,
+            replayed: true,
+        });
+        call.fields = fields;
+        if let Some(reason) = denied {
+            call.hide();
+            return Replayed::Drop {
+                reason: format!(
+                    "a replayed tool call `{}` governance denies: {reason}",
+                    tool_name(&facts)
+                ),
+            };
+        }
+        call.shown = true;
+        Replayed::Pass
+    }
+
+    /// A `session/request_permission` of the agent's about call `id`, whose `toolCall` is
+    /// `tool_call`: governance decides on the call as it stands once `tool_call` is applied.
+    pub(super) fn permission(
+        &mut self,
+        session: &str,
+        id: &str,
+        tool_call: &Map<String, Value>,
+        decide: impl Fn(&ToolFacts) -> Decision,
+    ) -> Permission {
+        let key = (session.to_string(), id.to_string());
+        let call = match self.calls.get_mut(&key) {
+            Some(call) if call.state == State::Hidden => {
+                return Permission {
+                    facts: facts_of(&identity(id, tool_call)),
+                    decision: Decision::Deny("governance denies this tool".into()),
+                    close: false,
+                    hidden_before: true,
+                };
+            }
+            Some(call) => {
+                call.fields = overlay(&call.fields, tool_call);
+                call.replayed = false;
+                call
+            }
+            None => self.calls.entry(key).or_insert(Call {
+                fields: identity(id, tool_call),
+                state: State::NeedsApproval,
+                shown: false,
+                replayed: false,
+            }),
+        };
+        let facts = call.facts();
+        let decision = decide(&facts);
+        let mut close = false;
+        match &decision {
+            Decision::Allow => call.state = State::Approved,
+            Decision::Ask => {
+                call.state = State::NeedsApproval;
+                // The request shows the editor the call.
+                call.shown = true;
+            }
+            Decision::Deny(_) => {
+                close = call.shown;
+                call.hide();
+            }
+        }
+        Permission {
+            facts,
+            decision,
+            close,
+            hidden_before: false,
+        }
+    }
+
+    /// Whether the editor's answer to the permission request about `asked` still applies;
+    /// if it does, the call is `approved` or rejected from now on.
+    pub(super) fn answered(&mut self, session: &str, asked: &ToolFacts, approved: bool) -> Answer {
+        let key = (session.to_string(), asked.id.clone());
+        let Some(call) = self.calls.get_mut(&key) else {
+            return Answer::Gone;
+        };
+        if call.state == State::Hidden {
+            return Answer::Hidden;
+        }
+        if !same(&call.facts(), asked) {
+            return Answer::Changed;
+        }
+        call.state = if approved { State::Approved } else { State::Rejected };
+        Answer::Applies
+    }
+
+    /// A permission request about `id` was rejected without the editor (a timeout, the
+    /// editor gone): the call may only fail from now on.
+    pub(super) fn rejected(&mut self, session: &str, id: &str) {
+        if let Some(call) = self.calls.get_mut(&(session.to_string(), id.to_string()))
+            && call.state != State::Hidden
+        {
+            call.state = State::Rejected;
+        }
+    }
+
+    /// The turn of `session` ended: its calls are forgotten, except which ones are hidden.
+    pub(super) fn turn_ended(&mut self, session: &str) {
+        self.calls
+            .retain(|(s, _), call| s != session || call.state == State::Hidden);
+    }
+
+    /// The `session/load` of `session` was answered: the replayed calls are forgotten.
+    pub(super) fn load_answered(&mut self, session: &str) {
+        self.calls.retain(|(s, _), call| s != session || !call.replayed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        }
+    }
+
+    /// `read-file` runs, `write-file` asks, the rest is denied.
+    fn decide(facts: &ToolFacts) -> Decision {
+        match facts.tool.as_deref() {
+            Some("read-file") => Decision::Allow,
+            Some("write-file") => Decision::Ask,
+            other => Decision::Deny(format!("{other:?} is not allowed")),
+        }
+    }
+
+    #[test]
+    fn a_call_renamed_to_a_denied_tool_is_hidden_and_stays_hidden() {
+        let mut gate = Gate::default();
+        let announced = gate.live("s", "c", &object(json!({"title": "read-file"})), true, decide);
+        assert!(matches!(announced, Live::Pass { .. }), "{announced:?}");
+        let renamed = gate.live("s", "c", &object(json!({"title": "delete-repo"})), false, decide);
+        assert!(matches!(renamed, Live::Hide { close: true, .. }), "{renamed:?}");
+        let later = gate.live("s", "c", &object(json!({"title": "read-file"})), true, decide);
+        assert!(matches!(later, Live::Drop), "{later:?}");
+        let asked = gate.permission("s", "c", &object(json!({"title": "read-file"})), decide);
+        assert!(matches!(asked.decision, Decision::Deny(_)), "{asked:?}");
+    }
+
+    #[test]
+    fn an_approval_covers_the_call_it_was_given_for_only() {
+        let mut gate = Gate::default();
+        gate.live(
+            "s",
+            "c",
+            &object(json!({"title": "write-file", "rawInput": {"p": 1}})),
+            true,
+            decide,
+        );
+        let asked = gate.permission("s", "c", &object(json!({})), decide);
+        assert_eq!(asked.decision, Decision::Ask);
+        assert_eq!(gate.answered("s", &asked.facts, true), Answer::Applies);
+        let ran = gate.live("s", "c", &object(json!({"status": "in_progress"})), false, decide);
+        assert!(matches!(ran, Live::Pass { .. }), "{ran:?}");
+        // Other arguments: another call, which needs its own approval.
+        let other = gate.live(
+            "s",
+            "c",
+            &object(json!({"rawInput": {"p": 2}, "status": "completed", "rawOutput": 1})),
+            false,
+            decide,
+        );
+        assert!(matches!(other, Live::Hide { close: true, .. }), "{other:?}");
+    }
+
+    #[test]
+    fn an_answer_about_a_call_that_changed_meanwhile_does_not_apply() {
+        let mut gate = Gate::default();
+        let asked = gate.permission("s", "c", &object(json!({"title": "write-file", "rawInput": 1})), decide);
+        gate.live("s", "c", &object(json!({"rawInput": 2})), false, decide);
+        assert_eq!(gate.answered("s", &asked.facts, true), Answer::Changed);
+    }
+
+    #[test]
+    fn a_rejected_call_may_only_fail() {
+        let mut gate = Gate::default();
+        gate.live("s", "c", &object(json!({"title": "write-file"})), true, decide);
+        gate.rejected("s", "c");
+        let failed = gate.live(
+            "s",
+            "c",
+            &object(json!({"status": "failed", "rawOutput": "no"})),
+            false,
+            decide,
+        );
+        assert!(matches!(failed, Live::Pass { .. }), "{failed:?}");
+        let ran = gate.live("s", "c", &object(json!({"status": "completed"})), false, decide);
+        assert!(matches!(ran, Live::Hide { .. }), "{ran:?}");
+    }
+
+    #[test]
+    fn replayed_calls_are_forgotten_after_the_load_and_hidden_ones_after_nothing() {
+        let mut gate = Gate::default();
+        gate.live("s", "hidden", &object(json!({"title": "delete-repo"})), true, decide);
+        gate.turn_ended("s");
+        let again = gate.replayed("s", "hidden", &object(json!({"title": "read-file"})), true, decide);
+        assert!(matches!(again, Replayed::Drop { .. }), "{again:?}");
+        let old = gate.replayed("s", "old", &object(json!({"title": "read-file"})), true, decide);
+        assert!(matches!(old, Replayed::Pass), "{old:?}");
+        gate.load_answered("s");
+        let live = gate.live("s", "old", &object(json!({"status": "completed"})), false, decide);
+        assert!(matches!(live, Live::Hide { close: false, .. }), "{live:?}");
+    }
+}
