@@ -962,3 +962,38 @@ async fn a_duplicate_id_from_the_agent_is_refused_and_the_first_request_reaches_
     assert!(editor.next_or_end().await.is_none());
     assert!(task.await.unwrap().is_ok());
 }
+
+/// Issue #23.17, for the bridge: an editor that stops reading (but keeps its side open) got a
+/// bridge that read on and answered nothing. Past the write timeout the bridge now closes the
+/// connection, stops its agent, and says why.
+#[tokio::test]
+async fn an_editor_that_stops_reading_gets_its_connection_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = BridgeOptions {
+        write_timeout: Duration::from_millis(200),
+        ..BridgeOptions::default()
+    };
+    let (mut editor, task) = start_with(dir.path(), options);
+    initialize_and_open(&mut editor).await;
+    // Thousands of requests the bridge answers itself (a second `initialize`), their answers
+    // far more than the pipe holds, and the editor reads none of them. Written from a task of
+    // its own: once the bridge stops reading, these writes would block.
+    let mut to_bridge = editor.to_bridge.take().unwrap();
+    let writer = tokio::spawn(async move {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}});
+        let line = format!("{request}\n");
+        for _ in 0..20_000 {
+            if to_bridge.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        to_bridge
+    });
+    let outcome = tokio::time::timeout(Duration::from_secs(20), task)
+        .await
+        .expect("the bridge stopped instead of reading on")
+        .unwrap();
+    let error = outcome.expect_err("an editor given up on is an error");
+    assert!(error.to_string().contains("stopped reading"), "{error}");
+    writer.abort();
+}

@@ -42,6 +42,8 @@ pub(super) enum RelayError {
     Spawn(String),
     /// The agent went away while the editor was still connected.
     AgentExited(String),
+    /// The editor stopped reading (for the write timeout) without closing its side.
+    EditorStoppedReading,
 }
 
 impl std::fmt::Display for RelayError {
@@ -49,6 +51,9 @@ impl std::fmt::Display for RelayError {
         match self {
             RelayError::Spawn(reason) => write!(f, "the downstream agent could not be started: {reason}"),
             RelayError::AgentExited(reason) => write!(f, "the downstream agent went away: {reason}"),
+            RelayError::EditorStoppedReading => {
+                f.write_str("the editor stopped reading our messages; the connection was closed")
+            }
         }
     }
 }
@@ -204,6 +209,13 @@ where
         () = &mut agent_loop => {
             let reason = relay.agent_gone().await;
             Err(RelayError::AgentExited(reason))
+        }
+        // The editor stopped reading (the writer gave up): nothing more can reach it, so
+        // reading on would only take requests that can never be answered. Stop, as a server
+        // does, so the editor sees end of file.
+        () = relay.up.closed() => {
+            tracing::warn!("the editor stopped reading; closing the connection");
+            Err(RelayError::EditorStoppedReading)
         }
     };
     drop(agent_loop);
