@@ -969,7 +969,9 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
         );
         return false;
     };
-    let decide = |facts: &ToolFacts| relay.oversight.decide(&session, facts);
+    // What the agent runs is classified by what it reports (showing it approves nothing);
+    // its permission requests, below, are decided without its word on the kind.
+    let decide = |facts: &ToolFacts| relay.oversight.classify(&session, facts);
     // History replayed by a `session/load` is not live: not audited as tool calls, and gated
     // on governance alone (it reports calls that ran before this connection).
     let replaying = lock(&relay.to_agent)

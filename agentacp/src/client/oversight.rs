@@ -118,6 +118,13 @@ impl Oversight {
         self.decide_with_kind(session, facts, None)
     }
 
+    /// Governance's decision on a tool call the agent runs or announced, judged by what it
+    /// reports, its `kind` included. For classifying what already happens — what a bridge
+    /// shows the editor, how an unasked call is audited — never for approving anything.
+    pub(crate) fn classify(&self, session: &str, facts: &ToolFacts) -> Decision {
+        self.decide_with_kind(session, facts, facts.kind)
+    }
+
     fn decide_with_kind(&self, session: &str, facts: &ToolFacts, kind: Option<ToolKind>) -> Decision {
         let Some(governance) = &self.governance else {
             return Decision::Ask;
