@@ -198,19 +198,41 @@ fn sandbox_root(spec: &OperatorSpec) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The workspace root, opened once for the whole connection: `AGENTACP_WORKSPACE_ROOT` (or
-/// [`ServerOptions::workspace_root`]), else the sandbox's workspace mount at tier sandboxed,
-/// else the home directory. With none of them, there is no root and every session is refused
-/// (never the whole file system).
+/// The workspace root, opened once for the whole connection. In order:
+/// 1. at tier sandboxed, the sandbox's workspace mount — which `AGENTACP_WORKSPACE_ROOT` (or
+///    [`ServerOptions::workspace_root`]) may narrow to a folder inside it, never widen: a root
+///    outside the mount refuses every session, saying so;
+/// 2. `AGENTACP_WORKSPACE_ROOT` / [`ServerOptions::workspace_root`];
+/// 3. the home directory.
+///
+/// With none of them there is no root and every session is refused (never the whole file
+/// system). The choice is logged at `info`, a narrowed sandbox at `warn`.
 fn open_workspace_root(spec: &OperatorSpec, options: &ServerOptions) -> std::result::Result<Workspace, String> {
-    let root = options
-        .workspace_root
-        .clone()
-        .or_else(|| sandbox_root(spec))
-        .or_else(home)
-        .ok_or_else(|| {
-            "no workspace root: set AGENTACP_WORKSPACE_ROOT to the folder sessions may use (HOME is unset)".to_string()
-        })?;
+    let configured = options.workspace_root.as_deref();
+    if let Some(mount) = sandbox_root(spec) {
+        let Some(root) = configured else {
+            tracing::info!(root = %mount.display(), "the workspace root is the sandbox's workspace mount");
+            return Workspace::open(&mount);
+        };
+        let mount = Workspace::open(&mount)?;
+        let root = Workspace::open(root)?;
+        if !root.root_path().starts_with(mount.root_path()) {
+            return Err(format!(
+                "AGENTACP_WORKSPACE_ROOT `{}` is outside the sandbox's workspace mount `{}`: at tier sandboxed it may only narrow the mount",
+                root.root_path().display(),
+                mount.root_path().display()
+            ));
+        }
+        tracing::warn!(
+            mount = %mount.root_path().display(),
+            root = %root.root_path().display(),
+            "AGENTACP_WORKSPACE_ROOT narrows the sandbox's workspace mount"
+        );
+        return Ok(root);
+    }
+    let root = configured.map(Path::to_path_buf).or_else(home).ok_or_else(|| {
+        "no workspace root: set AGENTACP_WORKSPACE_ROOT to the folder sessions may use (HOME is unset)".to_string()
+    })?;
     Workspace::open(&root)
 }
 
@@ -342,3 +364,55 @@ pub trait Serve: Operator + Sized {
 }
 
 impl<O: Operator> Serve for O {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sandboxed spec whose SANDBOX.md mounts the workspace at `mount`.
+    fn sandboxed(mount: &Path) -> &'static OperatorSpec {
+        let sandbox = serde_json::json!({"mounts": [{"source": "workspace", "at": mount}]}).to_string();
+        Box::leak(Box::new(OperatorSpec {
+            manifest_path: "ACP.md",
+            name: "s",
+            id: "s",
+            version: "0.1.0",
+            tier: "sandboxed",
+            acp_rev: "0fc18323",
+            protocol_version: 1,
+            kind: "server",
+            initialize_response: "{}",
+            initialize_request: "{}",
+            load_session: false,
+            operator: None,
+            governance: None,
+            sandbox: Some(Box::leak(sandbox.into_boxed_str())),
+            audit: AuditTarget::Off,
+        }))
+    }
+
+    /// Issue #13.5: at tier sandboxed, `AGENTACP_WORKSPACE_ROOT` replaced the sandbox's mount,
+    /// widening the sandbox unseen. It may narrow the mount, never widen it.
+    #[test]
+    fn the_workspace_root_may_narrow_a_sandbox_mount_but_never_widen_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = dir.path().join("mount");
+        std::fs::create_dir_all(mount.join("project")).unwrap();
+        let spec = sandboxed(&mount);
+        let root = |configured: Option<PathBuf>| {
+            let options = ServerOptions {
+                workspace_root: configured,
+                ..ServerOptions::default()
+            };
+            open_workspace_root(spec, &options)
+        };
+        let mount = mount.canonicalize().unwrap();
+        assert_eq!(root(None).unwrap().root_path(), mount);
+        assert_eq!(
+            root(Some(mount.join("project"))).unwrap().root_path(),
+            mount.join("project")
+        );
+        let error = root(Some(dir.path().to_path_buf())).unwrap_err();
+        assert!(error.contains("outside the sandbox's workspace mount"), "{error}");
+    }
+}
