@@ -6,6 +6,8 @@
 //! in a session folder three levels below the root, the median time per operation of each
 //! method over 9 rounds, and their ratio.
 
+#![allow(clippy::print_stdout, reason = "a benchmark reports its figures on stdout")]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

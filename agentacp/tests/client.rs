@@ -1290,8 +1290,7 @@ async fn session_load_is_refused_locally_when_the_agent_does_not_offer_it() {
         let error = client
             .load_session(&session, &dirs.workspace)
             .await
-            .err()
-            .expect("refused");
+            .expect_err("refused");
         assert!(error.to_string().contains("loadSession"), "{error}");
         client.close().await;
         assert!(

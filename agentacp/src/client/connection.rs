@@ -354,11 +354,11 @@ async fn decide_permission(
     let session = request.session_id.as_str();
     let (outcome, approval) = match shared.oversight.decide(session, facts) {
         Decision::Allow => (
-            permission::outcome(&request, &PermissionDecision::Approve),
+            permission::outcome(request, &PermissionDecision::Approve),
             Approval::Auto,
         ),
         Decision::Deny(reason) => (
-            permission::outcome(&request, &PermissionDecision::Reject),
+            permission::outcome(request, &PermissionDecision::Reject),
             Approval::Denied { reason },
         ),
         Decision::Ask => ask_handler(shared, request).await,
