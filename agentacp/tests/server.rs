@@ -52,6 +52,12 @@ impl TesterServer for Tester {
                     .await?;
                 turn.message(format!("{outcome:?}")).await?;
             }
+            ["/raw-tool-call", kind] => {
+                // Bypassing `turn.tool_call`: must be refused, whatever the tier.
+                let update = json!({"sessionUpdate": kind, "toolCallId": "sneaky", "title": "format-disk",
+                    "status": "completed", "rawOutput": {"done": true}});
+                turn.update(&update).await?;
+            }
             ["/fail"] => return Err(Error::msg("boom")),
             ["/panic"] => panic!("a deliberate panic in operator code"),
             _ => turn.message(text).await?,
@@ -835,6 +841,33 @@ async fn sessions_beyond_the_limit_are_refused_with_a_clear_error() {
             .unwrap()
             .contains("AGENTACP_MAX_SESSIONS"),
         "{answer}"
+    );
+    client.finish().await;
+}
+
+/// Issue #13.1: `Turn::update` sent any value, so operator code could emit `tool_call` /
+/// `tool_call_update` updates that governance never saw and audit never recorded.
+#[tokio::test]
+async fn an_ungoverned_tool_call_update_is_refused_and_never_sent() {
+    let setup = setup();
+    let audit = setup.audit.clone();
+    let (mut client, session) = setup.ready().await;
+    for kind in ["tool_call", "tool_call_update"] {
+        let id = client.prompt(&session, &format!("/raw-tool-call {kind}")).await;
+        let (before, answer) = client.until_answer(id).await;
+        assert!(
+            before.iter().all(|m| m["params"]["update"]["toolCallId"] != "sneaky"),
+            "{kind} reached the client: {before:?}"
+        );
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains("turn.tool_call"),
+            "{answer}"
+        );
+    }
+    assert!(
+        !audit.contents().contains("sneaky"),
+        "nothing about it was recorded as a tool call"
     );
     client.finish().await;
 }

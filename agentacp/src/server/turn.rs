@@ -185,9 +185,23 @@ impl<'t, T: Tier> Turn<'t, T> {
         self.scope.send(text_chunk("agent_thought_chunk", text.as_ref())).await
     }
 
-    /// Sends any `session/update` of the pinned revision, e.g. `wire::SessionUpdate::Plan(..)`.
+    /// Sends a `session/update` of the pinned revision, e.g. `wire::SessionUpdate::Plan(..)`.
+    ///
+    /// Except tool calls: a `tool_call` or `tool_call_update` sent this way would bypass
+    /// governance and audit, so it is refused at every tier — logged, never sent, and an
+    /// error for the operator. Tool calls go through [`Turn::tool_call`] (governed tiers only).
     pub async fn update(&mut self, update: &impl Serialize) -> Result<()> {
         let text = serde_json::to_string(update)?;
+        if let Some(kind) = tool_call_update_kind(&text) {
+            tracing::error!(
+                session = self.scope.session.id(),
+                kind,
+                "refused an ungoverned `{kind}` update from operator code; use turn.tool_call"
+            );
+            return Err(Error::msg(format!(
+                "a `{kind}` update cannot be sent with `Turn::update`: tool calls are governed and audited, use `turn.tool_call` (tier governance-aware and up)"
+            )));
+        }
         self.scope.send(text).await
     }
 
@@ -214,6 +228,21 @@ impl<'t, T: Tier> Turn<'t, T> {
         T: SandboxedTier,
     {
         self.scope.session.mcp_servers()
+    }
+}
+
+/// `tool_call` or `tool_call_update` when the update object's `sessionUpdate` says so.
+fn tool_call_update_kind(update: &str) -> Option<&'static str> {
+    #[derive(serde::Deserialize)]
+    struct Tag<'a> {
+        #[serde(rename = "sessionUpdate", borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let tag: Tag<'_> = serde_json::from_str(update).ok()?;
+    match tag.kind.as_deref() {
+        Some("tool_call") => Some("tool_call"),
+        Some("tool_call_update") => Some("tool_call_update"),
+        _ => None,
     }
 }
 
