@@ -56,6 +56,8 @@ codes! {
     NotAMapping = "ACP010", Error, "frontmatter is not a mapping";
     /// Complex keys, undefined aliases, alias bombs.
     UnsupportedYaml = "ACP011", Error, "unsupported YAML construct";
+    /// Lists and mappings nested deeper than the parser allows.
+    NestingTooDeep = "ACP012", Error, "YAML nested too deeply";
 
     /// A required field is absent.
     MissingField = "ACP100", Error, "missing required field";
