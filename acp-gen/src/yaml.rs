@@ -190,6 +190,8 @@ enum Frame {
     },
     Mapping {
         entries: Vec<Entry>,
+        /// Each key's index in `entries`, so a duplicate is found without a scan.
+        keys: HashMap<String, usize>,
         pending_key: Option<(String, Range<usize>)>,
         /// A complex key being skipped: its value is dropped too.
         skip_value: bool,
@@ -260,6 +262,7 @@ impl Builder<'_> {
             Event::MappingStart(anchor, _) => self.enter(
                 Frame::Mapping {
                     entries: Vec::new(),
+                    keys: HashMap::new(),
                     pending_key: None,
                     skip_value: false,
                     start: range.start,
@@ -349,6 +352,7 @@ impl Builder<'_> {
             Some(Frame::Sequence { items, .. }) => items.push(node),
             Some(Frame::Mapping {
                 entries,
+                keys,
                 pending_key,
                 skip_value,
                 ..
@@ -367,14 +371,15 @@ impl Builder<'_> {
                     ));
                     return Ok(());
                 };
-                if let Some(first) = entries.iter().find(|e| e.key == key) {
-                    let first_span = first.key_span.clone();
+                if let Some(&first) = keys.get(&key) {
+                    let first_span = entries[first].key_span.clone();
                     self.diagnostics.push(
                         Diagnostic::new(Code::DuplicateKey, key_span, format!("duplicate key `{key}`"))
                             .with_label(first_span, "first defined here")
                             .with_help("remove one of the two; the first one is used"),
                     );
                 } else {
+                    keys.insert(key.clone(), entries.len());
                     entries.push(Entry {
                         key,
                         key_span,
