@@ -99,6 +99,18 @@ impl SourceFile {
             .map_or(rest.len(), |(i, _)| i)
     }
 
+    /// The byte range of the whole lines `range` touches, with the last one's line ending
+    /// (`range` is clamped to the text).
+    pub fn lines_covering(&self, range: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        let line_of = |offset: usize| self.line_starts.partition_point(|&start| start <= offset) - 1;
+        let start = self.line_starts[line_of(range.start.min(self.text.len()))];
+        let end = self
+            .line_starts
+            .get(line_of(range.end.min(self.text.len())) + 1)
+            .map_or(self.text.len(), |&next| next);
+        start..end
+    }
+
     /// The byte range of the 1-based `line`, without its line ending.
     pub fn line_range(&self, line: usize) -> std::ops::Range<usize> {
         let start = self.offset_of(line, 0);
