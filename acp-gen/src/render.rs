@@ -77,7 +77,10 @@ pub fn human(source: &SourceFile, diagnostic: &Diagnostic, color: bool) -> Strin
     let whole = source.lines_covering(all.fold(diagnostic.span.clone(), |a, b| a.start.min(b.start)..a.end.max(b.end)));
     let first_line = source.lines_covering(diagnostic.span.start..diagnostic.span.start);
     let mut notes = Vec::new();
-    let mut group = if whole.len() <= MAX_EXCERPT {
+    let mut group = if source.text().is_empty() {
+        // A file that was not read (too large, not a regular file): its position alone.
+        group.element(Origin::path(path).line(1).char_column(1))
+    } else if whole.len() <= MAX_EXCERPT {
         let labels = diagnostic.labels.iter().map(|label| {
             AnnotationKind::Context
                 .span(shift(&label.span, whole.start))

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use acp_gen::Code;
+use acp_gen::document::MAX_FILE_BYTES;
 use acp_gen::manifest::check_file;
 use acp_gen::yaml::MAX_DEPTH;
 
@@ -193,4 +194,180 @@ fn the_deepest_allowed_nesting_is_checked_explained_and_expanded_on_a_small_stac
             assert_eq!(codes, vec![Code::NestingTooDeep]);
         },
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 15: file size and kind.
+
+/// Writes `head` at the start of a file of `size` bytes (sparse: the rest takes no disk).
+fn sparse(path: &Path, head: &str, size: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, head).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+}
+
+/// The codes `check_file` reports for `path`.
+fn codes(path: &Path) -> Vec<Code> {
+    check_file(path).unwrap().diagnostics.iter().map(|d| d.code).collect()
+}
+
+#[test]
+fn a_manifest_one_byte_over_the_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let at_limit = write_manifest(dir.path(), "deep", "a: 1\n");
+    let text = std::fs::read_to_string(&at_limit).unwrap();
+    let padding = MAX_FILE_BYTES as usize - text.len();
+    std::fs::write(&at_limit, text.clone() + &"x".repeat(padding)).unwrap();
+    assert!(!codes(&at_limit).contains(&Code::FileTooLarge));
+    std::fs::write(&at_limit, text + &"x".repeat(padding + 1)).unwrap();
+    assert_eq!(codes(&at_limit), vec![Code::FileTooLarge]);
+    let checked = check_file(&at_limit).unwrap();
+    assert!(checked.document.source.text().is_empty(), "nothing of it is kept");
+}
+
+#[test]
+fn lint_and_explain_refuse_a_3_gb_manifest_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge/ACP.md");
+    sparse(&path, "---\na: [", 3 << 30);
+    for command in ["lint", "explain"] {
+        let output = scaffold_aip(&[command.as_ref(), path.as_ref()]);
+        assert_reported(&output, Code::FileTooLarge);
+        let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+        assert!(text.contains("3221225472 bytes"), "{text}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn lint_and_explain_refuse_dev_zero() {
+    for command in ["lint", "explain"] {
+        let output = scaffold_aip(&[command.as_ref(), "/dev/zero".as_ref()]);
+        assert_reported(&output, Code::NotARegularFile);
+        let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+        assert!(
+            text.contains("/dev/zero:1:1") && text.contains("a character device"),
+            "{text}"
+        );
+    }
+}
+
+/// Makes a FIFO at `path` with `mkfifo`.
+#[cfg(target_os = "linux")]
+fn mkfifo(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Runs `scaffold-aip args` while a writer offers `text` on the FIFO at `fifo`: a reader that
+/// opens it gets the text and its end, so a command that reads the FIFO finishes (with the
+/// wrong answer) instead of hanging. Linux: opening a FIFO read-write never blocks, which is
+/// how the writer is let go when nothing opened the FIFO.
+#[cfg(target_os = "linux")]
+fn with_fifo_writer(fifo: &Path, text: &'static str, args: &[&std::ffi::OsStr]) -> Output {
+    use std::io::Write;
+    let writer = {
+        let fifo = fifo.to_path_buf();
+        std::thread::spawn(move || {
+            if let Ok(mut file) = std::fs::OpenOptions::new().write(true).open(fifo) {
+                let _ = file.write_all(text.as_bytes());
+            }
+        })
+    };
+    let output = scaffold_aip(args);
+    let release = std::fs::OpenOptions::new().read(true).write(true).open(fifo).unwrap();
+    writer.join().unwrap();
+    drop(release);
+    output
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn lint_and_explain_refuse_a_fifo_instead_of_waiting_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo/ACP.md");
+    mkfifo(&fifo);
+    for command in ["lint", "explain"] {
+        let output = with_fifo_writer(&fifo, "---\na: 1\n---\n", &[command.as_ref(), fifo.as_ref()]);
+        assert_reported(&output, Code::NotARegularFile);
+    }
+    // Found while searching a folder, too.
+    let output = scaffold_aip(&["lint".as_ref(), dir.path().as_ref()]);
+    assert_reported(&output, Code::NotARegularFile);
+}
+
+/// A valid client manifest in `dir/refs-case` whose operator ref is `operator`.
+fn with_operator_ref(dir: &Path, operator: &str) -> PathBuf {
+    let yaml =
+        valid_with("refs-case", "").replace("kind: client", "kind: server") + &format!("    operator: {operator}\n");
+    write_manifest(dir, "refs-case", &yaml)
+}
+
+#[test]
+fn a_2_gb_ref_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = with_operator_ref(dir.path(), "./OPERATOR.md");
+    sparse(&manifest.with_file_name("OPERATOR.md"), "---\nname: O\n", 2 << 30);
+    let output = scaffold_aip(&["lint".as_ref(), manifest.as_ref()]);
+    assert_reported(&output, Code::RefUnreadable);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("is 2147483648 bytes"), "{text}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn refs_to_a_fifo_or_a_device_are_refused_instead_of_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = with_operator_ref(dir.path(), "./OPERATOR.md");
+    mkfifo(&manifest.with_file_name("OPERATOR.md"));
+    let text = "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile: {role: r}\n---\n";
+    let output = with_fifo_writer(
+        &manifest.with_file_name("OPERATOR.md"),
+        text,
+        &["lint".as_ref(), manifest.as_ref()],
+    );
+    assert_reported(&output, Code::RefUnreadable);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("is a FIFO"));
+
+    let manifest = with_operator_ref(dir.path(), "../../../../../../../../../../dev/zero");
+    assert_eq!(codes(&manifest), vec![Code::RefUnreadable]);
+}
+
+#[test]
+fn macro_expansion_refuses_an_oversized_manifest_without_including_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge/ACP.md");
+    sparse(&path, "---\nname: huge\n", MAX_FILE_BYTES + 1);
+    let location = acp_gen::operator::Location {
+        crate_dir: path.parent().unwrap().to_path_buf(),
+        source_dir: None,
+    };
+    let text = acp_gen::operator::expand(
+        quote::quote!(manifest = "ACP.md"),
+        quote::quote!(
+            struct Huge;
+        ),
+        &location,
+    )
+    .to_string();
+    assert!(text.contains("error[ACP013]"), "{text}");
+    // rustc would read it whole for `include_bytes!`.
+    assert!(!text.contains("include_bytes"), "{text}");
+}
+
+#[test]
+fn every_code_no_text_can_show_is_checked_here() {
+    let source = include_str!("hostile.rs");
+    for (code, test) in common::NOT_FROM_TEXT {
+        assert!(
+            source.contains(&format!("fn {test}()")),
+            "{code}: no test `{test}` here"
+        );
+    }
 }
