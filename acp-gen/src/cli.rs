@@ -232,9 +232,14 @@ fn run_lint(args: &LintArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::i
     };
     let color = use_color(args.color);
     let mut summary = Summary::default();
-    let mut json_diagnostics = Vec::new();
     let mut io_failed = false;
+    let mut any_json = false;
+    // JSON is written as it goes, like the other formats, one diagnostic at a time: the
+    // output for a file with 100,000 findings then costs its text, not a tree of values.
     let mut text = String::new();
+    if args.format == Format::Json {
+        text += "{\n  \"diagnostics\": [";
+    }
     for (path, outcome) in lint::check_all(&files) {
         let checked = match outcome {
             Ok(checked) => checked,
@@ -250,7 +255,11 @@ fn run_lint(args: &LintArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::i
             match args.format {
                 Format::Human => text += &render::human(source, diagnostic, color),
                 Format::Github => text += &render::github(source, diagnostic),
-                Format::Json => json_diagnostics.push(render::json_diagnostic(source, diagnostic)),
+                Format::Json => {
+                    text += if any_json { ",\n    " } else { "\n    " };
+                    any_json = true;
+                    text += &pretty_nested(&render::json_diagnostic(source, diagnostic), 4);
+                }
             }
         }
         if text.len() > 1 << 16 {
@@ -262,12 +271,11 @@ fn run_lint(args: &LintArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::i
         Format::Human => text += &format!("{}\n", summary.line()),
         Format::Github => {}
         Format::Json => {
-            let document = serde_json::json!({
-                "diagnostics": json_diagnostics,
-                "summary": {"files": summary.files, "errors": summary.errors, "warnings": summary.warnings},
+            let counts = serde_json::json!({
+                "files": summary.files, "errors": summary.errors, "warnings": summary.warnings,
             });
-            text += &serde_json::to_string_pretty(&document).unwrap_or_default();
-            text.push('\n');
+            text += if any_json { "\n  ]" } else { "]" };
+            text += &format!(",\n  \"summary\": {}\n}}\n", pretty_nested(&counts, 2));
         }
     }
     out.write_all(text.as_bytes())?;
@@ -276,6 +284,13 @@ fn run_lint(args: &LintArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::i
     }
     let failing = summary.errors > 0 || (args.deny_warnings && summary.warnings > 0);
     Ok(if failing { EXIT_FINDINGS } else { EXIT_OK })
+}
+
+/// `value` pretty-printed as it is when nested `indent` spaces deep in a pretty document
+/// (every line but the first indented).
+fn pretty_nested(value: &serde_json::Value, indent: usize) -> String {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.replace('\n', &format!("\n{}", " ".repeat(indent)))
 }
 
 fn run_explain(args: &ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {

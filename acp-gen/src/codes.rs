@@ -56,6 +56,12 @@ codes! {
     NotAMapping = "ACP010", Error, "frontmatter is not a mapping";
     /// Complex keys, undefined aliases, alias bombs.
     UnsupportedYaml = "ACP011", Error, "unsupported YAML construct";
+    /// Lists and mappings nested deeper than the parser allows.
+    NestingTooDeep = "ACP012", Error, "YAML nested too deeply";
+    /// A file larger than the size limit.
+    FileTooLarge = "ACP013", Error, "file is larger than the size limit";
+    /// A path that is a FIFO, a device, a socket or a folder.
+    NotARegularFile = "ACP014", Error, "not a regular file";
 
     /// A required field is absent.
     MissingField = "ACP100", Error, "missing required field";

@@ -9,6 +9,116 @@ use crate::diagnostic::{Code, Diagnostic};
 use crate::source::SourceFile;
 use crate::yaml::{self, Node};
 
+/// The largest manifest, or document a manifest refers to, that is read: 1 MiB. Real ones are
+/// a few KiB; the limit bounds the memory `lint`, `explain` and the macro use on any input.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Why a file was not read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// It could not be opened or read.
+    Io(std::io::Error),
+    /// It is not a file lint reads.
+    Refused(Refusal),
+}
+
+/// A file that is not read, whatever it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It is not a regular file; the text says what it is ("a FIFO", "a directory", ...).
+    NotARegularFile(&'static str),
+    /// It has more than [`MAX_FILE_BYTES`]; its size, as far as it is known.
+    TooLarge(u64),
+}
+
+impl std::fmt::Display for Refusal {
+    /// The end of a sentence about the file: "is a FIFO, not a regular file".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NotARegularFile(kind) => write!(f, "is {kind}, not a regular file"),
+            Refusal::TooLarge(size) => write!(f, "is {size} bytes, over the limit of {MAX_FILE_BYTES} (1 MiB)"),
+        }
+    }
+}
+
+/// Reads a manifest or a document it refers to: a regular file of at most
+/// [`MAX_FILE_BYTES`]. The file is opened without blocking (a FIFO would wait for a writer),
+/// its kind and size are taken from the open handle, and it is read through
+/// `take(MAX_FILE_BYTES + 1)`, so neither a huge or growing file nor a device that never ends
+/// is read whole.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(ReadError::Io)?;
+    let metadata = file.metadata().map_err(ReadError::Io)?;
+    if !metadata.is_file() {
+        let kind = kind_of(&metadata.file_type());
+        return Err(ReadError::Refused(Refusal::NotARegularFile(kind)));
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(ReadError::Refused(Refusal::TooLarge(metadata.len())));
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ReadError::Refused(Refusal::TooLarge(bytes.len() as u64)));
+    }
+    Ok(bytes)
+}
+
+/// What a file that is not a regular file is, for messages.
+fn kind_of(file_type: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    }
+}
+
+/// The document of a manifest that was refused: no text, and the finding at 1:1.
+pub fn refused(path: &Path, refusal: Refusal) -> Parsed {
+    let (code, help) = match refusal {
+        Refusal::TooLarge(_) => (
+            Code::FileTooLarge,
+            "manifests are a few KiB; the limit keeps lint and the build from reading a huge file into memory",
+        ),
+        Refusal::NotARegularFile(_) => (
+            Code::NotARegularFile,
+            "name the manifest file itself; pipes, devices and folders are not read",
+        ),
+    };
+    Parsed {
+        document: Document {
+            source: SourceFile::new(path, String::new()),
+            frontmatter: None,
+            fence: 0..0,
+            body: 0..0,
+        },
+        diagnostics: vec![Diagnostic::new(code, 0..0, format!("the file {refusal}")).with_help(help)],
+    }
+}
+
 /// A parsed markdown document with frontmatter.
 #[derive(Debug, Clone)]
 pub struct Document {

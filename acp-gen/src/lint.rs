@@ -9,14 +9,15 @@ use crate::manifest::{Checked, check_file};
 /// One linted file: its check, or the I/O error that stopped it being read.
 pub type Outcome = (PathBuf, std::io::Result<Checked>);
 
-/// Finds manifests: each path is a file (checked whatever its name) or a folder searched
-/// recursively for files named `ACP.md` (hidden folders, `target` and `node_modules` are
-/// skipped; symlinked folders are not followed). Sorted; an error names the path.
+/// Finds manifests: each path is a folder searched recursively for `ACP.md` (hidden folders,
+/// `target` and `node_modules` are skipped; symlinked folders are not followed), or else
+/// checked whatever its name (a FIFO or a device is then reported, not read). Sorted; an
+/// error names the path.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut found = Vec::new();
     for path in paths {
         let metadata = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if metadata.is_file() {
+        if !metadata.is_dir() {
             found.push(path.clone());
             continue;
         }
@@ -45,7 +46,7 @@ fn walk(folder: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
             if !skip {
                 walk(&path, found)?;
             }
-        } else if name == "ACP.md" && (file_type.is_file() || path.is_file()) {
+        } else if name == "ACP.md" && !path.is_dir() && path.exists() {
             found.push(clean(path));
         }
     }

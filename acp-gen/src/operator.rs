@@ -220,11 +220,12 @@ fn best_effort_tier(checked: &Checked) -> Tier {
 }
 
 /// `include_bytes!` of the manifest and of every ref that exists, so cargo rebuilds when any
-/// of them changes.
+/// of them changes. Files over the size limit are left out (rustc would read them whole); they
+/// are errors, and a crate that failed to build is rebuilt anyway.
 fn rebuild_tracking(checked: &Checked, manifest: &Path) -> TokenStream {
     let files: Vec<String> = std::iter::once(manifest.to_path_buf())
         .chain(checked.refs.iter().map(|r| r.path.clone()))
-        .filter(|path| path.is_file())
+        .filter(|path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= crate::document::MAX_FILE_BYTES))
         .map(|path| path.to_string_lossy().into_owned())
         .collect();
     quote! {

@@ -15,6 +15,12 @@ use crate::source::SourceFile;
 /// Most nodes a document may expand to through aliases (guards against "billion laughs").
 const MAX_NODES: usize = 100_000;
 
+/// Most lists and mappings a document may nest, the root included. Real manifests and the
+/// documents they refer to nest six levels at most; 64 keeps every recursive walk over the
+/// tree (checks, JSON conversion, serde, `Drop`) within a few hundred KiB of stack, well
+/// inside the 2 MiB of a spawned thread and the stack rustc gives proc macros.
+pub const MAX_DEPTH: usize = 64;
+
 /// A YAML value with its location.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
@@ -184,6 +190,8 @@ enum Frame {
     },
     Mapping {
         entries: Vec<Entry>,
+        /// Each key's index in `entries`, so a duplicate is found without a scan.
+        keys: HashMap<String, usize>,
         pending_key: Option<(String, Range<usize>)>,
         /// A complex key being skipped: its value is dropped too.
         skip_value: bool,
@@ -243,24 +251,25 @@ impl Builder<'_> {
                 };
                 self.finish(Node { value, span: range }, anchor)
             }
-            Event::SequenceStart(anchor, _) => {
-                self.enter(Frame::Sequence {
+            Event::SequenceStart(anchor, _) => self.enter(
+                Frame::Sequence {
                     items: Vec::new(),
                     start: range.start,
                     anchor,
-                });
-                Ok(())
-            }
-            Event::MappingStart(anchor, _) => {
-                self.enter(Frame::Mapping {
+                },
+                range,
+            ),
+            Event::MappingStart(anchor, _) => self.enter(
+                Frame::Mapping {
                     entries: Vec::new(),
+                    keys: HashMap::new(),
                     pending_key: None,
                     skip_value: false,
                     start: range.start,
                     anchor,
-                });
-                Ok(())
-            }
+                },
+                range,
+            ),
             Event::SequenceEnd | Event::MappingEnd => {
                 let end = range.end;
                 let (value, start, anchor) = match self.stack.pop() {
@@ -309,9 +318,20 @@ impl Builder<'_> {
         }
     }
 
-    /// Opens a container; one in key position is reported and skipped.
-    fn enter(&mut self, frame: Frame) {
+    /// Opens a container (at `range`), unless that nests deeper than [`MAX_DEPTH`]: every
+    /// walk over the tree recurses, so its depth is what bounds their stack.
+    fn enter(&mut self, frame: Frame, range: Range<usize>) -> Result<(), Diagnostic> {
+        if self.stack.len() >= MAX_DEPTH {
+            let at = range.start..next_char_end(self.file.text(), range.start);
+            return Err(Diagnostic::new(
+                Code::NestingTooDeep,
+                at,
+                format!("lists and mappings nest more than {MAX_DEPTH} deep here"),
+            )
+            .with_help("flatten the structure: no manifest field nests more than six levels"));
+        }
         self.stack.push(frame);
+        Ok(())
     }
 
     /// Places a finished node: into its parent, or as the root.
@@ -332,6 +352,7 @@ impl Builder<'_> {
             Some(Frame::Sequence { items, .. }) => items.push(node),
             Some(Frame::Mapping {
                 entries,
+                keys,
                 pending_key,
                 skip_value,
                 ..
@@ -350,14 +371,15 @@ impl Builder<'_> {
                     ));
                     return Ok(());
                 };
-                if let Some(first) = entries.iter().find(|e| e.key == key) {
-                    let first_span = first.key_span.clone();
+                if let Some(&first) = keys.get(&key) {
+                    let first_span = entries[first].key_span.clone();
                     self.diagnostics.push(
                         Diagnostic::new(Code::DuplicateKey, key_span, format!("duplicate key `{key}`"))
                             .with_label(first_span, "first defined here")
                             .with_help("remove one of the two; the first one is used"),
                     );
                 } else {
+                    keys.insert(key.clone(), entries.len());
                     entries.push(Entry {
                         key,
                         key_span,
@@ -590,7 +612,8 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_an_error_not_a_stack_overflow() {
-        // Our walks over the tree recurse; they rely on the parser bounding the depth.
+        // The scanner stops runaway flow nesting itself (at 255 levels) before the builder
+        // sees [`MAX_DEPTH`] levels of it.
         let depth = 100_000;
         let yaml = format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
         let (root, diags) = parse_str(&yaml);
@@ -598,6 +621,32 @@ mod tests {
         assert_eq!(diags.len(), 1);
         assert_eq!(diags[0].code, Code::YamlSyntax);
         assert!(diags[0].message.contains("recursion limit"), "{}", diags[0].message);
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_reported_where_it_starts() {
+        let nest = |depth: usize, style: &str| match style {
+            "block list" => format!("{}x\n", "- ".repeat(depth)),
+            "block map" => {
+                (0..depth)
+                    .map(|i| format!("{}k:", " ".repeat(i)))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+                    + " x\n"
+            }
+            _ => format!("{}x{}\n", "[".repeat(depth), "]".repeat(depth)),
+        };
+        for style in ["block list", "block map", "flow"] {
+            let (root, diags) = parse_str(&nest(MAX_DEPTH, style));
+            assert!(root.is_some() && diags.is_empty(), "{style}: {diags:?}");
+            let deeper = nest(MAX_DEPTH + 1, style);
+            let (root, diags) = parse_str(&deeper);
+            assert!(root.is_none(), "{style}");
+            assert_eq!(diags.len(), 1, "{style}: {diags:?}");
+            assert_eq!(diags[0].code, Code::NestingTooDeep, "{style}");
+            let at = &deeper[diags[0].span.clone()];
+            assert!(matches!(at, "-" | "k" | "["), "{style}: points at {at:?}");
+        }
     }
 
     #[test]

@@ -71,6 +71,22 @@ fn lint_json_output_lists_every_diagnostic_with_positions() {
 }
 
 #[test]
+fn lint_json_output_is_written_as_it_goes_in_serde_pretty_form() {
+    // No findings, one file's, two files': the same text serde_json prints for the document.
+    let examples = common::workspace().join("examples/echo-server");
+    for args in [
+        vec![examples.into_os_string()],
+        vec!["cli-clean".into()],
+        vec!["cli-clean".into(), "cli-demo".into()],
+    ] {
+        let output = bin().args(["lint", "--format", "json"]).args(&args).output().unwrap();
+        let text = stdout(&output);
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(text, serde_json::to_string_pretty(&json).unwrap() + "\n", "{args:?}");
+    }
+}
+
+#[test]
 fn lint_github_output_is_workflow_commands() {
     let output = run(&["lint", "--format", "github", "cli-demo"]);
     assert_eq!(output.status.code(), Some(1));

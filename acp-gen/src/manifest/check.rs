@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use crate::diagnostic::{Code, Diagnostic};
-use crate::document::{self, Document};
+use crate::document::{self, Document, ReadError, Refusal};
 use crate::revisions::{self, ResolveError, Revision};
 use crate::yaml::Node;
 
@@ -52,15 +52,27 @@ impl Checked {
 
 /// Reads and checks the manifest at `path`. Only I/O failures are errors here; everything
 /// about the content is a diagnostic.
+/// A file that is not a regular file, or is larger than [`document::MAX_FILE_BYTES`], is not
+/// read: it is reported (ACP014, ACP013).
 pub fn check_file(path: &Path) -> std::io::Result<Checked> {
-    let bytes = std::fs::read(path)?;
-    Ok(check_bytes(path, &bytes))
+    match document::read_file(path) {
+        Ok(bytes) => Ok(check_bytes(path, &bytes)),
+        Err(ReadError::Io(error)) => Err(error),
+        Err(ReadError::Refused(refusal)) => Ok(check_parsed(path, document::refused(path, refusal))),
+    }
 }
 
 /// Checks manifest bytes as if read from `path` (the path gives the folder for the name
 /// rule and for refs).
 pub fn check_bytes(path: &Path, bytes: &[u8]) -> Checked {
-    let parsed = document::parse(path, bytes);
+    let parsed = match bytes.len() as u64 {
+        size if size > document::MAX_FILE_BYTES => document::refused(path, Refusal::TooLarge(size)),
+        _ => document::parse(path, bytes),
+    };
+    check_parsed(path, parsed)
+}
+
+fn check_parsed(path: &Path, parsed: document::Parsed) -> Checked {
     let mut diagnostics = parsed.diagnostics;
     let document = parsed.document;
     let mut checked = Checked {

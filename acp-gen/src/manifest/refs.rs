@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::diagnostic::{Code, Diagnostic};
-use crate::document;
+use crate::document::{self, ReadError};
 use crate::yaml::Node;
 
 /// What a ref is for.
@@ -151,17 +151,16 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
     }
 }
 
-/// Reads a ref's target: a UTF-8 file. The error is a code and the end of a sentence.
+/// Reads a ref's target: a UTF-8 regular file within the size limit. The error is a code and
+/// the end of a sentence.
 fn read_target(path: &Path) -> Result<Vec<u8>, (Code, String)> {
-    let unreadable = |error: std::io::Error| (Code::RefUnreadable, format!("cannot be read: {error}"));
-    let metadata = std::fs::metadata(path).map_err(|error| match error.kind() {
-        std::io::ErrorKind::NotFound => (Code::RefNotFound, format!("not found (looked for {})", path.display())),
-        _ => unreadable(error),
+    let bytes = document::read_file(path).map_err(|error| match error {
+        ReadError::Io(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            (Code::RefNotFound, format!("not found (looked for {})", path.display()))
+        }
+        ReadError::Io(error) => (Code::RefUnreadable, format!("cannot be read: {error}")),
+        ReadError::Refused(refusal) => (Code::RefUnreadable, refusal.to_string()),
     })?;
-    if !metadata.is_file() {
-        return Err((Code::RefUnreadable, "is not a file".to_string()));
-    }
-    let bytes = std::fs::read(path).map_err(unreadable)?;
     if std::str::from_utf8(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes)).is_err() {
         return Err((Code::RefUnreadable, "is not UTF-8 text".to_string()));
     }

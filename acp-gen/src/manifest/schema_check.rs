@@ -6,6 +6,7 @@
 //! a sandboxed tier needs a sandbox — is reported by the AIP rules as ACP203.)
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::ops::Range;
 
 use regex::Regex;
@@ -178,17 +179,21 @@ impl SchemaChecker {
             ));
         }
         if schema.get("uniqueItems").and_then(Schema::as_bool) == Some(true) {
-            let values: Vec<_> = items.iter().map(Node::to_json).collect();
-            for (i, item) in items.iter().enumerate() {
-                if let Some(first) = values[..i].iter().position(|v| *v == values[i]) {
-                    out.push(
+            let mut first_at: HashMap<String, &Node> = HashMap::new();
+            for item in items {
+                let value = item.to_json();
+                match first_at.entry(canonical(&value)) {
+                    Entry::Occupied(first) => out.push(
                         Diagnostic::new(
                             Code::DuplicateItem,
                             item.span.clone(),
-                            format!("`{}` lists {} twice", place.path, values[i]),
+                            format!("`{}` lists {value} twice", place.path),
                         )
-                        .with_label(items[first].span.clone(), "first listed here"),
-                    );
+                        .with_label(first.get().span.clone(), "first listed here"),
+                    ),
+                    Entry::Vacant(slot) => {
+                        slot.insert(item);
+                    }
                 }
             }
         }
@@ -267,6 +272,24 @@ impl SchemaChecker {
                 }
             }
         }
+    }
+}
+
+/// `value` as JSON text with object keys sorted: two values are equal exactly when their
+/// texts are (JSON objects compare without regard to key order).
+fn canonical(value: &Schema) -> String {
+    match value {
+        Schema::Object(object) => {
+            let mut entries: Vec<_> = object.iter().collect();
+            entries.sort_by_key(|(key, _)| *key);
+            let fields: Vec<String> = entries
+                .into_iter()
+                .map(|(key, value)| format!("{}:{}", Schema::from(key.as_str()), canonical(value)))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Schema::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
     }
 }
 
@@ -420,6 +443,24 @@ pub fn closest<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_text_is_equal_exactly_when_values_are() {
+        use serde_json::json;
+        let pairs = [
+            (
+                json!({"a": 1, "b": [2, {"d": 1, "c": 2}]}),
+                json!({"b": [2, {"c": 2, "d": 1}], "a": 1}),
+            ),
+            (json!(1), json!(1.0)),
+            (json!("1"), json!(1)),
+            (json!(["a,b"]), json!(["a", "b"])),
+            (json!({"a:1": 2}), json!({"a": "1:2"})),
+        ];
+        for (a, b) in pairs {
+            assert_eq!(canonical(&a) == canonical(&b), a == b, "{a} / {b}");
+        }
+    }
 
     #[test]
     fn typo_suggestions() {

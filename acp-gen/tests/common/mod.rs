@@ -16,6 +16,17 @@ pub fn shared() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
+/// Codes about what a file is rather than what it says — its size, its kind — which neither
+/// the corpus nor an example in the docs can hold, with the test in `tests/hostile.rs` that
+/// makes such a file and checks the code instead.
+pub const NOT_FROM_TEXT: &[(acp_gen::Code, &str)] = &[
+    (
+        acp_gen::Code::FileTooLarge,
+        "a_manifest_one_byte_over_the_limit_is_refused",
+    ),
+    (acp_gen::Code::NotARegularFile, "lint_and_explain_refuse_dev_zero"),
+];
+
 /// The manifest corpus.
 pub fn corpus() -> PathBuf {
     workspace().join("tests/manifests")
