@@ -141,18 +141,12 @@ fn macro_expansion_reports_deep_nesting_on_a_small_stack() {
             let dir = tempfile::tempdir().unwrap();
             let yaml = valid_with("deep", &block_mappings(1_000));
             let path = write_manifest(dir.path(), "deep", &yaml);
-            let location = acp_gen::operator::Location {
-                crate_dir: path.parent().unwrap().to_path_buf(),
-                source_dir: None,
-            };
-            let tokens = acp_gen::operator::expand(
-                quote::quote!(manifest = "ACP.md"),
+            let text = expand_at(
+                &path,
                 quote::quote!(
                     struct Deep;
                 ),
-                &location,
             );
-            let text = tokens.to_string();
             assert!(text.contains("compile_error"), "{text}");
             assert!(text.contains("error[ACP012]"), "{text}");
         },
@@ -174,18 +168,12 @@ fn the_deepest_allowed_nesting_is_checked_explained_and_expanded_on_a_small_stac
             let checked = check_file(&path).unwrap();
             assert!(!checked.has_errors(), "{:?}", checked.diagnostics);
             assert!(acp_gen::explain::explain(&checked).is_some());
-            let location = acp_gen::operator::Location {
-                crate_dir: path.parent().unwrap().to_path_buf(),
-                source_dir: None,
-            };
-            let text = acp_gen::operator::expand(
-                quote::quote!(manifest = "ACP.md"),
+            let text = expand_at(
+                &path,
                 quote::quote!(
                     struct Deep;
                 ),
-                &location,
-            )
-            .to_string();
+            );
             assert!(!text.contains("compile_error"), "{text}");
 
             let one_more = format!("x-deep:\n  {}x\n", "- ".repeat(MAX_DEPTH));
@@ -344,18 +332,12 @@ fn macro_expansion_refuses_an_oversized_manifest_without_including_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge/ACP.md");
     sparse(&path, "---\nname: huge\n", MAX_FILE_BYTES + 1);
-    let location = acp_gen::operator::Location {
-        crate_dir: path.parent().unwrap().to_path_buf(),
-        source_dir: None,
-    };
-    let text = acp_gen::operator::expand(
-        quote::quote!(manifest = "ACP.md"),
+    let text = expand_at(
+        &path,
         quote::quote!(
             struct Huge;
         ),
-        &location,
-    )
-    .to_string();
+    );
     assert!(text.contains("error[ACP013]"), "{text}");
     // rustc would read it whole for `include_bytes!`.
     assert!(!text.contains("include_bytes"), "{text}");
@@ -370,4 +352,13 @@ fn every_code_no_text_can_show_is_checked_here() {
             "{code}: no test `{test}` here"
         );
     }
+}
+
+/// What `#[acp_operator(manifest = "ACP.md")]` on `item` expands to, for the manifest at `path`.
+fn expand_at(path: &std::path::Path, item: proc_macro2::TokenStream) -> String {
+    let location = acp_gen::operator::Location {
+        crate_dir: path.parent().unwrap().to_path_buf(),
+        source_dir: None,
+    };
+    acp_gen::operator::expand(quote::quote!(manifest = "ACP.md"), item, &location).to_string()
 }
