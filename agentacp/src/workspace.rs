@@ -132,14 +132,12 @@ impl Workspace {
         Ok(self.root_path.join(self.locate(path)?))
     }
 
-    /// Opens a regular file beneath the base for reading.
+    /// Opens a regular file beneath the base for reading. Opened non-blocking, so a FIFO
+    /// planted in the workspace is refused at once instead of waiting for a writer.
     pub fn open_file(&self, path: &str) -> io::Result<File> {
         let relative = self.locate(path)?;
-        let fd = self.open_beneath(
-            &relative,
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-        )?;
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+        let fd = self.open_beneath(&relative, flags, Mode::empty())?;
         let file = File::from(fd);
         if !file.metadata()?.is_file() {
             return Err(io::Error::new(
@@ -600,6 +598,28 @@ mod tests {
         assert!(std::fs::symlink_metadata(&planted).unwrap().file_type().is_symlink());
         let first: Vec<String> = random_names().take(2).collect();
         assert_ne!(first[0], first[1]);
+    }
+
+    /// A FIFO planted in the workspace: opening it for reading used to wait for a writer
+    /// forever; it is refused at once.
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let (_dir, root, _outside) = tree();
+        let fifo = root.join("project/pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|status| status.success()) {
+            eprintln!("skipped: mkfifo is not available");
+            return;
+        }
+        let session = project(&root);
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(session.read("pipe", 10).map(|_| ()));
+        });
+        let outcome = finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the read returned instead of waiting for a writer");
+        assert!(outcome.unwrap_err().to_string().contains("not a file"));
     }
 
     #[test]
