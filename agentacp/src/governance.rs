@@ -76,6 +76,13 @@ pub enum Decision {
 pub trait Governance: Send + Sync + 'static {
     /// The decision for one call.
     fn decide(&self, request: &ToolRequest<'_>) -> Decision;
+
+    /// For a call decided [`Decision::Ask`]: whether the user may answer for the rest of the
+    /// session (ACP's `allow_always` / `reject_always` options). Default: yes.
+    fn may_remember(&self, request: &ToolRequest<'_>) -> bool {
+        let _ = request;
+        true
+    }
 }
 
 /// AIP-9 `governance.autonomy`: how much the operator may do on its own.
@@ -289,6 +296,22 @@ impl Governance for ManifestGovernance {
             },
         }
     }
+
+    fn may_remember(&self, request: &ToolRequest<'_>) -> bool {
+        !self.approval_is_per_call(request.tool)
+    }
+}
+
+impl ManifestGovernance {
+    /// Whether `ask` for `tool` may be answered for the rest of a session: not when a policy
+    /// requires approval of it, nor when the workspace says `defaultApproval: always`.
+    fn approval_is_per_call(&self, tool: &str) -> bool {
+        self.default_approval == Some(DefaultApproval::Always)
+            || self
+                .policies
+                .iter()
+                .any(|policy| policy.decision == PolicyDecision::RequireApproval && policy.matches(tool))
+    }
 }
 
 /// Allows every tool call without asking. For tests and trusted local tools only.
@@ -386,6 +409,27 @@ mod tests {
             json!({"doctype": "policy", "slug": "x", "match": {"action": "deploy.start"}, "decision": "deny"});
         let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), Some(&other_action));
         assert_eq!(decide(&binding, "write-file", None), Decision::Allow);
+    }
+
+    #[test]
+    fn approval_for_the_session_is_offered_unless_every_call_must_be_approved() {
+        let request = |tool| ToolRequest {
+            operator: "op",
+            session: "s",
+            tool,
+            kind: None,
+            arguments: &Value::Null,
+        };
+        let on_mutate = json!({"autonomy": {"level": 2, "defaultApproval": "on-mutate"}});
+        let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), Some(&on_mutate));
+        assert!(binding.may_remember(&request("write-file")));
+        let always = json!({"autonomy": {"level": 2, "defaultApproval": "always"}});
+        let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), Some(&always));
+        assert!(!binding.may_remember(&request("write-file")));
+        let policy = json!({"doctype": "policy", "slug": "ask-writes", "match": {"subject": "tool:write-*"}, "decision": "require-approval"});
+        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), Some(&policy));
+        assert!(!binding.may_remember(&request("write-file")));
+        assert!(binding.may_remember(&request("run-tests")));
     }
 
     #[test]

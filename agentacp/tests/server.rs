@@ -871,3 +871,63 @@ async fn an_ungoverned_tool_call_update_is_refused_and_never_sent() {
     );
     client.finish().await;
 }
+
+/// Issue #13.3: only allow-once / reject-once were offered, so editors could not show "Always
+/// allow". Both `always` options are offered where governance permits, remembered for the
+/// session, honoured without asking again, and audited.
+#[tokio::test]
+async fn always_answers_are_offered_remembered_for_the_session_and_audited() {
+    for (option, expect_run) in [("allow-always", true), ("reject-always", false)] {
+        let setup = setup();
+        let audit = setup.audit.clone();
+        let (mut client, session) = setup.ready().await;
+        let id = client.prompt(&session, "/tool write").await;
+        let asked = answer_permission(
+            &mut client,
+            &audit,
+            json!({"outcome": {"outcome": "selected", "optionId": option}}),
+        )
+        .await;
+        let kinds_offered: Vec<&str> = asked.last().unwrap()["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|o| o["kind"].as_str())
+            .collect();
+        assert_eq!(
+            kinds_offered,
+            ["allow_once", "allow_always", "reject_once", "reject_always"]
+        );
+        client.until_answer(id).await;
+        // The same tool again: no request this time.
+        let id = client.prompt(&session, "/tool write").await;
+        let (before, _) = client.until_answer(id).await;
+        assert!(
+            before.iter().all(|m| m["method"] != "session/request_permission"),
+            "{option}: asked again: {before:?}"
+        );
+        let last = texts(&before).last().cloned().unwrap_or_default();
+        assert_eq!(last.starts_with("Completed("), expect_run, "{option}: {last}");
+        let calls: Vec<Value> = audit
+            .lines()
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["action"] == "tool.call")
+            .map(|r| r["metadata"]["aip44"]["approval"].clone())
+            .collect();
+        if expect_run {
+            assert_eq!(calls[0]["approvedBy"], "client:test (allow_always)", "{calls:?}");
+            assert_eq!(calls[1]["approvedBy"], "client:test (allow_always)", "{calls:?}");
+        } else {
+            assert!(
+                calls[0]["reason"].as_str().unwrap().contains("reject_always"),
+                "{calls:?}"
+            );
+            assert!(
+                calls[1]["reason"].as_str().unwrap().contains("reject_always"),
+                "{calls:?}"
+            );
+        }
+        client.finish().await;
+    }
+}

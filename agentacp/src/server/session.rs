@@ -20,6 +20,18 @@ pub struct SessionContext {
     cwd: PathBuf,
     workspace: Workspace,
     mcp_servers: Value,
+    /// The user's `allow_always` / `reject_always` answers, by tool, for as long as the
+    /// session is open in this process.
+    remembered: std::sync::Arc<Mutex<HashMap<String, Remembered>>>,
+}
+
+/// An answer the user gave for the rest of the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Remembered {
+    /// `allow_always`, by this approver.
+    Allowed(String),
+    /// `reject_always`, by this approver.
+    Rejected(String),
 }
 
 impl SessionContext {
@@ -30,7 +42,18 @@ impl SessionContext {
             cwd: workspace.path(),
             workspace,
             mcp_servers,
+            remembered: std::sync::Arc::default(),
         }
+    }
+
+    /// The user's answer for the rest of the session about `tool`, if any.
+    pub(crate) fn remembered(&self, tool: &str) -> Option<Remembered> {
+        lock(&self.remembered).get(tool).cloned()
+    }
+
+    /// Keeps the user's answer about `tool` for the rest of the session.
+    pub(crate) fn remember(&self, tool: &str, answer: Remembered) {
+        lock(&self.remembered).insert(tool.to_string(), answer);
     }
 
     /// The session id.

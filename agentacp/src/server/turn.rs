@@ -22,7 +22,7 @@ use crate::jsonrpc::pending::RequestFailure;
 use crate::tier::{Governed, SandboxedTier, Tier};
 
 use super::connection::Connection;
-use super::session::SessionContext;
+use super::session::{Remembered, SessionContext};
 
 /// What a turn runs with; owned by the runtime, borrowed by [`Turn`].
 pub(crate) struct TurnScope {
@@ -274,6 +274,9 @@ enum Permission {
     Rejected { who: String, reason: String },
 }
 
+/// The reason recorded for a call refused by an earlier `reject_always`.
+const REJECTED_ALWAYS: &str = "rejected for the rest of the session (reject_always)";
+
 impl<T: Governed> ToolCall<'_, '_, T> {
     /// The title the client shows (default: the tool's name).
     pub fn title(mut self, title: impl Into<String>) -> Self {
@@ -309,6 +312,11 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             kind: self.kind,
             arguments: &self.arguments,
         });
+        // An earlier `allow_always` / `reject_always` answers what governance would ask.
+        let remembered = match decision {
+            Decision::Ask => scope.session.remembered(&self.tool),
+            _ => None,
+        };
         let tool_call_id = connection.next_tool_call_id();
         let mirror = |outcome, approval| {
             AuditEvent::tool_call(ToolCallMirror {
@@ -337,15 +345,36 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             }
             update.to_string()
         };
-        let approval = match decision {
-            Decision::Deny(reason) => {
+        let approval = match (decision, remembered) {
+            (Decision::Ask, Some(Remembered::Rejected(who))) => {
+                connection.audit(mirror(
+                    ToolOutcomeRecord::Error(format!("rejected: {REJECTED_ALWAYS}")),
+                    Approval::RejectedBy {
+                        who,
+                        reason: REJECTED_ALWAYS.into(),
+                    },
+                ))?;
+                return Ok(ToolOutcome::Rejected(REJECTED_ALWAYS.into()));
+            }
+            (Decision::Ask, Some(Remembered::Allowed(who))) => {
+                scope.announced.store(true, Ordering::Relaxed);
+                connection.audit(AuditEvent::lifecycle(
+                    &connection.operator_id,
+                    session,
+                    Lifecycle::Running,
+                    Some(detail.clone()),
+                ))?;
+                scope.send(announce("in_progress")).await?;
+                Approval::ApprovedBy(format!("{who} (allow_always)"))
+            }
+            (Decision::Deny(reason), _) => {
                 connection.audit(mirror(
                     ToolOutcomeRecord::Error(format!("denied: {reason}")),
                     Approval::Denied { reason: reason.clone() },
                 ))?;
                 return Ok(ToolOutcome::Denied(reason));
             }
-            Decision::Allow => {
+            (Decision::Allow, _) => {
                 scope.announced.store(true, Ordering::Relaxed);
                 connection.audit(AuditEvent::lifecycle(
                     &connection.operator_id,
@@ -356,7 +385,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 scope.send(announce("in_progress")).await?;
                 Approval::Auto
             }
-            Decision::Ask => {
+            (Decision::Ask, None) => {
                 // A turn suspends only once it runs: `running` comes first even when asking
                 // is the turn's first step.
                 scope.announce_running()?;
@@ -444,13 +473,25 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         if let Some(kind) = self.kind {
             tool_call["kind"] = json!(kind);
         }
+        let may_remember = connection.governance.may_remember(&ToolRequest {
+            operator: &connection.operator_id,
+            session: scope.session.id(),
+            tool: &self.tool,
+            kind: self.kind,
+            arguments: &self.arguments,
+        });
+        let mut options = vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
+        if may_remember {
+            options.push(json!({"optionId": ALLOW_ALWAYS, "name": "Always allow", "kind": "allow_always"}));
+        }
+        options.push(json!({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}));
+        if may_remember {
+            options.push(json!({"optionId": REJECT_ALWAYS, "name": "Always reject", "kind": "reject_always"}));
+        }
         let params = json!({
             "sessionId": scope.session.id(),
             "toolCall": tool_call,
-            "options": [
-                {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
-                {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
-            ],
+            "options": options,
         });
         let client = connection.client_name();
         let answer = tokio::select! {
@@ -476,6 +517,15 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
                     (Some("selected"), Some(ALLOW_ONCE)) => Permission::Approved(client),
                     (Some("selected"), Some(REJECT_ONCE)) => rejected_by_client("declined".into()),
+                    // Only when offered: an `always` answer to a request without it is unreadable.
+                    (Some("selected"), Some(ALLOW_ALWAYS)) if may_remember => {
+                        scope.session.remember(&self.tool, Remembered::Allowed(client.clone()));
+                        Permission::Approved(format!("{client} (allow_always)"))
+                    }
+                    (Some("selected"), Some(REJECT_ALWAYS)) if may_remember => {
+                        scope.session.remember(&self.tool, Remembered::Rejected(client.clone()));
+                        rejected_by_client("declined for the rest of the session (reject_always)".into())
+                    }
                     (Some("cancelled"), _) => rejected_by_client("cancelled".into()),
                     _ => rejected_by_client(format!("unreadable answer: {value}")),
                 }
@@ -485,7 +535,9 @@ impl<T: Governed> ToolCall<'_, '_, T> {
 }
 
 const ALLOW_ONCE: &str = "allow-once";
+const ALLOW_ALWAYS: &str = "allow-always";
 const REJECT_ONCE: &str = "reject-once";
+const REJECT_ALWAYS: &str = "reject-always";
 
 fn status_update(tool_call_id: &str, status: &str, raw_output: Option<Value>) -> String {
     let mut update = json!({
