@@ -106,6 +106,10 @@ codes! {
     McpWithoutCapability = "ACP210", Warning, "mcp_servers without the MCP capability";
     /// A governed tier with nothing to govern by.
     NoGovernanceBinding = "ACP211", Error, "governed tier without a governance binding";
+    /// `name` that is not a kebab-case id.
+    NameNotKebab = "ACP212", Error, "name is not a kebab-case id";
+    /// Tier `basic` bound to an operator with a `governance` block.
+    BasicTierGovernedOperator = "ACP213", Error, "tier: basic bound to a governed operator";
 
     /// A ref that is not a relative path.
     RefNotRelative = "ACP300", Error, "ref is not a relative path";

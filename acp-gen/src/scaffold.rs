@@ -258,12 +258,7 @@ const TAKEN_TYPE_NAMES: &[&str] = &[
 
 /// Checks that `name` is kebab-case (`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`) and usable as a crate.
 pub fn validate_name(name: &str) -> Result<(), ScaffoldError> {
-    let kebab = name.split('-').enumerate().all(|(index, part)| {
-        !part.is_empty()
-            && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-            && (index > 0 || part.as_bytes()[0].is_ascii_lowercase())
-    });
-    if !kebab {
+    if !crate::manifest::is_kebab_id(name) {
         return Err(ScaffoldError::BadName(format!(
             "`{name}` is not kebab-case: use lowercase letters, digits and single hyphens, starting with \
              a letter (e.g. `my-agent`); it names the crate, the folder and the manifest"

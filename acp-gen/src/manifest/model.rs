@@ -18,6 +18,44 @@ pub const VERSION_PATTERN: &str = r"^\d+\.\d+\.\d+(?:[-+][A-Za-z0-9_.\-]+)?$";
 /// `metadata.aip44.acp_rev` pattern (a full or abbreviated lowercase commit SHA).
 pub const ACP_REV_PATTERN: &str = r"^[a-f0-9]{7,40}$";
 
+/// Whether `text` is a kebab-case id, as AIP-44 wants `name`: lowercase ASCII letters and
+/// digits in words joined by single hyphens, starting with a letter
+/// (`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`).
+pub fn is_kebab_id(text: &str) -> bool {
+    text.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+        && text
+            .split('-')
+            .all(|word| !word.is_empty() && word.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+}
+
+/// The kebab-case form of `text`, when one follows from it: `MyAgent`, `my_agent` and
+/// `My Agent` all give `my-agent`. Words are the runs of ASCII letters and digits (a lowercase
+/// letter or digit followed by a capital starts a new word); everything else separates them.
+/// `None` when the result would not be a kebab id (no letters, or a leading digit).
+pub fn kebab_form(text: &str) -> Option<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let mut previous: Option<char> = None;
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            if c.is_ascii_uppercase() && previous.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit()) {
+                words.push(std::mem::take(&mut current));
+            }
+            current.push(c.to_ascii_lowercase());
+        } else if !current.is_empty() {
+            words.push(std::mem::take(&mut current));
+        }
+        previous = Some(c);
+    }
+    words.push(current);
+    let kebab = words
+        .into_iter()
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    is_kebab_id(&kebab).then_some(kebab)
+}
+
 /// The frontmatter of an AIP-44 `ACP.md` manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(
@@ -397,4 +435,46 @@ pub fn json_schema_text() -> String {
     let mut text = serde_json::to_string_pretty(&json_schema()).expect("a schema is plain JSON");
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kebab_ids() {
+        for good in ["a", "my-agent", "agent2", "a-1-b", "echo-server"] {
+            assert!(is_kebab_id(good), "{good}");
+        }
+        for bad in [
+            "",
+            "MyAgent",
+            "my_agent",
+            "my--agent",
+            "-agent",
+            "agent-",
+            "2-agent",
+            "my agent",
+            "café",
+            "a.b",
+        ] {
+            assert!(!is_kebab_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn kebab_forms() {
+        for (from, to) in [
+            ("MyAgent", Some("my-agent")),
+            ("my_agent", Some("my-agent")),
+            ("My Agent", Some("my-agent")),
+            ("Name-Case-Mismatch", Some("name-case-mismatch")),
+            ("my--agent-", Some("my-agent")),
+            ("Agent2Go", Some("agent2-go")),
+            ("2-agent", None),
+            ("___", None),
+        ] {
+            assert_eq!(kebab_form(from).as_deref(), to, "{from}");
+        }
+    }
 }

@@ -7,12 +7,13 @@ use crate::diagnostic::{Code, Diagnostic};
 use crate::yaml::{Node, Value};
 
 use super::capabilities::tier_flags;
-use super::model::{Kind, Tier};
+use super::model::{Kind, Tier, is_kebab_id, kebab_form};
 use super::refs::{RefRole, ResolvedRef};
 
 /// Runs every AIP rule over the frontmatter `root` of the manifest at `path`.
 pub fn check(root: &Node, path: &Path, refs: &[ResolvedRef], out: &mut Vec<Diagnostic>) {
     let facts = Facts::read(root);
+    name_is_kebab(root, out);
     name_matches_folder(root, path, out);
     transport_includes_stdio(root, out);
     required_refs(&facts, out);
@@ -21,6 +22,7 @@ pub fn check(root: &Node, path: &Path, refs: &[ResolvedRef], out: &mut Vec<Diagn
     tier_capabilities(&facts, out);
     mcp_servers(&facts, out);
     governance_binding(&facts, refs, out);
+    basic_tier_operator(&facts, refs, out);
 }
 
 /// The well-formed values the rules depend on.
@@ -52,6 +54,33 @@ impl<'a> Facts<'a> {
     fn has(&self, key: &str) -> bool {
         self.aip44.is_some_and(|a| a.get(key).is_some())
     }
+}
+
+fn name_is_kebab(root: &Node, out: &mut Vec<Diagnostic>) {
+    let Some(name_node) = root.get("name") else { return };
+    // An empty name is already a length error (ACP104).
+    let Some(name) = name_node.as_str().filter(|n| !n.is_empty()) else {
+        return;
+    };
+    if is_kebab_id(name) {
+        return;
+    }
+    let help = match kebab_form(name) {
+        Some(kebab) => format!("use `name: {kebab}` (and name the folder `{kebab}`)"),
+        None => {
+            "use lowercase letters, digits and single hyphens, starting with a letter (e.g. `my-agent`)".to_string()
+        }
+    };
+    out.push(
+        Diagnostic::new(
+            Code::NameNotKebab,
+            name_node.span.clone(),
+            format!(
+                "name `{name}` is not a kebab-case id (lowercase letters and digits in words joined by single hyphens, starting with a letter)"
+            ),
+        )
+        .with_help(help),
+    );
 }
 
 fn name_matches_folder(root: &Node, path: &Path, out: &mut Vec<Diagnostic>) {
@@ -323,5 +352,31 @@ fn governance_binding(facts: &Facts<'_>, refs: &[ResolvedRef], out: &mut Vec<Dia
             ),
         )
         .with_help("add `governance: ./GOVERNANCE.md`, or give the operator a `governance` section"),
+    );
+}
+
+/// AIP-44: binding to an AIP-7-governed operator takes tier `governance-aware` or above.
+fn basic_tier_operator(facts: &Facts<'_>, refs: &[ResolvedRef], out: &mut Vec<Diagnostic>) {
+    let Some((Tier::Basic, tier_node)) = facts.tier else {
+        return;
+    };
+    // An operator that could not be read has no frontmatter here; its ref diagnostic says why.
+    let Some(operator) = refs
+        .iter()
+        .find(|r| r.role == RefRole::Operator)
+        .filter(|r| r.frontmatter.as_ref().is_some_and(|f| f.get("governance").is_some()))
+    else {
+        return;
+    };
+    out.push(
+        Diagnostic::new(
+            Code::BasicTierGovernedOperator,
+            tier_node.span.clone(),
+            format!(
+                "tier `basic` cannot bind the operator `{}`: it has a `governance` block (AIP-7), which takes tier `governance-aware` or above",
+                operator.written
+            ),
+        )
+        .with_help("use `tier: governance-aware`, or an operator without a `governance` block"),
     );
 }
