@@ -382,10 +382,12 @@ pub const TERMINAL_TOOL: &str = "terminal/create";
 /// [`TERMINAL_TOOL`] (kind unknown, so it counts as changing something) with the request as
 /// its arguments, `ask` goes to the permission handler (default: reject), and the decision and
 /// its result are audited. `Err` is the answer to send when it is not approved.
-async fn authorize_terminal(shared: &Shared, params: &RawValue) -> Result<ToolFacts, (ToolFacts, Approval, RpcError)> {
+async fn authorize_terminal(
+    shared: &Shared,
+    session: &str,
+    arguments: &Value,
+) -> Result<ToolFacts, (ToolFacts, Approval, RpcError)> {
     static TERMINALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let arguments: Value = serde_json::from_str(params.get()).unwrap_or(Value::Null);
-    let session = arguments["sessionId"].as_str().unwrap_or_default().to_string();
     let command_line = std::iter::once(&arguments["command"])
         .chain(arguments["args"].as_array().into_iter().flatten())
         .filter_map(Value::as_str)
@@ -410,7 +412,7 @@ async fn authorize_terminal(shared: &Shared, params: &RawValue) -> Result<ToolFa
         ],
     });
     let request: wire::RequestPermissionRequest = serde_json::from_value(request).map_err(|error| {
-        let facts = ToolFacts::terminal(&id, Value::Null);
+        let facts = ToolFacts::terminal(&id, arguments.clone());
         let approval = Approval::Denied {
             reason: format!("unreadable terminal request: {error}"),
         };
@@ -419,7 +421,7 @@ async fn authorize_terminal(shared: &Shared, params: &RawValue) -> Result<ToolFa
     let facts = ToolFacts::of_permission(&request);
     let (outcome, approval) = decide_permission(shared, &request, &facts).await;
     if permission::approves(&request, &outcome) {
-        shared.oversight.permission_answered(&session, &facts, approval);
+        shared.oversight.permission_answered(session, &facts, approval);
         Ok(facts)
     } else {
         let error = RpcError::new(
@@ -476,11 +478,9 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
     let answer = if handlers.capabilities().offers(&method) {
         match shared.context.check(&method, &params) {
             Ok(checked) if method == wire::method_names::TERMINAL_CREATE => {
-                let session = serde_json::from_str::<Value>(checked.get())
-                    .ok()
-                    .and_then(|value| value["sessionId"].as_str().map(str::to_string))
-                    .unwrap_or_default();
-                match authorize_terminal(&shared, &checked).await {
+                let arguments: Value = serde_json::from_str(checked.get()).unwrap_or(Value::Null);
+                let session = arguments["sessionId"].as_str().unwrap_or_default().to_string();
+                match authorize_terminal(&shared, &session, &arguments).await {
                     Ok(facts) => {
                         let answer = match handlers.handle(&shared.context, &method, &checked) {
                             Some(answer) => answer.await,

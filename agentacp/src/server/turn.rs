@@ -274,6 +274,33 @@ enum Permission {
     Rejected { who: String, reason: String },
 }
 
+/// What a tool call does next: governance's decision, with an earlier `allow_always` /
+/// `reject_always` answering what it would ask.
+enum Step {
+    /// Run it without asking, recorded with this approval.
+    Run(Approval),
+    /// Ask the user.
+    Ask,
+    /// Refuse it without asking: the user said `reject_always` (this approver).
+    RejectedForTheSession(String),
+    /// Governance denies it.
+    Deny(String),
+}
+
+impl Step {
+    fn of(decision: Decision, remembered: impl FnOnce() -> Option<Remembered>) -> Step {
+        match decision {
+            Decision::Allow => Step::Run(Approval::Auto),
+            Decision::Deny(reason) => Step::Deny(reason),
+            Decision::Ask => match remembered() {
+                Some(Remembered::Allowed(who)) => Step::Run(Approval::ApprovedBy(format!("{who} (allow_always)"))),
+                Some(Remembered::Rejected(who)) => Step::RejectedForTheSession(who),
+                None => Step::Ask,
+            },
+        }
+    }
+}
+
 /// The reason recorded for a call refused by an earlier `reject_always`.
 const REJECTED_ALWAYS: &str = "rejected for the rest of the session (reject_always)";
 
@@ -312,11 +339,6 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             kind: self.kind,
             arguments: &self.arguments,
         });
-        // An earlier `allow_always` / `reject_always` answers what governance would ask.
-        let remembered = match decision {
-            Decision::Ask => scope.session.remembered(&self.tool),
-            _ => None,
-        };
         let tool_call_id = connection.next_tool_call_id();
         let mirror = |outcome, approval| {
             AuditEvent::tool_call(ToolCallMirror {
@@ -345,8 +367,8 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             }
             update.to_string()
         };
-        let approval = match (decision, remembered) {
-            (Decision::Ask, Some(Remembered::Rejected(who))) => {
+        let approval = match Step::of(decision, || scope.session.remembered(&self.tool)) {
+            Step::RejectedForTheSession(who) => {
                 connection.audit(mirror(
                     ToolOutcomeRecord::Error(format!("rejected: {REJECTED_ALWAYS}")),
                     Approval::RejectedBy {
@@ -356,25 +378,14 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 ))?;
                 return Ok(ToolOutcome::Rejected(REJECTED_ALWAYS.into()));
             }
-            (Decision::Ask, Some(Remembered::Allowed(who))) => {
-                scope.announced.store(true, Ordering::Relaxed);
-                connection.audit(AuditEvent::lifecycle(
-                    &connection.operator_id,
-                    session,
-                    Lifecycle::Running,
-                    Some(detail.clone()),
-                ))?;
-                scope.send(announce("in_progress")).await?;
-                Approval::ApprovedBy(format!("{who} (allow_always)"))
-            }
-            (Decision::Deny(reason), _) => {
+            Step::Deny(reason) => {
                 connection.audit(mirror(
                     ToolOutcomeRecord::Error(format!("denied: {reason}")),
                     Approval::Denied { reason: reason.clone() },
                 ))?;
                 return Ok(ToolOutcome::Denied(reason));
             }
-            (Decision::Allow, _) => {
+            Step::Run(approval) => {
                 scope.announced.store(true, Ordering::Relaxed);
                 connection.audit(AuditEvent::lifecycle(
                     &connection.operator_id,
@@ -383,9 +394,9 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                     Some(detail.clone()),
                 ))?;
                 scope.send(announce("in_progress")).await?;
-                Approval::Auto
+                approval
             }
-            (Decision::Ask, None) => {
+            Step::Ask => {
                 // A turn suspends only once it runs: `running` comes first even when asking
                 // is the turn's first step.
                 scope.announce_running()?;
