@@ -516,6 +516,7 @@ impl Plan {
                 governance: #governance,
                 sandbox: #sandbox,
                 audit: #audit,
+                editor: ::agentacp::server::EditorMethods::NONE,
             };
             &SPEC
         }

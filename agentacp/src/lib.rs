@@ -61,7 +61,7 @@ pub mod __private {
     pub use serde_json::Value;
     pub use serde_json::value::RawValue;
 
-    use crate::server::{AuditTarget, OperatorSpec};
+    use crate::server::{AuditTarget, EditorMethods, OperatorSpec};
 
     /// Whether the full SHA `rev` starts with the manifest's `prefix` (checked at compile time
     /// against a `wire = path` module).
@@ -98,6 +98,7 @@ pub mod __private {
             governance: None,
             sandbox: None,
             audit: AuditTarget::Off,
+            editor: EditorMethods::NONE,
         };
         &SPEC
     }

@@ -23,7 +23,7 @@ use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::workspace::Workspace;
 
-pub use operator::{AuditTarget, BoxFuture, Operator, OperatorSpec, decode_params, encode_result};
+pub use operator::{AuditTarget, BoxFuture, EditorMethods, Operator, OperatorSpec, decode_params, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
@@ -388,6 +388,7 @@ mod tests {
             governance: None,
             sandbox: Some(Box::leak(sandbox.into_boxed_str())),
             audit: AuditTarget::Off,
+            editor: EditorMethods::NONE,
         }))
     }
 

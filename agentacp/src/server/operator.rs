@@ -38,6 +38,28 @@ pub enum AuditTarget {
     },
 }
 
+/// The editor's client methods a server operator may call (`metadata.aip44.capabilities.client`
+/// in a server's manifest); each is also checked against what the editor advertised at
+/// `initialize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EditorMethods {
+    /// `fs/read_text_file`.
+    pub read_text_file: bool,
+    /// `fs/write_text_file`.
+    pub write_text_file: bool,
+    /// `terminal/create` and the other `terminal/*` methods.
+    pub terminal: bool,
+}
+
+impl EditorMethods {
+    /// None of them.
+    pub const NONE: EditorMethods = EditorMethods {
+        read_text_file: false,
+        write_text_file: false,
+        terminal: false,
+    };
+}
+
 /// Everything the runtime needs from the manifest, fixed at compile time.
 #[derive(Debug, Clone, Copy)]
 pub struct OperatorSpec {
@@ -72,6 +94,8 @@ pub struct OperatorSpec {
     pub sandbox: Option<&'static str>,
     /// Where audit records go.
     pub audit: AuditTarget,
+    /// The editor's client methods the operator may call (servers only).
+    pub editor: EditorMethods,
 }
 
 impl OperatorSpec {
