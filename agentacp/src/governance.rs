@@ -211,6 +211,16 @@ impl ManifestGovernance {
     pub fn tools(&self) -> Option<&[String]> {
         self.tools.as_deref()
     }
+
+    /// Adds `tools` to the operator's list (when it has one): tools the manifest declares
+    /// elsewhere, such as the editor methods a server's `capabilities.client` names. They are
+    /// still decided by the policies and the autonomy like any listed tool.
+    pub fn listing(mut self, tools: &[&str]) -> Self {
+        if let Some(list) = &mut self.tools {
+            list.extend(tools.iter().map(|tool| tool.to_string()));
+        }
+        self
+    }
 }
 
 fn parse_autonomy(text: &str) -> Option<Autonomy> {

@@ -48,7 +48,7 @@ pub mod prelude {
     pub use crate::acp_operator;
     pub use crate::error::{Error, Result};
     pub use crate::governance::{Decision, Governance, ToolKind, ToolRequest};
-    pub use crate::server::{Serve, ServerOptions, SessionContext, ToolOutcome, Turn};
+    pub use crate::server::{EditorError, Serve, ServerOptions, SessionContext, TerminalCommand, ToolOutcome, Turn};
     pub use crate::tier::{Basic, GovernanceAware, Sandboxed};
     pub use crate::wire::default as wire;
     pub use serde_json::{Value, json};

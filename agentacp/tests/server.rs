@@ -53,15 +53,81 @@ impl TesterServer for Tester {
                 turn.message(format!("{outcome:?}")).await?;
             }
             ["/raw-tool-call", kind] => {
-                // Bypassing `turn.tool_call`: must be refused, whatever the tier.
+                // Bypassing `turn.tool_call` through the JSON escape hatch (the typed
+                // `Turn::update` cannot name one): must be refused, whatever the tier.
                 let update = json!({"sessionUpdate": kind, "toolCallId": "sneaky", "title": "format-disk",
                     "status": "completed", "rawOutput": {"done": true}});
-                turn.update(&update).await?;
+                turn.update_json(update).await?;
+            }
+            ["/plan"] => {
+                let entry = wire::PlanEntry::new(
+                    "typed".into(),
+                    wire::PlanEntryPriority::High,
+                    wire::PlanEntryStatus::Pending,
+                );
+                turn.update(&wire::OperatorUpdate::Plan(wire::Plan::new(vec![entry])))
+                    .await?;
+            }
+            ["/editor-read", path] => {
+                let read = turn.editor().read_text_file(path).await;
+                report(turn, read).await?;
+            }
+            ["/editor-write", path, content] => {
+                let written = turn.editor().write_text_file(path, content).await;
+                report(turn, written.map(|()| "written".to_string())).await?;
+            }
+            ["/editor-run", command, timeout_ms] => {
+                let command = server::TerminalCommand::new(*command)
+                    .arg("--flag")
+                    .timeout(Duration::from_millis(timeout_ms.parse().unwrap_or(10_000)));
+                let ran = turn.editor().run_command(&command).await;
+                let ran = ran.map(|run| format!("{:?} {:?} {}", run.exit_code, run.signal, run.output));
+                report(turn, ran).await?;
+            }
+            ["/tool-forever"] => {
+                turn.tool_call("read", json!({}))
+                    .kind(ToolKind::Read)
+                    .run(|_| std::future::pending::<std::result::Result<Value, String>>())
+                    .await?;
             }
             ["/fail"] => return Err(Error::msg("boom")),
             ["/panic"] => panic!("a deliberate panic in operator code"),
             _ => turn.message(text).await?,
         }
+        Ok(wire::StopReason::EndTurn)
+    }
+
+    async fn load_session(
+        &self,
+        _session: &SessionContext,
+        _request: wire::LoadSessionRequest,
+    ) -> Result<wire::LoadSessionResponse> {
+        Ok(wire::LoadSessionResponse::default())
+    }
+}
+
+/// Streams what an editor call gave (`ok: …`) or why it failed (`error: …`); a cancel ends
+/// the turn.
+async fn report(turn: &mut Turn<'_, GovernanceAware>, outcome: Result<String>) -> Result<()> {
+    match outcome {
+        Ok(text) => turn.message(format!("ok: {text}")).await,
+        Err(Error::Cancelled) => Err(Error::Cancelled),
+        Err(error) => turn.message(format!("error: {error}")).await,
+    }
+}
+
+/// The same operator, but its manifest declares none of the editor's methods.
+#[acp_operator(manifest = "tests/operators/test-operator-no-editor/ACP.md")]
+struct Bystander;
+
+impl BystanderServer for Bystander {
+    async fn prompt(
+        &self,
+        turn: &mut Turn<'_, GovernanceAware>,
+        _request: wire::PromptRequest,
+    ) -> Result<wire::StopReason> {
+        let read = turn.editor().read_text_file("notes.txt").await;
+        report(turn, read).await?;
         Ok(wire::StopReason::EndTurn)
     }
 
@@ -113,11 +179,15 @@ impl Setup {
     }
 
     fn start(self) -> Client {
+        self.start_with(Tester)
+    }
+
+    fn start_with(self, operator: impl server::Operator) -> Client {
         // One pipe each way, like a child process's stdin and stdout: closing the client's
         // writing end is end of input for the server.
         let (writer, server_read) = tokio::io::duplex(1 << 16);
         let (server_write, read) = tokio::io::duplex(1 << 16);
-        let server = tokio::spawn(server::serve(Tester, self.options, server_read, server_write));
+        let server = tokio::spawn(server::serve(operator, self.options, server_read, server_write));
         Client {
             writer,
             lines: BufReader::new(read).lines(),
@@ -174,12 +244,29 @@ impl Client {
     }
 
     async fn initialize(&mut self) -> Value {
-        self.call(
-            "initialize",
-            json!({"protocolVersion": 1, "clientInfo": {"name": "test", "version": "1"}}),
-        )
-        .await
-        .1
+        self.initialize_offering(json!({})).await
+    }
+
+    /// `initialize` with these `clientCapabilities`.
+    async fn initialize_offering(&mut self, capabilities: Value) -> Value {
+        let params = json!({"protocolVersion": 1, "clientInfo": {"name": "test", "version": "1"},
+            "clientCapabilities": capabilities});
+        self.call("initialize", params).await.1
+    }
+
+    /// Reads until the server's request for `method`, which it returns.
+    async fn until_request(&mut self, method: &str) -> Value {
+        loop {
+            let message = self.next().await;
+            if message["method"] == method && message.get("id").is_some() {
+                return message;
+            }
+        }
+    }
+
+    async fn answer(&mut self, request: &Value, result: Value) {
+        let id = request["id"].clone();
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result})).await;
     }
 
     fn project(&self) -> String {
@@ -872,6 +959,22 @@ async fn an_ungoverned_tool_call_update_is_refused_and_never_sent() {
     client.finish().await;
 }
 
+/// Issue #13.1: the typed `Turn::update` sends what `wire::OperatorUpdate` holds, tagged as
+/// the revision's `SessionUpdate`.
+#[tokio::test]
+async fn a_typed_operator_update_reaches_the_client_as_its_session_update() {
+    let setup = setup();
+    let (mut client, session) = setup.ready().await;
+    let id = client.prompt(&session, "/plan").await;
+    let (before, answer) = client.until_answer(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let update = &before.last().expect("one update")["params"]["update"];
+    assert_eq!(update["sessionUpdate"], "plan", "{update}");
+    assert_eq!(update["entries"][0]["content"], "typed", "{update}");
+    assert_eq!(update["entries"][0]["priority"], "high", "{update}");
+    client.finish().await;
+}
+
 /// Issue #13.3: only allow-once / reject-once were offered, so editors could not show "Always
 /// allow". Both `always` options are offered where governance permits, remembered for the
 /// session, honoured without asking again, and audited.
@@ -930,4 +1033,287 @@ async fn always_answers_are_offered_remembered_for_the_session_and_audited() {
         }
         client.finish().await;
     }
+}
+
+/// A tool call cancelled while it ran left no `tool.call` record, though it may have done
+/// something: it is recorded as `cancelled while running`, with its approval.
+#[tokio::test]
+async fn a_tool_call_cancelled_while_it_runs_is_still_audited() {
+    let setup = setup();
+    let audit = setup.audit.clone();
+    let (mut client, session) = setup.ready().await;
+    let id = client.prompt(&session, "/tool-forever").await;
+    loop {
+        let message = client.next().await;
+        if message["params"]["update"]["status"] == "in_progress" {
+            break;
+        }
+    }
+    client.cancel(&session).await;
+    let (_, answer) = client.until_answer(id).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    let records = tool_call_records(&audit);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = records[0].to_string();
+    assert!(record.contains("cancelled while running"), "{record}");
+    client.finish().await;
+}
+
+/// Every editor capability, as an editor such as Zed offers them.
+fn full_editor() -> Value {
+    json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true})
+}
+
+/// The tool-call records of the audit log.
+fn tool_call_records(sink: &MemorySink) -> Vec<Value> {
+    sink.lines()
+        .iter()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["action"] == "tool.call")
+        .collect()
+}
+
+/// Issue #13 (servers that use the editor): a read goes to the editor as `fs/read_text_file`
+/// with the absolute path inside the session, as a governed tool call (a read: allowed by
+/// `on-mutate` without asking), shown to the editor and audited with a summary, not the text.
+#[tokio::test]
+async fn an_editor_read_is_a_governed_audited_tool_call_answered_by_the_editor() {
+    let setup = setup();
+    let audit = setup.audit.clone();
+    let mut client = setup.start();
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    let id = client.prompt(&session, "/editor-read notes.txt").await;
+    let read = client.until_request("fs/read_text_file").await;
+    let expected_path = format!("{}/notes.txt", client.project());
+    assert_eq!(read["params"]["path"], expected_path.as_str(), "{read}");
+    assert_eq!(read["params"]["sessionId"], session.as_str(), "{read}");
+    client.answer(&read, json!({"content": "unsaved buffer"})).await;
+    let (after, answer) = client.until_answer(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(texts(&after), ["ok: unsaved buffer"]);
+    let records = tool_call_records(&audit);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = &records[0].to_string();
+    assert!(
+        record.contains("fs/read_text_file") && record.contains("\"bytes\":14"),
+        "{record}"
+    );
+    assert!(
+        !record.contains("unsaved buffer"),
+        "the file's text stays out of the log: {record}"
+    );
+    client.finish().await;
+}
+
+/// A write changes something: governance asks, and the write reaches the editor only after
+/// the user approved it; the approval is audited.
+#[tokio::test]
+async fn an_editor_write_asks_first_and_is_sent_only_when_approved() {
+    let setup = setup();
+    let audit = setup.audit.clone();
+    let mut client = setup.start();
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    let id = client.prompt(&session, "/editor-write out.txt hello").await;
+    let asked = answer_permission(
+        &mut client,
+        &audit,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    )
+    .await;
+    assert_eq!(
+        asked.last().unwrap()["params"]["toolCall"]["name"],
+        "fs/write_text_file"
+    );
+    let write = client.until_request("fs/write_text_file").await;
+    assert_eq!(write["params"]["content"], "hello", "{write}");
+    client.answer(&write, json!({})).await;
+    let (after, answer) = client.until_answer(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(texts(&after), ["ok: written"]);
+    let record = tool_call_records(&audit)[0].to_string();
+    assert!(record.contains("client:test"), "who approved is recorded: {record}");
+
+    // Rejected: the editor never sees the write.
+    let id = client.prompt(&session, "/editor-write out.txt again").await;
+    answer_permission(
+        &mut client,
+        &audit,
+        json!({"outcome": {"outcome": "selected", "optionId": "reject-once"}}),
+    )
+    .await;
+    let (after, _) = client.until_answer(id).await;
+    assert!(
+        kinds(&after).iter().all(|kind| kind != "fs/write_text_file"),
+        "{after:?}"
+    );
+    assert!(texts(&after)[0].starts_with("error: rejected"), "{after:?}");
+    client.finish().await;
+}
+
+/// A command runs in the editor's terminal only after approval, and the terminal is always
+/// released; one that outlives its timeout is killed, then its output collected.
+#[tokio::test]
+async fn an_editor_command_is_approved_run_waited_for_and_released() {
+    let setup = setup();
+    let audit = setup.audit.clone();
+    let mut client = setup.start();
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    let id = client.prompt(&session, "/editor-run cargo 60000").await;
+    answer_permission(
+        &mut client,
+        &audit,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    )
+    .await;
+    let create = client.until_request("terminal/create").await;
+    assert_eq!(create["params"]["command"], "cargo", "{create}");
+    assert_eq!(create["params"]["args"], json!(["--flag"]), "{create}");
+    assert_eq!(create["params"]["cwd"], client.project().as_str(), "{create}");
+    client.answer(&create, json!({"terminalId": "term-1"})).await;
+    let wait = client.until_request("terminal/wait_for_exit").await;
+    assert_eq!(wait["params"]["terminalId"], "term-1");
+    client.answer(&wait, json!({"exitCode": 0})).await;
+    let output = client.until_request("terminal/output").await;
+    client
+        .answer(&output, json!({"output": "built", "truncated": false}))
+        .await;
+    let release = client.until_request("terminal/release").await;
+    client.answer(&release, json!({})).await;
+    let (after, answer) = client.until_answer(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(texts(&after), ["ok: Some(0) None built"]);
+
+    // Outliving its timeout: killed, output read, released.
+    let id = client.prompt(&session, "/editor-run sleep 50").await;
+    answer_permission(
+        &mut client,
+        &audit,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    )
+    .await;
+    let create = client.until_request("terminal/create").await;
+    client.answer(&create, json!({"terminalId": "term-2"})).await;
+    let _never_answered = client.until_request("terminal/wait_for_exit").await;
+    let kill = client.until_request("terminal/kill").await;
+    assert_eq!(kill["params"]["terminalId"], "term-2");
+    client.answer(&kill, json!({})).await;
+    let output = client.until_request("terminal/output").await;
+    client
+        .answer(&output, json!({"output": "partial", "truncated": false}))
+        .await;
+    let release = client.until_request("terminal/release").await;
+    client.answer(&release, json!({})).await;
+    let (after, _) = client.until_answer(id).await;
+    assert_eq!(texts(&after), ["ok: None Some(\"timeout\") partial"]);
+    client.finish().await;
+}
+
+/// A cancelled turn kills and releases the command it was waiting for (the turn's future is
+/// dropped at the cancel, so this happens from a task of its own), and the call, which may
+/// have done something, is in the audit log.
+#[tokio::test]
+async fn a_cancel_kills_and_releases_the_editor_command() {
+    let setup = setup();
+    let audit = setup.audit.clone();
+    let mut client = setup.start();
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    let id = client.prompt(&session, "/editor-run server 60000").await;
+    answer_permission(
+        &mut client,
+        &audit,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    )
+    .await;
+    let create = client.until_request("terminal/create").await;
+    client.answer(&create, json!({"terminalId": "term-3"})).await;
+    client.until_request("terminal/wait_for_exit").await;
+    client.cancel(&session).await;
+    let (mut killed, mut released, mut stop_reason) = (false, false, None);
+    while !(killed && released && stop_reason.is_some()) {
+        let message = client.next().await;
+        match message["method"].as_str() {
+            Some("terminal/kill") => {
+                assert!(!released, "killed before it is released");
+                assert_eq!(message["params"]["terminalId"], "term-3");
+                killed = true;
+                client.answer(&message, json!({})).await;
+            }
+            Some("terminal/release") => {
+                released = true;
+                client.answer(&message, json!({})).await;
+            }
+            _ if message["id"] == id => stop_reason = Some(message["result"]["stopReason"].clone()),
+            _ => {}
+        }
+    }
+    assert_eq!(stop_reason, Some(json!("cancelled")));
+    let record = tool_call_records(&audit)[0].to_string();
+    assert!(
+        record.contains("terminal/create") && record.contains("cancelled while running"),
+        "{record}"
+    );
+    client.finish().await;
+}
+
+/// Nothing reaches the editor that it did not offer, that the manifest does not declare, or
+/// that lies outside the session's folder; the operator gets an error naming why.
+#[tokio::test]
+async fn editor_calls_are_refused_locally_when_not_offered_not_declared_or_outside_the_session() {
+    // Not offered: the client advertised no `fs`.
+    let (mut client, session) = setup().ready().await;
+    let id = client.prompt(&session, "/editor-read notes.txt").await;
+    let (before, _) = client.until_answer(id).await;
+    assert_eq!(
+        kinds(&before),
+        ["agent_message_chunk"],
+        "no request, no tool call: {before:?}"
+    );
+    assert!(
+        texts(&before)[0].contains("does not offer `fs/read_text_file`"),
+        "{before:?}"
+    );
+    client.finish().await;
+
+    // Outside the session's folder.
+    let mut client = setup().start();
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    let id = client.prompt(&session, "/editor-read ../../etc/passwd").await;
+    let (before, _) = client.until_answer(id).await;
+    assert_eq!(kinds(&before), ["agent_message_chunk"], "{before:?}");
+    assert!(texts(&before)[0].contains("outside the session's folder"), "{before:?}");
+    client.finish().await;
+
+    // Not declared in the manifest, although the editor offers it.
+    let mut client = setup().start_with(Bystander);
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    let id = client.prompt(&session, "read").await;
+    let (before, _) = client.until_answer(id).await;
+    assert_eq!(kinds(&before), ["agent_message_chunk"], "{before:?}");
+    assert!(texts(&before)[0].contains("not declared in ACP.md"), "{before:?}");
+    client.finish().await;
+}
+
+/// An editor that never answers does not hang the turn: the call fails after the editor
+/// timeout, and the failure is audited.
+#[tokio::test]
+async fn an_editor_that_never_answers_fails_the_call_after_the_editor_timeout() {
+    let mut setup = setup();
+    setup.options.editor_timeout = Duration::from_millis(200);
+    let audit = setup.audit.clone();
+    let mut client = setup.start();
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    let id = client.prompt(&session, "/editor-read notes.txt").await;
+    let _unanswered = client.until_request("fs/read_text_file").await;
+    let (after, answer) = client.until_answer(id).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(texts(&after)[0].contains("no answer within 200 ms"), "{after:?}");
+    assert!(tool_call_records(&audit)[0].to_string().contains("no answer within"));
+    client.finish().await;
 }

@@ -16,10 +16,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, PermissionOptionKind, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, TextContent,
+    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest, CreateTerminalResponse,
+    FileSystemCapabilities, Implementation, InitializeRequest, InitializeResponse, KillTerminalRequest,
+    KillTerminalResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest, PermissionOptionKind,
+    PromptRequest, PromptResponse, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, TerminalExitStatus, TerminalOutputRequest,
+    TerminalOutputResponse, TextContent, WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, JsonRpcRequest, JsonRpcResponse, Lines};
@@ -87,6 +91,18 @@ pub enum Event {
         /// What this client answered (or that it held the request).
         answer: String,
     },
+    /// A request of the agent for the editor's files or terminal (`fs/*`, `terminal/*`),
+    /// answered by this client's stand-in editor (see [`SdkClient::initialize_as_editor`]).
+    Editor {
+        /// `sessionId`.
+        session_id: String,
+        /// The method.
+        method: String,
+        /// The whole params, as JSON.
+        params: Value,
+        /// When it arrived.
+        phase: Phase,
+    },
     /// The response to one of this client's requests.
     Response {
         /// The request.
@@ -116,7 +132,9 @@ impl Event {
     /// The session the event is about (none for a response).
     pub fn session_id(&self) -> Option<&str> {
         match self {
-            Event::Update { session_id, .. } | Event::Permission { session_id, .. } => Some(session_id),
+            Event::Update { session_id, .. }
+            | Event::Permission { session_id, .. }
+            | Event::Editor { session_id, .. } => Some(session_id),
             Event::Response { .. } => None,
         }
     }
@@ -142,6 +160,9 @@ impl Event {
                 crate::shorten(&params.to_string(), 300),
                 phase(p)
             ),
+            Event::Editor { method, params, .. } => {
+                format!("{method} {}", crate::shorten(&params.to_string(), 300))
+            }
             Event::Response { tag, outcome } => format!(
                 "response to {} #{} (id {}): {}",
                 tag.method,
@@ -280,6 +301,29 @@ impl Shared {
             });
         }
         self.notify();
+    }
+
+    /// Records an editor request and answers it with `answer`.
+    fn on_editor<Req: serde::Serialize, Resp: JsonRpcResponse>(
+        &self,
+        method: &str,
+        request: &Req,
+        answer: Resp,
+        responder: Responder<Resp>,
+    ) -> Result<(), SdkError> {
+        let params = serde_json::to_value(request).unwrap_or(Value::Null);
+        let session_id = params["sessionId"].as_str().unwrap_or_default().to_string();
+        let mut state = self.lock();
+        let phase = state.phase(&session_id);
+        state.events.push(Event::Editor {
+            session_id,
+            method: method.to_string(),
+            params,
+            phase,
+        });
+        drop(state);
+        self.notify();
+        responder.respond(answer)
     }
 
     fn on_permission(
@@ -527,6 +571,15 @@ impl SdkClient {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let on_update = shared.clone();
         let on_permission = shared.clone();
+        let (on_read, on_write, on_create, on_wait, on_output, on_release, on_kill) = (
+            shared.clone(),
+            shared.clone(),
+            shared.clone(),
+            shared.clone(),
+            shared.clone(),
+            shared.clone(),
+            shared.clone(),
+        );
         let driver = tokio::spawn(async move {
             Client
                 .v1()
@@ -541,6 +594,59 @@ impl SdkClient {
                 .on_receive_request(
                     async move |request: RequestPermissionRequest, responder, _cx| {
                         on_permission.on_permission(request, responder)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                // The stand-in editor: a buffer's text names its file, every command exits 0
+                // and prints what it was asked to run.
+                .on_receive_request(
+                    async move |request: ReadTextFileRequest, responder, _cx| {
+                        let text = format!("editor buffer of {}", request.path.display());
+                        on_read.on_editor(
+                            "fs/read_text_file",
+                            &request,
+                            ReadTextFileResponse::new(text),
+                            responder,
+                        )
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |request: WriteTextFileRequest, responder, _cx| {
+                        on_write.on_editor("fs/write_text_file", &request, WriteTextFileResponse::new(), responder)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |request: CreateTerminalRequest, responder, _cx| {
+                        let answer = CreateTerminalResponse::new("term-1");
+                        on_create.on_editor("terminal/create", &request, answer, responder)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |request: WaitForTerminalExitRequest, responder, _cx| {
+                        let answer = WaitForTerminalExitResponse::new(TerminalExitStatus::new().exit_code(0));
+                        on_wait.on_editor("terminal/wait_for_exit", &request, answer, responder)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |request: TerminalOutputRequest, responder, _cx| {
+                        let answer = TerminalOutputResponse::new("ran in the editor's terminal", false);
+                        on_output.on_editor("terminal/output", &request, answer, responder)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |request: ReleaseTerminalRequest, responder, _cx| {
+                        on_release.on_editor("terminal/release", &request, ReleaseTerminalResponse::new(), responder)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |request: KillTerminalRequest, responder, _cx| {
+                        on_kill.on_editor("terminal/kill", &request, KillTerminalResponse::new(), responder)
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
@@ -678,6 +784,20 @@ impl SdkClient {
     /// [`Self::NAME`]); fails the test on error.
     pub async fn initialize(&self) -> InitializeResponse {
         let request = InitializeRequest::new(ProtocolVersion::V1).client_info(Implementation::new(Self::NAME, "1.0.0"));
+        self.start(None, request).ok().await
+    }
+
+    /// `initialize` as an editor offering its files and terminal (`fs.readTextFile`,
+    /// `fs.writeTextFile`, `terminal`), answered by the stand-in editor: a read gives
+    /// `editor buffer of PATH`, a command exits 0 with the output `ran in the editor's
+    /// terminal`. Each request is recorded as an [`Event::Editor`].
+    pub async fn initialize_as_editor(&self) -> InitializeResponse {
+        let capabilities = ClientCapabilities::new()
+            .fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true))
+            .terminal(true);
+        let request = InitializeRequest::new(ProtocolVersion::V1)
+            .client_info(Implementation::new(Self::NAME, "1.0.0"))
+            .client_capabilities(capabilities);
         self.start(None, request).ok().await
     }
 

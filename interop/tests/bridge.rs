@@ -68,7 +68,7 @@ fn tool_updates<'a>(events: &'a [Event], tool: &str) -> Vec<&'a Event> {
         .filter(|e| match e {
             Event::Update { update, .. } => update["title"] == tool || update["name"] == tool,
             Event::Permission { params, .. } => params["toolCall"]["title"] == tool,
-            Event::Response { .. } => false,
+            Event::Editor { .. } | Event::Response { .. } => false,
         })
         .collect()
 }

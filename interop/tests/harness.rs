@@ -29,7 +29,7 @@ async fn records_a_stream_in_order_and_before_its_response() {
         match event {
             Event::Update { phase, .. } => assert!(phase.is_before(&tag), "{event:?}"),
             Event::Response { .. } => {}
-            Event::Permission { .. } => panic!("unexpected {event:?}"),
+            Event::Permission { .. } | Event::Editor { .. } => panic!("unexpected {event:?}"),
         }
     }
     // The prompt's response is the last event: it was recorded after every update.

@@ -38,7 +38,9 @@ fn during<'a>(events: &'a [Event], session: &str, tag: &RequestTag) -> Vec<&'a E
         .iter()
         .filter(|e| e.session_id() == Some(session))
         .filter(|e| match e {
-            Event::Update { phase, .. } | Event::Permission { phase, .. } => phase.is_before(tag),
+            Event::Update { phase, .. } | Event::Permission { phase, .. } | Event::Editor { phase, .. } => {
+                phase.is_before(tag)
+            }
             Event::Response { .. } => false,
         })
         .collect()
@@ -192,7 +194,7 @@ fn tool_field<'a>(event: &'a Event, key: &str) -> Option<&'a Value> {
     match event {
         Event::Update { update, .. } => update.get(key),
         Event::Permission { params, .. } => params["toolCall"].get(key),
-        Event::Response { .. } => None,
+        Event::Editor { .. } | Event::Response { .. } => None,
     }
 }
 
@@ -760,4 +762,117 @@ fn check_audit_log(path: &Path, want: impl Fn(&[Value]) -> bool) {
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The editor requests among `events`, as (method, params).
+fn editor_requests(events: &[&Event]) -> Vec<(String, Value)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Editor { method, params, .. } => Some((method.clone(), params.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue #13, servers that use the editor: the official SDK's client, offering its files and
+/// terminal at `initialize`, serves governed-server's `turn.editor()` calls — a read (allowed
+/// without asking), a write and a command (each asked first) — inside the session's folder,
+/// every request answered while the turn is open, and each call in the audit log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_client_serves_a_servers_editor_reads_writes_and_commands() {
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let client = spawn(GOVERNED, &dirs).await;
+    client.set_permission_policy(PermissionPolicy::Select(PermissionOptionKind::AllowOnce));
+    client.initialize_as_editor().await;
+    let session = client.new_session(&cwd).await;
+    let mut turns = Vec::new();
+    for text in [
+        "/editor-read notes.txt",
+        "/editor-write out.txt hello there",
+        "/editor-run cargo test",
+    ] {
+        let prompt = client.prompt(&session, text);
+        let tag = prompt.tag.clone();
+        assert_eq!(prompt.ok().await.stop_reason, StopReason::EndTurn, "{text}");
+        let events = client.events();
+        let turn: Vec<Event> = during(&events, &session, &tag).into_iter().cloned().collect();
+        turns.push(turn);
+    }
+    let [read, write, run] = [0, 1, 2].map(|i| turns[i].iter().collect::<Vec<&Event>>());
+
+    let requests = editor_requests(&read);
+    let path = cwd.join("notes.txt").to_string_lossy().into_owned();
+    assert_eq!(requests.len(), 1, "{}", describe(&read));
+    assert_eq!(requests[0].0, "fs/read_text_file");
+    assert_eq!(requests[0].1["path"], path.as_str(), "{}", describe(&read));
+    assert!(
+        !read.iter().any(|e| matches!(e, Event::Permission { .. })),
+        "a read is not asked"
+    );
+    assert_eq!(message_texts(&read), [format!("editor buffer of {path}")]);
+    assert!(
+        read.iter()
+            .any(|e| tool_field(e, "name") == Some(&json!("fs/read_text_file")))
+    );
+
+    assert!(
+        write.iter().any(|e| matches!(e, Event::Permission { .. })),
+        "a write is asked first"
+    );
+    let requests = editor_requests(&write);
+    assert_eq!(requests.len(), 1, "{}", describe(&write));
+    assert_eq!(requests[0].1["content"], "hello there");
+    assert_eq!(message_texts(&write), ["wrote 11 bytes"]);
+
+    let methods: Vec<String> = editor_requests(&run).into_iter().map(|(method, _)| method).collect();
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ],
+        "{}",
+        describe(&run)
+    );
+    let create = &editor_requests(&run)[0].1;
+    assert_eq!(
+        (&create["command"], &create["args"]),
+        (&json!("cargo"), &json!(["test"]))
+    );
+    assert_eq!(message_texts(&run), ["exit 0: ran in the editor's terminal"]);
+
+    let status = client.shutdown().await;
+    assert!(status.success(), "governed-server exited with {status}");
+    check_audit_log(&dirs.audit_log, |records| {
+        ["fs/read_text_file", "fs/write_text_file", "terminal/create"]
+            .iter()
+            .all(|tool| find_tool_record(records, tool).is_some())
+    });
+}
+
+/// An editor that does not offer its files gets no `fs/*` request: the operator is told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_asks_nothing_of_an_editor_that_did_not_offer_it() {
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let client = spawn(GOVERNED, &dirs).await;
+    client.initialize().await;
+    let session = client.new_session(&cwd).await;
+    let prompt = client.prompt(&session, "/editor-read notes.txt");
+    let tag = prompt.tag.clone();
+    assert_eq!(prompt.ok().await.stop_reason, StopReason::EndTurn);
+    let events = client.events();
+    let turn = during(&events, &session, &tag);
+    assert!(editor_requests(&turn).is_empty(), "{}", describe(&turn));
+    let texts = message_texts(&turn);
+    assert!(
+        texts.len() == 1 && texts[0].contains("does not offer `fs/read_text_file`"),
+        "{texts:?}"
+    );
+    let status = client.shutdown().await;
+    assert!(status.success(), "governed-server exited with {status}");
 }

@@ -220,7 +220,30 @@ function answerPermission(params) {
   return { outcome: { outcome: "cancelled" } };
 }
 
+// The stand-in editor's answers to fs/* and terminal/*: a buffer's text names its file,
+// every command exits 0 and prints what it was asked to run. Each request is an event.
+function editorRequest(method, answer) {
+  return ({ params }) => {
+    events.push({ kind: "editor", method, params });
+    notifyWaiters();
+    return answer(params);
+  };
+}
+
 const app = client({ name: "agentacp-interop-ts" })
+  .onRequest(
+    methods.client.fs.readTextFile,
+    editorRequest("fs/read_text_file", (p) => ({ content: `editor buffer of ${p.path}` })),
+  )
+  .onRequest(methods.client.fs.writeTextFile, editorRequest("fs/write_text_file", () => ({})))
+  .onRequest(methods.client.terminal.create, editorRequest("terminal/create", () => ({ terminalId: "ts-1" })))
+  .onRequest(methods.client.terminal.waitForExit, editorRequest("terminal/wait_for_exit", () => ({ exitCode: 0 })))
+  .onRequest(
+    methods.client.terminal.output,
+    editorRequest("terminal/output", (p) => ({ output: `ran in ${p.terminalId}`, truncated: false })),
+  )
+  .onRequest(methods.client.terminal.release, editorRequest("terminal/release", () => ({})))
+  .onRequest(methods.client.terminal.kill, editorRequest("terminal/kill", () => ({})))
   .onNotification(methods.client.session.update, ({ params }) => {
     events.push({ kind: "update", sessionId: params.sessionId, update: params.update });
     notifyWaiters();
@@ -358,7 +381,12 @@ async function runSteps(agent) {
     const response = await withTimeout(
       agent.request(methods.agent.initialize, {
         protocolVersion: PROTOCOL_VERSION,
-        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        // A governed server gets an editor offering its files and terminal (the editor-*
+        // steps); the echo server an editor offering nothing.
+        clientCapabilities: {
+          fs: { readTextFile: governed, writeTextFile: governed },
+          terminal: governed,
+        },
         clientInfo: { name: "agentacp-interop-ts", version: "0.0.0" },
       }),
       "the initialize response",
@@ -376,7 +404,7 @@ async function runSteps(agent) {
   });
   if (!initialized) {
     const rest = ["session/new", "stream", "cancel", "after-cancel"];
-    if (governed) rest.push("tool-approved", "tool-rejected", "tool-denied", "tool-read");
+    if (governed) rest.push("tool-approved", "tool-rejected", "tool-denied", "tool-read", ...EDITOR_STEPS);
     rest.push("cwd-outside");
     for (const name of rest) notRun(name, "initialize failed");
     return;
@@ -595,7 +623,55 @@ async function governedSteps(agent, sessionId) {
     return `(${clip(JSON.stringify(text), 120)})`;
   });
 
+  await editorSteps(agent, sessionId);
   permissionPolicy = { kind: "unexpected" };
+}
+
+const EDITOR_STEPS = ["editor-read", "editor-write", "editor-run"];
+
+// Issue #13: the server's operator uses this editor's files and terminal (turn.editor()):
+// a read runs unasked, a write and a command are asked first; each request carries the
+// session and a path inside the session's folder, and the operator reports the answer.
+async function editorSteps(agent, sessionId) {
+  const editorCalls = (turn) => turn.turnEvents.filter((e) => e.kind === "editor");
+  await step("editor-read", async () => {
+    permissionPolicy = { kind: "unexpected" };
+    const turn = await promptTurn(agent, sessionId, "/editor-read notes.txt");
+    checkDelivered(turn);
+    const calls = editorCalls(turn);
+    const path = join(sessionCwd, "notes.txt");
+    check(calls.length === 1 && calls[0].method === "fs/read_text_file", `editor calls: ${clip(JSON.stringify(calls), 400)}`);
+    check(calls[0].params.path === path && calls[0].params.sessionId === sessionId, `params ${JSON.stringify(calls[0].params)}`);
+    check(!turn.turnEvents.some((e) => e.kind === "permission"), "a read was asked");
+    const text = messageText(turn.updates);
+    check(text === `editor buffer of ${path}`, `the reply is ${JSON.stringify(text)}`);
+    return `(${clip(JSON.stringify(text), 120)})`;
+  });
+  await step("editor-write", async () => {
+    permissionPolicy = { kind: "select", optionKind: "allow_once" };
+    const turn = await promptTurn(agent, sessionId, "/editor-write out.txt from typescript");
+    checkDelivered(turn);
+    checkPermissionTurn(turn, "allow_once");
+    const calls = editorCalls(turn);
+    check(calls.length === 1 && calls[0].params.content === "from typescript", `editor calls: ${clip(JSON.stringify(calls), 400)}`);
+    const text = messageText(turn.updates);
+    check(text === "wrote 15 bytes", `the reply is ${JSON.stringify(text)}`);
+    return `(${text})`;
+  });
+  await step("editor-run", async () => {
+    permissionPolicy = { kind: "select", optionKind: "allow_once" };
+    const turn = await promptTurn(agent, sessionId, "/editor-run make check");
+    checkDelivered(turn);
+    checkPermissionTurn(turn, "allow_once");
+    const methodsSeen = editorCalls(turn).map((e) => e.method);
+    const want = ["terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"];
+    check(canonical(methodsSeen) === canonical(want), `editor calls: ${JSON.stringify(methodsSeen)}`);
+    const create = editorCalls(turn)[0].params;
+    check(create.command === "make" && canonical(create.args) === canonical(["check"]) && create.cwd === sessionCwd, `terminal/create ${JSON.stringify(create)}`);
+    const text = messageText(turn.updates);
+    check(text === "exit 0: ran in ts-1", `the reply is ${JSON.stringify(text)}`);
+    return `(${text})`;
+  });
 }
 
 // A turn that must announce the tool call as pending, then ask exactly once.

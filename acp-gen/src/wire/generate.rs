@@ -115,7 +115,8 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
     if !shadowing.is_empty() {
         return Err(GenerateError { problems: shadowing });
     }
-    let plan = plan::plan(schema).map_err(|problems| GenerateError { problems })?;
+    let mut plan = plan::plan(schema).map_err(|problems| GenerateError { problems })?;
+    let operator_update = add_operator_update(&mut plan);
     let protocol_version = meta.get("version").and_then(Value::as_u64).unwrap_or(1);
     let protocol_version =
         u16::try_from(protocol_version).map_err(|_| GenerateError::new("meta.json `version` does not fit u16"))?;
@@ -126,6 +127,11 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
         .map_err(|_| GenerateError::new("bad support path"))?;
     let items = emit::items(&plan, options.docs);
     let methods = dispatch::emit(&table);
+    let operator_update = operator_update.then(|| {
+        quote! {
+            impl __s::OperatorUpdate for OperatorUpdate {}
+        }
+    });
     let tokens = quote! {
         #![allow(missing_docs, clippy::all)]
 
@@ -139,6 +145,7 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
         pub const PROTOCOL_VERSION: u16 = #protocol_version;
 
         #items
+        #operator_update
         #methods
     };
     let file: syn::File =
@@ -150,6 +157,55 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
         type_count: plan.items.len(),
         method_count: table.methods.len(),
     })
+}
+
+/// The name of the generated [`OPERATOR_UPDATE`] enum.
+const OPERATOR_UPDATE: &str = "OperatorUpdate";
+
+/// The `session/update` kinds only the runtime may send: tool calls are governed and audited,
+/// so operator code reaches them through `Turn::tool_call` alone.
+const GOVERNED_UPDATES: &[&str] = &["tool_call", "tool_call_update"];
+
+/// Adds `OperatorUpdate`: the revision's `SessionUpdate` without the tool-call variants, the
+/// type `Turn::update` takes, so an ungoverned tool call does not compile. Returns whether it
+/// was added (not when the revision has no tagged `SessionUpdate`, or already defines the name).
+fn add_operator_update(plan: &mut plan::Plan) -> bool {
+    if plan.items.contains_key(OPERATOR_UPDATE) {
+        plan.notes.push(format!(
+            "the schema defines `{OPERATOR_UPDATE}`: no operator-only update enum was generated"
+        ));
+        return false;
+    }
+    let Some(plan::Planned {
+        item: plan::Item::Tagged {
+            tag,
+            variants,
+            fallback,
+        },
+        ..
+    }) = plan.items.get("SessionUpdate")
+    else {
+        return false;
+    };
+    let variants = variants
+        .iter()
+        .filter(|variant| !GOVERNED_UPDATES.contains(&variant.tag.as_str()))
+        .cloned()
+        .collect();
+    let item = plan::Item::Tagged {
+        tag: tag.clone(),
+        variants,
+        fallback: fallback.clone(),
+    };
+    plan.items.insert(
+        OPERATOR_UPDATE.to_string(),
+        plan::Planned {
+            name: OPERATOR_UPDATE.to_string(),
+            doc: Some("A `SessionUpdate` operator code may send itself: every kind but the tool calls, which only `Turn::tool_call` sends (governed and audited).".to_string()),
+            item,
+        },
+    );
+    true
 }
 
 fn is_full_sha(rev: &str) -> bool {

@@ -15,6 +15,7 @@ use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{Pending, RequestFailure};
 use crate::jsonrpc::{self, Id, RpcError};
 
+use super::operator::EditorMethods;
 use super::session::{SessionContext, SessionStore, lock};
 
 pub(crate) struct Connection {
@@ -27,6 +28,12 @@ pub(crate) struct Connection {
     pub(crate) governance: Arc<dyn Governance>,
     pub(crate) operator_id: String,
     pub(crate) permission_timeout: Duration,
+    /// How long one request to the editor (`fs/*`, `terminal/*`) may take.
+    pub(crate) editor_timeout: Duration,
+    /// The editor methods the manifest lets the operator call.
+    declared_editor: EditorMethods,
+    /// The editor methods the client advertised at `initialize` (none before it).
+    offered_editor: Mutex<EditorMethods>,
     client_name: Mutex<Option<String>>,
     tool_calls: AtomicU64,
 }
@@ -41,6 +48,8 @@ impl Connection {
         governance: Arc<dyn Governance>,
         operator_id: String,
         permission_timeout: Duration,
+        editor_timeout: Duration,
+        declared_editor: EditorMethods,
     ) -> Self {
         Connection {
             outbox,
@@ -51,6 +60,9 @@ impl Connection {
             governance,
             operator_id,
             permission_timeout,
+            editor_timeout,
+            declared_editor,
+            offered_editor: Mutex::new(EditorMethods::NONE),
             client_name: Mutex::new(None),
             tool_calls: AtomicU64::new(0),
         }
@@ -74,6 +86,21 @@ impl Connection {
             Some(name) => format!("client:{name}"),
             None => "client".to_string(),
         });
+    }
+
+    /// Records the `clientCapabilities` of `initialize`.
+    pub(crate) fn set_offered_editor(&self, offered: EditorMethods) {
+        *lock(&self.offered_editor) = offered;
+    }
+
+    /// The editor methods the manifest declares.
+    pub(crate) fn declared_editor(&self) -> EditorMethods {
+        self.declared_editor
+    }
+
+    /// The editor methods the client advertised.
+    pub(crate) fn offered_editor(&self) -> EditorMethods {
+        *lock(&self.offered_editor)
     }
 
     pub(crate) fn next_tool_call_id(&self) -> String {

@@ -19,7 +19,7 @@ use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 
 use super::connection::Connection;
-use super::operator::{Operator, OperatorSpec};
+use super::operator::{EditorMethods, Operator, OperatorSpec};
 use super::session::{SessionContext, lock};
 use super::turn::{Turn, TurnScope};
 use crate::workspace::Workspace;
@@ -66,6 +66,19 @@ struct InitializeParams {
     protocol_version: u64,
     #[serde(default)]
     client_info: Option<ClientInfo>,
+    #[serde(default)]
+    client_capabilities: Option<Value>,
+}
+
+/// The editor methods `clientCapabilities` offers; anything absent or not `true` is not
+/// offered (ACP: an omitted capability is unsupported).
+fn offered_editor_methods(capabilities: Option<&Value>) -> EditorMethods {
+    let flag = |pointer: &str| capabilities.and_then(|c| c.pointer(pointer)).and_then(Value::as_bool) == Some(true);
+    EditorMethods {
+        read_text_file: flag("/fs/readTextFile"),
+        write_text_file: flag("/fs/writeTextFile"),
+        terminal: flag("/terminal"),
+    }
 }
 
 #[derive(Deserialize)]
@@ -321,6 +334,8 @@ impl<O: Operator> Dispatcher<O> {
         }
         self.connection
             .set_client_name(params.client_info.as_ref().map(|info| info.name.as_str()));
+        self.connection
+            .set_offered_editor(offered_editor_methods(params.client_capabilities.as_ref()));
         self.initialized = true;
         let _ = self.connection.respond(id, &self.initialize_response).await;
         Ok(())
@@ -643,7 +658,7 @@ impl<O: Operator> PromptTask<O> {
                 (Lifecycle::Interrupted, json!({"error": rpc.message}), Err(rpc))
             }
         };
-        let audited = self.scope.audit_abandoned_permission().and_then(|()| {
+        let audited = self.scope.audit_unfinished_call().and_then(|()| {
             self.connection
                 .audit(AuditEvent::lifecycle(operator, &session_id, state, Some(detail)))
         });

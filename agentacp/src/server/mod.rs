@@ -6,6 +6,7 @@
 
 mod connection;
 mod dispatch;
+pub mod editor;
 pub mod operator;
 pub mod session;
 pub mod turn;
@@ -23,6 +24,7 @@ use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::workspace::Workspace;
 
+pub use editor::{CommandOutput, Editor, EditorError, TerminalCommand};
 pub use operator::{AuditTarget, BoxFuture, EditorMethods, Operator, OperatorSpec, decode_params, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
@@ -36,6 +38,9 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// The default time a permission request waits before it counts as rejected: 5 minutes.
 pub const DEFAULT_PERMISSION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The default time one request to the editor may take: 60 s.
+pub const DEFAULT_EDITOR_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How a server runs. [`ServerOptions::from_env`] reads the `AGENTACP_*` variables; every
 /// field left `None` takes the default described on it.
@@ -54,6 +59,11 @@ pub struct ServerOptions {
     pub max_frame_bytes: usize,
     /// How long a permission request waits (`AGENTACP_PERMISSION_TIMEOUT_MS`; default 5 min).
     pub permission_timeout: Duration,
+    /// How long one request to the editor (`fs/*`, `terminal/*` from [`Turn::editor`]) may
+    /// take before it counts as failed (`AGENTACP_EDITOR_TIMEOUT_MS`; default 60 s). A
+    /// command's run in the editor's terminal has its own limit
+    /// ([`TerminalCommand::timeout`]).
+    pub editor_timeout: Duration,
     /// How long a write may wait for a client that stopped reading before the connection is
     /// treated as gone (`AGENTACP_WRITE_TIMEOUT_MS`; default 60 s).
     pub write_timeout: Duration,
@@ -81,6 +91,7 @@ impl Default for ServerOptions {
             audit_log: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
+            editor_timeout: DEFAULT_EDITOR_TIMEOUT,
             write_timeout: Duration::from_secs(60),
             fsync: FsyncPolicy::EveryRecord,
             shutdown_grace: Duration::from_secs(5),
@@ -100,6 +111,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("audit_log", &self.audit_log)
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("permission_timeout", &self.permission_timeout)
+            .field("editor_timeout", &self.editor_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("max_sessions", &self.max_sessions)
             .finish_non_exhaustive()
@@ -122,6 +134,9 @@ impl ServerOptions {
         }
         if let Some(ms) = number("AGENTACP_PERMISSION_TIMEOUT_MS") {
             options.permission_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = number("AGENTACP_EDITOR_TIMEOUT_MS") {
+            options.editor_timeout = Duration::from_millis(ms);
         }
         if let Some(ms) = number("AGENTACP_WRITE_TIMEOUT_MS") {
             options.write_timeout = Duration::from_millis(ms);
@@ -291,6 +306,8 @@ where
         governance,
         spec.operator_id(),
         options.permission_timeout,
+        options.editor_timeout,
+        spec.editor,
     ));
     let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
     Dispatcher::new(

@@ -52,6 +52,19 @@ pub struct EditorMethods {
 }
 
 impl EditorMethods {
+    /// The tool names governance sees for the declared methods (see [`super::editor`]).
+    pub fn tools(&self) -> Vec<&'static str> {
+        use super::editor::{READ_TEXT_FILE, TERMINAL, WRITE_TEXT_FILE};
+        [
+            (self.read_text_file, READ_TEXT_FILE),
+            (self.write_text_file, WRITE_TEXT_FILE),
+            (self.terminal, TERMINAL),
+        ]
+        .into_iter()
+        .filter_map(|(declared, tool)| declared.then_some(tool))
+        .collect()
+    }
+
     /// None of them.
     pub const NONE: EditorMethods = EditorMethods {
         read_text_file: false,
@@ -147,13 +160,15 @@ impl OperatorSpec {
         Ok(log)
     }
 
-    /// The default governance binding: the manifest's operator and governance documents.
+    /// The default governance binding: the manifest's operator and governance documents,
+    /// with the editor methods the manifest declares counted as listed tools.
     pub fn governance(&self) -> crate::governance::ManifestGovernance {
         let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
         crate::governance::ManifestGovernance::from_documents(
             document(self.operator).as_ref(),
             document(self.governance).as_ref(),
         )
+        .listing(&self.editor.tools())
     }
 }
 

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::governance::{Decision, ToolKind, ToolRequest};
 use crate::jsonrpc::pending::RequestFailure;
 use crate::tier::{Governed, SandboxedTier, Tier};
+use crate::wire::support::OperatorUpdate;
 
 use super::connection::Connection;
 use super::session::{Remembered, SessionContext};
@@ -30,9 +31,10 @@ pub(crate) struct TurnScope {
     pub(crate) session: Arc<SessionContext>,
     pub(crate) cancel: watch::Receiver<bool>,
     pub(crate) announced: AtomicBool,
-    /// The tool call waiting for the user's answer, if any: when the turn is cancelled
-    /// meanwhile, the runtime audits it as rejected (the turn's future is gone by then).
-    pub(crate) awaiting_permission: std::sync::Mutex<Option<ToolCallMirror>>,
+    /// The record of the tool call that is waiting for the user's answer or running, as it
+    /// must be audited if the turn is cancelled meanwhile (the turn's future is gone by then):
+    /// rejected (`cancelled`) while asking, failed (`cancelled while running`) after.
+    pub(crate) unfinished_call: std::sync::Mutex<Option<ToolCallMirror>>,
 }
 
 impl TurnScope {
@@ -46,28 +48,24 @@ impl TurnScope {
             session,
             cancel,
             announced: AtomicBool::new(false),
-            awaiting_permission: std::sync::Mutex::new(None),
+            unfinished_call: std::sync::Mutex::new(None),
         }
     }
 
-    /// After a cancel: the tool call that was waiting for permission, audited as rejected.
-    pub(crate) fn audit_abandoned_permission(&self) -> Result<()> {
-        let waiting = self
-            .awaiting_permission
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        match waiting {
-            Some(mut mirror) => {
-                mirror.outcome = ToolOutcomeRecord::Error("rejected: cancelled".into());
-                mirror.approval = Approval::RejectedBy {
-                    who: self.connection.client_name(),
-                    reason: "cancelled".into(),
-                };
-                self.connection.audit(AuditEvent::tool_call(mirror))
-            }
+    /// After a cancel: audits the tool call the turn left unfinished, if any.
+    pub(crate) fn audit_unfinished_call(&self) -> Result<()> {
+        match self.set_unfinished_call(None) {
+            Some(mirror) => self.connection.audit(AuditEvent::tool_call(mirror)),
             None => Ok(()),
         }
+    }
+
+    /// Sets (or clears) the record of the unfinished tool call; returns the previous one.
+    fn set_unfinished_call(&self, mirror: Option<ToolCallMirror>) -> Option<ToolCallMirror> {
+        std::mem::replace(
+            &mut *self.unfinished_call.lock().unwrap_or_else(|e| e.into_inner()),
+            mirror,
+        )
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
@@ -149,6 +147,11 @@ impl<'t, T: Tier> Turn<'t, T> {
         }
     }
 
+    /// What the turn runs with (for the editor calls of [`super::editor`]).
+    pub(super) fn scope(&self) -> &'t TurnScope {
+        self.scope
+    }
+
     /// The session this turn runs in.
     pub fn session(&self) -> &SessionContext {
         &self.scope.session
@@ -185,24 +188,33 @@ impl<'t, T: Tier> Turn<'t, T> {
         self.scope.send(text_chunk("agent_thought_chunk", text.as_ref())).await
     }
 
-    /// Sends a `session/update` of the pinned revision, e.g. `wire::SessionUpdate::Plan(..)`.
+    /// Sends a `session/update` of the pinned revision, e.g.
+    /// `wire::OperatorUpdate::Plan(..)`.
     ///
-    /// Except tool calls: a `tool_call` or `tool_call_update` sent this way would bypass
-    /// governance and audit, so it is refused at every tier — logged, never sent, and an
-    /// error for the operator. Tool calls go through [`Turn::tool_call`] (governed tiers only).
-    pub async fn update(&mut self, update: &impl Serialize) -> Result<()> {
-        let text = serde_json::to_string(update)?;
-        if let Some(kind) = tool_call_update_kind(&text) {
+    /// `wire::OperatorUpdate` is the revision's `SessionUpdate` without `tool_call` and
+    /// `tool_call_update`: those would bypass governance and audit, so they exist only through
+    /// [`Turn::tool_call`] (tier governance-aware and up), and naming one here does not compile.
+    pub async fn update(&mut self, update: &impl OperatorUpdate) -> Result<()> {
+        self.update_json(serde_json::to_value(update)?).await
+    }
+
+    /// Sends a `session/update` given as JSON: the escape hatch for an update kind the pinned
+    /// revision's types do not have (an extension, a newer field).
+    ///
+    /// Tool calls stay governed here too: a `tool_call` or `tool_call_update` is refused at
+    /// every tier — logged, never sent, and an error for the operator.
+    pub async fn update_json(&mut self, update: Value) -> Result<()> {
+        if let Some(kind) = tool_call_update_kind(&update) {
             tracing::error!(
                 session = self.scope.session.id(),
                 kind,
                 "refused an ungoverned `{kind}` update from operator code; use turn.tool_call"
             );
             return Err(Error::msg(format!(
-                "a `{kind}` update cannot be sent with `Turn::update`: tool calls are governed and audited, use `turn.tool_call` (tier governance-aware and up)"
+                "a `{kind}` update cannot be sent by operator code: tool calls are governed and audited, use `turn.tool_call` (tier governance-aware and up)"
             )));
         }
-        self.scope.send(text).await
+        self.scope.send(update.to_string()).await
     }
 
     /// Starts a governed tool call (tier governance-aware and up). Nothing happens until
@@ -232,14 +244,8 @@ impl<'t, T: Tier> Turn<'t, T> {
 }
 
 /// `tool_call` or `tool_call_update` when the update object's `sessionUpdate` says so.
-fn tool_call_update_kind(update: &str) -> Option<&'static str> {
-    #[derive(serde::Deserialize)]
-    struct Tag<'a> {
-        #[serde(rename = "sessionUpdate", borrow)]
-        kind: Option<std::borrow::Cow<'a, str>>,
-    }
-    let tag: Tag<'_> = serde_json::from_str(update).ok()?;
-    match tag.kind.as_deref() {
+fn tool_call_update_kind(update: &Value) -> Option<&'static str> {
+    match update.get("sessionUpdate").and_then(Value::as_str) {
         Some("tool_call") => Some("tool_call"),
         Some("tool_call_update") => Some("tool_call_update"),
         _ => None,
@@ -340,17 +346,16 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             arguments: &self.arguments,
         });
         let tool_call_id = connection.next_tool_call_id();
-        let mirror = |outcome, approval| {
-            AuditEvent::tool_call(ToolCallMirror {
-                operator: connection.operator_id.clone(),
-                session: session.to_string(),
-                tool_call_id: tool_call_id.clone(),
-                tool: self.tool.clone(),
-                arguments: self.arguments.clone(),
-                outcome,
-                approval,
-            })
+        let record = |outcome, approval| ToolCallMirror {
+            operator: connection.operator_id.clone(),
+            session: session.to_string(),
+            tool_call_id: tool_call_id.clone(),
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            outcome,
+            approval,
         };
+        let mirror = |outcome, approval| AuditEvent::tool_call(record(outcome, approval));
         let detail = json!({"toolCallId": tool_call_id, "tool": self.tool});
         let title = self.title.clone().unwrap_or_else(|| self.tool.clone());
         let announce = |status: &str| {
@@ -407,21 +412,15 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                     Some(detail.clone()),
                 ))?;
                 scope.send(announce("pending")).await?;
-                *scope.awaiting_permission.lock().unwrap_or_else(|e| e.into_inner()) = Some(ToolCallMirror {
-                    operator: connection.operator_id.clone(),
-                    session: session.to_string(),
-                    tool_call_id: tool_call_id.clone(),
-                    tool: self.tool.clone(),
-                    arguments: self.arguments.clone(),
-                    outcome: ToolOutcomeRecord::Error("pending".into()),
-                    approval: Approval::Auto,
-                });
+                scope.set_unfinished_call(Some(record(
+                    ToolOutcomeRecord::Error("rejected: cancelled".into()),
+                    Approval::RejectedBy {
+                        who: connection.client_name(),
+                        reason: "cancelled".into(),
+                    },
+                )));
                 let permission = self.ask(&tool_call_id, &title).await?;
-                scope
-                    .awaiting_permission
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
+                scope.set_unfinished_call(None);
                 match permission {
                     Permission::Approved(who) => {
                         let mut resumed = detail.clone();
@@ -451,7 +450,14 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             }
         };
         let arguments = self.arguments.clone();
-        match execute(arguments).await {
+        // Cancelled while it runs, it is still recorded: it may have done something.
+        scope.set_unfinished_call(Some(record(
+            ToolOutcomeRecord::Error("cancelled while running".into()),
+            approval.clone(),
+        )));
+        let executed = execute(arguments).await;
+        scope.set_unfinished_call(None);
+        match executed {
             Ok(result) => {
                 connection.audit(mirror(ToolOutcomeRecord::Result(result.clone()), approval))?;
                 scope

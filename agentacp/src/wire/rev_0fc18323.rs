@@ -3024,6 +3024,35 @@ impl Default for NumberPropertySchema {
 }
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(crate = "::agentacp::wire::support::serde")]
+#[serde(tag = "sessionUpdate")]
+pub enum OperatorUpdate {
+    #[serde(rename = "user_message_chunk")]
+    UserMessageChunk(ContentChunk),
+    #[serde(rename = "agent_message_chunk")]
+    AgentMessageChunk(ContentChunk),
+    #[serde(rename = "agent_thought_chunk")]
+    AgentThoughtChunk(ContentChunk),
+    #[serde(rename = "plan")]
+    Plan(Plan),
+    #[serde(rename = "available_commands_update")]
+    AvailableCommandsUpdate(AvailableCommandsUpdate),
+    #[serde(rename = "current_mode_update")]
+    CurrentModeUpdate(CurrentModeUpdate),
+    #[serde(rename = "config_option_update")]
+    ConfigOptionUpdate(ConfigOptionUpdate),
+    #[serde(rename = "session_info_update")]
+    SessionInfoUpdate(SessionInfoUpdate),
+    #[serde(rename = "usage_update")]
+    UsageUpdate(UsageUpdate),
+    #[serde(rename = "notice")]
+    Notice(Notice),
+    #[serde(rename = "compaction_update")]
+    CompactionUpdate(CompactionUpdate),
+    #[serde(rename = "compaction_summary_chunk")]
+    CompactionSummaryChunk(CompactionSummaryChunk),
+}
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(crate = "::agentacp::wire::support::serde")]
 pub struct PermissionOption {
     #[serde(rename = "optionId")]
     pub option_id: PermissionOptionId,
@@ -5253,6 +5282,7 @@ impl Default for WriteTextFileResponse {
         Self { meta: None }
     }
 }
+impl __s::OperatorUpdate for OperatorUpdate {}
 ///A request the client sends and the agent handles.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientRequest {

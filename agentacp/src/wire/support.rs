@@ -200,6 +200,17 @@ impl MethodInfo {
     }
 }
 
+/// A `session/update` operator code may send with `Turn::update`: a revision's generated
+/// `OperatorUpdate`, which has every kind of update but the tool calls (those go through the
+/// governed `Turn::tool_call`, so an ungoverned one does not compile). Implemented by the
+/// generator only; the runtime still refuses a tool call that reaches it another way.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an update operator code may send: `Turn::update` takes `wire::OperatorUpdate`",
+    label = "not a `wire::OperatorUpdate`",
+    note = "tool calls are governed and audited: send them with `turn.tool_call(..)` (tier governance-aware and up), never as a raw update"
+)]
+pub trait OperatorUpdate: Serialize {}
+
 /// A request's params type, tied to its method name and result type.
 pub trait RequestParams: Serialize + DeserializeOwned {
     /// The wire method name.

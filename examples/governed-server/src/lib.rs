@@ -25,6 +25,10 @@ impl ReviewerServer for Reviewer {
         request: wire::PromptRequest,
     ) -> Result<wire::StopReason> {
         let text = first_text(&request);
+        if let Some(report) = editor_command(turn, &text).await? {
+            turn.message(report).await?;
+            return Ok(wire::StopReason::EndTurn);
+        }
         match Command::parse(&text) {
             Command::Stream { count, size } => commands::stream(turn, count, size).await?,
             Command::Forever => commands::forever(turn).await?,
@@ -44,6 +48,41 @@ impl ReviewerServer for Reviewer {
     ) -> Result<wire::LoadSessionResponse> {
         // The runtime replayed the conversation already; this operator keeps no other state.
         Ok(wire::LoadSessionResponse::default())
+    }
+}
+
+/// `/editor-read PATH`, `/editor-write PATH TEXT` and `/editor-run COMMAND ARGS…`: the
+/// editor's files and terminal, through governance; `None` for any other prompt.
+async fn editor_command(turn: &mut Turn<'_, GovernanceAware>, text: &str) -> Result<Option<String>> {
+    let mut words = text.split_whitespace();
+    let outcome = match words.next() {
+        Some("/editor-read") => turn.editor().read_text_file(words.next().unwrap_or_default()).await,
+        Some("/editor-write") => {
+            let path = words.next().unwrap_or_default();
+            let content = words.collect::<Vec<_>>().join(" ");
+            turn.editor()
+                .write_text_file(path, &content)
+                .await
+                .map(|()| format!("wrote {} bytes", content.len()))
+        }
+        Some("/editor-run") => {
+            let mut command = TerminalCommand::new(words.next().unwrap_or_default());
+            command.args = words.map(str::to_string).collect();
+            turn.editor().run_command(&command).await.map(|run| {
+                format!(
+                    "exit {}: {}",
+                    run.exit_code
+                        .map_or_else(|| run.signal.unwrap_or_default(), |code| code.to_string()),
+                    run.output
+                )
+            })
+        }
+        _ => return Ok(None),
+    };
+    match outcome {
+        Ok(report) => Ok(Some(report)),
+        Err(Error::Cancelled) => Err(Error::Cancelled),
+        Err(error) => Ok(Some(format!("editor: {error}"))),
     }
 }
 
