@@ -309,9 +309,10 @@ fn run_explain(args: &ExplainArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         match &checked.generated_wire {
             Some(module) if !checked.has_errors() => writeln!(
                 err,
-                "scaffold-aip explain: `acp_rev` has no built-in wire types (the crate's generated {} has them); \
-                 explain covers the built-in revisions only",
-                module.display()
+                "scaffold-aip explain: `acp_rev` has no built-in wire types, and the crate's generated {} has no \
+                 readable `PROTOCOL_VERSION`; regenerate it with `scaffold-aip regen --rev {}`",
+                module.path.display(),
+                module.sha
             )?,
             _ => writeln!(err, "scaffold-aip explain: the manifest has errors; fix them first")?,
         }

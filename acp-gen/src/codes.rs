@@ -96,8 +96,6 @@ codes! {
     AuditOffAtGovernedTier = "ACP205", Error, "audit.kind: off at a governed tier";
     /// Agent capabilities in a client manifest.
     AgentCapabilitiesOnClient = "ACP206", Error, "capabilities.agent on a client";
-    /// Client capabilities in a server manifest.
-    ClientCapabilitiesOnServer = "ACP207", Error, "capabilities.client on a server";
     /// A capability the tier does not give.
     BeyondTier = "ACP208", Warning, "capability beyond the tier";
     /// A capability the tier requires, switched off.
@@ -110,6 +108,8 @@ codes! {
     NameNotKebab = "ACP212", Error, "name is not a kebab-case id";
     /// Tier `basic` bound to an operator with a `governance` block.
     BasicTierGovernedOperator = "ACP213", Error, "tier: basic bound to a governed operator";
+    /// A client capability whose methods the pinned revision does not have.
+    ClientCapabilityNotInRevision = "ACP214", Error, "client capability the pinned revision does not have";
 
     /// A ref that is not a relative path.
     RefNotRelative = "ACP300", Error, "ref is not a relative path";
@@ -130,6 +130,13 @@ codes! {
     AmbiguousRevision = "ACP401", Error, "acp_rev prefix is ambiguous";
 }
 
+/// Codes that are no longer reported, with what they were and why they went. Their numbers
+/// are never given to another diagnostic; `docs/diagnostics.md` keeps a section for each.
+pub const RETIRED: &[(&str, &str)] = &[(
+    "ACP207",
+    "capabilities.client on a server: a server's `capabilities.client` now declares the editor methods its operator may call",
+)];
+
 impl std::fmt::Display for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -147,5 +154,15 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(strings, sorted);
+    }
+
+    #[test]
+    fn a_retired_code_is_never_reused() {
+        for (retired, _) in RETIRED {
+            assert!(
+                Code::ALL.iter().all(|c| c.as_str() != *retired),
+                "{retired} is retired; give the diagnostic a new number"
+            );
+        }
     }
 }

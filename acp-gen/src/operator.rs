@@ -285,12 +285,23 @@ struct ClientMethod {
     reason: String,
 }
 
-/// The client-side methods a client manifest declares.
+/// The client-side methods a client manifest declares, or the editor methods a server's
+/// operator may call.
 #[derive(Debug, Clone, Copy, Default)]
 struct ClientMethods {
     read_text_file: bool,
     write_text_file: bool,
     terminal: bool,
+}
+
+impl From<manifest::capabilities::ClientCapabilities> for ClientMethods {
+    fn from(caps: manifest::capabilities::ClientCapabilities) -> Self {
+        ClientMethods {
+            read_text_file: caps.fs.read_text_file,
+            write_text_file: caps.fs.write_text_file,
+            terminal: caps.terminal,
+        }
+    }
 }
 
 struct SpecFields {
@@ -303,6 +314,8 @@ struct SpecFields {
     governance: Option<String>,
     sandbox: Option<String>,
     audit: TokenStream,
+    /// For a server: the editor methods its operator may call (all off otherwise).
+    editor: ClientMethods,
 }
 
 impl Plan {
@@ -330,6 +343,7 @@ impl Plan {
             sha: "",
             label: "",
             protocol_version: 0,
+            client_methods: &[],
         });
         let wire_span = wire.as_ref().map_or(span, |path| path.span());
         let wire = match wire {
@@ -340,17 +354,20 @@ impl Plan {
             }
         };
         let mut explained_from = checked.clone();
-        explained_from.revision = Some(revision);
+        // A regen-generated module beside the manifest names its revision itself; otherwise
+        // (`wire = path` to a module lint did not find) the spec takes `ACP_REV` from it.
+        if explained_from.generated_wire.as_ref().is_none_or(|g| g.protocol_version.is_none()) {
+            explained_from.revision = Some(revision);
+        }
         explained_from.manifest = Some(manifest.clone());
         let explained = explain::explain(&explained_from)?;
         let initialize = explained.initialize_response;
         let initialize_request = explained.initialize_request;
         let client_caps = capabilities.client_capabilities.unwrap_or_default();
-        let client = ClientMethods {
-            read_text_file: client_caps.fs.read_text_file,
-            write_text_file: client_caps.fs.write_text_file,
-            terminal: client_caps.terminal,
-        };
+        let client = ClientMethods::from(client_caps);
+        let editor = EffectiveCapabilities::editor_methods(manifest)
+            .map(ClientMethods::from)
+            .unwrap_or_default();
         let frontmatter = |role: manifest::refs::RefRole| {
             checked
                 .refs
@@ -470,6 +487,7 @@ impl Plan {
                 governance: frontmatter(manifest::refs::RefRole::Governance).map(|doc| doc.to_string()),
                 sandbox: frontmatter(manifest::refs::RefRole::Sandbox).map(|doc| doc.to_string()),
                 audit,
+                editor,
             },
             span,
             reasons,
@@ -495,6 +513,11 @@ impl Plan {
         let governance = option_str(spec.governance.as_deref());
         let sandbox = option_str(spec.sandbox.as_deref());
         let audit = &spec.audit;
+        let ClientMethods {
+            read_text_file,
+            write_text_file,
+            terminal,
+        } = spec.editor;
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         let tier_name = self.tier.as_str();
         let kind = self.kind.as_str();
@@ -516,7 +539,11 @@ impl Plan {
                 governance: #governance,
                 sandbox: #sandbox,
                 audit: #audit,
-                editor: ::agentacp::server::EditorMethods::NONE,
+                editor: ::agentacp::server::EditorMethods {
+                    read_text_file: #read_text_file,
+                    write_text_file: #write_text_file,
+                    terminal: #terminal,
+                },
             };
             &SPEC
         }
@@ -1154,6 +1181,51 @@ mod tests {
             "{with}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue #13: a server's `capabilities.client` fills `OperatorSpec::editor` (it was
+    /// always `EditorMethods::NONE`); a client's offers, never its editor methods.
+    #[test]
+    fn a_servers_client_capabilities_fill_the_specs_editor_methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let caps = "    capabilities:\n      client:\n        fs:\n          readTextFile: true\n        terminal: true\n";
+        let write = |name: &str, kind: &str, operator: &str| {
+            let folder = dir.path().join(name);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(
+                folder.join("OPERATOR.md"),
+                "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile: {role: r}\ngovernance: {autonomy: supervised}\n---\n",
+            )
+            .unwrap();
+            std::fs::write(
+                folder.join("ACP.md"),
+                format!("---\nname: {name}\nid: {name}\ndescription: d\nversion: 0.1.0\nkind: {kind}\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: 0fc18323\n    tier: governance-aware\n{operator}{caps}---\n"),
+            )
+            .unwrap();
+            folder
+        };
+        let server = write("editor-server", "server", "    operator: ./OPERATOR.md\n");
+        let text = expanded(quote!(manifest = "ACP.md"), quote!(struct Editor;), &server);
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(
+            text.contains(
+                "editor : :: agentacp :: server :: EditorMethods { read_text_file : true , write_text_file : false , terminal : true , }"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("fn read_text_file"), "a server's trait has no client methods: {text}");
+        assert!(!text.contains("clientCapabilities"), "a server does not advertise them: {text}");
+
+        let client = write("offers-client", "client", "");
+        let text = expanded(quote!(manifest = "ACP.md"), quote!(struct Offers;), &client);
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(
+            text.contains(
+                "editor : :: agentacp :: server :: EditorMethods { read_text_file : false , write_text_file : false , terminal : false , }"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("fn read_text_file"), "{text}");
     }
 
     #[test]

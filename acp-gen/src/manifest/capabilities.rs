@@ -8,7 +8,9 @@
 //! | governance-aware | `loadSession`                                |
 //! | sandboxed        | `loadSession`, `mcpCapabilities.http`        |
 //!
-//! Client-side capabilities (fs, terminal) default to off at every tier.
+//! Client-side capabilities (fs, terminal) default to off at every tier. For a client or a
+//! bridge they are what it offers the agent; for a server, the editor methods its operator
+//! may call ([`EffectiveCapabilities::editor_methods`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +58,44 @@ pub struct ClientCapabilities {
     pub fs: FsCapabilities,
     /// The terminal methods.
     pub terminal: bool,
+}
+
+/// Each client-side capability (its path under `capabilities.client`) and the editor methods
+/// it turns on, by wire name.
+pub const CLIENT_CAPABILITY_METHODS: &[(&[&str], &[&str])] = &[
+    (&["fs", "readTextFile"], &["fs/read_text_file"]),
+    (&["fs", "writeTextFile"], &["fs/write_text_file"]),
+    (
+        &["terminal"],
+        &[
+            "terminal/create",
+            "terminal/output",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/release",
+        ],
+    ),
+];
+
+impl ClientCapabilities {
+    /// Whether the capability at `path` (under `capabilities.client`) is on.
+    pub fn get(&self, path: &[&str]) -> bool {
+        match path {
+            ["fs", "readTextFile"] => self.fs.read_text_file,
+            ["fs", "writeTextFile"] => self.fs.write_text_file,
+            ["terminal"] => self.terminal,
+            _ => false,
+        }
+    }
+
+    /// The editor methods these capabilities turn on, by wire name.
+    pub fn methods(&self) -> Vec<&'static str> {
+        CLIENT_CAPABILITY_METHODS
+            .iter()
+            .filter(|(path, _)| self.get(path))
+            .flat_map(|(_, methods)| methods.iter().copied())
+            .collect()
+    }
 }
 
 /// File-system methods.
@@ -143,6 +183,15 @@ impl EffectiveCapabilities {
             client_capabilities: (kind == Kind::Client || kind == Kind::Bridge)
                 .then(|| client(declared.client.unwrap_or_default())),
         }
+    }
+
+    /// For a server: the editor's client methods its operator may call
+    /// (`capabilities.client` in a server's manifest, all off by default). `None` for a
+    /// client or bridge, whose `capabilities.client` is what it offers (above). Never sent at
+    /// `initialize`: a server does not advertise client capabilities.
+    pub fn editor_methods(manifest: &Manifest) -> Option<ClientCapabilities> {
+        let declared = manifest.metadata.aip44.capabilities.clone().unwrap_or_default();
+        (manifest.kind == Kind::Server).then(|| client(declared.client.unwrap_or_default()))
     }
 
     /// As a JSON object (`{"agentCapabilities": ..., "clientCapabilities": ...}`).

@@ -1,12 +1,12 @@
 //! Checking one manifest: parse → schema rules → refs → AIP rules → `acp_rev`, every finding
 //! collected (never stopping at the first), then — when nothing is wrong — the typed model.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::LazyLock;
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::document::{self, Document, ReadError, Refusal};
-use crate::revisions::{self, ResolveError, Revision};
+use crate::revisions::{self, Generated, ResolveError, Revision};
 use crate::yaml::Node;
 
 use super::capabilities::EffectiveCapabilities;
@@ -35,7 +35,7 @@ pub struct Checked {
     /// For an `acp_rev` without built-in wire types: the module `scaffold-aip regen` generated
     /// for it in the crate beside the manifest (`src/`), which the build uses through
     /// `#[acp_operator(wire = …)]`.
-    pub generated_wire: Option<PathBuf>,
+    pub generated_wire: Option<Generated>,
 }
 
 impl Checked {
@@ -104,6 +104,17 @@ fn check_parsed(path: &Path, parsed: document::Parsed) -> Checked {
     checked.refs = follow_refs(&root, folder, &mut diagnostics);
     rules::check(&root, path, &checked.refs, &mut diagnostics);
     (checked.revision, checked.generated_wire) = check_revision(&root, folder, &mut diagnostics);
+    let client_methods: Option<Vec<&str>> = match (&checked.revision, &checked.generated_wire) {
+        (Some(revision), _) => Some(revision.client_methods.to_vec()),
+        (None, Some(generated)) => generated
+            .client_methods
+            .as_ref()
+            .map(|methods| methods.iter().map(String::as_str).collect()),
+        (None, None) => None,
+    };
+    if let Some(methods) = client_methods {
+        rules::client_capabilities_in_revision(&root, &methods, &mut diagnostics);
+    }
     if !diagnostics.iter().any(Diagnostic::is_error) {
         match serde_json::from_value::<Manifest>(root.to_json()) {
             Ok(manifest) => checked.manifest = Some(manifest),
@@ -157,7 +168,7 @@ fn follow_refs(root: &Node, folder: &Path, out: &mut Vec<Diagnostic>) -> Vec<Res
 }
 
 /// The built-in revision `acp_rev` names or, failing that, a generated module for it.
-fn check_revision(root: &Node, folder: &Path, out: &mut Vec<Diagnostic>) -> (Option<Revision>, Option<PathBuf>) {
+fn check_revision(root: &Node, folder: &Path, out: &mut Vec<Diagnostic>) -> (Option<Revision>, Option<Generated>) {
     let Some(node) = root.get_at(&["metadata", "aip44", "acp_rev"]) else {
         return (None, None);
     };
@@ -211,8 +222,8 @@ fn check_revision(root: &Node, folder: &Path, out: &mut Vec<Diagnostic>) -> (Opt
 
 /// A Rust file under `folder/src` (at most three folders deep, at most 1,000 entries looked
 /// at) whose first line says `scaffold-aip regen` generated it from a revision starting with
-/// `prefix`.
-fn generated_wire_module(folder: &Path, prefix: &str) -> Option<PathBuf> {
+/// `prefix`, and what it says about that revision.
+fn generated_wire_module(folder: &Path, prefix: &str) -> Option<Generated> {
     const MAX_DEPTH: usize = 3;
     const MAX_ENTRIES: usize = 1_000;
     let mut folders = vec![(folder.join("src"), 0)];
@@ -231,7 +242,7 @@ fn generated_wire_module(folder: &Path, prefix: &str) -> Option<PathBuf> {
                     let generated_for = first_line(&path);
                     let rev = generated_for.as_deref().and_then(crate::wire::generate::rev_of_header);
                     if rev.is_some_and(|rev| rev.starts_with(prefix)) {
-                        return Some(path);
+                        return Generated::read(&path);
                     }
                 }
                 _ => {}
@@ -248,4 +259,64 @@ fn first_line(path: &Path) -> Option<String> {
     let read = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
     let text = String::from_utf8_lossy(&head[..read]);
     Some(text.lines().next().unwrap_or_default().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(checked: &Checked) -> Vec<&'static str> {
+        checked.diagnostics.iter().map(|d| d.code.as_str()).collect()
+    }
+
+    fn client(rev: &str) -> String {
+        format!(
+            "---\nname: offers\nid: offers\ndescription: d\nversion: 0.1.0\nkind: client\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: {rev}\n    tier: governance-aware\n    capabilities:\n      client:\n        fs:\n          writeTextFile: true\n        terminal: true\n---\n"
+        )
+    }
+
+    /// ACP214 reads the revision's methods from a built-in table or a generated module; an
+    /// unknown revision, or a module whose table cannot be read, is not guessed at.
+    #[test]
+    fn a_client_capability_is_checked_against_the_pinned_revisions_methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("offers");
+        std::fs::create_dir_all(folder.join("src")).unwrap();
+        let path = folder.join("ACP.md");
+
+        let built_in = check_bytes(&path, client("0fc18323").as_bytes());
+        assert_eq!(codes(&built_in), Vec::<&str>::new(), "every built-in revision has them");
+
+        let unknown = check_bytes(&path, client("abcdef1").as_bytes());
+        assert_eq!(codes(&unknown), ["ACP400"], "an unknown revision: no guess");
+
+        let sha = "abcdef1000000000000000000000000000000000";
+        let module = |methods: &str| {
+            format!(
+                "{}\npub const PROTOCOL_VERSION: u16 = 1u16;\npub const METHODS: &[__s::MethodInfo] = &[{methods}];\n",
+                crate::wire::generate::header(sha)
+            )
+        };
+        let entry = |name: &str| {
+            format!("__s::MethodInfo {{ name: \"{name}\", side: __s::Side::Client, params: \"P\", result: None }},")
+        };
+        std::fs::write(folder.join("src/acp_wire.rs"), module(&entry("fs/write_text_file"))).unwrap();
+        let without_terminal = check_bytes(&path, client("abcdef1").as_bytes());
+        assert_eq!(codes(&without_terminal), ["ACP214"]);
+        let diagnostic = &without_terminal.diagnostics[0];
+        assert_eq!(without_terminal.document.source.position(diagnostic.span.start).line, 16);
+        assert!(diagnostic.message.contains("`terminal/create`"), "{}", diagnostic.message);
+        assert!(diagnostic.message.contains("`abcdef1`"), "{}", diagnostic.message);
+
+        let all = ["fs/write_text_file", "terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release"];
+        std::fs::write(folder.join("src/acp_wire.rs"), module(&all.map(entry).concat())).unwrap();
+        assert_eq!(codes(&check_bytes(&path, client("abcdef1").as_bytes())), Vec::<&str>::new());
+
+        std::fs::write(folder.join("src/acp_wire.rs"), format!("{}\nnot rust {{\n", crate::wire::generate::header(sha))).unwrap();
+        assert_eq!(
+            codes(&check_bytes(&path, client("abcdef1").as_bytes())),
+            Vec::<&str>::new(),
+            "an unreadable table is not a finding"
+        );
+    }
 }

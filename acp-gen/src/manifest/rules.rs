@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::yaml::{Node, Value};
 
-use super::capabilities::tier_flags;
+use super::capabilities::{CLIENT_CAPABILITY_METHODS, tier_flags};
 use super::model::{Kind, Tier, is_kebab_id, kebab_form};
 use super::refs::{RefRole, ResolvedRef};
 
@@ -208,15 +208,6 @@ fn capability_sides(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
             "`capabilities.agent` is for servers and bridges; a client advertises `capabilities.client`",
         ));
     }
-    if kind == Kind::Server
-        && let Some(entry) = caps.entry("client")
-    {
-        out.push(Diagnostic::new(
-            Code::ClientCapabilitiesOnServer,
-            entry.key_span.clone(),
-            "`capabilities.client` is for clients and bridges; a server advertises `capabilities.agent`",
-        ));
-    }
 }
 
 fn tier_capabilities(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
@@ -225,10 +216,9 @@ fn tier_capabilities(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
     };
     let kind = facts.kind.map(|(k, _)| k);
     for flag in tier_flags(tier) {
-        let side_applies = match flag.path[0] {
-            "agent" => kind.is_none_or(Kind::is_agent_side),
-            _ => kind.is_none_or(Kind::is_client_side),
-        };
+        // Client flags apply to every kind: what a client or bridge offers, or the editor
+        // methods a server's operator may call.
+        let side_applies = flag.path[0] != "agent" || kind.is_none_or(Kind::is_agent_side);
         let Some(node) = caps.get_at(flag.path).filter(|_| side_applies) else {
             continue;
         };
@@ -379,4 +369,37 @@ fn basic_tier_operator(facts: &Facts<'_>, refs: &[ResolvedRef], out: &mut Vec<Di
         )
         .with_help("use `tier: governance-aware`, or an operator without a `governance` block"),
     );
+}
+
+/// A client capability turned on whose methods the pinned revision does not have (ACP214).
+/// `methods` are the revision's client-side methods.
+pub fn client_capabilities_in_revision(root: &Node, methods: &[&str], out: &mut Vec<Diagnostic>) {
+    let Some(client) = root.get_at(&["metadata", "aip44", "capabilities", "client"]) else {
+        return;
+    };
+    let rev = root
+        .get_at(&["metadata", "aip44", "acp_rev"])
+        .and_then(Node::as_str)
+        .unwrap_or_default();
+    for (path, needs) in CLIENT_CAPABILITY_METHODS {
+        let Some(node) = client.get_at(path).filter(|n| matches!(n.value, Value::Bool(true))) else {
+            continue;
+        };
+        let missing: Vec<&str> = needs.iter().copied().filter(|m| !methods.contains(m)).collect();
+        if missing.is_empty() {
+            continue;
+        }
+        out.push(
+            Diagnostic::new(
+                Code::ClientCapabilityNotInRevision,
+                node.span.clone(),
+                format!(
+                    "`client.{}` needs `{}`, which ACP revision `{rev}` does not have",
+                    path.join("."),
+                    missing.join("`, `")
+                ),
+            )
+            .with_help("remove the flag, or pin a revision that has these methods"),
+        );
+    }
 }
