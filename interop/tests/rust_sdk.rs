@@ -2,7 +2,7 @@
 //! `echo-server` (tier basic) and `governed-server` (tier governance-aware), over stdio, and
 //! checks the contract of docs/design/runtime.md as a real client sees it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{AgentCapabilities, NewSessionRequest, PermissionOptionKind, StopReason};
 use interop::audit::{check_audit_log, find_tool_record};
