@@ -468,3 +468,54 @@ fn bridge_in_front_of_governed_server_with_the_python_sdk() {
             && delete_repo_denied(records)
     });
 }
+
+/// A negative control: a shell-script agent that sends one more update after each prompt's
+/// response (a broken ordered writer). The Python side must tag the last one `after`, and the
+/// check every test above makes must fail for it.
+#[test]
+fn an_update_after_the_prompt_response_fails_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(why) = interop::python_with_acp() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let script = dirs.state_dir.join("late-agent.sh");
+    let chunk = |text: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
+        )
+    };
+    // The Python SDK numbers its requests and writes compact JSON.
+    let body = format!(
+        r#"#!/bin/sh
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"protocolVersion\":1,\"agentCapabilities\":{{}}}}}}" ;;
+    *'"method":"session/new"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"sessionId\":\"s1\"}}}}" ;;
+    *'"method":"session/prompt"'*)
+      printf '%s\n' '{early}'
+      printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"stopReason\":\"end_turn\"}}}}"
+      printf '%s\n' '{late}' ;;
+  esac
+done
+"#,
+        early = chunk("early"),
+        late = chunk("late"),
+    );
+    std::fs::write(&script, body).expect("write the script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run("basic", &script, &dirs.env(), &cwd, &dirs.outside()).map(|_| ())
+    }));
+    let Err(panic) = outcome else {
+        panic!("an agent that writes an update after its prompt's response passed the checks");
+    };
+    let message = panic.downcast_ref::<String>().map_or("", String::as_str);
+    assert!(
+        message.starts_with("updates arrived after their prompt's response") && message.contains(r#""text": "late""#),
+        "the run failed for another reason:\n{message}"
+    );
+}
