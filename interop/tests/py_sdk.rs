@@ -131,18 +131,23 @@ fn answer_kind(event: &Value) -> String {
         .to_string()
 }
 
-/// Runs `client.py SCENARIO AGENT` with the `AGENTACP_*` variables `env`; `None` (having said
-/// why) when Python or the SDK is absent.
-fn run(scenario: &str, agent: &Path, env: &[(&str, OsString)], cwd: &Path, outside: &Path) -> Option<Run> {
-    let python = match interop::python_with_acp() {
-        Ok(python) => python,
+/// The Python that can `import acp`, or `None` having said why the test skips (before
+/// anything is built).
+fn python() -> Option<PathBuf> {
+    match interop::python_with_acp() {
+        Ok(python) => Some(python),
         Err(why) => {
             eprintln!("skipped: {why}");
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// Runs `PYTHON client.py SCENARIO AGENT` with the `AGENTACP_*` variables `env`, and checks
+/// what every scenario ends with: exit 0 on stdin EOF, no update outside its turn.
+fn run(python: &Path, scenario: &str, agent: &Path, env: &[(&str, OsString)], cwd: &Path, outside: &Path) -> Run {
     let transcript = tempfile::NamedTempFile::new().expect("a temporary transcript file");
-    let mut command = Command::new(&python);
+    let mut command = Command::new(python);
     command
         .arg(client_script())
         .arg(scenario)
@@ -191,7 +196,7 @@ fn run(scenario: &str, agent: &Path, env: &[(&str, OsString)], cwd: &Path, outsi
         exit["early"].as_array().is_some_and(Vec::is_empty),
         format!("updates arrived before any prompt: {}", exit["early"]),
     );
-    Some(run)
+    run
 }
 
 /// `initialize` as the SDK saw it: protocol version 1, `agentInfo.name`, the tier, and (for a
@@ -380,12 +385,11 @@ fn delete_repo_denied(records: &[Value]) -> bool {
 
 #[test]
 fn echo_server_with_the_python_sdk() {
+    let Some(python) = python() else { return };
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let agent = example_binary("echo-server");
-    let Some(run) = run("basic", &agent, &dirs.env(), &cwd, &dirs.outside()) else {
-        return;
-    };
+    let run = run(&python, "basic", &agent, &dirs.env(), &cwd, &dirs.outside());
     check_initialize(&run, "echo-server", "basic", Some("echo-server"));
     check_common(&run);
     // `/stream 200 32`: every chunk, in order, each before the response.
@@ -400,12 +404,11 @@ fn echo_server_with_the_python_sdk() {
 
 #[test]
 fn governed_server_with_the_python_sdk() {
+    let Some(python) = python() else { return };
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let agent = example_binary("governed-server");
-    let Some(run) = run("governed", &agent, &dirs.env(), &cwd, &dirs.outside()) else {
-        return;
-    };
+    let run = run(&python, "governed", &agent, &dirs.env(), &cwd, &dirs.outside());
     check_initialize(&run, "governed-server", "governance-aware", Some("governed-server"));
     check_common(&run);
     check_governed_tools(&run, &cwd);
@@ -416,6 +419,7 @@ fn governed_server_with_the_python_sdk() {
 
 #[test]
 fn bridge_in_front_of_governed_server_with_the_python_sdk() {
+    let Some(python) = python() else { return };
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let bridge_audit = dirs.state_dir.join("bridge-audit.jsonl");
@@ -432,9 +436,7 @@ fn bridge_in_front_of_governed_server_with_the_python_sdk() {
         ("AGENTACP_AUDIT_LOG", bridge_audit.clone().into()),
         ("AGENTACP_DOWNSTREAM_AUDIT_LOG", dirs.audit_log.clone().into()),
     ];
-    let Some(run) = run("bridge", &bridge, &env, &cwd, &dirs.outside()) else {
-        return;
-    };
+    let run = run(&python, "bridge", &bridge, &env, &cwd, &dirs.outside());
     check_initialize(&run, "governance-bridge", "governance-aware", None);
     let init = run.step("initialize");
     run.check(
@@ -475,10 +477,7 @@ fn bridge_in_front_of_governed_server_with_the_python_sdk() {
 #[test]
 fn an_update_after_the_prompt_response_fails_the_run() {
     use std::os::unix::fs::PermissionsExt;
-    if let Err(why) = interop::python_with_acp() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    let Some(python) = python() else { return };
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let script = dirs.state_dir.join("late-agent.sh");
@@ -508,7 +507,7 @@ done
     std::fs::write(&script, body).expect("write the script");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run("basic", &script, &dirs.env(), &cwd, &dirs.outside()).map(|_| ())
+        run(&python, "basic", &script, &dirs.env(), &cwd, &dirs.outside());
     }));
     let Err(panic) = outcome else {
         panic!("an agent that writes an update after its prompt's response passed the checks");
