@@ -468,6 +468,8 @@ fn bridge_in_front_of_governed_server_with_the_python_sdk() {
                 .get("rejectedBy")
                 .is_some()
             && delete_repo_denied(records)
+            // The server asked about run-tests; the bridge refused it (the editor never saw it).
+            && approval(records, "run-tests", None).get("rejectedBy").is_some()
     });
 }
 
