@@ -3,10 +3,12 @@
 //! official Rust SDK (`agent-client-protocol` 5) that records every message it sees.
 //!
 //! Shared by `tests/rust_sdk.rs`, `tests/raw_protocol.rs` and the benchmarks in `benches/`
-//! (with [`bench_support`]). Every await that depends on the agent is bounded by [`TIMEOUT`],
+//! (with [`bench_support`]); [`python_with_acp`] and [`run_script`] by the tests that run the
+//! Python and TypeScript SDKs' scripts. Every await that depends on the agent is bounded by [`TIMEOUT`],
 //! so a broken agent fails the test (with the wire messages seen and the agent's stderr)
 //! instead of hanging it.
 
+pub mod audit;
 pub mod bench_support;
 pub mod raw;
 pub mod sdk;
@@ -14,9 +16,11 @@ mod transcript;
 pub mod workspace_bins;
 
 use std::ffi::OsString;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
@@ -227,6 +231,22 @@ pub fn stream_chunk(i: usize, size: usize) -> String {
     text
 }
 
+/// `scaffold-aip explain --format json` of the manifest of `examples/EXAMPLE`, through the
+/// library (what the example must advertise at `initialize`).
+pub fn explained(example: &str) -> serde_json::Value {
+    let path = workspace_root().join("examples").join(example).join("ACP.md");
+    let checked =
+        acp_gen::manifest::check_file(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    assert!(
+        !checked.has_errors(),
+        "{} has errors: {:?}",
+        path.display(),
+        checked.diagnostics
+    );
+    let explanation = acp_gen::explain::explain(&checked).expect("a checked manifest explains");
+    serde_json::to_value(explanation).expect("an explanation serialises")
+}
+
 /// Shortens `text` to at most `max` bytes (on a character boundary) for messages.
 pub fn shorten(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -237,4 +257,82 @@ pub fn shorten(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+/// The Python that runs the scripts of `interop/py` (the official Python SDK, import name
+/// `acp`): `$AGENTACP_PYTHON`, else `interop/py/.venv/bin/python`. `Err` says why it cannot
+/// (and how to set it up) when it cannot `import acp`; the tests then skip, printing it.
+/// Checked once per test process (importing `acp` takes a second or more).
+pub fn python_with_acp() -> Result<PathBuf, String> {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PYTHON.get_or_init(find_python_with_acp).clone()
+}
+
+fn find_python_with_acp() -> Result<PathBuf, String> {
+    let python = std::env::var_os("AGENTACP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("py/.venv/bin/python"));
+    let imports = std::process::Command::new(&python)
+        .args(["-c", "import acp"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if imports {
+        Ok(python)
+    } else {
+        Err(format!(
+            "{} cannot `import acp` (python3 -m venv interop/py/.venv && \
+             interop/py/.venv/bin/pip install -r interop/py/requirements.txt; or set AGENTACP_PYTHON)",
+            python.display()
+        ))
+    }
+}
+
+/// What a script run by [`run_script`] did.
+#[derive(Debug)]
+pub struct ScriptOutput {
+    /// Its exit status; `None` when it did not finish within the deadline (it was killed).
+    pub status: Option<ExitStatus>,
+    /// Everything it wrote to stdout.
+    pub stdout: String,
+    /// Everything it wrote to stderr (with that of any child that inherited it).
+    pub stderr: String,
+}
+
+/// Runs `command` (stdin closed, stdout and stderr captured) to its end, killing it after
+/// `deadline`.
+pub fn run_script(command: &mut std::process::Command, deadline: Duration) -> ScriptOutput {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {:?}: {e}", command.get_program()));
+    // Read both pipes on their own threads so a chatty child cannot block on a full pipe.
+    let read_all = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = read_all(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = read_all(Box::new(child.stderr.take().expect("piped stderr")));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the script") {
+            break Some(status);
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    ScriptOutput {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }

@@ -76,24 +76,11 @@ fn python_sdk() -> Result<Sdk, String> {
 }
 
 fn find_python_sdk() -> Result<Sdk, String> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("py");
-    let python = std::env::var_os("AGENTACP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| py.join(".venv/bin/python"));
-    let imports = std::process::Command::new(&python)
-        .args(["-c", "import acp"])
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !imports {
-        return Err(format!(
-            "{} cannot `import acp` (python3 -m venv interop/py/.venv && \
-             interop/py/.venv/bin/pip install -r interop/py/requirements.txt; or set AGENTACP_PYTHON)",
-            python.display()
-        ));
-    }
+    let python = interop::python_with_acp()?;
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/agent.py");
     Ok(Sdk {
         agent_name: "sdk-agent-py",
-        command: AgentCommand::new(python).arg(py.join("agent.py")),
+        command: AgentCommand::new(python).arg(agent),
     })
 }
 

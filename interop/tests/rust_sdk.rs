@@ -2,31 +2,16 @@
 //! `echo-server` (tier basic) and `governed-server` (tier governance-aware), over stdio, and
 //! checks the contract of docs/design/runtime.md as a real client sees it.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{AgentCapabilities, NewSessionRequest, PermissionOptionKind, StopReason};
+use interop::audit::{check_audit_log, find_tool_record};
 use interop::sdk::{Event, Options, PermissionPolicy, Phase, RequestTag, SdkClient};
-use interop::{AgentDirs, AgentProcess, StderrMode, example_binary, stream_chunk, workspace_root};
+use interop::{AgentDirs, AgentProcess, StderrMode, example_binary, explained, stream_chunk};
 use serde_json::{Value, json};
 
 const ECHO: &str = "echo-server";
 const GOVERNED: &str = "governed-server";
-
-/// `scaffold-aip explain --format json` of an example's manifest, through the library.
-fn explained(example: &str) -> Value {
-    let path = workspace_root().join("examples").join(example).join("ACP.md");
-    let checked =
-        acp_gen::manifest::check_file(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    assert!(
-        !checked.has_errors(),
-        "{} has errors: {:?}",
-        path.display(),
-        checked.diagnostics
-    );
-    let explanation = acp_gen::explain::explain(&checked).expect("a checked manifest explains");
-    serde_json::to_value(explanation).expect("an explanation serialises")
-}
 
 async fn spawn(example: &str, dirs: &AgentDirs) -> SdkClient {
     SdkClient::spawn(&example_binary(example), dirs).await
@@ -682,86 +667,6 @@ async fn cwd_outside_the_workspace_root_or_relative_is_invalid_params() {
         let status = client.shutdown().await;
         assert!(status.success(), "{example} exited with {status}");
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// The audit log
-
-/// The parsed records of an audit log (one JSON object per line).
-fn audit_records(path: &Path) -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {l}")))
-        .collect()
-}
-
-fn find_tool_record<'a>(records: &'a [Value], tool: &str) -> Option<&'a Value> {
-    records.iter().find(|r| r["metadata"]["aip44"]["tool"] == tool)
-}
-
-/// Checks the audit log: `want` holds for its records; `scaffold-aip audit verify` accepts
-/// it; and the same file with one byte changed is rejected.
-fn check_audit_log(path: &Path, want: impl Fn(&[Value]) -> bool) {
-    let records = audit_records(path);
-    assert!(
-        want(&records),
-        "the audit log {} lacks the expected record; it holds:\n{}",
-        path.display(),
-        records.iter().map(|r| format!("  {r}\n")).collect::<String>()
-    );
-    let scaffold = example_binary("scaffold-aip");
-    let verify = |file: &Path| {
-        Command::new(&scaffold)
-            .args(["audit", "verify"])
-            .arg(file)
-            .output()
-            .expect("run scaffold-aip")
-    };
-    let output = verify(path);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if output.status.code() == Some(2) && stderr.contains("unrecognized subcommand") {
-        eprintln!(
-            "SKIPPED: `scaffold-aip audit verify` does not exist yet, so the audit chain of {} \
-             was not verified ({})",
-            path.display(),
-            stderr.lines().next().unwrap_or_default()
-        );
-        return;
-    }
-    assert!(
-        output.status.success(),
-        "`scaffold-aip audit verify` rejected the log written by governed-server ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        stderr
-    );
-
-    // One byte changed, the JSON still valid: a digit of the first record's timestamp.
-    let mut bytes = std::fs::read(path).expect("read the audit log");
-    let position = find(&bytes, b"\"ts\":\"")
-        .map(|at| at + 6)
-        .and_then(|start| bytes[start..].iter().position(u8::is_ascii_digit).map(|d| start + d))
-        .unwrap_or(bytes.len() / 2);
-    bytes[position] ^= 1;
-    let tampered = tempfile::NamedTempFile::new().expect("a temporary file");
-    std::fs::write(tampered.path(), &bytes).expect("write the tampered log");
-    let output = verify(tampered.path());
-    // Exit 1 is "chain broken"; 2 would mean it could not even read the file.
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "`scaffold-aip audit verify` did not report a broken chain for the log with byte \
-         {position} changed:\n{}{}\nthe tampered log:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        String::from_utf8_lossy(&bytes)
-    );
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The editor requests among `events`, as (method, params).

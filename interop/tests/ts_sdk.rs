@@ -1,15 +1,15 @@
 //! The official ACP TypeScript SDK (`@agentclientprotocol/sdk`, pinned in `interop/ts`) drives
 //! `echo-server` and `governed-server` over stdio through `interop/ts/scenario.mjs`:
 //! handshake, a 1000-chunk stream, cancellation, a cwd outside the workspace root, and (for
-//! `governed-server`) approved, rejected, denied and read-only tool calls.
+//! `governed-server`) approved, rejected, denied and read-only tool calls, and the server's
+//! operator using this editor's files and terminal (`turn.editor()`).
 //!
 //! Skipped, saying so, when `node` is not on `PATH` or `npm ci --prefix interop/ts` has not
 //! been run (`interop/ts/node_modules` is absent).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The whole scenario must finish within this; the script's own steps time out after 30 s each.
 const DEADLINE: Duration = Duration::from_secs(300);
@@ -54,40 +54,11 @@ fn run_scenario(name: &str, governed: bool) {
         .envs(dirs.env())
         .env("SCENARIO_CWD", &cwd)
         .env("SCENARIO_OUTSIDE", dirs.outside())
-        .env("SCENARIO_AGENT_NAME", name)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("SCENARIO_AGENT_NAME", name);
     if governed {
         command.arg("--governed");
     }
-    let mut child = command.spawn().expect("spawn node");
-
-    // Read both pipes on their own threads so a chatty child cannot block on a full pipe.
-    let read_all = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = read_all(Box::new(child.stdout.take().expect("piped stdout")));
-    let stderr = read_all(Box::new(child.stderr.take().expect("piped stderr")));
-
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for node") {
-            break Some(status);
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    let interop::ScriptOutput { status, stdout, stderr } = interop::run_script(&mut command, DEADLINE);
     let report = format!(
         "node scenario.mjs {} {}\n--- stdout\n{stdout}--- stderr\n{stderr}---",
         binary.display(),

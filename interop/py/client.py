@@ -1,0 +1,301 @@
+"""The official Python ACP SDK's client side (PyPI `agent-client-protocol`, pinned in
+requirements.txt; import name `acp`) drives one of our agents over its stdio, for
+interop/tests/py_sdk.rs. Written against the SDK's public client API only:
+`acp.spawn_agent_process` (which starts the agent and gives a `ClientSideConnection`), an
+`acp.Client` implementation for `session/update` and `session/request_permission`, and the
+connection's stream observers (`acp.connection.StreamEvent`), which see every JSON-RPC message
+in wire order.
+
+    python client.py SCENARIO AGENT [ARG...]
+
+SCENARIO is `basic` (echo-server), `governed` (governed-server) or `bridge` (the governance
+bridge in front of governed-server). The agent's environment gets every `AGENTACP_*` variable
+of this one. `SCENARIO_CWD` is the sessions' cwd (inside the workspace root),
+`SCENARIO_OUTSIDE` a folder outside it, `SCENARIO_TRANSCRIPT` (optional) a file that receives
+every wire message, one JSON line each: `{"dir": "in"|"out", "message": ...}`.
+
+This script judges nothing: it prints one JSON line per step on stdout and the Rust test
+asserts on them. A step line is `{"step": NAME, ...}`:
+- `initialize`: `result` (the response's `result` as it was on the wire), `sdk` (the same, read
+  by the SDK into its `InitializeResponse` and dumped again);
+- `new_session` / `new_session_outside`: `sessionId`, or `error` (`{code, message}`);
+- a prompt step: `prompt` (its text), `stopReason` or `error`, `events` (every
+  `session/update` and `session/request_permission` that arrived while the prompt was the
+  latest one sent, in wire order: `{"kind": "update", "update": ...}` or `{"kind":
+  "permission", "toolCall": ..., "options": ..., "answer": <the result this client sent>}`,
+  each with `phase`: `before` or `after` the prompt's response), `sdkUpdates` and
+  `sdkPermissions` (how many the SDK handed to this client's handlers during the step);
+- `exit` (last, once the SDK closed the agent's stdin and waited for it): `returncode`;
+  `late`, every event that arrived after the response of the prompt it belongs to; `early`,
+  every event that arrived before any prompt was sent.
+A step that fails in this script prints `{"step": NAME, "crash": "..."}` and the script exits
+1. Every wait is bounded by TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+import acp
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    Implementation,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+# The bound on every wait for the agent (a response, an update, its exit).
+TIMEOUT = 30.0
+# The name this client gives in `initialize`: servers and the bridge audit approvals as
+# `client:<name>`.
+CLIENT_NAME = "agentacp-interop-py"
+
+
+def emit(line: dict[str, Any]) -> None:
+    print(json.dumps(line), flush=True)
+
+
+class Wire:
+    """Stream observer: every message in wire order, session/update and
+    session/request_permission attributed to the latest session/prompt sent."""
+
+    def __init__(self, transcript: Any) -> None:
+        self.transcript = transcript
+        self.responses: dict[Any, dict[str, Any]] = {}
+        self.method_of: dict[Any, str] = {}  # our request id -> method
+        self.current_prompt: Any = None
+        self.answered_prompts: set[Any] = set()
+        self.events: list[dict[str, Any]] = []  # every attributed event, in wire order
+        self.permission_events: dict[Any, dict[str, Any]] = {}  # their request id -> event
+
+    def __call__(self, event: StreamEvent) -> None:
+        message = event.message
+        incoming = event.direction == StreamDirection.INCOMING
+        if self.transcript:
+            self.transcript.write(json.dumps({"dir": "in" if incoming else "out", "message": message}) + "\n")
+            self.transcript.flush()
+        method = message.get("method")
+        if not incoming:
+            if method is not None and "id" in message:
+                self.method_of[message["id"]] = method
+                if method == "session/prompt":
+                    self.current_prompt = message["id"]
+            elif method is None and message.get("id") in self.permission_events:
+                answer = message.get("result", {"error": message.get("error")})
+                self.permission_events[message["id"]]["answer"] = answer
+            return
+        if method is None:
+            if "id" in message:
+                self.responses[message["id"]] = message
+                if self.method_of.get(message["id"]) == "session/prompt":
+                    self.answered_prompts.add(message["id"])
+            return
+        params = message.get("params") or {}
+        if method == "session/update":
+            recorded = {"kind": "update", "update": params.get("update")}
+        elif method == "session/request_permission":
+            recorded = {"kind": "permission", "toolCall": params.get("toolCall"), "options": params.get("options")}
+            self.permission_events[message.get("id")] = recorded
+        else:
+            return
+        recorded["sessionId"] = params.get("sessionId")
+        recorded["prompt"] = self.current_prompt
+        if self.current_prompt is None:
+            recorded["phase"] = "none"
+        elif self.current_prompt in self.answered_prompts:
+            recorded["phase"] = "after"
+        else:
+            recorded["phase"] = "before"
+        self.events.append(recorded)
+
+    def last_request(self, method: str) -> Any:
+        return next((rid for rid, m in reversed(self.method_of.items()) if m == method), None)
+
+
+class InteropClient:
+    """The editor side (`acp.Client`): records what the SDK hands it, answers permission
+    requests by option kind (`allow_once`, `reject_once`, ...) or `cancelled`."""
+
+    def __init__(self) -> None:
+        self.policy = "cancelled"
+        self.updates = 0
+        self.permissions = 0
+        # Set by the first agent_message_chunk once armed (see `arm_first_chunk`).
+        self.first_chunk: asyncio.Event | None = None
+
+    def arm_first_chunk(self) -> asyncio.Event:
+        self.first_chunk = asyncio.Event()
+        return self.first_chunk
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates += 1
+        if self.first_chunk is not None and getattr(update, "session_update", None) == "agent_message_chunk":
+            self.first_chunk.set()
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        self.permissions += 1
+        if self.policy != "cancelled":
+            for option in options:
+                if option.kind == self.policy:
+                    return RequestPermissionResponse(
+                        outcome=AllowedOutcome(outcome="selected", option_id=option.option_id)
+                    )
+        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+
+def error_of(error: acp.RequestError) -> dict[str, Any]:
+    return {"code": error.code, "message": str(error), "data": error.data}
+
+
+class Scenario:
+    def __init__(self, conn: Any, client: InteropClient, wire: Wire) -> None:
+        self.conn = conn
+        self.client = client
+        self.wire = wire
+        self.cwd = os.environ["SCENARIO_CWD"]
+        self.outside = os.environ.get("SCENARIO_OUTSIDE", "/")
+
+    async def initialize(self) -> None:
+        response = await asyncio.wait_for(
+            self.conn.initialize(
+                protocol_version=acp.PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities(),
+                client_info=Implementation(name=CLIENT_NAME, version="0.1.0"),
+            ),
+            TIMEOUT,
+        )
+        raw = self.wire.responses.get(self.wire.last_request("initialize"), {})
+        emit(
+            {
+                "step": "initialize",
+                "result": raw.get("result"),
+                "sdk": response.model_dump(mode="json", by_alias=True, exclude_none=True),
+            }
+        )
+
+    async def new_session(self, step: str, cwd: str) -> str | None:
+        try:
+            response = await asyncio.wait_for(self.conn.new_session(cwd=cwd, mcp_servers=[]), TIMEOUT)
+        except acp.RequestError as error:
+            emit({"step": step, "error": error_of(error)})
+            return None
+        emit({"step": step, "sessionId": response.session_id})
+        return response.session_id
+
+    async def prompt(self, step: str, session_id: str, text: str, policy: str = "cancelled") -> None:
+        await self.finish(step, text, self.start(session_id, text, policy))
+
+    def start(self, session_id: str, text: str, policy: str) -> tuple[asyncio.Task[Any], int, int, int]:
+        self.client.policy = policy
+        mark = (len(self.wire.events), self.client.updates, self.client.permissions)
+        task = asyncio.ensure_future(
+            self.conn.prompt(session_id=session_id, prompt=[acp.text_block(text)])
+        )
+        return (task, *mark)
+
+    async def finish(self, step: str, text: str, started: tuple[asyncio.Task[Any], int, int, int]) -> None:
+        task, events, updates, permissions = started
+        line: dict[str, Any] = {"step": step, "prompt": text}
+        try:
+            response = await asyncio.wait_for(task, TIMEOUT)
+            line["stopReason"] = response.stop_reason
+        except acp.RequestError as error:
+            line["error"] = error_of(error)
+        prompt_id = self.wire.last_request("session/prompt")
+        line["events"] = [e for e in self.wire.events[events:] if e["prompt"] == prompt_id]
+        line["sdkUpdates"] = self.client.updates - updates
+        line["sdkPermissions"] = self.client.permissions - permissions
+        emit(line)
+
+    async def cancel_forever(self, session_id: str) -> None:
+        """`/forever`, `session/cancel` once its first chunk arrived, then a prompt on the same
+        session."""
+        first = self.client.arm_first_chunk()
+        started = self.start(session_id, "/forever", "cancelled")
+        await asyncio.wait_for(first.wait(), TIMEOUT)
+        self.client.first_chunk = None
+        await asyncio.wait_for(self.conn.cancel(session_id=session_id), TIMEOUT)
+        await self.finish("forever", "/forever", started)
+        await self.prompt("after_cancel", session_id, "still here after cancel")
+
+
+async def run_steps(name: str, scenario: Scenario) -> None:
+    await scenario.initialize()
+    session = await scenario.new_session("new_session", scenario.cwd)
+    if session is None:
+        return
+    await scenario.prompt("echo", session, "hello from the python sdk")
+    if name == "basic":
+        await scenario.prompt("stream", session, "/stream 200 32")
+    else:
+        write = '/tool write-file {"path":"%s","content":"%s"}'
+        await scenario.prompt(
+            "write_allowed", session, write % ("approved.txt", "approved through the python sdk"), "allow_once"
+        )
+        await scenario.prompt("write_rejected", session, write % ("rejected.txt", "must not be written"), "reject_once")
+        await scenario.prompt("read", session, '/tool read-file {"path":"approved.txt"}', "reject_once")
+        # Approve anything asked: a denied tool must not even ask.
+        await scenario.prompt("denied", session, "/tool delete-repo {}", "allow_once")
+        if name == "bridge":
+            # governed-server would ask; the bridge's manifest does not list the tool.
+            await scenario.prompt("hidden", session, "/tool run-tests {}", "allow_once")
+    await scenario.cancel_forever(session)
+    await scenario.new_session("new_session_outside", scenario.outside)
+
+
+async def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] not in ("basic", "governed", "bridge"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    name, command, args = argv[1], argv[2], argv[3:]
+    path = os.environ.get("SCENARIO_TRANSCRIPT")
+    transcript = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+    wire = Wire(transcript)
+    client = InteropClient()
+    env = {key: value for key, value in os.environ.items() if key.startswith("AGENTACP_")}
+    status = 0
+    step = "spawn"
+    try:
+        async with acp.spawn_agent_process(
+            client,
+            command,
+            *args,
+            env=env,
+            # The agent's stderr goes to ours (the test shows it on failure); the SDK closes its
+            # stdin on the way out and waits this long for it to exit before terminating it.
+            transport_kwargs={"stderr": None, "shutdown_timeout": TIMEOUT},
+            observers=[wire],
+        ) as (conn, process):
+            step = "scenario"
+            await run_steps(name, Scenario(conn, client, wire))
+            step = "exit"
+        emit(
+            {
+                "step": "exit",
+                "returncode": process.returncode,
+                "late": [e for e in wire.events if e["phase"] == "after"],
+                "early": [e for e in wire.events if e["phase"] == "none"],
+            }
+        )
+    except BaseException as error:  # noqa: BLE001 - reported to the test, which fails
+        emit({"step": step, "crash": "".join(traceback.format_exception(error))})
+        status = 1
+    finally:
+        if transcript:
+            transcript.close()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv)))
