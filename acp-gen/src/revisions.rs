@@ -116,7 +116,8 @@ impl Generated {
         };
         let protocol_version = match constant("PROTOCOL_VERSION") {
             Some(syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(int), ..
+                lit: syn::Lit::Int(int),
+                ..
             })) => int.base10_parse::<u16>().ok(),
             _ => None,
         };
@@ -253,7 +254,10 @@ mod generated_tests {
         let header = crate::wire::generate::header(sha);
         std::fs::write(&garbled, format!("{header}\nthis is {{ not rust\n")).unwrap();
         let read = Generated::read(&garbled).expect("the header names the revision");
-        assert_eq!((read.sha.as_str(), read.protocol_version, read.client_methods), (sha, None, None));
+        assert_eq!(
+            (read.sha.as_str(), read.protocol_version, read.client_methods),
+            (sha, None, None)
+        );
 
         let odd = dir.path().join("odd.rs");
         std::fs::write(

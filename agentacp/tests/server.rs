@@ -1064,6 +1064,25 @@ fn full_editor() -> Value {
     json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true})
 }
 
+/// Started, initialized as an editor offering its files and terminal, with one session.
+async fn editor_ready(setup: Setup) -> (Client, MemorySink, String) {
+    let audit = setup.audit.clone();
+    let mut client = setup.start();
+    client.initialize_offering(full_editor()).await;
+    let session = client.new_session().await;
+    (client, audit, session)
+}
+
+/// Answers the next permission request `allow-once`.
+async fn allow_once(client: &mut Client, audit: &MemorySink) {
+    answer_permission(
+        client,
+        audit,
+        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
+    )
+    .await;
+}
+
 /// The tool-call records of the audit log.
 fn tool_call_records(sink: &MemorySink) -> Vec<Value> {
     sink.lines()
@@ -1078,11 +1097,7 @@ fn tool_call_records(sink: &MemorySink) -> Vec<Value> {
 /// `on-mutate` without asking), shown to the editor and audited with a summary, not the text.
 #[tokio::test]
 async fn an_editor_read_is_a_governed_audited_tool_call_answered_by_the_editor() {
-    let setup = setup();
-    let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize_offering(full_editor()).await;
-    let session = client.new_session().await;
+    let (mut client, audit, session) = editor_ready(setup()).await;
     let id = client.prompt(&session, "/editor-read notes.txt").await;
     let read = client.until_request("fs/read_text_file").await;
     let expected_path = format!("{}/notes.txt", client.project());
@@ -1110,11 +1125,7 @@ async fn an_editor_read_is_a_governed_audited_tool_call_answered_by_the_editor()
 /// the user approved it; the approval is audited.
 #[tokio::test]
 async fn an_editor_write_asks_first_and_is_sent_only_when_approved() {
-    let setup = setup();
-    let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize_offering(full_editor()).await;
-    let session = client.new_session().await;
+    let (mut client, audit, session) = editor_ready(setup()).await;
     let id = client.prompt(&session, "/editor-write out.txt hello").await;
     let asked = answer_permission(
         &mut client,
@@ -1156,18 +1167,9 @@ async fn an_editor_write_asks_first_and_is_sent_only_when_approved() {
 /// released; one that outlives its timeout is killed, then its output collected.
 #[tokio::test]
 async fn an_editor_command_is_approved_run_waited_for_and_released() {
-    let setup = setup();
-    let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize_offering(full_editor()).await;
-    let session = client.new_session().await;
+    let (mut client, audit, session) = editor_ready(setup()).await;
     let id = client.prompt(&session, "/editor-run cargo 60000").await;
-    answer_permission(
-        &mut client,
-        &audit,
-        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
-    )
-    .await;
+    allow_once(&mut client, &audit).await;
     let create = client.until_request("terminal/create").await;
     assert_eq!(create["params"]["command"], "cargo", "{create}");
     assert_eq!(create["params"]["args"], json!(["--flag"]), "{create}");
@@ -1188,12 +1190,7 @@ async fn an_editor_command_is_approved_run_waited_for_and_released() {
 
     // Outliving its timeout: killed, output read, released.
     let id = client.prompt(&session, "/editor-run sleep 50").await;
-    answer_permission(
-        &mut client,
-        &audit,
-        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
-    )
-    .await;
+    allow_once(&mut client, &audit).await;
     let create = client.until_request("terminal/create").await;
     client.answer(&create, json!({"terminalId": "term-2"})).await;
     let _never_answered = client.until_request("terminal/wait_for_exit").await;
@@ -1216,18 +1213,9 @@ async fn an_editor_command_is_approved_run_waited_for_and_released() {
 /// have done something, is in the audit log.
 #[tokio::test]
 async fn a_cancel_kills_and_releases_the_editor_command() {
-    let setup = setup();
-    let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize_offering(full_editor()).await;
-    let session = client.new_session().await;
+    let (mut client, audit, session) = editor_ready(setup()).await;
     let id = client.prompt(&session, "/editor-run server 60000").await;
-    answer_permission(
-        &mut client,
-        &audit,
-        json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}}),
-    )
-    .await;
+    allow_once(&mut client, &audit).await;
     let create = client.until_request("terminal/create").await;
     client.answer(&create, json!({"terminalId": "term-3"})).await;
     client.until_request("terminal/wait_for_exit").await;
@@ -1279,9 +1267,7 @@ async fn editor_calls_are_refused_locally_when_not_offered_not_declared_or_outsi
     client.finish().await;
 
     // Outside the session's folder.
-    let mut client = setup().start();
-    client.initialize_offering(full_editor()).await;
-    let session = client.new_session().await;
+    let (mut client, _, session) = editor_ready(setup()).await;
     let id = client.prompt(&session, "/editor-read ../../etc/passwd").await;
     let (before, _) = client.until_answer(id).await;
     assert_eq!(kinds(&before), ["agent_message_chunk"], "{before:?}");
@@ -1305,10 +1291,7 @@ async fn editor_calls_are_refused_locally_when_not_offered_not_declared_or_outsi
 async fn an_editor_that_never_answers_fails_the_call_after_the_editor_timeout() {
     let mut setup = setup();
     setup.options.editor_timeout = Duration::from_millis(200);
-    let audit = setup.audit.clone();
-    let mut client = setup.start();
-    client.initialize_offering(full_editor()).await;
-    let session = client.new_session().await;
+    let (mut client, audit, session) = editor_ready(setup).await;
     let id = client.prompt(&session, "/editor-read notes.txt").await;
     let _unanswered = client.until_request("fs/read_text_file").await;
     let (after, answer) = client.until_answer(id).await;

@@ -103,6 +103,51 @@ impl AgentDirs {
             ("AGENTACP_AUDIT_LOG", self.audit_log.clone().into()),
         ]
     }
+
+    /// The variables for `governance-bridge` in front of `governed-server`: the bridge logs to
+    /// `bridge_audit`, the server behind it to [`AgentDirs::audit_log`].
+    pub fn bridge_env(&self, bridge_audit: &Path) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("AGENTACP_WORKSPACE_ROOT", self.workspace_root.clone().into()),
+            ("AGENTACP_STATE_DIR", self.state_dir.clone().into()),
+            ("AGENTACP_AUDIT_LOG", bridge_audit.into()),
+            ("AGENTACP_DOWNSTREAM_AUDIT_LOG", self.audit_log.clone().into()),
+        ]
+    }
+
+    /// Writes a shell-script agent into the state folder that answers `initialize` and
+    /// `session/new`, and sends one `agent_message_chunk` (`early`) before each prompt's
+    /// response and one (`late`) after it: the negative control of the harnesses, which must
+    /// notice the late one. Ids may be numbers or strings.
+    pub fn late_update_agent(&self) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let chunk = |text: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
+            )
+        };
+        let body = format!(
+            r#"#!/bin/sh
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\("[^"]*"\|[0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"protocolVersion\":1,\"agentCapabilities\":{{}}}}}}" ;;
+    *'"method":"session/new"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"sessionId\":\"s1\"}}}}" ;;
+    *'"method":"session/prompt"'*)
+      printf '%s\n' '{early}'
+      printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"stopReason\":\"end_turn\"}}}}"
+      printf '%s\n' '{late}' ;;
+  esac
+done
+"#,
+            early = chunk("early"),
+            late = chunk("late"),
+        );
+        let script = self.state_dir.join("late-agent.sh");
+        std::fs::write(&script, body).expect("write the script");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        script
+    }
 }
 
 impl Default for AgentDirs {

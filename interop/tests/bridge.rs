@@ -4,7 +4,6 @@
 //! manifest does not allow, and both audit logs verify. And the bridge fed one `initialize`
 //! and then end of input, as `printf … | governance-bridge` does.
 
-use std::ffi::OsString;
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
@@ -28,12 +27,7 @@ fn bridge_process(dirs: &AgentDirs, bridge_audit: &Path) -> AgentProcess {
         server.parent(),
         "the bridge starts the governed server from its own folder"
     );
-    let env: Vec<(&str, OsString)> = vec![
-        ("AGENTACP_WORKSPACE_ROOT", dirs.workspace_root.clone().into()),
-        ("AGENTACP_STATE_DIR", dirs.state_dir.clone().into()),
-        ("AGENTACP_AUDIT_LOG", bridge_audit.into()),
-        ("AGENTACP_DOWNSTREAM_AUDIT_LOG", dirs.audit_log.clone().into()),
-    ];
+    let env = dirs.bridge_env(bridge_audit);
     AgentProcess::spawn_with_env(&bridge, &env, StderrMode::Capture)
 }
 

@@ -86,33 +86,8 @@ async fn raw_client_sees_silence_as_timeout_and_eof_as_eof() {
 /// what the stream and cancel tests of our servers check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tags_an_update_sent_after_the_response_as_late() {
-    use std::os::unix::fs::PermissionsExt;
     let dirs = AgentDirs::new();
-    let script = dirs.state_dir.join("late-agent.sh");
-    let chunk = |text: &str| {
-        format!(
-            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
-        )
-    };
-    let body = format!(
-        r#"#!/bin/sh
-while IFS= read -r line; do
-  id=$(printf '%s' "$line" | sed -n 's/^{{"jsonrpc":"2.0","id":\("[^"]*"\).*/\1/p')
-  case "$line" in
-    *'"method":"initialize"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"protocolVersion\":1,\"agentCapabilities\":{{}}}}}}" ;;
-    *'"method":"session/new"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"sessionId\":\"s1\"}}}}" ;;
-    *'"method":"session/prompt"'*)
-      printf '%s\n' '{early}'
-      printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"stopReason\":\"end_turn\"}}}}"
-      printf '%s\n' '{late}' ;;
-  esac
-done
-"#,
-        early = chunk("early"),
-        late = chunk("late"),
-    );
-    std::fs::write(&script, body).expect("write the script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let script = dirs.late_update_agent();
 
     let process = AgentProcess::spawn(&script, &dirs, StderrMode::Capture);
     let client = SdkClient::connect(process, interop::sdk::Options::default()).await;

@@ -430,12 +430,7 @@ fn bridge_in_front_of_governed_server_with_the_python_sdk() {
         server.parent(),
         "the bridge starts the governed server from its own folder"
     );
-    let env: Vec<(&str, OsString)> = vec![
-        ("AGENTACP_WORKSPACE_ROOT", dirs.workspace_root.clone().into()),
-        ("AGENTACP_STATE_DIR", dirs.state_dir.clone().into()),
-        ("AGENTACP_AUDIT_LOG", bridge_audit.clone().into()),
-        ("AGENTACP_DOWNSTREAM_AUDIT_LOG", dirs.audit_log.clone().into()),
-    ];
+    let env = dirs.bridge_env(&bridge_audit);
     let run = run(&python, "bridge", &bridge, &env, &cwd, &dirs.outside());
     check_initialize(&run, "governance-bridge", "governance-aware", None);
     let init = run.step("initialize");
@@ -478,36 +473,11 @@ fn bridge_in_front_of_governed_server_with_the_python_sdk() {
 /// check every test above makes must fail for it.
 #[test]
 fn an_update_after_the_prompt_response_fails_the_run() {
-    use std::os::unix::fs::PermissionsExt;
     let Some(python) = python() else { return };
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
-    let script = dirs.state_dir.join("late-agent.sh");
-    let chunk = |text: &str| {
-        format!(
-            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s1","update":{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}}}}}}}"#
-        )
-    };
-    // The Python SDK numbers its requests and writes compact JSON.
-    let body = format!(
-        r#"#!/bin/sh
-while IFS= read -r line; do
-  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
-  case "$line" in
-    *'"method":"initialize"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"protocolVersion\":1,\"agentCapabilities\":{{}}}}}}" ;;
-    *'"method":"session/new"'*) printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"sessionId\":\"s1\"}}}}" ;;
-    *'"method":"session/prompt"'*)
-      printf '%s\n' '{early}'
-      printf '%s\n' "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"stopReason\":\"end_turn\"}}}}"
-      printf '%s\n' '{late}' ;;
-  esac
-done
-"#,
-        early = chunk("early"),
-        late = chunk("late"),
-    );
-    std::fs::write(&script, body).expect("write the script");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // The Python SDK numbers its requests; the script answers numeric ids too.
+    let script = dirs.late_update_agent();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run(&python, "basic", &script, &dirs.env(), &cwd, &dirs.outside());
     }));
