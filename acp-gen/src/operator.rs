@@ -356,7 +356,11 @@ impl Plan {
         let mut explained_from = checked.clone();
         // A regen-generated module beside the manifest names its revision itself; otherwise
         // (`wire = path` to a module lint did not find) the spec takes `ACP_REV` from it.
-        if explained_from.generated_wire.as_ref().is_none_or(|g| g.protocol_version.is_none()) {
+        if explained_from
+            .generated_wire
+            .as_ref()
+            .is_none_or(|g| g.protocol_version.is_none())
+        {
             explained_from.revision = Some(revision);
         }
         explained_from.manifest = Some(manifest.clone());
@@ -1188,7 +1192,8 @@ mod tests {
     #[test]
     fn a_servers_client_capabilities_fill_the_specs_editor_methods() {
         let dir = tempfile::tempdir().unwrap();
-        let caps = "    capabilities:\n      client:\n        fs:\n          readTextFile: true\n        terminal: true\n";
+        let caps =
+            "    capabilities:\n      client:\n        fs:\n          readTextFile: true\n        terminal: true\n";
         let write = |name: &str, kind: &str, operator: &str| {
             let folder = dir.path().join(name);
             std::fs::create_dir_all(&folder).unwrap();
@@ -1205,7 +1210,13 @@ mod tests {
             folder
         };
         let server = write("editor-server", "server", "    operator: ./OPERATOR.md\n");
-        let text = expanded(quote!(manifest = "ACP.md"), quote!(struct Editor;), &server);
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Editor;
+            ),
+            &server,
+        );
         assert!(!text.contains("compile_error"), "{text}");
         assert!(
             text.contains(
@@ -1213,11 +1224,23 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(!text.contains("fn read_text_file"), "a server's trait has no client methods: {text}");
-        assert!(!text.contains("clientCapabilities"), "a server does not advertise them: {text}");
+        assert!(
+            !text.contains("fn read_text_file"),
+            "a server's trait has no client methods: {text}"
+        );
+        assert!(
+            !text.contains("clientCapabilities"),
+            "a server does not advertise them: {text}"
+        );
 
         let client = write("offers-client", "client", "");
-        let text = expanded(quote!(manifest = "ACP.md"), quote!(struct Offers;), &client);
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Offers;
+            ),
+            &client,
+        );
         assert!(!text.contains("compile_error"), "{text}");
         assert!(
             text.contains(

@@ -90,6 +90,27 @@ pub struct Generated {
 /// first line); real ones are a few hundred KiB.
 const MAX_GENERATED_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Brackets nested deeper than this are not given to the parser (which recurses on them);
+/// generated modules nest about ten deep.
+const MAX_GENERATED_NESTING: usize = 128;
+
+/// The deepest bracket nesting of `text`, counting every `(`, `[` and `{` (an over-estimate
+/// when brackets appear in strings or comments, which only makes the limit stricter).
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for byte in text.bytes() {
+        match byte {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 impl Generated {
     /// Reads the module at `path`: `None` unless its first line is the header
     /// `scaffold-aip regen` writes. A body that cannot be parsed leaves the protocol version
@@ -107,6 +128,7 @@ impl Generated {
         let file = (metadata.len() <= MAX_GENERATED_BYTES)
             .then(|| std::fs::read_to_string(path).ok())
             .flatten()
+            .filter(|text| nesting(text) <= MAX_GENERATED_NESTING)
             .and_then(|text| syn::parse_file(&text).ok());
         let constant = |name: &str| {
             file.as_ref()?.items.iter().find_map(|item| match item {
@@ -116,11 +138,12 @@ impl Generated {
         };
         let protocol_version = match constant("PROTOCOL_VERSION") {
             Some(syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(int), ..
+                lit: syn::Lit::Int(int),
+                ..
             })) => int.base10_parse::<u16>().ok(),
             _ => None,
         };
-        let client_methods = constant("METHODS").and_then(|table| client_methods_of(&table));
+        let client_methods = constant("METHODS").and_then(client_methods_of);
         Some(Generated {
             path: path.to_path_buf(),
             sha,
@@ -253,7 +276,10 @@ mod generated_tests {
         let header = crate::wire::generate::header(sha);
         std::fs::write(&garbled, format!("{header}\nthis is {{ not rust\n")).unwrap();
         let read = Generated::read(&garbled).expect("the header names the revision");
-        assert_eq!((read.sha.as_str(), read.protocol_version, read.client_methods), (sha, None, None));
+        assert_eq!(
+            (read.sha.as_str(), read.protocol_version, read.client_methods),
+            (sha, None, None)
+        );
 
         let odd = dir.path().join("odd.rs");
         std::fs::write(
@@ -262,6 +288,17 @@ mod generated_tests {
         )
         .unwrap();
         let read = Generated::read(&odd).unwrap();
+        assert_eq!((read.protocol_version, read.client_methods), (None, None));
+
+        // Nesting that would overflow the parser's stack is not parsed.
+        let deep = dir.path().join("deep.rs");
+        let nested = format!("{}{}", "[".repeat(1_000_000), "]".repeat(1_000_000));
+        std::fs::write(
+            &deep,
+            format!("{header}\npub const PROTOCOL_VERSION: u16 = 1u16;\nconst X: () = {nested};\n"),
+        )
+        .unwrap();
+        let read = Generated::read(&deep).unwrap();
         assert_eq!((read.protocol_version, read.client_methods), (None, None));
     }
 }

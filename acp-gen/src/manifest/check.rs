@@ -304,15 +304,36 @@ mod tests {
         let without_terminal = check_bytes(&path, client("abcdef1").as_bytes());
         assert_eq!(codes(&without_terminal), ["ACP214"]);
         let diagnostic = &without_terminal.diagnostics[0];
-        assert_eq!(without_terminal.document.source.position(diagnostic.span.start).line, 16);
-        assert!(diagnostic.message.contains("`terminal/create`"), "{}", diagnostic.message);
+        assert_eq!(
+            without_terminal.document.source.position(diagnostic.span.start).line,
+            16
+        );
+        assert!(
+            diagnostic.message.contains("`terminal/create`"),
+            "{}",
+            diagnostic.message
+        );
         assert!(diagnostic.message.contains("`abcdef1`"), "{}", diagnostic.message);
 
-        let all = ["fs/write_text_file", "terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release"];
+        let all = [
+            "fs/write_text_file",
+            "terminal/create",
+            "terminal/output",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/release",
+        ];
         std::fs::write(folder.join("src/acp_wire.rs"), module(&all.map(entry).concat())).unwrap();
-        assert_eq!(codes(&check_bytes(&path, client("abcdef1").as_bytes())), Vec::<&str>::new());
+        assert_eq!(
+            codes(&check_bytes(&path, client("abcdef1").as_bytes())),
+            Vec::<&str>::new()
+        );
 
-        std::fs::write(folder.join("src/acp_wire.rs"), format!("{}\nnot rust {{\n", crate::wire::generate::header(sha))).unwrap();
+        std::fs::write(
+            folder.join("src/acp_wire.rs"),
+            format!("{}\nnot rust {{\n", crate::wire::generate::header(sha)),
+        )
+        .unwrap();
         assert_eq!(
             codes(&check_bytes(&path, client("abcdef1").as_bytes())),
             Vec::<&str>::new(),
