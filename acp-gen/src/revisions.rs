@@ -90,6 +90,27 @@ pub struct Generated {
 /// first line); real ones are a few hundred KiB.
 const MAX_GENERATED_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Brackets nested deeper than this are not given to the parser (which recurses on them);
+/// generated modules nest about ten deep.
+const MAX_GENERATED_NESTING: usize = 128;
+
+/// The deepest bracket nesting of `text`, counting every `(`, `[` and `{` (an over-estimate
+/// when brackets appear in strings or comments, which only makes the limit stricter).
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for byte in text.bytes() {
+        match byte {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 impl Generated {
     /// Reads the module at `path`: `None` unless its first line is the header
     /// `scaffold-aip regen` writes. A body that cannot be parsed leaves the protocol version
@@ -107,6 +128,7 @@ impl Generated {
         let file = (metadata.len() <= MAX_GENERATED_BYTES)
             .then(|| std::fs::read_to_string(path).ok())
             .flatten()
+            .filter(|text| nesting(text) <= MAX_GENERATED_NESTING)
             .and_then(|text| syn::parse_file(&text).ok());
         let constant = |name: &str| {
             file.as_ref()?.items.iter().find_map(|item| match item {
@@ -121,7 +143,7 @@ impl Generated {
             })) => int.base10_parse::<u16>().ok(),
             _ => None,
         };
-        let client_methods = constant("METHODS").and_then(|table| client_methods_of(&table));
+        let client_methods = constant("METHODS").and_then(client_methods_of);
         Some(Generated {
             path: path.to_path_buf(),
             sha,
@@ -266,6 +288,17 @@ mod generated_tests {
         )
         .unwrap();
         let read = Generated::read(&odd).unwrap();
+        assert_eq!((read.protocol_version, read.client_methods), (None, None));
+
+        // Nesting that would overflow the parser's stack is not parsed.
+        let deep = dir.path().join("deep.rs");
+        let nested = format!("{}{}", "[".repeat(1_000_000), "]".repeat(1_000_000));
+        std::fs::write(
+            &deep,
+            format!("{header}\npub const PROTOCOL_VERSION: u16 = 1u16;\nconst X: () = {nested};\n"),
+        )
+        .unwrap();
+        let read = Generated::read(&deep).unwrap();
         assert_eq!((read.protocol_version, read.client_methods), (None, None));
     }
 }
