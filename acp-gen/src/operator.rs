@@ -267,6 +267,8 @@ struct Plan {
     acp_rev_at: String,
     /// Where the `wire = path` argument is, for the error when it is the wrong revision.
     wire_span: Span,
+    /// `rev_<first 8>` when the wire types are agentacp's built-in module of the revision.
+    built_in_module: Option<String>,
     load_session: bool,
     authenticate: bool,
     spec: SpecFields,
@@ -346,10 +348,13 @@ impl Plan {
             client_methods: &[],
         });
         let wire_span = wire.as_ref().map_or(span, |path| path.span());
-        let wire = match wire {
-            Some(path) => quote!(#path),
-            None => {
-                let module = format_ident!("rev_{}", &revision.sha[..8.min(revision.sha.len())]);
+        let built_in_module = wire
+            .is_none()
+            .then(|| format!("rev_{}", &revision.sha[..8.min(revision.sha.len())]));
+        let wire = match (wire, &built_in_module) {
+            (Some(path), _) => quote!(#path),
+            (None, module) => {
+                let module = format_ident!("{}", module.as_deref().unwrap_or_default());
                 quote!(::agentacp::wire::#module)
             }
         };
@@ -479,6 +484,7 @@ impl Plan {
                 position(checked, &["metadata", "aip44", "acp_rev"]).unwrap_or_default()
             ),
             wire_span,
+            built_in_module,
             load_session: agent.load_session,
             authenticate,
             spec: SpecFields {
@@ -562,7 +568,19 @@ impl Plan {
             self.acp_rev_at
         );
         let wire_span = self.wire_span;
+        // A built-in revision other than the default is behind a cargo feature of agentacp.
+        let feature_check = self.built_in_module.as_deref().map(|module| {
+            let check = format_ident!("__require_{module}");
+            let feature = module.replace('_', "-");
+            let message = format!(
+                "{}: acp_rev `{prefix}` is a built-in revision whose wire types are behind agentacp's cargo feature `{feature}`; turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"{feature}\"] }}",
+                self.acp_rev_at,
+                env!("CARGO_PKG_VERSION"),
+            );
+            quote_spanned! {self.span=> ::agentacp::#check!(#message); }
+        });
         quote_spanned! {wire_span=>
+            #feature_check
             const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
         }
     }

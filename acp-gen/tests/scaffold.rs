@@ -254,3 +254,68 @@ fn generated_crates_build_and_pass_their_tests() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("test result: ok"), "{stdout}");
 }
+
+/// Issue #14: the built-in revisions other than the default are cargo features of agentacp. A
+/// crate pinning one without its feature fails to build with a message naming the feature and
+/// the manifest line (not "could not find `rev_b7f00054`"); with the feature it builds. Slow (a
+/// nested `cargo check`): run with `cargo test -p acp-gen --test scaffold -- --ignored`.
+#[test]
+#[ignore = "runs cargo check twice on a generated crate; a minute or more"]
+fn a_non_default_revision_builds_only_with_its_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "pinned-server";
+    let mut options = options(name, Kind::Server, Tier::Basic, dir.path());
+    options.agentacp_path = Some(agentacp_folder());
+    scaffold::new_crate(&options).unwrap();
+    let crate_dir = dir.path().join(name);
+    let manifest = crate_dir.join("ACP.md");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let default_rev = &acp_gen::revisions::DEFAULT.sha[..8];
+    let pinned = text.replacen(&format!("acp_rev: {default_rev}"), "acp_rev: b7f00054", 1);
+    assert_ne!(
+        pinned, text,
+        "the scaffold pins the default revision as `acp_rev: {default_rev}`"
+    );
+    std::fs::write(&manifest, pinned).unwrap();
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
+    std::fs::copy(lock, crate_dir.join("Cargo.lock")).unwrap();
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is inside the target folder")
+        .to_path_buf();
+    let check = || {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        std::process::Command::new(cargo)
+            .args(["check", "--quiet"])
+            .current_dir(&crate_dir)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap()
+    };
+    let without = check();
+    let stderr = String::from_utf8_lossy(&without.stderr);
+    assert!(!without.status.success(), "built without the feature:\n{stderr}");
+    assert!(
+        stderr.contains("cargo feature `rev-b7f00054`") && stderr.contains("ACP.md:"),
+        "the error does not name the feature and the manifest line:\n{stderr}"
+    );
+
+    let cargo_toml = crate_dir.join("Cargo.toml");
+    let toml = std::fs::read_to_string(&cargo_toml).unwrap();
+    let with_feature = toml.replacen(
+        "agentacp = { path = ",
+        "agentacp = { features = [\"rev-b7f00054\"], path = ",
+        1,
+    );
+    assert_ne!(
+        with_feature, toml,
+        "the scaffold's agentacp dependency is an inline table with a path:\n{toml}"
+    );
+    std::fs::write(&cargo_toml, with_feature).unwrap();
+    let with = check();
+    assert!(
+        with.status.success(),
+        "did not build with the feature on:\n{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+}

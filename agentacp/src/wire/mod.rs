@@ -10,9 +10,43 @@ pub mod support;
 // them byte for byte.
 #[rustfmt::skip]
 pub mod rev_0fc18323;
+#[cfg(feature = "rev-b7f00054")]
 #[rustfmt::skip]
 pub mod rev_b7f00054;
+#[cfg(feature = "rev-d9072428")]
 #[rustfmt::skip]
 pub mod rev_d9072428;
 
 pub use rev_0fc18323 as default;
+
+/// Defines `__require_<module>!("message")` for one built-in revision: nothing when its cargo
+/// feature is on, the message as a compile error when it is off. `#[acp_operator]` calls it for
+/// the revision a manifest pins, so turning the feature off fails the build with a message
+/// naming the feature (and the manifest line), not with "could not find `rev_…`".
+macro_rules! revision_feature_check {
+    ($feature:literal, $check:ident) => {
+        #[cfg(feature = $feature)]
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! $check {
+            ($message:literal) => {};
+        }
+        #[cfg(not(feature = $feature))]
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! $check {
+            ($message:literal) => {
+                ::core::compile_error!($message);
+            };
+        }
+    };
+}
+
+/// The default revision is always built.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_rev_0fc18323 {
+    ($message:literal) => {};
+}
+revision_feature_check!("rev-b7f00054", __require_rev_b7f00054);
+revision_feature_check!("rev-d9072428", __require_rev_d9072428);
