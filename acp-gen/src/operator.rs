@@ -225,6 +225,7 @@ fn best_effort_tier(checked: &Checked) -> Tier {
 fn rebuild_tracking(checked: &Checked, manifest: &Path) -> TokenStream {
     let files: Vec<String> = std::iter::once(manifest.to_path_buf())
         .chain(checked.refs.iter().map(|r| r.path.clone()))
+        .chain(checked.policies.iter().map(|p| p.target.path.clone()))
         .filter(|path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= crate::document::MAX_FILE_BYTES))
         .map(|path| path.to_string_lossy().into_owned())
         .collect();
@@ -302,6 +303,8 @@ struct SpecFields {
     operator: Option<String>,
     governance: Option<String>,
     sandbox: Option<String>,
+    /// The operator's policies: `{"ref", "appliesTo", "policy"}` JSON objects.
+    policies: Vec<String>,
     audit: TokenStream,
 }
 
@@ -469,6 +472,21 @@ impl Plan {
                 operator: operator.map(|doc| doc.to_string()),
                 governance: frontmatter(manifest::refs::RefRole::Governance).map(|doc| doc.to_string()),
                 sandbox: frontmatter(manifest::refs::RefRole::Sandbox).map(|doc| doc.to_string()),
+                policies: checked
+                    .policies
+                    .iter()
+                    .filter_map(|policy| {
+                        let document = policy.target.frontmatter.as_ref()?.to_json();
+                        Some(
+                            serde_json::json!({
+                                "ref": policy.written,
+                                "appliesTo": policy.applies_to,
+                                "policy": document,
+                            })
+                            .to_string(),
+                        )
+                    })
+                    .collect(),
                 audit,
             },
             span,
@@ -494,6 +512,7 @@ impl Plan {
         let operator = option_str(spec.operator.as_deref());
         let governance = option_str(spec.governance.as_deref());
         let sandbox = option_str(spec.sandbox.as_deref());
+        let policies = &spec.policies;
         let audit = &spec.audit;
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         let tier_name = self.tier.as_str();
@@ -517,6 +536,7 @@ impl Plan {
                 sandbox: #sandbox,
                 audit: #audit,
                 editor: ::agentacp::server::EditorMethods::NONE,
+                policies: &[#(#policies),*],
             };
             &SPEC
         }

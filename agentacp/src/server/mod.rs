@@ -6,6 +6,7 @@
 
 mod connection;
 mod dispatch;
+pub mod memory;
 pub mod operator;
 pub mod session;
 pub mod turn;
@@ -23,6 +24,7 @@ use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::workspace::Workspace;
 
+pub use memory::{Memory, MemoryError};
 pub use operator::{AuditTarget, BoxFuture, EditorMethods, Operator, OperatorSpec, decode_params, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
@@ -292,10 +294,13 @@ where
         spec.operator_id(),
         options.permission_timeout,
     ));
+    let profile = Arc::new(spec.operator_profile());
+    let memory = memory::MemoryBook::new(profile.memory.clone(), &state_dir);
     let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
     Dispatcher::new(
         operator,
         connection,
+        (profile, memory),
         workspace_root,
         options.shutdown_grace,
         options.max_sessions,
@@ -389,6 +394,7 @@ mod tests {
             sandbox: Some(Box::leak(sandbox.into_boxed_str())),
             audit: AuditTarget::Off,
             editor: EditorMethods::NONE,
+            policies: &[],
         }))
     }
 

@@ -96,6 +96,10 @@ pub struct OperatorSpec {
     pub audit: AuditTarget,
     /// The editor's client methods the operator may call (servers only).
     pub editor: EditorMethods,
+    /// The AIP-7 policies the operator lists (`governance.policies`), resolved at build time
+    /// through the workspace manifest's registry: one JSON object each,
+    /// `{"ref": "policy:<slug>", "appliesTo": <registry binding or null>, "policy": <frontmatter>}`.
+    pub policies: &'static [&'static str],
 }
 
 impl OperatorSpec {
@@ -147,13 +151,26 @@ impl OperatorSpec {
         Ok(log)
     }
 
-    /// The default governance binding: the manifest's operator and governance documents.
+    /// The default governance binding: the manifest's operator and governance documents, and
+    /// every policy the operator lists.
     pub fn governance(&self) -> crate::governance::ManifestGovernance {
         let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
+        let policies: Vec<Value> = self
+            .policies
+            .iter()
+            .filter_map(|text| serde_json::from_str(text).ok())
+            .collect();
         crate::governance::ManifestGovernance::from_documents(
             document(self.operator).as_ref(),
             document(self.governance).as_ref(),
         )
+        .with_policies(&policies)
+    }
+
+    /// The operator's memory, skills and policies (AIP-9), as typed data.
+    pub fn operator_profile(&self) -> crate::governance::OperatorProfile {
+        let document = self.operator.and_then(|text| serde_json::from_str::<Value>(text).ok());
+        crate::governance::OperatorProfile::from_document(document.as_ref())
     }
 }
 
