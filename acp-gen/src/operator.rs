@@ -1069,6 +1069,29 @@ mod tests {
         );
     }
 
+    /// The operator's listed policies are compiled into the spec, and their files tracked.
+    #[test]
+    fn the_operators_listed_policies_are_compiled_into_the_spec() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentacp/tests/operators/test-policies");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct PolicyTester;
+            ),
+            &dir,
+        );
+        assert!(!text.contains("compile_error"), "{text}");
+        let spec = text.split("policies : & [").nth(1).expect("a policies field");
+        assert!(
+            spec.contains("policy:no-deletes") && spec.contains("policy:ask-tests"),
+            "{spec}"
+        );
+        assert!(
+            text.contains("policies/no-deletes.md"),
+            "the policy file is tracked for rebuilds"
+        );
+    }
+
     #[test]
     fn a_governed_server_gets_prompt_and_load_session() {
         let text = expanded(

@@ -365,3 +365,101 @@ pub fn resolve_policies(refs: &[ResolvedRef], operator_span: Range<usize>) -> (V
     }
     (resolved, diagnostics)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::check_file;
+
+    const OPERATOR: &str = "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile:\n  role: r\ngovernance:\n  policies: [policy:no-deletes]\n  audit_log: \"audit:o\"\n  autonomy: supervised\n---\n";
+    const POLICY: &str = "---\nschema: agentgovernance/v1\ndoctype: policy\nslug: no-deletes\nversion: 1.0.0\nmatch:\n  action: tool.call\n  subject: \"delete-*\"\ndecision: deny\n---\n";
+
+    /// A server manifest in `dir/srv` with the operator above and `governance` (if any).
+    fn lint(files: &[(&str, &str)], governance: Option<&str>) -> crate::manifest::Checked {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("srv");
+        for (name, text) in files {
+            let path = folder.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let governance = governance.map_or(String::new(), |g| format!("    governance: {g}\n"));
+        let manifest = format!(
+            "---\nname: srv\nid: srv\ndescription: d\nversion: 0.1.0\nkind: server\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: 0fc18323\n    tier: governance-aware\n    operator: ./OPERATOR.md\n{governance}---\n"
+        );
+        std::fs::write(folder.join("ACP.md"), manifest).unwrap();
+        check_file(&folder.join("ACP.md")).unwrap()
+    }
+
+    fn acp306(checked: &crate::manifest::Checked) -> Vec<String> {
+        checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == Code::PolicyNotResolved)
+            .map(|d| d.message.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_slug_resolves_through_the_workspace_registry() {
+        let workspace = "---\nschema: governance.workspace/v1\nname: w\ntitle: t\ndescription: d\nversion: 0.1.0\npolicies:\n  - id: no-deletes\n    ref: ./policies/no-deletes.md\n    appliesTo: mutates\n---\n";
+        let checked = lint(
+            &[
+                ("OPERATOR.md", OPERATOR),
+                ("GOVERNANCE.md", workspace),
+                ("policies/no-deletes.md", POLICY),
+            ],
+            Some("./GOVERNANCE.md"),
+        );
+        assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
+        assert_eq!(checked.policies.len(), 1);
+        assert_eq!(checked.policies[0].written, "policy:no-deletes");
+        assert_eq!(checked.policies[0].applies_to.as_deref(), Some("mutates"));
+        assert!(checked.policies[0].target.path.ends_with("policies/no-deletes.md"));
+    }
+
+    #[test]
+    fn a_governance_ref_that_is_the_policy_resolves_its_own_slug_only() {
+        let checked = lint(&[("OPERATOR.md", OPERATOR), ("POLICY.md", POLICY)], Some("./POLICY.md"));
+        assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
+        assert_eq!(checked.policies.len(), 1);
+        let other = POLICY.replace("slug: no-deletes", "slug: other-one");
+        let checked = lint(&[("OPERATOR.md", OPERATOR), ("POLICY.md", &other)], Some("./POLICY.md"));
+        assert_eq!(acp306(&checked).len(), 1, "{:?}", checked.diagnostics);
+    }
+
+    #[test]
+    fn unresolvable_slugs_are_reported_naming_the_operator_line() {
+        // No governance ref at all.
+        let checked = lint(&[("OPERATOR.md", OPERATOR)], None);
+        let found = acp306(&checked);
+        assert_eq!(found.len(), 1, "{:?}", checked.diagnostics);
+        assert!(found[0].contains("./OPERATOR.md:9:14"), "{}", found[0]);
+        assert!(checked.policies.is_empty());
+        // Registered, but the file is missing or is not a policy.
+        let workspace = "---\nschema: governance.workspace/v1\nname: w\ntitle: t\ndescription: d\nversion: 0.1.0\npolicies:\n  - id: no-deletes\n    ref: ./gone.md\n---\n";
+        let checked = lint(
+            &[("OPERATOR.md", OPERATOR), ("GOVERNANCE.md", workspace)],
+            Some("./GOVERNANCE.md"),
+        );
+        assert!(acp306(&checked)[0].contains("not found"), "{:?}", checked.diagnostics);
+        let pointing_at_operator = workspace.replace("./gone.md", "./OPERATOR.md");
+        let checked = lint(
+            &[("OPERATOR.md", OPERATOR), ("GOVERNANCE.md", &pointing_at_operator)],
+            Some("./GOVERNANCE.md"),
+        );
+        assert!(
+            acp306(&checked)[0].contains("not an AIP-7 policy"),
+            "{:?}",
+            checked.diagnostics
+        );
+        // A malformed entry.
+        let odd = OPERATOR.replace("[policy:no-deletes]", "[no-deletes]");
+        let checked = lint(&[("OPERATOR.md", &odd), ("POLICY.md", POLICY)], Some("./POLICY.md"));
+        assert!(
+            acp306(&checked)[0].contains("not a `policy:<slug>`"),
+            "{:?}",
+            checked.diagnostics
+        );
+    }
+}
