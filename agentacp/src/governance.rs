@@ -1,8 +1,9 @@
 //! Governance: deciding each tool call before it happens — allow, ask the user, or deny.
 //!
 //! [`ManifestGovernance`] is the default binding, built from the manifest's refs: the AIP-9
-//! operator's tool list and autonomy, and the AIP-7 governance document (a workspace manifest's
-//! `autonomy`, or a policy). Replace it with your own [`Governance`] through
+//! operator's tool list and autonomy, the AIP-7 governance document (a workspace manifest's
+//! `autonomy`, or a policy) and the AIP-7 policies the operator lists. [`OperatorProfile`] is
+//! the rest of the operator document operator code may read: memory, skills, policies. Replace it with your own [`Governance`] through
 //! [`ServerOptions::governance`](crate::server::ServerOptions::governance).
 
 use std::fmt;
@@ -132,7 +133,9 @@ enum PolicyDecision {
 ///
 /// In order:
 /// 1. a tool missing from the operator's `tools` list is denied;
-/// 2. a matching AIP-7 policy decides (`deny` wins, then `require-approval`, then `allow`);
+/// 2. a matching AIP-7 policy — the governance document's, or one the operator lists —
+///    decides (`deny` wins, then `require-approval` or an `allow` above its `autonomy` level,
+///    then `allow`);
 /// 3. `autonomy: gated` denies; `autonomous` allows;
 /// 4. `supervised` (the default) asks, except that a workspace `defaultApproval: auto` allows,
 ///    and `on-mutate` allows tools that only read (`read`, `search`, `think`, `fetch`);

@@ -281,6 +281,10 @@ async fn operator_memory_survives_the_end_of_a_session() {
     client.finish().await;
     let kept = std::fs::read_to_string(&memory_file).unwrap();
     assert_eq!(kept, "{\"note\":\"first\"}\n");
+    assert!(
+        audit.contents().contains("\"action\":\"memory.write\""),
+        "the memory write is audited"
+    );
 
     // A new process, a new session: the memory is back.
     let mut client = start(dir.path(), &audit);

@@ -484,7 +484,8 @@ impl<O: Operator> Dispatcher<O> {
             }
         };
         if let Some(entry) = entry {
-            self.memory.close(&session.session_id, entry.context.memory());
+            self.memory
+                .close(&session.session_id, entry.context.memory(), Some(&self.connection));
             if self.connection.record_history
                 && let Err(error) = self.connection.store.flush_session(&session.session_id)
             {
@@ -609,7 +610,7 @@ impl<O: Operator> Dispatcher<O> {
             while self.tasks.join_next().await.is_some() {}
         }
         for (id, entry) in lock(&self.sessions).iter() {
-            self.memory.persist(id, entry.context.memory());
+            self.memory.persist(id, entry.context.memory(), Some(&self.connection));
         }
         if let Err(error) = self.connection.store.flush() {
             tracing::error!(%error, "saving sessions failed");
@@ -703,7 +704,8 @@ impl<O: Operator> PromptTask<O> {
         {
             tracing::error!(%error, session = session_id, "saving the session failed");
         }
-        self.memory.persist(&session_id, self.scope.session.memory());
+        self.memory
+            .persist(&session_id, self.scope.session.memory(), Some(&self.connection));
         lock(&self.in_flight).remove(&self.id);
         if self.answered.swap(true, Ordering::SeqCst) {
             return;

@@ -10,7 +10,7 @@
 //! | `none`, `external`, anything else, or no `memory` | not kept | — |
 //!
 //! It is written when a turn ends (if it changed), when the session is closed, and when the
-//! connection ends; each write replaces the file atomically (a temporary file, fsynced and
+//! connection ends, each write audited first (action `memory.write`); each write replaces the file atomically (a temporary file, fsynced and
 //! renamed, through [`Workspace::write`]). Within one process every session shares one
 //! `operator-context` memory; two processes of the same operator sharing a state folder are
 //! not merged (the last write wins).
@@ -24,7 +24,9 @@ use serde_json::{Value, json};
 use crate::governance::{MemoryKind, MemoryPolicy, MemorySpec};
 use crate::workspace::Workspace;
 
+use super::connection::Connection;
 use super::session::lock;
+use crate::audit::{Actor, AuditEvent, Subject};
 
 /// The largest memory file read back (64 MiB); a larger one is left alone and reported.
 const MAX_MEMORY_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -164,7 +166,17 @@ impl Memory {
 
     /// Writes the entries to their file when they changed since the last write; `Ok(false)`
     /// when there was nothing to write.
-    pub(crate) fn persist(&self) -> std::io::Result<bool> {
+    #[cfg(test)]
+    fn persist(&self) -> std::io::Result<bool> {
+        self.persist_after(|_, _| Ok(()))
+    }
+
+    /// Like `persist`, calling `before(file name, entry count)` first (to audit the write);
+    /// when it fails nothing is written and the entries stay unsaved.
+    pub(crate) fn persist_after(
+        &self,
+        before: impl FnOnce(&str, usize) -> std::io::Result<()>,
+    ) -> std::io::Result<bool> {
         let Some(file) = &self.inner.file else {
             return Ok(false);
         };
@@ -172,6 +184,7 @@ impl Memory {
         if !entries.dirty {
             return Ok(false);
         }
+        before(&file.name, entries.items.len())?;
         let mut bytes = Vec::new();
         for entry in &entries.items {
             serde_json::to_writer(&mut bytes, entry)?;
@@ -266,9 +279,27 @@ impl MemoryBook {
         Memory::with(self.policy(), Some(file), items)
     }
 
-    /// Keeps `memory` if its kind asks for it; failures are logged.
-    pub(crate) fn persist(&self, session: &str, memory: &Memory) {
-        match memory.persist() {
+    /// Keeps `memory` if its kind asks for it, audited first (action `memory.write`) when
+    /// `connection` is given; failures are logged.
+    pub(crate) fn persist(&self, session: &str, memory: &Memory, connection: Option<&Connection>) {
+        let audit = |file: &str, entries: usize| {
+            let Some(connection) = connection else { return Ok(()) };
+            let mut event = AuditEvent::new(
+                Actor {
+                    id: format!("operator:{}", connection.operator_id),
+                    role: Some("operator".into()),
+                },
+                "memory.write",
+                Subject {
+                    kind: "memory".into(),
+                    reference: Some(session.to_string()),
+                    path: Some(format!("memory/{file}")),
+                },
+            );
+            event.output = Some(json!({"entries": entries, "policy": memory.policy().as_str()}));
+            connection.audit(event).map_err(std::io::Error::other)
+        };
+        match memory.persist_after(audit) {
             Ok(true) => tracing::debug!(session, "operator memory saved"),
             Ok(false) => {}
             Err(error) => tracing::error!(session, %error, "saving the operator's memory failed"),
@@ -277,8 +308,8 @@ impl MemoryBook {
 
     /// The session ended for good (`session/close`): its memory is kept, and its `thread`
     /// memory is no longer held here.
-    pub(crate) fn close(&self, session: &str, memory: &Memory) {
-        self.persist(session, memory);
+    pub(crate) fn close(&self, session: &str, memory: &Memory, connection: Option<&Connection>) {
+        self.persist(session, memory, connection);
         lock(&self.threads).remove(session);
     }
 }
@@ -311,7 +342,7 @@ mod tests {
         let first = book.for_session("sess_a");
         first.append(json!({"note": "one"}));
         assert_eq!(book.for_session("sess_b").len(), 1, "one memory for every session");
-        book.persist("sess_a", &first);
+        book.persist("sess_a", &first, None);
         let again = MemoryBook::new(
             spec(MemoryKind::OperatorContext, MemoryPolicy::AppendOnly),
             state.path(),
@@ -325,7 +356,7 @@ mod tests {
         let book = MemoryBook::new(spec(MemoryKind::Thread, MemoryPolicy::Summarising), state.path());
         let memory = book.for_session("sess_a");
         memory.append(json!("a"));
-        book.close("sess_a", &memory);
+        book.close("sess_a", &memory, None);
         assert!(book.for_session("sess_b").is_empty());
         let later = MemoryBook::new(spec(MemoryKind::Thread, MemoryPolicy::Summarising), state.path());
         assert_eq!(later.for_session("sess_a").entries(), [json!("a")]);
@@ -346,7 +377,7 @@ mod tests {
             let session = book.for_session("sess_a");
             session.append(json!(1));
             assert!(!session.is_persisted());
-            book.close("sess_a", &session);
+            book.close("sess_a", &session, None);
             assert!(book.for_session("sess_a").is_empty());
         }
         assert!(!state.path().join("memory").exists());
