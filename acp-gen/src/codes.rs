@@ -123,6 +123,8 @@ codes! {
     RefMissingFields = "ACP304", Error, "ref target lacks required fields";
     /// A governance ref of an unknown doctype.
     RefUnknownDoctype = "ACP305", Error, "governance ref is not a workspace manifest or a policy";
+    /// An operator's `policy:<slug>` that resolves to no AIP-7 policy.
+    PolicyNotResolved = "ACP306", Error, "operator policy does not resolve";
 
     /// `acp_rev` names no known revision.
     UnknownRevision = "ACP400", Error, "acp_rev matches no known revision";

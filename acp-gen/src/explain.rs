@@ -222,7 +222,7 @@ fn binding_id(reference: &ResolvedRef) -> Option<&str> {
         RefRole::Operator | RefRole::Sandbox => "id",
         RefRole::Governance if frontmatter.get("doctype").and_then(|d| d.as_str()) == Some("policy") => "slug",
         RefRole::Governance => "name",
-        RefRole::McpServer => return None,
+        RefRole::McpServer | RefRole::Policy => return None,
     };
     let id = frontmatter.get(key)?.as_str()?;
     let is_id = !id.is_empty()

@@ -225,6 +225,7 @@ fn best_effort_tier(checked: &Checked) -> Tier {
 fn rebuild_tracking(checked: &Checked, manifest: &Path) -> TokenStream {
     let files: Vec<String> = std::iter::once(manifest.to_path_buf())
         .chain(checked.refs.iter().map(|r| r.path.clone()))
+        .chain(checked.policies.iter().map(|p| p.target.path.clone()))
         .filter(|path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= crate::document::MAX_FILE_BYTES))
         .map(|path| path.to_string_lossy().into_owned())
         .collect();
@@ -315,6 +316,8 @@ struct SpecFields {
     operator: Option<String>,
     governance: Option<String>,
     sandbox: Option<String>,
+    /// The operator's policies: `{"ref", "appliesTo", "policy"}` JSON objects.
+    policies: Vec<String>,
     audit: TokenStream,
     /// For a server: the editor methods its operator may call (all off otherwise).
     editor: ClientMethods,
@@ -496,6 +499,21 @@ impl Plan {
                 operator: operator.map(|doc| doc.to_string()),
                 governance: frontmatter(manifest::refs::RefRole::Governance).map(|doc| doc.to_string()),
                 sandbox: frontmatter(manifest::refs::RefRole::Sandbox).map(|doc| doc.to_string()),
+                policies: checked
+                    .policies
+                    .iter()
+                    .filter_map(|policy| {
+                        let document = policy.target.frontmatter.as_ref()?.to_json();
+                        Some(
+                            serde_json::json!({
+                                "ref": policy.written,
+                                "appliesTo": policy.applies_to,
+                                "policy": document,
+                            })
+                            .to_string(),
+                        )
+                    })
+                    .collect(),
                 audit,
                 editor,
             },
@@ -522,6 +540,7 @@ impl Plan {
         let operator = option_str(spec.operator.as_deref());
         let governance = option_str(spec.governance.as_deref());
         let sandbox = option_str(spec.sandbox.as_deref());
+        let policies = &spec.policies;
         let audit = &spec.audit;
         let ClientMethods {
             read_text_file,
@@ -554,6 +573,7 @@ impl Plan {
                     write_text_file: #write_text_file,
                     terminal: #terminal,
                 },
+                policies: &[#(#policies),*],
             };
             &SPEC
         }
@@ -1095,6 +1115,29 @@ mod tests {
         assert!(
             text.contains("trait EchoServer") && !text.contains("compile_error"),
             "{text}"
+        );
+    }
+
+    /// The operator's listed policies are compiled into the spec, and their files tracked.
+    #[test]
+    fn the_operators_listed_policies_are_compiled_into_the_spec() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentacp/tests/operators/test-policies");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct PolicyTester;
+            ),
+            &dir,
+        );
+        assert!(!text.contains("compile_error"), "{text}");
+        let spec = text.split("policies : & [").nth(1).expect("a policies field");
+        assert!(
+            spec.contains("policy:no-deletes") && spec.contains("policy:ask-tests"),
+            "{spec}"
+        );
+        assert!(
+            text.contains("policies/no-deletes.md"),
+            "the policy file is tracked for rebuilds"
         );
     }
 

@@ -1,8 +1,9 @@
 //! Governance: deciding each tool call before it happens — allow, ask the user, or deny.
 //!
 //! [`ManifestGovernance`] is the default binding, built from the manifest's refs: the AIP-9
-//! operator's tool list and autonomy, and the AIP-7 governance document (a workspace manifest's
-//! `autonomy`, or a policy). Replace it with your own [`Governance`] through
+//! operator's tool list and autonomy, the AIP-7 governance document (a workspace manifest's
+//! `autonomy`, or a policy) and the AIP-7 policies the operator lists. [`OperatorProfile`] is
+//! the rest of the operator document operator code may read: memory, skills, policies. Replace it with your own [`Governance`] through
 //! [`ServerOptions::governance`](crate::server::ServerOptions::governance).
 
 use std::fmt;
@@ -111,9 +112,14 @@ pub enum DefaultApproval {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Policy {
     slug: String,
-    /// `tool:<name>` patterns (a trailing `*` matches any rest); empty matches every tool.
+    /// `tool:<name>` patterns (`*` matches any run of characters); empty matches every tool.
     subjects: Vec<String>,
     decision: PolicyDecision,
+    /// Only for calls that may change something (a workspace registry's `appliesTo: mutates`).
+    only_mutating: bool,
+    /// `autonomy`: the highest workspace autonomy level at which an `allow` stays an allow
+    /// (AIP-7 default 2); above it the policy escalates (asks).
+    autonomy: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +133,9 @@ enum PolicyDecision {
 ///
 /// In order:
 /// 1. a tool missing from the operator's `tools` list is denied;
-/// 2. a matching AIP-7 policy decides (`deny` wins, then `require-approval`, then `allow`);
+/// 2. a matching AIP-7 policy — the governance document's, or one the operator lists —
+///    decides (`deny` wins, then `require-approval` or an `allow` above its `autonomy` level,
+///    then `allow`);
 /// 3. `autonomy: gated` denies; `autonomous` allows;
 /// 4. `supervised` (the default) asks, except that a workspace `defaultApproval: auto` allows,
 ///    and `on-mutate` allows tools that only read (`read`, `search`, `think`, `fetch`);
@@ -138,6 +146,8 @@ pub struct ManifestGovernance {
     autonomy: Autonomy,
     default_approval: Option<DefaultApproval>,
     read_only: bool,
+    /// The workspace's `autonomy.level`, when there is a workspace that gives one.
+    level: Option<u64>,
     policies: Vec<Policy>,
 }
 
@@ -148,6 +158,7 @@ impl Default for ManifestGovernance {
             autonomy: Autonomy::Supervised,
             default_approval: None,
             read_only: false,
+            level: None,
             policies: Vec::new(),
         }
     }
@@ -196,15 +207,40 @@ impl ManifestGovernance {
                                 "on-mutate" => Some(DefaultApproval::OnMutate),
                                 _ => None,
                             });
-                    binding.read_only = object.get("level").and_then(Value::as_u64) == Some(0);
+                    binding.level = object.get("level").and_then(Value::as_u64);
+                    binding.read_only = binding.level == Some(0);
                 }
                 _ => {}
             }
             if governance.get("doctype").and_then(Value::as_str) == Some("policy") {
-                binding.policies.extend(read_policy(governance));
+                binding.policies.extend(read_policy(governance, None));
             }
         }
         binding
+    }
+
+    /// Adds the AIP-7 policies the operator lists (`governance.policies`), as the build
+    /// resolved them: each is `{"ref": "policy:<slug>", "appliesTo": <the workspace registry's
+    /// binding, or null>, "policy": <the policy's frontmatter>}` (a bare policy document is
+    /// accepted too). Policies that do not bind tool calls are left out; a document that is not
+    /// a policy is ignored.
+    pub fn with_policies<'a>(mut self, policies: impl IntoIterator<Item = &'a Value>) -> Self {
+        for entry in policies {
+            let (document, applies_to) = match entry.get("policy") {
+                Some(document) if document.is_object() => (document, entry.get("appliesTo").and_then(Value::as_str)),
+                _ => (entry, None),
+            };
+            if document.get("doctype").and_then(Value::as_str) != Some("policy") {
+                continue;
+            }
+            let policy = read_policy(document, applies_to);
+            if let Some(policy) = policy
+                && !self.policies.contains(&policy)
+            {
+                self.policies.push(policy);
+            }
+        }
+        self
     }
 
     /// The tools the operator lists, if it lists any.
@@ -232,12 +268,48 @@ fn parse_autonomy(text: &str) -> Option<Autonomy> {
     }
 }
 
-fn read_policy(document: &Value) -> Option<Policy> {
+/// Whether an AIP-7 action pattern (`*` matches any run of characters, so `tool.*` and `*`
+/// both bind tool calls) matches the action `tool.call`.
+fn binds_tool_calls(pattern: &str) -> bool {
+    glob(pattern, "tool.call")
+}
+
+/// `*` matches any run of characters (also `**`); everything else matches itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let Some((first, rest)) = pattern.split_once('*') else {
+        return pattern == text;
+    };
+    let Some(mut tail) = text.strip_prefix(first) else {
+        return false;
+    };
+    let rest = rest.trim_start_matches('*');
+    if rest.is_empty() {
+        return true;
+    }
+    loop {
+        if glob(rest, tail) {
+            return true;
+        }
+        let mut chars = tail.chars();
+        if chars.next().is_none() {
+            return false;
+        }
+        tail = chars.as_str();
+    }
+}
+
+fn read_policy(document: &Value, applies_to: Option<&str>) -> Option<Policy> {
     let matcher = document.get("match");
     let action = matcher.and_then(|m| m.get("action")).and_then(Value::as_str);
-    if action.is_some_and(|action| action != "tool.call" && action != "*") {
+    if action.is_some_and(|action| !binds_tool_calls(action)) {
         return None;
     }
+    let only_mutating = match applies_to {
+        None => false,
+        Some("mutates") => true,
+        Some(class) if binds_tool_calls(class) => false,
+        Some(_) => return None,
+    };
     let subjects = match matcher.and_then(|m| m.get("subject")) {
         Some(Value::String(subject)) => vec![subject.clone()],
         Some(Value::Array(subjects)) => subjects.iter().filter_map(Value::as_str).map(str::to_string).collect(),
@@ -256,19 +328,30 @@ fn read_policy(document: &Value) -> Option<Policy> {
             .to_string(),
         subjects,
         decision,
+        only_mutating,
+        autonomy: document.get("autonomy").and_then(Value::as_u64).unwrap_or(2),
     })
 }
 
 impl Policy {
-    fn matches(&self, tool: &str) -> bool {
+    fn matches(&self, tool: &str, kind: Option<ToolKind>) -> bool {
+        if self.only_mutating && !ToolKind::mutates(kind) {
+            return false;
+        }
         self.subjects.is_empty()
             || self.subjects.iter().any(|subject| {
                 let pattern = subject.strip_prefix("tool:").unwrap_or(subject);
-                match pattern.strip_suffix('*') {
-                    Some(prefix) => tool.starts_with(prefix),
-                    None => pattern == tool,
-                }
+                glob(pattern, tool)
             })
+    }
+
+    /// The decision at workspace autonomy `level`: an `allow` above the policy's `autonomy`
+    /// escalates.
+    fn decision_at(&self, level: Option<u64>) -> PolicyDecision {
+        match (self.decision, level) {
+            (PolicyDecision::Allow, Some(level)) if level > self.autonomy => PolicyDecision::RequireApproval,
+            (decision, _) => decision,
+        }
     }
 }
 
@@ -286,11 +369,14 @@ impl Governance for ManifestGovernance {
                 "the workspace is read-only (autonomy level 0) and `{tool}` may change something"
             ));
         }
-        let matching: Vec<&Policy> = self.policies.iter().filter(|p| p.matches(tool)).collect();
+        let matching: Vec<&Policy> = self.policies.iter().filter(|p| p.matches(tool, request.kind)).collect();
         if let Some(policy) = matching.iter().find(|p| p.decision == PolicyDecision::Deny) {
             return Decision::Deny(format!("policy `{}` denies `{tool}`", policy.slug));
         }
-        if matching.iter().any(|p| p.decision == PolicyDecision::RequireApproval) {
+        if matching
+            .iter()
+            .any(|p| p.decision_at(self.level) == PolicyDecision::RequireApproval)
+        {
             return Decision::Ask;
         }
         if !matching.is_empty() {
@@ -308,19 +394,18 @@ impl Governance for ManifestGovernance {
     }
 
     fn may_remember(&self, request: &ToolRequest<'_>) -> bool {
-        !self.approval_is_per_call(request.tool)
+        !self.approval_is_per_call(request.tool, request.kind)
     }
 }
 
 impl ManifestGovernance {
     /// Whether `ask` for `tool` may be answered for the rest of a session: not when a policy
     /// requires approval of it, nor when the workspace says `defaultApproval: always`.
-    fn approval_is_per_call(&self, tool: &str) -> bool {
+    fn approval_is_per_call(&self, tool: &str, kind: Option<ToolKind>) -> bool {
         self.default_approval == Some(DefaultApproval::Always)
-            || self
-                .policies
-                .iter()
-                .any(|policy| policy.decision == PolicyDecision::RequireApproval && policy.matches(tool))
+            || self.policies.iter().any(|policy| {
+                policy.decision_at(self.level) == PolicyDecision::RequireApproval && policy.matches(tool, kind)
+            })
     }
 }
 
@@ -340,6 +425,197 @@ impl fmt::Display for Decision {
             Decision::Allow => f.write_str("allow"),
             Decision::Ask => f.write_str("ask"),
             Decision::Deny(reason) => write!(f, "deny: {reason}"),
+        }
+    }
+}
+
+/// What the AIP-9 operator document says about the operator beyond its tools and autonomy:
+/// its memory, its skills and the policies it consults, as typed data for operator code
+/// ([`SessionContext::operator`](crate::server::SessionContext::operator)). Values this
+/// runtime does not know are kept ([`MemoryKind::Other`], [`MemoryPolicy::Other`]); anything
+/// unreadable is left out. Never fails.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OperatorProfile {
+    /// `id`, when the document has one.
+    pub id: Option<String>,
+    /// `memory`, when the document has one (with a `kind`).
+    pub memory: Option<MemorySpec>,
+    /// `skills`, in order: names, or objects with an `id`.
+    pub skills: Vec<Skill>,
+    /// `governance.policies` as written (`policy:<slug>`).
+    pub policies: Vec<String>,
+}
+
+/// AIP-9 `memory`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemorySpec {
+    /// `kind`.
+    pub kind: MemoryKind,
+    /// `policy` (AIP-9 default: `summarising`).
+    pub policy: MemoryPolicy,
+    /// `share_with`: operator ids that may read this memory.
+    pub share_with: Vec<String>,
+    /// `external`, for `kind: external`.
+    pub external: Option<ExternalMemory>,
+}
+
+/// AIP-9 `memory.kind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryKind {
+    /// `none`: nothing is kept beyond the session.
+    None,
+    /// `thread`: kept per session (conversation thread), back when the session is loaded.
+    Thread,
+    /// `operator-context`: kept for the operator, across sessions.
+    OperatorContext,
+    /// `external`: kept by an outside store (`memory.external`), which operator code reaches.
+    External,
+    /// Any other word (AIP-44 mentions `ephemeral`), kept as written; never persisted.
+    Other(String),
+}
+
+impl MemoryKind {
+    /// Whether the runtime keeps this memory in the state folder after a session ends:
+    /// `thread` and `operator-context` only.
+    pub fn persisted_by_runtime(&self) -> bool {
+        matches!(self, MemoryKind::Thread | MemoryKind::OperatorContext)
+    }
+
+    fn parse(text: &str) -> Self {
+        match text {
+            "none" => MemoryKind::None,
+            "thread" => MemoryKind::Thread,
+            "operator-context" => MemoryKind::OperatorContext,
+            "external" => MemoryKind::External,
+            other => MemoryKind::Other(other.to_string()),
+        }
+    }
+}
+
+/// AIP-9 `memory.policy`: how entries may change once written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryPolicy {
+    /// `append-only`: entries are only ever added.
+    AppendOnly,
+    /// `redactable`: entries may also be redacted (replaced by a redaction marker).
+    Redactable,
+    /// `summarising` (the default): entries may also be replaced by a summary.
+    Summarising,
+    /// Any other word, kept as written; enforced like `append-only`.
+    Other(String),
+}
+
+impl MemoryPolicy {
+    fn parse(text: &str) -> Self {
+        match text {
+            "append-only" => MemoryPolicy::AppendOnly,
+            "redactable" => MemoryPolicy::Redactable,
+            "summarising" => MemoryPolicy::Summarising,
+            other => MemoryPolicy::Other(other.to_string()),
+        }
+    }
+
+    /// The word as written in OPERATOR.md.
+    pub fn as_str(&self) -> &str {
+        match self {
+            MemoryPolicy::AppendOnly => "append-only",
+            MemoryPolicy::Redactable => "redactable",
+            MemoryPolicy::Summarising => "summarising",
+            MemoryPolicy::Other(other) => other,
+        }
+    }
+
+    /// Whether an entry may be redacted.
+    pub fn may_redact(&self) -> bool {
+        matches!(self, MemoryPolicy::Redactable | MemoryPolicy::Summarising)
+    }
+
+    /// Whether the entries may be replaced by a summary.
+    pub fn may_summarise(&self) -> bool {
+        matches!(self, MemoryPolicy::Summarising)
+    }
+}
+
+/// AIP-9 `memory.external`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalMemory {
+    /// `uri`.
+    pub uri: String,
+    /// `namespace`.
+    pub namespace: Option<String>,
+}
+
+/// One AIP-9 `skills` entry (an AIP-3 skill ref).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skill {
+    /// The skill's id (the entry itself when it is a name).
+    pub id: String,
+    /// `source`.
+    pub source: Option<String>,
+    /// `version`.
+    pub version: Option<String>,
+    /// `allow`.
+    pub allow: Vec<String>,
+}
+
+impl OperatorProfile {
+    /// Reads the operator document's frontmatter (as JSON); `None` gives the empty profile.
+    pub fn from_document(operator: Option<&Value>) -> Self {
+        let Some(operator) = operator else {
+            return OperatorProfile::default();
+        };
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
+        let strings = |value: Option<&Value>| -> Vec<String> {
+            value
+                .and_then(Value::as_array)
+                .map(|items| items.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        let memory = operator.get("memory").and_then(|memory| {
+            Some(MemorySpec {
+                kind: MemoryKind::parse(memory.get("kind")?.as_str()?),
+                policy: memory
+                    .get("policy")
+                    .and_then(Value::as_str)
+                    .map_or(MemoryPolicy::Summarising, MemoryPolicy::parse),
+                share_with: strings(memory.get("share_with")),
+                external: memory.get("external").and_then(|external| {
+                    Some(ExternalMemory {
+                        uri: external.get("uri")?.as_str()?.to_string(),
+                        namespace: text(external.get("namespace")),
+                    })
+                }),
+            })
+        });
+        let skills = operator
+            .get("skills")
+            .and_then(Value::as_array)
+            .map(|skills| {
+                skills
+                    .iter()
+                    .filter_map(|skill| match skill {
+                        Value::String(id) => Some(Skill {
+                            id: id.clone(),
+                            source: None,
+                            version: None,
+                            allow: Vec::new(),
+                        }),
+                        Value::Object(object) => Some(Skill {
+                            id: object.get("id")?.as_str()?.to_string(),
+                            source: text(object.get("source")),
+                            version: text(object.get("version")),
+                            allow: strings(object.get("allow")),
+                        }),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        OperatorProfile {
+            id: text(operator.get("id")),
+            memory,
+            skills,
+            policies: strings(operator.pointer("/governance/policies")),
         }
     }
 }
@@ -446,5 +722,305 @@ mod tests {
     fn without_documents_everything_asks() {
         let binding = ManifestGovernance::from_documents(None, None);
         assert_eq!(decide(&binding, "anything", Some(ToolKind::Read)), Decision::Ask);
+    }
+
+    fn listed(slug: &str, applies_to: Option<&str>, policy: Value) -> Value {
+        let mut document =
+            json!({"schema": "agentgovernance/v1", "doctype": "policy", "slug": slug, "version": "1.0.0"});
+        for (key, value) in policy.as_object().unwrap() {
+            document[key] = value.clone();
+        }
+        json!({"ref": format!("policy:{slug}"), "appliesTo": applies_to, "policy": document})
+    }
+
+    #[test]
+    fn every_listed_policy_applies_and_deny_wins_then_approval_then_allow() {
+        let policies = [
+            listed(
+                "tests-ok",
+                None,
+                json!({"match": {"action": "tool.call", "subject": "run-*"}, "decision": "allow"}),
+            ),
+            listed(
+                "no-writes",
+                None,
+                json!({"match": {"action": "tool.call", "subject": "tool:write-file"}, "decision": "deny"}),
+            ),
+            listed(
+                "writes-ok",
+                None,
+                json!({"match": {"action": "tool.call", "subject": "write-*"}, "decision": "allow"}),
+            ),
+            listed(
+                "ask-reads",
+                None,
+                json!({"match": {"action": "tool.call", "subject": "read-*"}, "decision": "require-approval", "signers": [{"role": "lead"}]}),
+            ),
+            listed(
+                "reads-ok",
+                None,
+                json!({"match": {"action": "tool.call", "subject": "read-*"}, "decision": "allow"}),
+            ),
+        ];
+        let binding = ManifestGovernance::from_documents(Some(&operator("gated")), None).with_policies(&policies);
+        assert_eq!(decide(&binding, "run-tests", None), Decision::Allow);
+        assert!(matches!(decide(&binding, "write-file", None), Decision::Deny(r) if r.contains("no-writes")));
+        assert_eq!(decide(&binding, "read-file", Some(ToolKind::Read)), Decision::Ask);
+        // The tool list still comes first.
+        assert!(matches!(decide(&binding, "run-anything", None), Decision::Deny(r) if r.contains("tool list")));
+    }
+
+    #[test]
+    fn listed_policies_add_to_the_governance_document_policy() {
+        let document = json!({"doctype": "policy", "slug": "tests-ok", "match": {"action": "tool.call", "subject": "run-tests"}, "decision": "allow"});
+        let deny = listed("deny-all", None, json!({"match": {"action": "*"}, "decision": "deny"}));
+        let binding =
+            ManifestGovernance::from_documents(Some(&operator("autonomous")), Some(&document)).with_policies([&deny]);
+        assert!(matches!(decide(&binding, "run-tests", None), Decision::Deny(r) if r.contains("deny-all")));
+    }
+
+    #[test]
+    fn a_bare_policy_document_is_accepted_and_other_documents_ignored() {
+        let bare = json!({"doctype": "policy", "slug": "no-tests", "match": {"action": "tool.call", "subject": "run-tests"}, "decision": "deny"});
+        let workspace = json!({"schema": "governance.workspace/v1", "autonomy": {"level": 2}});
+        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([
+            &bare,
+            &workspace,
+            &json!(null),
+            &json!({"policy": 3}),
+        ]);
+        assert!(matches!(decide(&binding, "run-tests", None), Decision::Deny(_)));
+        assert_eq!(decide(&binding, "write-file", None), Decision::Allow);
+    }
+
+    #[test]
+    fn action_patterns_bind_tool_calls_only_when_they_match_tool_call() {
+        for (action, binds) in [
+            ("tool.call", true),
+            ("tool.*", true),
+            ("*", true),
+            ("*.call", true),
+            ("workspace.write", false),
+            ("tool.call.extra", false),
+            ("tool", false),
+        ] {
+            let deny = listed("p", None, json!({"match": {"action": action}, "decision": "deny"}));
+            let binding =
+                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+            assert_eq!(
+                matches!(decide(&binding, "run-tests", None), Decision::Deny(_)),
+                binds,
+                "{action}"
+            );
+        }
+    }
+
+    #[test]
+    fn subjects_are_tool_names_or_globs_and_workspace_paths_match_no_tool() {
+        for (subject, matches) in [
+            ("run-tests", true),
+            ("tool:run-tests", true),
+            ("tool:run-*", true),
+            ("*-tests", true),
+            ("r*t*s", true),
+            ("*", true),
+            ("run-test", false),
+            ("tool:write-*", false),
+            ("workspace:/finance/**", false),
+        ] {
+            let deny = listed(
+                "p",
+                None,
+                json!({"match": {"action": "tool.call", "subject": subject}, "decision": "deny"}),
+            );
+            let binding =
+                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+            assert_eq!(
+                matches!(decide(&binding, "run-tests", None), Decision::Deny(_)),
+                matches,
+                "{subject}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_workspace_registry_binding_narrows_a_policy() {
+        let policy = json!({"match": {"action": "*"}, "decision": "deny"});
+        let mutates = listed("no-changes", Some("mutates"), policy.clone());
+        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&mutates]);
+        assert_eq!(decide(&binding, "read-file", Some(ToolKind::Read)), Decision::Allow);
+        assert!(matches!(
+            decide(&binding, "write-file", Some(ToolKind::Edit)),
+            Decision::Deny(_)
+        ));
+        assert!(
+            matches!(decide(&binding, "run-tests", None), Decision::Deny(_)),
+            "no kind counts as changing"
+        );
+        let writes = listed("ws", Some("workspace.write"), policy.clone());
+        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&writes]);
+        assert_eq!(decide(&binding, "write-file", Some(ToolKind::Edit)), Decision::Allow);
+        let calls = listed("calls", Some("tool.call"), policy);
+        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&calls]);
+        assert!(matches!(
+            decide(&binding, "read-file", Some(ToolKind::Read)),
+            Decision::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn escalate_and_unknown_decisions_ask_and_a_policy_without_decision_is_ignored() {
+        for decision in ["escalate", "require-approval", "something-new"] {
+            let policy = listed(
+                "p",
+                None,
+                json!({"match": {"action": "tool.call"}, "decision": decision}),
+            );
+            let binding =
+                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&policy]);
+            assert_eq!(decide(&binding, "run-tests", None), Decision::Ask, "{decision}");
+            assert!(!binding.may_remember(&ToolRequest {
+                operator: "op",
+                session: "s",
+                tool: "run-tests",
+                kind: None,
+                arguments: &Value::Null,
+            }));
+        }
+        let undecided = listed("p", None, json!({"match": {"action": "tool.call"}}));
+        let binding =
+            ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&undecided]);
+        assert_eq!(decide(&binding, "run-tests", None), Decision::Allow);
+    }
+
+    #[test]
+    fn an_allow_above_its_autonomy_level_escalates_to_asking() {
+        let allow = listed(
+            "tests-ok",
+            None,
+            json!({"match": {"action": "tool.call", "subject": "run-tests"}, "decision": "allow", "autonomy": 2}),
+        );
+        let default_autonomy = listed(
+            "writes-ok",
+            None,
+            json!({"match": {"action": "tool.call", "subject": "write-file"}, "decision": "allow"}),
+        );
+        let at = |level: u64| {
+            let workspace =
+                json!({"schema": "governance.workspace/v1", "autonomy": {"level": level, "defaultApproval": "always"}});
+            ManifestGovernance::from_documents(Some(&operator("gated")), Some(&workspace))
+                .with_policies([&allow, &default_autonomy])
+        };
+        assert_eq!(decide(&at(2), "run-tests", None), Decision::Allow);
+        assert_eq!(decide(&at(1), "run-tests", None), Decision::Allow);
+        assert_eq!(decide(&at(3), "run-tests", None), Decision::Ask);
+        assert_eq!(
+            decide(&at(3), "write-file", None),
+            Decision::Ask,
+            "AIP-7 default autonomy is 2"
+        );
+        // Without a workspace level there is nothing to compare with: the allow stands.
+        let binding = ManifestGovernance::from_documents(Some(&operator("gated")), None).with_policies([&allow]);
+        assert_eq!(decide(&binding, "run-tests", None), Decision::Allow);
+    }
+
+    #[test]
+    fn the_operator_profile_reads_memory_skills_and_policies() {
+        let document = json!({
+            "id": "copy",
+            "skills": ["copywriting", {"id": "brand-voice", "source": "https://example.com/s", "version": "1.2.0", "allow": ["read"]}, {"source": "no id"}, 7],
+            "memory": {"kind": "operator-context", "policy": "append-only", "share_with": ["founder"], "external": {"uri": "s3://m", "namespace": "n"}},
+            "governance": {"policies": ["policy:a", "policy:b", 3], "audit_log": "audit:x", "autonomy": "supervised"}
+        });
+        let profile = OperatorProfile::from_document(Some(&document));
+        assert_eq!(profile.id.as_deref(), Some("copy"));
+        assert_eq!(profile.skills.len(), 2);
+        assert_eq!(profile.skills[0].id, "copywriting");
+        assert_eq!(profile.skills[1].version.as_deref(), Some("1.2.0"));
+        assert_eq!(profile.skills[1].allow, ["read"]);
+        let memory = profile.memory.unwrap();
+        assert_eq!(memory.kind, MemoryKind::OperatorContext);
+        assert!(memory.kind.persisted_by_runtime());
+        assert_eq!(memory.policy, MemoryPolicy::AppendOnly);
+        assert!(!memory.policy.may_redact() && !memory.policy.may_summarise());
+        assert_eq!(memory.share_with, ["founder"]);
+        assert_eq!(memory.external.unwrap().namespace.as_deref(), Some("n"));
+        assert_eq!(profile.policies, ["policy:a", "policy:b"]);
+    }
+
+    #[test]
+    fn unknown_memory_words_are_kept_and_nothing_malformed_panics() {
+        let profile =
+            OperatorProfile::from_document(Some(&json!({"memory": {"kind": "ephemeral", "policy": "forgetful"}})));
+        let memory = profile.memory.unwrap();
+        assert_eq!(memory.kind, MemoryKind::Other("ephemeral".into()));
+        assert!(!memory.kind.persisted_by_runtime());
+        assert_eq!(memory.policy, MemoryPolicy::Other("forgetful".into()));
+        assert!(
+            !memory.policy.may_redact(),
+            "an unknown policy is enforced like append-only"
+        );
+        let default_policy = OperatorProfile::from_document(Some(&json!({"memory": {"kind": "thread"}})));
+        assert_eq!(default_policy.memory.unwrap().policy, MemoryPolicy::Summarising);
+        for odd in [
+            json!(null),
+            json!([1]),
+            json!("x"),
+            json!({"memory": 3, "skills": {"a": 1}, "governance": []}),
+            json!({"memory": {"policy": "append-only"}}),
+        ] {
+            let profile = OperatorProfile::from_document(Some(&odd));
+            assert!(
+                profile.memory.is_none() && profile.skills.is_empty() && profile.policies.is_empty(),
+                "{odd}"
+            );
+        }
+        assert_eq!(OperatorProfile::from_document(None), OperatorProfile::default());
+    }
+
+    /// The published AIP-9 examples (test data, read when present): every one reads, and each
+    /// `memory` and `skills` entry comes through.
+    #[test]
+    fn the_published_operator_examples_read_as_profiles() {
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/upstream/aip-9/examples");
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            eprintln!("skipped: no {}", folder.display());
+            return;
+        };
+        let mut read = 0;
+        for entry in entries.flatten() {
+            let path = entry.path().join("OPERATOR.md");
+            let Ok(bytes) = std::fs::read(&path) else { continue };
+            let parsed = acp_gen::document::parse(&path, &bytes);
+            let document = parsed.document.frontmatter.expect("the examples parse").to_json();
+            let profile = OperatorProfile::from_document(Some(&document));
+            let skills = document.get("skills").and_then(Value::as_array).map_or(0, Vec::len);
+            assert_eq!(profile.skills.len(), skills, "{}", path.display());
+            assert_eq!(
+                profile.memory.is_some(),
+                document.get("memory").is_some(),
+                "{}",
+                path.display()
+            );
+            if let Some(memory) = &profile.memory {
+                assert!(
+                    !matches!(memory.kind, MemoryKind::Other(_)),
+                    "{}: {memory:?}",
+                    path.display()
+                );
+                assert!(
+                    !matches!(memory.policy, MemoryPolicy::Other(_)),
+                    "{}: {memory:?}",
+                    path.display()
+                );
+            }
+            let policies = document
+                .pointer("/governance/policies")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            assert_eq!(profile.policies.len(), policies, "{}", path.display());
+            read += 1;
+        }
+        assert!(read > 0);
     }
 }

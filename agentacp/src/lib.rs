@@ -99,6 +99,7 @@ pub mod __private {
             sandbox: None,
             audit: AuditTarget::Off,
             editor: EditorMethods::NONE,
+            policies: &[],
         };
         &SPEC
     }

@@ -11,7 +11,7 @@ use crate::yaml::Node;
 
 use super::capabilities::EffectiveCapabilities;
 use super::model::{self, Manifest};
-use super::refs::{self, RefRole, ResolvedRef};
+use super::refs::{self, RefRole, ResolvedPolicy, ResolvedRef};
 use super::rules;
 use super::schema_check::SchemaChecker;
 
@@ -32,6 +32,8 @@ pub struct Checked {
     pub revision: Option<Revision>,
     /// The refs that were followed.
     pub refs: Vec<ResolvedRef>,
+    /// The operator's `governance.policies`, resolved to AIP-7 policy documents.
+    pub policies: Vec<ResolvedPolicy>,
     /// For an `acp_rev` without built-in wire types: the module `scaffold-aip regen` generated
     /// for it in the crate beside the manifest (`src/`), which the build uses through
     /// `#[acp_operator(wire = …)]`.
@@ -81,6 +83,7 @@ fn check_parsed(path: &Path, parsed: document::Parsed) -> Checked {
         manifest: None,
         revision: None,
         refs: Vec::new(),
+        policies: Vec::new(),
         generated_wire: None,
     };
     let Some(root) = checked.document.frontmatter.clone() else {
@@ -102,6 +105,11 @@ fn check_parsed(path: &Path, parsed: document::Parsed) -> Checked {
     diagnostics.extend(SCHEMA.check(&root, &checked.document.fence));
     let folder = path.parent().unwrap_or(Path::new(""));
     checked.refs = follow_refs(&root, folder, &mut diagnostics);
+    if let Some(operator) = root.get_at(&["metadata", "aip44", "operator"]) {
+        let (policies, found) = refs::resolve_policies(&checked.refs, operator.span.clone());
+        checked.policies = policies;
+        diagnostics.extend(found);
+    }
     rules::check(&root, path, &checked.refs, &mut diagnostics);
     (checked.revision, checked.generated_wire) = check_revision(&root, folder, &mut diagnostics);
     let client_methods: Option<Vec<&str>> = match (&checked.revision, &checked.generated_wire) {

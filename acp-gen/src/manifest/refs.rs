@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::document::{self, ReadError};
-use crate::yaml::Node;
+use crate::source::SourceFile;
+use crate::yaml::{Node, Value};
 
 /// What a ref is for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,6 +24,9 @@ pub enum RefRole {
     Sandbox,
     /// `metadata.aip44.mcp_servers[i].ref`.
     McpServer,
+    /// A `policy:<slug>` of the operator's `governance.policies`, through the workspace
+    /// manifest's `policies` registry: an AIP-7 policy.
+    Policy,
 }
 
 impl RefRole {
@@ -33,6 +37,7 @@ impl RefRole {
             RefRole::Governance => "governance",
             RefRole::Sandbox => "sandbox",
             RefRole::McpServer => "mcp_servers[].ref",
+            RefRole::Policy => "policies[].ref",
         }
     }
 }
@@ -51,6 +56,9 @@ pub struct ResolvedRef {
     /// The target's frontmatter, when it was read without error.
     #[serde(skip)]
     pub frontmatter: Option<Node>,
+    /// The target's text, when it was read (for positions inside it).
+    #[serde(skip)]
+    pub source: Option<SourceFile>,
 }
 
 /// Follows one ref; returns what was found and any findings (located at `span`, the ref value).
@@ -66,6 +74,7 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
         path: path.clone(),
         doctype: None,
         frontmatter: None,
+        source: None,
     };
     let key = role.key();
     let fail = |code, message: String| vec![Diagnostic::new(code, span.clone(), message)];
@@ -94,6 +103,7 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
         return (resolved, Vec::new());
     }
     let parsed = document::parse(&path, &bytes);
+    resolved.source = Some(parsed.document.source.clone());
     let frontmatter_error = parsed.diagnostics.iter().find(|d| d.is_error());
     let root = match (&parsed.document.frontmatter, frontmatter_error) {
         (Some(root), None) if root.as_mapping().is_some() => root.clone(),
@@ -117,6 +127,15 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
     let (doctype, required) = match requirements(&role, &root) {
         Ok(found) => found,
         Err(()) => {
+            if role == RefRole::Policy {
+                return (
+                    resolved,
+                    fail(
+                        Code::RefUnknownDoctype,
+                        format!("`{key}` ref `{written}` is not an AIP-7 policy (`doctype: policy`)"),
+                    ),
+                );
+            }
             let diagnostics = fail(
                 Code::RefUnknownDoctype,
                 format!("`{key}` ref `{written}` is neither an AIP-7 workspace manifest nor a policy"),
@@ -198,5 +217,249 @@ fn requirements(role: &RefRole, root: &Node) -> Result<(&'static str, &'static [
             }
         }
         RefRole::McpServer => Ok(("MCP server", &[])),
+        RefRole::Policy => match root.get("doctype").and_then(Node::as_str) {
+            Some("policy") => Ok((
+                "AIP-7 policy",
+                &["schema", "doctype", "slug", "version", "match", "decision"],
+            )),
+            _ => Err(()),
+        },
+    }
+}
+
+/// One entry of the operator's `governance.policies`, resolved to its AIP-7 policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedPolicy {
+    /// As written in OPERATOR.md: `policy:<slug>`.
+    pub written: String,
+    /// The workspace registry entry's `appliesTo` (the action class it binds), if any.
+    pub applies_to: Option<String>,
+    /// The policy document (role [`RefRole::Policy`]).
+    pub target: ResolvedRef,
+}
+
+/// Resolves the operator's `governance.policies` (AIP-9 `policy:<slug>` refs) to AIP-7 policy
+/// documents. A slug resolves through the registry of the workspace manifest the `governance`
+/// ref names (`policies[]` entry whose `id` is the slug; its `ref` is relative to that
+/// GOVERNANCE.md's folder), or to the governance ref itself when that is the policy with that
+/// slug. Anything else is an ACP306 at `operator_span` (the manifest's `operator` value),
+/// whose message names the OPERATOR.md line of the entry. Refs that could not be read (the
+/// operator, the governance document) are already reported and resolve nothing here.
+pub fn resolve_policies(refs: &[ResolvedRef], operator_span: Range<usize>) -> (Vec<ResolvedPolicy>, Vec<Diagnostic>) {
+    let mut resolved = Vec::new();
+    let mut diagnostics = Vec::new();
+    let Some(operator) = refs.iter().find(|r| r.role == RefRole::Operator) else {
+        return (resolved, diagnostics);
+    };
+    let Some(Value::Sequence(entries)) = operator
+        .frontmatter
+        .as_ref()
+        .and_then(|root| root.get_at(&["governance", "policies"]))
+        .map(|node| &node.value)
+    else {
+        return (resolved, diagnostics);
+    };
+    let governance = refs.iter().find(|r| r.role == RefRole::Governance);
+    if governance.is_some_and(|g| g.frontmatter.is_none()) {
+        // The governance ref's own diagnostic says why it could not be read.
+        return (resolved, diagnostics);
+    }
+    let governance = governance.and_then(|g| Some((g, g.frontmatter.as_ref()?)));
+    for entry in entries {
+        let at = operator.source.as_ref().map_or_else(
+            || operator.written.clone(),
+            |source| {
+                let position = source.position(entry.span.start);
+                format!("{}:{}:{}", operator.written, position.line, position.column)
+            },
+        );
+        let mut fail = |why: String, help: &str| {
+            diagnostics.push(Diagnostic::new(Code::PolicyNotResolved, operator_span.clone(), why).with_help(help));
+        };
+        let registry_help = "list it in the workspace GOVERNANCE.md the manifest's `governance` ref names: `policies: [{id: <slug>, ref: ./policies/<slug>.md}]`";
+        let Some(slug) = entry
+            .as_str()
+            .and_then(|text| text.strip_prefix("policy:"))
+            .filter(|slug| !slug.is_empty())
+        else {
+            fail(
+                format!("operator policy at {at} is not a `policy:<slug>` ref"),
+                "write each `governance.policies` entry as `policy:<slug>`",
+            );
+            continue;
+        };
+        let written = format!("policy:{slug}");
+        let Some((governance, root)) = governance else {
+            fail(
+                format!(
+                    "operator policy `{written}` ({at}) cannot be resolved: the manifest has no `governance` ref to a workspace manifest that lists it"
+                ),
+                registry_help,
+            );
+            continue;
+        };
+        if governance.doctype == Some("AIP-7 policy") {
+            if root.get("slug").and_then(Node::as_str) == Some(slug) {
+                let mut target = governance.clone();
+                target.role = RefRole::Policy;
+                resolved.push(ResolvedPolicy {
+                    written,
+                    applies_to: None,
+                    target,
+                });
+            } else {
+                fail(
+                    format!(
+                        "operator policy `{written}` ({at}) cannot be resolved: the `governance` ref `{}` is a single policy with another slug, not a workspace manifest that lists policies",
+                        governance.written
+                    ),
+                    registry_help,
+                );
+            }
+            continue;
+        }
+        let listed = match root.get("policies").map(|node| &node.value) {
+            Some(Value::Sequence(listed)) => listed.as_slice(),
+            _ => &[],
+        };
+        let Some(registered) = listed
+            .iter()
+            .find(|item| item.get("id").and_then(Node::as_str) == Some(slug))
+        else {
+            fail(
+                format!(
+                    "operator policy `{written}` ({at}) is not in the `policies` of `{}`",
+                    governance.written
+                ),
+                registry_help,
+            );
+            continue;
+        };
+        let Some(reference) = registered.get("ref").and_then(Node::as_str) else {
+            fail(
+                format!(
+                    "operator policy `{written}` ({at}): its entry in `{}` has no `ref`",
+                    governance.written
+                ),
+                "give the registry entry `ref: ./policies/<slug>.md`",
+            );
+            continue;
+        };
+        let folder = governance.path.parent().unwrap_or(Path::new(""));
+        let (target, found) = follow(RefRole::Policy, reference, operator_span.clone(), folder);
+        if let Some(problem) = found.first() {
+            fail(
+                format!(
+                    "operator policy `{written}` ({at}), listed in `{}`, does not resolve: {}",
+                    governance.written, problem.message
+                ),
+                "the registry's `ref` is relative to the GOVERNANCE.md's folder and must name an AIP-7 policy",
+            );
+            continue;
+        }
+        resolved.push(ResolvedPolicy {
+            written,
+            applies_to: registered.get("appliesTo").and_then(Node::as_str).map(str::to_string),
+            target,
+        });
+    }
+    (resolved, diagnostics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::check_file;
+
+    const OPERATOR: &str = "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile:\n  role: r\ngovernance:\n  policies: [policy:no-deletes]\n  audit_log: \"audit:o\"\n  autonomy: supervised\n---\n";
+    const POLICY: &str = "---\nschema: agentgovernance/v1\ndoctype: policy\nslug: no-deletes\nversion: 1.0.0\nmatch:\n  action: tool.call\n  subject: \"delete-*\"\ndecision: deny\n---\n";
+
+    /// A server manifest in `dir/srv` with the operator above and `governance` (if any).
+    fn lint(files: &[(&str, &str)], governance: Option<&str>) -> crate::manifest::Checked {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("srv");
+        for (name, text) in files {
+            let path = folder.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let governance = governance.map_or(String::new(), |g| format!("    governance: {g}\n"));
+        let manifest = format!(
+            "---\nname: srv\nid: srv\ndescription: d\nversion: 0.1.0\nkind: server\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: 0fc18323\n    tier: governance-aware\n    operator: ./OPERATOR.md\n{governance}---\n"
+        );
+        std::fs::write(folder.join("ACP.md"), manifest).unwrap();
+        check_file(&folder.join("ACP.md")).unwrap()
+    }
+
+    fn acp306(checked: &crate::manifest::Checked) -> Vec<String> {
+        checked
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == Code::PolicyNotResolved)
+            .map(|d| d.message.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_slug_resolves_through_the_workspace_registry() {
+        let workspace = "---\nschema: governance.workspace/v1\nname: w\ntitle: t\ndescription: d\nversion: 0.1.0\npolicies:\n  - id: no-deletes\n    ref: ./policies/no-deletes.md\n    appliesTo: mutates\n---\n";
+        let checked = lint(
+            &[
+                ("OPERATOR.md", OPERATOR),
+                ("GOVERNANCE.md", workspace),
+                ("policies/no-deletes.md", POLICY),
+            ],
+            Some("./GOVERNANCE.md"),
+        );
+        assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
+        assert_eq!(checked.policies.len(), 1);
+        assert_eq!(checked.policies[0].written, "policy:no-deletes");
+        assert_eq!(checked.policies[0].applies_to.as_deref(), Some("mutates"));
+        assert!(checked.policies[0].target.path.ends_with("policies/no-deletes.md"));
+    }
+
+    #[test]
+    fn a_governance_ref_that_is_the_policy_resolves_its_own_slug_only() {
+        let checked = lint(&[("OPERATOR.md", OPERATOR), ("POLICY.md", POLICY)], Some("./POLICY.md"));
+        assert!(checked.diagnostics.is_empty(), "{:?}", checked.diagnostics);
+        assert_eq!(checked.policies.len(), 1);
+        let other = POLICY.replace("slug: no-deletes", "slug: other-one");
+        let checked = lint(&[("OPERATOR.md", OPERATOR), ("POLICY.md", &other)], Some("./POLICY.md"));
+        assert_eq!(acp306(&checked).len(), 1, "{:?}", checked.diagnostics);
+    }
+
+    #[test]
+    fn unresolvable_slugs_are_reported_naming_the_operator_line() {
+        // No governance ref at all.
+        let checked = lint(&[("OPERATOR.md", OPERATOR)], None);
+        let found = acp306(&checked);
+        assert_eq!(found.len(), 1, "{:?}", checked.diagnostics);
+        assert!(found[0].contains("./OPERATOR.md:9:14"), "{}", found[0]);
+        assert!(checked.policies.is_empty());
+        // Registered, but the file is missing or is not a policy.
+        let workspace = "---\nschema: governance.workspace/v1\nname: w\ntitle: t\ndescription: d\nversion: 0.1.0\npolicies:\n  - id: no-deletes\n    ref: ./gone.md\n---\n";
+        let checked = lint(
+            &[("OPERATOR.md", OPERATOR), ("GOVERNANCE.md", workspace)],
+            Some("./GOVERNANCE.md"),
+        );
+        assert!(acp306(&checked)[0].contains("not found"), "{:?}", checked.diagnostics);
+        let pointing_at_operator = workspace.replace("./gone.md", "./OPERATOR.md");
+        let checked = lint(
+            &[("OPERATOR.md", OPERATOR), ("GOVERNANCE.md", &pointing_at_operator)],
+            Some("./GOVERNANCE.md"),
+        );
+        assert!(
+            acp306(&checked)[0].contains("not an AIP-7 policy"),
+            "{:?}",
+            checked.diagnostics
+        );
+        // A malformed entry.
+        let odd = OPERATOR.replace("[policy:no-deletes]", "[no-deletes]");
+        let checked = lint(&[("OPERATOR.md", &odd), ("POLICY.md", POLICY)], Some("./POLICY.md"));
+        assert!(
+            acp306(&checked)[0].contains("not a `policy:<slug>`"),
+            "{:?}",
+            checked.diagnostics
+        );
     }
 }

@@ -15,10 +15,12 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::audit::{AuditEvent, Lifecycle};
 use crate::error::Error;
+use crate::governance::OperatorProfile;
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 
 use super::connection::Connection;
+use super::memory::MemoryBook;
 use super::operator::{EditorMethods, Operator, OperatorSpec};
 use super::session::{SessionContext, lock};
 use super::turn::{Turn, TurnScope};
@@ -45,6 +47,10 @@ type InFlightTable = Arc<Mutex<HashMap<Id, InFlight>>>;
 pub(crate) struct Dispatcher<O: Operator> {
     operator: Arc<O>,
     spec: &'static OperatorSpec,
+    /// The operator's AIP-9 profile, handed to every session.
+    profile: Arc<OperatorProfile>,
+    /// The operator's memory, by session.
+    memory: Arc<MemoryBook>,
     initialize_response: Value,
     connection: Arc<Connection>,
     /// The workspace root, held open; or why there is none (sessions are then refused).
@@ -125,6 +131,7 @@ impl<O: Operator> Dispatcher<O> {
     pub(crate) fn new(
         operator: O,
         connection: Arc<Connection>,
+        (profile, memory): (Arc<OperatorProfile>, MemoryBook),
         workspace_root: Result<Workspace, String>,
         shutdown_grace: Duration,
         max_sessions: usize,
@@ -143,6 +150,8 @@ impl<O: Operator> Dispatcher<O> {
         Dispatcher {
             operator: Arc::new(operator),
             spec,
+            profile,
+            memory: Arc::new(memory),
             initialize_response,
             connection,
             workspace_root,
@@ -298,6 +307,7 @@ impl<O: Operator> Dispatcher<O> {
             "session/new" => self.new_session(id, params.as_deref()).await,
             "session/prompt" => self.prompt(id, params),
             "session/load" if self.spec.load_session => self.load_session(id, params),
+            "session/close" => self.close_session(id, params.as_deref()).await,
             "authenticate" => self.authenticate(id, params),
             _ => Err(RpcError::new(
                 codes::METHOD_NOT_FOUND,
@@ -356,7 +366,10 @@ impl<O: Operator> Dispatcher<O> {
         }
         let invoked = AuditEvent::lifecycle(&self.connection.operator_id, &session_id, Lifecycle::Invoked, None);
         self.connection.audit(invoked).map_err(|e| internal(&e))?;
-        let context = Arc::new(SessionContext::new(session_id.clone(), workspace, params.mcp_servers));
+        let context = Arc::new(
+            SessionContext::new(session_id.clone(), workspace, params.mcp_servers)
+                .with_operator(self.profile.clone(), self.memory.for_session(&session_id)),
+        );
         lock(&self.sessions).insert(session_id.clone(), SessionEntry { context, running: None });
         let _ = self.connection.respond(id, &json!({"sessionId": session_id})).await;
         Ok(())
@@ -382,6 +395,7 @@ impl<O: Operator> Dispatcher<O> {
         };
         let task = PromptTask {
             operator: self.operator.clone(),
+            memory: self.memory.clone(),
             connection: self.connection.clone(),
             sessions: self.sessions.clone(),
             in_flight: self.in_flight.clone(),
@@ -415,11 +429,10 @@ impl<O: Operator> Dispatcher<O> {
             .load(&params.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("reading the session failed: {error}")))?
             .ok_or_else(|| unknown_session(&params.session_id))?;
-        let context = Arc::new(SessionContext::new(
-            params.session_id.clone(),
-            workspace,
-            params.mcp_servers,
-        ));
+        let context = Arc::new(
+            SessionContext::new(params.session_id.clone(), workspace, params.mcp_servers)
+                .with_operator(self.profile.clone(), self.memory.for_session(&params.session_id)),
+        );
         let operator = self.operator.clone();
         let connection = self.connection.clone();
         let sessions = self.sessions.clone();
@@ -464,6 +477,37 @@ impl<O: Operator> Dispatcher<O> {
                 Err(error) => connection.respond_error(&id_for_task, &error.to_rpc()).await,
             };
         });
+        Ok(())
+    }
+
+    /// `session/close`: the session ends here. Its operator memory is kept (when its kind asks
+    /// for it) and its history made durable; a session with a prompt running is refused (cancel
+    /// it first). Not advertised: only for clients that send it anyway.
+    async fn close_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
+        let session: SessionRef = read_params("session/close", params)?;
+        let entry = {
+            let mut sessions = lock(&self.sessions);
+            match sessions.get(&session.session_id) {
+                None => return Err(unknown_session(&session.session_id)),
+                Some(entry) if entry.running.is_some() => {
+                    return Err(RpcError::new(
+                        codes::INVALID_PARAMS,
+                        "a prompt is running in this session; cancel it before closing the session",
+                    ));
+                }
+                Some(_) => sessions.remove(&session.session_id),
+            }
+        };
+        if let Some(entry) = entry {
+            self.memory
+                .close(&session.session_id, entry.context.memory(), Some(&self.connection));
+            if self.connection.record_history
+                && let Err(error) = self.connection.store.flush_session(&session.session_id)
+            {
+                tracing::error!(%error, session = session.session_id, "saving the session failed");
+            }
+        }
+        let _ = self.connection.respond(id, &json!({})).await;
         Ok(())
     }
 
@@ -580,6 +624,9 @@ impl<O: Operator> Dispatcher<O> {
             self.tasks.abort_all();
             while self.tasks.join_next().await.is_some() {}
         }
+        for (id, entry) in lock(&self.sessions).iter() {
+            self.memory.persist(id, entry.context.memory(), Some(&self.connection));
+        }
         if let Err(error) = self.connection.store.flush() {
             tracing::error!(%error, "saving sessions failed");
         }
@@ -611,6 +658,7 @@ fn new_session_id() -> String {
 
 struct PromptTask<O: Operator> {
     operator: Arc<O>,
+    memory: Arc<MemoryBook>,
     connection: Arc<Connection>,
     sessions: Sessions,
     in_flight: InFlightTable,
@@ -671,6 +719,8 @@ impl<O: Operator> PromptTask<O> {
         {
             tracing::error!(%error, session = session_id, "saving the session failed");
         }
+        self.memory
+            .persist(&session_id, self.scope.session.memory(), Some(&self.connection));
         lock(&self.in_flight).remove(&self.id);
         if self.answered.swap(true, Ordering::SeqCst) {
             return;

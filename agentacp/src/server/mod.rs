@@ -7,6 +7,7 @@
 mod connection;
 mod dispatch;
 pub mod editor;
+pub mod memory;
 pub mod operator;
 pub mod session;
 pub mod turn;
@@ -25,6 +26,7 @@ use crate::jsonrpc::outbox::Outbox;
 use crate::workspace::Workspace;
 
 pub use editor::{CommandOutput, Editor, EditorError, TerminalCommand};
+pub use memory::{Memory, MemoryError};
 pub use operator::{AuditTarget, BoxFuture, EditorMethods, Operator, OperatorSpec, decode_params, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
@@ -309,10 +311,13 @@ where
         options.editor_timeout,
         spec.editor,
     ));
+    let profile = Arc::new(spec.operator_profile());
+    let memory = memory::MemoryBook::new(profile.memory.clone(), &state_dir);
     let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
     Dispatcher::new(
         operator,
         connection,
+        (profile, memory),
         workspace_root,
         options.shutdown_grace,
         options.max_sessions,
@@ -406,6 +411,7 @@ mod tests {
             sandbox: Some(Box::leak(sandbox.into_boxed_str())),
             audit: AuditTarget::Off,
             editor: EditorMethods::NONE,
+            policies: &[],
         }))
     }
 

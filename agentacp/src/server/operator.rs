@@ -109,6 +109,10 @@ pub struct OperatorSpec {
     pub audit: AuditTarget,
     /// The editor's client methods the operator may call (servers only).
     pub editor: EditorMethods,
+    /// The AIP-7 policies the operator lists (`governance.policies`), resolved at build time
+    /// through the workspace manifest's registry: one JSON object each,
+    /// `{"ref": "policy:<slug>", "appliesTo": <registry binding or null>, "policy": <frontmatter>}`.
+    pub policies: &'static [&'static str],
 }
 
 impl OperatorSpec {
@@ -161,14 +165,27 @@ impl OperatorSpec {
     }
 
     /// The default governance binding: the manifest's operator and governance documents,
-    /// with the editor methods the manifest declares counted as listed tools.
+    /// every policy the operator lists, and the editor methods the manifest declares counted
+    /// as listed tools.
     pub fn governance(&self) -> crate::governance::ManifestGovernance {
         let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
+        let policies: Vec<Value> = self
+            .policies
+            .iter()
+            .filter_map(|text| serde_json::from_str(text).ok())
+            .collect();
         crate::governance::ManifestGovernance::from_documents(
             document(self.operator).as_ref(),
             document(self.governance).as_ref(),
         )
+        .with_policies(&policies)
         .listing(&self.editor.tools())
+    }
+
+    /// The operator's memory, skills and policies (AIP-9), as typed data.
+    pub fn operator_profile(&self) -> crate::governance::OperatorProfile {
+        let document = self.operator.and_then(|text| serde_json::from_str::<Value>(text).ok());
+        crate::governance::OperatorProfile::from_document(document.as_ref())
     }
 }
 

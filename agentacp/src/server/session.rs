@@ -11,7 +11,10 @@ use std::sync::Mutex;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::governance::{MemoryPolicy, OperatorProfile};
 use crate::workspace::Workspace;
+
+use super::memory::Memory;
 
 /// A session as operator code sees it.
 #[derive(Debug, Clone)]
@@ -23,6 +26,10 @@ pub struct SessionContext {
     /// The user's `allow_always` / `reject_always` answers, by tool, for as long as the
     /// session is open in this process.
     remembered: std::sync::Arc<Mutex<HashMap<String, Remembered>>>,
+    /// The operator's AIP-9 profile (memory, skills, policies).
+    operator: std::sync::Arc<OperatorProfile>,
+    /// The operator's memory as this session sees it.
+    memory: Memory,
 }
 
 /// An answer the user gave for the rest of the session.
@@ -43,7 +50,30 @@ impl SessionContext {
             workspace,
             mcp_servers,
             remembered: std::sync::Arc::default(),
+            operator: std::sync::Arc::default(),
+            memory: Memory::ephemeral(MemoryPolicy::Summarising),
         }
+    }
+
+    /// The same session, with the operator's profile and the memory it sees.
+    pub(crate) fn with_operator(mut self, operator: std::sync::Arc<OperatorProfile>, memory: Memory) -> Self {
+        self.operator = operator;
+        self.memory = memory;
+        self
+    }
+
+    /// What the AIP-9 operator document says of the operator: its `memory`, `skills` and
+    /// `governance.policies`, as typed data (empty when the manifest names no operator).
+    pub fn operator(&self) -> &OperatorProfile {
+        &self.operator
+    }
+
+    /// The operator's memory: entries to append and read back, changed only as the memory
+    /// `policy` allows, and kept after the session when the memory `kind` asks for it
+    /// (`operator-context`: for every later session; `thread`: for this session when it is
+    /// loaded again). See [`Memory`].
+    pub fn memory(&self) -> &Memory {
+        &self.memory
     }
 
     /// The user's answer for the rest of the session about `tool`, if any.

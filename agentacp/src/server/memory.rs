@@ -1,0 +1,430 @@
+//! The operator's memory (AIP-9 `memory`), as a session sees it: entries operator code
+//! appends and reads through [`SessionContext::memory`](super::SessionContext::memory), changed
+//! only as the memory `policy` allows, and kept in the state folder when the memory `kind` asks
+//! for it.
+//!
+//! | `memory.kind` | kept | next seen by |
+//! |---|---|---|
+//! | `operator-context` | `<state>/memory/operator.jsonl` | every later session of the operator |
+//! | `thread` | `<state>/memory/thread-<session>.jsonl` | the same session, after `session/load` |
+//! | `none`, `external`, anything else, or no `memory` | not kept | — |
+//!
+//! It is written when a turn ends (if it changed), when the session is closed, and when the
+//! connection ends, each write audited first (action `memory.write`); each write replaces the file atomically (a temporary file, fsynced and
+//! renamed, through [`Workspace::write`]). Within one process every session shares one
+//! `operator-context` memory; two processes of the same operator sharing a state folder are
+//! not merged (the last write wins).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::governance::{MemoryKind, MemoryPolicy, MemorySpec};
+use crate::workspace::Workspace;
+
+use super::connection::Connection;
+use super::session::lock;
+use crate::audit::{Actor, AuditEvent, Subject};
+
+/// The largest memory file read back (64 MiB); a larger one is left alone and reported.
+const MAX_MEMORY_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why a change to the memory was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryError {
+    /// The memory `policy` does not allow this change.
+    NotAllowed {
+        /// The policy, as written in OPERATOR.md.
+        policy: String,
+        /// What was tried: `redact` or `summarise`.
+        operation: &'static str,
+    },
+    /// There is no entry at this index.
+    NoSuchEntry(usize),
+}
+
+impl std::fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemoryError::NotAllowed { policy, operation } => {
+                write!(f, "the operator's memory is `{policy}`: it cannot {operation}")
+            }
+            MemoryError::NoSuchEntry(index) => write!(f, "the operator's memory has no entry {index}"),
+        }
+    }
+}
+
+impl std::error::Error for MemoryError {}
+
+/// The operator's memory for one session. Cloning it gives another handle on the same entries.
+#[derive(Debug, Clone)]
+pub struct Memory {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    policy: MemoryPolicy,
+    /// Where it is kept; `None` when it ends with the session.
+    file: Option<MemoryFile>,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Debug)]
+struct MemoryFile {
+    folder: Workspace,
+    name: String,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    items: Vec<Value>,
+    /// Changed since it was last written.
+    dirty: bool,
+}
+
+impl Memory {
+    /// A memory that ends with the session, under `policy`.
+    pub fn ephemeral(policy: MemoryPolicy) -> Self {
+        Memory::with(policy, None, Vec::new())
+    }
+
+    fn with(policy: MemoryPolicy, file: Option<MemoryFile>, items: Vec<Value>) -> Self {
+        Memory {
+            inner: Arc::new(Shared {
+                policy,
+                file,
+                entries: Mutex::new(Entries { items, dirty: false }),
+            }),
+        }
+    }
+
+    /// The entries, oldest first.
+    pub fn entries(&self) -> Vec<Value> {
+        lock(&self.inner.entries).items.clone()
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> usize {
+        lock(&self.inner.entries).items.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The memory `policy` the changes follow.
+    pub fn policy(&self) -> &MemoryPolicy {
+        &self.inner.policy
+    }
+
+    /// Whether the runtime keeps these entries after the session (`thread`, `operator-context`).
+    pub fn is_persisted(&self) -> bool {
+        self.inner.file.is_some()
+    }
+
+    /// Adds an entry at the end. Every policy allows it.
+    pub fn append(&self, entry: Value) {
+        let mut entries = lock(&self.inner.entries);
+        entries.items.push(entry);
+        entries.dirty = true;
+    }
+
+    /// Replaces entry `index` by `{"$redacted": true, "reason": …}` (AIP-7's redaction
+    /// marker). Allowed by `redactable` and `summarising`, not by `append-only`.
+    pub fn redact(&self, index: usize, reason: &str) -> Result<(), MemoryError> {
+        if !self.inner.policy.may_redact() {
+            return Err(self.refused("redact"));
+        }
+        let mut entries = lock(&self.inner.entries);
+        let entry = entries.items.get_mut(index).ok_or(MemoryError::NoSuchEntry(index))?;
+        *entry = json!({"$redacted": true, "reason": reason});
+        entries.dirty = true;
+        Ok(())
+    }
+
+    /// Replaces every entry by `summary`. Allowed by `summarising` only.
+    pub fn summarise(&self, summary: Vec<Value>) -> Result<(), MemoryError> {
+        if !self.inner.policy.may_summarise() {
+            return Err(self.refused("summarise"));
+        }
+        let mut entries = lock(&self.inner.entries);
+        entries.items = summary;
+        entries.dirty = true;
+        Ok(())
+    }
+
+    fn refused(&self, operation: &'static str) -> MemoryError {
+        MemoryError::NotAllowed {
+            policy: self.inner.policy.as_str().to_string(),
+            operation,
+        }
+    }
+
+    /// Writes the entries to their file when they changed since the last write; `Ok(false)`
+    /// when there was nothing to write.
+    #[cfg(test)]
+    fn persist(&self) -> std::io::Result<bool> {
+        self.persist_after(|_, _| Ok(()))
+    }
+
+    /// Like `persist`, calling `before(file name, entry count)` first (to audit the write);
+    /// when it fails nothing is written and the entries stay unsaved.
+    pub(crate) fn persist_after(
+        &self,
+        before: impl FnOnce(&str, usize) -> std::io::Result<()>,
+    ) -> std::io::Result<bool> {
+        let Some(file) = &self.inner.file else {
+            return Ok(false);
+        };
+        let mut entries = lock(&self.inner.entries);
+        if !entries.dirty {
+            return Ok(false);
+        }
+        before(&file.name, entries.items.len())?;
+        let mut bytes = Vec::new();
+        for entry in &entries.items {
+            serde_json::to_writer(&mut bytes, entry)?;
+            bytes.push(b'\n');
+        }
+        file.folder.write(&file.name, &bytes)?;
+        entries.dirty = false;
+        Ok(true)
+    }
+}
+
+/// Hands each session its memory, as the operator's `memory` says, and keeps what is shared.
+#[derive(Debug)]
+pub(crate) struct MemoryBook {
+    spec: Option<MemorySpec>,
+    /// `<state>/memory`.
+    folder: PathBuf,
+    /// The `operator-context` memory, once a session asked for it.
+    operator: Mutex<Option<Memory>>,
+    /// `thread` memories of the sessions open in this process.
+    threads: Mutex<HashMap<String, Memory>>,
+}
+
+impl MemoryBook {
+    pub(crate) fn new(spec: Option<MemorySpec>, state_dir: &Path) -> Self {
+        MemoryBook {
+            spec,
+            folder: state_dir.join("memory"),
+            operator: Mutex::default(),
+            threads: Mutex::default(),
+        }
+    }
+
+    fn policy(&self) -> MemoryPolicy {
+        self.spec
+            .as_ref()
+            .map_or(MemoryPolicy::Summarising, |spec| spec.policy.clone())
+    }
+
+    /// The memory of session `session`: the operator's (loaded once), the session's own
+    /// (loaded from an earlier run of that session), or a fresh one that ends with it.
+    pub(crate) fn for_session(&self, session: &str) -> Memory {
+        match self.spec.as_ref().map(|spec| &spec.kind) {
+            Some(MemoryKind::OperatorContext) => lock(&self.operator)
+                .get_or_insert_with(|| self.load("operator.jsonl"))
+                .clone(),
+            Some(MemoryKind::Thread) if valid_name(session) => lock(&self.threads)
+                .entry(session.to_string())
+                .or_insert_with(|| self.load(&format!("thread-{session}.jsonl")))
+                .clone(),
+            _ => Memory::ephemeral(self.policy()),
+        }
+    }
+
+    /// The memory kept in `name`, or — when the folder cannot be used — one that is not kept
+    /// (reported).
+    fn load(&self, name: &str) -> Memory {
+        let folder = std::fs::create_dir_all(&self.folder)
+            .map_err(|error| error.to_string())
+            .and_then(|()| Workspace::open(&self.folder));
+        let folder = match folder {
+            Ok(folder) => folder,
+            Err(error) => {
+                tracing::error!(folder = %self.folder.display(), %error, "the memory folder cannot be used; this memory will not be kept");
+                return Memory::ephemeral(self.policy());
+            }
+        };
+        let items = match folder.read(name, MAX_MEMORY_FILE_BYTES) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes)
+                .lines()
+                .enumerate()
+                .filter(|(_, line)| !line.trim().is_empty())
+                .filter_map(|(index, line)| match serde_json::from_str(line) {
+                    Ok(entry) => Some(entry),
+                    Err(error) => {
+                        tracing::warn!(file = name, line = index + 1, %error, "skipping an unreadable memory entry");
+                        None
+                    }
+                })
+                .collect(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(error) => {
+                // Writing would replace entries that could not be read: keep nothing instead.
+                tracing::error!(file = name, %error, "the operator's memory cannot be read; this memory will not be kept");
+                return Memory::ephemeral(self.policy());
+            }
+        };
+        let file = MemoryFile {
+            folder,
+            name: name.to_string(),
+        };
+        Memory::with(self.policy(), Some(file), items)
+    }
+
+    /// Keeps `memory` if its kind asks for it, audited first (action `memory.write`) when
+    /// `connection` is given; failures are logged.
+    pub(crate) fn persist(&self, session: &str, memory: &Memory, connection: Option<&Connection>) {
+        let audit = |file: &str, entries: usize| {
+            let Some(connection) = connection else { return Ok(()) };
+            let mut event = AuditEvent::new(
+                Actor {
+                    id: format!("operator:{}", connection.operator_id),
+                    role: Some("operator".into()),
+                },
+                "memory.write",
+                Subject {
+                    kind: "memory".into(),
+                    reference: Some(session.to_string()),
+                    path: Some(format!("memory/{file}")),
+                },
+            );
+            event.output = Some(json!({"entries": entries, "policy": memory.policy().as_str()}));
+            connection.audit(event).map_err(std::io::Error::other)
+        };
+        match memory.persist_after(audit) {
+            Ok(true) => tracing::debug!(session, "operator memory saved"),
+            Ok(false) => {}
+            Err(error) => tracing::error!(session, %error, "saving the operator's memory failed"),
+        }
+    }
+
+    /// The session ended for good (`session/close`): its memory is kept, and its `thread`
+    /// memory is no longer held here.
+    pub(crate) fn close(&self, session: &str, memory: &Memory, connection: Option<&Connection>) {
+        self.persist(session, memory, connection);
+        lock(&self.threads).remove(session);
+    }
+}
+
+/// Session ids name files only when they cannot name another one.
+fn valid_name(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: MemoryKind, policy: MemoryPolicy) -> Option<MemorySpec> {
+        Some(MemorySpec {
+            kind,
+            policy,
+            share_with: Vec::new(),
+            external: None,
+        })
+    }
+
+    #[test]
+    fn operator_context_memory_is_shared_kept_and_read_back() {
+        let state = tempfile::tempdir().unwrap();
+        let book = MemoryBook::new(
+            spec(MemoryKind::OperatorContext, MemoryPolicy::AppendOnly),
+            state.path(),
+        );
+        let first = book.for_session("sess_a");
+        first.append(json!({"note": "one"}));
+        assert_eq!(book.for_session("sess_b").len(), 1, "one memory for every session");
+        book.persist("sess_a", &first, None);
+        let again = MemoryBook::new(
+            spec(MemoryKind::OperatorContext, MemoryPolicy::AppendOnly),
+            state.path(),
+        );
+        assert_eq!(again.for_session("sess_c").entries(), [json!({"note": "one"})]);
+    }
+
+    #[test]
+    fn thread_memory_belongs_to_its_session() {
+        let state = tempfile::tempdir().unwrap();
+        let book = MemoryBook::new(spec(MemoryKind::Thread, MemoryPolicy::Summarising), state.path());
+        let memory = book.for_session("sess_a");
+        memory.append(json!("a"));
+        book.close("sess_a", &memory, None);
+        assert!(book.for_session("sess_b").is_empty());
+        let later = MemoryBook::new(spec(MemoryKind::Thread, MemoryPolicy::Summarising), state.path());
+        assert_eq!(later.for_session("sess_a").entries(), [json!("a")]);
+        // An id that could name another file is never kept.
+        assert!(!later.for_session("../x").is_persisted());
+    }
+
+    #[test]
+    fn other_kinds_are_dropped_and_write_nothing() {
+        let state = tempfile::tempdir().unwrap();
+        for memory in [
+            None,
+            spec(MemoryKind::None, MemoryPolicy::Summarising),
+            spec(MemoryKind::External, MemoryPolicy::Summarising),
+            spec(MemoryKind::Other("ephemeral".into()), MemoryPolicy::Summarising),
+        ] {
+            let book = MemoryBook::new(memory, state.path());
+            let session = book.for_session("sess_a");
+            session.append(json!(1));
+            assert!(!session.is_persisted());
+            book.close("sess_a", &session, None);
+            assert!(book.for_session("sess_a").is_empty());
+        }
+        assert!(!state.path().join("memory").exists());
+    }
+
+    #[test]
+    fn the_policy_decides_what_may_change() {
+        let append_only = Memory::ephemeral(MemoryPolicy::AppendOnly);
+        append_only.append(json!("kept"));
+        assert!(matches!(
+            append_only.redact(0, "x"),
+            Err(MemoryError::NotAllowed { .. })
+        ));
+        assert!(append_only.summarise(vec![]).is_err());
+        assert!(
+            Memory::ephemeral(MemoryPolicy::Other("new".into()))
+                .redact(0, "x")
+                .is_err()
+        );
+        let redactable = Memory::ephemeral(MemoryPolicy::Redactable);
+        redactable.append(json!("secret"));
+        redactable.redact(0, "personal data").unwrap();
+        assert_eq!(redactable.entries()[0]["$redacted"], true);
+        assert_eq!(redactable.redact(5, "x"), Err(MemoryError::NoSuchEntry(5)));
+        assert!(redactable.summarise(vec![]).is_err());
+        let summarising = Memory::ephemeral(MemoryPolicy::Summarising);
+        summarising.append(json!(1));
+        summarising.append(json!(2));
+        summarising.summarise(vec![json!("1 and 2")]).unwrap();
+        assert_eq!(summarising.entries(), [json!("1 and 2")]);
+    }
+
+    #[test]
+    fn a_torn_or_unreadable_line_is_skipped_and_an_unchanged_memory_is_not_rewritten() {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(state.path().join("memory")).unwrap();
+        std::fs::write(state.path().join("memory/operator.jsonl"), "{\"a\":1}\n{\"torn\n").unwrap();
+        let book = MemoryBook::new(
+            spec(MemoryKind::OperatorContext, MemoryPolicy::AppendOnly),
+            state.path(),
+        );
+        let memory = book.for_session("sess_a");
+        assert_eq!(memory.entries(), [json!({"a": 1})]);
+        assert!(!memory.persist().unwrap(), "nothing changed");
+        memory.append(json!({"b": 2}));
+        assert!(memory.persist().unwrap());
+        let text = std::fs::read_to_string(state.path().join("memory/operator.jsonl")).unwrap();
+        assert_eq!(text, "{\"a\":1}\n{\"b\":2}\n");
+    }
+}
