@@ -1141,6 +1141,34 @@ mod tests {
         );
     }
 
+    /// Issue #14: a built-in revision other than the default is a cargo feature of agentacp;
+    /// the expansion asks for it by name (the default revision needs none, but is checked the
+    /// same way), and a `wire =` module needs no feature.
+    #[test]
+    fn a_built_in_revision_is_required_by_its_feature_and_named_in_the_message() {
+        let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/manifests/good/full-revision");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Pinned;
+            ),
+            &full,
+        );
+        assert!(text.contains(":: agentacp :: __require_rev_d9072428 !"), "{text}");
+        assert!(
+            text.contains("agentacp's cargo feature `rev-d9072428`") && text.contains("ACP.md:"),
+            "{text}"
+        );
+        let default = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Reviewer;
+            ),
+            &workspace_examples().join("governed-server"),
+        );
+        assert!(default.contains("__require_rev_0fc18323 !"), "{default}");
+    }
+
     #[test]
     fn a_governed_server_gets_prompt_and_load_session() {
         let text = expanded(
