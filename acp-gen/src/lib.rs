@@ -6,6 +6,7 @@
 //! It has no proc-macro types and no spans of its own: the macro and the CLI are thin
 //! adapters over it (the typify / progenitor pattern).
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod codes;
 pub mod diagnostic;
@@ -14,11 +15,14 @@ pub mod explain;
 pub mod lint;
 pub mod manifest;
 pub mod operator;
+#[cfg(feature = "cli")]
 pub mod regen;
 pub mod render;
 pub mod revisions;
+#[cfg(feature = "cli")]
 pub mod scaffold;
 pub mod source;
+#[cfg(feature = "cli")]
 pub mod wire;
 pub mod yaml;
 

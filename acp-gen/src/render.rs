@@ -12,7 +12,8 @@ use crate::diagnostic::{Diagnostic, Severity};
 use crate::source::SourceFile;
 
 /// An output format of `lint`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Format {
     /// Source snippets with carets, like rustc.
     Human,

@@ -312,6 +312,16 @@ fn a_non_default_revision_builds_only_with_its_feature() {
         "the scaffold's agentacp dependency is an inline table with a path:\n{toml}"
     );
     std::fs::write(&cargo_toml, with_feature).unwrap();
+    // The prelude's `wire` is the default revision's; the pinned one's is imported by name.
+    let lib = crate_dir.join("src/lib.rs");
+    let code = std::fs::read_to_string(&lib).unwrap();
+    let pinned_wire = code.replacen(
+        "use agentacp::prelude::*;",
+        "use agentacp::prelude::*;\nuse agentacp::wire::rev_b7f00054 as wire;",
+        1,
+    );
+    assert_ne!(pinned_wire, code, "the scaffold imports the prelude:\n{code}");
+    std::fs::write(&lib, pinned_wire).unwrap();
     let with = check();
     assert!(
         with.status.success(),

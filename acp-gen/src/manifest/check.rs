@@ -248,7 +248,7 @@ fn generated_wire_module(folder: &Path, prefix: &str) -> Option<Generated> {
                 Ok(kind) if kind.is_dir() && depth < MAX_DEPTH => folders.push((path, depth + 1)),
                 Ok(kind) if kind.is_file() && path.extension().is_some_and(|ext| ext == "rs") => {
                     let generated_for = first_line(&path);
-                    let rev = generated_for.as_deref().and_then(crate::wire::generate::rev_of_header);
+                    let rev = generated_for.as_deref().and_then(crate::revisions::rev_of_header);
                     if rev.is_some_and(|rev| rev.starts_with(prefix)) {
                         return Generated::read(&path);
                     }
@@ -302,7 +302,7 @@ mod tests {
         let module = |methods: &str| {
             format!(
                 "{}\npub const PROTOCOL_VERSION: u16 = 1u16;\npub const METHODS: &[__s::MethodInfo] = &[{methods}];\n",
-                crate::wire::generate::header(sha)
+                crate::revisions::header(sha)
             )
         };
         let entry = |name: &str| {
@@ -339,7 +339,7 @@ mod tests {
 
         std::fs::write(
             folder.join("src/acp_wire.rs"),
-            format!("{}\nnot rust {{\n", crate::wire::generate::header(sha)),
+            format!("{}\nnot rust {{\n", crate::revisions::header(sha)),
         )
         .unwrap();
         assert_eq!(
