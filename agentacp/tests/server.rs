@@ -9,11 +9,10 @@ use agentacp::audit::{AuditEvent, AuditLog, AuditSink, FsyncPolicy, Lifecycle, M
 use agentacp::prelude::*;
 use agentacp::server::{self, FileStore, MemoryStore, SessionStore};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
-use tokio::task::JoinHandle;
 
-/// Every wait on the server is bounded: a broken server fails the test, it does not hang it.
-const WAIT: Duration = Duration::from_secs(10);
+mod common;
+
+use common::{Pipe, WAIT, texts};
 
 #[acp_operator(manifest = "tests/operators/test-operator/ACP.md")]
 struct Tester;
@@ -140,13 +139,23 @@ impl BystanderServer for Bystander {
     }
 }
 
-/// The client end of an in-process connection.
+/// The client end of an in-process connection, with the workspace root it serves.
 struct Client {
-    writer: DuplexStream,
-    lines: Lines<BufReader<DuplexStream>>,
-    server: JoinHandle<agentacp::Result<()>>,
+    pipe: Pipe,
     root: tempfile::TempDir,
-    next_id: i64,
+}
+
+impl std::ops::Deref for Client {
+    type Target = Pipe;
+    fn deref(&self) -> &Pipe {
+        &self.pipe
+    }
+}
+
+impl std::ops::DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut Pipe {
+        &mut self.pipe
+    }
 }
 
 struct Setup {
@@ -183,66 +192,14 @@ impl Setup {
     }
 
     fn start_with(self, operator: impl server::Operator) -> Client {
-        // One pipe each way, like a child process's stdin and stdout: closing the client's
-        // writing end is end of input for the server.
-        let (writer, server_read) = tokio::io::duplex(1 << 16);
-        let (server_write, read) = tokio::io::duplex(1 << 16);
-        let server = tokio::spawn(server::serve(operator, self.options, server_read, server_write));
         Client {
-            writer,
-            lines: BufReader::new(read).lines(),
-            server,
+            pipe: Pipe::serve(operator, self.options),
             root: self.root,
-            next_id: 100,
         }
     }
 }
 
 impl Client {
-    async fn send(&mut self, message: Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.writer.write_all(line.as_bytes()).await.unwrap();
-    }
-
-    async fn send_raw(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).await.unwrap();
-    }
-
-    async fn next(&mut self) -> Value {
-        let line = tokio::time::timeout(WAIT, self.lines.next_line())
-            .await
-            .expect("the server answered in time")
-            .unwrap()
-            .expect("the server is still writing");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> i64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        id
-    }
-
-    /// Sends a request and returns (messages before the answer, the answer).
-    async fn call(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
-        let id = self.request(method, params).await;
-        self.until_answer(id).await
-    }
-
-    async fn until_answer(&mut self, id: i64) -> (Vec<Value>, Value) {
-        let mut before = Vec::new();
-        loop {
-            let message = self.next().await;
-            if message["id"] == id && message.get("method").is_none() {
-                return (before, message);
-            }
-            before.push(message);
-        }
-    }
-
     async fn initialize(&mut self) -> Value {
         self.initialize_offering(json!({})).await
     }
@@ -264,11 +221,6 @@ impl Client {
         }
     }
 
-    async fn answer(&mut self, request: &Value, result: Value) {
-        let id = request["id"].clone();
-        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result})).await;
-    }
-
     fn project(&self) -> String {
         self.root.path().join("project").to_string_lossy().into_owned()
     }
@@ -282,36 +234,14 @@ impl Client {
             .to_string()
     }
 
-    async fn prompt(&mut self, session: &str, text: &str) -> i64 {
-        self.request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
-        )
-        .await
-    }
-
     async fn cancel(&mut self, session: &str) {
         self.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
             .await;
     }
 
     async fn finish(self) {
-        let Client { writer, server, .. } = self;
-        drop(writer);
-        tokio::time::timeout(WAIT, server)
-            .await
-            .expect("serve returned after end of input")
-            .unwrap()
-            .unwrap();
+        self.pipe.finish().await
     }
-}
-
-fn texts(messages: &[Value]) -> Vec<String> {
-    messages
-        .iter()
-        .filter(|m| m["method"] == "session/update")
-        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str().map(str::to_string))
-        .collect()
 }
 
 fn kinds(messages: &[Value]) -> Vec<String> {
@@ -830,14 +760,8 @@ async fn session_load_replays_history_before_answering_even_after_a_restart() {
     client.until_answer(id).await;
     let cwd = client.project();
     // Keep the root alive across the restart.
-    let Client {
-        writer,
-        server,
-        root: kept,
-        ..
-    } = client;
-    drop(writer);
-    tokio::time::timeout(WAIT, server).await.unwrap().unwrap().unwrap();
+    let Client { pipe, root: kept } = client;
+    pipe.finish().await;
 
     let mut second = setup();
     second.root = kept;
@@ -897,18 +821,14 @@ async fn a_client_that_stops_reading_gets_its_connection_closed() {
     let (mut client, session) = setup.ready().await;
     // Far more output than the pipe holds, and nobody reads it.
     client.prompt(&session, "/stream 100000").await;
-    let ended = tokio::time::timeout(WAIT, &mut client.server)
+    let error = client
+        .pipe
+        .ended()
         .await
-        .expect("serve returned instead of reading on")
-        .expect("the server task did not panic");
-    let error = ended.expect_err("a connection given up on is an error");
+        .expect_err("a connection given up on is an error");
     assert!(error.to_string().contains("stopped reading"), "{error}");
     // What was queued before is readable; then end of file, not a hang.
-    let drained = tokio::time::timeout(WAIT, async {
-        while let Ok(Some(_)) = client.lines.next_line().await {}
-    })
-    .await;
-    assert!(drained.is_ok(), "the client sees end of file");
+    assert!(client.pipe.drained().await, "the client sees end of file");
 }
 
 /// Issue #23.16: a connection may not open sessions without bound.
