@@ -202,7 +202,7 @@ impl<'t, T: Governed> Editor<'_, 't, T> {
         params["sessionId"] = json!(self.turn.session_id());
         let title = format!("Read {absolute}");
         self.governed(READ_TEXT_FILE, ToolKind::Read, title, arguments, |scope| async move {
-            let answer: ReadAnswer = request(scope, READ_TEXT_FILE, &params).await?;
+            let answer: ReadAnswer = send(&scope.connection, READ_TEXT_FILE, &params).await?;
             let summary = json!({"bytes": answer.content.len()});
             Ok((answer.content, summary))
         })
@@ -216,7 +216,7 @@ impl<'t, T: Governed> Editor<'_, 't, T> {
         let params = json!({"sessionId": self.turn.session_id(), "path": absolute, "content": content});
         let title = format!("Write {absolute}");
         self.governed(WRITE_TEXT_FILE, ToolKind::Edit, title, arguments, |scope| async move {
-            let _: Value = request(scope, WRITE_TEXT_FILE, &params).await?;
+            let _: Value = send(&scope.connection, WRITE_TEXT_FILE, &params).await?;
             Ok(((), json!({"written": true})))
         })
         .await
@@ -244,14 +244,14 @@ impl<'t, T: Governed> Editor<'_, 't, T> {
         let title = format!("Run {}", command.command);
         let timeout = command.timeout;
         self.governed(TERMINAL, ToolKind::Execute, title, arguments, |scope| async move {
-            let created: CreateAnswer = request(scope, "terminal/create", &params).await?;
+            let created: CreateAnswer = send(&scope.connection, "terminal/create", &params).await?;
             let terminal = json!({"sessionId": scope.session.id(), "terminalId": created.terminal_id});
             // Released whatever happens; killed and released even if the turn is dropped.
             let guard = TerminalGuard {
                 connection: scope.connection.clone(),
                 terminal: Some(terminal.clone()),
             };
-            let ran = run_to_end(scope, &terminal, timeout).await;
+            let ran = run_to_end(&scope.connection, &terminal, timeout).await;
             guard.release().await;
             let output = ran?;
             let summary = json!({
@@ -364,20 +364,8 @@ async fn release(connection: &Connection, terminal: &Value, kill: bool) {
     }
 }
 
-/// One request to the editor, bounded by the editor timeout and ended by a cancel.
-async fn request<A: for<'de> Deserialize<'de>>(
-    scope: &TurnScope,
-    method: &str,
-    params: &Value,
-) -> std::result::Result<A, String> {
-    tokio::select! {
-        biased;
-        _ = scope.cancelled() => Err("cancelled".to_string()),
-        answer = send(&scope.connection, method, params) => answer,
-    }
-}
-
-/// One request to the editor, bounded by the editor timeout.
+/// One request to the editor, bounded by the editor timeout. (A cancel needs no branch here:
+/// the runtime drops the turn's future, and with it this request, at once.)
 async fn send<A: for<'de> Deserialize<'de>>(
     connection: &Connection,
     method: &str,
@@ -394,27 +382,18 @@ async fn send<A: for<'de> Deserialize<'de>>(
     }
 }
 
-/// Waits for the command (killing it after `timeout` or at a cancel), then reads its output.
+/// Waits for the command (killing it after `timeout`), then reads its output. At a cancel
+/// the turn's future is dropped and the [`TerminalGuard`] kills and releases the terminal.
 async fn run_to_end(
-    scope: &TurnScope,
+    connection: &Connection,
     terminal: &Value,
     timeout: Duration,
 ) -> std::result::Result<CommandOutput, String> {
-    let connection = &scope.connection;
-    let waited = tokio::select! {
-        biased;
-        _ = scope.cancelled() => Err("cancelled"),
-        _ = tokio::time::sleep(timeout) => Err("timeout"),
-        exit = wait_for_exit(connection, terminal) => Ok(exit),
-    };
-    let exit = match waited {
+    let exit = match tokio::time::timeout(timeout, wait_for_exit(connection, terminal)).await {
         Ok(exit) => exit?,
-        Err(why) => {
+        Err(_) => {
             if let Err(error) = send::<Value>(connection, "terminal/kill", terminal).await {
                 tracing::warn!(%error, "the editor did not answer `terminal/kill`");
-            }
-            if why == "cancelled" {
-                return Err("cancelled".to_string());
             }
             ExitAnswer {
                 exit_code: None,
