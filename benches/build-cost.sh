@@ -15,7 +15,7 @@
 # into an empty target folder of their own. Printed: both wall times, (a)/(b), the packages
 # each build compiles (distinct `package_id`s among cargo's `compiler-artifact` messages, so
 # a build script and its library count once), then the incremental rebuild of (a) after
-# touching src/lib.rs (3 runs), then `cargo bench -p acp-gen --bench manifest_check` (the
+# touching src/lib.rs (3 runs), then `cargo bench -p scaffold-aip --bench manifest_check` (the
 # manifest read + check and the whole expansion of `#[acp_operator]`, in process), in the
 # dev profile (as a debug build runs the macro) and in release.
 #
@@ -62,7 +62,7 @@ echo "   work folder $work"
 
 # --- (a): the scaffolded operator ------------------------------------------------------------
 echo "-- building scaffold-aip (not timed)"
-(cd "$root" && "$cargo" build -q -p acp-gen --bin scaffold-aip) || die "cannot build scaffold-aip"
+(cd "$root" && "$cargo" build -q -p scaffold-aip) || die "cannot build scaffold-aip"
 scaffold_aip=$(cd "$root" && "$cargo" metadata -q --format-version 1 --no-deps | jq -r .target_directory)/debug/scaffold-aip
 [[ -x "$scaffold_aip" ]] || die "no scaffold-aip binary at $scaffold_aip"
 "$scaffold_aip" new cost-op --kind server --tier basic --path "$work" --agentacp-path "$root/agentacp" >/dev/null ||
@@ -187,10 +187,10 @@ done
 incremental_median=$(printf '%s\n' "${incremental[@]}" | sort -n | sed -n 2p)
 
 # --- the macro's manifest check ---------------------------------------------------------------
-echo "-- manifest check of #[acp_operator], in process (cargo bench -p acp-gen --bench manifest_check)"
-macro_dev=$(cd "$root" && "$cargo" bench -q -p acp-gen --bench manifest_check --profile dev -- "$iterations") ||
+echo "-- manifest check of #[acp_operator], in process (cargo bench -p scaffold-aip --bench manifest_check)"
+macro_dev=$(cd "$root" && "$cargo" bench -q -p scaffold-aip --bench manifest_check --profile dev -- "$iterations") ||
     die "the manifest_check bench failed (dev profile)"
-macro_release=$(cd "$root" && "$cargo" bench -q -p acp-gen --bench manifest_check -- "$iterations") ||
+macro_release=$(cd "$root" && "$cargo" bench -q -p scaffold-aip --bench manifest_check -- "$iterations") ||
     die "the manifest_check bench failed (release)"
 
 # --- report -----------------------------------------------------------------------------------

@@ -991,7 +991,7 @@ mod tests {
         for entry in entries.flatten() {
             let path = entry.path().join("OPERATOR.md");
             let Ok(bytes) = std::fs::read(&path) else { continue };
-            let parsed = acp_gen::document::parse(&path, &bytes);
+            let parsed = acp_manifest::document::parse(&path, &bytes);
             let document = parsed.document.frontmatter.expect("the examples parse").to_json();
             let profile = OperatorProfile::from_document(Some(&document));
             let skills = document.get("skills").and_then(Value::as_array).map_or(0, Vec::len);

@@ -1,5 +1,5 @@
 //! The built-in wire modules and the revision table `scaffold-aip lint` resolves `acp_rev`
-//! against (`acp_gen::revisions`) name the same revisions with the same protocol versions, so a
+//! against (`acp_manifest::revisions`) name the same revisions with the same protocol versions, so a
 //! manifest lint accepts always has wire types, and a module added here is lintable.
 
 use std::collections::BTreeMap;
@@ -16,7 +16,7 @@ fn built_in() -> BTreeMap<&'static str, u16> {
 
 #[test]
 fn lint_knows_exactly_the_built_in_revisions() {
-    let known: BTreeMap<&str, u16> = acp_gen::revisions::KNOWN
+    let known: BTreeMap<&str, u16> = acp_manifest::revisions::KNOWN
         .iter()
         .map(|r| (r.sha, r.protocol_version))
         .collect();
@@ -25,7 +25,7 @@ fn lint_knows_exactly_the_built_in_revisions() {
 
 #[test]
 fn the_default_module_is_the_default_revision() {
-    assert_eq!(wire::default::ACP_REV, acp_gen::revisions::DEFAULT.sha);
+    assert_eq!(wire::default::ACP_REV, acp_manifest::revisions::DEFAULT.sha);
 }
 
 #[test]

@@ -281,14 +281,14 @@ pub fn stream_chunk(i: usize, size: usize) -> String {
 pub fn explained(example: &str) -> serde_json::Value {
     let path = workspace_root().join("examples").join(example).join("ACP.md");
     let checked =
-        acp_gen::manifest::check_file(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        acp_manifest::manifest::check_file(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     assert!(
         !checked.has_errors(),
         "{} has errors: {:?}",
         path.display(),
         checked.diagnostics
     );
-    let explanation = acp_gen::explain::explain(&checked).expect("a checked manifest explains");
+    let explanation = acp_manifest::explain::explain(&checked).expect("a checked manifest explains");
     serde_json::to_value(explanation).expect("an explanation serialises")
 }
 

@@ -1,0 +1,1392 @@
+//! The expansion of `#[acp_operator(manifest = "ACP.md")]`, as a library function over
+//! `proc_macro2` tokens so it can be tested without a compiler (the typify-impl pattern; the
+//! `acp-macros` crate only forwards to [`expand`]).
+//!
+//! Parse (the attribute and the struct) → check (the manifest, with every diagnostic turned
+//! into a compile error spanned on the `manifest = "..."` literal, naming `ACP.md:line:col`)
+//! → expand (the handler trait with exactly the methods the capabilities require, the
+//! `Operator` impl that decodes the pinned revision's wire types, the manifest spec). When
+//! anything is wrong, the struct and a permissive stand-in trait and impl are still emitted,
+//! so the user sees the manifest errors and not a cascade of unrelated ones.
+
+use std::path::{Path, PathBuf};
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Ident, LitStr, Token};
+
+use acp_manifest::diagnostic::Code;
+use acp_manifest::explain;
+use acp_manifest::manifest::{self, AuditKind, Checked, EffectiveCapabilities, Kind, Tier, Transport};
+use acp_manifest::render;
+use acp_manifest::revisions::Revision;
+use acp_manifest::source::SourceFile;
+use acp_manifest::yaml::Node;
+
+/// The attribute's arguments: `manifest = "ACP.md"` and optionally `wire = path::to::module`.
+struct Args {
+    manifest: LitStr,
+    wire: Option<syn::Path>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut manifest = None;
+        let mut wire = None;
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            input.parse::<Token![=]>()?;
+            match key.to_string().as_str() {
+                "manifest" if manifest.is_none() => manifest = Some(input.parse()?),
+                "wire" if wire.is_none() => wire = Some(input.parse()?),
+                "manifest" | "wire" => return Err(syn::Error::new(key.span(), format!("`{key}` is given twice"))),
+                _ => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!(
+                            "unknown argument `{key}`; expected `manifest = \"ACP.md\"` and optionally `wire = path`"
+                        ),
+                    ));
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        let manifest = manifest.ok_or_else(|| {
+            syn::Error::new(
+                Span::call_site(),
+                "missing `manifest = \"ACP.md\"` (the manifest's path, relative to the folder of Cargo.toml or of this source file)",
+            )
+        })?;
+        Ok(Args { manifest, wire })
+    }
+}
+
+/// Where to look for the manifest: the folder of the crate's `Cargo.toml`, then the folder of
+/// the source file that holds the attribute (when the compiler tells it).
+#[derive(Debug, Clone, Default)]
+pub struct Location {
+    /// `CARGO_MANIFEST_DIR`.
+    pub crate_dir: PathBuf,
+    /// The folder of the file with the attribute.
+    pub source_dir: Option<PathBuf>,
+}
+
+impl Location {
+    /// The manifest `written` in the attribute: under the crate folder if it exists there,
+    /// else under the source file's folder if it exists there, else the crate-folder path
+    /// (whose reading then fails with a clear error).
+    fn resolve(&self, written: &str) -> PathBuf {
+        let in_crate = self.crate_dir.join(written);
+        if in_crate.exists() {
+            return in_crate;
+        }
+        match &self.source_dir {
+            Some(dir) if dir.join(written).exists() => dir.join(written),
+            _ => in_crate,
+        }
+    }
+}
+
+/// Expands `#[acp_operator(attr)] item`, looking for the manifest at `location`.
+pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> TokenStream {
+    let args = match syn::parse2::<Args>(attr) {
+        Ok(args) => args,
+        Err(error) => return with_error(item, error),
+    };
+    let target: syn::ItemStruct = match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(syn::Item::Struct(target)) if target.generics.params.is_empty() => target,
+        Ok(syn::Item::Struct(target)) => {
+            let error = syn::Error::new(
+                target.generics.span(),
+                "`#[acp_operator]` does not support generic parameters: the operator struct is served as one concrete type",
+            );
+            return with_error(item, error);
+        }
+        Ok(other) => {
+            let error = syn::Error::new(
+                item_span(&other),
+                "`#[acp_operator]` goes on a struct (the operator's state); found another kind of item",
+            );
+            return with_error(item, error);
+        }
+        Err(error) => return with_error(item, error),
+    };
+    let written = args.manifest.value();
+    let path = location.resolve(&written);
+    let span = args.manifest.span();
+    let checked = match manifest::check_file(&path) {
+        Ok(checked) => checked,
+        Err(error) => {
+            // No absolute paths: they differ between machines (and break checked-in UI tests).
+            let looked = if location.source_dir.is_some() {
+                "in the folder of Cargo.toml and in the folder of this source file"
+            } else {
+                "in the folder of Cargo.toml"
+            };
+            let message = format!("cannot read the manifest `{written}` (looked {looked}): {error}");
+            let tokens = stand_in(&target, None, span);
+            return with_error(tokens, syn::Error::new(span, message));
+        }
+    };
+    let errors = manifest_errors(&checked, &written, args.wire.is_some(), span);
+    let kind = checked.manifest.as_ref().map(|m| m.kind);
+    let rebuild = rebuild_tracking(&checked, &path);
+    if let Some(first) = errors.into_iter().reduce(|mut all, next| {
+        all.combine(next);
+        all
+    }) {
+        let tier = best_effort_tier(&checked);
+        let mut tokens = match kind {
+            Some(Kind::Client) => client_stand_in(&target, tier, span),
+            Some(Kind::Bridge) => bridge_stand_in(&target, tier, span),
+            _ => stand_in(&target, Some(tier), span),
+        };
+        tokens.extend(rebuild);
+        return with_error(tokens, first);
+    }
+    let Some(plan) = Plan::of(&checked, &target, &written, &path, args.wire, span) else {
+        let error = syn::Error::new(span, format!("{written}: the manifest could not be read"));
+        return with_error(stand_in(&target, None, span), error);
+    };
+    let mut tokens = plan.emit(&target);
+    tokens.extend(rebuild);
+    tokens
+}
+
+fn with_error(mut tokens: TokenStream, error: syn::Error) -> TokenStream {
+    tokens.extend(error.to_compile_error());
+    tokens
+}
+
+fn item_span(item: &syn::Item) -> Span {
+    match item {
+        syn::Item::Enum(item) => item.enum_token.span,
+        syn::Item::Union(item) => item.union_token.span,
+        syn::Item::Fn(item) => item.sig.fn_token.span,
+        syn::Item::Trait(item) => item.trait_token.span,
+        syn::Item::Impl(item) => item.impl_token.span,
+        other => other.span(),
+    }
+}
+
+/// Every error of the manifest as a compile error on the literal: `ACP.md:5:10: error[ACP103]:
+/// ...` followed by the snippet, as `scaffold-aip lint` prints it. With `wire = path`, an
+/// `acp_rev` without built-in wire types is not an error (the module is checked instead).
+fn manifest_errors(checked: &Checked, written: &str, custom_wire: bool, span: Span) -> Vec<syn::Error> {
+    let source = SourceFile::new(written, checked.document.source.text().to_string());
+    checked
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .filter(|d| !(custom_wire && d.code == Code::UnknownRevision))
+        .map(|diagnostic| {
+            let at = source.position(diagnostic.span.start);
+            let rendered = render::human(&source, diagnostic, false);
+            // The renderer's first line repeats the title; the snippet starts after it.
+            let snippet = rendered.split_once('\n').map_or("", |(_, rest)| rest).trim_end();
+            let message = format!(
+                "{written}:{}:{}: {}[{}]: {}\n{snippet}",
+                at.line,
+                at.column,
+                diagnostic.severity.as_str(),
+                diagnostic.code.as_str(),
+                diagnostic.message,
+            );
+            syn::Error::new(span, message)
+        })
+        .collect()
+}
+
+/// `line:column` of the value at `path` in the frontmatter.
+fn position(checked: &Checked, path: &[&str]) -> Option<String> {
+    let node = checked.document.frontmatter.as_ref()?.get_at(path)?;
+    let at = checked.document.source.position(node.span.start);
+    Some(format!("{}:{}", at.line, at.column))
+}
+
+fn best_effort_tier(checked: &Checked) -> Tier {
+    checked
+        .document
+        .frontmatter
+        .as_ref()
+        .and_then(|root| root.get_at(&["metadata", "aip44", "tier"]))
+        .and_then(Node::as_str)
+        .and_then(Tier::parse)
+        .unwrap_or(Tier::Basic)
+}
+
+/// `include_bytes!` of the manifest and of every ref that exists, so cargo rebuilds when any
+/// of them changes. Files over the size limit are left out (rustc would read them whole); they
+/// are errors, and a crate that failed to build is rebuilt anyway.
+fn rebuild_tracking(checked: &Checked, manifest: &Path) -> TokenStream {
+    let files: Vec<String> = std::iter::once(manifest.to_path_buf())
+        .chain(checked.refs.iter().map(|r| r.path.clone()))
+        .chain(checked.policies.iter().map(|p| p.target.path.clone()))
+        .filter(|path| {
+            std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= acp_manifest::document::MAX_FILE_BYTES)
+        })
+        .map(|path| path.to_string_lossy().into_owned())
+        .collect();
+    quote! {
+        const _: () = { #( const _: &[u8] = include_bytes!(#files); )* };
+    }
+}
+
+fn tier_type(tier: Tier) -> TokenStream {
+    match tier {
+        Tier::Basic => quote!(::agentacp::tier::Basic),
+        Tier::GovernanceAware => quote!(::agentacp::tier::GovernanceAware),
+        Tier::Sandboxed => quote!(::agentacp::tier::Sandboxed),
+    }
+}
+
+fn trait_name(target: &syn::ItemStruct) -> Ident {
+    format_ident!("{}Server", target.ident)
+}
+
+fn bridge_trait_name(target: &syn::ItemStruct) -> Ident {
+    format_ident!("{}Bridge", target.ident)
+}
+
+fn client_trait_name(target: &syn::ItemStruct) -> Ident {
+    format_ident!("{}Client", target.ident)
+}
+
+/// What a valid manifest expands to.
+struct Plan {
+    kind: Kind,
+    /// The client-side methods (for `kind: client`).
+    client: ClientMethods,
+    manifest: String,
+    manifest_path: PathBuf,
+    tier: Tier,
+    wire: TokenStream,
+    acp_rev_prefix: String,
+    /// `ACP.md:line:col` of `acp_rev`.
+    acp_rev_at: String,
+    /// Where the `wire = path` argument is, for the error when it is the wrong revision.
+    wire_span: Span,
+    /// `rev_<first 8>` when the wire types are agentacp's built-in module of the revision.
+    built_in_module: Option<String>,
+    load_session: bool,
+    authenticate: bool,
+    spec: SpecFields,
+    span: Span,
+    /// `ACP.md:line:col: ...` lines saying which manifest line requires which method.
+    reasons: Vec<String>,
+}
+
+/// One generated client-side method.
+struct ClientMethod {
+    method: Ident,
+    wire_name: String,
+    request: Ident,
+    response: Ident,
+    doc: String,
+    reason: String,
+}
+
+/// The client-side methods a client manifest declares, or the editor methods a server's
+/// operator may call.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClientMethods {
+    read_text_file: bool,
+    write_text_file: bool,
+    terminal: bool,
+}
+
+impl From<manifest::capabilities::ClientCapabilities> for ClientMethods {
+    fn from(caps: manifest::capabilities::ClientCapabilities) -> Self {
+        ClientMethods {
+            read_text_file: caps.fs.read_text_file,
+            write_text_file: caps.fs.write_text_file,
+            terminal: caps.terminal,
+        }
+    }
+}
+
+struct SpecFields {
+    name: String,
+    id: String,
+    version: String,
+    initialize_response: String,
+    initialize_request: String,
+    operator: Option<String>,
+    governance: Option<String>,
+    sandbox: Option<String>,
+    /// The operator's policies: `{"ref", "appliesTo", "policy"}` JSON objects.
+    policies: Vec<String>,
+    audit: TokenStream,
+    /// For a server: the editor methods its operator may call (all off otherwise).
+    editor: ClientMethods,
+}
+
+impl Plan {
+    fn of(
+        checked: &Checked,
+        target: &syn::ItemStruct,
+        written: &str,
+        path: &Path,
+        wire: Option<syn::Path>,
+        span: Span,
+    ) -> Option<Plan> {
+        // With `wire = path`, an `acp_rev` without built-in wire types was the only error
+        // (others stop expansion before this), so the typed manifest is read here.
+        let manifest = match &checked.manifest {
+            Some(manifest) => manifest.clone(),
+            None => {
+                serde_json::from_value::<manifest::Manifest>(checked.document.frontmatter.as_ref()?.to_json()).ok()?
+            }
+        };
+        let manifest = &manifest;
+        let aip44 = &manifest.metadata.aip44;
+        let capabilities = EffectiveCapabilities::of(manifest);
+        let agent = capabilities.agent_capabilities.unwrap_or_default();
+        let revision = checked.revision.unwrap_or(Revision {
+            sha: "",
+            label: "",
+            protocol_version: 0,
+            client_methods: &[],
+        });
+        let wire_span = wire.as_ref().map_or(span, |path| path.span());
+        let built_in_module = wire
+            .is_none()
+            .then(|| format!("rev_{}", &revision.sha[..8.min(revision.sha.len())]));
+        let wire = match (wire, &built_in_module) {
+            (Some(path), _) => quote!(#path),
+            (None, module) => {
+                let module = format_ident!("{}", module.as_deref().unwrap_or_default());
+                quote!(::agentacp::wire::#module)
+            }
+        };
+        let mut explained_from = checked.clone();
+        // A regen-generated module beside the manifest names its revision itself; otherwise
+        // (`wire = path` to a module lint did not find) the spec takes `ACP_REV` from it.
+        if explained_from
+            .generated_wire
+            .as_ref()
+            .is_none_or(|g| g.protocol_version.is_none())
+        {
+            explained_from.revision = Some(revision);
+        }
+        explained_from.manifest = Some(manifest.clone());
+        let explained = explain::explain(&explained_from)?;
+        let initialize = explained.initialize_response;
+        let initialize_request = explained.initialize_request;
+        let client_caps = capabilities.client_capabilities.unwrap_or_default();
+        let client = ClientMethods::from(client_caps);
+        let editor = EffectiveCapabilities::editor_methods(manifest)
+            .map(ClientMethods::from)
+            .unwrap_or_default();
+        let frontmatter = |role: manifest::refs::RefRole| {
+            checked
+                .refs
+                .iter()
+                .find(|r| r.role == role)
+                .and_then(|r| r.frontmatter.as_ref())
+                .map(|node| node.to_json())
+        };
+        let operator = frontmatter(manifest::refs::RefRole::Operator);
+        let channel = operator
+            .as_ref()
+            .and_then(|doc| doc.pointer("/governance/audit_log"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        let folder = path.parent().unwrap_or(Path::new(""));
+        let audit_kind = aip44
+            .audit
+            .as_ref()
+            .and_then(|a| a.kind)
+            .unwrap_or(AuditKind::Governance);
+        let audit = match (audit_kind, aip44.audit.as_ref().and_then(|a| a.reference.as_ref())) {
+            (AuditKind::Off, _) => quote!(::agentacp::server::AuditTarget::Off),
+            (AuditKind::External, Some(reference)) => {
+                let resolved = folder.join(reference).to_string_lossy().into_owned();
+                quote!(::agentacp::server::AuditTarget::External { path: #resolved })
+            }
+            _ => {
+                let channel = option_str(channel.as_deref());
+                quote!(::agentacp::server::AuditTarget::Governance { channel: #channel })
+            }
+        };
+        let authenticate = manifest.transport.to_vec().contains(&Transport::Websocket);
+        let mut reasons = Vec::new();
+        if manifest.kind == Kind::Server {
+            reasons.push(format!(
+                "{written}:{}: `kind: server` → `prompt`",
+                position(checked, &["kind"]).unwrap_or_default()
+            ));
+        }
+        let declared = |path: &[&str], methods: &str| {
+            let full: Vec<&str> = ["metadata", "aip44", "capabilities", "client"]
+                .iter()
+                .chain(path)
+                .copied()
+                .collect();
+            format!(
+                "{written}:{}: `{}: true` → {methods}",
+                position(checked, &full).unwrap_or_default(),
+                path.last().copied().unwrap_or_default()
+            )
+        };
+        if client.read_text_file {
+            reasons.push(declared(&["fs", "readTextFile"], "`read_text_file`"));
+        }
+        if client.write_text_file {
+            reasons.push(declared(&["fs", "writeTextFile"], "`write_text_file`"));
+        }
+        if client.terminal {
+            reasons.push(declared(
+                &["terminal"],
+                "`create_terminal`, `terminal_output`, `wait_for_terminal_exit`, `kill_terminal`, `release_terminal`",
+            ));
+        }
+        if manifest.kind == Kind::Bridge {
+            reasons.push(format!(
+                "{written}:{}: `kind: bridge` → `downstream` (the agent to start)",
+                position(checked, &["kind"]).unwrap_or_default()
+            ));
+        }
+        if manifest.kind == Kind::Client && reasons.is_empty() {
+            reasons.push(format!(
+                "{written}:{}: `kind: client` without client capabilities → no methods",
+                position(checked, &["kind"]).unwrap_or_default()
+            ));
+        }
+        if agent.load_session && manifest.kind != Kind::Client {
+            let at = position(checked, &["metadata", "aip44", "capabilities", "agent", "loadSession"])
+                .map(|at| format!("{at}: `loadSession: true`"))
+                .unwrap_or_else(|| {
+                    format!(
+                        "{}: `tier: {}` turns on loadSession",
+                        position(checked, &["metadata", "aip44", "tier"]).unwrap_or_default(),
+                        aip44.tier.as_str()
+                    )
+                });
+            reasons.push(format!("{written}:{at} → `load_session`"));
+        }
+        if authenticate {
+            reasons.push(format!(
+                "{written}:{}: `transport` includes websocket → `authenticate`",
+                position(checked, &["transport"]).unwrap_or_default()
+            ));
+        }
+        let _ = target;
+        Some(Plan {
+            kind: manifest.kind,
+            client,
+            manifest: written.to_string(),
+            manifest_path: path.to_path_buf(),
+            tier: aip44.tier,
+            wire,
+            acp_rev_prefix: aip44.acp_rev.clone(),
+            acp_rev_at: format!(
+                "{written}:{}",
+                position(checked, &["metadata", "aip44", "acp_rev"]).unwrap_or_default()
+            ),
+            wire_span,
+            built_in_module,
+            load_session: agent.load_session,
+            authenticate,
+            spec: SpecFields {
+                name: manifest.name.clone(),
+                id: manifest.id.clone(),
+                version: manifest.version.clone(),
+                initialize_response: initialize.to_string(),
+                initialize_request: initialize_request.to_string(),
+                operator: operator.map(|doc| doc.to_string()),
+                governance: frontmatter(manifest::refs::RefRole::Governance).map(|doc| doc.to_string()),
+                sandbox: frontmatter(manifest::refs::RefRole::Sandbox).map(|doc| doc.to_string()),
+                policies: checked
+                    .policies
+                    .iter()
+                    .filter_map(|policy| {
+                        let document = policy.target.frontmatter.as_ref()?.to_json();
+                        Some(
+                            serde_json::json!({
+                                "ref": policy.written,
+                                "appliesTo": policy.applies_to,
+                                "policy": document,
+                            })
+                            .to_string(),
+                        )
+                    })
+                    .collect(),
+                audit,
+                editor,
+            },
+            span,
+            reasons,
+        })
+    }
+
+    fn emit(&self, target: &syn::ItemStruct) -> TokenStream {
+        match self.kind {
+            Kind::Client => self.emit_client(target),
+            Kind::Bridge => self.emit_bridge(target),
+            Kind::Server => self.emit_server(target),
+        }
+    }
+
+    /// The body of `spec()`: the manifest as a static [`OperatorSpec`].
+    fn spec_body(&self) -> TokenStream {
+        let wire = &self.wire;
+        let spec = &self.spec;
+        let (spec_name, spec_id, spec_version) = (&spec.name, &spec.id, &spec.version);
+        let initialize_response = &spec.initialize_response;
+        let initialize_request = &spec.initialize_request;
+        let operator = option_str(spec.operator.as_deref());
+        let governance = option_str(spec.governance.as_deref());
+        let sandbox = option_str(spec.sandbox.as_deref());
+        let policies = &spec.policies;
+        let audit = &spec.audit;
+        let ClientMethods {
+            read_text_file,
+            write_text_file,
+            terminal,
+        } = spec.editor;
+        let manifest_path = self.manifest_path.to_string_lossy().into_owned();
+        let tier_name = self.tier.as_str();
+        let kind = self.kind.as_str();
+        let load_session = self.load_session;
+        quote! {
+            static SPEC: ::agentacp::server::OperatorSpec = ::agentacp::server::OperatorSpec {
+                manifest_path: #manifest_path,
+                name: #spec_name,
+                id: #spec_id,
+                version: #spec_version,
+                tier: #tier_name,
+                acp_rev: #wire::ACP_REV,
+                protocol_version: #wire::PROTOCOL_VERSION,
+                kind: #kind,
+                initialize_response: #initialize_response,
+                initialize_request: #initialize_request,
+                load_session: #load_session,
+                operator: #operator,
+                governance: #governance,
+                sandbox: #sandbox,
+                audit: #audit,
+                editor: ::agentacp::server::EditorMethods {
+                    read_text_file: #read_text_file,
+                    write_text_file: #write_text_file,
+                    terminal: #terminal,
+                },
+                policies: &[#(#policies),*],
+            };
+            &SPEC
+        }
+    }
+
+    /// A compile-time check that the wire module is the pinned revision's.
+    fn rev_check(&self) -> TokenStream {
+        let wire = &self.wire;
+        let prefix = &self.acp_rev_prefix;
+        let rev_mismatch = format!(
+            "{}: the wire module was not generated from `acp_rev: {prefix}`; run `scaffold-aip regen --rev <that revision's SHA>` into it",
+            self.acp_rev_at
+        );
+        let wire_span = self.wire_span;
+        // A built-in revision other than the default is behind a cargo feature of agentacp.
+        let feature_check = self.built_in_module.as_deref().map(|module| {
+            let check = format_ident!("__require_{module}");
+            let feature = module.replace('_', "-");
+            let message = format!(
+                "{}: acp_rev `{prefix}` is a built-in revision whose wire types are behind agentacp's cargo feature `{feature}`; turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"{feature}\"] }}",
+                self.acp_rev_at,
+                env!("CARGO_PKG_VERSION"),
+            );
+            quote_spanned! {self.span=> ::agentacp::#check!(#message); }
+        });
+        quote_spanned! {wire_span=>
+            #feature_check
+            const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
+        }
+    }
+
+    /// The handler trait's docs and `on_unimplemented` attribute.
+    fn trait_header(&self, target: &syn::ItemStruct, handler: &Ident) -> TokenStream {
+        let name = &target.ident;
+        let manifest = &self.manifest;
+        let reasons = self.reasons.join("; ");
+        let trait_doc = format!(
+            "The handler trait of `{name}`, generated from `{manifest}` (kind `{}`, tier `{}`). Its methods are exactly what the manifest requires: {reasons}.",
+            self.kind.as_str(),
+            self.tier.as_str()
+        );
+        let unimplemented_message =
+            format!("`{{Self}}` does not implement `{handler}`, the handler trait generated from {manifest}");
+        let unimplemented_note = format!("implement the methods the manifest requires: {reasons}");
+        quote! {
+            #[doc = #trait_doc]
+            #[diagnostic::on_unimplemented(message = #unimplemented_message, note = #unimplemented_note)]
+        }
+    }
+
+    fn emit_client(&self, target: &syn::ItemStruct) -> TokenStream {
+        let name = &target.ident;
+        let vis = &target.vis;
+        let handler = client_trait_name(target);
+        let header = self.trait_header(target, &handler);
+        let tier = tier_type(self.tier);
+        let wire = &self.wire;
+        let span = self.span;
+        let spec = self.spec_body();
+        let rev_check = self.rev_check();
+        let methods = self.client_methods();
+        let signatures = methods.iter().map(|m| {
+            let (method, request, response, doc) = (&m.method, &m.request, &m.response, &m.doc);
+            let reason = &m.reason;
+            quote_spanned! {span=>
+                #[doc = #doc]
+                #[doc = #reason]
+                fn #method(&self, context: &::agentacp::client::ClientContext, request: #wire::#request)
+                    -> impl ::core::future::Future<Output = ::core::result::Result<#wire::#response, ::agentacp::jsonrpc::RpcError>> + ::core::marker::Send;
+            }
+        });
+        let arms = methods.iter().map(|m| {
+            let (method, wire_name) = (&m.method, &m.wire_name);
+            quote! {
+                #wire_name => ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                    let request = ::agentacp::client::decode(method, params)?;
+                    ::agentacp::client::encode(<Self as #handler>::#method(self, context, request).await?)
+                })),
+            }
+        });
+        let ClientMethods {
+            read_text_file,
+            write_text_file,
+            terminal,
+        } = self.client;
+        quote! {
+            #target
+
+            #header
+            #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+                #(#signatures)*
+            }
+
+            #rev_check
+
+            impl ::agentacp::client::ClientHandlers for #name {
+                fn capabilities(&self) -> ::agentacp::client::Capabilities {
+                    ::agentacp::client::Capabilities {
+                        read_text_file: #read_text_file,
+                        write_text_file: #write_text_file,
+                        terminal: #terminal,
+                    }
+                }
+
+                #[allow(unused_variables)]
+                fn handle<'a>(
+                    &'a self,
+                    context: &'a ::agentacp::client::ClientContext,
+                    method: &'a str,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
+                    match method {
+                        #(#arms)*
+                        _ => ::core::option::Option::None,
+                    }
+                }
+            }
+
+            impl ::agentacp::client::ClientOperator for #name {
+                type Tier = #tier;
+
+                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                    #spec
+                }
+            }
+
+            // The handler trait must be implemented even when it has no methods.
+            const _: () = {
+                fn requires_handler<T: #handler>() {}
+                fn check() {
+                    requires_handler::<#name>();
+                }
+            };
+        }
+    }
+
+    fn emit_bridge(&self, target: &syn::ItemStruct) -> TokenStream {
+        let name = &target.ident;
+        let vis = &target.vis;
+        let handler = bridge_trait_name(target);
+        let header = self.trait_header(target, &handler);
+        let tier = tier_type(self.tier);
+        let span = self.span;
+        let spec = self.spec_body();
+        let rev_check = self.rev_check();
+        let reason = self.reasons.join("; ");
+        let downstream = quote_spanned! {span=>
+            #[doc = "The agent the bridge starts downstream: program, arguments, environment allow-list, working folder."]
+            #[doc = #reason]
+            fn downstream(&self) -> ::agentacp::client::AgentCommand;
+        };
+        quote! {
+            #target
+
+            #header
+            #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+                #downstream
+            }
+
+            #rev_check
+
+            impl ::agentacp::bridge::BridgeOperator for #name {
+                type Tier = #tier;
+
+                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                    #spec
+                }
+
+                fn downstream(&self) -> ::agentacp::client::AgentCommand {
+                    <Self as #handler>::downstream(self)
+                }
+            }
+        }
+    }
+
+    /// The client-side methods the manifest declares, in a fixed order.
+    fn client_methods(&self) -> Vec<ClientMethod> {
+        let reason = |needle: &str| {
+            self.reasons
+                .iter()
+                .find(|r| r.contains(needle))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let method =
+            |method: &str, wire_name: &str, request: &str, response: &str, doc: &str, flag: &str| ClientMethod {
+                method: format_ident!("{method}"),
+                wire_name: wire_name.to_string(),
+                request: format_ident!("{request}"),
+                response: format_ident!("{response}"),
+                doc: doc.to_string(),
+                reason: reason(flag),
+            };
+        let mut methods = Vec::new();
+        if self.client.read_text_file {
+            methods.push(method(
+                "read_text_file",
+                "fs/read_text_file",
+                "ReadTextFileRequest",
+                "ReadTextFileResponse",
+                "`fs/read_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::read_text_file` is a ready implementation.",
+                "`readTextFile: true`",
+            ));
+        }
+        if self.client.write_text_file {
+            methods.push(method(
+                "write_text_file",
+                "fs/write_text_file",
+                "WriteTextFileRequest",
+                "WriteTextFileResponse",
+                "`fs/write_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::write_text_file` is a ready implementation.",
+                "`writeTextFile: true`",
+            ));
+        }
+        if self.client.terminal {
+            let terminal = [
+                (
+                    "create_terminal",
+                    "terminal/create",
+                    "CreateTerminalRequest",
+                    "CreateTerminalResponse",
+                    "`terminal/create`. `request.cwd` is set, canonical and inside the workspace root; `context.terminals().create(&request)` is a ready implementation.",
+                ),
+                (
+                    "terminal_output",
+                    "terminal/output",
+                    "TerminalOutputRequest",
+                    "TerminalOutputResponse",
+                    "`terminal/output` (`context.terminals().output(&request)`).",
+                ),
+                (
+                    "wait_for_terminal_exit",
+                    "terminal/wait_for_exit",
+                    "WaitForTerminalExitRequest",
+                    "WaitForTerminalExitResponse",
+                    "`terminal/wait_for_exit` (`context.terminals().wait_for_exit(&request)`).",
+                ),
+                (
+                    "kill_terminal",
+                    "terminal/kill",
+                    "KillTerminalRequest",
+                    "KillTerminalResponse",
+                    "`terminal/kill` (`context.terminals().kill(&request)`).",
+                ),
+                (
+                    "release_terminal",
+                    "terminal/release",
+                    "ReleaseTerminalRequest",
+                    "ReleaseTerminalResponse",
+                    "`terminal/release` (`context.terminals().release(&request)`).",
+                ),
+            ];
+            for (name, wire_name, request, response, doc) in terminal {
+                methods.push(method(name, wire_name, request, response, doc, "`terminal: true`"));
+            }
+        }
+        methods
+    }
+
+    fn emit_server(&self, target: &syn::ItemStruct) -> TokenStream {
+        let name = &target.ident;
+        let vis = &target.vis;
+        let handler = trait_name(target);
+        let tier = tier_type(self.tier);
+        let wire = &self.wire;
+        let span = self.span;
+        let header = self.trait_header(target, &handler);
+        let load_session_doc = self
+            .reasons
+            .iter()
+            .find(|r| r.ends_with("`load_session`"))
+            .cloned()
+            .unwrap_or_default();
+        let load_session_sig = self.load_session.then(|| {
+            quote_spanned! {span=>
+                #[doc = "`session/load`: restore the operator's own state for a session. The runtime has already replayed the stored history to the client."]
+                #[doc = #load_session_doc]
+                fn load_session(&self, session: &::agentacp::server::SessionContext, request: #wire::LoadSessionRequest)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::LoadSessionResponse>> + ::core::marker::Send;
+            }
+        });
+        let authenticate_sig = self.authenticate.then(|| {
+            quote_spanned! {span=>
+                #[doc = "`authenticate`: required because the manifest offers a websocket transport."]
+                fn authenticate(&self, request: #wire::AuthenticateRequest)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::AuthenticateResponse>> + ::core::marker::Send;
+            }
+        });
+        let load_session_impl = self.load_session.then(|| {
+            quote! {
+                fn load_session<'a>(
+                    &'a self,
+                    session: &'a ::agentacp::server::SessionContext,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
+                    ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                        let request: #wire::LoadSessionRequest = ::agentacp::server::decode_params("session/load", params)?;
+                        let response = <Self as #handler>::load_session(self, session, request).await?;
+                        ::agentacp::server::encode_result(&response)
+                    }))
+                }
+            }
+        });
+        let authenticate_impl = self.authenticate.then(|| {
+            quote! {
+                fn authenticate<'a>(
+                    &'a self,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
+                    ::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                        let request: #wire::AuthenticateRequest = ::agentacp::server::decode_params("authenticate", params)?;
+                        let response = <Self as #handler>::authenticate(self, request).await?;
+                        ::agentacp::server::encode_result(&response)
+                    }))
+                }
+            }
+        });
+        let spec = self.spec_body();
+        let rev_check = self.rev_check();
+        quote! {
+            #target
+
+            #header
+            #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+                #[doc = "`session/prompt`: run one turn, streaming through `turn`; return why it stopped."]
+                fn prompt(&self, turn: &mut ::agentacp::server::Turn<'_, #tier>, request: #wire::PromptRequest)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::StopReason>> + ::core::marker::Send;
+                #load_session_sig
+                #authenticate_sig
+            }
+
+            #rev_check
+
+            impl ::agentacp::server::Operator for #name {
+                type Tier = #tier;
+
+                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                    #spec
+                }
+
+                fn prompt<'a>(
+                    &'a self,
+                    turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
+                    params: &'a ::agentacp::__private::RawValue,
+                ) -> ::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
+                    ::std::boxed::Box::pin(async move {
+                        let request: #wire::PromptRequest = ::agentacp::server::decode_params("session/prompt", params)?;
+                        let stop_reason = <Self as #handler>::prompt(self, turn, request).await?;
+                        ::agentacp::server::encode_result(&#wire::PromptResponse::new(stop_reason))
+                    })
+                }
+
+                #load_session_impl
+                #authenticate_impl
+            }
+        }
+    }
+}
+
+fn option_str(text: Option<&str>) -> TokenStream {
+    match text {
+        Some(text) => quote!(::core::option::Option::Some(#text)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// What is emitted next to manifest errors: the struct, a handler trait that accepts any of
+/// the methods a server may have (the optional ones with default bodies), and an `Operator`
+/// impl that never runs — so the only errors are the manifest's.
+fn stand_in(target: &syn::ItemStruct, tier: Option<Tier>, span: Span) -> TokenStream {
+    let name = &target.ident;
+    let vis = &target.vis;
+    let handler = trait_name(target);
+    let tier = tier_type(tier.unwrap_or(Tier::Basic));
+    let wire = quote!(::agentacp::wire::default);
+    quote_spanned! {span=>
+        #target
+
+        #[doc = "Stand-in while the manifest has errors."]
+        #[allow(dead_code)]
+        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #[doc = "Stand-in."]
+            fn prompt(&self, turn: &mut ::agentacp::server::Turn<'_, #tier>, request: #wire::PromptRequest)
+                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::StopReason>> + ::core::marker::Send;
+            #[doc = "Stand-in."]
+            fn load_session(&self, session: &::agentacp::server::SessionContext, request: #wire::LoadSessionRequest)
+                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::LoadSessionResponse>> + ::core::marker::Send {
+                let _ = (session, request);
+                async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) }
+            }
+            #[doc = "Stand-in."]
+            fn authenticate(&self, request: #wire::AuthenticateRequest)
+                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::AuthenticateResponse>> + ::core::marker::Send {
+                let _ = request;
+                async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) }
+            }
+        }
+
+        impl ::agentacp::server::Operator for #name {
+            type Tier = #tier;
+            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                ::agentacp::__private::stand_in_spec()
+            }
+            fn prompt<'a>(
+                &'a self,
+                _turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
+                _params: &'a ::agentacp::__private::RawValue,
+            ) -> ::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
+                ::std::boxed::Box::pin(async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) })
+            }
+        }
+    }
+}
+
+/// The stand-in for a client manifest with errors: the struct, a handler trait whose methods
+/// (every client-side method) all have default bodies, and impls that offer nothing.
+fn client_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStream {
+    let name = &target.ident;
+    let vis = &target.vis;
+    let handler = client_trait_name(target);
+    let tier = tier_type(tier);
+    let methods = [
+        ("read_text_file", "ReadTextFileRequest", "ReadTextFileResponse"),
+        ("write_text_file", "WriteTextFileRequest", "WriteTextFileResponse"),
+        ("create_terminal", "CreateTerminalRequest", "CreateTerminalResponse"),
+        ("terminal_output", "TerminalOutputRequest", "TerminalOutputResponse"),
+        ("wait_for_terminal_exit", "WaitForTerminalExitRequest", "WaitForTerminalExitResponse"),
+        ("kill_terminal", "KillTerminalRequest", "KillTerminalResponse"),
+        ("release_terminal", "ReleaseTerminalRequest", "ReleaseTerminalResponse"),
+    ]
+    .map(|(method, request, response)| {
+        let (method, request, response) = (
+            format_ident!("{method}"),
+            format_ident!("{request}"),
+            format_ident!("{response}"),
+        );
+        quote_spanned! {span=>
+            #[doc = "Stand-in."]
+            fn #method(&self, context: &::agentacp::client::ClientContext, request: ::agentacp::wire::default::#request)
+                -> impl ::core::future::Future<Output = ::core::result::Result<::agentacp::wire::default::#response, ::agentacp::jsonrpc::RpcError>> + ::core::marker::Send {
+                let _ = (context, request);
+                async { ::core::result::Result::Err(::agentacp::jsonrpc::RpcError::new(-32603, "the manifest has errors")) }
+            }
+        }
+    });
+    quote_spanned! {span=>
+        #target
+
+        #[doc = "Stand-in while the manifest has errors."]
+        #[allow(dead_code)]
+        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #(#methods)*
+        }
+
+        impl ::agentacp::client::ClientHandlers for #name {
+            fn capabilities(&self) -> ::agentacp::client::Capabilities {
+                ::core::default::Default::default()
+            }
+            fn handle<'a>(
+                &'a self,
+                _context: &'a ::agentacp::client::ClientContext,
+                _method: &'a str,
+                _params: &'a ::agentacp::__private::RawValue,
+            ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
+                ::core::option::Option::None
+            }
+        }
+
+        impl ::agentacp::client::ClientOperator for #name {
+            type Tier = #tier;
+            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                ::agentacp::__private::stand_in_spec()
+            }
+        }
+    }
+}
+
+/// The stand-in for a bridge manifest with errors.
+fn bridge_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStream {
+    let name = &target.ident;
+    let vis = &target.vis;
+    let handler = bridge_trait_name(target);
+    let tier = tier_type(tier);
+    quote_spanned! {span=>
+        #target
+
+        #[doc = "Stand-in while the manifest has errors."]
+        #[allow(dead_code)]
+        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
+            #[doc = "Stand-in."]
+            fn downstream(&self) -> ::agentacp::client::AgentCommand {
+                ::agentacp::client::AgentCommand::new("false")
+            }
+        }
+
+        impl ::agentacp::bridge::BridgeOperator for #name {
+            type Tier = #tier;
+            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                ::agentacp::__private::stand_in_spec()
+            }
+            fn downstream(&self) -> ::agentacp::client::AgentCommand {
+                ::agentacp::client::AgentCommand::new("false")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace_examples() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+    }
+
+    fn expanded(attr: TokenStream, item: TokenStream, dir: &Path) -> String {
+        let location = Location {
+            crate_dir: dir.to_path_buf(),
+            source_dir: None,
+        };
+        expand(attr, item, &location).to_string()
+    }
+
+    #[test]
+    fn the_source_files_folder_is_the_second_place_looked_in() {
+        let examples = workspace_examples();
+        let location = Location {
+            crate_dir: std::env::temp_dir().join("no-such-crate-dir"),
+            source_dir: Some(examples.clone()),
+        };
+        let text = expand(
+            quote!(manifest = "echo-server/ACP.md"),
+            quote!(
+                struct Echo;
+            ),
+            &location,
+        )
+        .to_string();
+        assert!(
+            text.contains("trait EchoServer") && !text.contains("compile_error"),
+            "{text}"
+        );
+    }
+
+    /// The operator's listed policies are compiled into the spec, and their files tracked.
+    #[test]
+    fn the_operators_listed_policies_are_compiled_into_the_spec() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentacp/tests/operators/test-policies");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct PolicyTester;
+            ),
+            &dir,
+        );
+        assert!(!text.contains("compile_error"), "{text}");
+        let spec = text.split("policies : & [").nth(1).expect("a policies field");
+        assert!(
+            spec.contains("policy:no-deletes") && spec.contains("policy:ask-tests"),
+            "{spec}"
+        );
+        assert!(
+            text.contains("policies/no-deletes.md"),
+            "the policy file is tracked for rebuilds"
+        );
+    }
+
+    /// Issue #14: a built-in revision other than the default is a cargo feature of agentacp;
+    /// the expansion asks for it by name (the default revision needs none, but is checked the
+    /// same way), and a `wire =` module needs no feature.
+    #[test]
+    fn a_built_in_revision_is_required_by_its_feature_and_named_in_the_message() {
+        let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/manifests/good/full-revision");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Pinned;
+            ),
+            &full,
+        );
+        assert!(text.contains(":: agentacp :: __require_rev_d9072428 !"), "{text}");
+        assert!(
+            text.contains("agentacp's cargo feature `rev-d9072428`") && text.contains("ACP.md:"),
+            "{text}"
+        );
+        let default = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Reviewer;
+            ),
+            &workspace_examples().join("governed-server"),
+        );
+        assert!(default.contains("__require_rev_0fc18323 !"), "{default}");
+    }
+
+    #[test]
+    fn a_governed_server_gets_prompt_and_load_session() {
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Reviewer;
+            ),
+            &workspace_examples().join("governed-server"),
+        );
+        assert!(text.contains("trait ReviewerServer"), "{text}");
+        assert!(text.contains("fn load_session"), "{text}");
+        assert!(!text.contains("fn authenticate"), "{text}");
+        assert!(text.contains("GovernanceAware"), "{text}");
+        assert!(text.contains("rev_0fc18323"), "{text}");
+        assert!(!text.contains("compile_error"), "{text}");
+    }
+
+    #[test]
+    fn a_basic_server_has_no_load_session() {
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Echo;
+            ),
+            &workspace_examples().join("echo-server"),
+        );
+        assert!(text.contains("trait EchoServer"), "{text}");
+        assert!(!text.contains("fn load_session"), "{text}");
+        assert!(text.contains(":: agentacp :: tier :: Basic"), "{text}");
+    }
+
+    #[test]
+    fn manifest_errors_name_the_line_and_keep_the_struct() {
+        let dir = std::env::temp_dir().join(format!("acp-macro-{}", std::process::id()));
+        let folder = dir.join("broken");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("ACP.md"),
+            "---\nname: broken\nid: broken\ndescription: d\nversion: \"1.0\"\nkind: server\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: 0fc18323\n    tier: basic\n---\n",
+        )
+        .unwrap();
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Broken;
+            ),
+            &folder,
+        );
+        assert!(text.contains("compile_error"), "{text}");
+        assert!(text.contains("ACP.md:5:10: error[ACP103]"), "{text}");
+        assert_eq!(
+            text.matches("error[ACP103]").count(),
+            1,
+            "the heading is not repeated: {text}"
+        );
+        assert!(
+            text.contains("ACP.md:6:7: error[ACP202]") || text.contains("ACP202"),
+            "{text}"
+        );
+        assert!(text.contains("struct Broken"), "{text}");
+        assert!(text.contains("trait BrokenServer"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_wire_module_stands_in_for_a_revision_that_is_not_built_in() {
+        let dir = std::env::temp_dir().join(format!("acp-macro-wire-{}", std::process::id()));
+        let folder = dir.join("custom-rev");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("OPERATOR.md"),
+            "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile: {role: r}\n---\n",
+        )
+        .unwrap();
+        std::fs::write(
+            folder.join("ACP.md"),
+            "---\nname: custom-rev\nid: custom-rev\ndescription: d\nversion: 0.1.0\nkind: server\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: abcdef1\n    tier: basic\n    operator: ./OPERATOR.md\n---\n",
+        )
+        .unwrap();
+        let without = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Custom;
+            ),
+            &folder,
+        );
+        assert!(
+            without.contains("ACP400"),
+            "an unknown rev without `wire` is an error: {without}"
+        );
+        let with = expanded(
+            quote!(manifest = "ACP.md", wire = crate::acp_wire),
+            quote!(
+                struct Custom;
+            ),
+            &folder,
+        );
+        assert!(!with.contains("compile_error"), "{with}");
+        assert!(with.contains("crate :: acp_wire :: PromptRequest"), "{with}");
+        // The module is checked against the pinned revision at compile time.
+        assert!(
+            with.contains("rev_matches (crate :: acp_wire :: ACP_REV , \"abcdef1\")"),
+            "{with}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue #13: a server's `capabilities.client` fills `OperatorSpec::editor` (it was
+    /// always `EditorMethods::NONE`); a client's offers, never its editor methods.
+    #[test]
+    fn a_servers_client_capabilities_fill_the_specs_editor_methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let caps =
+            "    capabilities:\n      client:\n        fs:\n          readTextFile: true\n        terminal: true\n";
+        let write = |name: &str, kind: &str, operator: &str| {
+            let folder = dir.path().join(name);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(
+                folder.join("OPERATOR.md"),
+                "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile: {role: r}\ngovernance: {autonomy: supervised}\n---\n",
+            )
+            .unwrap();
+            std::fs::write(
+                folder.join("ACP.md"),
+                format!("---\nname: {name}\nid: {name}\ndescription: d\nversion: 0.1.0\nkind: {kind}\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: 0fc18323\n    tier: governance-aware\n{operator}{caps}---\n"),
+            )
+            .unwrap();
+            folder
+        };
+        let server = write("editor-server", "server", "    operator: ./OPERATOR.md\n");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Editor;
+            ),
+            &server,
+        );
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(
+            text.contains(
+                "editor : :: agentacp :: server :: EditorMethods { read_text_file : true , write_text_file : false , terminal : true , }"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("fn read_text_file"),
+            "a server's trait has no client methods: {text}"
+        );
+        assert!(
+            !text.contains("clientCapabilities"),
+            "a server does not advertise them: {text}"
+        );
+
+        let client = write("offers-client", "client", "");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Offers;
+            ),
+            &client,
+        );
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(
+            text.contains(
+                "editor : :: agentacp :: server :: EditorMethods { read_text_file : false , write_text_file : false , terminal : false , }"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("fn read_text_file"), "{text}");
+    }
+
+    #[test]
+    fn bad_attributes_and_items_are_errors_on_them() {
+        let dir = workspace_examples().join("echo-server");
+        let text = expanded(
+            quote!(manifesto = "ACP.md"),
+            quote!(
+                struct Echo;
+            ),
+            &dir,
+        );
+        assert!(text.contains("unknown argument `manifesto`"), "{text}");
+        let text = expanded(
+            quote!(),
+            quote!(
+                struct Echo;
+            ),
+            &dir,
+        );
+        assert!(text.contains("missing `manifest"), "{text}");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                enum Echo {
+                    A,
+                }
+            ),
+            &dir,
+        );
+        assert!(text.contains("goes on a struct"), "{text}");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                struct Echo<T>(T);
+            ),
+            &dir,
+        );
+        assert!(text.contains("generic parameters"), "{text}");
+        let text = expanded(
+            quote!(manifest = "NOPE.md"),
+            quote!(
+                struct Echo;
+            ),
+            &dir,
+        );
+        assert!(text.contains("cannot read the manifest `NOPE.md`"), "{text}");
+        assert!(!text.contains(dir.to_str().unwrap()), "no absolute paths: {text}");
+    }
+}

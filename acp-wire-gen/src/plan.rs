@@ -1,0 +1,764 @@
+//! Planning: every `$defs` entry becomes an [`Item`] (the generator's model of one Rust
+//! item), every property a [`Field`] with its Rust type and serde behaviour. Emission
+//! ([`super::emit`]) only prints what the plan decided.
+//!
+//! The field rules (they reproduce how the upstream crate serialises, so messages
+//! round-trip with it):
+//!
+//! | schema | Rust | absent / `null` / value |
+//! |---|---|---|
+//! | required | `T` (`Option<T>` if nullable) | error / error (or `None`) / value |
+//! | optional with a `default` | `T`, always written | default / error / value |
+//! | optional list or map | `Vec<T>` / map, left out when empty | empty / error / value |
+//! | optional | `Option<T>`, left out when `None` | `None` / `None` / value |
+//! | optional, patch semantics ([`PATCH_FIELDS`]) | `Patch<T>` | `Unchanged` / `Clear` / `Set` |
+//!
+//! The leniency annotations add a `deserialize_with`: `x-deserialize-default-on-error` (a
+//! value that does not fit becomes the default), `x-deserialize-skip-invalid-items` (list items
+//! that do not fit are dropped), `x-deserialize-default-on-null` (`null` becomes empty).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use super::names::{self, Scope};
+use super::shape::{self, Primitive, Shape};
+
+/// Fields whose `null` means "clear" while absent means "leave unchanged". A JSON Schema
+/// cannot say this (both are `type: [T, "null"]`, not required); the upstream protocol docs
+/// do, and the upstream crate models exactly these as three-state. `(definition, property)`.
+pub const PATCH_FIELDS: &[(&str, &str)] = &[
+    ("SessionInfoUpdate", "title"),
+    ("SessionInfoUpdate", "updatedAt"),
+    ("CompactionUpdate", "summary"),
+    ("CompactionUpdate", "error"),
+    ("CompactionUpdate", "_meta"),
+];
+
+/// The JSON-RPC envelope definitions. The generator does not emit them (nor anything that
+/// refers to them): the typed method enums of [`super::dispatch`] take their names and do
+/// their job.
+pub const ENVELOPES: &[&str] = &[
+    "AgentRequest",
+    "AgentResponse",
+    "AgentNotification",
+    "ClientRequest",
+    "ClientResponse",
+    "ClientNotification",
+];
+
+/// A Rust type a field or variant payload can have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ty {
+    /// A generated type (boxed when it would make a type infinitely large).
+    Named {
+        /// The type's name.
+        name: String,
+        /// Whether it is held in a `Box`.
+        boxed: bool,
+    },
+    /// `String`.
+    String,
+    /// An integer type (`u16`, `i64`, ...).
+    Int(&'static str),
+    /// `f64`.
+    F64,
+    /// `bool`.
+    Bool,
+    /// Any JSON value.
+    Json,
+    /// A JSON object of anything (`Map<String, Value>`).
+    JsonMap,
+    /// `_meta`.
+    Meta,
+    /// A list.
+    Vec(Box<Ty>),
+    /// A JSON object whose values have one type (`BTreeMap<String, T>`).
+    Map(Box<Ty>),
+}
+
+impl Ty {
+    fn named(name: impl Into<String>) -> Ty {
+        Ty::Named {
+            name: name.into(),
+            boxed: false,
+        }
+    }
+
+    /// Whether `Default::default()` exists for this type without looking at other items.
+    pub fn has_std_default(&self) -> bool {
+        !matches!(self, Ty::Named { .. })
+    }
+
+    /// Whether the type is a list.
+    pub fn is_vec(&self) -> bool {
+        matches!(self, Ty::Vec(_))
+    }
+
+    /// Whether the type is a list or a map (empty is its natural "absent").
+    pub fn is_collection(&self) -> bool {
+        matches!(self, Ty::Vec(_) | Ty::Map(_) | Ty::JsonMap)
+    }
+}
+
+/// How a field is present on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Form {
+    /// Required: `T`.
+    Required,
+    /// Required but nullable: `Option<T>`, `None` written as `null`.
+    RequiredNullable,
+    /// Optional: `Option<T>`, `None` left out; `null` reads as `None`.
+    Optional,
+    /// Optional list or map (not nullable, no default): `T`, left out when empty.
+    OmitEmpty,
+    /// Optional with patch semantics: `Patch<T>`.
+    Patch,
+    /// Optional with a schema default: `T`, always written.
+    Default(Value),
+}
+
+/// One struct field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// The JSON key.
+    pub wire: String,
+    /// The Rust field name.
+    pub name: String,
+    /// The value type (without the `Option` / `Patch` of its form).
+    pub ty: Ty,
+    /// How it is present.
+    pub form: Form,
+    /// `x-deserialize-default-on-error`.
+    pub on_error: bool,
+    /// `x-deserialize-default-on-null`.
+    pub on_null: bool,
+    /// `x-deserialize-skip-invalid-items`.
+    pub skip_items: bool,
+    /// The schema's description (emitted only with `--docs`).
+    pub doc: Option<String>,
+}
+
+/// The payload of a tagged variant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    /// Nothing but the tag.
+    Unit,
+    /// A type whose fields sit beside the tag (inline branch fields, the v0.4–v0.6 shape, get
+    /// a struct of their own).
+    Newtype(Ty),
+}
+
+/// One variant of a tagged union.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant {
+    /// The tag's value on the wire.
+    pub tag: String,
+    /// The Rust variant name.
+    pub name: String,
+    /// What it carries.
+    pub payload: Payload,
+    /// The branch description.
+    pub doc: Option<String>,
+}
+
+/// A constant of an enum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Constant {
+    /// The value on the wire.
+    pub value: Value,
+    /// The Rust variant name.
+    pub name: String,
+    /// The branch description.
+    pub doc: Option<String>,
+}
+
+/// One branch of an untagged union (or the untagged fallback of a tagged one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Branch {
+    /// The Rust variant name.
+    pub name: String,
+    /// What it carries; `None` for `null`.
+    pub ty: Option<Ty>,
+    /// For the catch-all branch of a tagged union: the tag, which must be a string for the
+    /// branch to match.
+    pub requires: Option<String>,
+    /// The branch description.
+    pub doc: Option<String>,
+}
+
+/// What one generated item is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    /// A struct; `flatten` names the union enum flattened into it (`properties` + `oneOf`).
+    Struct {
+        /// Its fields in schema order.
+        fields: Vec<Field>,
+        /// `(field name, enum type)` of a flattened union.
+        flatten: Option<(String, String)>,
+    },
+    /// A string newtype (`SessionId`).
+    Newtype,
+    /// Another name for a type (`ProtocolVersion = u16`).
+    Alias(Ty),
+    /// Constants; with `open`, the variant that keeps any other value.
+    Enum {
+        /// The constants.
+        constants: Vec<Constant>,
+        /// `(variant name, type)` of the catch-all.
+        open: Option<(String, Ty)>,
+    },
+    /// A union told apart by a constant property.
+    Tagged {
+        /// The tag property.
+        tag: String,
+        /// The tagged variants.
+        variants: Vec<Variant>,
+        /// Untagged branches tried, in order, when no tag matches.
+        fallback: Vec<Branch>,
+    },
+    /// A union tried in order.
+    Untagged(Vec<Branch>),
+}
+
+/// A planned item with its name and description.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// The Rust (and schema) name.
+    pub name: String,
+    /// The description.
+    pub doc: Option<String>,
+    /// What it is.
+    pub item: Item,
+}
+
+/// The plan of a whole schema.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Every item, by name.
+    pub items: BTreeMap<String, Planned>,
+    /// Constructs that were generated in a weaker form than the schema asks, and why.
+    pub notes: Vec<String>,
+}
+
+/// Plans every definition of `schema` except the envelopes.
+pub fn plan(schema: &Value) -> Result<Plan, Vec<String>> {
+    let defs = schema
+        .get("$defs")
+        .and_then(Value::as_object)
+        .ok_or_else(|| vec!["the schema has no `$defs`".to_string()])?;
+    let mut planner = Planner {
+        names: Scope::with(defs.keys().cloned()),
+        plan: Plan::default(),
+        pending: Vec::new(),
+        errors: Vec::new(),
+    };
+    let skipped = envelopes(defs);
+    for (name, def) in defs {
+        if skipped.contains(name.as_str()) {
+            continue;
+        }
+        planner.plan_definition(name, def);
+    }
+    while let Some((name, def)) = planner.pending.pop() {
+        planner.plan_definition(&name, &def);
+    }
+    if !planner.errors.is_empty() {
+        return Err(planner.errors);
+    }
+    let mut plan = planner.plan;
+    box_recursive_fields(&mut plan);
+    Ok(plan)
+}
+
+/// The envelope definitions and every definition that refers to one (whole-message unions
+/// such as v0.6's `AgentOutgoingMessage`): the method enums replace them all.
+fn envelopes(defs: &Map<String, Value>) -> BTreeSet<&str> {
+    let mut skipped: BTreeSet<&str> = defs
+        .keys()
+        .map(String::as_str)
+        .filter(|n| ENVELOPES.contains(n))
+        .collect();
+    loop {
+        let more: Vec<&str> = defs
+            .iter()
+            .filter(|(name, _)| !skipped.contains(name.as_str()))
+            .filter(|(_, def)| refers_to_any(def, &skipped))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if more.is_empty() {
+            return skipped;
+        }
+        skipped.extend(more);
+    }
+}
+
+fn refers_to_any(schema: &Value, names: &BTreeSet<&str>) -> bool {
+    match schema {
+        Value::Object(object) => object.iter().any(|(key, value)| {
+            (key == "$ref"
+                && value
+                    .as_str()
+                    .is_some_and(|r| names.contains(shape::ref_name(r).as_str())))
+                || refers_to_any(value, names)
+        }),
+        Value::Array(items) => items.iter().any(|item| refers_to_any(item, names)),
+        _ => false,
+    }
+}
+
+struct Planner {
+    names: Scope,
+    plan: Plan,
+    /// Inline object schemas that need a struct of their own: `(name, schema)`.
+    pending: Vec<(String, Value)>,
+    errors: Vec<String>,
+}
+
+fn description(schema: &Value) -> Option<String> {
+    schema.get("description").and_then(Value::as_str).map(str::to_string)
+}
+
+fn flag(schema: &Value, key: &str) -> bool {
+    schema.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+impl Planner {
+    fn plan_definition(&mut self, name: &str, def: &Value) {
+        let shape = match shape::classify(def) {
+            Ok(shape) => shape,
+            Err(why) => {
+                self.errors.push(format!("{name}: {why}"));
+                return;
+            }
+        };
+        let item = match shape {
+            Shape::Struct { .. } => Item::Struct {
+                fields: self.fields(name, def),
+                flatten: None,
+            },
+            Shape::Newtype(primitive) => match primitive {
+                Primitive::String => Item::Newtype,
+                other => Item::Alias(self.primitive_ty(name, &other, def)),
+            },
+            Shape::StructWithUnion { union, .. } => {
+                let fields = self.fields(name, def);
+                let mut field_names = Scope::with(fields.iter().map(|f| f.name.clone()));
+                let field = field_names.claim("kind");
+                let union_name = self.names.claim(&format!("{name}Kind"));
+                let union_item = self.union_item(&union_name, def, &union);
+                self.plan.items.insert(
+                    union_name.clone(),
+                    Planned {
+                        name: union_name.clone(),
+                        doc: None,
+                        item: union_item,
+                    },
+                );
+                Item::Struct {
+                    fields,
+                    flatten: Some((field, union_name)),
+                }
+            }
+            union => self.union_item(name, def, &union),
+        };
+        self.plan.items.insert(
+            name.to_string(),
+            Planned {
+                name: name.to_string(),
+                doc: description(def),
+                item,
+            },
+        );
+    }
+
+    fn union_item(&mut self, name: &str, def: &Value, shape: &Shape) -> Item {
+        let branches: Vec<&Value> = def
+            .get("oneOf")
+            .or_else(|| def.get("anyOf"))
+            .and_then(Value::as_array)
+            .map(|b| b.iter().collect())
+            .unwrap_or_default();
+        match shape {
+            Shape::Enum { fallback, .. } => {
+                let mut variants = Scope::default();
+                let constants = branches
+                    .iter()
+                    .filter_map(|b| {
+                        let value = b.get("const")?.clone();
+                        let label = b
+                            .get("title")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                            .unwrap_or_else(|| const_label(&value));
+                        Some(Constant {
+                            name: variants.claim(&names::camel(&label)),
+                            value,
+                            doc: description(b),
+                        })
+                    })
+                    .collect();
+                let open = fallback.as_ref().map(|primitive| {
+                    let branch = branches.iter().find(|b| b.get("const").is_none()).copied();
+                    let ty = self.primitive_ty(name, primitive, branch.unwrap_or(&Value::Null));
+                    let wanted = if variants.contains("Other") { "Unknown" } else { "Other" };
+                    (variants.claim(wanted), ty)
+                });
+                Item::Enum { constants, open }
+            }
+            Shape::Tagged { tag, .. } => {
+                let mut scope = Scope::default();
+                let mut variants = Vec::new();
+                let mut untagged = Vec::new();
+                for branch in branches {
+                    let tag_value = branch
+                        .get("properties")
+                        .and_then(|p| p.get(tag))
+                        .and_then(|t| t.get("const"))
+                        .and_then(Value::as_str);
+                    match tag_value {
+                        Some(tag_value) => {
+                            let variant_name = scope.claim(&names::camel(tag_value));
+                            let payload = self.tagged_payload(name, &variant_name, tag, branch);
+                            variants.push(Variant {
+                                tag: tag_value.to_string(),
+                                name: variant_name,
+                                payload,
+                                doc: description(branch),
+                            });
+                        }
+                        None => {
+                            let mut fallback = self.branch(name, &mut scope, branch);
+                            fallback.requires = requires_string(branch, tag).then(|| tag.clone());
+                            untagged.push(fallback);
+                        }
+                    }
+                }
+                Item::Tagged {
+                    tag: tag.clone(),
+                    variants,
+                    fallback: untagged,
+                }
+            }
+            Shape::Untagged(_) => {
+                let mut scope = Scope::default();
+                Item::Untagged(branches.into_iter().map(|b| self.branch(name, &mut scope, b)).collect())
+            }
+            Shape::Struct { .. } | Shape::Newtype(_) | Shape::StructWithUnion { .. } => {
+                self.errors.push(format!("{name}: a union nested in a union"));
+                Item::Untagged(Vec::new())
+            }
+        }
+    }
+
+    /// A branch's payload: its `allOf` ref, a struct made of its inline properties (the v0.4
+    /// shape), or nothing.
+    fn tagged_payload(&mut self, union: &str, variant: &str, tag: &str, branch: &Value) -> Payload {
+        let payload_ref = branch
+            .get("allOf")
+            .and_then(Value::as_array)
+            .and_then(|all| all.iter().find_map(|a| a.get("$ref")))
+            .and_then(Value::as_str);
+        if let Some(target) = payload_ref {
+            return Payload::Newtype(Ty::named(shape::ref_name(target)));
+        }
+        let has_fields = branch
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.keys().any(|k| k != tag));
+        if has_fields {
+            let mut inline = branch.clone();
+            if let Some(object) = inline.as_object_mut() {
+                object.remove("description");
+                if let Some(props) = object.get_mut("properties").and_then(Value::as_object_mut) {
+                    props.remove(tag);
+                }
+                if let Some(required) = object.get_mut("required").and_then(Value::as_array_mut) {
+                    required.retain(|r| r.as_str() != Some(tag));
+                }
+            }
+            let name = self.names.claim(&format!("{union}{variant}"));
+            self.pending.push((name.clone(), inline));
+            Payload::Newtype(Ty::named(name))
+        } else {
+            Payload::Unit
+        }
+    }
+
+    fn branch(&mut self, union: &str, scope: &mut Scope, branch: &Value) -> Branch {
+        let doc = description(branch);
+        let title = branch.get("title").and_then(Value::as_str);
+        let open_object = ["additionalProperties", "unevaluatedProperties"]
+            .iter()
+            .any(|k| branch.get(k) == Some(&Value::Bool(true)));
+        let (ty, nullable) = if open_object {
+            // A catch-all branch ("any other tag, any other fields"): keep the whole object.
+            (Ty::JsonMap, false)
+        } else {
+            self.ty(union, title.unwrap_or("Value"), branch)
+        };
+        let is_null = nullable && branch.get("type").and_then(Value::as_str) == Some("null");
+        let label = match (title, &ty) {
+            (Some(title), _) => names::camel(title),
+            (None, _) if is_null => "Null".to_string(),
+            (None, Ty::Named { name, .. }) => name.clone(),
+            (None, other) => primitive_label(other).to_string(),
+        };
+        Branch {
+            name: scope.claim(&label),
+            ty: (!is_null).then_some(ty),
+            requires: None,
+            doc,
+        }
+    }
+
+    fn fields(&mut self, owner: &str, def: &Value) -> Vec<Field> {
+        let Some(properties) = def.get("properties").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        let required: BTreeSet<&str> = def
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut scope = Scope::default();
+        properties
+            .iter()
+            .map(|(wire, schema)| {
+                let (ty, nullable) = self.ty(owner, wire, schema);
+                let patch = PATCH_FIELDS.contains(&(owner, wire.as_str()));
+                let form = if required.contains(wire.as_str()) {
+                    if nullable {
+                        Form::RequiredNullable
+                    } else {
+                        Form::Required
+                    }
+                } else if patch {
+                    Form::Patch
+                } else if let Some(default) = schema.get("default").filter(|_| !nullable) {
+                    Form::Default(default.clone())
+                } else if !nullable && ty.is_collection() {
+                    Form::OmitEmpty
+                } else {
+                    Form::Optional
+                };
+                Field {
+                    wire: wire.clone(),
+                    name: scope.claim(&names::snake(wire)),
+                    ty,
+                    form,
+                    on_error: flag(schema, "x-deserialize-default-on-error"),
+                    on_null: flag(schema, "x-deserialize-default-on-null"),
+                    skip_items: flag(schema, "x-deserialize-skip-invalid-items"),
+                    doc: description(schema),
+                }
+            })
+            .collect()
+    }
+
+    /// The Rust type of a property (or branch) schema, and whether it admits `null`.
+    fn ty(&mut self, owner: &str, property: &str, schema: &Value) -> (Ty, bool) {
+        let Some(object) = schema.as_object() else {
+            return (Ty::Json, false); // `true` / `false` schemas
+        };
+        if property == "_meta" {
+            return (Ty::Meta, true);
+        }
+        if let Some(target) = object.get("$ref").and_then(Value::as_str) {
+            return (Ty::named(shape::ref_name(target)), false);
+        }
+        if let Some(all) = object.get("allOf").and_then(Value::as_array)
+            && let [only] = all.as_slice()
+        {
+            return self.ty(owner, property, only);
+        }
+        if let Some(branches) = object
+            .get("anyOf")
+            .or_else(|| object.get("oneOf"))
+            .and_then(Value::as_array)
+        {
+            let (nulls, others): (Vec<&Value>, Vec<&Value>) = branches
+                .iter()
+                .partition(|b| b.get("type").and_then(Value::as_str) == Some("null"));
+            return match others.as_slice() {
+                [only] => {
+                    let (ty, nullable) = self.ty(owner, property, only);
+                    (ty, nullable || !nulls.is_empty())
+                }
+                _ => (Ty::Json, !nulls.is_empty()),
+            };
+        }
+        let (types, nullable): (Vec<&str>, bool) = match object.get("type") {
+            Some(Value::String(t)) => (vec![t.as_str()], t == "null"),
+            Some(Value::Array(list)) => {
+                let types: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+                let nullable = types.contains(&"null");
+                (types.into_iter().filter(|t| *t != "null").collect(), nullable)
+            }
+            _ => (Vec::new(), false),
+        };
+        let ty = match types.as_slice() {
+            ["string"] => Ty::String,
+            ["integer"] => Ty::Int(int_type(object)),
+            ["number"] => Ty::F64,
+            ["boolean"] => Ty::Bool,
+            ["array"] => {
+                let items = object.get("items").map(|items| self.ty(owner, property, items).0);
+                Ty::Vec(Box::new(items.unwrap_or(Ty::Json)))
+            }
+            ["object"] => self.object_ty(owner, property, object),
+            [] if object.contains_key("properties") => self.object_ty(owner, property, object),
+            _ => Ty::Json,
+        };
+        (ty, nullable)
+    }
+
+    fn object_ty(&mut self, owner: &str, property: &str, object: &Map<String, Value>) -> Ty {
+        if object
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty())
+        {
+            let name = self.names.claim(&format!("{owner}{}", names::camel(property)));
+            self.pending.push((name.clone(), Value::Object(object.clone())));
+            return Ty::named(name);
+        }
+        match object.get("additionalProperties") {
+            Some(values @ Value::Object(_)) => Ty::Map(Box::new(self.ty(owner, property, values).0)),
+            _ => Ty::JsonMap,
+        }
+    }
+
+    fn primitive_ty(&mut self, owner: &str, primitive: &Primitive, schema: &Value) -> Ty {
+        match primitive {
+            Primitive::String => Ty::String,
+            Primitive::Integer(_) => Ty::Int(schema.as_object().map(int_type).unwrap_or("i64")),
+            Primitive::Number => Ty::F64,
+            Primitive::Boolean => Ty::Bool,
+            Primitive::Null | Primitive::Any => Ty::Json,
+            Primitive::Array | Primitive::Map => self.ty(owner, "Value", schema).0,
+            Primitive::Ref(name) => Ty::named(name.clone()),
+        }
+    }
+}
+
+/// Whether `branch` requires `property` and types it as a string (the catch-all branch of a
+/// tagged union: "any other tag").
+fn requires_string(branch: &Value, property: &str) -> bool {
+    let required = branch
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|p| p.as_str() == Some(property)));
+    let typed = branch
+        .get("properties")
+        .and_then(|p| p.get(property))
+        .and_then(|s| s.get("type"));
+    required && typed.and_then(Value::as_str) == Some("string")
+}
+
+/// The integer type for a `format` (and `minimum: 0`).
+fn int_type(object: &Map<String, Value>) -> &'static str {
+    match object.get("format").and_then(Value::as_str) {
+        Some("int8") => "i8",
+        Some("int16") => "i16",
+        Some("int32") => "i32",
+        Some("uint8") => "u8",
+        Some("uint16") => "u16",
+        Some("uint32") => "u32",
+        Some("uint64" | "uint") => "u64",
+        _ if object.get("minimum").and_then(Value::as_f64).is_some_and(|m| m >= 0.0) => "u64",
+        _ => "i64",
+    }
+}
+
+fn const_label(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn primitive_label(ty: &Ty) -> &'static str {
+    match ty {
+        Ty::String => "String",
+        Ty::Int(_) => "Integer",
+        Ty::F64 => "Number",
+        Ty::Bool => "Boolean",
+        Ty::Vec(_) => "Array",
+        Ty::Map(_) | Ty::JsonMap | Ty::Meta => "Object",
+        Ty::Json | Ty::Named { .. } => "Value",
+    }
+}
+
+/// The named types an item holds directly (not behind a `Vec` or map), each with a way to
+/// reach the `Ty` that holds it.
+fn direct_refs(item: &mut Item) -> Vec<&mut Ty> {
+    let tys: Vec<&mut Ty> = match item {
+        Item::Struct { fields, .. } => fields.iter_mut().map(|f| &mut f.ty).collect(),
+        Item::Alias(ty) => vec![ty],
+        Item::Newtype | Item::Enum { .. } => Vec::new(),
+        Item::Tagged { variants, fallback, .. } => {
+            let mut tys = Vec::new();
+            for variant in variants {
+                if let Payload::Newtype(ty) = &mut variant.payload {
+                    tys.push(ty);
+                }
+            }
+            tys.extend(fallback.iter_mut().filter_map(|b| b.ty.as_mut()));
+            tys
+        }
+        Item::Untagged(branches) => branches.iter_mut().filter_map(|b| b.ty.as_mut()).collect(),
+    };
+    tys.into_iter().filter(|t| matches!(t, Ty::Named { .. })).collect()
+}
+
+fn named(ty: &Ty) -> Option<&str> {
+    match ty {
+        Ty::Named { name, .. } => Some(name),
+        _ => None,
+    }
+}
+
+/// Boxes every direct reference that closes a cycle (a type that would contain itself).
+fn box_recursive_fields(plan: &mut Plan) {
+    let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, planned) in plan.items.iter_mut() {
+        let edges = direct_refs(&mut planned.item)
+            .into_iter()
+            .filter_map(|t| named(t).map(str::to_string))
+            .collect();
+        graph.insert(name.clone(), edges);
+    }
+    let reaches = |from: &str, to: &str| -> bool {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(next) = stack.pop() {
+            if next == to {
+                return true;
+            }
+            if seen.insert(next.clone()) {
+                stack.extend(graph.get(&next).into_iter().flatten().cloned());
+            }
+        }
+        false
+    };
+    let mut to_box: Vec<(String, String)> = Vec::new();
+    for (name, edges) in &graph {
+        for target in edges {
+            if reaches(target, name) {
+                to_box.push((name.clone(), target.clone()));
+            }
+        }
+    }
+    for (owner, target) in to_box {
+        if let Some(planned) = plan.items.get_mut(&owner) {
+            for ty in direct_refs(&mut planned.item) {
+                if let Ty::Named { name, boxed } = ty
+                    && *name == target
+                {
+                    *boxed = true;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! `scaffold-aip new`: a new operator crate from the handlebars templates in
+//! `scaffold-aip/templates/`, compiled into the binary so an installed `scaffold-aip` needs no
+//! source tree.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use handlebars::Handlebars;
+use serde_json::json;
+
+use acp_manifest::revisions;
+
+/// The versions a generated `Cargo.toml` asks for when it does not use `--agentacp-path`:
+/// the one reviewed table (crate, TOML value).
+pub const DEPENDENCIES: &[(&str, &str)] = &[
+    ("agentacp", r#""0.1""#),
+    (
+        "tokio",
+        r#"{ version = "1", features = ["rt-multi-thread", "macros"] }"#,
+    ),
+];
+
+fn dependency(name: &str) -> &'static str {
+    DEPENDENCIES
+        .iter()
+        .find(|(crate_name, _)| *crate_name == name)
+        .map(|(_, value)| *value)
+        .unwrap_or_else(|| panic!("{name} is missing from scaffold::DEPENDENCIES"))
+}
+
+/// `kind` of the new operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// An agent (`…Server` trait, `prompt`).
+    Server,
+    /// Drives an agent (`…Client` trait).
+    Client,
+    /// Sits between an editor and an agent (`…Bridge` trait).
+    Bridge,
+}
+
+/// `metadata.aip44.tier` of the new operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Tier {
+    /// No governance.
+    Basic,
+    /// Governed, audited tool calls; `session/load`.
+    GovernanceAware,
+    /// Governance-aware plus a sandbox.
+    Sandboxed,
+}
+
+/// One transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// Standard input and output (always offered).
+    Stdio,
+    /// WebSocket (servers only; adds `authenticate`).
+    Websocket,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Server => "server",
+            Kind::Client => "client",
+            Kind::Bridge => "bridge",
+        }
+    }
+}
+
+impl Tier {
+    fn as_str(self) -> &'static str {
+        match self {
+            Tier::Basic => "basic",
+            Tier::GovernanceAware => "governance-aware",
+            Tier::Sandboxed => "sandboxed",
+        }
+    }
+
+    fn type_name(self) -> &'static str {
+        match self {
+            Tier::Basic => "Basic",
+            Tier::GovernanceAware => "GovernanceAware",
+            Tier::Sandboxed => "Sandboxed",
+        }
+    }
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The crate, folder, manifest `name` and `id` (kebab-case).
+    pub name: String,
+    /// `kind`.
+    pub kind: Kind,
+    /// `tier`.
+    pub tier: Tier,
+    /// Transports; stdio is added when missing.
+    pub transports: Vec<Transport>,
+    /// The folder the crate folder is created in.
+    pub dir: PathBuf,
+    /// This repository's `agentacp` folder, for a path dependency (made absolute).
+    pub agentacp_path: Option<PathBuf>,
+}
+
+/// Why nothing was generated.
+#[derive(Debug)]
+pub enum ScaffoldError {
+    /// The name is not usable.
+    BadName(String),
+    /// The options do not fit together.
+    BadOptions(String),
+    /// The target folder exists.
+    Exists(PathBuf),
+    /// Writing failed.
+    Io(PathBuf, std::io::Error),
+    /// A template failed to render (a bug).
+    Template(String),
+}
+
+impl fmt::Display for ScaffoldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScaffoldError::BadName(message) | ScaffoldError::BadOptions(message) => f.write_str(message),
+            ScaffoldError::Exists(path) => write!(
+                f,
+                "{} already exists; refusing to overwrite it (pick another name or --path)",
+                path.display()
+            ),
+            ScaffoldError::Io(path, error) => write!(f, "{}: {error}", path.display()),
+            ScaffoldError::Template(message) => write!(f, "template error: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ScaffoldError {}
+
+/// Names cargo or the generated code cannot use: Rust keywords (cargo refuses them as package
+/// names), the generated crate's own dependencies and the standard crates.
+const RESERVED_NAMES: &[&str] = &[
+    "agentacp",
+    "tokio",
+    "std",
+    "core",
+    "alloc",
+    "test",
+    "proc-macro",
+    "as",
+    "async",
+    "await",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "fn",
+    "for",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "type",
+    "unsafe",
+    "use",
+    "where",
+    "while",
+    "abstract",
+    "become",
+    "box",
+    "do",
+    "final",
+    "gen",
+    "macro",
+    "override",
+    "priv",
+    "try",
+    "typeof",
+    "unsized",
+    "virtual",
+    "yield",
+];
+
+/// Type names the generated code already uses (the prelude's, the standard prelude's and its
+/// own imports): a struct by one of these names gets an `Operator` suffix.
+const TAKEN_TYPE_NAMES: &[&str] = &[
+    "Self",
+    "Error",
+    "Result",
+    "Decision",
+    "Governance",
+    "ToolKind",
+    "ToolRequest",
+    "Serve",
+    "ServerOptions",
+    "SessionContext",
+    "ToolOutcome",
+    "Turn",
+    "Basic",
+    "GovernanceAware",
+    "Sandboxed",
+    "Value",
+    "Option",
+    "Some",
+    "None",
+    "Ok",
+    "Err",
+    "String",
+    "Vec",
+    "Box",
+    "Send",
+    "Sync",
+    "Sized",
+    "Copy",
+    "Clone",
+    "Default",
+    "Drop",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "Iterator",
+    "ToString",
+    "From",
+    "Into",
+    "ClientContext",
+    "RpcError",
+    "AgentCommand",
+    "ClientOptions",
+    "Connect",
+    "PromptEvent",
+    "Update",
+    "ExitCode",
+    "RunBridge",
+    "Operator",
+    "ClientOperator",
+    "ClientHandlers",
+    "BridgeOperator",
+];
+
+/// Checks that `name` is kebab-case (`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`) and usable as a crate.
+pub fn validate_name(name: &str) -> Result<(), ScaffoldError> {
+    if !acp_manifest::manifest::is_kebab_id(name) {
+        return Err(ScaffoldError::BadName(format!(
+            "`{name}` is not kebab-case: use lowercase letters, digits and single hyphens, starting with \
+             a letter (e.g. `my-agent`); it names the crate, the folder and the manifest"
+        )));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return Err(ScaffoldError::BadName(format!(
+            "`{name}` is a Rust keyword or a crate the new crate depends on; pick another name"
+        )));
+    }
+    Ok(())
+}
+
+/// `my-agent` → `MyAgent` (with an `Operator` suffix when that name is taken).
+pub fn struct_name(name: &str) -> String {
+    let pascal: String = name
+        .split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    let taken =
+        TAKEN_TYPE_NAMES.contains(&pascal.as_str()) || pascal.chars().next().is_some_and(|c| c.is_ascii_digit());
+    if taken { pascal + "Operator" } else { pascal }
+}
+
+/// The templates, compiled in: (name, text).
+const TEMPLATES: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../templates/Cargo.toml.hbs")),
+    ("ACP.md", include_str!("../templates/ACP.md.hbs")),
+    ("OPERATOR.md", include_str!("../templates/OPERATOR.md.hbs")),
+    ("GOVERNANCE.md", include_str!("../templates/GOVERNANCE.md.hbs")),
+    ("SANDBOX.md", include_str!("../templates/SANDBOX.md.hbs")),
+    ("README.md", include_str!("../templates/README.md.hbs")),
+    ("gitignore", include_str!("../templates/gitignore.hbs")),
+    ("server/lib.rs", include_str!("../templates/server/lib.rs.hbs")),
+    ("server/main.rs", include_str!("../templates/server/main.rs.hbs")),
+    ("server/smoke.rs", include_str!("../templates/server/smoke.rs.hbs")),
+    ("client/lib.rs", include_str!("../templates/client/lib.rs.hbs")),
+    ("client/main.rs", include_str!("../templates/client/main.rs.hbs")),
+    ("client/smoke.rs", include_str!("../templates/client/smoke.rs.hbs")),
+    ("bridge/lib.rs", include_str!("../templates/bridge/lib.rs.hbs")),
+    ("bridge/main.rs", include_str!("../templates/bridge/main.rs.hbs")),
+    ("bridge/smoke.rs", include_str!("../templates/bridge/smoke.rs.hbs")),
+];
+
+/// The `acp_rev` written into new manifests: an 8-digit prefix of the default revision.
+pub fn default_acp_rev() -> &'static str {
+    &revisions::DEFAULT.sha[..8]
+}
+
+/// What was generated.
+#[derive(Debug, Clone)]
+pub struct Scaffolded {
+    /// The new crate's folder.
+    pub root: PathBuf,
+    /// The files written, relative to `root`, in order.
+    pub files: Vec<PathBuf>,
+    /// The crate's kind.
+    pub kind: Kind,
+}
+
+/// Generates the crate `options.dir/options.name`; refuses to touch an existing folder.
+pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
+    validate_name(&options.name)?;
+    let websocket = options.transports.contains(&Transport::Websocket);
+    if websocket && options.kind != Kind::Server {
+        return Err(ScaffoldError::BadOptions(
+            "--transport websocket is offered by servers only (it adds `authenticate` to the server trait)".into(),
+        ));
+    }
+    let root = options.dir.join(&options.name);
+    if root.symlink_metadata().is_ok() {
+        return Err(ScaffoldError::Exists(root));
+    }
+    let agentacp_dep = match &options.agentacp_path {
+        Some(path) => {
+            let absolute = std::path::absolute(path).map_err(|error| ScaffoldError::Io(path.clone(), error))?;
+            let text = absolute.to_string_lossy().replace('\\', "/");
+            format!("{{ path = {} }}", serde_json::to_string(&text).unwrap_or_default())
+        }
+        None => dependency("agentacp").to_string(),
+    };
+    let (kind, tier) = (options.kind, options.tier);
+    let governed = tier != Tier::Basic;
+    let declares_read = kind != Kind::Server && governed;
+    let reading = |text: &'static str| if declares_read { text } else { "" };
+    let (description, summary, role) = match kind {
+        Kind::Server => (
+            format!(
+                "An AIP-44 ACP server at tier {} that echoes each prompt back.",
+                tier.as_str()
+            ),
+            format!(
+                "An ACP server (`kind: server`, tier `{}`) that echoes each prompt back{}.",
+                tier.as_str(),
+                if governed {
+                    " and reads files through a governed tool call on `/read PATH`"
+                } else {
+                    ""
+                }
+            ),
+            "Echo every prompt back to the user.",
+        ),
+        Kind::Client => (
+            format!(
+                "An AIP-44 ACP client at tier {} that sends an agent one prompt and prints the answer.",
+                tier.as_str()
+            ),
+            format!(
+                "An ACP client (`kind: client`, tier `{}`): it starts an agent, sends it one prompt and \
+                 prints the answer{}.",
+                tier.as_str(),
+                reading(", letting the agent read files in the current folder")
+            ),
+            "Drive an agent with one prompt and show its answer.",
+        ),
+        Kind::Bridge => (
+            format!(
+                "An AIP-44 ACP bridge at tier {} between an editor and an agent.",
+                tier.as_str()
+            ),
+            format!(
+                "An ACP bridge (`kind: bridge`, tier `{}`): the editor talks to it as to an agent; it starts \
+                 the agent named on its command line and relays the session{}.",
+                tier.as_str(),
+                reading(", letting the agent read files through the editor")
+            ),
+            "Relay a session between an editor and an agent.",
+        ),
+    };
+    let refs = [
+        (kind == Kind::Server || governed, "`OPERATOR.md` (AIP-9)"),
+        (governed, "`GOVERNANCE.md` (AIP-7)"),
+        (tier == Tier::Sandboxed, "`SANDBOX.md` (AIP-36)"),
+    ];
+    let refs: Vec<&str> = refs.iter().filter(|(on, _)| *on).map(|(_, text)| *text).collect();
+    let refs_text = match refs.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    };
+    let data = json!({
+        "name": options.name,
+        "crate_name": options.name.replace('-', "_"),
+        "struct_name": struct_name(&options.name),
+        "kind": kind.as_str(),
+        "tier": tier.as_str(),
+        "tier_type": tier.type_name(),
+        "is_server": kind == Kind::Server,
+        "is_client": kind == Kind::Client,
+        "is_bridge": kind == Kind::Bridge,
+        "governed": governed,
+        "sandboxed": tier == Tier::Sandboxed,
+        "needs_operator": kind == Kind::Server || governed,
+        // `fs.readTextFile` is beyond tier basic (ACP208): declared from governance-aware on.
+        "declares_read": declares_read,
+        "refs_text": refs_text,
+        "websocket": websocket,
+        "transport_yaml": if websocket { "[stdio, websocket]" } else { "stdio" },
+        "acp_rev": default_acp_rev(),
+        "agentacp_dep": agentacp_dep,
+        "tokio_dep": dependency("tokio"),
+        "description": description,
+        "summary": summary,
+        "role": role,
+    });
+    let mut registry = Handlebars::new();
+    registry.set_strict_mode(true);
+    registry.register_escape_fn(handlebars::no_escape);
+    for (name, text) in TEMPLATES {
+        registry
+            .register_template_string(name, *text)
+            .map_err(|error| ScaffoldError::Template(format!("{name}: {error}")))?;
+    }
+    let k = kind.as_str();
+    let mut plan: Vec<(&str, String)> = vec![("Cargo.toml", "Cargo.toml".into()), ("ACP.md", "ACP.md".into())];
+    if kind == Kind::Server || governed {
+        plan.push(("OPERATOR.md", "OPERATOR.md".into()));
+    }
+    if governed {
+        plan.push(("GOVERNANCE.md", "GOVERNANCE.md".into()));
+    }
+    if tier == Tier::Sandboxed {
+        plan.push(("SANDBOX.md", "SANDBOX.md".into()));
+    }
+    plan.push(("README.md", "README.md".into()));
+    plan.push((".gitignore", "gitignore".into()));
+    plan.push(("src/lib.rs", format!("{k}/lib.rs")));
+    plan.push(("src/main.rs", format!("{k}/main.rs")));
+    plan.push(("tests/smoke.rs", format!("{k}/smoke.rs")));
+    let mut rendered = Vec::new();
+    for (path, template) in &plan {
+        let text = registry
+            .render(template, &data)
+            .map_err(|error| ScaffoldError::Template(format!("{template}: {error}")))?;
+        rendered.push((PathBuf::from(path), text));
+    }
+    // Everything rendered: only now touch the disk. `create_dir` (not `_all`) for the crate
+    // folder itself, so a folder that appeared meanwhile is still not overwritten.
+    std::fs::create_dir_all(&options.dir).map_err(|error| ScaffoldError::Io(options.dir.clone(), error))?;
+    std::fs::create_dir(&root).map_err(|error| match error.kind() {
+        std::io::ErrorKind::AlreadyExists => ScaffoldError::Exists(root.clone()),
+        _ => ScaffoldError::Io(root.clone(), error),
+    })?;
+    for (path, text) in &rendered {
+        let full = root.join(path);
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent).map_err(|error| ScaffoldError::Io(parent.to_path_buf(), error))?;
+        }
+        std::fs::write(&full, text).map_err(|error| ScaffoldError::Io(full.clone(), error))?;
+    }
+    Ok(Scaffolded {
+        root,
+        files: rendered.into_iter().map(|(path, _)| path).collect(),
+        kind,
+    })
+}
+
+/// The `new` command's report: the files written and what to do next.
+pub fn report(scaffolded: &Scaffolded) -> String {
+    let root = scaffolded.root.strip_prefix(".").unwrap_or(&scaffolded.root);
+    let mut text = format!("created {}\n", root.display());
+    for file in &scaffolded.files {
+        text += &format!("  {}\n", root.join(file).display());
+    }
+    let run = match scaffolded.kind {
+        Kind::Server => "cargo run",
+        Kind::Client | Kind::Bridge => "cargo run -- AGENT [ARGS...]",
+    };
+    let root = root.display();
+    text += &format!("next:\n  cd {root} && {run}\n  scaffold-aip lint {root}\n");
+    text
+}

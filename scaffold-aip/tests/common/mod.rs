@@ -1,0 +1,100 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `../shared` beside the checkout (or `$AGENTACP_SHARED`), when present.
+pub fn shared() -> Option<PathBuf> {
+    let dir = std::env::var_os("AGENTACP_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("../shared"));
+    dir.is_dir().then_some(dir)
+}
+
+/// Codes about what a file is rather than what it says — its size, its kind — which neither
+/// the corpus nor an example in the docs can hold, with the test in `tests/hostile.rs` that
+/// makes such a file and checks the code instead.
+pub const NOT_FROM_TEXT: &[(acp_manifest::Code, &str)] = &[
+    (
+        acp_manifest::Code::FileTooLarge,
+        "a_manifest_one_byte_over_the_limit_is_refused",
+    ),
+    (acp_manifest::Code::NotARegularFile, "lint_and_explain_refuse_dev_zero"),
+];
+
+/// The manifest corpus.
+pub fn corpus() -> PathBuf {
+    workspace().join("tests/manifests")
+}
+
+/// `tests/manifests/<group>/*/ACP.md`, sorted.
+pub fn cases(group: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(corpus().join(group))
+        .unwrap_or_else(|e| panic!("tests/manifests/{group}: {e}"))
+        .map(|e| e.unwrap().path().join("ACP.md"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The upstream example manifests, when `../shared` is present.
+pub fn upstream_examples() -> Vec<PathBuf> {
+    let Some(shared) = shared() else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(shared.join("upstream/aip-44/examples")) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .map(|e| e.unwrap().path().join("ACP.md"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Compares `actual` with the snapshot file `name` under `tests/snapshots`; with
+/// `UPDATE_SNAPSHOTS=1` rewrites it instead.
+pub fn assert_snapshot(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1 to create it)", path.display()));
+    assert!(
+        expected == actual,
+        "snapshot {name} differs (UPDATE_SNAPSHOTS=1 rewrites it)\n--- expected\n{expected}\n--- actual\n{actual}"
+    );
+}
+
+/// The upstream ACP schema snapshots (`../shared/upstream/acp-schemas/<sha>/`), sorted; empty
+/// when `../shared` is absent.
+pub fn acp_snapshots() -> Vec<PathBuf> {
+    let Some(shared) = shared() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(shared.join("upstream/acp-schemas")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("schema.json").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// One snapshot by full SHA; `None` (after saying so) when it is absent.
+pub fn acp_snapshot(sha: &str) -> Option<PathBuf> {
+    let found = acp_snapshots().into_iter().find(|d| d.ends_with(sha));
+    if found.is_none() {
+        eprintln!("skipped: snapshot {sha} is absent");
+    }
+    found
+}

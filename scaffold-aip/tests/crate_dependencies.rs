@@ -1,0 +1,53 @@
+//! Issue #14: each crate's dependency tree holds what its job needs and nothing more. An
+//! operator's build compiles the manifest core and the expansion, not the command line; the
+//! manifest core compiles no code generator.
+
+use std::process::Command;
+
+/// The crates (by package name) in `package`'s normal dependency tree, `package` included.
+fn normal_tree(package: &str) -> Vec<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["tree", "-p", package, "-e", "normal", "--prefix", "none", "--locked"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        output.status.success(),
+        "cargo tree -p {package} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// Crates only the command line needs: argument parsing, templates, diffs, terminal colour,
+/// and pretty-printing of generated code.
+const CLI_ONLY: &[&str] = &["clap", "handlebars", "pest", "prettyplease", "similar", "anstream"];
+
+#[test]
+fn the_proc_macro_compiles_no_cli_template_or_pretty_printing_crate() {
+    let tree = normal_tree("acp-macros");
+    for needed in ["acp-expand", "acp-manifest"] {
+        assert!(tree.iter().any(|name| name == needed), "{needed} missing: {tree:?}");
+    }
+    for name in CLI_ONLY.iter().chain(&["acp-wire-gen", "scaffold-aip"]) {
+        assert!(
+            !tree.iter().any(|crate_name| crate_name == name),
+            "`{name}` is in the proc macro's dependency tree: {tree:?}"
+        );
+    }
+}
+
+#[test]
+fn the_manifest_core_compiles_neither_the_cli_nor_a_code_generator() {
+    let tree = normal_tree("acp-manifest");
+    for name in CLI_ONLY.iter().chain(&["acp-expand", "acp-wire-gen", "scaffold-aip"]) {
+        assert!(
+            !tree.iter().any(|crate_name| crate_name == name),
+            "`{name}` is in acp-manifest's dependency tree: {tree:?}"
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The wire-schema model over every upstream snapshot in `../shared/upstream/acp-schemas`
+//! (skipped when absent): every definition classifies, every method has its types, and the
+//! constructs named in issue #3 come out as the generator needs them.
+
+mod common;
+
+use acp_wire_gen::shape::{Primitive, Shape, TaggedVariant};
+use acp_wire_gen::{MethodTable, Side, classify_all};
+use serde_json::{Value, json};
+
+fn load(dir: &std::path::Path, file: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
+}
+
+fn shape_of(shapes: &[(String, Shape)], name: &str) -> Shape {
+    shapes
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+        .1
+        .clone()
+}
+
+#[test]
+fn every_definition_of_every_snapshot_classifies() {
+    let dirs = common::acp_snapshots();
+    if dirs.is_empty() {
+        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
+        return;
+    }
+    assert!(dirs.len() >= 22, "{} snapshots", dirs.len());
+    for dir in dirs {
+        let schema = load(&dir, "schema.json");
+        let shapes = classify_all(&schema).unwrap_or_else(|e| panic!("{}: {e:#?}", dir.display()));
+        let defs = schema["$defs"].as_object().unwrap().len();
+        assert_eq!(shapes.len(), defs, "{}", dir.display());
+    }
+}
+
+#[test]
+fn every_method_of_every_snapshot_has_its_types() {
+    let dirs = common::acp_snapshots();
+    if dirs.is_empty() {
+        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
+    }
+    for dir in dirs {
+        let table = MethodTable::read(&load(&dir, "schema.json"), &load(&dir, "meta.json"))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let prompt = table.get("session/prompt").unwrap();
+        assert_eq!(prompt.side, Side::Agent);
+        assert_eq!(prompt.request.as_deref(), Some("PromptRequest"), "{}", dir.display());
+        assert_eq!(prompt.response.as_deref(), Some("PromptResponse"), "{}", dir.display());
+        let update = table.get("session/update").unwrap();
+        assert_eq!(
+            (update.side, update.notification.as_deref()),
+            (Side::Client, Some("SessionNotification"))
+        );
+        for method in &table.methods {
+            assert_eq!(
+                method.request.is_some(),
+                method.response.is_some(),
+                "{}: {}",
+                dir.display(),
+                method.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_default_revision_s_constructs_are_recognised() {
+    let Some(dir) = common::acp_snapshot("0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b") else {
+        return;
+    };
+    let shapes = classify_all(&load(&dir, "schema.json")).unwrap();
+
+    let Shape::Tagged {
+        tag,
+        variants,
+        fallback,
+    } = shape_of(&shapes, "SessionUpdate")
+    else {
+        panic!("SessionUpdate")
+    };
+    assert_eq!(tag, "sessionUpdate");
+    assert!(fallback.is_empty());
+    assert!(variants.contains(&TaggedVariant {
+        tag: "agent_message_chunk".into(),
+        payload: Some("ContentChunk".into()),
+        inline_properties: vec![]
+    }));
+    // Several tags share one payload.
+    assert!(
+        variants
+            .iter()
+            .filter(|v| v.payload.as_deref() == Some("ContentChunk"))
+            .count()
+            >= 3
+    );
+
+    assert_eq!(
+        shape_of(&shapes, "RequestId"),
+        Shape::Untagged(vec![
+            Primitive::Null,
+            Primitive::Integer(Some("int64".into())),
+            Primitive::String
+        ])
+    );
+    let Shape::Enum { values, fallback: None } = shape_of(&shapes, "StopReason") else {
+        panic!("StopReason")
+    };
+    assert!(values.contains(&json!("end_turn")) && values.contains(&json!("cancelled")));
+    let Shape::Enum {
+        values,
+        fallback: Some(Primitive::Integer(_)),
+    } = shape_of(&shapes, "ErrorCode")
+    else {
+        panic!("ErrorCode is an open integer enum")
+    };
+    assert!(values.contains(&json!(-32601)));
+    assert_eq!(shape_of(&shapes, "SessionId"), Shape::Newtype(Primitive::String));
+    let Shape::Tagged { tag, fallback, .. } = shape_of(&shapes, "McpServer") else {
+        panic!("McpServer")
+    };
+    assert_eq!(tag, "type");
+    assert_eq!(
+        fallback.len(),
+        1,
+        "stdio servers carry no `type`: the untagged fallback branch"
+    );
+}
+
+#[test]
+fn the_old_inline_shape_is_recognised() {
+    let Some(dir) = common::acp_snapshot("83367966a8bc65aa0ec3469d8cc017108e0db452") else {
+        return;
+    };
+    let shapes = classify_all(&load(&dir, "schema.json")).unwrap();
+    let Shape::Tagged { tag, variants, .. } = shape_of(&shapes, "SessionUpdate") else {
+        panic!("SessionUpdate")
+    };
+    assert_eq!(tag, "sessionUpdate");
+    let chunk = variants.iter().find(|v| v.tag == "agent_message_chunk").unwrap();
+    assert_eq!(chunk.payload, None, "v0.4 writes the payload inline");
+    assert!(chunk.inline_properties.contains(&"content".to_string()), "{chunk:?}");
+}
