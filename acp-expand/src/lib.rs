@@ -403,14 +403,14 @@ impl Plan {
             .and_then(|a| a.kind)
             .unwrap_or(AuditKind::Governance);
         let audit = match (audit_kind, aip44.audit.as_ref().and_then(|a| a.reference.as_ref())) {
-            (AuditKind::Off, _) => quote!(::agentacp::server::AuditTarget::Off),
+            (AuditKind::Off, _) => quote!(::agentacp::__private::AuditTarget::Off),
             (AuditKind::External, Some(reference)) => {
                 let resolved = folder.join(reference).to_string_lossy().into_owned();
-                quote!(::agentacp::server::AuditTarget::External { path: #resolved })
+                quote!(::agentacp::__private::AuditTarget::External { path: #resolved })
             }
             _ => {
                 let channel = option_str(channel.as_deref());
-                quote!(::agentacp::server::AuditTarget::Governance { channel: #channel })
+                quote!(::agentacp::__private::AuditTarget::Governance { channel: #channel })
             }
         };
         let authenticate = manifest.transport.to_vec().contains(&Transport::Websocket);
@@ -554,7 +554,7 @@ impl Plan {
         let kind = self.kind.as_str();
         let load_session = self.load_session;
         quote! {
-            static SPEC: ::agentacp::server::OperatorSpec = ::agentacp::server::OperatorSpec {
+            static SPEC: ::agentacp::__private::OperatorSpec = ::agentacp::__private::OperatorSpec {
                 manifest_path: #manifest_path,
                 name: #spec_name,
                 id: #spec_id,
@@ -570,7 +570,7 @@ impl Plan {
                 governance: #governance,
                 sandbox: #sandbox,
                 audit: #audit,
-                editor: ::agentacp::server::EditorMethods {
+                editor: ::agentacp::__private::EditorMethods {
                     read_text_file: #read_text_file,
                     write_text_file: #write_text_file,
                     terminal: #terminal,
@@ -686,7 +686,7 @@ impl Plan {
                     context: &'a ::agentacp::client::ClientContext,
                     method: &'a str,
                     params: &'a ::agentacp::__private::RawValue,
-                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
+                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
                     match method {
                         #(#arms)*
                         _ => ::core::option::Option::None,
@@ -697,7 +697,7 @@ impl Plan {
             impl ::agentacp::client::ClientOperator for #name {
                 type Tier = #tier;
 
-                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                fn spec() -> &'static ::agentacp::__private::OperatorSpec {
                     #spec
                 }
             }
@@ -740,7 +740,7 @@ impl Plan {
             impl ::agentacp::bridge::BridgeOperator for #name {
                 type Tier = #tier;
 
-                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                fn spec() -> &'static ::agentacp::__private::OperatorSpec {
                     #spec
                 }
 
@@ -870,7 +870,7 @@ impl Plan {
                     &'a self,
                     session: &'a ::agentacp::server::SessionContext,
                     params: &'a ::agentacp::__private::RawValue,
-                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
+                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
                     ::core::option::Option::Some(::std::boxed::Box::pin(async move {
                         let request: #wire::LoadSessionRequest = ::agentacp::server::decode_params("session/load", params)?;
                         let response = <Self as #handler>::load_session(self, session, request).await?;
@@ -884,7 +884,7 @@ impl Plan {
                 fn authenticate<'a>(
                     &'a self,
                     params: &'a ::agentacp::__private::RawValue,
-                ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
+                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
                     ::core::option::Option::Some(::std::boxed::Box::pin(async move {
                         let request: #wire::AuthenticateRequest = ::agentacp::server::decode_params("authenticate", params)?;
                         let response = <Self as #handler>::authenticate(self, request).await?;
@@ -912,7 +912,7 @@ impl Plan {
             impl ::agentacp::server::Operator for #name {
                 type Tier = #tier;
 
-                fn spec() -> &'static ::agentacp::server::OperatorSpec {
+                fn spec() -> &'static ::agentacp::__private::OperatorSpec {
                     #spec
                 }
 
@@ -920,7 +920,7 @@ impl Plan {
                     &'a self,
                     turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
                     params: &'a ::agentacp::__private::RawValue,
-                ) -> ::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
+                ) -> ::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
                     ::std::boxed::Box::pin(async move {
                         let request: #wire::PromptRequest = ::agentacp::server::decode_params("session/prompt", params)?;
                         let stop_reason = <Self as #handler>::prompt(self, turn, request).await?;
@@ -976,14 +976,14 @@ fn stand_in(target: &syn::ItemStruct, tier: Option<Tier>, span: Span) -> TokenSt
 
         impl ::agentacp::server::Operator for #name {
             type Tier = #tier;
-            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+            fn spec() -> &'static ::agentacp::__private::OperatorSpec {
                 ::agentacp::__private::stand_in_spec()
             }
             fn prompt<'a>(
                 &'a self,
                 _turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
                 _params: &'a ::agentacp::__private::RawValue,
-            ) -> ::agentacp::server::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
+            ) -> ::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
                 ::std::boxed::Box::pin(async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) })
             }
         }
@@ -1039,14 +1039,14 @@ fn client_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStr
                 _context: &'a ::agentacp::client::ClientContext,
                 _method: &'a str,
                 _params: &'a ::agentacp::__private::RawValue,
-            ) -> ::core::option::Option<::agentacp::server::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
+            ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
                 ::core::option::Option::None
             }
         }
 
         impl ::agentacp::client::ClientOperator for #name {
             type Tier = #tier;
-            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+            fn spec() -> &'static ::agentacp::__private::OperatorSpec {
                 ::agentacp::__private::stand_in_spec()
             }
         }
@@ -1073,7 +1073,7 @@ fn bridge_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStr
 
         impl ::agentacp::bridge::BridgeOperator for #name {
             type Tier = #tier;
-            fn spec() -> &'static ::agentacp::server::OperatorSpec {
+            fn spec() -> &'static ::agentacp::__private::OperatorSpec {
                 ::agentacp::__private::stand_in_spec()
             }
             fn downstream(&self) -> ::agentacp::client::AgentCommand {
@@ -1311,7 +1311,7 @@ mod tests {
         assert!(!text.contains("compile_error"), "{text}");
         assert!(
             text.contains(
-                "editor : :: agentacp :: server :: EditorMethods { read_text_file : true , write_text_file : false , terminal : true , }"
+                "editor : :: agentacp :: __private :: EditorMethods { read_text_file : true , write_text_file : false , terminal : true , }"
             ),
             "{text}"
         );
@@ -1335,7 +1335,7 @@ mod tests {
         assert!(!text.contains("compile_error"), "{text}");
         assert!(
             text.contains(
-                "editor : :: agentacp :: server :: EditorMethods { read_text_file : false , write_text_file : false , terminal : false , }"
+                "editor : :: agentacp :: __private :: EditorMethods { read_text_file : false , write_text_file : false , terminal : false , }"
             ),
             "{text}"
         );

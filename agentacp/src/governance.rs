@@ -4,7 +4,7 @@
 //! operator's tool list and autonomy, the AIP-7 governance document (a workspace manifest's
 //! `autonomy`, or a policy) and the AIP-7 policies the operator lists. [`OperatorProfile`] is
 //! the rest of the operator document operator code may read: memory, skills, policies. Replace it with your own [`Governance`] through
-//! [`ServerOptions::governance`](crate::server::ServerOptions::governance).
+//! `server::ServerOptions::governance`.
 
 use std::fmt;
 
@@ -431,7 +431,7 @@ impl fmt::Display for Decision {
 
 /// What the AIP-9 operator document says about the operator beyond its tools and autonomy:
 /// its memory, its skills and the policies it consults, as typed data for operator code
-/// ([`SessionContext::operator`](crate::server::SessionContext::operator)). Values this
+/// (`server::SessionContext::operator`). Values this
 /// runtime does not know are kept ([`MemoryKind::Other`], [`MemoryPolicy::Other`]); anything
 /// unreadable is left out. Never fails.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -3,9 +3,9 @@
 //! Annotate a struct with [`acp_operator`] and point it at an AIP-44 `ACP.md`; the macro
 //! checks the manifest at compile time and generates a handler trait with exactly the methods
 //! the manifest's capabilities need. Implement it, call `serve_stdio()`, and the runtime here
-//! does the rest: JSON-RPC over stdio ([`jsonrpc`]), sessions and turns ([`server`]),
-//! governance ([`governance`]), the hash-chained audit log ([`audit`]), and the wire types of
-//! the pinned ACP revision ([`wire`]).
+//! does the rest: JSON-RPC over stdio ([`jsonrpc`]), the manifest as read at compile time
+//! ([`spec`]), sessions and turns ([`server`]), governance ([`governance`]), the hash-chained
+//! audit log ([`audit`]), and the wire types of the pinned ACP revision ([`wire`]).
 //!
 //! ```ignore
 //! use agentacp::prelude::*;
@@ -31,10 +31,14 @@ extern crate self as agentacp;
 pub use acp_audit as audit;
 pub mod bridge;
 pub mod client;
+pub mod env;
 pub mod error;
+pub mod future;
 pub mod governance;
 pub mod jsonrpc;
 pub mod server;
+pub mod spec;
+mod sync;
 pub mod tier;
 pub mod wire;
 pub mod workspace;
@@ -61,7 +65,8 @@ pub mod __private {
     pub use serde_json::Value;
     pub use serde_json::value::RawValue;
 
-    use crate::server::{AuditTarget, EditorMethods, OperatorSpec};
+    pub use crate::future::BoxFuture;
+    pub use crate::spec::{AuditTarget, EditorMethods, OperatorSpec};
 
     /// Whether the full SHA `rev` starts with the manifest's `prefix` (checked at compile time
     /// against a `wire = path` module).

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::Notify;
 
-use super::BridgeOptions;
 use super::gate::{self, Gate};
+use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
 use crate::client::oversight::{Oversight, ToolFacts};
 use crate::client::permission::{self, PermissionDecision};
@@ -27,7 +27,7 @@ use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
-use crate::server::OperatorSpec;
+use crate::spec::OperatorSpec;
 use crate::wire::default as wire;
 
 /// How often deadlines are checked.

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::jsonrpc::{RpcError, codes};
 use crate::wire::default as wire;
 

@@ -5,11 +5,14 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::connection::Client;
+use super::error::ClientError;
 use super::handlers::ClientHandlers;
+use super::options::ClientOptions;
 use super::process::AgentCommand;
-use super::{Client, ClientError, ClientOptions};
 use crate::audit::FsyncPolicy;
-use crate::server::{OperatorSpec, env_path};
+use crate::env::{default_state_dir, env_path};
+use crate::spec::OperatorSpec;
 use crate::tier::Tier;
 
 /// A client operator, as the runtime drives it. `#[acp_operator]` implements this for the
@@ -47,7 +50,7 @@ impl<T: ClientOperator> Connect for T {
             options.governance = Some(Arc::new(spec.governance()));
         }
         if options.audit.is_off() {
-            let state_dir = env_path("AGENTACP_STATE_DIR").unwrap_or_else(|| crate::server::default_state_dir(spec.id));
+            let state_dir = env_path("AGENTACP_STATE_DIR").unwrap_or_else(|| default_state_dir(spec.id));
             options.audit = spec
                 .open_audit(
                     env_path("AGENTACP_AUDIT_LOG").as_deref(),

@@ -7,10 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::connection::lock;
 use super::events::Update;
 use crate::audit::{Approval, AuditEvent, AuditLog, ToolCallMirror, ToolOutcomeRecord};
 use crate::governance::{Decision, Governance, ToolKind, ToolRequest};
+use crate::sync::lock;
+
+/// The tool name governance and the audit log know a terminal by.
+pub const TERMINAL_TOOL: &str = "terminal/create";
 
 /// A tool call seen in a session, until it ends.
 #[derive(Debug, Default)]
@@ -50,11 +53,11 @@ impl ToolFacts {
             })
     }
 
-    /// A terminal the agent asked for (see `connection::TERMINAL_TOOL`).
+    /// A terminal the agent asked for (see [`TERMINAL_TOOL`]).
     pub(crate) fn terminal(id: &str, arguments: Value) -> ToolFacts {
         ToolFacts {
             id: id.to_string(),
-            tool: Some(super::connection::TERMINAL_TOOL.to_string()),
+            tool: Some(TERMINAL_TOOL.to_string()),
             kind: None,
             arguments: Some(arguments),
             status: None,

@@ -39,9 +39,9 @@ use tokio::io::AsyncReadExt as _;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use super::connection::lock;
 use super::process::DEFAULT_ENV_ALLOW;
 use crate::jsonrpc::{RpcError, codes};
+use crate::sync::lock;
 use crate::wire::default as wire;
 
 /// The most terminals (running, or exited and not yet released) one connection may hold.
@@ -698,59 +698,6 @@ fn signal_name(number: i32) -> String {
         .iter()
         .find(|(signal, _)| signal.as_raw() == number)
         .map_or_else(|| format!("signal {number}"), |(_, name)| (*name).to_string())
-}
-
-/// Implements the terminal family of a generated `…Client` handler trait with the built-in
-/// [`Terminals`] of the connection. Write it inside the `impl` block:
-///
-/// ```ignore
-/// impl MyClient for My {
-///     agentacp::builtin_terminal_methods!();
-/// }
-/// ```
-#[macro_export]
-macro_rules! builtin_terminal_methods {
-    () => {
-        async fn create_terminal(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::CreateTerminalRequest,
-        ) -> ::core::result::Result<$crate::wire::default::CreateTerminalResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().create(&request).await
-        }
-
-        async fn terminal_output(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::TerminalOutputRequest,
-        ) -> ::core::result::Result<$crate::wire::default::TerminalOutputResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().output(&request).await
-        }
-
-        async fn wait_for_terminal_exit(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::WaitForTerminalExitRequest,
-        ) -> ::core::result::Result<$crate::wire::default::WaitForTerminalExitResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().wait_for_exit(&request).await
-        }
-
-        async fn kill_terminal(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::KillTerminalRequest,
-        ) -> ::core::result::Result<$crate::wire::default::KillTerminalResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().kill(&request).await
-        }
-
-        async fn release_terminal(
-            &self,
-            context: &$crate::client::ClientContext,
-            request: $crate::wire::default::ReleaseTerminalRequest,
-        ) -> ::core::result::Result<$crate::wire::default::ReleaseTerminalResponse, $crate::jsonrpc::RpcError> {
-            context.terminals().release(&request).await
-        }
-    };
 }
 
 #[cfg(test)]

@@ -15,8 +15,10 @@ use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{Pending, RequestFailure};
 use crate::jsonrpc::{self, Id, RpcError};
 
-use super::operator::EditorMethods;
-use super::session::{SessionContext, SessionStore, lock};
+use super::memory::MemoryAudit;
+use super::session::{SessionContext, SessionStore};
+use crate::spec::EditorMethods;
+use crate::sync::lock;
 
 pub(crate) struct Connection {
     pub(crate) outbox: Outbox,
@@ -143,5 +145,15 @@ impl Connection {
         timeout: Duration,
     ) -> std::result::Result<Box<RawValue>, RequestFailure> {
         self.pending.call(&self.outbox, method, params, timeout).await
+    }
+}
+
+impl MemoryAudit for Connection {
+    fn operator_id(&self) -> &str {
+        &self.operator_id
+    }
+
+    fn audit(&self, event: AuditEvent) -> Result<()> {
+        Connection::audit(self, event)
     }
 }

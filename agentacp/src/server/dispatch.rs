@@ -21,9 +21,11 @@ use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 
 use super::connection::Connection;
 use super::memory::MemoryBook;
-use super::operator::{EditorMethods, Operator, OperatorSpec};
-use super::session::{SessionContext, lock};
+use super::operator::Operator;
+use super::session::SessionContext;
 use super::turn::{Turn, TurnScope};
+use crate::spec::{EditorMethods, OperatorSpec};
+use crate::sync::lock;
 use crate::workspace::Workspace;
 
 struct SessionEntry {
@@ -500,7 +502,7 @@ impl<O: Operator> Dispatcher<O> {
         };
         if let Some(entry) = entry {
             self.memory
-                .close(&session.session_id, entry.context.memory(), Some(&self.connection));
+                .close(&session.session_id, entry.context.memory(), Some(&*self.connection));
             if self.connection.record_history
                 && let Err(error) = self.connection.store.flush_session(&session.session_id)
             {
@@ -625,7 +627,7 @@ impl<O: Operator> Dispatcher<O> {
             while self.tasks.join_next().await.is_some() {}
         }
         for (id, entry) in lock(&self.sessions).iter() {
-            self.memory.persist(id, entry.context.memory(), Some(&self.connection));
+            self.memory.persist(id, entry.context.memory(), Some(&*self.connection));
         }
         if let Err(error) = self.connection.store.flush() {
             tracing::error!(%error, "saving sessions failed");
@@ -720,7 +722,7 @@ impl<O: Operator> PromptTask<O> {
             tracing::error!(%error, session = session_id, "saving the session failed");
         }
         self.memory
-            .persist(&session_id, self.scope.session.memory(), Some(&self.connection));
+            .persist(&session_id, self.scope.session.memory(), Some(&*self.connection));
         lock(&self.in_flight).remove(&self.id);
         if self.answered.swap(true, Ordering::SeqCst) {
             return;

@@ -27,16 +27,9 @@ use crate::jsonrpc::pending::RequestFailure;
 use crate::tier::Governed;
 
 use super::connection::Connection;
-use super::operator::EditorMethods;
 use super::turn::{ToolOutcome, Turn, TurnScope};
-
-/// The tool name (and method) of a file read through the editor.
-pub const READ_TEXT_FILE: &str = "fs/read_text_file";
-/// The tool name (and method) of a file write through the editor.
-pub const WRITE_TEXT_FILE: &str = "fs/write_text_file";
-/// The tool name of a command run in the editor's terminal (`terminal/create` and the
-/// follow-up `terminal/*` requests of that run).
-pub const TERMINAL: &str = "terminal/create";
+use crate::spec::EditorMethods;
+pub use crate::spec::{READ_TEXT_FILE, TERMINAL, WRITE_TEXT_FILE};
 
 /// Why an editor call did not give a result.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,9 +24,16 @@ use serde_json::{Value, json};
 use crate::governance::{MemoryKind, MemoryPolicy, MemorySpec};
 use crate::workspace::Workspace;
 
-use super::connection::Connection;
-use super::session::lock;
 use crate::audit::{Actor, AuditEvent, Subject};
+use crate::sync::lock;
+
+/// Where writes of the memory are audited: the connection's log, as its operator.
+pub(crate) trait MemoryAudit {
+    /// The operator's id in audit records.
+    fn operator_id(&self) -> &str;
+    /// Appends `event` to the audit log.
+    fn audit(&self, event: AuditEvent) -> crate::error::Result<()>;
+}
 
 /// The largest memory file read back (64 MiB); a larger one is left alone and reported.
 const MAX_MEMORY_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -281,12 +288,12 @@ impl MemoryBook {
 
     /// Keeps `memory` if its kind asks for it, audited first (action `memory.write`) when
     /// `connection` is given; failures are logged.
-    pub(crate) fn persist(&self, session: &str, memory: &Memory, connection: Option<&Connection>) {
+    pub(crate) fn persist(&self, session: &str, memory: &Memory, connection: Option<&dyn MemoryAudit>) {
         let audit = |file: &str, entries: usize| {
             let Some(connection) = connection else { return Ok(()) };
             let mut event = AuditEvent::new(
                 Actor {
-                    id: format!("operator:{}", connection.operator_id),
+                    id: format!("operator:{}", connection.operator_id()),
                     role: Some("operator".into()),
                 },
                 "memory.write",
@@ -308,7 +315,7 @@ impl MemoryBook {
 
     /// The session ended for good (`session/close`): its memory is kept, and its `thread`
     /// memory is no longer held here.
-    pub(crate) fn close(&self, session: &str, memory: &Memory, connection: Option<&Connection>) {
+    pub(crate) fn close(&self, session: &str, memory: &Memory, connection: Option<&dyn MemoryAudit>) {
         self.persist(session, memory, connection);
         lock(&self.threads).remove(session);
     }

@@ -19,15 +19,17 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::audit::{AuditLog, FsyncPolicy};
+use crate::env::{default_state_dir, env_number, env_path, home, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
+use crate::spec::OperatorSpec;
 use crate::workspace::Workspace;
 
 pub use editor::{CommandOutput, Editor, EditorError, TerminalCommand};
 pub use memory::{Memory, MemoryError};
-pub use operator::{AuditTarget, BoxFuture, EditorMethods, Operator, OperatorSpec, decode_params, encode_result};
+pub use operator::{Operator, decode_params, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
@@ -170,37 +172,6 @@ impl ServerOptions {
     fn resolved_state_dir(&self, id: &str) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(|| default_state_dir(id))
     }
-}
-
-/// A path from the environment variable `name`, when it is set and not empty.
-pub(crate) fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
-}
-
-/// A whole number from the environment variable `name`; set but unreadable is reported on
-/// stderr and ignored.
-pub(crate) fn env_number(name: &str) -> Option<u64> {
-    let text = std::env::var_os(name).filter(|v| !v.is_empty())?;
-    let parsed = text.to_str().and_then(|t| t.trim().parse().ok());
-    if parsed.is_none() {
-        tracing::warn!(variable = name, value = ?text, "not a whole number; ignored");
-    }
-    parsed
-}
-
-/// Where an operator keeps state when no folder is given: `$XDG_STATE_HOME/agentacp/<id>`,
-/// else `~/.local/state/agentacp/<id>`, else under the temporary folder.
-pub(crate) fn default_state_dir(id: &str) -> PathBuf {
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home().map(|home| home.join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("agentacp").join(id)
-}
-
-fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 /// At tier sandboxed: where the AIP-36 sandbox mounts the workspace (`mounts[]` with
@@ -347,18 +318,6 @@ where
     }
 }
 
-/// Logs to stderr (never stdout: that is the protocol channel), filtered by `AGENTACP_LOG`
-/// (default `warn`). Does nothing if a subscriber is already installed.
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTACP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .try_init();
-}
-
 /// Running an operator over stdio. Implemented for every [`Operator`].
 pub trait Serve: Operator + Sized {
     /// Serves over stdin/stdout with [`ServerOptions::from_env`], logging to stderr.
@@ -390,6 +349,7 @@ impl<O: Operator> Serve for O {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{AuditTarget, EditorMethods};
 
     /// A sandboxed spec whose SANDBOX.md mounts the workspace at `mount`.
     fn sandboxed(mount: &Path) -> &'static OperatorSpec {

@@ -1,193 +1,19 @@
-//! What `#[acp_operator]` generates for a server: an [`OperatorSpec`] read from the manifest
-//! at compile time, and an [`Operator`] impl that decodes requests into the pinned revision's
+//! What `#[acp_operator]` generates for a server: an [`Operator`] impl over the
+//! [`OperatorSpec`] read from the manifest at compile time, that decodes requests into the pinned revision's
 //! wire types and calls the author's handler trait.
-
-use std::future::Future;
-use std::pin::Pin;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::audit::{AuditError, AuditLog, FsyncPolicy};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
+use crate::spec::OperatorSpec;
 use crate::tier::Tier;
 
 use super::session::SessionContext;
 use super::turn::Turn;
-
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Where the manifest sends audit records (`metadata.aip44.audit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditTarget {
-    /// `kind: off`: no audit (only below governance-aware).
-    Off,
-    /// `kind: governance` (the default): the governance binding's log, kept in the state
-    /// folder; `channel` is the operator's `governance.audit_log` (`audit:<name>`), if any.
-    Governance {
-        /// The AIP-9 audit channel.
-        channel: Option<&'static str>,
-    },
-    /// `kind: external`: the file named by `audit.ref`, resolved against the manifest's folder.
-    External {
-        /// The absolute path.
-        path: &'static str,
-    },
-}
-
-/// The editor's client methods a server operator may call (`metadata.aip44.capabilities.client`
-/// in a server's manifest); each is also checked against what the editor advertised at
-/// `initialize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EditorMethods {
-    /// `fs/read_text_file`.
-    pub read_text_file: bool,
-    /// `fs/write_text_file`.
-    pub write_text_file: bool,
-    /// `terminal/create` and the other `terminal/*` methods.
-    pub terminal: bool,
-}
-
-impl EditorMethods {
-    /// The tool names governance sees for the declared methods (see [`super::editor`]).
-    pub fn tools(&self) -> Vec<&'static str> {
-        use super::editor::{READ_TEXT_FILE, TERMINAL, WRITE_TEXT_FILE};
-        [
-            (self.read_text_file, READ_TEXT_FILE),
-            (self.write_text_file, WRITE_TEXT_FILE),
-            (self.terminal, TERMINAL),
-        ]
-        .into_iter()
-        .filter_map(|(declared, tool)| declared.then_some(tool))
-        .collect()
-    }
-
-    /// None of them.
-    pub const NONE: EditorMethods = EditorMethods {
-        read_text_file: false,
-        write_text_file: false,
-        terminal: false,
-    };
-}
-
-/// Everything the runtime needs from the manifest, fixed at compile time.
-#[derive(Debug, Clone, Copy)]
-pub struct OperatorSpec {
-    /// Where the manifest was read from.
-    pub manifest_path: &'static str,
-    /// `name`.
-    pub name: &'static str,
-    /// `id` (also `agentInfo.name` and the default state folder's name).
-    pub id: &'static str,
-    /// `version`.
-    pub version: &'static str,
-    /// `metadata.aip44.tier`.
-    pub tier: &'static str,
-    /// The full SHA of the pinned ACP revision.
-    pub acp_rev: &'static str,
-    /// The ACP protocol version that revision speaks.
-    pub protocol_version: u16,
-    /// `kind`: `server`, `client` or `bridge`.
-    pub kind: &'static str,
-    /// The `initialize` result a server or bridge answers with, as JSON (what
-    /// `scaffold-aip explain` prints); `null` for a client.
-    pub initialize_response: &'static str,
-    /// The `initialize` params a client or bridge sends, as JSON; `null` for a server.
-    pub initialize_request: &'static str,
-    /// Whether `session/load` is advertised.
-    pub load_session: bool,
-    /// The AIP-9 operator document's frontmatter, as JSON.
-    pub operator: Option<&'static str>,
-    /// The AIP-7 governance document's frontmatter, as JSON.
-    pub governance: Option<&'static str>,
-    /// The AIP-36 sandbox document's frontmatter, as JSON.
-    pub sandbox: Option<&'static str>,
-    /// Where audit records go.
-    pub audit: AuditTarget,
-    /// The editor's client methods the operator may call (servers only).
-    pub editor: EditorMethods,
-    /// The AIP-7 policies the operator lists (`governance.policies`), resolved at build time
-    /// through the workspace manifest's registry: one JSON object each,
-    /// `{"ref": "policy:<slug>", "appliesTo": <registry binding or null>, "policy": <frontmatter>}`.
-    pub policies: &'static [&'static str],
-}
-
-impl OperatorSpec {
-    /// The operator's id for audit records: the AIP-9 operator's `id`, else the manifest `id`.
-    pub fn operator_id(&self) -> String {
-        self.operator
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
-            .and_then(|doc| doc.get("id").and_then(Value::as_str).map(str::to_string))
-            .unwrap_or_else(|| self.id.to_string())
-    }
-
-    /// Opens the audit log the manifest asks for: `path` when given, else the target's file
-    /// (a governance channel's log is `<state_dir>/<channel>.jsonl`). The error names the
-    /// file (and, when another process writes it, that process); a torn last line that was
-    /// recovered is logged as a warning.
-    pub fn open_audit(
-        &self,
-        path: Option<&std::path::Path>,
-        fsync: FsyncPolicy,
-        state_dir: &std::path::Path,
-    ) -> Result<AuditLog> {
-        let path = match (path, self.audit) {
-            (Some(path), _) => path.to_path_buf(),
-            (None, AuditTarget::Off) => return Ok(AuditLog::off()),
-            (None, AuditTarget::External { path }) => std::path::PathBuf::from(path),
-            (None, AuditTarget::Governance { channel }) => {
-                let name = channel.and_then(|c| c.strip_prefix("audit:")).unwrap_or("audit");
-                let name: String = name
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                state_dir.join(format!("{name}.jsonl"))
-            }
-        };
-        let log = AuditLog::open(&path, fsync).map_err(|error| match error {
-            // Names the log and who holds it already.
-            AuditError::Locked { .. } => Error::Audit(error.to_string()),
-            error => Error::Audit(format!("cannot open the audit log {}: {error}", path.display())),
-        })?;
-        if let Some(recovery) = log.recovery() {
-            tracing::warn!(log = %path.display(), %recovery, "recovered the audit log after an interrupted write");
-        }
-        Ok(log)
-    }
-
-    /// The default governance binding: the manifest's operator and governance documents,
-    /// every policy the operator lists, and the editor methods the manifest declares counted
-    /// as listed tools.
-    pub fn governance(&self) -> crate::governance::ManifestGovernance {
-        let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
-        let policies: Vec<Value> = self
-            .policies
-            .iter()
-            .filter_map(|text| serde_json::from_str(text).ok())
-            .collect();
-        crate::governance::ManifestGovernance::from_documents(
-            document(self.operator).as_ref(),
-            document(self.governance).as_ref(),
-        )
-        .with_policies(&policies)
-        .listing(&self.editor.tools())
-    }
-
-    /// The operator's memory, skills and policies (AIP-9), as typed data.
-    pub fn operator_profile(&self) -> crate::governance::OperatorProfile {
-        let document = self.operator.and_then(|text| serde_json::from_str::<Value>(text).ok());
-        crate::governance::OperatorProfile::from_document(document.as_ref())
-    }
-}
 
 /// A server operator, as the runtime drives it. `#[acp_operator]` implements this for the
 /// annotated struct; operator authors implement the generated handler trait instead.

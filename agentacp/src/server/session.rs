@@ -12,6 +12,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::governance::{MemoryPolicy, OperatorProfile};
+use crate::sync::lock;
 use crate::workspace::Workspace;
 
 use super::memory::Memory;
@@ -378,11 +379,6 @@ impl SessionStore for FileStore {
             None => Ok(()),
         }
     }
-}
-
-/// Locks a mutex, carrying on after a panic elsewhere (the data is append-only).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -1,0 +1,113 @@
+//! The limits and bindings of a bridge, and the `AGENTACP_*` variables that set them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::audit::AuditLog;
+use crate::env::{env_number, env_path};
+use crate::governance::Governance;
+
+/// Limits and bindings of a bridge. Every field has a documented default.
+#[derive(Clone)]
+pub struct BridgeOptions {
+    /// How long the agent may take to answer a request other than `session/prompt`
+    /// (`AGENTACP_REQUEST_TIMEOUT_MS`; default 60 s). Then the editor gets an error.
+    pub request_timeout: Duration,
+    /// During a prompt, the longest time without any message from the agent; then the prompt
+    /// fails upstream and `session/cancel` goes downstream. Default 10 min.
+    pub prompt_idle_timeout: Duration,
+    /// How long the editor may take to answer a request of the agent's (a permission, a file,
+    /// a terminal); then a permission is rejected and anything else fails
+    /// (`AGENTACP_PERMISSION_TIMEOUT_MS`; default 5 min).
+    pub permission_timeout: Duration,
+    /// How long a write may wait for a peer that stopped reading (`AGENTACP_WRITE_TIMEOUT_MS`;
+    /// default 60 s).
+    pub write_timeout: Duration,
+    /// The largest accepted message from either side (`AGENTACP_MAX_FRAME_BYTES`; default
+    /// 4 MiB). A larger one is answered with an error and the connection goes on.
+    pub max_frame_bytes: usize,
+    /// On shutdown: how long the agent may take to exit after its stdin closed, then SIGTERM;
+    /// then SIGKILL after `kill_grace`. Defaults 1 s and 5 s.
+    pub exit_grace: Duration,
+    /// See `exit_grace`.
+    pub kill_grace: Duration,
+    /// When the editor closes its side: how long a running prompt gets to answer once it has
+    /// been cancelled downstream (default 5 s, as a server's `shutdown_grace`). Other requests
+    /// already received keep their own deadline.
+    pub shutdown_grace: Duration,
+    /// Replaces the manifest's governance binding.
+    pub governance: Option<Arc<dyn Governance>>,
+    /// Replaces the manifest's audit log.
+    pub audit: Option<AuditLog>,
+    /// The audit log file, overriding the manifest's target (`AGENTACP_AUDIT_LOG`).
+    pub audit_log: Option<PathBuf>,
+    /// Where a governance channel's audit log is kept (`AGENTACP_STATE_DIR`; default
+    /// `~/.local/state/agentacp/<id>`).
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for BridgeOptions {
+    fn default() -> Self {
+        BridgeOptions {
+            request_timeout: Duration::from_secs(60),
+            prompt_idle_timeout: Duration::from_secs(600),
+            permission_timeout: Duration::from_secs(300),
+            write_timeout: Duration::from_secs(60),
+            max_frame_bytes: 4 * 1024 * 1024,
+            exit_grace: Duration::from_secs(1),
+            kill_grace: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(5),
+            governance: None,
+            audit: None,
+            audit_log: None,
+            state_dir: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for BridgeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BridgeOptions")
+            .field("request_timeout", &self.request_timeout)
+            .field("prompt_idle_timeout", &self.prompt_idle_timeout)
+            .field("permission_timeout", &self.permission_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("audit_log", &self.audit_log)
+            .field("state_dir", &self.state_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BridgeOptions {
+    /// The defaults, overridden by the `AGENTACP_*` variables that are set (see the fields).
+    pub fn from_env() -> Self {
+        let mut options = BridgeOptions {
+            audit_log: env_path("AGENTACP_AUDIT_LOG"),
+            state_dir: env_path("AGENTACP_STATE_DIR"),
+            ..BridgeOptions::default()
+        };
+        let number = env_number;
+        if let Some(ms) = number("AGENTACP_REQUEST_TIMEOUT_MS") {
+            options.request_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = number("AGENTACP_PERMISSION_TIMEOUT_MS") {
+            options.permission_timeout = Duration::from_millis(ms);
+        }
+        if let Some(ms) = number("AGENTACP_WRITE_TIMEOUT_MS") {
+            options.write_timeout = Duration::from_millis(ms);
+        }
+        if let Some(bytes) = number("AGENTACP_MAX_FRAME_BYTES") {
+            options.max_frame_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        options
+    }
+
+    /// Replaces the manifest's governance binding.
+    pub fn governance(mut self, governance: impl Governance) -> Self {
+        self.governance = Some(Arc::new(governance));
+        self
+    }
+}

@@ -1,0 +1,146 @@
+//! The timeouts, limits and collaborators of a [`Client`](super::Client).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::handlers::{ClientHandlers, NoHandlers};
+use super::permission::{PermissionHandler, RejectAll};
+use super::tap::{Direction, WireTap};
+use crate::audit::AuditLog;
+use crate::governance::Governance;
+
+/// Timeouts and limits of a [`Client`]. Every field has a documented default.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// The answer to `initialize`. Default 30 s.
+    pub initialize_timeout: Duration,
+    /// The answer to any other request (`session/new`, `session/load`), and sending a
+    /// notification. Default 60 s.
+    pub request_timeout: Duration,
+    /// During a prompt, the longest time without any message from the agent (an update or
+    /// the answer); then the prompt fails and `session/cancel` is sent. Default 10 min.
+    pub prompt_idle_timeout: Duration,
+    /// How long the [`PermissionHandler`] may take; then the request is rejected.
+    /// Default 5 min.
+    pub permission_timeout: Duration,
+    /// How long a write may wait for an agent that stopped reading; then the connection
+    /// counts as closed. Default 60 s.
+    pub write_timeout: Duration,
+    /// The largest accepted message from the agent, in bytes. Default 4 MiB.
+    pub max_frame_bytes: usize,
+    /// On close: how long the agent may take to exit after its stdin closed, before SIGTERM.
+    /// Default 2 s (interpreted agents under load need more than one).
+    pub exit_grace: Duration,
+    /// On close: how long after SIGTERM before SIGKILL. Default 5 s.
+    pub kill_grace: Duration,
+    /// How many of the agent's last stderr lines are kept for errors. Default 20.
+    pub stderr_lines: usize,
+    /// Our `clientInfo` (`name`, `version`).
+    pub client_info: (String, String),
+    /// Decides the agent's permission requests. Default [`RejectAll`].
+    pub permission: Arc<dyn PermissionHandler>,
+    /// Answers the agent's `fs/*` and `terminal/*` requests. Default [`NoHandlers`] (none
+    /// offered).
+    pub handlers: Arc<dyn ClientHandlers>,
+    /// The folder the agent may reach through `fs/*` and `terminal/*`, and that every
+    /// session's `cwd` must be inside. Default: the agent's working directory
+    /// ([`AgentCommand::current_dir`]), else ours.
+    pub workspace_root: Option<PathBuf>,
+    /// Decides the agent's permission requests before the [`PermissionHandler`] is asked:
+    /// `allow` approves, `deny` rejects, `ask` goes to the handler. Default: none (every
+    /// request goes to the handler).
+    pub governance: Option<Arc<dyn Governance>>,
+    /// Where tool calls are recorded (the AIP-44 tool-call mirror). Default: off.
+    pub audit: AuditLog,
+    /// Our operator id in audit records and governance requests. Default: `client_info`'s name.
+    pub operator_id: Option<String>,
+    /// Sees every message to and from the agent (a transcript, `--wire` output). Default: none.
+    pub wire_tap: Option<WireTap>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            initialize_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
+            prompt_idle_timeout: Duration::from_secs(600),
+            permission_timeout: Duration::from_secs(300),
+            write_timeout: Duration::from_secs(60),
+            max_frame_bytes: 4 * 1024 * 1024,
+            exit_grace: Duration::from_secs(2),
+            kill_grace: Duration::from_secs(5),
+            stderr_lines: 20,
+            client_info: ("agentacp".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+            permission: Arc::new(RejectAll),
+            handlers: Arc::new(NoHandlers),
+            workspace_root: None,
+            governance: None,
+            audit: AuditLog::off(),
+            operator_id: None,
+            wire_tap: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("initialize_timeout", &self.initialize_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("prompt_idle_timeout", &self.prompt_idle_timeout)
+            .field("permission_timeout", &self.permission_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("exit_grace", &self.exit_grace)
+            .field("kill_grace", &self.kill_grace)
+            .field("stderr_lines", &self.stderr_lines)
+            .field("client_info", &self.client_info)
+            .field("offered", &self.handlers.capabilities())
+            .field("workspace_root", &self.workspace_root)
+            .field("governance", &self.governance.is_some())
+            .field("audit", &!self.audit.is_off())
+            .field("operator_id", &self.operator_id)
+            .field("wire_tap", &self.wire_tap.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientOptions {
+    /// Uses `handler` for permission requests.
+    pub fn with_permission(mut self, handler: impl PermissionHandler) -> Self {
+        self.permission = Arc::new(handler);
+        self
+    }
+
+    /// Uses `handlers` for the agent's `fs/*` and `terminal/*` requests (e.g.
+    /// [`Builtin::read_only`]).
+    pub fn with_handlers(mut self, handlers: impl ClientHandlers) -> Self {
+        self.handlers = Arc::new(handlers);
+        self
+    }
+
+    /// Decides permission requests with `governance` first.
+    pub fn with_governance(mut self, governance: impl Governance) -> Self {
+        self.governance = Some(Arc::new(governance));
+        self
+    }
+
+    /// Records tool calls in `audit`.
+    pub fn with_audit(mut self, audit: AuditLog) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Shows `tap` every message to and from the agent ([`WireTap`]).
+    pub fn with_wire_tap(mut self, tap: impl Fn(Direction, &[u8]) + Send + Sync + 'static) -> Self {
+        self.wire_tap = Some(Arc::new(tap));
+        self
+    }
+
+    /// Confines sessions and file access to `root`.
+    pub fn with_workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.workspace_root = Some(root.into());
+        self
+    }
+}

@@ -1,0 +1,332 @@
+//! The reader loop of one agent connection (the mirror of `server::dispatch`): frames in
+//! order, answers to our requests, updates to their session's stream, the agent's requests to
+//! their handlers (permission requests through governance first).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::io::AsyncBufRead;
+
+use super::events::Update;
+use super::oversight::{TERMINAL_TOOL, ToolFacts};
+use super::permission::{self, PermissionDecision};
+use super::state::{Ended, Shared};
+use super::tap::Direction;
+use crate::audit::Approval;
+use crate::governance::Decision;
+use crate::jsonrpc::frame::{Frame, FrameReader};
+use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+use crate::sync::lock;
+use crate::wire::default as wire;
+
+/// How long, once the agent's stdout closed, we wait for its exit status and last stderr lines
+/// before failing what is pending.
+const EXIT_REPORT_WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UpdateParams {
+    session_id: String,
+    update: Box<RawValue>,
+}
+
+/// Reads the agent's frames until its stdout closes; then fails everything pending.
+pub(crate) async fn read_loop<R: AsyncBufRead + Unpin>(shared: Arc<Shared>, mut frames: FrameReader<R>) {
+    loop {
+        match frames.next().await {
+            Ok(None) => break,
+            Err(error) => {
+                tracing::warn!(%error, "reading from the agent failed");
+                break;
+            }
+            Ok(Some(Frame::TooLarge { len, id })) => too_large(&shared, len, id).await,
+            Ok(Some(Frame::Line(line))) => {
+                if let Some(tap) = &shared.options.wire_tap {
+                    tap(Direction::FromAgent, &line);
+                }
+                handle(&shared, &line).await
+            }
+        }
+    }
+    tracing::debug!(pid = ?shared.process.pid, "the agent closed its output");
+    lock(&shared.ended).get_or_insert(Ended::ByAgent);
+    // So that errors carry the exit status and the last stderr lines.
+    let (_, ()) = tokio::join!(
+        shared.process.wait_exit(EXIT_REPORT_WAIT),
+        shared.process.stderr.wait_closed(EXIT_REPORT_WAIT)
+    );
+    shared.pending.close();
+    lock(&shared.subscribers).clear();
+    for sender in lock(&shared.cancels).values() {
+        sender.send_modify(|generation| *generation += 1);
+    }
+}
+
+async fn too_large(shared: &Shared, len: usize, id: Option<Id>) {
+    let limit = shared.options.max_frame_bytes;
+    tracing::warn!(len, limit, ?id, "a message from the agent over the limit was discarded");
+    let Some(id) = id else { return };
+    let error = RpcError::new(
+        codes::INVALID_REQUEST,
+        format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
+    );
+    // Our request's answer: fail that request. Otherwise it was a request of the agent's.
+    if !shared.pending.resolve(&id, Err(error.clone())) {
+        shared.send_line(jsonrpc::encode_error(&id, &error)).await;
+    }
+}
+
+async fn handle(shared: &Arc<Shared>, line: &[u8]) {
+    let message = match jsonrpc::parse(line) {
+        Ok(message) => message,
+        Err(unreadable) => {
+            tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
+            return;
+        }
+    };
+    match message {
+        Incoming::Response { id, outcome } => {
+            if !shared.pending.resolve(&id, outcome) {
+                tracing::debug!(%id, "an answer to no pending request was ignored");
+            }
+        }
+        Incoming::Notification { method, params } => {
+            if method != wire::method_names::SESSION_UPDATE {
+                tracing::debug!(%method, "a notification from the agent was ignored");
+                return;
+            }
+            let text = params.as_deref().map_or("null", RawValue::get);
+            match serde_json::from_str::<UpdateParams>(text) {
+                Ok(params) => {
+                    let update = Update::from_raw(&params.update);
+                    let subscriber = shared.subscriber(&params.session_id);
+                    let replay = subscriber.as_ref().is_some_and(|s| s.2);
+                    if !replay && let Err(error) = shared.oversight.observe(&params.session_id, &update) {
+                        // Fail closed: what cannot be audited is not shown, and the turn stops.
+                        tracing::error!(%error, session = %params.session_id, "auditing a tool call failed; cancelling the turn");
+                        let cancel = serde_json::json!({ "sessionId": params.session_id });
+                        let _ = shared.notify(wire::method_names::SESSION_CANCEL, &cancel).await;
+                        return;
+                    }
+                    match subscriber {
+                        Some((tag, sender, _)) => shared.deliver(&params.session_id, (tag, sender), update).await,
+                        None => {
+                            tracing::debug!(session = %params.session_id, "an update for a session without a running prompt was dropped")
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "an unreadable `session/update` was ignored"),
+            }
+        }
+        Incoming::Request { id, method, params } => {
+            if method == wire::method_names::SESSION_REQUEST_PERMISSION {
+                let text = params.as_deref().map_or("null", RawValue::get);
+                match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
+                    Ok(request) => {
+                        tokio::spawn(answer_permission(Arc::clone(shared), id, request));
+                    }
+                    Err(error) => {
+                        let error =
+                            RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}"));
+                        shared.send_line(jsonrpc::encode_error(&id, &error)).await;
+                    }
+                }
+            } else {
+                let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
+                tokio::spawn(answer_request(Arc::clone(shared), id, method, params));
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct PermissionResponse {
+    outcome: wire::RequestPermissionOutcome,
+}
+
+/// Governance first: `allow` approves and `deny` rejects without asking anyone; `ask` goes to
+/// the handler, where a timeout or a cancel of the session rejects. The answer is remembered
+/// for the tool call's audit record.
+async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPermissionRequest) {
+    let session = request.session_id.as_str().to_string();
+    let facts = ToolFacts::of_permission(&request);
+    let (outcome, approval) = decide_permission(&shared, &request, &facts).await;
+    shared.oversight.permission_answered(&session, &facts, approval);
+    tracing::debug!(%id, ?outcome, "permission answered");
+    shared
+        .send_line(jsonrpc::encode_result(&id, &PermissionResponse { outcome }))
+        .await;
+}
+
+/// Governance, then (for `ask`) the permission handler: the outcome to answer with and the
+/// approval to record.
+async fn decide_permission(
+    shared: &Shared,
+    request: &wire::RequestPermissionRequest,
+    facts: &ToolFacts,
+) -> (wire::RequestPermissionOutcome, Approval) {
+    let session = request.session_id.as_str();
+    let (outcome, approval) = match shared.oversight.decide(session, facts) {
+        Decision::Allow => (
+            permission::outcome(request, &PermissionDecision::Approve),
+            Approval::Auto,
+        ),
+        Decision::Deny(reason) => (
+            permission::outcome(request, &PermissionDecision::Reject),
+            Approval::Denied { reason },
+        ),
+        Decision::Ask => ask_handler(shared, request).await,
+    };
+    // An `allow` that the request did not offer is a rejection: record what was answered.
+    let approval = match (&approval, permission::approves(request, &outcome)) {
+        (Approval::Auto, false) => Approval::RejectedBy {
+            who: "governance".into(),
+            reason: "the request offered no allow option".into(),
+        },
+        _ => approval,
+    };
+    (outcome, approval)
+}
+
+/// `terminal/create` runs a command with all the rights of the client's user (its `cwd` is only
+/// where it starts), so it is decided like a tool call: governance sees the tool
+/// [`TERMINAL_TOOL`] (kind unknown, so it counts as changing something) with the request as
+/// its arguments, `ask` goes to the permission handler (default: reject), and the decision and
+/// its result are audited. `Err` is the answer to send when it is not approved.
+async fn authorize_terminal(
+    shared: &Shared,
+    session: &str,
+    arguments: &Value,
+) -> Result<ToolFacts, (ToolFacts, Approval, RpcError)> {
+    static TERMINALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let command_line = std::iter::once(&arguments["command"])
+        .chain(arguments["args"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let id = format!(
+        "terminal-{}",
+        TERMINALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    );
+    let request = serde_json::json!({
+        "sessionId": session,
+        "toolCall": {
+            "toolCallId": id,
+            "title": format!("Run `{command_line}` in {}", arguments["cwd"].as_str().unwrap_or("?")),
+            "kind": "execute",
+            "rawInput": arguments,
+            "_meta": {"aip44": {"tool": TERMINAL_TOOL}},
+        },
+        "options": [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ],
+    });
+    let request: wire::RequestPermissionRequest = serde_json::from_value(request).map_err(|error| {
+        let facts = ToolFacts::terminal(&id, arguments.clone());
+        let approval = Approval::Denied {
+            reason: format!("unreadable terminal request: {error}"),
+        };
+        (facts, approval, RpcError::new(codes::INVALID_PARAMS, error.to_string()))
+    })?;
+    let facts = ToolFacts::of_permission(&request);
+    let (outcome, approval) = decide_permission(shared, &request, &facts).await;
+    if permission::approves(&request, &outcome) {
+        shared.oversight.permission_answered(session, &facts, approval);
+        Ok(facts)
+    } else {
+        let error = RpcError::new(
+            codes::INVALID_REQUEST,
+            format!("`terminal/create` of `{command_line}` was not allowed by the client"),
+        );
+        Err((facts, approval, error))
+    }
+}
+
+/// The permission handler's answer, bounded by the permission timeout and the session's cancel.
+async fn ask_handler(
+    shared: &Shared,
+    request: &wire::RequestPermissionRequest,
+) -> (wire::RequestPermissionOutcome, Approval) {
+    let mut cancelled = shared.cancel_receiver(request.session_id.as_str());
+    cancelled.mark_unchanged();
+    let timeout = shared.options.permission_timeout;
+    let rejected = |reason: &str| Approval::RejectedBy {
+        who: "user".into(),
+        reason: reason.into(),
+    };
+    tokio::select! {
+        decision = tokio::time::timeout(timeout, shared.permission.decide(request.clone())) => match decision {
+            Ok(decision) => {
+                let outcome = permission::outcome(request, &decision);
+                let approval = if permission::approves(request, &outcome) {
+                    Approval::ApprovedBy("user".into())
+                } else {
+                    rejected("rejected")
+                };
+                (outcome, approval)
+            }
+            Err(_) => {
+                tracing::warn!(?timeout, "no permission decision in time: rejected");
+                (permission::outcome(request, &PermissionDecision::Reject), rejected("timeout"))
+            }
+        },
+        // The turn was cancelled: ACP's `cancelled` outcome (a rejection).
+        _ = cancelled.changed() => (wire::RequestPermissionOutcome::Cancelled, rejected("cancelled")),
+    }
+}
+
+/// Answers one of the agent's `fs/*` or `terminal/*` requests: `-32601` unless offered, the
+/// runtime's checks (see [`ClientContext`]), then the handler.
+async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box<RawValue>) {
+    let handlers = Arc::clone(&shared.options.handlers);
+    let not_offered = || {
+        RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("`{method}` is not offered by this client (see its `clientCapabilities`)"),
+        )
+    };
+    let answer = if handlers.capabilities().offers(&method) {
+        match shared.context.check(&method, &params) {
+            Ok(checked) if method == wire::method_names::TERMINAL_CREATE => {
+                let arguments: Value = serde_json::from_str(checked.get()).unwrap_or(Value::Null);
+                let session = arguments["sessionId"].as_str().unwrap_or_default().to_string();
+                match authorize_terminal(&shared, &session, &arguments).await {
+                    Ok(facts) => {
+                        let answer = match handlers.handle(&shared.context, &method, &checked) {
+                            Some(answer) => answer.await,
+                            None => Err(not_offered()),
+                        };
+                        shared.oversight.terminal_ended(&session, &facts, None, &answer);
+                        answer
+                    }
+                    Err((facts, approval, error)) => {
+                        let refused = Err(error);
+                        shared
+                            .oversight
+                            .terminal_ended(&session, &facts, Some(approval), &refused);
+                        refused
+                    }
+                }
+            }
+            Ok(checked) => match handlers.handle(&shared.context, &method, &checked) {
+                Some(answer) => answer.await,
+                None => Err(not_offered()),
+            },
+            Err(error) => Err(error),
+        }
+    } else {
+        Err(not_offered())
+    };
+    let line = match answer {
+        Ok(result) => jsonrpc::encode_result(&id, &result),
+        Err(error) => {
+            tracing::debug!(%id, %method, code = error.code, message = %error.message, "the agent's request failed");
+            jsonrpc::encode_error(&id, &error)
+        }
+    };
+    shared.send_line(line).await;
+}
