@@ -346,6 +346,9 @@ impl Plan {
         let aip44 = &manifest.metadata.aip44;
         let capabilities = EffectiveCapabilities::of(manifest);
         let agent = capabilities.agent_capabilities.unwrap_or_default();
+        // With `wire = path` to a module lint did not read, the revision is unknown here: the
+        // spec takes `ACP_REV` and `PROTOCOL_VERSION` from the module, and the runtime puts them
+        // into `initialize` (`OperatorSpec::initialize_result` / `initialize_params`).
         let revision = checked.revision.unwrap_or(Revision {
             sha: "",
             label: "",
@@ -563,8 +566,8 @@ impl Plan {
                 acp_rev: #wire::ACP_REV,
                 protocol_version: #wire::PROTOCOL_VERSION,
                 kind: #kind,
-                initialize_response: #initialize_response,
-                initialize_request: #initialize_request,
+                initialize_result_json: #initialize_response,
+                initialize_params_json: #initialize_request,
                 load_session: #load_session,
                 operator: #operator,
                 governance: #governance,

@@ -85,11 +85,13 @@ pub struct OperatorSpec {
     pub protocol_version: u16,
     /// `kind`: `server`, `client` or `bridge`.
     pub kind: &'static str,
-    /// The `initialize` result a server or bridge answers with, as JSON (what
-    /// `scaffold-aip explain` prints); `null` for a client.
-    pub initialize_response: &'static str,
-    /// The `initialize` params a client or bridge sends, as JSON; `null` for a server.
-    pub initialize_request: &'static str,
+    /// The manifest's part of the `initialize` result a server or bridge answers with, as
+    /// JSON (what `scaffold-aip explain` prints); `null` for a client. Read it through
+    /// [`OperatorSpec::initialize_result`], which adds the wire module's revision.
+    pub initialize_result_json: &'static str,
+    /// The manifest's part of the `initialize` params a client or bridge sends, as JSON;
+    /// `null` for a server. Read it through [`OperatorSpec::initialize_params`].
+    pub initialize_params_json: &'static str,
     /// Whether `session/load` is advertised.
     pub load_session: bool,
     /// The AIP-9 operator document's frontmatter, as JSON.
@@ -109,6 +111,40 @@ pub struct OperatorSpec {
 }
 
 impl OperatorSpec {
+    /// The `initialize` result a server or a bridge answers with: the manifest's capabilities,
+    /// `agentInfo` and `_meta.aip44`, with `protocolVersion` and `_meta.aip44.acp_rev` taken
+    /// from the wire module the operator is compiled against ([`Self::protocol_version`],
+    /// [`Self::acp_rev`]: a built-in revision's, or a `wire = path` module's). `null` for a
+    /// client. The one place the runtime builds it.
+    pub fn initialize_result(&self) -> Value {
+        self.with_revision(self.initialize_result_json)
+    }
+
+    /// The `initialize` params a client or a bridge sends, built like
+    /// [`Self::initialize_result`]; `null` for a server.
+    pub fn initialize_params(&self) -> Value {
+        self.with_revision(self.initialize_params_json)
+    }
+
+    /// `json` (the macro's, always an object or `null`) with the revision of the wire module.
+    fn with_revision(&self, json: &str) -> Value {
+        let mut value: Value = serde_json::from_str(json).unwrap_or_else(|error| {
+            tracing::error!(%error, operator = self.id, "the generated initialize message is not JSON");
+            Value::Null
+        });
+        if let Some(message) = value.as_object_mut() {
+            message.insert("protocolVersion".into(), self.protocol_version.into());
+            if let Some(aip44) = message
+                .get_mut("_meta")
+                .and_then(|meta| meta.get_mut("aip44"))
+                .and_then(Value::as_object_mut)
+            {
+                aip44.insert("acp_rev".into(), self.acp_rev.into());
+            }
+        }
+        value
+    }
+
     /// The operator's id for audit records: the AIP-9 operator's `id`, else the manifest `id`.
     pub fn operator_id(&self) -> String {
         self.operator

@@ -153,7 +153,7 @@ where
     let (up, up_writer) = Outbox::start(output, options.write_timeout);
     let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
     let operator = spec.operator_id();
-    let declared: Value = serde_json::from_str(spec.initialize_request).unwrap_or(Value::Null);
+    let declared = spec.initialize_params();
     let flag = |pointer: &str| declared.pointer(pointer).and_then(Value::as_bool).unwrap_or(false);
     let relay = Arc::new(Relay {
         spec,
@@ -860,7 +860,7 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
             format!("the agent's `initialize` answer is unreadable: {error}"),
         )
     })?;
-    let ours: Value = serde_json::from_str(relay.spec.initialize_response).unwrap_or(Value::Null);
+    let ours = relay.spec.initialize_result();
     let version = result.get("protocolVersion").and_then(Value::as_u64);
     if version != Some(u64::from(relay.spec.protocol_version)) {
         return Err(RpcError::new(

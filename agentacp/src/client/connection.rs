@@ -107,15 +107,18 @@ impl Client {
             })
         });
         params["clientCapabilities"] = options.handlers.capabilities().to_json();
+        // The version we speak: the manifest's wire module's (in its params), else the default.
+        let ours = params
+            .get("protocolVersion")
+            .and_then(Value::as_u64)
+            .and_then(|version| u16::try_from(version).ok())
+            .unwrap_or(wire::PROTOCOL_VERSION);
         let value: Value = self.shared.request(method, &params, options.initialize_timeout).await?;
         let chosen = value.get("protocolVersion").and_then(Value::as_u64);
         match chosen {
-            Some(version) if version == u64::from(wire::PROTOCOL_VERSION) => {}
+            Some(version) if version == u64::from(ours) => {}
             Some(version) => {
-                return Err(ClientError::UnsupportedProtocol {
-                    agent: version,
-                    ours: wire::PROTOCOL_VERSION,
-                });
+                return Err(ClientError::UnsupportedProtocol { agent: version, ours });
             }
             None => {
                 return Err(ClientError::InvalidResponse {

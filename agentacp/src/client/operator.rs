@@ -59,7 +59,7 @@ impl<T: ClientOperator> Connect for T {
                 )
                 .map_err(|error| ClientError::InvalidState(error.to_string()))?;
         }
-        let initialize = serde_json::from_str(spec.initialize_request).ok();
+        let initialize = Some(spec.initialize_params());
         Client::spawn(command, options, initialize).await
     }
 }

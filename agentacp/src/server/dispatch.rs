@@ -139,22 +139,12 @@ impl<O: Operator> Dispatcher<O> {
         max_sessions: usize,
     ) -> Self {
         let spec = O::spec();
-        let initialize_response = serde_json::from_str(spec.initialize_response).unwrap_or_else(|error| {
-            tracing::error!(%error, "the generated initialize response is not JSON");
-            json!({})
-        });
-        let mut initialize_response: Value = initialize_response;
-        // What the wire module speaks (it matters for `wire = path` modules).
-        initialize_response["protocolVersion"] = json!(spec.protocol_version);
-        if let Some(aip44) = initialize_response.pointer_mut("/_meta/aip44") {
-            aip44["acp_rev"] = json!(spec.acp_rev);
-        }
         Dispatcher {
             operator: Arc::new(operator),
             spec,
             profile,
             memory: Arc::new(memory),
-            initialize_response,
+            initialize_response: spec.initialize_result(),
             connection,
             workspace_root,
             initialized: false,

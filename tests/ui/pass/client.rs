@@ -36,7 +36,7 @@ pub fn main() {
         (spec.name, spec.kind, spec.tier),
         ("client", "client", "governance-aware")
     );
-    let request: Value = serde_json::from_str(spec.initialize_request).unwrap();
+    let request = spec.initialize_params();
     assert_eq!(request["clientCapabilities"]["fs"]["readTextFile"], true);
     assert_eq!(request["clientInfo"]["name"], "client");
     assert_eq!(Minimal.capabilities(), agentacp::client::Capabilities::default());
