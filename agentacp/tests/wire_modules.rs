@@ -78,12 +78,8 @@ fn recorded(dir: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-#[tokio::test]
-async fn a_server_answers_initialize_with_its_wire_modules_revision() {
-    let mut pipe = Pipe::serve(WireServer, ServerOptions::default());
-    let (_, answer) = pipe
-        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}))
-        .await;
+/// `answer` (to `initialize`) names the wire module's protocol version and revision.
+fn assert_speaks_the_wire_module(answer: &Value) {
     let result = &answer["result"];
     assert_eq!(
         result["protocolVersion"],
@@ -91,6 +87,15 @@ async fn a_server_answers_initialize_with_its_wire_modules_revision() {
         "{answer}"
     );
     assert_eq!(result["_meta"]["aip44"]["acp_rev"], custom_wire::ACP_REV, "{answer}");
+}
+
+#[tokio::test]
+async fn a_server_answers_initialize_with_its_wire_modules_revision() {
+    let mut pipe = Pipe::serve(WireServer, ServerOptions::default());
+    let (_, answer) = pipe
+        .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}))
+        .await;
+    assert_speaks_the_wire_module(&answer);
 }
 
 #[tokio::test]
@@ -144,13 +149,7 @@ async fn a_bridge_speaks_its_wire_modules_revision_both_ways() {
         .unwrap()
         .expect("the bridge answered");
     let answer: Value = serde_json::from_str(&line).unwrap();
-    let result = &answer["result"];
-    assert_eq!(
-        result["protocolVersion"],
-        json!(custom_wire::PROTOCOL_VERSION),
-        "{answer}"
-    );
-    assert_eq!(result["_meta"]["aip44"]["acp_rev"], custom_wire::ACP_REV, "{answer}");
+    assert_speaks_the_wire_module(&answer);
     let downstream = recorded(dir.path());
     assert_eq!(
         downstream["params"]["protocolVersion"],
