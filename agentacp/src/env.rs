@@ -35,13 +35,32 @@ pub(crate) fn home() -> Option<PathBuf> {
 }
 
 /// Logs to stderr (never stdout: that is the protocol channel), filtered by `AGENTACP_LOG`
-/// (default `warn`). Does nothing if a subscriber is already installed.
+/// (default `warn`): a level (`info`), `target=level` pairs, or both, comma-separated
+/// (`warn,agentacp=debug`). A value that does not parse logs at `warn` and says so. Does
+/// nothing if a subscriber is already installed.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTACP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .try_init();
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let setting = std::env::var("AGENTACP_LOG")
+        .ok()
+        .filter(|value| !value.trim().is_empty());
+    let parsed = setting.as_deref().map(str::parse::<Targets>);
+    let filter = match &parsed {
+        Some(Ok(targets)) => targets.clone(),
+        _ => Targets::new().with_default(LevelFilter::WARN),
+    };
+    let installed = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(filter)
+        .try_init()
+        .is_ok();
+    if let (true, Some(Err(error))) = (installed, parsed) {
+        tracing::warn!(%error, value = setting.as_deref().unwrap_or_default(), "AGENTACP_LOG is not a log filter; logging at `warn`");
+    }
 }

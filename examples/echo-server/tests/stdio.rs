@@ -30,3 +30,39 @@ fn a_session_echoes_the_prompt_and_the_server_exits_when_stdin_closes() {
     assert_eq!(turn.last().expect("the answer")["result"]["stopReason"], "end_turn");
     assert!(server.finish().success(), "a closed stdin ends the server cleanly");
 }
+
+/// `AGENTACP_LOG` sets what the server logs to stderr (stdout stays the protocol channel); a
+/// value that is not a filter is reported on stderr, and the server still serves.
+#[test]
+fn agentacp_log_filters_stderr_and_a_bad_filter_is_reported() {
+    for (setting, expected) in [
+        ("info", " INFO agentacp::server: serving"),
+        ("warn,agentacp=loud", "AGENTACP_LOG is not a log filter"),
+    ] {
+        let scratch = Scratch::new("echo-server-log-test");
+        let mut server = StdioPeer::spawn(
+            std::path::Path::new(env!("CARGO_BIN_EXE_echo-server")),
+            &[],
+            &[
+                ("AGENTACP_WORKSPACE_ROOT", scratch.path()),
+                ("AGENTACP_STATE_DIR", scratch.path()),
+                ("AGENTACP_LOG", std::path::Path::new(setting)),
+            ],
+        );
+        let (initialized, _session) = server.open_session(scratch.path());
+        assert_eq!(initialized["agentInfo"]["name"], "echo-server", "{initialized}");
+        server.close_stdin();
+        assert!(server.wait_exit().success());
+        let stderr = server.stderr_to_end();
+        assert!(
+            stderr.contains(expected),
+            "AGENTACP_LOG={setting}: stderr lacks `{expected}`:\n{stderr}"
+        );
+        if setting.starts_with("warn") {
+            assert!(
+                !stderr.contains(" INFO "),
+                "AGENTACP_LOG={setting} logged info:\n{stderr}"
+            );
+        }
+    }
+}
