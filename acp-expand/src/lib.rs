@@ -17,13 +17,18 @@ use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{Ident, LitStr, Token};
 
+mod methods;
+mod stand_in;
+
 use acp_manifest::diagnostic::Code;
 use acp_manifest::explain;
 use acp_manifest::manifest::{self, AuditKind, Checked, EffectiveCapabilities, Kind, Tier, Transport};
+use acp_manifest::methods::{self as table, ClientMethods, Method, Offer, Side};
 use acp_manifest::render;
 use acp_manifest::revisions::Revision;
 use acp_manifest::source::SourceFile;
 use acp_manifest::yaml::Node;
+use methods::Emit;
 
 /// The attribute's arguments: `manifest = "ACP.md"` and optionally `wire = path::to::module`.
 struct Args {
@@ -128,7 +133,7 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
                 "in the folder of Cargo.toml"
             };
             let message = format!("cannot read the manifest `{written}` (looked {looked}): {error}");
-            let tokens = stand_in(&target, None, span);
+            let tokens = stand_in::emit(None, &target, Tier::Basic, &stand_in::default_wire(), span);
             return with_error(tokens, syn::Error::new(span, message));
         }
     };
@@ -140,17 +145,17 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
         all
     }) {
         let tier = best_effort_tier(&checked);
-        let mut tokens = match kind {
-            Some(Kind::Client) => client_stand_in(&target, tier, span),
-            Some(Kind::Bridge) => bridge_stand_in(&target, tier, span),
-            _ => stand_in(&target, Some(tier), span),
-        };
+        let wire = stand_in::wire(&checked, args.wire.as_ref(), &written, span);
+        let mut tokens = stand_in::emit(kind, &target, tier, &wire, span);
         tokens.extend(rebuild);
         return with_error(tokens, first);
     }
     let Some(plan) = Plan::of(&checked, &target, &written, &path, args.wire, span) else {
         let error = syn::Error::new(span, format!("{written}: the manifest could not be read"));
-        return with_error(stand_in(&target, None, span), error);
+        return with_error(
+            stand_in::emit(kind, &target, Tier::Basic, &stand_in::default_wire(), span),
+            error,
+        );
     };
     let mut tokens = plan.emit(&target);
     tokens.extend(rebuild);
@@ -280,35 +285,6 @@ struct Plan {
     reasons: Vec<String>,
 }
 
-/// One generated client-side method.
-struct ClientMethod {
-    method: Ident,
-    wire_name: String,
-    request: Ident,
-    response: Ident,
-    doc: String,
-    reason: String,
-}
-
-/// The client-side methods a client manifest declares, or the editor methods a server's
-/// operator may call.
-#[derive(Debug, Clone, Copy, Default)]
-struct ClientMethods {
-    read_text_file: bool,
-    write_text_file: bool,
-    terminal: bool,
-}
-
-impl From<manifest::capabilities::ClientCapabilities> for ClientMethods {
-    fn from(caps: manifest::capabilities::ClientCapabilities) -> Self {
-        ClientMethods {
-            read_text_file: caps.fs.read_text_file,
-            write_text_file: caps.fs.write_text_file,
-            terminal: caps.terminal,
-        }
-    }
-}
-
 struct SpecFields {
     name: String,
     id: String,
@@ -381,9 +357,9 @@ impl Plan {
         let initialize = explained.initialize_response;
         let initialize_request = explained.initialize_request;
         let client_caps = capabilities.client_capabilities.unwrap_or_default();
-        let client = ClientMethods::from(client_caps);
+        let client = client_caps.as_methods();
         let editor = EffectiveCapabilities::editor_methods(manifest)
-            .map(ClientMethods::from)
+            .map(|caps| caps.as_methods())
             .unwrap_or_default();
         let frontmatter = |role: manifest::refs::RefRole| {
             checked
@@ -436,17 +412,13 @@ impl Plan {
                 path.last().copied().unwrap_or_default()
             )
         };
-        if client.read_text_file {
-            reasons.push(declared(&["fs", "readTextFile"], "`read_text_file`"));
-        }
-        if client.write_text_file {
-            reasons.push(declared(&["fs", "writeTextFile"], "`write_text_file`"));
-        }
-        if client.terminal {
-            reasons.push(declared(
-                &["terminal"],
-                "`create_terminal`, `terminal_output`, `wait_for_terminal_exit`, `kill_terminal`, `release_terminal`",
-            ));
+        for capability in client.capabilities() {
+            let handlers: Vec<String> = capability
+                .methods()
+                .filter_map(Method::trait_method)
+                .map(|handler| format!("`{}`", handler.name))
+                .collect();
+            reasons.push(declared(capability.path(), &handlers.join(", ")));
         }
         if manifest.kind == Kind::Bridge {
             reasons.push(format!(
@@ -547,11 +519,7 @@ impl Plan {
         let sandbox = option_str(spec.sandbox.as_deref());
         let policies = &spec.policies;
         let audit = &spec.audit;
-        let ClientMethods {
-            read_text_file,
-            write_text_file,
-            terminal,
-        } = spec.editor;
+        let editor = client_methods_literal(spec.editor);
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         let tier_name = self.tier.as_str();
         let kind = self.kind.as_str();
@@ -573,11 +541,7 @@ impl Plan {
                 governance: #governance,
                 sandbox: #sandbox,
                 audit: #audit,
-                editor: ::agentacp::__private::EditorMethods {
-                    read_text_file: #read_text_file,
-                    write_text_file: #write_text_file,
-                    terminal: #terminal,
-                },
+                editor: #editor,
                 policies: &[#(#policies),*],
             };
             &SPEC
@@ -593,17 +557,10 @@ impl Plan {
             self.acp_rev_at
         );
         let wire_span = self.wire_span;
-        // A built-in revision other than the default is behind a cargo feature of agentacp.
-        let feature_check = self.built_in_module.as_deref().map(|module| {
-            let check = format_ident!("__require_{module}");
-            let feature = module.replace('_', "-");
-            let message = format!(
-                "{}: acp_rev `{prefix}` is a built-in revision whose wire types are behind agentacp's cargo feature `{feature}`; turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"{feature}\"] }}",
-                self.acp_rev_at,
-                env!("CARGO_PKG_VERSION"),
-            );
-            quote_spanned! {self.span=> ::agentacp::#check!(#message); }
-        });
+        let feature_check = self
+            .built_in_module
+            .as_deref()
+            .map(|module| feature_check(module, prefix, &self.acp_rev_at, self.span));
         quote_spanned! {wire_span=>
             #feature_check
             const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
@@ -629,41 +586,56 @@ impl Plan {
         }
     }
 
+    /// What a row of the method table needs from this manifest: whether it is offered, and
+    /// the manifest line that turns it on.
+    fn offers(&self, method: &Method) -> bool {
+        match method.offer {
+            Offer::Always => true,
+            Offer::LoadSession => self.load_session,
+            Offer::Authentication => self.authenticate,
+            Offer::Client(capability) => self.client.has(capability),
+            Offer::Unadvertised => false,
+        }
+    }
+
+    /// The reason (`ACP.md:line:col: ... → ...`) a row's handler method exists.
+    fn reason(&self, method: &Method) -> Option<&str> {
+        let needle = match method.offer {
+            Offer::Always => "`prompt`".to_string(),
+            Offer::LoadSession => "`load_session`".to_string(),
+            Offer::Authentication => "`authenticate`".to_string(),
+            Offer::Client(capability) => format!("`{}: true`", capability.path().last().copied().unwrap_or_default()),
+            Offer::Unadvertised => return None,
+        };
+        self.reasons.iter().find(|r| r.contains(&needle)).map(String::as_str)
+    }
+
+    /// The rows of the method table `side` answers through this operator's handler trait.
+    fn trait_rows(&self, side: Side) -> Vec<&'static Method> {
+        table::received_by(side)
+            .filter(|method| method.trait_method().is_some() && self.offers(method))
+            .collect()
+    }
+
     fn emit_client(&self, target: &syn::ItemStruct) -> TokenStream {
         let name = &target.ident;
         let vis = &target.vis;
         let handler = client_trait_name(target);
         let header = self.trait_header(target, &handler);
         let tier = tier_type(self.tier);
-        let wire = &self.wire;
-        let span = self.span;
+        let emit = Emit {
+            wire: &self.wire,
+            tier: &tier,
+            span: self.span,
+        };
         let spec = self.spec_body();
         let rev_check = self.rev_check();
-        let methods = self.client_methods();
-        let signatures = methods.iter().map(|m| {
-            let (method, request, response, doc) = (&m.method, &m.request, &m.response, &m.doc);
-            let reason = &m.reason;
-            quote_spanned! {span=>
-                #[doc = #doc]
-                #[doc = #reason]
-                fn #method(&self, context: &::agentacp::client::ClientContext, request: #wire::#request)
-                    -> impl ::core::future::Future<Output = ::core::result::Result<#wire::#response, ::agentacp::jsonrpc::RpcError>> + ::core::marker::Send;
-            }
-        });
-        let arms = methods.iter().map(|m| {
-            let (method, wire_name) = (&m.method, &m.wire_name);
-            quote! {
-                #wire_name => ::core::option::Option::Some(::std::boxed::Box::pin(async move {
-                    let request = ::agentacp::client::decode(method, params)?;
-                    ::agentacp::client::encode(<Self as #handler>::#method(self, context, request).await?)
-                })),
-            }
-        });
-        let ClientMethods {
-            read_text_file,
-            write_text_file,
-            terminal,
-        } = self.client;
+        let rows = self.trait_rows(Side::Client);
+        let signatures = rows
+            .iter()
+            .map(|method| emit.signature(method, self.reason(method), false));
+        let handle = emit.client_handle(&rows, &handler);
+        let capabilities = client_methods_literal(self.client);
         quote! {
             #target
 
@@ -675,26 +647,11 @@ impl Plan {
             #rev_check
 
             impl ::agentacp::client::ClientHandlers for #name {
-                fn capabilities(&self) -> ::agentacp::client::Capabilities {
-                    ::agentacp::client::Capabilities {
-                        read_text_file: #read_text_file,
-                        write_text_file: #write_text_file,
-                        terminal: #terminal,
-                    }
+                fn capabilities(&self) -> ::agentacp::__private::ClientMethods {
+                    #capabilities
                 }
 
-                #[allow(unused_variables)]
-                fn handle<'a>(
-                    &'a self,
-                    context: &'a ::agentacp::client::ClientContext,
-                    method: &'a str,
-                    params: &'a ::agentacp::__private::RawValue,
-                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
-                    match method {
-                        #(#arms)*
-                        _ => ::core::option::Option::None,
-                    }
-                }
+                #handle
             }
 
             impl ::agentacp::client::ClientOperator for #name {
@@ -754,148 +711,22 @@ impl Plan {
         }
     }
 
-    /// The client-side methods the manifest declares, in a fixed order.
-    fn client_methods(&self) -> Vec<ClientMethod> {
-        let reason = |needle: &str| {
-            self.reasons
-                .iter()
-                .find(|r| r.contains(needle))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let method =
-            |method: &str, wire_name: &str, request: &str, response: &str, doc: &str, flag: &str| ClientMethod {
-                method: format_ident!("{method}"),
-                wire_name: wire_name.to_string(),
-                request: format_ident!("{request}"),
-                response: format_ident!("{response}"),
-                doc: doc.to_string(),
-                reason: reason(flag),
-            };
-        let mut methods = Vec::new();
-        if self.client.read_text_file {
-            methods.push(method(
-                "read_text_file",
-                "fs/read_text_file",
-                "ReadTextFileRequest",
-                "ReadTextFileResponse",
-                "`fs/read_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::read_text_file` is a ready implementation.",
-                "`readTextFile: true`",
-            ));
-        }
-        if self.client.write_text_file {
-            methods.push(method(
-                "write_text_file",
-                "fs/write_text_file",
-                "WriteTextFileRequest",
-                "WriteTextFileResponse",
-                "`fs/write_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::write_text_file` is a ready implementation.",
-                "`writeTextFile: true`",
-            ));
-        }
-        if self.client.terminal {
-            let terminal = [
-                (
-                    "create_terminal",
-                    "terminal/create",
-                    "CreateTerminalRequest",
-                    "CreateTerminalResponse",
-                    "`terminal/create`. `request.cwd` is set, canonical and inside the workspace root; `context.terminals().create(&request)` is a ready implementation.",
-                ),
-                (
-                    "terminal_output",
-                    "terminal/output",
-                    "TerminalOutputRequest",
-                    "TerminalOutputResponse",
-                    "`terminal/output` (`context.terminals().output(&request)`).",
-                ),
-                (
-                    "wait_for_terminal_exit",
-                    "terminal/wait_for_exit",
-                    "WaitForTerminalExitRequest",
-                    "WaitForTerminalExitResponse",
-                    "`terminal/wait_for_exit` (`context.terminals().wait_for_exit(&request)`).",
-                ),
-                (
-                    "kill_terminal",
-                    "terminal/kill",
-                    "KillTerminalRequest",
-                    "KillTerminalResponse",
-                    "`terminal/kill` (`context.terminals().kill(&request)`).",
-                ),
-                (
-                    "release_terminal",
-                    "terminal/release",
-                    "ReleaseTerminalRequest",
-                    "ReleaseTerminalResponse",
-                    "`terminal/release` (`context.terminals().release(&request)`).",
-                ),
-            ];
-            for (name, wire_name, request, response, doc) in terminal {
-                methods.push(method(name, wire_name, request, response, doc, "`terminal: true`"));
-            }
-        }
-        methods
-    }
-
     fn emit_server(&self, target: &syn::ItemStruct) -> TokenStream {
         let name = &target.ident;
         let vis = &target.vis;
         let handler = trait_name(target);
         let tier = tier_type(self.tier);
-        let wire = &self.wire;
-        let span = self.span;
         let header = self.trait_header(target, &handler);
-        let load_session_doc = self
-            .reasons
+        let emit = Emit {
+            wire: &self.wire,
+            tier: &tier,
+            span: self.span,
+        };
+        let rows = self.trait_rows(Side::Agent);
+        let signatures = rows
             .iter()
-            .find(|r| r.ends_with("`load_session`"))
-            .cloned()
-            .unwrap_or_default();
-        let load_session_sig = self.load_session.then(|| {
-            quote_spanned! {span=>
-                #[doc = "`session/load`: restore the operator's own state for a session. The runtime has already replayed the stored history to the client."]
-                #[doc = #load_session_doc]
-                fn load_session(&self, session: &::agentacp::server::SessionContext, request: #wire::LoadSessionRequest)
-                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::LoadSessionResponse>> + ::core::marker::Send;
-            }
-        });
-        let authenticate_sig = self.authenticate.then(|| {
-            quote_spanned! {span=>
-                #[doc = "`authenticate`: required because the manifest offers a websocket transport."]
-                fn authenticate(&self, request: #wire::AuthenticateRequest)
-                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::AuthenticateResponse>> + ::core::marker::Send;
-            }
-        });
-        let load_session_impl = self.load_session.then(|| {
-            quote! {
-                fn load_session<'a>(
-                    &'a self,
-                    session: &'a ::agentacp::server::SessionContext,
-                    params: &'a ::agentacp::__private::RawValue,
-                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
-                    ::core::option::Option::Some(::std::boxed::Box::pin(async move {
-                        let request: #wire::LoadSessionRequest = ::agentacp::server::decode_params("session/load", params)?;
-                        let response = <Self as #handler>::load_session(self, session, request).await?;
-                        ::agentacp::server::encode_result(&response)
-                    }))
-                }
-            }
-        });
-        let authenticate_impl = self.authenticate.then(|| {
-            quote! {
-                fn authenticate<'a>(
-                    &'a self,
-                    params: &'a ::agentacp::__private::RawValue,
-                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>>> {
-                    ::core::option::Option::Some(::std::boxed::Box::pin(async move {
-                        let request: #wire::AuthenticateRequest = ::agentacp::server::decode_params("authenticate", params)?;
-                        let response = <Self as #handler>::authenticate(self, request).await?;
-                        ::agentacp::server::encode_result(&response)
-                    }))
-                }
-            }
-        });
+            .map(|method| emit.signature(method, self.reason(method), false));
+        let glue = rows.iter().map(|method| emit.server_glue(method, &handler));
         let spec = self.spec_body();
         let rev_check = self.rev_check();
         quote! {
@@ -903,11 +734,7 @@ impl Plan {
 
             #header
             #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
-                #[doc = "`session/prompt`: run one turn, streaming through `turn`; return why it stopped."]
-                fn prompt(&self, turn: &mut ::agentacp::server::Turn<'_, #tier>, request: #wire::PromptRequest)
-                    -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::StopReason>> + ::core::marker::Send;
-                #load_session_sig
-                #authenticate_sig
+                #(#signatures)*
             }
 
             #rev_check
@@ -919,170 +746,44 @@ impl Plan {
                     #spec
                 }
 
-                fn prompt<'a>(
-                    &'a self,
-                    turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
-                    params: &'a ::agentacp::__private::RawValue,
-                ) -> ::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
-                    ::std::boxed::Box::pin(async move {
-                        let request: #wire::PromptRequest = ::agentacp::server::decode_params("session/prompt", params)?;
-                        let stop_reason = <Self as #handler>::prompt(self, turn, request).await?;
-                        ::agentacp::server::encode_result(&#wire::PromptResponse::new(stop_reason))
-                    })
-                }
-
-                #load_session_impl
-                #authenticate_impl
+                #(#glue)*
             }
         }
     }
+}
+
+/// `ClientMethods { .. }` with the flags of `methods`.
+fn client_methods_literal(methods: ClientMethods) -> TokenStream {
+    let ClientMethods {
+        read_text_file,
+        write_text_file,
+        terminal,
+    } = methods;
+    quote! {
+        ::agentacp::__private::ClientMethods {
+            read_text_file: #read_text_file,
+            write_text_file: #write_text_file,
+            terminal: #terminal,
+        }
+    }
+}
+
+/// A built-in revision other than the default is behind a cargo feature of agentacp: the
+/// `__require_rev_…!` call that fails the build, naming the feature, when it is off.
+fn feature_check(module: &str, prefix: &str, acp_rev_at: &str, span: Span) -> TokenStream {
+    let check = format_ident!("__require_{module}");
+    let feature = module.replace('_', "-");
+    let message = format!(
+        "{acp_rev_at}: acp_rev `{prefix}` is a built-in revision whose wire types are behind agentacp's cargo feature `{feature}`; turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"{feature}\"] }}",
+        env!("CARGO_PKG_VERSION"),
+    );
+    quote_spanned! {span=> ::agentacp::#check!(#message); }
 }
 
 fn option_str(text: Option<&str>) -> TokenStream {
     match text {
         Some(text) => quote!(::core::option::Option::Some(#text)),
         None => quote!(::core::option::Option::None),
-    }
-}
-
-/// What is emitted next to manifest errors: the struct, a handler trait that accepts any of
-/// the methods a server may have (the optional ones with default bodies), and an `Operator`
-/// impl that never runs — so the only errors are the manifest's.
-fn stand_in(target: &syn::ItemStruct, tier: Option<Tier>, span: Span) -> TokenStream {
-    let name = &target.ident;
-    let vis = &target.vis;
-    let handler = trait_name(target);
-    let tier = tier_type(tier.unwrap_or(Tier::Basic));
-    let wire = quote!(::agentacp::wire::default);
-    quote_spanned! {span=>
-        #target
-
-        #[doc = "Stand-in while the manifest has errors."]
-        #[allow(dead_code)]
-        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
-            #[doc = "Stand-in."]
-            fn prompt(&self, turn: &mut ::agentacp::server::Turn<'_, #tier>, request: #wire::PromptRequest)
-                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::StopReason>> + ::core::marker::Send;
-            #[doc = "Stand-in."]
-            fn load_session(&self, session: &::agentacp::server::SessionContext, request: #wire::LoadSessionRequest)
-                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::LoadSessionResponse>> + ::core::marker::Send {
-                let _ = (session, request);
-                async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) }
-            }
-            #[doc = "Stand-in."]
-            fn authenticate(&self, request: #wire::AuthenticateRequest)
-                -> impl ::core::future::Future<Output = ::agentacp::Result<#wire::AuthenticateResponse>> + ::core::marker::Send {
-                let _ = request;
-                async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) }
-            }
-        }
-
-        impl ::agentacp::server::Operator for #name {
-            type Tier = #tier;
-            fn spec() -> &'static ::agentacp::__private::OperatorSpec {
-                ::agentacp::__private::stand_in_spec()
-            }
-            fn prompt<'a>(
-                &'a self,
-                _turn: &'a mut ::agentacp::server::Turn<'_, Self::Tier>,
-                _params: &'a ::agentacp::__private::RawValue,
-            ) -> ::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::__private::Value>> {
-                ::std::boxed::Box::pin(async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) })
-            }
-        }
-    }
-}
-
-/// The stand-in for a client manifest with errors: the struct, a handler trait whose methods
-/// (every client-side method) all have default bodies, and impls that offer nothing.
-fn client_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStream {
-    let name = &target.ident;
-    let vis = &target.vis;
-    let handler = client_trait_name(target);
-    let tier = tier_type(tier);
-    let methods = [
-        ("read_text_file", "ReadTextFileRequest", "ReadTextFileResponse"),
-        ("write_text_file", "WriteTextFileRequest", "WriteTextFileResponse"),
-        ("create_terminal", "CreateTerminalRequest", "CreateTerminalResponse"),
-        ("terminal_output", "TerminalOutputRequest", "TerminalOutputResponse"),
-        ("wait_for_terminal_exit", "WaitForTerminalExitRequest", "WaitForTerminalExitResponse"),
-        ("kill_terminal", "KillTerminalRequest", "KillTerminalResponse"),
-        ("release_terminal", "ReleaseTerminalRequest", "ReleaseTerminalResponse"),
-    ]
-    .map(|(method, request, response)| {
-        let (method, request, response) = (
-            format_ident!("{method}"),
-            format_ident!("{request}"),
-            format_ident!("{response}"),
-        );
-        quote_spanned! {span=>
-            #[doc = "Stand-in."]
-            fn #method(&self, context: &::agentacp::client::ClientContext, request: ::agentacp::wire::default::#request)
-                -> impl ::core::future::Future<Output = ::core::result::Result<::agentacp::wire::default::#response, ::agentacp::jsonrpc::RpcError>> + ::core::marker::Send {
-                let _ = (context, request);
-                async { ::core::result::Result::Err(::agentacp::jsonrpc::RpcError::new(-32603, "the manifest has errors")) }
-            }
-        }
-    });
-    quote_spanned! {span=>
-        #target
-
-        #[doc = "Stand-in while the manifest has errors."]
-        #[allow(dead_code)]
-        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
-            #(#methods)*
-        }
-
-        impl ::agentacp::client::ClientHandlers for #name {
-            fn capabilities(&self) -> ::agentacp::client::Capabilities {
-                ::core::default::Default::default()
-            }
-            fn handle<'a>(
-                &'a self,
-                _context: &'a ::agentacp::client::ClientContext,
-                _method: &'a str,
-                _params: &'a ::agentacp::__private::RawValue,
-            ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
-                ::core::option::Option::None
-            }
-        }
-
-        impl ::agentacp::client::ClientOperator for #name {
-            type Tier = #tier;
-            fn spec() -> &'static ::agentacp::__private::OperatorSpec {
-                ::agentacp::__private::stand_in_spec()
-            }
-        }
-    }
-}
-
-/// The stand-in for a bridge manifest with errors.
-fn bridge_stand_in(target: &syn::ItemStruct, tier: Tier, span: Span) -> TokenStream {
-    let name = &target.ident;
-    let vis = &target.vis;
-    let handler = bridge_trait_name(target);
-    let tier = tier_type(tier);
-    quote_spanned! {span=>
-        #target
-
-        #[doc = "Stand-in while the manifest has errors."]
-        #[allow(dead_code)]
-        #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
-            #[doc = "Stand-in."]
-            fn downstream(&self) -> ::agentacp::client::AgentCommand {
-                ::agentacp::client::AgentCommand::new("false")
-            }
-        }
-
-        impl ::agentacp::bridge::BridgeOperator for #name {
-            type Tier = #tier;
-            fn spec() -> &'static ::agentacp::__private::OperatorSpec {
-                ::agentacp::__private::stand_in_spec()
-            }
-            fn downstream(&self) -> ::agentacp::client::AgentCommand {
-                ::agentacp::client::AgentCommand::new("false")
-            }
-        }
     }
 }
 
@@ -1314,7 +1015,7 @@ mod tests {
         assert!(!text.contains("compile_error"), "{text}");
         assert!(
             text.contains(
-                "editor : :: agentacp :: __private :: EditorMethods { read_text_file : true , write_text_file : false , terminal : true , }"
+                "editor : :: agentacp :: __private :: ClientMethods { read_text_file : true , write_text_file : false , terminal : true , }"
             ),
             "{text}"
         );
@@ -1338,7 +1039,7 @@ mod tests {
         assert!(!text.contains("compile_error"), "{text}");
         assert!(
             text.contains(
-                "editor : :: agentacp :: __private :: EditorMethods { read_text_file : false , write_text_file : false , terminal : false , }"
+                "editor : :: agentacp :: __private :: ClientMethods { read_text_file : false , write_text_file : false , terminal : false , }"
             ),
             "{text}"
         );

@@ -4,7 +4,8 @@
 //! ([`manifest::check_file`]: every finding at once, each with a stable [`Code`] and a
 //! `file:line:column`), and computes what a checked manifest means: the effective ACP
 //! capabilities, the resolved refs, the pinned revision ([`revisions`]) and the explanation
-//! ([`explain`]). [`render`] prints findings for people, for JSON and for GitHub annotations.
+//! ([`explain`]); which methods a capability turns on comes from the one method table,
+//! [`methods`]. [`render`] prints findings for people, for JSON and for GitHub annotations.
 //!
 //! It has no proc-macro types and no command line: the expansion (`acp-expand`) and the CLI
 //! (`scaffold-aip`) are thin layers over it, the typify / progenitor pattern.
@@ -19,4 +20,6 @@ pub mod revisions;
 pub mod source;
 pub mod yaml;
 
+/// The method table ([`acp_methods`]), which the checks and the expansion read.
+pub use acp_methods as methods;
 pub use diagnostic::{Code, Diagnostic, Severity};

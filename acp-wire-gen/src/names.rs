@@ -136,6 +136,14 @@ mod tests {
     }
 
     #[test]
+    fn the_method_tables_variants_are_the_request_enums() {
+        // `#[acp_operator]` matches requests on the variant the table names.
+        for method in acp_manifest::methods::METHODS {
+            assert_eq!(camel(method.name), method.variant, "{}", method.name);
+        }
+    }
+
+    #[test]
     fn camel_case_types_and_variants() {
         assert_eq!(camel("end_turn"), "EndTurn");
         assert_eq!(camel("Parse error"), "ParseError");

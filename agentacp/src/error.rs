@@ -109,3 +109,18 @@ impl From<&str> for Error {
         Error::msg(message)
     }
 }
+
+/// A request that does not decode as its method's wire type: `-32602` (or `-32601` for a
+/// method the wire module does not have), with serde's reason.
+impl From<crate::wire::support::DecodeError> for RpcError {
+    fn from(error: crate::wire::support::DecodeError) -> Self {
+        RpcError::new(error.code(), error.to_string())
+    }
+}
+
+/// See the [`RpcError`] conversion.
+impl From<crate::wire::support::DecodeError> for Error {
+    fn from(error: crate::wire::support::DecodeError) -> Self {
+        Error::Rpc(error.into())
+    }
+}

@@ -4,7 +4,7 @@
 //! checks the manifest at compile time and generates a handler trait with exactly the methods
 //! the manifest's capabilities need. Implement it, call `serve_stdio()`, and the runtime here
 //! does the rest: JSON-RPC over stdio ([`jsonrpc`]), the manifest as read at compile time
-//! ([`spec`]), sessions and turns ([`server`]), governance ([`governance`]), the hash-chained
+//! ([`spec`]), the ACP methods it implements ([`methods`]), sessions and turns ([`server`]), governance ([`governance`]), the hash-chained
 //! audit log ([`audit`]), and the wire types of the pinned ACP revision ([`wire`]).
 //!
 //! ```ignore
@@ -36,6 +36,7 @@ pub mod error;
 pub mod future;
 pub mod governance;
 pub mod jsonrpc;
+pub mod methods;
 pub mod server;
 pub mod spec;
 mod sync;
@@ -66,7 +67,8 @@ pub mod __private {
     pub use serde_json::value::RawValue;
 
     pub use crate::future::BoxFuture;
-    pub use crate::spec::{AuditTarget, EditorMethods, OperatorSpec};
+    pub use crate::methods::ClientMethods;
+    pub use crate::spec::{AuditTarget, OperatorSpec};
 
     /// Whether the full SHA `rev` starts with the manifest's `prefix` (checked at compile time
     /// against a `wire = path` module).
@@ -103,7 +105,7 @@ pub mod __private {
             governance: None,
             sandbox: None,
             audit: AuditTarget::Off,
-            editor: EditorMethods::NONE,
+            editor: ClientMethods::NONE,
             policies: &[],
         };
         &SPEC

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::audit::{AuditError, AuditLog, FsyncPolicy};
 use crate::error::{Error, Result};
+use crate::methods::ClientMethods;
 
 /// The tool name (and method) of a file read through the editor.
 pub const READ_TEXT_FILE: &str = "fs/read_text_file";
@@ -13,6 +14,7 @@ pub const WRITE_TEXT_FILE: &str = "fs/write_text_file";
 /// The tool name of a command run in the editor's terminal (`terminal/create` and the
 /// follow-up `terminal/*` requests of that run).
 pub const TERMINAL: &str = "terminal/create";
+// (Each is its capability's `tool()` in the method table; `tests::tool_names_are_the_tables`.)
 
 /// Where the manifest sends audit records (`metadata.aip44.audit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,40 +32,6 @@ pub enum AuditTarget {
         /// The absolute path.
         path: &'static str,
     },
-}
-
-/// The editor's client methods a server operator may call (`metadata.aip44.capabilities.client`
-/// in a server's manifest); each is also checked against what the editor advertised at
-/// `initialize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EditorMethods {
-    /// `fs/read_text_file`.
-    pub read_text_file: bool,
-    /// `fs/write_text_file`.
-    pub write_text_file: bool,
-    /// `terminal/create` and the other `terminal/*` methods.
-    pub terminal: bool,
-}
-
-impl EditorMethods {
-    /// The tool names governance sees for the declared methods.
-    pub fn tools(&self) -> Vec<&'static str> {
-        [
-            (self.read_text_file, READ_TEXT_FILE),
-            (self.write_text_file, WRITE_TEXT_FILE),
-            (self.terminal, TERMINAL),
-        ]
-        .into_iter()
-        .filter_map(|(declared, tool)| declared.then_some(tool))
-        .collect()
-    }
-
-    /// None of them.
-    pub const NONE: EditorMethods = EditorMethods {
-        read_text_file: false,
-        write_text_file: false,
-        terminal: false,
-    };
 }
 
 /// Everything the runtime needs from the manifest, fixed at compile time.
@@ -103,7 +71,7 @@ pub struct OperatorSpec {
     /// Where audit records go.
     pub audit: AuditTarget,
     /// The editor's client methods the operator may call (servers only).
-    pub editor: EditorMethods,
+    pub editor: ClientMethods,
     /// The AIP-7 policies the operator lists (`governance.policies`), resolved at build time
     /// through the workspace manifest's registry: one JSON object each,
     /// `{"ref": "policy:<slug>", "appliesTo": <registry binding or null>, "policy": <frontmatter>}`.
@@ -215,5 +183,17 @@ impl OperatorSpec {
     pub fn operator_profile(&self) -> crate::governance::OperatorProfile {
         let document = self.operator.and_then(|text| serde_json::from_str::<Value>(text).ok());
         crate::governance::OperatorProfile::from_document(document.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::methods::ClientCapability;
+
+    #[test]
+    fn tool_names_are_the_tables() {
+        assert_eq!(ClientCapability::ReadTextFile.tool(), super::READ_TEXT_FILE);
+        assert_eq!(ClientCapability::WriteTextFile.tool(), super::WRITE_TEXT_FILE);
+        assert_eq!(ClientCapability::Terminal.tool(), super::TERMINAL);
     }
 }

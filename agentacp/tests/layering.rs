@@ -1,7 +1,7 @@
 //! The runtime's layering, checked on its source text (`agentacp/src/**/*.rs`).
 //!
 //! Bottom to top:
-//! 1. foundation — `jsonrpc/`, `wire/`, `error.rs`, `tier.rs`, `workspace.rs`, `sync.rs`,
+//! 1. foundation — `jsonrpc/`, `wire/`, `methods.rs` (the method table), `error.rs`, `tier.rs`, `workspace.rs`, `sync.rs`,
 //!    `future.rs`: import nothing from the layers above;
 //! 2. shared — `governance.rs`, `spec.rs` (the manifest's `OperatorSpec`), `env.rs` (the
 //!    `AGENTACP_*` environment, state folder, logging): what servers, clients and bridges share;
@@ -36,7 +36,9 @@ use std::path::{Path, PathBuf};
 fn layer_of(file: &str) -> (u8, &'static str) {
     let top = file.split('/').next().unwrap_or(file);
     match top {
-        "jsonrpc" | "wire" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => (1, "foundation"),
+        "jsonrpc" | "wire" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
+            (1, "foundation")
+        }
         "governance.rs" | "spec.rs" | "env.rs" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),

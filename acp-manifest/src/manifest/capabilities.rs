@@ -60,41 +60,20 @@ pub struct ClientCapabilities {
     pub terminal: bool,
 }
 
-/// Each client-side capability (its path under `capabilities.client`) and the editor methods
-/// it turns on, by wire name.
-pub const CLIENT_CAPABILITY_METHODS: &[(&[&str], &[&str])] = &[
-    (&["fs", "readTextFile"], &["fs/read_text_file"]),
-    (&["fs", "writeTextFile"], &["fs/write_text_file"]),
-    (
-        &["terminal"],
-        &[
-            "terminal/create",
-            "terminal/output",
-            "terminal/wait_for_exit",
-            "terminal/kill",
-            "terminal/release",
-        ],
-    ),
-];
-
 impl ClientCapabilities {
-    /// Whether the capability at `path` (under `capabilities.client`) is on.
-    pub fn get(&self, path: &[&str]) -> bool {
-        match path {
-            ["fs", "readTextFile"] => self.fs.read_text_file,
-            ["fs", "writeTextFile"] => self.fs.write_text_file,
-            ["terminal"] => self.terminal,
-            _ => false,
+    /// As the method table's set ([`acp_methods::ClientMethods`]).
+    pub fn as_methods(&self) -> acp_methods::ClientMethods {
+        acp_methods::ClientMethods {
+            read_text_file: self.fs.read_text_file,
+            write_text_file: self.fs.write_text_file,
+            terminal: self.terminal,
         }
     }
 
-    /// The editor methods these capabilities turn on, by wire name.
+    /// The editor methods these capabilities turn on, by wire name, in the method table's
+    /// order.
     pub fn methods(&self) -> Vec<&'static str> {
-        CLIENT_CAPABILITY_METHODS
-            .iter()
-            .filter(|(path, _)| self.get(path))
-            .flat_map(|(_, methods)| methods.iter().copied())
-            .collect()
+        self.as_methods().methods().map(|method| method.name).collect()
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::diagnostic::{Code, Diagnostic};
 use crate::yaml::{Node, Value};
 
-use super::capabilities::{CLIENT_CAPABILITY_METHODS, tier_flags};
+use super::capabilities::tier_flags;
 use super::model::{Kind, Tier, is_kebab_id, kebab_form};
 use super::refs::{RefRole, ResolvedRef};
 
@@ -381,11 +381,16 @@ pub fn client_capabilities_in_revision(root: &Node, methods: &[&str], out: &mut 
         .get_at(&["metadata", "aip44", "acp_rev"])
         .and_then(Node::as_str)
         .unwrap_or_default();
-    for (path, needs) in CLIENT_CAPABILITY_METHODS {
+    for capability in acp_methods::ClientCapability::ALL {
+        let path = capability.path();
         let Some(node) = client.get_at(path).filter(|n| matches!(n.value, Value::Bool(true))) else {
             continue;
         };
-        let missing: Vec<&str> = needs.iter().copied().filter(|m| !methods.contains(m)).collect();
+        let missing: Vec<&str> = capability
+            .methods()
+            .map(|method| method.name)
+            .filter(|m| !methods.contains(m))
+            .collect();
         if missing.is_empty() {
             continue;
         }

@@ -19,14 +19,15 @@ use tokio::sync::Notify;
 use super::gate::{self, Gate};
 use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
+use crate::client::AgentCommand;
 use crate::client::oversight::{Oversight, ToolFacts};
 use crate::client::permission::{self, PermissionDecision};
 use crate::client::process::{self, AgentProcess, ExitState};
-use crate::client::{AgentCommand, Capabilities};
 use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+use crate::methods::{self, ClientMethods};
 use crate::spec::OperatorSpec;
 use crate::wire::default as wire;
 
@@ -83,7 +84,7 @@ struct Relay {
     /// Governance of tool calls and permission requests, and their audit.
     oversight: Oversight,
     /// What the manifest lets the agent ask of the editor.
-    client_capabilities: Capabilities,
+    client_capabilities: ClientMethods,
     /// The editor's requests waiting for the agent.
     to_agent: Mutex<HashMap<Id, Forwarded>>,
     /// Answers to the editor's requests taken off `to_agent` and not yet queued for the editor
@@ -154,7 +155,6 @@ where
     let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
     let operator = spec.operator_id();
     let declared = spec.initialize_params();
-    let flag = |pointer: &str| declared.pointer(pointer).and_then(Value::as_bool).unwrap_or(false);
     let relay = Arc::new(Relay {
         spec,
         oversight: Oversight::new(governance, audit.clone(), operator.clone()),
@@ -162,11 +162,7 @@ where
         up,
         down: RwLock::new(Some(down)),
         audit,
-        client_capabilities: Capabilities {
-            read_text_file: flag("/clientCapabilities/fs/readTextFile"),
-            write_text_file: flag("/clientCapabilities/fs/writeTextFile"),
-            terminal: flag("/clientCapabilities/terminal"),
-        },
+        client_capabilities: methods::offered_in(declared.get("clientCapabilities")),
         to_agent: Mutex::default(),
         answering: AtomicUsize::new(0),
         answered: Notify::new(),
@@ -691,16 +687,15 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
     if let Some(name) = params.pointer("/clientInfo/name").and_then(Value::as_str) {
         *lock(&relay.editor) = format!("client:{name}");
     }
-    let offered = |pointer: &str| params.pointer(pointer).and_then(Value::as_bool).unwrap_or(false);
-    let allowed = relay.client_capabilities;
-    let narrowed = Capabilities {
-        read_text_file: allowed.read_text_file && offered("/clientCapabilities/fs/readTextFile"),
-        write_text_file: allowed.write_text_file && offered("/clientCapabilities/fs/writeTextFile"),
-        terminal: allowed.terminal && offered("/clientCapabilities/terminal"),
-    };
+    let narrowed = relay
+        .client_capabilities
+        .intersect(methods::offered_in(params.get("clientCapabilities")));
     if let Some(object) = params.as_object_mut() {
         let mut capabilities = object.get("clientCapabilities").cloned().unwrap_or_else(|| json!({}));
-        if let (Some(target), Value::Object(narrow)) = (capabilities.as_object_mut(), narrowed.to_json()) {
+        if let (Some(target), Value::Object(narrow)) = (
+            capabilities.as_object_mut(),
+            methods::client_capabilities_json(narrowed),
+        ) {
             target.extend(narrow);
         }
         object.insert("clientCapabilities".into(), capabilities);
@@ -904,18 +899,7 @@ fn intersect(theirs: &Value, allowed: &Value) -> Value {
 
 /// The methods the agent may call on the editor (requests: they need an id).
 fn is_request_method(method: &str) -> bool {
-    use wire::method_names as m;
-    matches!(
-        method,
-        m::SESSION_REQUEST_PERMISSION
-            | m::FS_READ_TEXT_FILE
-            | m::FS_WRITE_TEXT_FILE
-            | m::TERMINAL_CREATE
-            | m::TERMINAL_OUTPUT
-            | m::TERMINAL_WAIT_FOR_EXIT
-            | m::TERMINAL_KILL
-            | m::TERMINAL_RELEASE
-    )
+    methods::find(method).is_some_and(methods::Method::is_client_request)
 }
 
 /// Follows a `session/update`: tool calls go through the [`Gate`] and are audited; whether to
@@ -1106,14 +1090,10 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
                 Decision::Ask => permission = Some((request, facts)),
             }
         }
-        m::FS_READ_TEXT_FILE
-        | m::FS_WRITE_TEXT_FILE
-        | m::TERMINAL_CREATE
-        | m::TERMINAL_OUTPUT
-        | m::TERMINAL_WAIT_FOR_EXIT
-        | m::TERMINAL_KILL
-        | m::TERMINAL_RELEASE
-            if !relay.client_capabilities.offers(&method) =>
+        _ if methods::find(&method)
+            .and_then(methods::Method::client_capability)
+            .is_some()
+            && !relay.client_capabilities.offers(&method) =>
         {
             let error = RpcError::new(
                 codes::METHOD_NOT_FOUND,

@@ -21,6 +21,7 @@ use super::{reader, tap, terminal};
 use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::RequestFailure;
+use crate::methods;
 use crate::sync::lock;
 use crate::wire::default as wire;
 
@@ -106,7 +107,7 @@ impl Client {
                 "clientInfo": { "name": options.client_info.0, "version": options.client_info.1 },
             })
         });
-        params["clientCapabilities"] = options.handlers.capabilities().to_json();
+        params["clientCapabilities"] = methods::client_capabilities_json(options.handlers.capabilities());
         // The version we speak: the manifest's wire module's (in its params), else the default.
         let ours = params
             .get("protocolVersion")

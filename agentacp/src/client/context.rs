@@ -11,7 +11,6 @@ use serde_json::value::RawValue;
 use super::terminal::Terminals;
 use crate::jsonrpc::{RpcError, codes};
 use crate::sync::lock;
-use crate::wire::default as wire;
 use crate::workspace::Workspace;
 
 /// What handlers may know about the connection: the workspace root, each session's `cwd`, and
@@ -80,11 +79,8 @@ impl ClientContext {
     /// The checked params of a request: for `fs/*` the `path`, for `terminal/create` the `cwd`
     /// (default: the session's `cwd`), replaced by its canonical form.
     pub(crate) fn check(&self, method: &str, params: &RawValue) -> Result<Box<RawValue>, RpcError> {
-        use wire::method_names as m;
-        let field = match method {
-            m::FS_READ_TEXT_FILE | m::FS_WRITE_TEXT_FILE => "path",
-            m::TERMINAL_CREATE => "cwd",
-            _ => return Ok(params.to_owned()),
+        let Some(field) = crate::methods::find(method).and_then(|method| method.workspace_path) else {
+            return Ok(params.to_owned());
         };
         let mut value: Value = serde_json::from_str(params.get())
             .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}")))?;

@@ -1,55 +1,20 @@
 //! The methods a client offers the agent besides permissions: `fs/*` and `terminal/*`.
 //!
-//! A [`ClientHandlers`] says which it offers ([`Capabilities`], sent in `initialize`) and
+//! A [`ClientHandlers`] says which it offers ([`ClientMethods`], sent in `initialize`) and
 //! answers them. The runtime checks every request before a handler sees it: a method the
 //! capabilities do not offer is answered `-32601`; a path must be absolute and, once
 //! canonical (symlinks resolved), inside the workspace root, else `-32602`; a terminal's `cwd`
 //! likewise. The handler then receives the canonical path.
 
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use super::context::ClientContext;
 use super::fs;
 use crate::future::BoxFuture;
 use crate::jsonrpc::{RpcError, codes};
+use crate::methods::ClientMethods;
 use crate::wire::default as wire;
-
-/// The client capabilities sent in `initialize`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Capabilities {
-    /// `fs/read_text_file`.
-    pub read_text_file: bool,
-    /// `fs/write_text_file`.
-    pub write_text_file: bool,
-    /// The `terminal/*` family.
-    pub terminal: bool,
-}
-
-impl Capabilities {
-    /// As `clientCapabilities` JSON.
-    pub fn to_json(self) -> Value {
-        json!({
-            "fs": { "readTextFile": self.read_text_file, "writeTextFile": self.write_text_file },
-            "terminal": self.terminal,
-        })
-    }
-
-    /// Whether `method` is offered.
-    pub fn offers(self, method: &str) -> bool {
-        use wire::method_names as m;
-        match method {
-            m::FS_READ_TEXT_FILE => self.read_text_file,
-            m::FS_WRITE_TEXT_FILE => self.write_text_file,
-            m::TERMINAL_CREATE
-            | m::TERMINAL_OUTPUT
-            | m::TERMINAL_WAIT_FOR_EXIT
-            | m::TERMINAL_KILL
-            | m::TERMINAL_RELEASE => self.terminal,
-            _ => false,
-        }
-    }
-}
 
 /// What a handler answers: the result object, or a JSON-RPC error.
 pub type HandlerResult = Result<Value, RpcError>;
@@ -59,7 +24,7 @@ pub type HandlerResult = Result<Value, RpcError>;
 /// ready-made.
 pub trait ClientHandlers: Send + Sync + 'static {
     /// What to offer. Only these methods reach [`handle`](ClientHandlers::handle).
-    fn capabilities(&self) -> Capabilities;
+    fn capabilities(&self) -> ClientMethods;
 
     /// Answers one request (already checked, see the module docs); `None` if the method is not
     /// handled here after all (`-32601`).
@@ -76,8 +41,8 @@ pub trait ClientHandlers: Send + Sync + 'static {
 pub struct NoHandlers;
 
 impl ClientHandlers for NoHandlers {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+    fn capabilities(&self) -> ClientMethods {
+        ClientMethods::NONE
     }
 
     fn handle<'a>(&'a self, _: &'a ClientContext, _: &'a str, _: &'a RawValue) -> Option<BoxFuture<'a, HandlerResult>> {
@@ -89,21 +54,21 @@ impl ClientHandlers for NoHandlers {
 /// commands run in it ([`Terminals`](super::terminal::Terminals)), each only when switched on.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Builtin {
-    offered: Capabilities,
+    offered: ClientMethods,
 }
 
 impl Builtin {
     /// `fs/read_text_file` only.
     pub fn read_only() -> Self {
-        Builtin::default().with(Capabilities {
+        Builtin::default().with(ClientMethods {
             read_text_file: true,
-            ..Capabilities::default()
+            ..ClientMethods::NONE
         })
     }
 
     /// `fs/read_text_file` and `fs/write_text_file`.
     pub fn read_write() -> Self {
-        Builtin::default().with(Capabilities {
+        Builtin::default().with(ClientMethods {
             read_text_file: true,
             write_text_file: true,
             terminal: false,
@@ -111,7 +76,7 @@ impl Builtin {
     }
 
     /// Exactly the methods `offered`.
-    pub fn with(mut self, offered: Capabilities) -> Self {
+    pub fn with(mut self, offered: ClientMethods) -> Self {
         self.offered = offered;
         self
     }
@@ -124,7 +89,7 @@ impl Builtin {
 }
 
 impl ClientHandlers for Builtin {
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self) -> ClientMethods {
         self.offered
     }
 
@@ -134,27 +99,26 @@ impl ClientHandlers for Builtin {
         method: &'a str,
         params: &'a RawValue,
     ) -> Option<BoxFuture<'a, HandlerResult>> {
-        use wire::method_names as m;
+        use wire::AgentRequest as Request;
         if !self.offered.offers(method) {
             return None;
         }
         let terminals = context.terminals();
-        Some(match method {
-            m::FS_READ_TEXT_FILE => {
-                Box::pin(async move { encode(fs::read_text_file(context, &decode(method, params)?).await?) })
+        Some(Box::pin(async move {
+            match Request::decode(method, Some(params))? {
+                Request::FsReadTextFile(request) => encode(fs::read_text_file(context, &request).await?),
+                Request::FsWriteTextFile(request) => encode(fs::write_text_file(context, &request).await?),
+                Request::TerminalCreate(request) => encode(terminals.create(&request).await?),
+                Request::TerminalOutput(request) => encode(terminals.output(&request).await?),
+                Request::TerminalWaitForExit(request) => encode(terminals.wait_for_exit(&request).await?),
+                Request::TerminalKill(request) => encode(terminals.kill(&request).await?),
+                Request::TerminalRelease(request) => encode(terminals.release(&request).await?),
+                _ => Err(RpcError::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!("method not found: `{method}`"),
+                )),
             }
-            m::FS_WRITE_TEXT_FILE => {
-                Box::pin(async move { encode(fs::write_text_file(context, &decode(method, params)?).await?) })
-            }
-            m::TERMINAL_CREATE => Box::pin(async move { encode(terminals.create(&decode(method, params)?).await?) }),
-            m::TERMINAL_OUTPUT => Box::pin(async move { encode(terminals.output(&decode(method, params)?).await?) }),
-            m::TERMINAL_WAIT_FOR_EXIT => {
-                Box::pin(async move { encode(terminals.wait_for_exit(&decode(method, params)?).await?) })
-            }
-            m::TERMINAL_KILL => Box::pin(async move { encode(terminals.kill(&decode(method, params)?).await?) }),
-            m::TERMINAL_RELEASE => Box::pin(async move { encode(terminals.release(&decode(method, params)?).await?) }),
-            _ => return None,
-        })
+        }))
     }
 }
 

@@ -59,7 +59,7 @@ pub use connection::Client;
 pub use context::ClientContext;
 pub use error::ClientError;
 pub use events::{PromptEvent, Update};
-pub use handlers::{Builtin, Capabilities, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
+pub use handlers::{Builtin, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
 pub use operator::{ClientOperator, Connect};
 pub use options::ClientOptions;
 pub use oversight::TERMINAL_TOOL;

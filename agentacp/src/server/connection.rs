@@ -17,7 +17,7 @@ use crate::jsonrpc::{self, Id, RpcError};
 
 use super::memory::MemoryAudit;
 use super::session::{SessionContext, SessionStore};
-use crate::spec::EditorMethods;
+use crate::methods::ClientMethods;
 use crate::sync::lock;
 
 pub(crate) struct Connection {
@@ -33,9 +33,9 @@ pub(crate) struct Connection {
     /// How long one request to the editor (`fs/*`, `terminal/*`) may take.
     pub(crate) editor_timeout: Duration,
     /// The editor methods the manifest lets the operator call.
-    declared_editor: EditorMethods,
+    declared_editor: ClientMethods,
     /// The editor methods the client advertised at `initialize` (none before it).
-    offered_editor: Mutex<EditorMethods>,
+    offered_editor: Mutex<ClientMethods>,
     client_name: Mutex<Option<String>>,
     tool_calls: AtomicU64,
 }
@@ -51,7 +51,7 @@ impl Connection {
         operator_id: String,
         permission_timeout: Duration,
         editor_timeout: Duration,
-        declared_editor: EditorMethods,
+        declared_editor: ClientMethods,
     ) -> Self {
         Connection {
             outbox,
@@ -64,7 +64,7 @@ impl Connection {
             permission_timeout,
             editor_timeout,
             declared_editor,
-            offered_editor: Mutex::new(EditorMethods::NONE),
+            offered_editor: Mutex::new(ClientMethods::NONE),
             client_name: Mutex::new(None),
             tool_calls: AtomicU64::new(0),
         }
@@ -91,17 +91,17 @@ impl Connection {
     }
 
     /// Records the `clientCapabilities` of `initialize`.
-    pub(crate) fn set_offered_editor(&self, offered: EditorMethods) {
+    pub(crate) fn set_offered_editor(&self, offered: ClientMethods) {
         *lock(&self.offered_editor) = offered;
     }
 
     /// The editor methods the manifest declares.
-    pub(crate) fn declared_editor(&self) -> EditorMethods {
+    pub(crate) fn declared_editor(&self) -> ClientMethods {
         self.declared_editor
     }
 
     /// The editor methods the client advertised.
-    pub(crate) fn offered_editor(&self) -> EditorMethods {
+    pub(crate) fn offered_editor(&self) -> ClientMethods {
         *lock(&self.offered_editor)
     }
 

@@ -24,7 +24,8 @@ use super::memory::MemoryBook;
 use super::operator::Operator;
 use super::session::SessionContext;
 use super::turn::{Turn, TurnScope};
-use crate::spec::{EditorMethods, OperatorSpec};
+use crate::methods;
+use crate::spec::OperatorSpec;
 use crate::sync::lock;
 use crate::workspace::Workspace;
 
@@ -76,17 +77,6 @@ struct InitializeParams {
     client_info: Option<ClientInfo>,
     #[serde(default)]
     client_capabilities: Option<Value>,
-}
-
-/// The editor methods `clientCapabilities` offers; anything absent or not `true` is not
-/// offered (ACP: an omitted capability is unsupported).
-fn offered_editor_methods(capabilities: Option<&Value>) -> EditorMethods {
-    let flag = |pointer: &str| capabilities.and_then(|c| c.pointer(pointer)).and_then(Value::as_bool) == Some(true);
-    EditorMethods {
-        read_text_file: flag("/fs/readTextFile"),
-        write_text_file: flag("/fs/writeTextFile"),
-        terminal: flag("/terminal"),
-    }
 }
 
 #[derive(Deserialize)]
@@ -337,7 +327,7 @@ impl<O: Operator> Dispatcher<O> {
         self.connection
             .set_client_name(params.client_info.as_ref().map(|info| info.name.as_str()));
         self.connection
-            .set_offered_editor(offered_editor_methods(params.client_capabilities.as_ref()));
+            .set_offered_editor(methods::offered_in(params.client_capabilities.as_ref()));
         self.initialized = true;
         let _ = self.connection.respond(id, &self.initialize_response).await;
         Ok(())

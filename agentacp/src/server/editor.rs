@@ -28,7 +28,7 @@ use crate::tier::Governed;
 
 use super::connection::Connection;
 use super::turn::{ToolOutcome, Turn, TurnScope};
-use crate::spec::EditorMethods;
+use crate::methods::ClientMethods;
 pub use crate::spec::{READ_TEXT_FILE, TERMINAL, WRITE_TEXT_FILE};
 
 /// Why an editor call did not give a result.
@@ -259,7 +259,7 @@ impl<'t, T: Governed> Editor<'_, 't, T> {
     }
 
     /// The absolute path of `path` when `method` may be called with it.
-    fn allowed(&self, method: &'static str, flag: fn(EditorMethods) -> bool, path: &str) -> Result<String> {
+    fn allowed(&self, method: &'static str, flag: fn(ClientMethods) -> bool, path: &str) -> Result<String> {
         let connection = &self.turn.scope().connection;
         if !flag(connection.declared_editor()) {
             return Err(EditorError::NotDeclared(method).into());

@@ -29,7 +29,7 @@ use crate::workspace::Workspace;
 
 pub use editor::{CommandOutput, Editor, EditorError, TerminalCommand};
 pub use memory::{Memory, MemoryError};
-pub use operator::{Operator, decode_params, encode_result};
+pub use operator::{Operator, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
@@ -349,7 +349,8 @@ impl<O: Operator> Serve for O {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{AuditTarget, EditorMethods};
+    use crate::methods::ClientMethods;
+    use crate::spec::AuditTarget;
 
     /// A sandboxed spec whose SANDBOX.md mounts the workspace at `mount`.
     fn sandboxed(mount: &Path) -> &'static OperatorSpec {
@@ -370,7 +371,7 @@ mod tests {
             governance: None,
             sandbox: Some(Box::leak(sandbox.into_boxed_str())),
             audit: AuditTarget::Off,
-            editor: EditorMethods::NONE,
+            editor: ClientMethods::NONE,
             policies: &[],
         }))
     }

@@ -1,13 +1,13 @@
 //! What `#[acp_operator]` generates for a server: an [`Operator`] impl over the
-//! [`OperatorSpec`] read from the manifest at compile time, that decodes requests into the pinned revision's
-//! wire types and calls the author's handler trait.
+//! [`OperatorSpec`] read from the manifest at compile time, that decodes requests through the
+//! pinned revision's `ClientRequest` enum and calls the author's handler trait. Its methods are
+//! the agent-side handler methods of the method table ([`crate::methods`]).
 
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::future::BoxFuture;
 use crate::spec::OperatorSpec;
 use crate::tier::Tier;
@@ -41,11 +41,6 @@ pub trait Operator: Send + Sync + 'static {
     fn authenticate<'a>(&'a self, _params: &'a RawValue) -> Option<BoxFuture<'a, Result<Value>>> {
         None
     }
-}
-
-/// Decodes request params into a wire type (`-32602` with serde's reason when they do not fit).
-pub fn decode_params<T: DeserializeOwned>(method: &str, params: &RawValue) -> Result<T> {
-    serde_json::from_str(params.get()).map_err(|error| Error::InvalidParams(format!("`{method}`: {error}")))
 }
 
 /// Encodes a result for the wire.

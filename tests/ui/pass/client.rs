@@ -39,6 +39,6 @@ pub fn main() {
     let request = spec.initialize_params();
     assert_eq!(request["clientCapabilities"]["fs"]["readTextFile"], true);
     assert_eq!(request["clientInfo"]["name"], "client");
-    assert_eq!(Minimal.capabilities(), agentacp::client::Capabilities::default());
+    assert_eq!(Minimal.capabilities(), agentacp::methods::ClientMethods::NONE);
     assert_eq!(Minimal::spec().tier, "basic");
 }

@@ -1,0 +1,541 @@
+//! The ACP methods agentacp implements, one row each: the wire name, who handles it, the
+//! handler-trait method it becomes, its params and result types, the enum variant that
+//! carries it, and what offers it.
+//!
+//! It is the one method table of the project. `#[acp_operator]` generates the handler traits
+//! (and the stand-ins shown beside manifest errors) from it; the manifest checks and
+//! `scaffold-aip explain` read which methods a capability turns on from it; at run time the
+//! client and the bridge decide from it which requests an agent may send, and which of their
+//! params are workspace paths. A method missing here is answered `-32601` by every operator.
+//!
+//! The table is revision independent: whether the revision an operator pins has a method is
+//! read from that revision's generated wire module (its `METHODS`), and a manifest that turns
+//! on a capability whose methods the revision lacks fails its checks (`ACP214`).
+
+/// The side of the connection that receives (handles) a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The agent: a server, or the agent half of a bridge.
+    Agent,
+    /// The client: the editor, a client operator, or the editor half of a bridge.
+    Client,
+    /// Either side (`$/cancel_request`).
+    Both,
+}
+
+/// A capability a client offers in `clientCapabilities` (and a manifest declares under
+/// `metadata.aip44.capabilities.client`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClientCapability {
+    /// `fs.readTextFile`.
+    ReadTextFile,
+    /// `fs.writeTextFile`.
+    WriteTextFile,
+    /// `terminal`.
+    Terminal,
+}
+
+impl ClientCapability {
+    /// Every client capability, in table order.
+    pub const ALL: [ClientCapability; 3] = [Self::ReadTextFile, Self::WriteTextFile, Self::Terminal];
+
+    /// Its path under `clientCapabilities` (and under a manifest's `capabilities.client`).
+    pub const fn path(self) -> &'static [&'static str] {
+        match self {
+            Self::ReadTextFile => &["fs", "readTextFile"],
+            Self::WriteTextFile => &["fs", "writeTextFile"],
+            Self::Terminal => &["terminal"],
+        }
+    }
+
+    /// The capability at `path`, if `path` names one.
+    pub fn at(path: &[&str]) -> Option<ClientCapability> {
+        Self::ALL.into_iter().find(|capability| capability.path() == path)
+    }
+
+    /// The methods it offers, in table order.
+    pub fn methods(self) -> impl Iterator<Item = &'static Method> {
+        METHODS.iter().filter(move |method| method.offer == Offer::Client(self))
+    }
+
+    /// The tool name governance sees when a server's operator uses it: its first method
+    /// (`terminal/create` stands for the whole `terminal/*` family of one command).
+    pub fn tool(self) -> &'static str {
+        self.methods().next().map_or("", |method| method.name)
+    }
+}
+
+/// What offers a method to the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// Every peer that speaks ACP.
+    Always,
+    /// `agentCapabilities.loadSession`.
+    LoadSession,
+    /// A transport that needs authentication (a manifest listing `websocket`).
+    Authentication,
+    /// A client capability.
+    Client(ClientCapability),
+    /// Nothing advertises it; agentacp answers it for peers that send it anyway.
+    Unadvertised,
+}
+
+/// Who answers a method on the receiving side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handler {
+    /// agentacp itself (`initialize`, `session/new`, a client's permission handler, ...).
+    Runtime,
+    /// The operator: the method of its generated handler trait.
+    Trait(TraitMethod),
+}
+
+/// A method of a generated handler trait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraitMethod {
+    /// Its Rust name (`read_text_file`).
+    pub name: &'static str,
+    /// What it receives besides the request.
+    pub context: Context,
+    /// The wire type it returns (`ReadTextFileResponse`; `StopReason` for `prompt`).
+    pub returns: &'static str,
+    /// Its documentation.
+    pub doc: &'static str,
+}
+
+/// What a handler-trait method receives besides the decoded request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    /// Nothing else.
+    None,
+    /// The session (`&agentacp::server::SessionContext`).
+    Session,
+    /// The running turn (`&mut agentacp::server::Turn<'_, Tier>`).
+    Turn,
+    /// The client's view of the session (`&agentacp::client::ClientContext`).
+    Client,
+}
+
+/// One ACP method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method {
+    /// The wire name (`fs/read_text_file`).
+    pub name: &'static str,
+    /// Who receives it.
+    pub side: Side,
+    /// Whether it is a notification (no id, no answer).
+    pub notification: bool,
+    /// The params type in a generated wire module.
+    pub params: &'static str,
+    /// The result type in a generated wire module (`None` for a notification).
+    pub result: Option<&'static str>,
+    /// The variant of the wire module's request enum (`ClientRequest` for the agent side,
+    /// `AgentRequest` for the client side) that carries its params: `FsReadTextFile`.
+    pub variant: &'static str,
+    /// What offers it.
+    pub offer: Offer,
+    /// Who answers it.
+    pub handler: Handler,
+    /// The param that names a place in the workspace (`path`, a terminal's `cwd`): the
+    /// runtime confines it to the workspace root before a handler sees it.
+    pub workspace_path: Option<&'static str>,
+}
+
+impl Method {
+    /// Whether it is a request the agent sends the client (and so needs an id).
+    pub fn is_client_request(&self) -> bool {
+        self.side == Side::Client && !self.notification
+    }
+
+    /// The handler-trait method, if the operator answers it.
+    pub fn trait_method(&self) -> Option<TraitMethod> {
+        match self.handler {
+            Handler::Trait(method) => Some(method),
+            Handler::Runtime => None,
+        }
+    }
+
+    /// The client capability that offers it, if one does.
+    pub fn client_capability(&self) -> Option<ClientCapability> {
+        match self.offer {
+            Offer::Client(capability) => Some(capability),
+            _ => None,
+        }
+    }
+}
+
+/// The method named `name`, if agentacp implements it.
+pub fn find(name: &str) -> Option<&'static Method> {
+    METHODS.iter().find(|method| method.name == name)
+}
+
+/// The methods `side` receives, in table order.
+pub fn received_by(side: Side) -> impl Iterator<Item = &'static Method> {
+    METHODS.iter().filter(move |method| method.side == side)
+}
+
+/// A set of client capabilities: what a client offers (`clientCapabilities`), or the editor
+/// methods a server's operator may call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ClientMethods {
+    /// `fs/read_text_file`.
+    pub read_text_file: bool,
+    /// `fs/write_text_file`.
+    pub write_text_file: bool,
+    /// The `terminal/*` family.
+    pub terminal: bool,
+}
+
+impl ClientMethods {
+    /// None of them.
+    pub const NONE: ClientMethods = ClientMethods {
+        read_text_file: false,
+        write_text_file: false,
+        terminal: false,
+    };
+
+    /// The set whose capabilities `offered` says yes to (`offered` gets each capability's path).
+    pub fn from_paths(mut offered: impl FnMut(&[&str]) -> bool) -> ClientMethods {
+        let mut methods = ClientMethods::NONE;
+        for capability in ClientCapability::ALL {
+            if offered(capability.path()) {
+                methods.insert(capability);
+            }
+        }
+        methods
+    }
+
+    /// Whether `capability` is in the set.
+    pub fn has(&self, capability: ClientCapability) -> bool {
+        match capability {
+            ClientCapability::ReadTextFile => self.read_text_file,
+            ClientCapability::WriteTextFile => self.write_text_file,
+            ClientCapability::Terminal => self.terminal,
+        }
+    }
+
+    /// Adds `capability`.
+    pub fn insert(&mut self, capability: ClientCapability) {
+        match capability {
+            ClientCapability::ReadTextFile => self.read_text_file = true,
+            ClientCapability::WriteTextFile => self.write_text_file = true,
+            ClientCapability::Terminal => self.terminal = true,
+        }
+    }
+
+    /// The capabilities in the set, in table order.
+    pub fn capabilities(self) -> impl Iterator<Item = ClientCapability> {
+        ClientCapability::ALL
+            .into_iter()
+            .filter(move |capability| self.has(*capability))
+    }
+
+    /// The methods the set offers, in table order.
+    pub fn methods(self) -> impl Iterator<Item = &'static Method> {
+        METHODS
+            .iter()
+            .filter(move |method| method.client_capability().is_some_and(|c| self.has(c)))
+    }
+
+    /// Whether `method` is offered: it is a client-capability method and its capability is in
+    /// the set.
+    pub fn offers(&self, method: &str) -> bool {
+        find(method)
+            .and_then(Method::client_capability)
+            .is_some_and(|capability| self.has(capability))
+    }
+
+    /// Only what both sets have.
+    pub fn intersect(self, other: ClientMethods) -> ClientMethods {
+        ClientMethods::from_paths(|path| {
+            ClientCapability::at(path).is_some_and(|capability| self.has(capability) && other.has(capability))
+        })
+    }
+
+    /// The tool names governance sees for the set's capabilities.
+    pub fn tools(self) -> Vec<&'static str> {
+        self.capabilities().map(ClientCapability::tool).collect()
+    }
+}
+
+const fn agent(
+    name: &'static str,
+    params: &'static str,
+    result: &'static str,
+    variant: &'static str,
+    offer: Offer,
+    handler: Handler,
+) -> Method {
+    Method {
+        name,
+        side: Side::Agent,
+        notification: false,
+        params,
+        result: Some(result),
+        variant,
+        offer,
+        handler,
+        workspace_path: None,
+    }
+}
+
+const fn editor(
+    name: &'static str,
+    (params, result, variant): (&'static str, &'static str, &'static str),
+    capability: ClientCapability,
+    workspace_path: Option<&'static str>,
+    trait_method: (&'static str, &'static str),
+) -> Method {
+    let (trait_name, doc) = trait_method;
+    Method {
+        name,
+        side: Side::Client,
+        notification: false,
+        params,
+        result: Some(result),
+        variant,
+        offer: Offer::Client(capability),
+        handler: Handler::Trait(TraitMethod {
+            name: trait_name,
+            context: Context::Client,
+            returns: result,
+            doc,
+        }),
+        workspace_path,
+    }
+}
+
+const fn notification(name: &'static str, side: Side, params: &'static str, variant: &'static str) -> Method {
+    Method {
+        name,
+        side,
+        notification: true,
+        params,
+        result: None,
+        variant,
+        offer: Offer::Always,
+        handler: Handler::Runtime,
+        workspace_path: None,
+    }
+}
+
+/// Every method agentacp implements.
+pub const METHODS: &[Method] = &[
+    agent(
+        "initialize",
+        "InitializeRequest",
+        "InitializeResponse",
+        "Initialize",
+        Offer::Always,
+        Handler::Runtime,
+    ),
+    agent(
+        "authenticate",
+        "AuthenticateRequest",
+        "AuthenticateResponse",
+        "Authenticate",
+        Offer::Authentication,
+        Handler::Trait(TraitMethod {
+            name: "authenticate",
+            context: Context::None,
+            returns: "AuthenticateResponse",
+            doc: "`authenticate`: required because the manifest offers a websocket transport.",
+        }),
+    ),
+    agent(
+        "session/new",
+        "NewSessionRequest",
+        "NewSessionResponse",
+        "SessionNew",
+        Offer::Always,
+        Handler::Runtime,
+    ),
+    agent(
+        "session/load",
+        "LoadSessionRequest",
+        "LoadSessionResponse",
+        "SessionLoad",
+        Offer::LoadSession,
+        Handler::Trait(TraitMethod {
+            name: "load_session",
+            context: Context::Session,
+            returns: "LoadSessionResponse",
+            doc: "`session/load`: restore the operator's own state for a session. The runtime has already replayed the stored history to the client.",
+        }),
+    ),
+    agent(
+        "session/prompt",
+        "PromptRequest",
+        "PromptResponse",
+        "SessionPrompt",
+        Offer::Always,
+        Handler::Trait(TraitMethod {
+            name: "prompt",
+            context: Context::Turn,
+            returns: "StopReason",
+            doc: "`session/prompt`: run one turn, streaming through `turn`; return why it stopped.",
+        }),
+    ),
+    notification("session/cancel", Side::Agent, "CancelNotification", "SessionCancel"),
+    agent(
+        "session/close",
+        "CloseSessionRequest",
+        "CloseSessionResponse",
+        "SessionClose",
+        Offer::Unadvertised,
+        Handler::Runtime,
+    ),
+    Method {
+        name: "session/request_permission",
+        side: Side::Client,
+        notification: false,
+        params: "RequestPermissionRequest",
+        result: Some("RequestPermissionResponse"),
+        variant: "SessionRequestPermission",
+        offer: Offer::Always,
+        handler: Handler::Runtime,
+        workspace_path: None,
+    },
+    notification("session/update", Side::Client, "SessionNotification", "SessionUpdate"),
+    editor(
+        "fs/read_text_file",
+        ("ReadTextFileRequest", "ReadTextFileResponse", "FsReadTextFile"),
+        ClientCapability::ReadTextFile,
+        Some("path"),
+        (
+            "read_text_file",
+            "`fs/read_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::read_text_file` is a ready implementation.",
+        ),
+    ),
+    editor(
+        "fs/write_text_file",
+        ("WriteTextFileRequest", "WriteTextFileResponse", "FsWriteTextFile"),
+        ClientCapability::WriteTextFile,
+        Some("path"),
+        (
+            "write_text_file",
+            "`fs/write_text_file`. `request.path` is already absolute, canonical and inside the workspace root; `agentacp::client::fs::write_text_file` is a ready implementation.",
+        ),
+    ),
+    editor(
+        "terminal/create",
+        ("CreateTerminalRequest", "CreateTerminalResponse", "TerminalCreate"),
+        ClientCapability::Terminal,
+        Some("cwd"),
+        (
+            "create_terminal",
+            "`terminal/create`. `request.cwd` is set, canonical and inside the workspace root; `context.terminals().create(&request)` is a ready implementation.",
+        ),
+    ),
+    editor(
+        "terminal/output",
+        ("TerminalOutputRequest", "TerminalOutputResponse", "TerminalOutput"),
+        ClientCapability::Terminal,
+        None,
+        (
+            "terminal_output",
+            "`terminal/output` (`context.terminals().output(&request)`).",
+        ),
+    ),
+    editor(
+        "terminal/wait_for_exit",
+        (
+            "WaitForTerminalExitRequest",
+            "WaitForTerminalExitResponse",
+            "TerminalWaitForExit",
+        ),
+        ClientCapability::Terminal,
+        None,
+        (
+            "wait_for_terminal_exit",
+            "`terminal/wait_for_exit` (`context.terminals().wait_for_exit(&request)`).",
+        ),
+    ),
+    editor(
+        "terminal/kill",
+        ("KillTerminalRequest", "KillTerminalResponse", "TerminalKill"),
+        ClientCapability::Terminal,
+        None,
+        (
+            "kill_terminal",
+            "`terminal/kill` (`context.terminals().kill(&request)`).",
+        ),
+    ),
+    editor(
+        "terminal/release",
+        ("ReleaseTerminalRequest", "ReleaseTerminalResponse", "TerminalRelease"),
+        ClientCapability::Terminal,
+        None,
+        (
+            "release_terminal",
+            "`terminal/release` (`context.terminals().release(&request)`).",
+        ),
+    ),
+    notification(
+        "$/cancel_request",
+        Side::Both,
+        "CancelRequestNotification",
+        "CancelRequest",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_trait_methods_are_unique() {
+        for (i, method) in METHODS.iter().enumerate() {
+            assert!(
+                METHODS[..i].iter().all(|earlier| earlier.name != method.name),
+                "{} twice",
+                method.name
+            );
+            if let Some(trait_method) = method.trait_method() {
+                let twins = METHODS
+                    .iter()
+                    .filter_map(Method::trait_method)
+                    .filter(|other| other.name == trait_method.name)
+                    .count();
+                assert_eq!(twins, 1, "handler `{}` twice", trait_method.name);
+            }
+        }
+    }
+
+    #[test]
+    fn each_client_capability_offers_requests_the_agent_sends() {
+        for capability in ClientCapability::ALL {
+            assert_eq!(ClientCapability::at(capability.path()), Some(capability));
+            let methods: Vec<_> = capability.methods().collect();
+            assert!(!methods.is_empty(), "{capability:?} offers nothing");
+            for method in methods {
+                assert!(method.is_client_request(), "{}", method.name);
+                assert!(method.trait_method().is_some(), "{}", method.name);
+            }
+        }
+        assert_eq!(ClientCapability::Terminal.tool(), "terminal/create");
+        assert_eq!(ClientCapability::Terminal.methods().count(), 5);
+    }
+
+    #[test]
+    fn a_set_offers_exactly_the_methods_of_its_capabilities() {
+        let set = ClientMethods {
+            write_text_file: true,
+            ..ClientMethods::NONE
+        };
+        assert!(set.offers("fs/write_text_file"));
+        assert!(!set.offers("fs/read_text_file"));
+        assert!(!set.offers("terminal/create"));
+        assert!(!set.offers("session/request_permission"), "not a capability's method");
+        assert_eq!(set.tools(), ["fs/write_text_file"]);
+        let all = ClientMethods::from_paths(|_| true);
+        assert_eq!(all.methods().count(), 7);
+        assert_eq!(all.intersect(set), set);
+        assert_eq!(
+            ClientMethods::from_paths(|path| path == ["terminal"]),
+            ClientMethods {
+                terminal: true,
+                ..ClientMethods::NONE
+            }
+        );
+    }
+}

@@ -1,0 +1,64 @@
+//! The one method table ([`acp_methods`], re-exported whole) and what the runtime adds to it:
+//! a set of client capabilities to and from its `clientCapabilities` JSON.
+
+use serde_json::{Map, Value};
+
+pub use acp_methods::*;
+
+/// `clientCapabilities` as sent in `initialize`: every capability of the table, `true` when
+/// `methods` has it.
+pub fn client_capabilities_json(methods: ClientMethods) -> Value {
+    let mut root = Map::new();
+    for capability in ClientCapability::ALL {
+        let (last, parents) = capability.path().split_last().expect("a capability has a path");
+        let mut object = &mut root;
+        for key in parents {
+            object = object
+                .entry(*key)
+                .or_insert_with(|| Value::Object(Map::new()))
+                .as_object_mut()
+                .expect("the table's paths nest");
+        }
+        object.insert((*last).to_string(), Value::Bool(methods.has(capability)));
+    }
+    Value::Object(root)
+}
+
+/// The set a `clientCapabilities` JSON value offers: a capability absent or not `true` is not
+/// offered (ACP: an omitted capability is unsupported).
+pub fn offered_in(client_capabilities: Option<&Value>) -> ClientMethods {
+    ClientMethods::from_paths(|path| {
+        let pointer: String = path.iter().map(|key| format!("/{key}")).collect();
+        client_capabilities
+            .and_then(|value| value.pointer(&pointer))
+            .and_then(Value::as_bool)
+            == Some(true)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn client_capabilities_round_trip_through_their_json() {
+        let methods = ClientMethods {
+            read_text_file: true,
+            terminal: true,
+            ..ClientMethods::NONE
+        };
+        let json = client_capabilities_json(methods);
+        assert_eq!(
+            json,
+            json!({"fs": {"readTextFile": true, "writeTextFile": false}, "terminal": true})
+        );
+        assert_eq!(offered_in(Some(&json)), methods);
+        assert_eq!(offered_in(None), ClientMethods::NONE);
+        assert_eq!(
+            offered_in(Some(&json!({"fs": {"readTextFile": "yes"}, "terminal": 1}))),
+            ClientMethods::NONE,
+            "only `true` offers"
+        );
+    }
+}
