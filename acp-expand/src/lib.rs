@@ -521,7 +521,8 @@ impl Plan {
         let audit = &spec.audit;
         let editor = client_methods_literal(spec.editor);
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
-        let tier_name = self.tier.as_str();
+        // The spec's tier is the tier type's name: one source for both.
+        let tier = tier_type(self.tier);
         let kind = self.kind.as_str();
         let load_session = self.load_session;
         quote! {
@@ -530,7 +531,7 @@ impl Plan {
                 name: #spec_name,
                 id: #spec_id,
                 version: #spec_version,
-                tier: #tier_name,
+                tier: <#tier as ::agentacp::tier::Tier>::NAME,
                 acp_rev: #wire::ACP_REV,
                 protocol_version: #wire::PROTOCOL_VERSION,
                 kind: #kind,

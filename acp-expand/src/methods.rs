@@ -48,7 +48,7 @@ impl Emit<'_> {
         let params = format_ident!("{}", method.params);
         let returns = format_ident!("{}", handler.returns);
         let doc = if stand_in { "Stand-in." } else { handler.doc };
-        let reason = reason.map(|reason| quote!(#[doc = #reason]));
+        let reason = reason.map(|reason| quote_spanned!(*span=> #[doc = #reason]));
         let context = context_argument(handler.context, tier);
         let context_parameter = context.as_ref().map(|(name, ty)| quote!(#name: #ty,));
         let output = match method.side {
@@ -61,12 +61,13 @@ impl Emit<'_> {
                 Side::Client => quote!(::agentacp::jsonrpc::RpcError::new(-32603, "the manifest has errors")),
                 Side::Agent | Side::Both => quote!(::agentacp::Error::msg("the manifest has errors")),
             };
-            quote!({
+            quote_spanned!(*span=> {
                 let _ = (#context_name request);
                 async { ::core::result::Result::Err(#error) }
             })
         } else {
-            quote!(;)
+            // Spanned like the rest, so that "from trait" points at the manifest literal.
+            quote_spanned!(*span=> ;)
         };
         quote_spanned! {*span=>
             #[doc = #doc]

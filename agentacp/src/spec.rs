@@ -45,7 +45,8 @@ pub struct OperatorSpec {
     pub id: &'static str,
     /// `version`.
     pub version: &'static str,
-    /// `metadata.aip44.tier`.
+    /// `metadata.aip44.tier`: the [`Tier::NAME`](crate::tier::Tier::NAME) of the operator's
+    /// tier type, so the name and the type cannot disagree.
     pub tier: &'static str,
     /// The full SHA of the pinned ACP revision.
     pub acp_rev: &'static str,
