@@ -28,8 +28,9 @@ fn normal_tree(package: &str) -> Vec<String> {
 const CLI_ONLY: &[&str] = &["clap", "handlebars", "pest", "prettyplease", "similar", "anstream"];
 
 /// Crates the macro does without, to keep an operator's cold build short: the manifest schema is
-/// committed (schemars only generates it, behind acp-manifest's `schema-gen` feature).
-const NOT_AT_COMPILE_TIME: &[&str] = &["schemars"];
+/// committed (schemars only generates it, behind acp-manifest's `schema-gen` feature), and its
+/// patterns compile with regex-lite.
+const NOT_AT_COMPILE_TIME: &[&str] = &["schemars", "regex"];
 
 #[test]
 fn the_proc_macro_compiles_no_cli_template_or_pretty_printing_crate() {
