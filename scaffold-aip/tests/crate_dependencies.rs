@@ -60,3 +60,40 @@ fn the_manifest_core_compiles_neither_the_cli_nor_a_code_generator() {
         );
     }
 }
+
+#[test]
+fn an_operator_build_compiles_syn_once_and_no_tracing_attributes() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "tree",
+            "-p",
+            "agentacp",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--locked",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo tree");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut syn_versions: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("syn v"))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    syn_versions.sort_unstable();
+    syn_versions.dedup();
+    assert_eq!(
+        syn_versions.len(),
+        1,
+        "syn versions in agentacp's tree: {syn_versions:?}"
+    );
+    assert!(
+        !text.lines().any(|line| line.starts_with("tracing-attributes ")),
+        "tracing-attributes is in agentacp's tree (tracing's `attributes` feature)"
+    );
+}

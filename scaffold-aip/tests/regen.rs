@@ -284,7 +284,7 @@ fn public_surface(source: &str) -> String {
             syn::Item::Const(c) => lines.push(format!("const {}: {}", c.ident, compact(&c.ty))),
             syn::Item::Impl(i) => {
                 let target = compact(&i.self_ty);
-                let trait_name = i.trait_.as_ref().map(|(_, path, _)| compact(path));
+                let trait_name = i.trait_.as_ref().map(|(path, _)| compact(path));
                 for member in &i.items {
                     if let syn::ImplItem::Fn(f) = member
                         && matches!(f.vis, syn::Visibility::Public(_))
