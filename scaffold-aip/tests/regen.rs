@@ -12,15 +12,15 @@ use acp_wire_gen::{Options, SchemaFiles, generate_files};
 const BUILT_IN: &[(&str, &str)] = &[
     (
         "0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b",
-        "agentacp/src/wire/rev_0fc18323.rs",
+        "agentacp-wire/src/rev_0fc18323.rs",
     ),
     (
         "b7f0005493b98de32fabee3e9540e2b64da68535",
-        "agentacp/src/wire/rev_b7f00054.rs",
+        "agentacp-wire/src/rev_b7f00054.rs",
     ),
     (
         "d9072428412f97189bad8856f8ee6394a8dd52ef",
-        "agentacp/src/wire/rev_d9072428.rs",
+        "agentacp-wire/src/rev_d9072428.rs",
     ),
 ];
 
