@@ -258,7 +258,7 @@ mod generated_tests {
     use super::*;
 
     fn built_in_module(revision: &Revision) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../agentacp/src/wire/rev_{}.rs", &revision.sha[..8]))
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../agentacp-wire/src/rev_{}.rs", &revision.sha[..8]))
     }
 
     /// The table of built-in revisions says what their checked-in modules say: the same SHA,

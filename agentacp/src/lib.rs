@@ -25,7 +25,7 @@
 //! }
 //! ```
 
-// Generated modules name their support code `::agentacp::wire::support`, in this crate too.
+// Code the macro generates names `::agentacp::…`, in this crate's own tests too.
 extern crate self as agentacp;
 
 pub use acp_audit as audit;
@@ -41,7 +41,10 @@ pub mod server;
 pub mod spec;
 mod sync;
 pub mod tier;
-pub mod wire;
+pub use agentacp_wire as wire;
+// The expansion checks a pinned revision's feature through `::agentacp::__require_rev_…!`.
+#[doc(hidden)]
+pub use agentacp_wire::{__require_rev_0fc18323, __require_rev_b7f00054, __require_rev_d9072428};
 pub mod workspace;
 
 pub use acp_macros::acp_operator;

@@ -1,7 +1,7 @@
 //! The runtime's layering, checked on its source text (`agentacp/src/**/*.rs`).
 //!
 //! Bottom to top:
-//! 1. foundation — `jsonrpc/`, `wire/`, `methods.rs` (the method table), `error.rs`, `tier.rs`, `workspace.rs`, `sync.rs`,
+//! 1. foundation — `jsonrpc/`, `methods.rs` (the method table), `error.rs`, `tier.rs`, `workspace.rs`, `sync.rs`,
 //!    `future.rs`: import nothing from the layers above;
 //! 2. shared — `governance.rs`, `spec.rs` (the manifest's `OperatorSpec`), `env.rs` (the
 //!    `AGENTACP_*` environment, state folder, logging): what servers, clients and bridges share;
@@ -24,8 +24,8 @@
 //! `client/context.rs`, through `client/mod.rs`'s `pub use`), so a facade `mod.rs` that
 //! re-exports its children is no cycle with them. The layer rules apply to both the named file
 //! (unless it is the crate root, which only re-exports: `crate::Error` is `error.rs`) and the
-//! defining one; a path that leaves the crate (`crate::audit` is `acp_audit`) is no import. The generated `wire/rev_*.rs` are not read (they import only
-//! `wire::support`).
+//! defining one; a path that leaves the crate (`crate::audit` is `acp_audit`, `crate::wire` is
+//! `agentacp_wire`, the generated wire types) is no import.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -36,9 +36,7 @@ use std::path::{Path, PathBuf};
 fn layer_of(file: &str) -> (u8, &'static str) {
     let top = file.split('/').next().unwrap_or(file);
     match top {
-        "jsonrpc" | "wire" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
-            (1, "foundation")
-        }
+        "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => (1, "foundation"),
         "governance.rs" | "spec.rs" | "env.rs" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
@@ -91,10 +89,6 @@ fn module_of(name: &str) -> Vec<String> {
         parts.pop();
     }
     parts
-}
-
-fn is_generated(name: &str) -> bool {
-    name.starts_with("wire/rev_")
 }
 
 fn is_ident(b: u8) -> bool {
@@ -313,9 +307,6 @@ impl File {
             uses: BTreeMap::new(),
             paths: Vec::new(),
         };
-        if is_generated(&file.name) {
-            return file;
-        }
         let text = std::fs::read_to_string(path).unwrap();
         let (code, docs) = blank_comments_and_literals(&text);
         let src = code.as_bytes();

@@ -178,7 +178,9 @@ where
     let result = match cli.command {
         Command::Lint(args) => run_lint(&args, out, err),
         Command::Explain(args) => run_explain(&args, out, err),
-        Command::Schema => out.write_all(manifest::json_schema_text().as_bytes()).map(|_| EXIT_OK),
+        Command::Schema => out
+            .write_all(manifest::generated_json_schema_text().as_bytes())
+            .map(|_| EXIT_OK),
         Command::Regen(args) => regen::run(&args, out, err),
         Command::Audit(AuditArgs {
             command: AuditCommand::Verify(args),

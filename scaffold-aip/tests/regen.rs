@@ -12,15 +12,15 @@ use acp_wire_gen::{Options, SchemaFiles, generate_files};
 const BUILT_IN: &[(&str, &str)] = &[
     (
         "0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b",
-        "agentacp/src/wire/rev_0fc18323.rs",
+        "agentacp-wire/src/rev_0fc18323.rs",
     ),
     (
         "b7f0005493b98de32fabee3e9540e2b64da68535",
-        "agentacp/src/wire/rev_b7f00054.rs",
+        "agentacp-wire/src/rev_b7f00054.rs",
     ),
     (
         "d9072428412f97189bad8856f8ee6394a8dd52ef",
-        "agentacp/src/wire/rev_d9072428.rs",
+        "agentacp-wire/src/rev_d9072428.rs",
     ),
 ];
 
@@ -284,7 +284,7 @@ fn public_surface(source: &str) -> String {
             syn::Item::Const(c) => lines.push(format!("const {}: {}", c.ident, compact(&c.ty))),
             syn::Item::Impl(i) => {
                 let target = compact(&i.self_ty);
-                let trait_name = i.trait_.as_ref().map(|(_, path, _)| compact(path));
+                let trait_name = i.trait_.as_ref().map(|(path, _)| compact(path));
                 for member in &i.items {
                     if let syn::ImplItem::Fn(f) = member
                         && matches!(f.vis, syn::Visibility::Public(_))

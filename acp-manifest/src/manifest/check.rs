@@ -16,8 +16,8 @@ use super::rules;
 use super::schema_check::SchemaChecker;
 
 static SCHEMA: LazyLock<SchemaChecker> = LazyLock::new(|| SchemaChecker::new(model::json_schema()));
-static ACP_REV: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(model::ACP_REV_PATTERN).expect("a valid constant pattern"));
+static ACP_REV: LazyLock<regex_lite::Regex> =
+    LazyLock::new(|| regex_lite::Regex::new(model::ACP_REV_PATTERN).expect("a valid constant pattern"));
 
 /// The outcome of checking one manifest.
 #[derive(Debug, Clone)]

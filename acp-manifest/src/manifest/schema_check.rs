@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::ops::Range;
 
-use regex::Regex;
+use regex_lite::Regex;
 use serde_json::Value as Schema;
 
 use crate::diagnostic::{Code, Diagnostic};
@@ -459,6 +459,61 @@ mod tests {
         ];
         for (a, b) in pairs {
             assert_eq!(canonical(&a) == canonical(&b), a == b, "{a} / {b}");
+        }
+    }
+
+    /// Every `pattern` of the committed schema compiles (`collect_patterns` skips one that does
+    /// not, which would silently drop the check), and they match as JSON Schema's ECMA-262
+    /// patterns do: `\d` is an ASCII digit.
+    #[test]
+    fn every_schema_pattern_compiles_and_matches_ascii() {
+        let schema = super::super::model::json_schema();
+        let mut found = Vec::new();
+        fn walk(schema: &Schema, found: &mut Vec<String>) {
+            match schema {
+                Schema::Object(object) => {
+                    if let Some(pattern) = object.get("pattern").and_then(Schema::as_str) {
+                        found.push(pattern.to_string());
+                    }
+                    object.values().for_each(|v| walk(v, found));
+                }
+                Schema::Array(items) => items.iter().for_each(|v| walk(v, found)),
+                _ => {}
+            }
+        }
+        walk(&schema, &mut found);
+        let checker = SchemaChecker::new(schema);
+        assert!(found.len() >= 4, "{found:?}");
+        for pattern in &found {
+            assert!(checker.patterns.contains_key(pattern), "{pattern} does not compile");
+        }
+        use super::super::model::{ACP_REV_PATTERN, ID_PATTERN, TAG_PATTERN, VERSION_PATTERN};
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (
+                ID_PATTERN,
+                &["echo-server", "a1", "0-x"],
+                &["a", "Echo", "a_b", "-a", "é-a"],
+            ),
+            (TAG_PATTERN, &["a", "ai-agent", "x9"], &["", "A", "a b", "-x"]),
+            (
+                VERSION_PATTERN,
+                &["0.1.0", "1.2.0-beta.1", "10.20.30+build_5"],
+                &["1.2", "v1.2.3", "1.2.3-", "\u{661}.2.3", "1.2.3\n"],
+            ),
+            (
+                ACP_REV_PATTERN,
+                &["0fc1832", "0fc18323aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"],
+                &["0FC1832", "0fc183", "0fc1832g"],
+            ),
+        ];
+        for (pattern, good, bad) in cases {
+            let regex = &checker.patterns[*pattern];
+            for text in *good {
+                assert!(regex.is_match(text), "{pattern} should match {text:?}");
+            }
+            for text in *bad {
+                assert!(!regex.is_match(text), "{pattern} should not match {text:?}");
+            }
         }
     }
 

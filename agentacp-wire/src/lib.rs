@@ -3,8 +3,22 @@
 //!
 //! [`support`] is what the generated code builds on; a module regenerated in another crate uses
 //! it too. [`default`] is the revision new manifests pin.
+//!
+//! Use it as `agentacp::wire`, which re-exports this crate. It is a crate of its own (serde and
+//! serde_json only) so that its code generation, the longest part of an operator's build,
+//! runs in parallel with the runtime's and the macro's.
+
+// Generated modules name their support code `::agentacp::wire::support`: here that is this
+// crate's `wire::support` (below), elsewhere `agentacp`'s re-export of this crate.
+extern crate self as agentacp;
 
 pub mod support;
+
+/// `::agentacp::wire::support` for the generated modules of this crate.
+#[doc(hidden)]
+pub mod wire {
+    pub use crate::support;
+}
 
 // `rustfmt::skip`: the files are formatted by `prettyplease`, and `regen --check` compares
 // them byte for byte.
