@@ -36,7 +36,9 @@ use std::path::{Path, PathBuf};
 fn layer_of(file: &str) -> (u8, &'static str) {
     let top = file.split('/').next().unwrap_or(file);
     match top {
-        "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => (1, "foundation"),
+        "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
+            (1, "foundation")
+        }
         "governance.rs" | "spec.rs" | "env.rs" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
