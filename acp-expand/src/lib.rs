@@ -21,11 +21,12 @@ mod methods;
 mod stand_in;
 
 use acp_manifest::diagnostic::Code;
-use acp_manifest::explain;
-use acp_manifest::manifest::{self, AuditKind, Checked, EffectiveCapabilities, Kind, Tier, Transport};
-use acp_manifest::methods::{self as table, ClientMethods, Method, Offer, Side};
+use acp_manifest::manifest::{self, Checked, Kind, Tier};
+use acp_manifest::methods::{
+    self as table, AgentCapabilities, ClientMethods, McpCapabilities, Method, Offer, PromptCapabilities, Side,
+};
 use acp_manifest::render;
-use acp_manifest::revisions::Revision;
+use acp_manifest::resolved::{AuditTarget, Resolved};
 use acp_manifest::source::SourceFile;
 use acp_manifest::yaml::Node;
 use methods::Emit;
@@ -150,7 +151,7 @@ pub fn expand(attr: TokenStream, item: TokenStream, location: &Location) -> Toke
         tokens.extend(rebuild);
         return with_error(tokens, first);
     }
-    let Some(plan) = Plan::of(&checked, &target, &written, &path, args.wire, span) else {
+    let Some(plan) = Plan::of(&checked, &written, &path, args.wire, span) else {
         let error = syn::Error::new(span, format!("{written}: the manifest could not be read"));
         return with_error(
             stand_in::emit(kind, &target, Tier::Basic, &stand_in::default_wire(), span),
@@ -261,8 +262,10 @@ fn client_trait_name(target: &syn::ItemStruct) -> Ident {
     format_ident!("{}Client", target.ident)
 }
 
-/// What a valid manifest expands to.
+/// What a valid manifest expands to: the resolved manifest and where its pieces came from.
 struct Plan {
+    /// The manifest, resolved (the value `scaffold-aip explain` reports).
+    resolved: Resolved,
     kind: Kind,
     /// The client-side methods (for `kind: client`).
     client: ClientMethods,
@@ -278,121 +281,49 @@ struct Plan {
     /// `rev_<first 8>` when the wire types are agentacp's built-in module of the revision.
     built_in_module: Option<String>,
     load_session: bool,
-    authenticate: bool,
-    spec: SpecFields,
     span: Span,
     /// `ACP.md:line:col: ...` lines saying which manifest line requires which method.
     reasons: Vec<String>,
 }
 
-struct SpecFields {
-    name: String,
-    id: String,
-    version: String,
-    initialize_response: String,
-    initialize_request: String,
-    operator: Option<String>,
-    governance: Option<String>,
-    sandbox: Option<String>,
-    /// The operator's policies: `{"ref", "appliesTo", "policy"}` JSON objects.
-    policies: Vec<String>,
-    audit: TokenStream,
-    /// For a server: the editor methods its operator may call (all off otherwise).
-    editor: ClientMethods,
-}
-
 impl Plan {
-    fn of(
-        checked: &Checked,
-        target: &syn::ItemStruct,
-        written: &str,
-        path: &Path,
-        wire: Option<syn::Path>,
-        span: Span,
-    ) -> Option<Plan> {
+    fn of(checked: &Checked, written: &str, path: &Path, wire: Option<syn::Path>, span: Span) -> Option<Plan> {
         // With `wire = path`, an `acp_rev` without built-in wire types was the only error
         // (others stop expansion before this), so the typed manifest is read here.
-        let manifest = match &checked.manifest {
-            Some(manifest) => manifest.clone(),
+        let resolved = match &checked.manifest {
+            Some(_) => Resolved::of(checked)?,
             None => {
-                serde_json::from_value::<manifest::Manifest>(checked.document.frontmatter.as_ref()?.to_json()).ok()?
+                let mut typed = checked.clone();
+                typed.manifest = Some(
+                    serde_json::from_value::<manifest::Manifest>(checked.document.frontmatter.as_ref()?.to_json())
+                        .ok()?,
+                );
+                Resolved::of(&typed)?
             }
         };
-        let manifest = &manifest;
+        let manifest = &resolved.manifest;
         let aip44 = &manifest.metadata.aip44;
-        let capabilities = EffectiveCapabilities::of(manifest);
-        let agent = capabilities.agent_capabilities.unwrap_or_default();
-        // With `wire = path` to a module lint did not read, the revision is unknown here: the
-        // spec takes `ACP_REV` and `PROTOCOL_VERSION` from the module, and the runtime puts them
-        // into `initialize` (`OperatorSpec::initialize_result` / `initialize_params`).
-        let revision = checked.revision.unwrap_or(Revision {
-            sha: "",
-            label: "",
-            protocol_version: 0,
-            client_methods: &[],
-        });
+        let agent = resolved.capabilities.agent_capabilities.unwrap_or_default();
         let wire_span = wire.as_ref().map_or(span, |path| path.span());
-        let built_in_module = wire
-            .is_none()
-            .then(|| format!("rev_{}", &revision.sha[..8.min(revision.sha.len())]));
+        // The revision comes from the wire module's `ACP_REV` / `PROTOCOL_VERSION` whatever it
+        // is; without `wire = path` it is agentacp's built-in module of the pinned revision.
+        let built_in_module = match (&wire, resolved.pin.built_in()) {
+            (None, Some(revision)) => Some(format!("rev_{}", &revision.sha[..8])),
+            _ => None,
+        };
         let wire = match (wire, &built_in_module) {
             (Some(path), _) => quote!(#path),
-            (None, module) => {
-                let module = format_ident!("{}", module.as_deref().unwrap_or_default());
+            (None, Some(module)) => {
+                let module = format_ident!("{module}");
                 quote!(::agentacp::wire::#module)
             }
+            (None, None) => return None,
         };
-        let mut explained_from = checked.clone();
-        // A regen-generated module beside the manifest names its revision itself; otherwise
-        // (`wire = path` to a module lint did not find) the spec takes `ACP_REV` from it.
-        if explained_from
-            .generated_wire
-            .as_ref()
-            .is_none_or(|g| g.protocol_version.is_none())
-        {
-            explained_from.revision = Some(revision);
-        }
-        explained_from.manifest = Some(manifest.clone());
-        let explained = explain::explain(&explained_from)?;
-        let initialize = explained.initialize_response;
-        let initialize_request = explained.initialize_request;
-        let client_caps = capabilities.client_capabilities.unwrap_or_default();
-        let client = client_caps.as_methods();
-        let editor = EffectiveCapabilities::editor_methods(manifest)
-            .map(|caps| caps.as_methods())
-            .unwrap_or_default();
-        let frontmatter = |role: manifest::refs::RefRole| {
-            checked
-                .refs
-                .iter()
-                .find(|r| r.role == role)
-                .and_then(|r| r.frontmatter.as_ref())
-                .map(|node| node.to_json())
-        };
-        let operator = frontmatter(manifest::refs::RefRole::Operator);
-        let channel = operator
-            .as_ref()
-            .and_then(|doc| doc.pointer("/governance/audit_log"))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_string);
-        let folder = path.parent().unwrap_or(Path::new(""));
-        let audit_kind = aip44
-            .audit
-            .as_ref()
-            .and_then(|a| a.kind)
-            .unwrap_or(AuditKind::Governance);
-        let audit = match (audit_kind, aip44.audit.as_ref().and_then(|a| a.reference.as_ref())) {
-            (AuditKind::Off, _) => quote!(::agentacp::__private::AuditTarget::Off),
-            (AuditKind::External, Some(reference)) => {
-                let resolved = folder.join(reference).to_string_lossy().into_owned();
-                quote!(::agentacp::__private::AuditTarget::External { path: #resolved })
-            }
-            _ => {
-                let channel = option_str(channel.as_deref());
-                quote!(::agentacp::__private::AuditTarget::Governance { channel: #channel })
-            }
-        };
-        let authenticate = manifest.transport.to_vec().contains(&Transport::Websocket);
+        let client = resolved
+            .capabilities
+            .client_capabilities
+            .unwrap_or_default()
+            .as_methods();
         let mut reasons = Vec::new();
         if manifest.kind == Kind::Server {
             reasons.push(format!(
@@ -444,13 +375,12 @@ impl Plan {
                 });
             reasons.push(format!("{written}:{at} → `load_session`"));
         }
-        if authenticate {
+        if resolved.authenticate {
             reasons.push(format!(
                 "{written}:{}: `transport` includes websocket → `authenticate`",
                 position(checked, &["transport"]).unwrap_or_default()
             ));
         }
-        let _ = target;
         Some(Plan {
             kind: manifest.kind,
             client,
@@ -466,36 +396,9 @@ impl Plan {
             wire_span,
             built_in_module,
             load_session: agent.load_session,
-            authenticate,
-            spec: SpecFields {
-                name: manifest.name.clone(),
-                id: manifest.id.clone(),
-                version: manifest.version.clone(),
-                initialize_response: initialize.to_string(),
-                initialize_request: initialize_request.to_string(),
-                operator: operator.map(|doc| doc.to_string()),
-                governance: frontmatter(manifest::refs::RefRole::Governance).map(|doc| doc.to_string()),
-                sandbox: frontmatter(manifest::refs::RefRole::Sandbox).map(|doc| doc.to_string()),
-                policies: checked
-                    .policies
-                    .iter()
-                    .filter_map(|policy| {
-                        let document = policy.target.frontmatter.as_ref()?.to_json();
-                        Some(
-                            serde_json::json!({
-                                "ref": policy.written,
-                                "appliesTo": policy.applies_to,
-                                "policy": document,
-                            })
-                            .to_string(),
-                        )
-                    })
-                    .collect(),
-                audit,
-                editor,
-            },
             span,
             reasons,
+            resolved,
         })
     }
 
@@ -507,24 +410,59 @@ impl Plan {
         }
     }
 
-    /// The body of `spec()`: the manifest as a static [`OperatorSpec`].
+    /// The body of `spec()`: the resolved manifest as a static [`OperatorSpec`] of typed
+    /// constants; the revision is the wire module's (`ACP_REV`, `PROTOCOL_VERSION`).
     fn spec_body(&self) -> TokenStream {
         let wire = &self.wire;
-        let spec = &self.spec;
-        let (spec_name, spec_id, spec_version) = (&spec.name, &spec.id, &spec.version);
-        let initialize_response = &spec.initialize_response;
-        let initialize_request = &spec.initialize_request;
-        let operator = option_str(spec.operator.as_deref());
-        let governance = option_str(spec.governance.as_deref());
-        let sandbox = option_str(spec.sandbox.as_deref());
-        let policies = &spec.policies;
-        let audit = &spec.audit;
-        let editor = client_methods_literal(spec.editor);
+        let resolved = &self.resolved;
+        let manifest = &resolved.manifest;
+        let (spec_name, spec_id, spec_version) = (&manifest.name, &manifest.id, &manifest.version);
+        let json =
+            |document: &Option<serde_json::Value>| option_str(document.as_ref().map(|d| d.to_string()).as_deref());
+        let operator = json(&resolved.documents.operator);
+        let governance = json(&resolved.documents.governance);
+        let sandbox = json(&resolved.documents.sandbox);
+        let policies = resolved.policies.iter().map(|policy| policy.to_string());
+        let audit = match &resolved.audit {
+            AuditTarget::Off => quote!(::agentacp::__private::AuditTarget::Off),
+            AuditTarget::External { path } => {
+                let path = path.to_string_lossy().into_owned();
+                quote!(::agentacp::__private::AuditTarget::External { path: #path })
+            }
+            AuditTarget::Governance { channel } => {
+                let channel = option_str(channel.as_deref());
+                quote!(::agentacp::__private::AuditTarget::Governance { channel: #channel })
+            }
+        };
+        let editor = client_methods_literal(resolved.editor.map(|editor| editor.as_methods()).unwrap_or_default());
+        let agent = match resolved.capabilities.agent_capabilities {
+            Some(agent) => {
+                let agent = agent_capabilities_literal(agent);
+                quote!(::core::option::Option::Some(#agent))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        let client = match resolved.capabilities.client_capabilities {
+            Some(client) => {
+                let client = client_methods_literal(client.as_methods());
+                quote!(::core::option::Option::Some(#client))
+            }
+            None => quote!(::core::option::Option::None),
+        };
+        let bindings = &resolved.bindings;
+        let (bound_operator, bound_governance, bound_sandbox) = (
+            option_str(bindings.operator.as_deref()),
+            option_str(bindings.governance.as_deref()),
+            option_str(bindings.sandbox.as_deref()),
+        );
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         // The spec's tier is the tier type's name: one source for both.
         let tier = tier_type(self.tier);
-        let kind = self.kind.as_str();
-        let load_session = self.load_session;
+        let kind = match self.kind {
+            Kind::Server => quote!(Server),
+            Kind::Client => quote!(Client),
+            Kind::Bridge => quote!(Bridge),
+        };
         quote! {
             static SPEC: ::agentacp::__private::OperatorSpec = ::agentacp::__private::OperatorSpec {
                 manifest_path: #manifest_path,
@@ -534,10 +472,14 @@ impl Plan {
                 tier: <#tier as ::agentacp::tier::Tier>::NAME,
                 acp_rev: #wire::ACP_REV,
                 protocol_version: #wire::PROTOCOL_VERSION,
-                kind: #kind,
-                initialize_result_json: #initialize_response,
-                initialize_params_json: #initialize_request,
-                load_session: #load_session,
+                kind: ::agentacp::__private::OperatorKind::#kind,
+                agent: #agent,
+                client: #client,
+                bindings: ::agentacp::__private::Bindings {
+                    operator: #bound_operator,
+                    governance: #bound_governance,
+                    sandbox: #bound_sandbox,
+                },
                 operator: #operator,
                 governance: #governance,
                 sandbox: #sandbox,
@@ -593,7 +535,7 @@ impl Plan {
         match method.offer {
             Offer::Always => true,
             Offer::LoadSession => self.load_session,
-            Offer::Authentication => self.authenticate,
+            Offer::Authentication => self.resolved.authenticate,
             Offer::Client(capability) => self.client.has(capability),
             Offer::Unadvertised => false,
         }
@@ -765,6 +707,31 @@ fn client_methods_literal(methods: ClientMethods) -> TokenStream {
             read_text_file: #read_text_file,
             write_text_file: #write_text_file,
             terminal: #terminal,
+        }
+    }
+}
+
+/// `AgentCapabilities { .. }` with the flags of `agent`.
+fn agent_capabilities_literal(agent: AgentCapabilities) -> TokenStream {
+    let AgentCapabilities {
+        load_session,
+        prompt_capabilities:
+            PromptCapabilities {
+                image,
+                audio,
+                embedded_context,
+            },
+        mcp_capabilities: McpCapabilities { http, sse },
+    } = agent;
+    quote! {
+        ::agentacp::__private::AgentCapabilities {
+            load_session: #load_session,
+            prompt_capabilities: ::agentacp::__private::PromptCapabilities {
+                image: #image,
+                audio: #audio,
+                embedded_context: #embedded_context,
+            },
+            mcp_capabilities: ::agentacp::__private::McpCapabilities { http: #http, sse: #sse },
         }
     }
 }

@@ -3,8 +3,8 @@
 //! It reads `ACP.md` manifests into a located YAML tree ([`yaml`], [`document`]), checks them
 //! ([`manifest::check_file`]: every finding at once, each with a stable [`Code`] and a
 //! `file:line:column`), and computes what a checked manifest means: the effective ACP
-//! capabilities, the resolved refs, the pinned revision ([`revisions`]) and the explanation
-//! ([`explain`]); which methods a capability turns on comes from the one method table,
+//! capabilities, the resolved refs, the pinned revision ([`revisions`]) — together one typed
+//! [`resolved::Resolved`] value — and the explanation ([`explain`]); which methods a capability turns on comes from the one method table,
 //! [`methods`]. [`render`] prints findings for people, for JSON and for GitHub annotations.
 //!
 //! It has no proc-macro types and no command line: the expansion (`acp-expand`) and the CLI
@@ -16,6 +16,7 @@ pub mod document;
 pub mod explain;
 pub mod manifest;
 pub mod render;
+pub mod resolved;
 pub mod revisions;
 pub mod source;
 pub mod yaml;

@@ -12,6 +12,10 @@
 //! read from that revision's generated wire module (its `METHODS`), and a manifest that turns
 //! on a capability whose methods the revision lacks fails its checks (`ACP214`).
 
+mod capabilities;
+
+pub use capabilities::{AgentCapabilities, McpCapabilities, PromptCapabilities};
+
 /// The side of the connection that receives (handles) a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {

@@ -70,8 +70,8 @@ pub mod __private {
     pub use serde_json::value::RawValue;
 
     pub use crate::future::BoxFuture;
-    pub use crate::methods::ClientMethods;
-    pub use crate::spec::{AuditTarget, OperatorSpec};
+    pub use crate::methods::{AgentCapabilities, ClientMethods, McpCapabilities, PromptCapabilities};
+    pub use crate::spec::{AuditTarget, Bindings, OperatorKind, OperatorSpec};
 
     /// Whether the full SHA `rev` starts with the manifest's `prefix` (checked at compile time
     /// against a `wire = path` module).
@@ -100,10 +100,14 @@ pub mod __private {
             tier: "basic",
             acp_rev: "",
             protocol_version: 1,
-            kind: "server",
-            initialize_result_json: "{}",
-            initialize_params_json: "null",
-            load_session: false,
+            kind: OperatorKind::Server,
+            agent: None,
+            client: None,
+            bindings: Bindings {
+                operator: None,
+                governance: None,
+                sandbox: None,
+            },
             operator: None,
             governance: None,
             sandbox: None,

@@ -3,9 +3,11 @@
 
 use serde_json::Value;
 
+use serde_json::json;
+
 use crate::audit::{AuditError, AuditLog, FsyncPolicy};
 use crate::error::{Error, Result};
-use crate::methods::ClientMethods;
+use crate::methods::{AgentCapabilities, ClientMethods, client_capabilities_json};
 
 /// The tool name (and method) of a file read through the editor.
 pub const READ_TEXT_FILE: &str = "fs/read_text_file";
@@ -34,6 +36,46 @@ pub enum AuditTarget {
     },
 }
 
+/// The manifest's `kind`: the role the operator plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorKind {
+    /// `kind: server`: an ACP agent the editor talks to.
+    Server,
+    /// `kind: client`: drives an ACP agent.
+    Client,
+    /// `kind: bridge`: an agent upstream, a client downstream.
+    Bridge,
+}
+
+impl OperatorKind {
+    /// The name the manifest writes.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OperatorKind::Server => "server",
+            OperatorKind::Client => "client",
+            OperatorKind::Bridge => "bridge",
+        }
+    }
+}
+
+impl std::fmt::Display for OperatorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The ids of the manifest's AIP-44 bindings that `initialize` names in `_meta.aip44`: each the
+/// id its own AIP gives the bound document (never a path).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bindings {
+    /// The AIP-9 operator's `id`.
+    pub operator: Option<&'static str>,
+    /// The AIP-7 policy's `slug` or workspace manifest's `name`.
+    pub governance: Option<&'static str>,
+    /// The AIP-36 sandbox's `id`.
+    pub sandbox: Option<&'static str>,
+}
+
 /// Everything the runtime needs from the manifest, fixed at compile time.
 #[derive(Debug, Clone, Copy)]
 pub struct OperatorSpec {
@@ -52,17 +94,17 @@ pub struct OperatorSpec {
     pub acp_rev: &'static str,
     /// The ACP protocol version that revision speaks.
     pub protocol_version: u16,
-    /// `kind`: `server`, `client` or `bridge`.
-    pub kind: &'static str,
-    /// The manifest's part of the `initialize` result a server or bridge answers with, as
-    /// JSON (what `scaffold-aip explain` prints); `null` for a client. Read it through
-    /// [`OperatorSpec::initialize_result`], which adds the wire module's revision.
-    pub initialize_result_json: &'static str,
-    /// The manifest's part of the `initialize` params a client or bridge sends, as JSON;
-    /// `null` for a server. Read it through [`OperatorSpec::initialize_params`].
-    pub initialize_params_json: &'static str,
-    /// Whether `session/load` is advertised.
-    pub load_session: bool,
+    /// `kind`.
+    pub kind: OperatorKind,
+    /// The agent capabilities a server or bridge advertises at `initialize` (tier defaults,
+    /// then the manifest's `capabilities.agent`); `None` for a client.
+    pub agent: Option<AgentCapabilities>,
+    /// The client capabilities a client or bridge advertises at `initialize` (the manifest's
+    /// `capabilities.client`); `None` for a server, whose `capabilities.client` is
+    /// [`Self::editor`] instead.
+    pub client: Option<ClientMethods>,
+    /// The bindings `_meta.aip44` names at `initialize`.
+    pub bindings: Bindings,
     /// The AIP-9 operator document's frontmatter, as JSON.
     pub operator: Option<&'static str>,
     /// The AIP-7 governance document's frontmatter, as JSON.
@@ -80,38 +122,63 @@ pub struct OperatorSpec {
 }
 
 impl OperatorSpec {
-    /// The `initialize` result a server or a bridge answers with: the manifest's capabilities,
-    /// `agentInfo` and `_meta.aip44`, with `protocolVersion` and `_meta.aip44.acp_rev` taken
-    /// from the wire module the operator is compiled against ([`Self::protocol_version`],
+    /// Whether `session/load` is advertised (`agentCapabilities.loadSession`).
+    pub fn load_session(&self) -> bool {
+        self.agent.is_some_and(|agent| agent.load_session)
+    }
+
+    /// The `initialize` result a server or a bridge answers with: `protocolVersion`, the
+    /// manifest's `agentCapabilities`, `agentInfo` and `_meta.aip44`, with the revision of the
+    /// wire module the operator is compiled against ([`Self::protocol_version`],
     /// [`Self::acp_rev`]: a built-in revision's, or a `wire = path` module's). `null` for a
-    /// client. The one place the runtime builds it.
+    /// client. The one place the runtime builds it; `scaffold-aip explain` prints the same
+    /// (`tests/initialize_matches_explain.rs`).
     pub fn initialize_result(&self) -> Value {
-        self.with_revision(self.initialize_result_json)
+        self.agent.map_or(Value::Null, |agent| {
+            json!({
+                "protocolVersion": self.protocol_version,
+                "agentCapabilities": agent,
+                "authMethods": [],
+                "agentInfo": self.implementation(),
+                "_meta": self.meta(),
+            })
+        })
     }
 
     /// The `initialize` params a client or a bridge sends, built like
     /// [`Self::initialize_result`]; `null` for a server.
     pub fn initialize_params(&self) -> Value {
-        self.with_revision(self.initialize_params_json)
+        self.client.map_or(Value::Null, |client| {
+            json!({
+                "protocolVersion": self.protocol_version,
+                "clientCapabilities": client_capabilities_json(client),
+                "clientInfo": self.implementation(),
+                "_meta": self.meta(),
+            })
+        })
     }
 
-    /// `json` (the macro's, always an object or `null`) with the revision of the wire module.
-    fn with_revision(&self, json: &str) -> Value {
-        let mut value: Value = serde_json::from_str(json).unwrap_or_else(|error| {
-            tracing::error!(%error, operator = self.id, "the generated initialize message is not JSON");
-            Value::Null
-        });
-        if let Some(message) = value.as_object_mut() {
-            message.insert("protocolVersion".into(), self.protocol_version.into());
-            if let Some(aip44) = message
-                .get_mut("_meta")
-                .and_then(|meta| meta.get_mut("aip44"))
-                .and_then(Value::as_object_mut)
-            {
-                aip44.insert("acp_rev".into(), self.acp_rev.into());
+    /// `agentInfo` / `clientInfo`: the manifest's id, name and version.
+    fn implementation(&self) -> Value {
+        json!({"name": self.id, "title": self.name, "version": self.version})
+    }
+
+    /// `_meta` at `initialize`: the revision, the tier and the bindings' ids.
+    fn meta(&self) -> Value {
+        let mut aip44 = serde_json::Map::new();
+        aip44.insert("acp_rev".into(), self.acp_rev.into());
+        aip44.insert("tier".into(), self.tier.into());
+        let Bindings {
+            operator,
+            governance,
+            sandbox,
+        } = self.bindings;
+        for (key, id) in [("operator", operator), ("governance", governance), ("sandbox", sandbox)] {
+            if let Some(id) = id {
+                aip44.insert(key.into(), id.into());
             }
         }
-        value
+        json!({ "aip44": aip44 })
     }
 
     /// The operator's id for audit records: the AIP-9 operator's `id`, else the manifest `id`.

@@ -16,39 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{DeclaredAgentCapabilities, DeclaredClientCapabilities, Kind, Manifest, Tier};
 
-/// Agent capabilities as sent in the `initialize` response.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentCapabilities {
-    /// `session/load` is supported.
-    pub load_session: bool,
-    /// Prompt content beyond text and resource links.
-    pub prompt_capabilities: PromptCapabilities,
-    /// MCP transports beyond stdio.
-    pub mcp_capabilities: McpCapabilities,
-}
-
-/// Prompt content types.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptCapabilities {
-    /// Images.
-    pub image: bool,
-    /// Audio.
-    pub audio: bool,
-    /// Embedded resources.
-    pub embedded_context: bool,
-}
-
-/// MCP transports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct McpCapabilities {
-    /// Streamable HTTP.
-    pub http: bool,
-    /// Server-sent events.
-    pub sse: bool,
-}
+pub use acp_methods::{AgentCapabilities, McpCapabilities, PromptCapabilities};
 
 /// Client capabilities as sent in the `initialize` request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -659,7 +659,7 @@ fn admit(relay: &Relay, id: &Id, method: &str, params: Option<&RawValue>) -> Res
     if lock(&relay.to_agent).contains_key(id) {
         return Err(duplicate_id(id));
     }
-    if method == wire::method_names::SESSION_LOAD && !relay.spec.load_session {
+    if method == wire::method_names::SESSION_LOAD && !relay.spec.load_session() {
         return Err(RpcError::new(
             codes::METHOD_NOT_FOUND,
             "method not found: `session/load`",

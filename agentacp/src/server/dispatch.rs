@@ -288,7 +288,7 @@ impl<O: Operator> Dispatcher<O> {
         match method {
             "session/new" => self.new_session(id, params.as_deref()).await,
             "session/prompt" => self.prompt(id, params),
-            "session/load" if self.spec.load_session => self.load_session(id, params),
+            "session/load" if self.spec.load_session() => self.load_session(id, params),
             "session/close" => self.close_session(id, params.as_deref()).await,
             "authenticate" => self.authenticate(id, params),
             _ => Err(RpcError::new(

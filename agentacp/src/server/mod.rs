@@ -245,7 +245,7 @@ where
     let spec = O::spec();
     let state_dir = options.resolved_state_dir(spec.id);
     let audit = open_audit(spec, &options, &state_dir)?;
-    let store: Arc<dyn SessionStore> = match (&options.store, spec.load_session) {
+    let store: Arc<dyn SessionStore> = match (&options.store, spec.load_session()) {
         (Some(store), _) => store.clone(),
         (None, true) => Arc::new(FileStore::open(state_dir.join("sessions")).map_err(|error| {
             Error::Io(std::io::Error::new(
@@ -275,7 +275,7 @@ where
         outbox,
         audit,
         store,
-        spec.load_session,
+        spec.load_session(),
         governance,
         spec.operator_id(),
         options.permission_timeout,
@@ -363,10 +363,10 @@ mod tests {
             tier: "sandboxed",
             acp_rev: "0fc18323",
             protocol_version: 1,
-            kind: "server",
-            initialize_result_json: "{}",
-            initialize_params_json: "{}",
-            load_session: false,
+            kind: crate::spec::OperatorKind::Server,
+            agent: None,
+            client: None,
+            bindings: crate::spec::Bindings::default(),
             operator: None,
             governance: None,
             sandbox: Some(Box::leak(sandbox.into_boxed_str())),

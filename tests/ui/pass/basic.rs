@@ -20,5 +20,5 @@ impl EchoServer for Echo {
 pub fn main() {
     let _operator = Echo;
     let spec = Echo::spec();
-    assert_eq!((spec.name, spec.tier, spec.load_session), ("basic", "basic", false));
+    assert_eq!((spec.name, spec.tier, spec.load_session()), ("basic", "basic", false));
 }

@@ -33,7 +33,7 @@ pub fn main() {
     assert!(offered.read_text_file && offered.terminal && !offered.write_text_file);
     let spec = Reader::spec();
     assert_eq!(
-        (spec.name, spec.kind, spec.tier),
+        (spec.name, spec.kind.as_str(), spec.tier),
         ("client", "client", "governance-aware")
     );
     let request = spec.initialize_params();

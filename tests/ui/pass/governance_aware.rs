@@ -35,6 +35,6 @@ impl ReviewerServer for Reviewer {
 pub fn main() {
     let _operator = Reviewer;
     let spec = Reviewer::spec();
-    assert_eq!((spec.tier, spec.load_session), ("governance-aware", true));
+    assert_eq!((spec.tier, spec.load_session()), ("governance-aware", true));
     assert!(spec.governance.is_some());
 }

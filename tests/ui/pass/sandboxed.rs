@@ -25,6 +25,6 @@ impl ConfinedServer for Confined {
 pub fn main() {
     let _operator = Confined;
     let spec = Confined::spec();
-    assert_eq!((spec.tier, spec.load_session), ("sandboxed", true));
+    assert_eq!((spec.tier, spec.load_session()), ("sandboxed", true));
     assert!(spec.sandbox.is_some());
 }
