@@ -29,6 +29,7 @@
 //!   the bridge exits.
 
 mod gate;
+mod narrow;
 mod options;
 mod relay;
 
