@@ -537,7 +537,7 @@ impl Plan {
             Offer::LoadSession => self.load_session,
             Offer::Authentication => self.resolved.authenticate,
             Offer::Client(capability) => self.client.has(capability),
-            Offer::Unadvertised => false,
+            Offer::Capability(_) | Offer::SessionSetup => false,
         }
     }
 
@@ -548,7 +548,7 @@ impl Plan {
             Offer::LoadSession => "`load_session`".to_string(),
             Offer::Authentication => "`authenticate`".to_string(),
             Offer::Client(capability) => format!("`{}: true`", capability.path().last().copied().unwrap_or_default()),
-            Offer::Unadvertised => return None,
+            Offer::Capability(_) | Offer::SessionSetup => return None,
         };
         self.reasons.iter().find(|r| r.contains(&needle)).map(String::as_str)
     }

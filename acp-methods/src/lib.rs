@@ -6,7 +6,14 @@
 //! (and the stand-ins shown beside manifest errors) from it; the manifest checks and
 //! `scaffold-aip explain` read which methods a capability turns on from it; at run time the
 //! client and the bridge decide from it which requests an agent may send, and which of their
-//! params are workspace paths. A method missing here is answered `-32601` by every operator.
+//! params are workspace paths. A method missing here is answered `-32601` by every operator
+//! (a bridge passes only extension methods, `_`-prefixed, that are not in the table).
+//!
+//! [`CAPABILITIES`] lists every capability of the `initialize` exchange agentacp knows, how
+//! each is signalled, and whether a manifest can declare it; a row's [`Offer`] names the one
+//! that offers it. A bridge narrows what each side advertises to these rows and gates every
+//! method by them: a capability a manifest cannot declare never passes, so turning one on is
+//! a matter of marking it `declarable` (and teaching the manifest its key).
 //!
 //! The table is revision independent: whether the revision an operator pins has a method is
 //! read from that revision's generated wire module (its `METHODS`), and a manifest that turns
@@ -17,7 +24,7 @@ mod capabilities;
 pub use capabilities::{AgentCapabilities, McpCapabilities, PromptCapabilities};
 
 /// The side of the connection that receives (handles) a method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
     /// The agent: a server, or the agent half of a bridge.
     Agent,
@@ -67,7 +74,182 @@ impl ClientCapability {
     pub fn tool(self) -> &'static str {
         self.methods().next().map_or("", |method| method.name)
     }
+
+    /// Its row in [`CAPABILITIES`].
+    pub const fn capability(self) -> Capability {
+        match self {
+            Self::ReadTextFile => Capability::READ_TEXT_FILE,
+            Self::WriteTextFile => Capability::WRITE_TEXT_FILE,
+            Self::Terminal => Capability::TERMINAL,
+        }
+    }
 }
+
+/// How a capability is switched on in `initialize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// A boolean: on when `true`.
+    Flag,
+    /// An object: on when present (`{}`), off when omitted or `null`.
+    Presence,
+}
+
+/// A capability of the `initialize` exchange: one the agent advertises in `agentCapabilities`
+/// (`side: Agent`, it receives the methods it offers) or the client in `clientCapabilities`
+/// (`side: Client`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Capability {
+    /// Who advertises it (and receives its methods).
+    pub side: Side,
+    /// Its path under `agentCapabilities` / `clientCapabilities`.
+    pub path: &'static [&'static str],
+    /// How it is switched on.
+    pub signal: Signal,
+    /// Whether a manifest can declare it (under `metadata.aip44.capabilities.agent` /
+    /// `.client`, at the same path). One it cannot is never let through by a bridge.
+    pub declarable: bool,
+}
+
+const fn capability(side: Side, path: &'static [&'static str], signal: Signal, declarable: bool) -> Capability {
+    Capability {
+        side,
+        path,
+        signal,
+        declarable,
+    }
+}
+
+impl Capability {
+    /// `agentCapabilities.loadSession`.
+    pub const LOAD_SESSION: Capability = capability(Side::Agent, &["loadSession"], Signal::Flag, true);
+    /// `agentCapabilities.promptCapabilities.image`.
+    pub const PROMPT_IMAGE: Capability = capability(Side::Agent, &["promptCapabilities", "image"], Signal::Flag, true);
+    /// `agentCapabilities.promptCapabilities.audio`.
+    pub const PROMPT_AUDIO: Capability = capability(Side::Agent, &["promptCapabilities", "audio"], Signal::Flag, true);
+    /// `agentCapabilities.promptCapabilities.embeddedContext`.
+    pub const PROMPT_EMBEDDED_CONTEXT: Capability = capability(
+        Side::Agent,
+        &["promptCapabilities", "embeddedContext"],
+        Signal::Flag,
+        true,
+    );
+    /// `agentCapabilities.mcpCapabilities.http`.
+    pub const MCP_HTTP: Capability = capability(Side::Agent, &["mcpCapabilities", "http"], Signal::Flag, true);
+    /// `agentCapabilities.mcpCapabilities.sse`.
+    pub const MCP_SSE: Capability = capability(Side::Agent, &["mcpCapabilities", "sse"], Signal::Flag, true);
+    /// `agentCapabilities.sessionCapabilities.list`: `session/list`.
+    pub const SESSION_LIST: Capability =
+        capability(Side::Agent, &["sessionCapabilities", "list"], Signal::Presence, false);
+    /// `agentCapabilities.sessionCapabilities.delete`: `session/delete`.
+    pub const SESSION_DELETE: Capability =
+        capability(Side::Agent, &["sessionCapabilities", "delete"], Signal::Presence, false);
+    /// `agentCapabilities.sessionCapabilities.additionalDirectories`: the `additionalDirectories`
+    /// field of session requests.
+    pub const SESSION_ADDITIONAL_DIRECTORIES: Capability = capability(
+        Side::Agent,
+        &["sessionCapabilities", "additionalDirectories"],
+        Signal::Presence,
+        false,
+    );
+    /// `agentCapabilities.sessionCapabilities.resume`: `session/resume`.
+    pub const SESSION_RESUME: Capability =
+        capability(Side::Agent, &["sessionCapabilities", "resume"], Signal::Presence, false);
+    /// `agentCapabilities.sessionCapabilities.close`: `session/close`.
+    pub const SESSION_CLOSE: Capability =
+        capability(Side::Agent, &["sessionCapabilities", "close"], Signal::Presence, false);
+    /// `agentCapabilities.auth.logout`: `logout`.
+    pub const LOGOUT: Capability = capability(Side::Agent, &["auth", "logout"], Signal::Presence, false);
+    /// `clientCapabilities.fs.readTextFile`.
+    pub const READ_TEXT_FILE: Capability = capability(Side::Client, &["fs", "readTextFile"], Signal::Flag, true);
+    /// `clientCapabilities.fs.writeTextFile`.
+    pub const WRITE_TEXT_FILE: Capability = capability(Side::Client, &["fs", "writeTextFile"], Signal::Flag, true);
+    /// `clientCapabilities.terminal`.
+    pub const TERMINAL: Capability = capability(Side::Client, &["terminal"], Signal::Flag, true);
+    /// `clientCapabilities.auth.terminal`: the agent may offer `terminal` auth methods.
+    pub const AUTH_TERMINAL: Capability = capability(Side::Client, &["auth", "terminal"], Signal::Flag, false);
+    /// `clientCapabilities.session.compaction`: compaction session updates.
+    pub const SESSION_COMPACTION: Capability =
+        capability(Side::Client, &["session", "compaction"], Signal::Presence, false);
+    /// `clientCapabilities.session.configOptions`: config option extensions.
+    pub const SESSION_CONFIG_OPTIONS: Capability =
+        capability(Side::Client, &["session", "configOptions"], Signal::Presence, false);
+    /// `clientCapabilities.session.configOptions.boolean`: boolean config options.
+    pub const BOOLEAN_CONFIG_OPTIONS: Capability = capability(
+        Side::Client,
+        &["session", "configOptions", "boolean"],
+        Signal::Presence,
+        false,
+    );
+    /// `clientCapabilities.session.notices`: notice session updates.
+    pub const SESSION_NOTICES: Capability = capability(Side::Client, &["session", "notices"], Signal::Presence, false);
+    /// `clientCapabilities.elicitation`: `elicitation/create` and `elicitation/complete`.
+    pub const ELICITATION: Capability = capability(Side::Client, &["elicitation"], Signal::Presence, false);
+    /// `clientCapabilities.elicitation.form`.
+    pub const ELICITATION_FORM: Capability =
+        capability(Side::Client, &["elicitation", "form"], Signal::Presence, false);
+    /// `clientCapabilities.elicitation.url`.
+    pub const ELICITATION_URL: Capability = capability(Side::Client, &["elicitation", "url"], Signal::Presence, false);
+
+    /// The capability `side` advertises at `path`, if `path` names one.
+    pub fn at(side: Side, path: &[&str]) -> Option<Capability> {
+        CAPABILITIES
+            .iter()
+            .copied()
+            .find(|capability| capability.side == side && capability.path == path)
+    }
+
+    /// Whether `path` leads to a capability of `side` without naming one (`fs`,
+    /// `sessionCapabilities`): an object that holds capabilities.
+    pub fn holds(side: Side, path: &[&str]) -> bool {
+        CAPABILITIES.iter().any(|capability| {
+            capability.side == side && capability.path.len() > path.len() && capability.path.starts_with(path)
+        })
+    }
+
+    /// The methods it offers, in table order.
+    pub fn methods(self) -> impl Iterator<Item = &'static Method> {
+        METHODS
+            .iter()
+            .filter(move |method| method.offer.capability() == Some(self))
+    }
+}
+
+/// Every capability of the `initialize` exchange agentacp knows (those of the built-in
+/// revisions). Anything else a peer advertises (an unstable capability, another revision's)
+/// is not governed: a bridge removes it. `_meta` is never a capability.
+pub const CAPABILITIES: &[Capability] = &[
+    Capability::LOAD_SESSION,
+    Capability::PROMPT_IMAGE,
+    Capability::PROMPT_AUDIO,
+    Capability::PROMPT_EMBEDDED_CONTEXT,
+    Capability::MCP_HTTP,
+    Capability::MCP_SSE,
+    Capability::SESSION_LIST,
+    Capability::SESSION_DELETE,
+    Capability::SESSION_ADDITIONAL_DIRECTORIES,
+    Capability::SESSION_RESUME,
+    Capability::SESSION_CLOSE,
+    Capability::LOGOUT,
+    Capability::READ_TEXT_FILE,
+    Capability::WRITE_TEXT_FILE,
+    Capability::TERMINAL,
+    Capability::AUTH_TERMINAL,
+    Capability::SESSION_COMPACTION,
+    Capability::SESSION_CONFIG_OPTIONS,
+    Capability::BOOLEAN_CONFIG_OPTIONS,
+    Capability::SESSION_NOTICES,
+    Capability::ELICITATION,
+    Capability::ELICITATION_FORM,
+    Capability::ELICITATION_URL,
+];
+
+/// The keys of `clientCapabilities._meta` known to advertise a client ability, and the
+/// capability each depends on: a bridge removes such a key when it switched that capability
+/// off. Other `_meta` keys pass unchanged.
+pub const CLIENT_META: &[(&str, Capability)] = &[
+    // Claude's agent offers its terminal login to a client that says it can run it.
+    ("terminal-auth", Capability::TERMINAL),
+];
 
 /// What offers a method to the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,8 +262,24 @@ pub enum Offer {
     Authentication,
     /// A client capability.
     Client(ClientCapability),
-    /// Nothing advertises it; agentacp answers it for peers that send it anyway.
-    Unadvertised,
+    /// Another capability of [`CAPABILITIES`] (one a manifest cannot declare yet).
+    Capability(Capability),
+    /// No capability: the session's setup answer (`session/new`, `session/load`,
+    /// `session/resume`) does — its `modes` offer `session/set_mode`, its `configOptions`
+    /// `session/set_config_option`.
+    SessionSetup,
+}
+
+impl Offer {
+    /// The capability that offers it, if one does.
+    pub const fn capability(self) -> Option<Capability> {
+        match self {
+            Offer::LoadSession => Some(Capability::LOAD_SESSION),
+            Offer::Client(capability) => Some(capability.capability()),
+            Offer::Capability(capability) => Some(capability),
+            Offer::Always | Offer::Authentication | Offer::SessionSetup => None,
+        }
+    }
 }
 
 /// Who answers a method on the receiving side.
@@ -91,6 +289,9 @@ pub enum Handler {
     Runtime,
     /// The operator: the method of its generated handler trait.
     Trait(TraitMethod),
+    /// No agentacp operator answers it (servers and clients answer `-32601`); a bridge
+    /// forwards it when what offers it passes.
+    None,
 }
 
 /// A method of a generated handler trait.
@@ -154,7 +355,7 @@ impl Method {
     pub fn trait_method(&self) -> Option<TraitMethod> {
         match self.handler {
             Handler::Trait(method) => Some(method),
-            Handler::Runtime => None,
+            Handler::Runtime | Handler::None => None,
         }
     }
 
@@ -322,6 +523,27 @@ const fn notification(name: &'static str, side: Side, params: &'static str, vari
     }
 }
 
+/// A request of `side`'s that no agentacp operator answers; a bridge forwards it when `offer`
+/// passes.
+const fn forwarded(
+    name: &'static str,
+    side: Side,
+    (params, result, variant): (&'static str, &'static str, &'static str),
+    offer: Offer,
+) -> Method {
+    Method {
+        name,
+        side,
+        notification: false,
+        params,
+        result: Some(result),
+        variant,
+        offer,
+        handler: Handler::None,
+        workspace_path: None,
+    }
+}
+
 /// Every method agentacp implements.
 pub const METHODS: &[Method] = &[
     agent(
@@ -380,14 +602,75 @@ pub const METHODS: &[Method] = &[
         }),
     ),
     notification("session/cancel", Side::Agent, "CancelNotification", "SessionCancel"),
+    // A server answers it though it does not advertise it, for peers that send it anyway.
     agent(
         "session/close",
         "CloseSessionRequest",
         "CloseSessionResponse",
         "SessionClose",
-        Offer::Unadvertised,
+        Offer::Capability(Capability::SESSION_CLOSE),
         Handler::Runtime,
     ),
+    forwarded(
+        "session/list",
+        Side::Agent,
+        ("ListSessionsRequest", "ListSessionsResponse", "SessionList"),
+        Offer::Capability(Capability::SESSION_LIST),
+    ),
+    forwarded(
+        "session/delete",
+        Side::Agent,
+        ("DeleteSessionRequest", "DeleteSessionResponse", "SessionDelete"),
+        Offer::Capability(Capability::SESSION_DELETE),
+    ),
+    forwarded(
+        "session/resume",
+        Side::Agent,
+        ("ResumeSessionRequest", "ResumeSessionResponse", "SessionResume"),
+        Offer::Capability(Capability::SESSION_RESUME),
+    ),
+    forwarded(
+        "logout",
+        Side::Agent,
+        ("LogoutRequest", "LogoutResponse", "Logout"),
+        Offer::Capability(Capability::LOGOUT),
+    ),
+    forwarded(
+        "session/set_mode",
+        Side::Agent,
+        ("SetSessionModeRequest", "SetSessionModeResponse", "SessionSetMode"),
+        Offer::SessionSetup,
+    ),
+    forwarded(
+        "session/set_config_option",
+        Side::Agent,
+        (
+            "SetSessionConfigOptionRequest",
+            "SetSessionConfigOptionResponse",
+            "SessionSetConfigOption",
+        ),
+        Offer::SessionSetup,
+    ),
+    forwarded(
+        "elicitation/create",
+        Side::Client,
+        (
+            "CreateElicitationRequest",
+            "CreateElicitationResponse",
+            "ElicitationCreate",
+        ),
+        Offer::Capability(Capability::ELICITATION),
+    ),
+    Method {
+        offer: Offer::Capability(Capability::ELICITATION),
+        handler: Handler::None,
+        ..notification(
+            "elicitation/complete",
+            Side::Client,
+            "CompleteElicitationNotification",
+            "ElicitationComplete",
+        )
+    },
     Method {
         name: "session/request_permission",
         side: Side::Client,
@@ -518,6 +801,50 @@ mod tests {
         }
         assert_eq!(ClientCapability::Terminal.tool(), "terminal/create");
         assert_eq!(ClientCapability::Terminal.methods().count(), 5);
+    }
+
+    #[test]
+    fn capabilities_are_unique_and_offer_what_their_rows_say() {
+        for (i, capability) in CAPABILITIES.iter().enumerate() {
+            assert!(
+                CAPABILITIES[..i]
+                    .iter()
+                    .all(|earlier| (earlier.side, earlier.path) != (capability.side, capability.path)),
+                "{:?} twice",
+                capability.path
+            );
+            assert_eq!(Capability::at(capability.side, capability.path), Some(*capability));
+            for method in capability.methods() {
+                assert_eq!(
+                    method.side, capability.side,
+                    "{} is received by who offers it",
+                    method.name
+                );
+            }
+        }
+        for method in METHODS {
+            if let Some(capability) = method.offer.capability() {
+                assert!(CAPABILITIES.contains(&capability), "{}: {capability:?}", method.name);
+            }
+        }
+        // The client capabilities a manifest declares are exactly the declarable client rows.
+        let declarable: Vec<Capability> = CAPABILITIES
+            .iter()
+            .copied()
+            .filter(|c| c.side == Side::Client && c.declarable)
+            .collect();
+        let declared: Vec<Capability> = ClientCapability::ALL.iter().map(|c| c.capability()).collect();
+        assert_eq!(declarable, declared);
+        for capability in ClientCapability::ALL {
+            assert_eq!(capability.capability().path, capability.path());
+        }
+        assert!(Capability::holds(Side::Agent, &["sessionCapabilities"]));
+        assert!(!Capability::holds(Side::Agent, &["loadSession"]));
+        let close: Vec<&str> = Capability::SESSION_CLOSE.methods().map(|m| m.name).collect();
+        assert_eq!(close, ["session/close"]);
+        for (_, capability) in CLIENT_META {
+            assert!(CAPABILITIES.contains(capability));
+        }
     }
 
     #[test]

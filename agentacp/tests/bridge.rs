@@ -997,3 +997,181 @@ async fn an_editor_that_stops_reading_gets_its_connection_closed() {
     assert!(error.to_string().contains("stopped reading"), "{error}");
     writer.abort();
 }
+
+/// A downstream agent with everything a real one advertises (issue #15): `_meta` booleans at
+/// the top and inside capability objects, object capabilities a manifest cannot declare, and
+/// an unstable one. It answers every request, reporting the methods it received so far and
+/// whether the variable named by its first argument is in its environment.
+const CAPABLE_AGENT: &str = r#"
+import json, os, sys
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+key = sys.argv[1]
+seen = []
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+    if method is None:
+        continue
+    seen.append(method)
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1,
+              "agentCapabilities": {
+                  "loadSession": True,
+                  "promptCapabilities": {"image": True, "_meta": {"vendor": {"nested": True}}},
+                  "mcpCapabilities": {"http": True, "acp": True},
+                  "sessionCapabilities": {"list": {}, "close": {}, "resume": {}, "fork": {},
+                                          "_meta": {"vendor": {"inSession": True}}},
+                  "auth": {"logout": {}},
+                  "_meta": {"vendor": {"promptQueueing": True}, "claudeCode": {"promptQueueing": True}}},
+              "agentInfo": {"name": "capable-agent", "version": "1"},
+              "_meta": {"received": params.get("clientCapabilities"), "env": {key: os.environ.get(key)}}}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        s = params["sessionId"]
+        send({"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create",
+              "params": {"sessionId": s, "mode": "form", "message": "token?", "requestedSchema": {"type": "object"}}})
+        answer = None
+        for reply in sys.stdin:
+            answer = json.loads(reply)
+            if answer.get("id") == "elicit-1" and "method" not in answer:
+                break
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": s,
+              "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": json.dumps(answer)}}}})
+        send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+    elif id is not None:
+        send({"jsonrpc": "2.0", "id": id, "result": {"seen": seen}})
+"#;
+
+fn capable_agent(dir: &Path, key: &str) -> AgentCommand {
+    std::fs::write(dir.join("capable.py"), CAPABLE_AGENT).unwrap();
+    AgentCommand::new("python3")
+        .arg(dir.join("capable.py"))
+        .arg(key)
+        .current_dir(dir)
+}
+
+/// Issue #15.2 and #15.3: the basic bridge (only `fs.readTextFile` declared) in front of an
+/// agent advertising object capabilities and `_meta`.
+#[tokio::test]
+async fn object_capabilities_are_narrowed_away_and_their_methods_refused_while_meta_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = MemorySink::new();
+    let options = BridgeOptions {
+        audit: Some(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone()))),
+        ..BridgeOptions::default()
+    };
+    let agent = capable_agent(dir.path(), "SOME_KEY");
+    let (mut editor, task) = start_bridge(TestBridge { agent }, options);
+    editor
+        .send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true,
+                "auth": {"terminal": true}, "elicitation": {"form": {}},
+                "_meta": {"terminal-auth": true, "vendor": {"keep": true}}}}}),
+        )
+        .await;
+    let init = editor.next().await;
+    let result = &init["result"];
+    // Up: what the manifest cannot declare is gone, the unstable and unknown too; every
+    // `_meta` (booleans included) is as the agent sent it.
+    assert_eq!(
+        result["agentCapabilities"],
+        json!({
+            "loadSession": false,
+            "promptCapabilities": {"image": false, "_meta": {"vendor": {"nested": true}}},
+            "mcpCapabilities": {"http": false},
+            "sessionCapabilities": {"_meta": {"vendor": {"inSession": true}}},
+            "auth": {},
+            "_meta": {"vendor": {"promptQueueing": true}, "claudeCode": {"promptQueueing": true}},
+        }),
+        "{init}"
+    );
+    // Down: the terminal is switched off, so is the `_meta` key that depends on it; terminal
+    // auth and elicitation cannot be declared; other `_meta` passes.
+    assert_eq!(
+        result["_meta"]["received"],
+        json!({"fs": {"readTextFile": true, "writeTextFile": false}, "terminal": false,
+            "auth": {"terminal": false}, "_meta": {"vendor": {"keep": true}}}),
+        "{init}"
+    );
+    assert_eq!(new_session(&mut editor, "new-1").await, "s1");
+
+    // The methods of what was narrowed away, and an unknown one, are refused by the bridge.
+    let refused = [
+        "session/list",
+        "session/close",
+        "session/resume",
+        "logout",
+        "session/fork",
+    ];
+    for (id, method) in refused.iter().enumerate() {
+        editor
+            .send(
+                json!({"jsonrpc": "2.0", "id": id + 10, "method": method, "params": {"sessionId": "s1", "cwd": "/w"}}),
+            )
+            .await;
+        let answer = editor.next().await;
+        assert_eq!(
+            (answer["id"].clone(), answer["error"]["code"].clone()),
+            (json!(id + 10), json!(-32601)),
+            "{method}: {answer}"
+        );
+    }
+    // The agent's elicitation request is refused too: the editor never sees it.
+    let turn = editor.prompt(json!(20), "s1", "elicit").await;
+    assert!(!turn.iter().any(|m| m["method"] == "elicitation/create"), "{turn:?}");
+    let reported: Value = serde_json::from_str(&texts(&turn)[0]).unwrap();
+    assert_eq!(reported["error"]["code"], -32601, "{reported}");
+    // Extension methods pass; the agent never received a refused method.
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 30, "method": "_vendor/seen", "params": {}}))
+        .await;
+    let seen = editor.next().await;
+    assert_eq!(
+        seen["result"]["seen"],
+        json!(["initialize", "session/new", "session/prompt", "_vendor/seen"]),
+        "{seen}"
+    );
+    // Every refusal is audited.
+    let records = audited(&sink);
+    for method in refused.iter().chain(&["elicitation/create"]) {
+        assert!(
+            records
+                .iter()
+                .any(|r| r["metadata"]["aip44"]["method"] == *method && r["metadata"]["aip44"]["refused"].is_string()),
+            "{method} refused without an audit record: {records:#?}"
+        );
+    }
+    drop(editor);
+    assert!(task.await.unwrap().is_ok());
+}
+
+/// Issue #15.5: the agent starts with a cleared environment; a variable named in
+/// `BridgeOptions::pass_env` (`AGENTACP_BRIDGE_PASS_ENV`) reaches it.
+#[tokio::test]
+async fn a_variable_reaches_the_agent_only_when_the_options_pass_it() {
+    // A variable set in this process that the agent does not get by default (cargo sets
+    // several at run time).
+    let (key, value) = std::env::vars()
+        .find(|(key, _)| !agentacp::client::DEFAULT_ENV_ALLOW.contains(&key.as_str()))
+        .expect("a variable outside the default allow-list");
+    for (options, expected) in [
+        (BridgeOptions::default(), Value::Null),
+        (BridgeOptions::default().pass_env(key.clone()), json!(value)),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = BridgeOptions {
+            audit: Some(agentacp::audit::AuditLog::off()),
+            ..options
+        };
+        let agent = capable_agent(dir.path(), &key);
+        let (mut editor, task) = start_bridge(TestBridge { agent }, options);
+        let init = initialize(&mut editor).await;
+        assert_eq!(init["result"]["_meta"]["env"][&key], expected, "{key}: {init}");
+        drop(editor);
+        assert!(task.await.unwrap().is_ok());
+    }
+}

@@ -3,12 +3,18 @@
 //!
 //! What passes, and how (see [`relay`] for the details):
 //! - upstream requests and notifications (`initialize`, `session/*`, `$/cancel_request`, ...)
-//!   go downstream with their ids, params and `_meta` as they were; `initialize` is narrowed to
-//!   what the manifest declares (the client capabilities passed down, the agent capabilities
-//!   passed up), and the answer carries the bridge's `_meta.aip44`. The bridge keeps a
-//!   server's rules towards the editor: `initialize` first and once, no id twice in flight,
-//!   `session/load` only when the manifest offers it, a frame over the limit answered with its
-//!   id or `null`;
+//!   go downstream with their ids, params and `_meta` as they were; `initialize` is narrowed
+//!   (the client capabilities passed down, the agent capabilities passed up; see `narrow.rs`): a
+//!   capability passes only when the manifest can declare it, declares it and the peer
+//!   advertises it, keys the method table does not know are removed, `_meta` passes unchanged
+//!   (but for `clientCapabilities._meta` keys tied to a capability that did not pass, such as
+//!   `terminal-auth`); the answer carries the bridge's `_meta.aip44`. The bridge keeps a
+//!   server's rules towards the editor: `initialize` first and once, no id twice in flight, a
+//!   frame over the limit answered with its id or `null`;
+//! - every method, both ways, passes only when what offers it passed (the method table's
+//!   `offer`); extension methods (`_…`) pass, other methods the table lacks do not. A request
+//!   that does not pass gets `-32601` from the bridge, a notification is dropped, and both are
+//!   audited (`metadata.aip44.refused`);
 //! - downstream `session/update`s go upstream in order, byte for byte — except tool call
 //!   updates governance does not let through: a call it denies (when announced, or once an
 //!   update, a re-announcement or a permission request turns it into one), an update for a
@@ -18,8 +24,8 @@
 //! - downstream `session/request_permission`: governance first, on the call as the editor
 //!   would show it — `allow` and `deny` are answered by the bridge, `ask` goes to the editor (a
 //!   timeout or an unreadable answer is a rejection);
-//! - downstream `fs/*` and `terminal/*` requests pass only when the manifest declares them
-//!   (else `-32601` from the bridge);
+//! - the agent starts with a cleared environment, plus the variables
+//!   [`BridgeOptions::pass_env`] names (`AGENTACP_BRIDGE_PASS_ENV`);
 //! - every request in either direction, every lifecycle step and every tool call (the AIP-44
 //!   mirror, with its approval) is audited before it is forwarded;
 //! - when the editor closes its side, what it asked is still answered (a running prompt is
@@ -29,6 +35,7 @@
 //!   the bridge exits.
 
 mod gate;
+mod narrow;
 mod options;
 mod relay;
 

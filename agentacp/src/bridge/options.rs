@@ -45,6 +45,11 @@ pub struct BridgeOptions {
     /// Where a governance channel's audit log is kept (`AGENTACP_STATE_DIR`; default
     /// `~/.local/state/agentacp/<id>`).
     pub state_dir: Option<PathBuf>,
+    /// Variables passed through from the bridge's environment to the agent, when set, besides
+    /// what its [`AgentCommand`](crate::client::AgentCommand) allows (the agent starts with a
+    /// cleared environment): an API key the agent reads, say. `AGENTACP_BRIDGE_PASS_ENV`,
+    /// names separated by commas or spaces; default none.
+    pub pass_env: Vec<String>,
 }
 
 impl Default for BridgeOptions {
@@ -62,6 +67,7 @@ impl Default for BridgeOptions {
             audit: None,
             audit_log: None,
             state_dir: None,
+            pass_env: Vec::new(),
         }
     }
 }
@@ -77,6 +83,7 @@ impl std::fmt::Debug for BridgeOptions {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("audit_log", &self.audit_log)
             .field("state_dir", &self.state_dir)
+            .field("pass_env", &self.pass_env)
             .finish_non_exhaustive()
     }
 }
@@ -87,6 +94,9 @@ impl BridgeOptions {
         let mut options = BridgeOptions {
             audit_log: env_path("AGENTACP_AUDIT_LOG"),
             state_dir: env_path("AGENTACP_STATE_DIR"),
+            pass_env: std::env::var("AGENTACP_BRIDGE_PASS_ENV")
+                .map(|names| parse_names(&names))
+                .unwrap_or_default(),
             ..BridgeOptions::default()
         };
         let number = env_number;
@@ -109,5 +119,31 @@ impl BridgeOptions {
     pub fn governance(mut self, governance: impl Governance) -> Self {
         self.governance = Some(Arc::new(governance));
         self
+    }
+
+    /// Passes the variable `name` through to the agent, when it is set (see
+    /// [`pass_env`](BridgeOptions::pass_env)).
+    pub fn pass_env(mut self, name: impl Into<String>) -> Self {
+        self.pass_env.push(name.into());
+        self
+    }
+}
+
+/// The variable names in `list`, separated by commas or whitespace.
+fn parse_names(list: &str) -> Vec<String> {
+    list.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pass_env_names_are_split_on_commas_and_spaces() {
+        assert_eq!(
+            super::parse_names(" OPENAI_API_KEY,GEMINI_API_KEY  ANTHROPIC_API_KEY,,"),
+            ["OPENAI_API_KEY", "GEMINI_API_KEY", "ANTHROPIC_API_KEY"]
+        );
     }
 }

@@ -17,6 +17,7 @@ use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::Notify;
 
 use super::gate::{self, Gate};
+use super::narrow::{self, Passed};
 use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
 use crate::client::AgentCommand;
@@ -27,7 +28,7 @@ use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
-use crate::methods::{self, ClientMethods};
+use crate::methods::{self, Side};
 use crate::spec::OperatorSpec;
 use crate::wire::default as wire;
 
@@ -83,8 +84,12 @@ struct Relay {
     audit: AuditLog,
     /// Governance of tool calls and permission requests, and their audit.
     oversight: Oversight,
-    /// What the manifest lets the agent ask of the editor.
-    client_capabilities: ClientMethods,
+    /// The agent's capabilities that passed to the editor (`None` until the agent answered
+    /// `initialize`): what the editor may call.
+    agent_passed: Mutex<Option<Passed>>,
+    /// The editor's capabilities that passed to the agent (`None` until the editor's
+    /// `initialize`): what the agent may call.
+    client_passed: Mutex<Option<Passed>>,
     /// The editor's requests waiting for the agent.
     to_agent: Mutex<HashMap<Id, Forwarded>>,
     /// Answers to the editor's requests taken off `to_agent` and not yet queued for the editor
@@ -149,12 +154,16 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    // The variables the options name pass through to the agent (its environment is cleared).
+    let command = options
+        .pass_env
+        .iter()
+        .fold(command, |command, name| command.allow_env(name));
     let (process, stdin, stdout) =
         process::spawn(&command, STDERR_LINES).map_err(|error| RelayError::Spawn(error.to_string()))?;
     let (up, up_writer) = Outbox::start(output, options.write_timeout);
     let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
     let operator = spec.operator_id();
-    let declared = spec.initialize_params();
     let relay = Arc::new(Relay {
         spec,
         oversight: Oversight::new(governance, audit.clone(), operator.clone()),
@@ -162,7 +171,8 @@ where
         up,
         down: RwLock::new(Some(down)),
         audit,
-        client_capabilities: methods::offered_in(declared.get("clientCapabilities")),
+        agent_passed: Mutex::default(),
+        client_passed: Mutex::default(),
         to_agent: Mutex::default(),
         answering: AtomicUsize::new(0),
         answered: Notify::new(),
@@ -332,6 +342,52 @@ impl Relay {
         }
         if let Err(error) = self.record_passage(false, method, session, None, extra) {
             tracing::error!(%error, "auditing a dropped message failed");
+        }
+    }
+
+    /// Audits a message the bridge refused to pass (`from_editor`: the editor's, else the
+    /// agent's), and why.
+    fn audit_refused(&self, from_editor: bool, method: &str, session: Option<&str>, id: Option<&Id>, reason: &str) {
+        tracing::warn!(method, session, reason, from_editor, "refused a message");
+        let mut extra = serde_json::Map::new();
+        extra.insert("refused".into(), json!(reason));
+        if let Err(error) = self.record_passage(from_editor, method, session, id, extra) {
+            tracing::error!(%error, "auditing a refused message failed");
+        }
+    }
+
+    /// Why `method` may not go to `to` (the agent for the editor's messages, the editor for
+    /// the agent's); `None` when it may. Extension methods (`_…`) pass; a method of the table
+    /// passes when it goes to the side that receives it and what offers it passed the
+    /// bridge (see [`narrow`]); any other method does not.
+    fn refusal(&self, to: Side, method: &str) -> Option<String> {
+        if method.starts_with('_') {
+            return None;
+        }
+        let Some(row) = methods::find(method) else {
+            return Some(format!(
+                "`{method}` is not a method this bridge knows (it passes extension methods, `_…`, and the ACP methods it governs)"
+            ));
+        };
+        if row.side != to && row.side != Side::Both {
+            return Some(format!("`{method}` is not sent in this direction"));
+        }
+        let capability = row.offer.capability()?;
+        let passed = lock(if to == Side::Agent {
+            &self.agent_passed
+        } else {
+            &self.client_passed
+        });
+        let path = capability.path.join(".");
+        match passed.as_ref() {
+            Some(passed) if passed.has(capability) => None,
+            Some(_) if !capability.declarable => Some(format!(
+                "`{method}` is not offered: the bridge does not govern `{path}` (a manifest cannot declare it), so it does not pass"
+            )),
+            Some(_) => Some(format!(
+                "`{method}` is not offered: `{path}` is not both declared by the bridge's manifest and advertised"
+            )),
+            None => Some(format!("`{method}` is not offered before `initialize` is answered")),
         }
     }
 
@@ -558,6 +614,10 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
         }
         Incoming::Notification { method, params } => {
             let session = session_of(params.as_deref());
+            if let Some(reason) = relay.refusal(Side::Agent, &method) {
+                relay.audit_refused(true, &method, session.as_deref(), None, &reason);
+                return;
+            }
             if relay.audit_passage(true, &method, session.as_deref(), None).is_err() {
                 return;
             }
@@ -633,7 +693,8 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
 
 /// Whether the editor's request may go to the agent, by the rules a server keeps:
 /// `initialize` first (with a readable protocol version) and only once, no id that is still
-/// waiting for its answer, and `session/load` only when the manifest offers it.
+/// waiting for its answer; and only methods that passed the bridge ([`Relay::refusal`],
+/// refused with `-32601` and audited).
 fn admit(relay: &Relay, id: &Id, method: &str, params: Option<&RawValue>) -> Result<(), RpcError> {
     #[derive(serde::Deserialize)]
     struct Initialize {
@@ -659,11 +720,9 @@ fn admit(relay: &Relay, id: &Id, method: &str, params: Option<&RawValue>) -> Res
     if lock(&relay.to_agent).contains_key(id) {
         return Err(duplicate_id(id));
     }
-    if method == wire::method_names::SESSION_LOAD && !relay.spec.load_session() {
-        return Err(RpcError::new(
-            codes::METHOD_NOT_FOUND,
-            "method not found: `session/load`",
-        ));
+    if let Some(reason) = relay.refusal(Side::Agent, method) {
+        relay.audit_refused(true, method, session_of(params).as_deref(), Some(id), &reason);
+        return Err(RpcError::new(codes::METHOD_NOT_FOUND, reason));
     }
     if method == wire::method_names::INITIALIZE {
         relay.initialized.store(true, Ordering::SeqCst);
@@ -679,7 +738,7 @@ fn duplicate_id(id: &Id) -> RpcError {
 }
 
 /// The editor's `initialize`, with the client capabilities narrowed to what the manifest lets
-/// through.
+/// through ([`narrow`]).
 fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u8> {
     let mut params: Value = params
         .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -687,18 +746,16 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
     if let Some(name) = params.pointer("/clientInfo/name").and_then(Value::as_str) {
         *lock(&relay.editor) = format!("client:{name}");
     }
-    let narrowed = relay
-        .client_capabilities
-        .intersect(methods::offered_in(params.get("clientCapabilities")));
+    let declared = relay.spec.initialize_params();
     if let Some(object) = params.as_object_mut() {
-        let mut capabilities = object.get("clientCapabilities").cloned().unwrap_or_else(|| json!({}));
-        if let (Some(target), Value::Object(narrow)) = (
-            capabilities.as_object_mut(),
-            methods::client_capabilities_json(narrowed),
-        ) {
-            target.extend(narrow);
-        }
-        object.insert("clientCapabilities".into(), capabilities);
+        let mut capabilities = match object.remove("clientCapabilities") {
+            Some(Value::Object(capabilities)) => capabilities,
+            _ => serde_json::Map::new(),
+        };
+        let declared = declared.get("clientCapabilities").unwrap_or(&Value::Null);
+        let passed = narrow::narrow(Side::Client, &mut capabilities, declared);
+        *lock(&relay.client_passed) = Some(passed);
+        object.insert("clientCapabilities".into(), Value::Object(capabilities));
     }
     jsonrpc::encode_request(id, wire::method_names::INITIALIZE, &params)
 }
@@ -763,6 +820,11 @@ async fn agent_message(relay: &Relay, line: Vec<u8>) {
                 // governance never saw it.
                 let session = session_of(params.as_deref());
                 relay.audit_dropped(&method, session.as_deref(), None, "a request sent as a notification");
+                return;
+            }
+            if let Some(reason) = relay.refusal(Side::Client, &method) {
+                let session = session_of(params.as_deref());
+                relay.audit_refused(false, &method, session.as_deref(), None, &reason);
                 return;
             }
             if method == wire::method_names::SESSION_UPDATE
@@ -847,7 +909,8 @@ fn action_of(method: &str) -> String {
 }
 
 /// The agent's `initialize` answer, as the editor sees it: the protocol version checked, the
-/// agent capabilities narrowed to the manifest's, the bridge's `_meta.aip44` added.
+/// agent capabilities narrowed to the manifest's ([`narrow`]), the bridge's `_meta.aip44`
+/// added (the agent's other `_meta` kept).
 fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>, RpcError> {
     let mut result: Value = serde_json::from_str(result.get()).map_err(|error| {
         RpcError::new(
@@ -867,8 +930,13 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
             ),
         ));
     }
-    let theirs = result.get("agentCapabilities").cloned().unwrap_or_else(|| json!({}));
-    result["agentCapabilities"] = intersect(&theirs, &ours["agentCapabilities"]);
+    let mut theirs = match result.get_mut("agentCapabilities").map(Value::take) {
+        Some(Value::Object(theirs)) => theirs,
+        _ => serde_json::Map::new(),
+    };
+    let passed = narrow::narrow(Side::Agent, &mut theirs, &ours["agentCapabilities"]);
+    *lock(&relay.agent_passed) = Some(passed);
+    result["agentCapabilities"] = Value::Object(theirs);
     let mut meta = result
         .get("_meta")
         .cloned()
@@ -881,20 +949,6 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
     result["_meta"] = meta;
     result["agentInfo"] = ours["agentInfo"].clone();
     Ok(jsonrpc::encode_result(id, &result))
-}
-
-/// `theirs` with every boolean that is not also true in `allowed` turned off (objects
-/// recursively; other values kept).
-fn intersect(theirs: &Value, allowed: &Value) -> Value {
-    match theirs {
-        Value::Bool(value) => Value::Bool(*value && allowed.as_bool().unwrap_or(false)),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, value)| (key.clone(), intersect(value, allowed.get(key).unwrap_or(&Value::Null))))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
 }
 
 /// The methods the agent may call on the editor (requests: they need an id).
@@ -1038,6 +1092,13 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
             .await;
         return;
     }
+    // Only what the manifest and the editor both offer (else `-32601` from the bridge).
+    if let Some(reason) = relay.refusal(Side::Client, &method) {
+        relay.audit_refused(false, &method, session.as_deref(), Some(&id), &reason);
+        let error = RpcError::new(codes::METHOD_NOT_FOUND, reason);
+        relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+        return;
+    }
     let deadline = Instant::now() + relay.options.permission_timeout;
     let mut permission = None;
     match method.as_str() {
@@ -1089,18 +1150,6 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
                 }
                 Decision::Ask => permission = Some((request, facts)),
             }
-        }
-        _ if methods::find(&method)
-            .and_then(methods::Method::client_capability)
-            .is_some()
-            && !relay.client_capabilities.offers(&method) =>
-        {
-            let error = RpcError::new(
-                codes::METHOD_NOT_FOUND,
-                format!("`{method}` is not offered: the bridge's manifest does not declare it"),
-            );
-            relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
-            return;
         }
         m::SESSION_UPDATE => {
             // Updates are notifications; one sent as a request would pass the gate unread.
@@ -1227,15 +1276,5 @@ mod tests {
         assert_eq!(action_of("$/cancel_request"), "acp.cancel_request");
         assert_eq!(action_of("_zed/Weird Thing!"), "acp.zed.weird-thing");
         assert_eq!(action_of("///"), "acp.unknown");
-    }
-
-    #[test]
-    fn intersect_keeps_only_what_both_allow() {
-        let theirs = json!({"loadSession": true, "promptCapabilities": {"image": true, "audio": false}, "x": 3});
-        let allowed = json!({"loadSession": true, "promptCapabilities": {"image": false}});
-        assert_eq!(
-            intersect(&theirs, &allowed),
-            json!({"loadSession": true, "promptCapabilities": {"image": false, "audio": false}, "x": 3})
-        );
     }
 }

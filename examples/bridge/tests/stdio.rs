@@ -1,5 +1,6 @@
-//! The bridge as an editor runs it: in front of an agent that fails to start, and fed its
-//! requests all at once and then end of input (`printf … | governance-bridge`).
+//! The bridge as an editor runs it: in front of an agent that fails to start, fed its
+//! requests all at once and then end of input (`printf … | governance-bridge`), and passing a
+//! named variable to its agent (`--pass-env`).
 
 #[path = "../../test-support/stdio_peer.rs"]
 mod stdio_peer;
@@ -65,4 +66,44 @@ fn end_of_input_with_requests_in_flight_still_answers_them_then_the_bridge_exits
     let status = bridge.wait_exit();
     assert!(status.success(), "{status:?}: {}", bridge.stderr_to_end());
     agentacp::audit::verify_file(&audit).expect("the bridge's audit log verifies");
+}
+
+/// A downstream agent in `sh` that answers `initialize` with whether `SOME_KEY` reached it.
+const REPORTS_SOME_KEY: &str = r#"read -r line
+printf '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{},"_meta":{"key":"%s"}}}\n' "${SOME_KEY:-absent}"
+while read -r line; do :; done"#;
+
+/// Issue #15.5: the agent gets a cleared environment; `--pass-env NAME` passes one variable.
+#[test]
+fn pass_env_lets_a_named_variable_through_to_the_agent() {
+    let scratch = Scratch::new("bridge-pass-env");
+    let audit = scratch.path().join("bridge.jsonl");
+    let key = scratch.path().join("the-key");
+    let env = [("AGENTACP_AUDIT_LOG", audit.as_path()), ("SOME_KEY", key.as_path())];
+    for (flags, expected) in [
+        (&[][..], "absent".to_string()),
+        (&["--pass-env", "SOME_KEY"][..], key.display().to_string()),
+    ] {
+        let args: Vec<&str> = flags
+            .iter()
+            .copied()
+            .chain(["--", "sh", "-c", REPORTS_SOME_KEY])
+            .collect();
+        let mut bridge = StdioPeer::spawn(
+            std::path::Path::new(env!("CARGO_BIN_EXE_governance-bridge")),
+            &args,
+            &env,
+        );
+        bridge.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}));
+        let initialized = bridge.recv();
+        assert_eq!(
+            initialized["result"]["_meta"]["key"], expected,
+            "{flags:?}: {initialized}"
+        );
+        bridge.close_stdin();
+        assert!(
+            bridge.finish().success(),
+            "{flags:?}: the bridge exits 0 once the editor left"
+        );
+    }
 }

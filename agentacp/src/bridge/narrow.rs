@@ -1,0 +1,180 @@
+//! What each side of a bridge sees of the other's capabilities, and which methods that lets
+//! through.
+//!
+//! The rule, the same both ways (`agentCapabilities` up, `clientCapabilities` down), walking
+//! the method table's [`CAPABILITIES`](crate::methods::CAPABILITIES):
+//! - a capability passes when the manifest can declare it, declares it, and the peer advertises
+//!   it (a flag `true`, an object present); a flag that does not pass becomes `false`, an
+//!   object that does not pass is removed whole (with its `_meta`);
+//! - an object that only holds capabilities (`fs`, `promptCapabilities`,
+//!   `sessionCapabilities`, `auth`, ...) stays, narrowed the same way inside;
+//! - any other key (a capability of another revision, an unstable one like
+//!   `sessionCapabilities.fork` or `mcpCapabilities.acp`) is not governed by the bridge and is
+//!   removed;
+//! - `_meta` passes unchanged wherever it is, except the keys of `clientCapabilities._meta` the
+//!   table knows to advertise a client ability ([`CLIENT_META`](crate::methods::CLIENT_META),
+//!   `terminal-auth`): removed when the capability they depend on did not pass.
+//!
+//! A method a capability offers passes only when that capability passed ([`Passed`]).
+
+use serde_json::{Map, Value};
+
+use crate::methods::{CLIENT_META, Capability, Side, Signal};
+
+/// The capabilities of one side that passed the bridge.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Passed(Vec<Capability>);
+
+impl Passed {
+    /// Whether `capability` passed.
+    pub(super) fn has(&self, capability: Capability) -> bool {
+        self.0.contains(&capability)
+    }
+}
+
+/// Whether `value` switches `capability` on.
+fn is_on(capability: Capability, value: Option<&Value>) -> bool {
+    match (capability.signal, value) {
+        (Signal::Flag, Some(Value::Bool(on))) => *on,
+        (Signal::Presence, Some(value)) => value.is_object(),
+        _ => false,
+    }
+}
+
+fn lookup<'a>(root: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(root, |value, key| value.get(key))
+}
+
+/// Narrows `advertised`, the capabilities `side` advertises (`agentCapabilities` or
+/// `clientCapabilities`), to what `declared` (the manifest's, in the same shape) lets through;
+/// returns what passed.
+pub(super) fn narrow(side: Side, advertised: &mut Map<String, Value>, declared: &Value) -> Passed {
+    let mut passed = Passed::default();
+    walk(side, &mut Vec::new(), advertised, declared, &mut passed);
+    if side == Side::Client
+        && let Some(Value::Object(meta)) = advertised.get_mut("_meta")
+    {
+        for (key, capability) in CLIENT_META {
+            if !passed.has(*capability) {
+                meta.remove(*key);
+            }
+        }
+    }
+    passed
+}
+
+fn walk(side: Side, path: &mut Vec<String>, object: &mut Map<String, Value>, declared: &Value, passed: &mut Passed) {
+    let keys: Vec<String> = object.keys().filter(|key| *key != "_meta").cloned().collect();
+    for key in keys {
+        path.push(key.clone());
+        let (capability, holds) = {
+            let names: Vec<&str> = path.iter().map(String::as_str).collect();
+            (Capability::at(side, &names), Capability::holds(side, &names))
+        };
+        match capability {
+            Some(capability)
+                if capability.declarable
+                    && is_on(capability, lookup(declared, path))
+                    && is_on(capability, object.get(&key)) =>
+            {
+                passed.0.push(capability);
+                // An object capability may hold others (`elicitation.form`).
+                if let Some(Value::Object(inner)) = object.get_mut(&key) {
+                    walk(side, path, inner, declared, passed);
+                }
+            }
+            Some(capability) => match capability.signal {
+                Signal::Flag => {
+                    object.insert(key.clone(), Value::Bool(false));
+                }
+                Signal::Presence => {
+                    object.remove(&key);
+                }
+            },
+            None if holds => match object.get_mut(&key) {
+                Some(Value::Object(inner)) => walk(side, path, inner, declared, passed),
+                _ => {
+                    object.remove(&key);
+                }
+            },
+            None => {
+                object.remove(&key);
+            }
+        }
+        path.pop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn agent_capabilities_keep_meta_and_lose_what_the_manifest_cannot_declare() {
+        let mut theirs = object(json!({
+            "loadSession": true,
+            "promptCapabilities": {"image": true, "audio": true, "_meta": {"v": {"on": true}}},
+            "mcpCapabilities": {"http": true, "acp": true},
+            "sessionCapabilities": {"list": {}, "close": {"_meta": {"x": true}}, "fork": {}, "_meta": {"s": true}},
+            "auth": {"logout": {}},
+            "unstableThing": true,
+            "_meta": {"claudeCode": {"promptQueueing": true}, "flag": true},
+        }));
+        let declared =
+            json!({"loadSession": true, "promptCapabilities": {"image": true}, "mcpCapabilities": {"http": false}});
+        let passed = narrow(Side::Agent, &mut theirs, &declared);
+        assert_eq!(
+            Value::Object(theirs),
+            json!({
+                "loadSession": true,
+                "promptCapabilities": {"image": true, "audio": false, "_meta": {"v": {"on": true}}},
+                "mcpCapabilities": {"http": false},
+                "sessionCapabilities": {"_meta": {"s": true}},
+                "auth": {},
+                "_meta": {"claudeCode": {"promptQueueing": true}, "flag": true},
+            })
+        );
+        assert!(passed.has(Capability::LOAD_SESSION) && passed.has(Capability::PROMPT_IMAGE));
+        assert!(!passed.has(Capability::SESSION_LIST) && !passed.has(Capability::MCP_HTTP));
+    }
+
+    #[test]
+    fn client_meta_tied_to_a_capability_that_did_not_pass_is_removed() {
+        let advertised = json!({
+            "fs": {"readTextFile": true, "writeTextFile": true},
+            "terminal": true,
+            "auth": {"terminal": true},
+            "elicitation": {"form": {}},
+            "session": {"notices": {}},
+            "_meta": {"terminal-auth": true, "other": {"x": 1}},
+        });
+        let mut theirs = object(advertised.clone());
+        let declared = json!({"fs": {"readTextFile": true}});
+        let passed = narrow(Side::Client, &mut theirs, &declared);
+        assert_eq!(
+            Value::Object(theirs),
+            json!({
+                "fs": {"readTextFile": true, "writeTextFile": false},
+                "terminal": false,
+                "auth": {"terminal": false},
+                "session": {},
+                "_meta": {"other": {"x": 1}},
+            })
+        );
+        assert!(passed.has(Capability::READ_TEXT_FILE) && !passed.has(Capability::TERMINAL));
+        // With the terminal declared, its `_meta` key passes.
+        let mut theirs = object(advertised);
+        narrow(Side::Client, &mut theirs, &json!({"terminal": true}));
+        assert_eq!(theirs["terminal"], true);
+        assert_eq!(theirs["_meta"], json!({"terminal-auth": true, "other": {"x": 1}}));
+    }
+}
