@@ -1,0 +1,253 @@
+//! Real third-party ACP programs from npm, pinned in `interop/real-agents` (`npm ci --prefix
+//! interop/real-agents`; `.ci/run` installs them): the headless client `acpx` drives our
+//! example servers and our bridge end to end, and our example client drives the agents Codex
+//! ACP, Claude agent ACP and Gemini CLI, directly and through our bridge, to the step each
+//! reaches without credentials. After every run, no process is left in the run's folder.
+//!
+//! Skipped, saying so, when the packages are absent. Nothing here needs network access or
+//! credentials: the agents stop where they would need them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use interop::{AgentDirs, ScriptOutput, example_binary, run_script};
+
+/// The bound on one run of a client (a real agent starts in a few seconds).
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// How long the processes of a finished run may take to be gone (the agent's stop is stdin
+/// closed, a grace, SIGTERM, a grace, SIGKILL: a few seconds at most).
+const GONE_WITHIN: Duration = Duration::from_secs(15);
+
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("real-agents/node_modules/.bin")
+}
+
+/// The installed program `name`, or why the test is skipped.
+fn program(name: &str) -> Result<PathBuf, String> {
+    let path = bin_dir().join(name);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is absent (run `npm ci --prefix interop/real-agents`)",
+            path.display()
+        ))
+    }
+}
+
+/// `PATH` with the packages' programs (and their Node 22, which acpx needs) first.
+fn path_with_packages() -> std::ffi::OsString {
+    let mut paths = vec![bin_dir()];
+    paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    std::env::join_paths(paths).expect("PATH joins")
+}
+
+/// The processes whose working folder lies inside `dir` (an agent and anything it started,
+/// which inherit the folder), other than this test: `(pid, command line)`.
+fn processes_in(dir: &Path) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+            if pid == me || !cwd.starts_with(dir) {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// Fails, listing them, when processes are still running in `dir` once `GONE_WITHIN` has
+/// passed (polled: a process being reaped right now is not a leftover).
+fn assert_nothing_left_in(dir: &Path, what: &str) {
+    let started = Instant::now();
+    loop {
+        let left = processes_in(dir);
+        if left.is_empty() {
+            return;
+        }
+        if started.elapsed() > GONE_WITHIN {
+            for (pid, _) in &left {
+                // Clean up before failing, so one failure does not leak into the next test.
+                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            }
+            panic!("{what}: processes left running after {GONE_WITHIN:?}: {left:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn show(output: &ScriptOutput) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status, output.stdout, output.stderr
+    )
+}
+
+/// Runs `acpx --agent AGENT ... exec PROMPT` in `dirs`' project folder.
+fn acpx(
+    dirs: &AgentDirs,
+    env: &[(&str, std::ffi::OsString)],
+    agent: &Path,
+    flags: &[&str],
+    prompt: &str,
+) -> ScriptOutput {
+    let acpx = program("acpx").expect("checked by the caller");
+    let project = dirs.project("project");
+    let mut command = Command::new(acpx);
+    command
+        .current_dir(&project)
+        .env("PATH", path_with_packages())
+        // acpx keeps its own state under HOME: a scratch one.
+        .env("HOME", dirs.project("home"))
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .arg("--agent")
+        .arg(agent)
+        .arg("--cwd")
+        .arg(&project)
+        .args(["--format", "text", "--timeout", "60"])
+        .args(flags)
+        .arg("exec")
+        .arg(prompt);
+    let output = run_script(&mut command, DEADLINE);
+    assert_nothing_left_in(&project, &format!("acpx with {}", agent.display()));
+    output
+}
+
+#[test]
+fn acpx_drives_our_servers_and_our_bridge() {
+    if let Err(why) = program("acpx") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dirs = AgentDirs::new();
+    std::fs::write(dirs.project("project").join("notes.txt"), "from the workspace\n").unwrap();
+
+    let echo = acpx(
+        &dirs,
+        &dirs.env(),
+        &example_binary("echo-server"),
+        &[],
+        "hello from acpx",
+    );
+    assert_eq!(echo.status.and_then(|s| s.code()), Some(0), "{}", show(&echo));
+    assert!(echo.stdout.contains("hello from acpx"), "{}", show(&echo));
+
+    let read = r#"/tool read-file {"path":"notes.txt"}"#;
+    let governed = acpx(
+        &dirs,
+        &dirs.env(),
+        &example_binary("governed-server"),
+        &["--approve-all"],
+        read,
+    );
+    assert!(governed.stdout.contains("from the workspace"), "{}", show(&governed));
+
+    let bridge_audit = dirs.project("audit").join("bridge.jsonl");
+    let bridge_env = dirs.bridge_env(&bridge_audit);
+    let bridge = example_binary("governance-bridge");
+    // The bridge starts the governed server beside it.
+    let through = acpx(&dirs, &bridge_env, &bridge, &["--approve-all"], read);
+    assert!(through.stdout.contains("from the workspace"), "{}", show(&through));
+
+    // A write governance asks about, refused by acpx's user: not written, on either side.
+    let write = r#"/tool write-file {"path":"refused.txt","content":"no"}"#;
+    let refused = acpx(&dirs, &bridge_env, &bridge, &["--deny-all"], write);
+    assert!(refused.stdout.contains("rejected"), "{}", show(&refused));
+    assert!(!dirs.project("project").join("refused.txt").exists());
+    let audit = std::fs::read_to_string(&bridge_audit).expect("the bridge's audit log");
+    assert!(audit.contains("write-file"), "{audit}");
+}
+
+/// One real agent, and what our client shows of it when it has no credentials.
+struct RealAgent {
+    /// Its program in `node_modules/.bin`, and arguments.
+    command: &'static [&'static str],
+    /// What our client's output must say (the step the agent stops at, in its words).
+    expected: &'static [&'static str],
+}
+
+const AGENTS: &[RealAgent] = &[
+    // Advertises env_var auth methods and refuses session/new until `authenticate`.
+    RealAgent {
+        command: &["codex-acp"],
+        expected: &["Authentication required"],
+    },
+    // Opens a session without credentials; the prompt fails.
+    RealAgent {
+        command: &["claude-agent-acp"],
+        expected: &["Internal error"],
+    },
+    // Refuses session/new without a key.
+    RealAgent {
+        command: &["gemini", "--acp"],
+        expected: &["Gemini API key is missing"],
+    },
+];
+
+/// Runs our example client against `agent_command` in `dirs`' project folder.
+fn acp_client(dirs: &AgentDirs, env: &[(&str, std::ffi::OsString)], agent_command: &[PathBuf]) -> ScriptOutput {
+    let project = dirs.project("project");
+    let mut command = Command::new(example_binary("acp-client"));
+    command
+        .current_dir(&project)
+        .env("PATH", path_with_packages())
+        .env("HOME", dirs.project("home"))
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .arg("--cwd")
+        .arg(&project)
+        .args(["--no", "--prompt", "say hello"])
+        .arg("--")
+        .args(agent_command);
+    let output = run_script(&mut command, DEADLINE);
+    assert_nothing_left_in(&project, &format!("acp-client with {agent_command:?}"));
+    output
+}
+
+#[test]
+fn our_client_and_bridge_reach_each_real_agent_as_far_as_it_goes_without_credentials() {
+    for agent in AGENTS {
+        let program = match program(agent.command[0]) {
+            Ok(program) => program,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        let mut command = vec![program];
+        command.extend(agent.command[1..].iter().map(PathBuf::from));
+        let dirs = AgentDirs::new();
+
+        let direct = acp_client(&dirs, &dirs.env(), &command);
+        assert_ne!(direct.status.and_then(|s| s.code()), Some(0), "{}", show(&direct));
+        for expected in agent.expected {
+            assert!(
+                direct.stderr.contains(expected),
+                "{:?}: {}",
+                agent.command,
+                show(&direct)
+            );
+        }
+
+        let bridge_audit = dirs.project("audit").join("bridge.jsonl");
+        let mut through = vec![example_binary("governance-bridge"), PathBuf::from("--")];
+        through.extend(command.iter().cloned());
+        let bridged = acp_client(&dirs, &dirs.bridge_env(&bridge_audit), &through);
+        assert_ne!(bridged.status.and_then(|s| s.code()), Some(0), "{}", show(&bridged));
+        for expected in agent.expected {
+            assert!(
+                bridged.stderr.contains(expected),
+                "{:?} behind the bridge: {}",
+                agent.command,
+                show(&bridged)
+            );
+        }
+    }
+}
