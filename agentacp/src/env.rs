@@ -64,3 +64,68 @@ pub fn init_logging() {
         tracing::warn!(%error, value = setting.as_deref().unwrap_or_default(), "AGENTACP_LOG is not a log filter; logging at `warn`");
     }
 }
+
+/// A signal asking the process to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownSignal {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+impl ShutdownSignal {
+    /// The conventional exit code after it: 128 + the signal's number (130, 143).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ShutdownSignal::Interrupt => 130,
+            ShutdownSignal::Terminate => 143,
+        }
+    }
+
+    /// Its name (`SIGINT`, `SIGTERM`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ShutdownSignal::Interrupt => "SIGINT",
+            ShutdownSignal::Terminate => "SIGTERM",
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, caught: once installed they no longer end the process, so it can stop
+/// what it started (cancel turns, stop the agent's process group) and exit by itself. Install
+/// before starting anything that must not outlive the process. Needs a tokio runtime.
+#[derive(Debug)]
+pub struct ShutdownSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    /// Installs the handlers.
+    pub fn install() -> std::io::Result<ShutdownSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(ShutdownSignals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Waits for the next SIGINT or SIGTERM.
+    pub async fn recv(&mut self) -> ShutdownSignal {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next SIGINT or SIGTERM.
+    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ShutdownSignal> {
+        use std::task::Poll;
+        // `None` (the driver is gone) never resolves: the process ends some other way.
+        if let Poll::Ready(Some(())) = self.interrupt.poll_recv(cx) {
+            return Poll::Ready(ShutdownSignal::Interrupt);
+        }
+        if let Poll::Ready(Some(())) = self.terminate.poll_recv(cx) {
+            return Poll::Ready(ShutdownSignal::Terminate);
+        }
+        Poll::Pending
+    }
+}

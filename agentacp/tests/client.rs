@@ -266,8 +266,15 @@ async fn a_permission_handler_that_takes_too_long_counts_as_a_rejection() {
 // ---- fake agents ---------------------------------------------------------------------------
 
 const FAKE_AGENT: &str = r#"
-import json, sys
+import json, os, sys, time
 mode = sys.argv[1]
+# Optional: a file to write our pid to, and "linger" (keep running after our input ends, as
+# an agent busy with a turn does, until a signal).
+if len(sys.argv) > 2:
+    with open(sys.argv[2], "w") as f:
+        f.write(str(os.getpid()))
+linger = sys.argv[3:4] == ["linger"]
+authenticated = False
 def send(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
@@ -287,8 +294,34 @@ for line in sys.stdin:
         if mode == "silent":
             continue
         version = 99 if mode == "version" else 1
-        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": version, "agentCapabilities": {},
-              "agentInfo": {"name": "fake", "version": "0"}}})
+        result = {"protocolVersion": version, "agentCapabilities": {}, "agentInfo": {"name": "fake", "version": "0"}}
+        if mode == "auth":
+            # As Codex does: an agent method, and env_var methods naming the variable it reads.
+            result["agentCapabilities"] = {"auth": {"logout": {}}}
+            result["authMethods"] = [
+                {"id": "chatgpt", "name": "Login with ChatGPT"},
+                {"id": "fake-key", "name": "Use FAKE_API_KEY", "type": "env_var", "vars": [{"name": "FAKE_API_KEY"}]},
+                {"id": "login", "name": "Log in in a terminal", "type": "terminal", "args": ["--login"]},
+            ]
+        send({"jsonrpc": "2.0", "id": id, "result": result})
+    elif method == "authenticate":
+        method_id = msg["params"].get("methodId")
+        if method_id == "fake-key" and os.environ.get("FAKE_API_KEY"):
+            authenticated = True
+            send({"jsonrpc": "2.0", "id": id, "result": {}})
+        else:
+            send({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": "Authentication failed",
+                  "data": {"method": method_id, "reason": "FAKE_API_KEY is not set"}}})
+    elif method == "logout":
+        authenticated = False
+        send({"jsonrpc": "2.0", "id": id, "result": {}})
+    elif method == "session/new" and mode == "auth" and not authenticated:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": "Authentication required",
+              "data": {"reason": "no credentials: set FAKE_API_KEY or log in"}}})
+    elif method == "session/new" and mode == "errors":
+        # Gemini answered with an HTTP status as the code.
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": 500, "message": "Internal Server Error",
+              "data": "quota exceeded for model fake-1"}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
         if mode == "twice":
@@ -331,6 +364,11 @@ for line in sys.stdin:
         if mode == "stall":
             update("one")
             continue
+        if mode == "prompt-error":
+            # Codex: a bare internal error, the real cause in `data`.
+            send({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "Internal error",
+                  "data": {"message": "stream disconnected before completion: model at capacity"}}})
+            continue
         if mode == "trickle":
             import time
             for n in range(6):
@@ -352,6 +390,8 @@ for line in sys.stdin:
             raw('{"jsonrpc":"2.0","method":"session/update","params":{"nope":1}}\n')
         update("after")
         send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+while linger:
+    time.sleep(1)
 "#;
 
 /// Answers `initialize`, then ignores SIGTERM and the end of its input.
@@ -363,6 +403,14 @@ printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}\n' "$id"
 while true; do sleep 1; done
 "#;
 
+/// What npm's `.bin` shims do: run the real agent as a child (not `exec`) and wait for it, so
+/// the agent is a grandchild of the client, in the launcher's process group.
+const LAUNCHER: &str = r#"
+"$@"
+status=$?
+exit $status
+"#;
+
 struct Fake {
     dir: tempfile::TempDir,
 }
@@ -372,19 +420,46 @@ impl Fake {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("agent.py"), FAKE_AGENT).unwrap();
         std::fs::write(dir.path().join("stubborn.sh"), STUBBORN_AGENT).unwrap();
+        std::fs::write(dir.path().join("launcher.sh"), LAUNCHER).unwrap();
         Fake { dir }
     }
 
-    fn python(&self, mode: &str) -> AgentCommand {
-        let python = if Path::new("/usr/bin/python3").exists() {
+    fn python_path() -> &'static str {
+        if Path::new("/usr/bin/python3").exists() {
             "/usr/bin/python3"
         } else {
             "python3"
-        };
-        AgentCommand::new(python)
+        }
+    }
+
+    fn python(&self, mode: &str) -> AgentCommand {
+        AgentCommand::new(Fake::python_path())
             .arg(self.dir.path().join("agent.py"))
             .arg(mode)
             .current_dir(self.dir.path())
+    }
+
+    /// The launcher's command line for the fake agent in `mode`, which writes its pid to the
+    /// returned file and lingers after its input ends.
+    fn launched_args(&self, mode: &str) -> (Vec<std::ffi::OsString>, PathBuf) {
+        let pid_file = self.dir.path().join(format!("{mode}.pid"));
+        let args = vec![
+            self.dir.path().join("launcher.sh").into_os_string(),
+            Fake::python_path().into(),
+            self.dir.path().join("agent.py").into_os_string(),
+            mode.into(),
+            pid_file.clone().into_os_string(),
+            "linger".into(),
+        ];
+        (args, pid_file)
+    }
+
+    /// The fake agent in `mode` behind a launcher (see [`LAUNCHER`]); the file the agent
+    /// writes its pid to.
+    fn launched(&self, mode: &str) -> (AgentCommand, PathBuf) {
+        let (args, pid_file) = self.launched_args(mode);
+        let command = AgentCommand::new("/bin/sh").args(args).current_dir(self.dir.path());
+        (command, pid_file)
     }
 
     fn stubborn(&self) -> AgentCommand {
@@ -1239,6 +1314,8 @@ async fn an_agent_dies_with_a_client_killed_by_sigkill() {
         let pid_file = fake.dir.path().join("agent.pid");
         std::fs::write(&script, WRITES_ITS_PID).unwrap();
         let mut client = tokio::process::Command::new(example_binary("acp-client"))
+            // Its own audit log: the default one beside the manifest takes one writer at a time.
+            .env("AGENTACP_AUDIT_LOG", fake.dir.path().join("client-audit.jsonl"))
             .arg("-p")
             .arg("hello")
             .arg("--")
@@ -1296,6 +1373,461 @@ async fn session_load_is_refused_locally_when_the_agent_does_not_offer_it() {
         assert!(
             !tap.lock().unwrap().iter().any(|line| line.contains("session/load")),
             "nothing was sent"
+        );
+    })
+    .await;
+}
+
+// ---- authenticate (issue #15.1) and error data (#15.6) -------------------------------------
+
+/// Every method the client sent, in order (from a wire tap).
+fn methods_sent(tap: &std::sync::Mutex<Vec<String>>) -> Vec<String> {
+    tap.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|message| message.get("id").is_some())
+        .filter_map(|message| message["method"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn tapped(options: ClientOptions) -> (ClientOptions, Arc<std::sync::Mutex<Vec<String>>>) {
+    let tap = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = tap.clone();
+    let options = options.with_wire_tap(move |direction, line| {
+        if direction == agentacp::client::Direction::ToAgent {
+            seen.lock().unwrap().push(String::from_utf8_lossy(line).into_owned());
+        }
+    });
+    (options, tap)
+}
+
+/// Issue #15.1: Codex refuses `session/new` until `authenticate`; the client never called it.
+#[tokio::test]
+async fn the_default_policy_authenticates_with_an_env_var_method_whose_variable_reaches_the_agent() {
+    bounded(async {
+        let fake = Fake::new();
+        let (options, tap) = tapped(ClientOptions::default().with_workspace_root(fake.dir.path()));
+        let client = Client::connect(fake.python("auth").env("FAKE_API_KEY", "sk-test"), options)
+            .await
+            .unwrap();
+        let kinds: Vec<String> = client
+            .auth_methods()
+            .iter()
+            .map(|m| format!("{}={:?}", m.id, std::mem::discriminant(&m.kind)))
+            .collect();
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+        assert!(matches!(
+            &client.auth_methods()[1].kind,
+            agentacp::client::AuthKind::EnvVar(vars) if vars[0].name == "FAKE_API_KEY"
+        ));
+        client
+            .new_session(fake.dir.path())
+            .await
+            .expect("authenticated at connect");
+        assert_eq!(methods_sent(&tap), ["initialize", "authenticate", "session/new"]);
+        // `logout` is advertised: after it the agent wants authentication again.
+        client.logout().await.unwrap();
+        let error = client.new_session(fake.dir.path()).await.unwrap_err();
+        assert!(error.is_auth_required(), "{error}");
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn authenticate_can_be_called_explicitly_and_is_refused_locally_for_methods_not_offered() {
+    bounded(async {
+        let fake = Fake::new();
+        let options = ClientOptions::default()
+            .with_workspace_root(fake.dir.path())
+            .with_auth(agentacp::client::AuthPolicy::Never);
+        let client = Client::connect(fake.python("auth").env("FAKE_API_KEY", "sk-test"), options)
+            .await
+            .unwrap();
+        let error = client.new_session(fake.dir.path()).await.unwrap_err();
+        assert!(error.is_auth_required(), "{error}");
+        let refused = client.authenticate(&"nope".into()).await.unwrap_err();
+        assert!(
+            matches!(&refused, ClientError::InvalidState(m) if m.contains("fake-key")),
+            "{refused}"
+        );
+        let terminal = client.authenticate(&"login".into()).await.unwrap_err();
+        assert!(terminal.to_string().contains("terminal"), "{terminal}");
+        client.authenticate(&"fake-key".into()).await.unwrap();
+        client.new_session(fake.dir.path()).await.unwrap();
+        client.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_the_variable_nothing_is_authenticated_and_session_new_fails_with_the_agents_data() {
+    bounded(async {
+        let fake = Fake::new();
+        let (options, tap) = tapped(ClientOptions::default().with_workspace_root(fake.dir.path()));
+        let client = Client::connect(fake.python("auth"), options).await.unwrap();
+        let error = client.new_session(fake.dir.path()).await.unwrap_err();
+        assert_eq!(
+            methods_sent(&tap),
+            ["initialize", "session/new"],
+            "no authenticate without the key"
+        );
+        assert!(error.is_auth_required(), "{error}");
+        let rpc = error.rpc().expect("an RPC error");
+        assert_eq!(rpc.message, "Authentication required");
+        assert_eq!(
+            rpc.data,
+            Some(serde_json::json!({"reason": "no credentials: set FAKE_API_KEY or log in"}))
+        );
+        let shown = error.to_string();
+        assert!(
+            shown.contains("(-32000)") && shown.contains("no credentials: set FAKE_API_KEY"),
+            "{shown}"
+        );
+        // An explicit choice the agent refuses fails the connect, with the agent's reason.
+        let options = ClientOptions::default()
+            .with_workspace_root(fake.dir.path())
+            .with_auth(agentacp::client::AuthPolicy::Method("fake-key".into()));
+        let refused = Client::connect(fake.python("auth"), options).await.unwrap_err();
+        assert!(refused.to_string().contains("FAKE_API_KEY is not set"), "{refused}");
+        client.close().await;
+    })
+    .await;
+}
+
+/// Issue #15.6: only `Internal error (-32603)` was shown; the cause was in `data`. Gemini's
+/// `500` is shown as it is.
+#[tokio::test]
+async fn error_data_and_non_standard_codes_are_kept_and_shown() {
+    bounded(async {
+        let fake = Fake::new();
+        let client = Client::connect(
+            fake.python("errors"),
+            ClientOptions::default().with_workspace_root(fake.dir.path()),
+        )
+        .await
+        .unwrap();
+        let error = client.new_session(fake.dir.path()).await.unwrap_err();
+        let rpc = error.rpc().expect("an RPC error");
+        assert_eq!(
+            (rpc.code, rpc.data.clone()),
+            (500, Some(Value::from("quota exceeded for model fake-1")))
+        );
+        let shown = error.to_string();
+        assert!(
+            shown.contains("Internal Server Error (500)") && shown.contains("data: quota exceeded"),
+            "{shown}"
+        );
+        client.close().await;
+
+        let client = Client::connect(
+            fake.python("prompt-error"),
+            ClientOptions::default().with_workspace_root(fake.dir.path()),
+        )
+        .await
+        .unwrap();
+        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let error = client
+            .prompt_text(&session, "hi")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap_err();
+        let shown = error.to_string();
+        assert!(
+            shown.contains("Internal error (-32603)") && shown.contains("stream disconnected before completion"),
+            "{shown}"
+        );
+        client.close().await;
+    })
+    .await;
+}
+
+// ---- the agent's process group on every exit path (issue #15.4) ----------------------------
+
+/// The processes of process group `group` that still run (zombies waiting for a reap do not).
+fn running_in_group(group: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+            fields.get(2) == Some(&group.to_string().as_str()) && !matches!(fields.first(), Some(&"Z" | &"X"))
+        })
+        .collect()
+}
+
+/// The process group of `pid`.
+fn group_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    rest.split_ascii_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// Polls (blocking, bounded) until nothing of `group` runs; what still runs, if anything.
+fn group_left_after(group: u32, limit: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = running_in_group(group);
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads the pid the agent wrote (polled, bounded).
+fn read_pid(file: &Path, limit: Duration) -> u32 {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent wrote no pid to {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue #15.4: a client returning early on an error skipped `close()`; the stop its `Drop`
+/// spawned died with the runtime, and only the direct child (a launcher) was killed: the real
+/// agent survived. Here the application's runtime ends right after the drop, as `main` does.
+#[test]
+fn an_agent_behind_a_launcher_is_stopped_when_the_client_is_dropped_after_an_error() {
+    example_binary("echo-server");
+    let fake = Fake::new();
+    let (command, pid_file) = fake.launched("auth");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let (launcher, agent) = runtime.block_on(async {
+        let client = Client::connect(command, ClientOptions::default().with_workspace_root(fake.dir.path()))
+            .await
+            .unwrap();
+        let launcher = client.pid().unwrap();
+        let agent = read_pid(&pid_file, Duration::from_secs(20));
+        assert_eq!(group_of(agent), launcher, "the agent runs in its launcher's group");
+        // The application's early return: `?` on this error drops the client.
+        let error = client.new_session(fake.dir.path()).await.unwrap_err();
+        assert!(error.is_auth_required(), "{error}");
+        drop(client);
+        (launcher, agent)
+    });
+    drop(runtime);
+    let left = group_left_after(launcher, Duration::from_secs(10));
+    assert!(
+        left.is_empty(),
+        "left running in the agent's group: {left:?} (the agent is {agent})"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// The acp-client example on the launched fake agent in `stall` mode, once the prompt runs:
+/// (the client, the agent's process group).
+async fn acp_client_in_a_turn(fake: &Fake) -> (tokio::process::Child, u32) {
+    use tokio::io::AsyncReadExt;
+    let (args, pid_file) = fake.launched_args("stall");
+    let mut client = tokio::process::Command::new(example_binary("acp-client"))
+        .env("AGENTACP_AUDIT_LOG", fake.dir.path().join("client-audit.jsonl"))
+        .args(["-p", "hello", "--", "/bin/sh"])
+        .args(args)
+        .current_dir(fake.dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The turn runs once the agent's first chunk is printed.
+    let mut stdout = client.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("one") {
+        let mut buffer = [0u8; 256];
+        let read = stdout.read(&mut buffer).await.unwrap();
+        assert!(
+            read > 0,
+            "acp-client ended before the turn ran: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buffer[..read]);
+    }
+    let agent = read_pid(&pid_file, Duration::from_secs(20));
+    let group = group_of(agent);
+    assert_ne!(
+        group, agent,
+        "the agent runs under its launcher, in the launcher's group"
+    );
+    // Keep reading so the client never blocks on a full pipe.
+    tokio::spawn(async move {
+        let mut sink = Vec::new();
+        let _ = stdout.read_to_end(&mut sink).await;
+    });
+    (client, group)
+}
+
+fn send_signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Issue #15.4: SIGINT/SIGTERM to the example client while a prompt ran: it exited 130 and
+/// the agent (its own process group) kept running.
+#[tokio::test]
+async fn a_signal_to_the_example_client_during_a_turn_stops_the_agents_whole_group() {
+    bounded(async {
+        for (signal, code) in [("TERM", 143), ("INT", 130)] {
+            let fake = Fake::new();
+            let (mut client, group) = acp_client_in_a_turn(&fake).await;
+            send_signal(client.id().unwrap(), signal);
+            let status = tokio::time::timeout(Duration::from_secs(20), client.wait())
+                .await
+                .expect("acp-client exits after the signal")
+                .unwrap();
+            assert_eq!(status.code(), Some(code), "SIG{signal}: {status:?}");
+            let left = tokio::task::spawn_blocking(move || group_left_after(group, Duration::from_secs(10)))
+                .await
+                .unwrap();
+            assert!(
+                left.is_empty(),
+                "SIG{signal}: left running in the agent's group: {left:?}"
+            );
+        }
+    })
+    .await;
+}
+
+/// Issue #15.4: SIGTERM to the governance-bridge example with a session open: the bridge died
+/// and the agent kept running.
+#[tokio::test]
+async fn sigterm_to_the_example_bridge_with_a_session_open_stops_the_agents_whole_group() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    bounded(async {
+        let fake = Fake::new();
+        let dirs = Dirs::new();
+        let (args, pid_file) = fake.launched_args("stall");
+        let mut bridge = tokio::process::Command::new(example_binary("governance-bridge"))
+            .arg("--")
+            .arg("/bin/sh")
+            .args(args)
+            .current_dir(&dirs.workspace)
+            .env("AGENTACP_WORKSPACE_ROOT", &dirs.workspace)
+            .env("AGENTACP_STATE_DIR", &dirs.state)
+            .env("AGENTACP_AUDIT_LOG", &dirs.audit)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut editor = bridge.stdin.take().unwrap();
+        let mut answers = tokio::io::BufReader::new(bridge.stdout.take().unwrap()).lines();
+        let requests = [
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                               "params": {"cwd": dirs.workspace, "mcpServers": []}}),
+        ];
+        for request in requests {
+            editor.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+            let id = request["id"].clone();
+            loop {
+                let line = answers.next_line().await.unwrap().expect("the bridge answers");
+                let answer: Value = serde_json::from_str(&line).unwrap();
+                if answer["id"] == id {
+                    assert!(answer.get("result").is_some(), "{answer}");
+                    break;
+                }
+            }
+        }
+        let agent = read_pid(&pid_file, Duration::from_secs(20));
+        let group = group_of(agent);
+        assert_ne!(group, agent, "the agent runs under its launcher");
+        send_signal(bridge.id().unwrap(), "TERM");
+        let status = tokio::time::timeout(Duration::from_secs(20), bridge.wait())
+            .await
+            .expect("the bridge exits after SIGTERM")
+            .unwrap();
+        let left = tokio::task::spawn_blocking(move || group_left_after(group, Duration::from_secs(10)))
+            .await
+            .unwrap();
+        assert!(
+            left.is_empty(),
+            "left running in the agent's group: {left:?} (bridge: {status:?})"
+        );
+        drop(editor);
+    })
+    .await;
+}
+
+/// Issue #15.1 and #15.6 in the example client: the agent's auth methods are listed when
+/// `session/new` wants authentication, the error's `data` is shown, `--env` lets the key
+/// through (then the default policy authenticates), and `--auth` picks a method.
+#[tokio::test]
+async fn the_example_client_lists_auth_methods_and_authenticates_with_a_passed_key() {
+    bounded(async {
+        let fake = Fake::new();
+        let run = |extra: &[&str]| {
+            let mut command = tokio::process::Command::new(example_binary("acp-client"));
+            command
+                .env("AGENTACP_AUDIT_LOG", fake.dir.path().join("client-audit.jsonl"))
+                .args(["-p", "hi"])
+                .args(extra)
+                .arg("--")
+                .arg(Fake::python_path())
+                .arg(fake.dir.path().join("agent.py"))
+                .arg("auth")
+                .current_dir(fake.dir.path())
+                .env("FAKE_API_KEY", "sk-test")
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true);
+            async move { command.output().await.unwrap() }
+        };
+        let refused = run(&[]).await;
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("Authentication required (-32000)"), "{stderr}");
+        assert!(
+            stderr.contains("no credentials: set FAKE_API_KEY"),
+            "the error's data: {stderr}"
+        );
+        assert!(
+            stderr.contains("fake-key (env_var: FAKE_API_KEY)"),
+            "the methods: {stderr}"
+        );
+        assert!(stderr.contains("--auth"), "{stderr}");
+
+        let passed = run(&["--env", "FAKE_API_KEY"]).await;
+        let stdout = String::from_utf8_lossy(&passed.stdout);
+        assert!(passed.status.success(), "{}", String::from_utf8_lossy(&passed.stderr));
+        assert!(
+            stdout.contains("after") && stdout.contains("[stop] end_turn"),
+            "{stdout}"
+        );
+
+        let chosen = run(&["--auth", "chatgpt"]).await;
+        let stderr = String::from_utf8_lossy(&chosen.stderr);
+        assert_eq!(chosen.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("Authentication failed (-32000)") && stderr.contains("FAKE_API_KEY is not set"),
+            "{stderr}"
         );
     })
     .await;

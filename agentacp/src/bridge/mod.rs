@@ -32,7 +32,11 @@
 //!   cancelled downstream and gets `shutdown_grace`, other requests keep their deadline), the
 //!   agent's requests to it fail (a permission is rejected), then the agent is stopped (stdin
 //!   closed, SIGTERM, SIGKILL); when the agent goes away, the editor's waiting requests fail and
-//!   the bridge exits.
+//!   the bridge exits;
+//! - over stdio ([`RunBridge::bridge_stdio`]), SIGINT and SIGTERM are that same end of input:
+//!   running prompts are cancelled downstream, then the agent's process group is stopped before
+//!   the bridge exits. A second signal stops waiting: the agent's group gets SIGTERM, then
+//!   SIGKILL, as the bridge exits.
 
 mod gate;
 mod narrow;
@@ -40,14 +44,17 @@ mod options;
 mod relay;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
 
 use crate::audit::FsyncPolicy;
 use crate::client::AgentCommand;
-use crate::env::{default_state_dir, init_logging};
+use crate::env::{ShutdownSignals, default_state_dir, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::spec::OperatorSpec;
@@ -98,10 +105,36 @@ where
 
 /// Running a bridge over stdio. Implemented for every [`BridgeOperator`].
 pub trait RunBridge: BridgeOperator + Sized {
-    /// Bridges stdin/stdout with [`BridgeOptions::from_env`], logging to stderr.
+    /// Bridges stdin/stdout with [`BridgeOptions::from_env`], logging to stderr. SIGINT and
+    /// SIGTERM end the input (as the editor closing its side does): the bridge answers what
+    /// it can, stops the agent's process group, and returns `Ok`; a second signal returns at
+    /// once (the agent's group is then stopped as the relay is dropped).
     fn bridge_stdio(self) -> impl Future<Output = Result<()>> + Send {
         init_logging();
-        bridge(self, BridgeOptions::from_env(), tokio::io::stdin(), tokio::io::stdout())
+        async move {
+            let mut signals = ShutdownSignals::install()?;
+            let (end, ended) = oneshot::channel();
+            let input = EndOnSignal {
+                inner: tokio::io::stdin(),
+                end: Some(ended),
+            };
+            let run = bridge(self, BridgeOptions::from_env(), input, tokio::io::stdout());
+            tokio::pin!(run);
+            tokio::select! {
+                result = &mut run => return result,
+                signal = signals.recv() => {
+                    tracing::info!(signal = signal.name(), "stopping: cancelling running prompts, then the agent");
+                    let _ = end.send(());
+                }
+            }
+            tokio::select! {
+                result = &mut run => result,
+                signal = signals.recv() => {
+                    tracing::warn!(signal = signal.name(), "second signal: stopping the agent now");
+                    Err(Error::msg(format!("stopped by a second {}", signal.name())))
+                }
+            }
+        }
     }
 
     /// Like [`bridge_stdio`](RunBridge::bridge_stdio), on a runtime of its own, for a plain
@@ -115,3 +148,25 @@ pub trait RunBridge: BridgeOperator + Sized {
 }
 
 impl<B: BridgeOperator> RunBridge for B {}
+
+/// The editor's input, ending (EOF) once `end` fires: a signal then takes the path of the
+/// editor closing its side.
+struct EndOnSignal<R> {
+    inner: R,
+    /// `None` once ended.
+    end: Option<oneshot::Receiver<()>>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for EndOnSignal<R> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let Some(end) = &mut this.end else {
+            return Poll::Ready(Ok(()));
+        };
+        if Pin::new(end).poll(cx).is_ready() {
+            this.end = None;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}

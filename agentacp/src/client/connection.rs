@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
 
+use super::auth::{AuthKind, AuthMethodInfo};
 use super::context::ClientContext;
 use super::error::ClientError;
 use super::events::Update;
@@ -32,6 +33,8 @@ const UPDATE_QUEUE: usize = 1024;
 pub struct Client {
     shared: Arc<Shared>,
     initialize: wire::InitializeResponse,
+    /// The `authMethods` of `initialize`, read from its JSON (`env_var` included).
+    auth_methods: Vec<AuthMethodInfo>,
     closed: bool,
 }
 
@@ -45,9 +48,11 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Starts the agent and runs `initialize`. Fails — and stops the agent — when it does
-    /// not answer within [`ClientOptions::initialize_timeout`], answers with an error, or
-    /// chooses a protocol version other than [`wire::PROTOCOL_VERSION`].
+    /// Starts the agent and runs `initialize`, then `authenticate` when
+    /// [`ClientOptions::auth`] picks one of the agent's methods. Fails — and stops the agent —
+    /// when it does not answer within [`ClientOptions::initialize_timeout`], answers with an
+    /// error, chooses a protocol version other than [`wire::PROTOCOL_VERSION`], or refuses the
+    /// chosen `authenticate`.
     pub async fn connect(command: AgentCommand, options: ClientOptions) -> Result<Client, ClientError> {
         Client::spawn(command, options, None).await
     }
@@ -84,13 +89,22 @@ impl Client {
             shared,
             // Replaced below; a client is only handed out once initialized.
             initialize: wire::InitializeResponse::new(0),
+            auth_methods: Vec::new(),
             closed: false,
         };
-        match client.initialize(initialize).await {
-            Ok(response) => {
-                client.initialize = response;
-                Ok(client)
+        let ready = async {
+            let (response, auth_methods) = client.initialize(initialize).await?;
+            client.initialize = response;
+            client.auth_methods = auth_methods;
+            if let Some(method) = client.shared.options.auth.choose(&client.auth_methods, &command) {
+                tracing::debug!(%method, "authenticating at connect");
+                client.authenticate(&method).await?;
             }
+            Ok(())
+        }
+        .await;
+        match ready {
+            Ok(()) => Ok(client),
             Err(error) => {
                 client.close().await;
                 Err(error)
@@ -98,7 +112,10 @@ impl Client {
         }
     }
 
-    async fn initialize(&self, params: Option<Value>) -> Result<wire::InitializeResponse, ClientError> {
+    async fn initialize(
+        &self,
+        params: Option<Value>,
+    ) -> Result<(wire::InitializeResponse, Vec<AuthMethodInfo>), ClientError> {
         let options = &self.shared.options;
         let method = wire::method_names::INITIALIZE;
         let mut params = params.filter(Value::is_object).unwrap_or_else(|| {
@@ -128,10 +145,67 @@ impl Client {
                 });
             }
         }
-        serde_json::from_value(value).map_err(|error| ClientError::InvalidResponse {
+        let auth_methods = AuthMethodInfo::read_all(&value);
+        let response = serde_json::from_value(value).map_err(|error| ClientError::InvalidResponse {
             method: method.to_string(),
             reason: error.to_string(),
-        })
+        })?;
+        Ok((response, auth_methods))
+    }
+
+    /// The agent's `authMethods` from `initialize`, every kind (`agent`, `env_var`,
+    /// `terminal`, others) read from its JSON.
+    pub fn auth_methods(&self) -> &[AuthMethodInfo] {
+        &self.auth_methods
+    }
+
+    /// `authenticate` with `method`, one of [`Client::auth_methods`]. Refused here, without
+    /// asking, for a method the agent did not advertise and for a `terminal` one (the user
+    /// runs those; they are never passed to `authenticate`). An `env_var` method needs its
+    /// variables in the agent's environment ([`AgentCommand::allow_env`]).
+    pub async fn authenticate(&self, method: &wire::AuthMethodId) -> Result<wire::AuthenticateResponse, ClientError> {
+        let Some(advertised) = self.auth_methods.iter().find(|m| &m.id == method) else {
+            let offered: Vec<&str> = self.auth_methods.iter().map(|m| m.id.as_str()).collect();
+            return Err(ClientError::InvalidState(format!(
+                "the agent does not offer the auth method `{method}` (it offers: {})",
+                if offered.is_empty() {
+                    "none".to_string()
+                } else {
+                    offered.join(", ")
+                }
+            )));
+        };
+        if let AuthKind::Terminal(terminal) = &advertised.kind {
+            return Err(ClientError::InvalidState(format!(
+                "`{method}` is a terminal auth method: run the agent with the arguments {:?} in a terminal \
+                 and log in there; it is never passed to `authenticate`",
+                terminal.args
+            )));
+        }
+        self.shared
+            .request(
+                wire::method_names::AUTHENTICATE,
+                &wire::AuthenticateRequest::new(method.clone()),
+                self.shared.options.request_timeout,
+            )
+            .await
+    }
+
+    /// `logout`. Refused here, without asking, when the agent did not advertise it
+    /// (`agentCapabilities.auth.logout` at `initialize`).
+    pub async fn logout(&self) -> Result<wire::LogoutResponse, ClientError> {
+        if self.initialize.agent_capabilities.auth.logout.is_none() {
+            return Err(ClientError::InvalidState(
+                "the agent does not offer `logout` (no `auth.logout` in its capabilities at `initialize`)".into(),
+            ));
+        }
+        self.shared
+            .request(
+                wire::method_names::LOGOUT,
+                &wire::LogoutRequest::default(),
+                self.shared.options.request_timeout,
+            )
+            .await
     }
 
     /// The agent's answer to `initialize` (capabilities, `agentInfo`, `_meta`).
@@ -268,9 +342,11 @@ impl Client {
 
     /// Closes stdin, then stops the agent (SIGTERM, then SIGKILL to its process group, see
     /// [`ClientOptions`]) and reaps it. Its exit status, when it could be read.
+    /// Dropped before it finishes, the client stops the agent's group as a drop does.
     pub async fn close(mut self) -> Option<ExitStatus> {
+        let status = stop(&self.shared).await;
         self.closed = true;
-        stop(&self.shared).await
+        status
     }
 
     fn subscribe(
@@ -327,13 +403,13 @@ impl Drop for Client {
         if self.closed {
             return;
         }
-        // Not closed with `close`: stop the agent in the background.
-        let shared = Arc::clone(&self.shared);
-        shared.close_outbox();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                stop(&shared).await;
-            });
-        }
+        // Not closed with `close` (an early return on an error, a panic, a runtime shutting
+        // down): nothing here may await, and a task spawned now could die with the runtime
+        // before it ran. Stop the agent's whole process group now, bounded.
+        tracing::debug!(pid = ?self.shared.process.pid, "client dropped without close(); stopping the agent");
+        self.shared.close_outbox();
+        self.shared.oversight.flush();
+        self.shared.context.terminals().kill_all();
+        self.shared.process.stop_now(self.shared.options.kill_grace);
     }
 }

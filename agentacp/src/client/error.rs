@@ -4,7 +4,8 @@ use std::fmt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::jsonrpc::RpcError;
+use super::render::clip;
+use crate::jsonrpc::{RpcError, codes};
 
 /// An error of the [`Client`](super::Client).
 #[derive(Debug)]
@@ -27,7 +28,8 @@ pub enum ClientError {
         /// The last lines it wrote to stderr.
         stderr: Vec<String>,
     },
-    /// The agent answered with a JSON-RPC error.
+    /// The agent answered with a JSON-RPC error (its code as it was, standard or not, and
+    /// its `data`; `Display` shows both).
     Rpc {
         /// The method of our request.
         method: String,
@@ -53,6 +55,9 @@ pub enum ClientError {
     /// The client was closed.
     Closed,
 }
+
+/// The most of an error's `data` shown by `Display`, in characters.
+const DATA_CHARS: usize = 2000;
 
 fn write_stderr(f: &mut fmt::Formatter<'_>, stderr: &[String]) -> fmt::Result {
     if stderr.is_empty() {
@@ -80,7 +85,15 @@ impl fmt::Display for ClientError {
                 }
                 write_stderr(f, stderr)
             }
-            ClientError::Rpc { method, error } => write!(f, "the agent answered `{method}` with an error: {error}"),
+            ClientError::Rpc { method, error } => {
+                write!(f, "the agent answered `{method}` with an error: {error}")?;
+                match &error.data {
+                    None | Some(serde_json::Value::Null) => Ok(()),
+                    // The real cause is often here (Codex: an `Internal error` whose data says why).
+                    Some(serde_json::Value::String(text)) => write!(f, "; data: {}", clip(text, DATA_CHARS)),
+                    Some(data) => write!(f, "; data: {}", clip(&data.to_string(), DATA_CHARS)),
+                }
+            }
             ClientError::UnsupportedProtocol { agent, ours } => write!(
                 f,
                 "the agent chose ACP protocol version {agent}, but this client speaks only version {ours}"
@@ -91,6 +104,21 @@ impl fmt::Display for ClientError {
             ClientError::InvalidState(message) => f.write_str(message),
             ClientError::Closed => f.write_str("the client is closed"),
         }
+    }
+}
+
+impl ClientError {
+    /// The agent's JSON-RPC error, when it answered with one.
+    pub fn rpc(&self) -> Option<&RpcError> {
+        match self {
+            ClientError::Rpc { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Whether the agent refused because the client must `authenticate` first (`-32000`).
+    pub fn is_auth_required(&self) -> bool {
+        self.rpc().is_some_and(|error| error.code == codes::AUTH_REQUIRED)
     }
 }
 

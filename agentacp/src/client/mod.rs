@@ -3,12 +3,14 @@
 //! ```ignore
 //! use agentacp::client::{AgentCommand, Client, ClientOptions, PromptEvent};
 //!
-//! let client = Client::connect(AgentCommand::new("my-agent"), ClientOptions::default()).await?;
+//! // An API key the agent reads from its environment must be let through (see below).
+//! let agent = AgentCommand::new("my-agent").allow_env("OPENAI_API_KEY");
+//! let client = Client::connect(agent, ClientOptions::default()).await?;
 //! let session = client.new_session(std::path::Path::new("/work")).await?;
 //! let mut turn = client.prompt_text(&session, "hello").await?;
 //! while let Some(event) = turn.next().await {
 //!     match event? {
-//!         PromptEvent::Update(update) => println!("{update:?}"),
+//!         PromptEvent::Update(update) => println!("{}", update.one_line()),
 //!         PromptEvent::Stop(reason) => println!("stopped: {reason:?}"),
 //!     }
 //! }
@@ -20,9 +22,11 @@
 //! - requests still waiting fail when the agent closes its stdout or exits, with its exit
 //!   status and the last lines of its stderr ([`ClientError::AgentExited`]);
 //! - the agent runs in its own process group with a cleared environment ([`AgentCommand`]);
-//!   [`Client::close`] (or dropping the client) closes its stdin, waits
-//!   [`ClientOptions::exit_grace`], SIGTERMs the group, waits [`ClientOptions::kill_grace`],
-//!   SIGKILLs the group and reaps it;
+//!   [`Client::close`] closes its stdin, waits [`ClientOptions::exit_grace`], SIGTERMs the
+//!   group, waits [`ClientOptions::kill_grace`], SIGKILLs the group and reaps it. Dropping the
+//!   client without `close` (an early `?`, a panic) stops the group before `drop` returns:
+//!   SIGTERM, up to `kill_grace`, SIGKILL — so what the agent started (an npm launcher's real
+//!   binary) does not outlive it, even when the runtime goes away next;
 //! - a message over [`ClientOptions::max_frame_bytes`] is discarded without being buffered
 //!   whole; if it answered one of our requests that request fails, the connection goes on;
 //!   lines that are not JSON-RPC are logged and ignored;
@@ -36,8 +40,15 @@
 //!   every tool call is mirrored to the audit log with its approval ([`ClientOptions::audit`]);
 //! - `session/load` history arrives as [`PromptEvent::Replay`] (untrusted, not audited as live).
 //!
-//! Not yet: `authenticate`.
+//! - authentication: the agent's `authMethods` are read at `initialize`
+//!   ([`Client::auth_methods`], including the `env_var` kind of later schemas); by default
+//!   ([`AuthPolicy::EnvVar`]) an `env_var` method whose variables are all set in the agent's
+//!   environment is used at connect, else nothing is; [`ClientOptions::auth`] chooses
+//!   otherwise, [`Client::authenticate`] and [`Client::logout`] are there to call. The
+//!   agent's environment is cleared: pass an API key with [`AgentCommand::allow_env`];
+//! - an agent's error answer keeps its `data` ([`ClientError::Rpc`], shown by `Display`).
 
+mod auth;
 mod connection;
 mod context;
 mod error;
@@ -50,11 +61,13 @@ pub(crate) mod oversight;
 pub(crate) mod permission;
 pub(crate) mod process;
 mod reader;
+mod render;
 mod state;
 mod stream;
 mod tap;
 pub mod terminal;
 
+pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy};
 pub use connection::Client;
 pub use context::ClientContext;
 pub use error::ClientError;
@@ -65,5 +78,6 @@ pub use options::ClientOptions;
 pub use oversight::TERMINAL_TOOL;
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
+pub use render::{ONE_LINE_MAX, clip};
 pub use stream::PromptStream;
 pub use tap::{Direction, WireTap};

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::auth::AuthPolicy;
 use super::handlers::{ClientHandlers, NoHandlers};
 use super::permission::{PermissionHandler, RejectAll};
 use super::tap::{Direction, WireTap};
@@ -57,6 +58,11 @@ pub struct ClientOptions {
     pub operator_id: Option<String>,
     /// Sees every message to and from the agent (a transcript, `--wire` output). Default: none.
     pub wire_tap: Option<WireTap>,
+    /// Which of the agent's `authMethods` to `authenticate` with at connect. Default
+    /// [`AuthPolicy::EnvVar`]: an `env_var` method whose variables are all set in the agent's
+    /// environment (passed with [`AgentCommand::allow_env`](super::AgentCommand::allow_env)),
+    /// else none.
+    pub auth: AuthPolicy,
 }
 
 impl Default for ClientOptions {
@@ -79,6 +85,7 @@ impl Default for ClientOptions {
             audit: AuditLog::off(),
             operator_id: None,
             wire_tap: None,
+            auth: AuthPolicy::default(),
         }
     }
 }
@@ -102,6 +109,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("audit", &!self.audit.is_off())
             .field("operator_id", &self.operator_id)
             .field("wire_tap", &self.wire_tap.is_some())
+            .field("auth", &self.auth)
             .finish_non_exhaustive()
     }
 }
@@ -135,6 +143,12 @@ impl ClientOptions {
     /// Shows `tap` every message to and from the agent ([`WireTap`]).
     pub fn with_wire_tap(mut self, tap: impl Fn(Direction, &[u8]) + Send + Sync + 'static) -> Self {
         self.wire_tap = Some(Arc::new(tap));
+        self
+    }
+
+    /// Authenticates at connect as `policy` says ([`AuthPolicy`]).
+    pub fn with_auth(mut self, policy: AuthPolicy) -> Self {
+        self.auth = policy;
         self
     }
 

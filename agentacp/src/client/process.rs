@@ -23,6 +23,8 @@ pub const DEFAULT_ENV_ALLOW: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL
 ///
 /// The environment is cleared: only the variables named in the allow-list (by default
 /// [`DEFAULT_ENV_ALLOW`]) are passed through from ours, plus those set with [`AgentCommand::env`].
+/// An API key an agent reads from its environment (an `env_var` auth method, e.g.
+/// `OPENAI_API_KEY`) must be passed explicitly: [`AgentCommand::allow_env`].
 #[derive(Debug, Clone)]
 pub struct AgentCommand {
     program: OsString,
@@ -83,6 +85,21 @@ impl AgentCommand {
     /// The working directory set with [`current_dir`](AgentCommand::current_dir).
     pub fn working_dir(&self) -> Option<&Path> {
         self.cwd.as_deref()
+    }
+
+    /// The value the agent's environment will have for `key`: set with
+    /// [`env`](AgentCommand::env) (the last one wins), else passed through from ours when
+    /// `key` is in the allow-list.
+    pub fn agent_env(&self, key: impl AsRef<OsStr>) -> Option<OsString> {
+        let key = key.as_ref();
+        if let Some((_, value)) = self.env.iter().rev().find(|(k, _)| k == key) {
+            return Some(value.clone());
+        }
+        self.env_allow
+            .iter()
+            .any(|allowed| allowed == key)
+            .then(|| std::env::var_os(key))
+            .flatten()
     }
 
     fn to_command(&self) -> Command {
@@ -173,12 +190,16 @@ pub(crate) enum ExitState {
     Exited(Option<ExitStatus>),
 }
 
-/// The running agent process (its pipes are handed to the connection).
+/// The running agent process (its pipes are handed to the connection). Dropped before
+/// [`AgentProcess::stop`] finished, it stops the agent's group synchronously
+/// ([`AgentProcess::stop_now`]): the backstop for a connection dropped with its runtime.
 #[derive(Debug)]
 pub(crate) struct AgentProcess {
     pub(crate) pid: Option<u32>,
     pub(crate) exit: watch::Receiver<ExitState>,
     pub(crate) stderr: Arc<StderrTail>,
+    /// Set once the group is known to be empty (nothing left to stop).
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 /// Spawns the agent; returns the process and its stdin and stdout.
@@ -211,6 +232,7 @@ pub(crate) fn spawn(
             pid,
             exit,
             stderr: tail,
+            stopped: std::sync::atomic::AtomicBool::new(false),
         },
         stdin,
         stdout,
@@ -337,8 +359,98 @@ impl AgentProcess {
                 self.signal_group(rustix::process::Signal::KILL);
             }
         }
+        if !self.group_alive() {
+            self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         state
     }
+
+    /// Stops the agent's process group now, without the runtime: SIGTERM to the group, then
+    /// up to `kill_grace` for every process in it to exit, then SIGKILL, then a last bounded
+    /// wait (polled; blocks the calling thread). For the paths that cannot await — a client
+    /// dropped without [`Client::close`](super::Client::close), a runtime shutting down — so the
+    /// group is stopped before the process goes on (or exits). The agent's stdin is not given
+    /// its grace here: whoever can await uses [`AgentProcess::stop`].
+    pub(crate) fn stop_now(&self, kill_grace: Duration) {
+        use std::sync::atomic::Ordering;
+        if self.stopped.swap(true, Ordering::SeqCst) || !self.group_running() {
+            return;
+        }
+        tracing::debug!(pid = ?self.pid, "stopping the agent's process group now; SIGTERM");
+        self.signal_group(rustix::process::Signal::TERM);
+        if self.wait_group_stopped_blocking(kill_grace) {
+            return;
+        }
+        tracing::warn!(pid = ?self.pid, "the agent's process group ignored SIGTERM; SIGKILL");
+        self.signal_group(rustix::process::Signal::KILL);
+        if !self.wait_group_stopped_blocking(Duration::from_secs(2)) {
+            tracing::error!(pid = ?self.pid, "the agent's process group could not be stopped");
+        }
+    }
+
+    /// Whether a process of the agent's group still runs (zombies waiting for their reap do
+    /// not count: they run nothing, and the reaper may be the runtime this waits without).
+    fn group_running(&self) -> bool {
+        let Some(group) = self.group() else { return false };
+        if !self.group_alive() {
+            return false;
+        }
+        group_has_running_process(group)
+    }
+
+    /// Polls, blocking, at most `limit`, until no process of the group runs.
+    fn wait_group_stopped_blocking(&self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if !self.group_running() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        // The connection went away without stopping the agent (its task was dropped with the
+        // runtime): stop the group, SIGKILL after a short grace.
+        self.stop_now(Duration::from_millis(500));
+    }
+}
+
+/// Linux: whether a process in `group` is not a zombie (read from `/proc/*/stat`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn group_has_running_process(group: rustix::process::Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let group = group.as_raw_nonzero().get();
+    entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // "pid (comm) S ppid pgrp ...": the fields after the last ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = rest.split_ascii_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|field| field.parse::<i32>().ok());
+        pgrp == Some(group) && !matches!(state, Some("Z" | "X"))
+    })
+}
+
+/// Elsewhere: a process in the group (zombies included) counts as running.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn group_has_running_process(_: rustix::process::Pid) -> bool {
+    true
 }
 
 use tokio::io::AsyncReadExt as _;

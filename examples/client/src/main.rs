@@ -4,6 +4,11 @@
 //! inside the workspace; permission requests go through `GOVERNANCE.md` and, where it says
 //! "ask", to the user on the terminal (`--yes` approves, `--no` rejects, without asking).
 //! Tool calls are audited in `audit/client.jsonl` beside the manifest (or `$AGENTACP_AUDIT_LOG`).
+//!
+//! Authentication: an `env_var` method of the agent's whose variables are passed with `--env`
+//! is used by itself; `--auth ID` picks one (`--auth none`: never). When `session/new` is
+//! refused for want of it, the agent's methods are listed. SIGINT and SIGTERM cancel the
+//! running turn and stop the agent (its whole process group) before exiting (130, 143).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,8 +16,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agentacp::client::{
-    AgentCommand, ClientContext, ClientOptions, Connect, PermissionDecision, PromptEvent, Update, fs,
+    AgentCommand, AuthPolicy, Client, ClientContext, ClientOptions, Connect, PermissionDecision, PromptEvent, Update,
+    fs,
 };
+use agentacp::env::{ShutdownSignal, ShutdownSignals};
 use agentacp::jsonrpc::RpcError;
 use agentacp::prelude::*;
 use clap::Parser;
@@ -61,20 +68,54 @@ struct Args {
     /// Reject every permission request governance leaves to the user, without asking.
     #[arg(long)]
     no: bool,
-    /// Environment variables to pass to the agent besides the default allow-list.
+    /// Environment variables to pass to the agent besides the default allow-list (an API key
+    /// an `env_var` auth method names, e.g. `--env OPENAI_API_KEY`).
     #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
+    /// The auth method to `authenticate` with after `initialize` (`none`: never). Default: an
+    /// `env_var` method whose variables are all passed to the agent, else none.
+    #[arg(long, value_name = "METHOD-ID")]
+    auth: Option<String>,
     /// The agent's program and arguments.
     #[arg(required = true, last = true)]
     agent: Vec<String>,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// How a run ended early.
+#[derive(Debug)]
+enum Stopped {
+    /// By a signal, after stopping the agent.
+    Signal(ShutdownSignal),
+    /// By an error.
+    Error(Box<dyn std::error::Error>),
+}
+
+impl<E: Into<Box<dyn std::error::Error>>> From<E> for Stopped {
+    fn from(error: E) -> Self {
+        Stopped::Error(error.into())
+    }
+}
+
+fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args).await {
-        Ok(()) => ExitCode::SUCCESS,
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
         Err(error) => {
+            eprintln!("acp-client: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(run(args));
+    // The agent is stopped by now. Stdin's reader may sit in a read that never ends (a
+    // terminal after Ctrl-C): do not wait for it.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Stopped::Signal(signal)) => {
+            eprintln!("acp-client: stopped by {}", signal.name());
+            ExitCode::from(signal.exit_code())
+        }
+        Err(Stopped::Error(error)) => {
             eprintln!("acp-client: {error}");
             ExitCode::FAILURE
         }
@@ -97,7 +138,9 @@ fn stdin_lines() -> Lines {
     Arc::new(Mutex::new(receiver))
 }
 
-async fn run(args: Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
+async fn run(args: Args) -> std::result::Result<(), Stopped> {
+    // Before the agent starts: from here on a signal stops it rather than orphaning it.
+    let mut signals = ShutdownSignals::install()?;
     let workspace = match &args.cwd {
         Some(dir) => dir.canonicalize()?,
         None => std::env::current_dir()?,
@@ -133,37 +176,91 @@ async fn run(args: Args) -> std::result::Result<(), Box<dyn std::error::Error>> 
             }
         }
     };
+    let auth = match args.auth.as_deref() {
+        None => AuthPolicy::default(),
+        Some("none") => AuthPolicy::Never,
+        Some(id) => AuthPolicy::Method(id.into()),
+    };
     let options = ClientOptions::default()
         .with_workspace_root(&workspace)
-        .with_permission(decide);
-    let client = Terminal.connect(command, options).await?;
+        .with_permission(decide)
+        .with_auth(auth);
+    // A signal while connecting drops the client being connected: that stops the agent.
+    let client = tokio::select! {
+        client = Terminal.connect(command, options) => client?,
+        signal = signals.recv() => return Err(Stopped::Signal(signal)),
+    };
     let info = client.initialize_response().agent_info.clone();
     if let Some(info) = info {
         eprintln!("[agent] {} {}", info.name, info.version);
     }
-    let session = client.new_session(&workspace).await?;
-    let outcome = async {
-        if args.prompts.is_empty() {
-            loop {
-                let line = lines.lock().await.recv().await;
-                let Some(prompt) = line else { break };
-                turn(&client, &session, &prompt).await?;
-            }
-        } else {
-            for prompt in &args.prompts {
-                turn(&client, &session, prompt).await?;
-            }
-        }
-        Ok::<_, Box<dyn std::error::Error>>(())
+    let mut session = None;
+    let outcome = tokio::select! {
+        outcome = converse(&client, &workspace, &args.prompts, &lines, &mut session) => outcome.map_err(Stopped::Error),
+        signal = signals.recv() => Err(Stopped::Signal(signal)),
+    };
+    if let (Err(Stopped::Signal(_)), Some(session)) = (&outcome, &session) {
+        // The turn's stream is gone with `converse`; tell the agent, briefly.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), client.cancel(session)).await;
     }
-    .await;
-    client.close().await;
+    // Every path closes: stdin, a grace, SIGTERM, SIGKILL to the agent's group. A second
+    // signal stops waiting (dropping the client stops the group at once).
+    tokio::select! {
+        _ = client.close() => {}
+        signal = signals.recv() => eprintln!("acp-client: {}: stopping the agent now", signal.name()),
+    }
     outcome
+}
+
+/// Opens the session (saying which auth methods the agent offers when it wants one), then
+/// sends every prompt.
+async fn converse(
+    client: &Client,
+    workspace: &std::path::Path,
+    prompts: &[String],
+    lines: &Lines,
+    opened: &mut Option<wire::SessionId>,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let session = match client.new_session(workspace).await {
+        Ok(session) => opened.insert(session).clone(),
+        Err(error) => {
+            if error.is_auth_required() {
+                explain_auth(client);
+            }
+            return Err(error.into());
+        }
+    };
+    if prompts.is_empty() {
+        loop {
+            let line = lines.lock().await.recv().await;
+            let Some(prompt) = line else { break };
+            turn(client, &session, &prompt).await?;
+        }
+    } else {
+        for prompt in prompts {
+            turn(client, &session, prompt).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The agent's auth methods, and how to use one.
+fn explain_auth(client: &Client) {
+    let methods = client.auth_methods();
+    if methods.is_empty() {
+        eprintln!("[auth] the agent wants authentication but advertised no auth methods");
+        return;
+    }
+    eprintln!("[auth] the agent wants authentication; its methods:");
+    for method in methods {
+        eprintln!("[auth]   {}", method.describe());
+    }
+    eprintln!("[auth] choose one with --auth METHOD-ID; an env_var method needs its variables passed with --env NAME");
 }
 
 /// Sends one prompt and prints its turn.
 async fn turn(
-    client: &agentacp::client::Client,
+    client: &Client,
     session: &wire::SessionId,
     prompt: &str,
 ) -> std::result::Result<(), Box<dyn std::error::Error>> {
@@ -192,23 +289,17 @@ async fn turn(
 
 fn describe(update: &Update, titles: &std::collections::HashMap<String, String>) -> String {
     match update {
-        Update::ToolCall(call) => format!("[tool] {} ({})", call.title, status(call.status.as_ref())),
-        Update::ToolCallUpdate(call) => format!(
-            "[tool] {} → {}",
-            call.title
-                .as_deref()
-                .or_else(|| titles.get(call.tool_call_id.as_str()).map(String::as_str))
-                .unwrap_or(call.tool_call_id.as_str()),
-            status(call.status.as_ref())
-        ),
-        Update::Plan(plan) => format!("[plan] {} steps", plan.entries.len()),
-        other => format!("[update] {other:?}"),
+        // An update without a title: the title its call was announced with.
+        Update::ToolCallUpdate(call) if call.title.is_none() => {
+            let title = titles
+                .get(call.tool_call_id.as_str())
+                .map_or(call.tool_call_id.as_str(), String::as_str);
+            let status = call.status.as_ref().map_or_else(
+                || "updated".to_string(),
+                |s| json!(s).as_str().unwrap_or("?").to_string(),
+            );
+            agentacp::client::clip(&format!("[tool] {title} → {status}"), agentacp::client::ONE_LINE_MAX)
+        }
+        other => other.one_line(),
     }
-}
-
-fn status(status: Option<&wire::ToolCallStatus>) -> String {
-    status.map_or_else(
-        || "pending".to_string(),
-        |s| json!(s).as_str().unwrap_or("?").to_string(),
-    )
 }
