@@ -175,25 +175,37 @@ struct RealAgent {
 }
 
 const AGENTS: &[RealAgent] = &[
-    // Advertises env_var auth methods and refuses session/new until `authenticate`.
+    // Advertises env_var auth methods and refuses session/new until `authenticate`; our
+    // client lists the methods with the variables each needs.
     RealAgent {
         command: &["codex-acp"],
-        expected: &["Authentication required"],
+        expected: &[
+            "answered `session/new` with an error: Authentication required",
+            "codex-api-key (env_var: CODEX_API_KEY)",
+        ],
     },
-    // Opens a session without credentials; the prompt fails.
+    // Opens a session without credentials; the prompt is refused.
     RealAgent {
         command: &["claude-agent-acp"],
-        expected: &["Internal error"],
+        expected: &["answered `session/prompt` with an error: Authentication required"],
     },
-    // Refuses session/new without a key.
+    // Refuses session/new without a key (its methods are plain `agent` ones).
     RealAgent {
         command: &["gemini", "--acp"],
-        expected: &["Gemini API key is missing"],
+        expected: &[
+            "answered `session/new` with an error: Gemini API key is missing",
+            "gemini-api-key (agent)",
+        ],
     },
 ];
 
-/// Runs our example client against `agent_command` in `dirs`' project folder.
-fn acp_client(dirs: &AgentDirs, env: &[(&str, std::ffi::OsString)], agent_command: &[PathBuf]) -> ScriptOutput {
+/// Runs our example client (with `flags`) against `agent_command` in `dirs`' project folder.
+fn acp_client(
+    dirs: &AgentDirs,
+    env: &[(&str, std::ffi::OsString)],
+    flags: &[&str],
+    agent_command: &[PathBuf],
+) -> ScriptOutput {
     let project = dirs.project("project");
     let mut command = Command::new(example_binary("acp-client"));
     command
@@ -204,6 +216,7 @@ fn acp_client(dirs: &AgentDirs, env: &[(&str, std::ffi::OsString)], agent_comman
         .arg("--cwd")
         .arg(&project)
         .args(["--no", "--prompt", "say hello"])
+        .args(flags)
         .arg("--")
         .args(agent_command);
     let output = run_script(&mut command, DEADLINE);
@@ -225,7 +238,7 @@ fn our_client_and_bridge_reach_each_real_agent_as_far_as_it_goes_without_credent
         command.extend(agent.command[1..].iter().map(PathBuf::from));
         let dirs = AgentDirs::new();
 
-        let direct = acp_client(&dirs, &dirs.env(), &command);
+        let direct = acp_client(&dirs, &dirs.env(), &[], &command);
         assert_ne!(direct.status.and_then(|s| s.code()), Some(0), "{}", show(&direct));
         for expected in agent.expected {
             assert!(
@@ -239,7 +252,7 @@ fn our_client_and_bridge_reach_each_real_agent_as_far_as_it_goes_without_credent
         let bridge_audit = dirs.project("audit").join("bridge.jsonl");
         let mut through = vec![example_binary("governance-bridge"), PathBuf::from("--")];
         through.extend(command.iter().cloned());
-        let bridged = acp_client(&dirs, &dirs.bridge_env(&bridge_audit), &through);
+        let bridged = acp_client(&dirs, &dirs.bridge_env(&bridge_audit), &[], &through);
         assert_ne!(bridged.status.and_then(|s| s.code()), Some(0), "{}", show(&bridged));
         for expected in agent.expected {
             assert!(
@@ -250,4 +263,52 @@ fn our_client_and_bridge_reach_each_real_agent_as_far_as_it_goes_without_credent
             );
         }
     }
+}
+
+/// Codex with a key in `CODEX_API_KEY` (not a real one): our client picks the `env_var` method
+/// whose variable the agent gets, `authenticate`s, opens a session and reaches the prompt,
+/// which fails at OpenAI's end (no network, or a key it refuses), with the agent's error data
+/// shown. The same through the bridge, which passes the variable on with `--pass-env`.
+#[test]
+fn our_client_authenticates_codex_with_an_env_var_key_directly_and_through_the_bridge() {
+    let codex = match program("codex-acp") {
+        Ok(program) => program,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let dirs = AgentDirs::new();
+    let mut env = dirs.env();
+    env.push(("CODEX_API_KEY", "sk-not-a-real-key".into()));
+    let direct = acp_client(&dirs, &env, &["--env", "CODEX_API_KEY"], std::slice::from_ref(&codex));
+    assert_ne!(direct.status.and_then(|s| s.code()), Some(0), "{}", show(&direct));
+    assert!(
+        direct.stderr.contains("answered `session/prompt` with an error"),
+        "authenticated, the session opened and the prompt reached the agent: {}",
+        show(&direct)
+    );
+    assert!(!direct.stderr.contains("Authentication required"), "{}", show(&direct));
+
+    let bridge_audit = dirs.project("audit").join("bridge.jsonl");
+    let mut env = dirs.bridge_env(&bridge_audit);
+    env.push(("CODEX_API_KEY", "sk-not-a-real-key".into()));
+    let through = [
+        example_binary("governance-bridge"),
+        PathBuf::from("--pass-env"),
+        PathBuf::from("CODEX_API_KEY"),
+        PathBuf::from("--"),
+        codex,
+    ];
+    let bridged = acp_client(&dirs, &env, &["--env", "CODEX_API_KEY"], &through);
+    assert!(
+        bridged.stderr.contains("answered `session/prompt` with an error"),
+        "through the bridge: {}",
+        show(&bridged)
+    );
+    assert!(
+        !bridged.stderr.contains("Authentication required"),
+        "{}",
+        show(&bridged)
+    );
 }
