@@ -672,6 +672,7 @@ impl Plan {
         let glue = rows.iter().map(|method| emit.server_glue(method, &handler));
         let spec = self.spec_body();
         let rev_check = self.rev_check();
+        let check_params = emit.check_params();
         quote! {
             #target
 
@@ -688,6 +689,8 @@ impl Plan {
                 fn spec() -> &'static ::agentacp::__private::OperatorSpec {
                     #spec
                 }
+
+                #check_params
 
                 #(#glue)*
             }

@@ -81,6 +81,32 @@ impl Emit<'_> {
     /// The `agentacp::server::Operator` method for an agent-side row: decodes the request
     /// through `ClientRequest`, calls the handler trait (`handler`), encodes the answer. A
     /// method every agent has is required by `Operator`; the others return `Option`.
+    /// A server's `Operator::check_params`: the messages the runtime answers itself, decoded
+    /// through the wire module's `ClientRequest` / `ClientNotification` (a method the module
+    /// does not define passes).
+    pub(crate) fn check_params(&self) -> TokenStream {
+        let wire = self.wire;
+        quote! {
+            fn check_params(
+                method: &str,
+                params: ::core::option::Option<&::agentacp::__private::RawValue>,
+                notification: bool,
+            ) -> ::core::result::Result<(), ::agentacp::jsonrpc::RpcError> {
+                let decoded = if notification {
+                    #wire::ClientNotification::decode(method, params).map(::core::mem::drop)
+                } else {
+                    #wire::ClientRequest::decode(method, params).map(::core::mem::drop)
+                };
+                match decoded {
+                    ::core::result::Result::Err(::agentacp::wire::support::DecodeError::InvalidParams { .. }) => {
+                        decoded.map_err(::core::convert::Into::into)
+                    }
+                    _ => ::core::result::Result::Ok(()),
+                }
+            }
+        }
+    }
+
     pub(crate) fn server_glue(&self, method: &Method, handler: &Ident) -> TokenStream {
         let wire = self.wire;
         let handler_method = trait_method(method);

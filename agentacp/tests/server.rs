@@ -344,6 +344,35 @@ async fn every_update_of_a_turn_arrives_in_order_before_its_answer() {
     client.finish().await;
 }
 
+/// The messages the runtime answers itself are decoded through the pinned revision's
+/// generated enums: params its types refuse are `-32602`, naming what is wrong, although the
+/// runtime reads only `cwd` (before, a `session/new` without `mcpServers`, or with one that is
+/// not a list, opened a session).
+#[tokio::test]
+async fn runtime_answered_requests_are_checked_against_the_pinned_revisions_types() {
+    let mut client = setup().start();
+    client.initialize().await;
+    let cwd = client.project();
+    for params in [
+        json!({"cwd": cwd}),
+        json!({"cwd": cwd, "mcpServers": {"not": "a list"}}),
+        json!({"cwd": cwd, "mcpServers": [{"name": "no command"}]}),
+    ] {
+        let (_, answer) = client.call("session/new", params.clone()).await;
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap_or_default().contains("session/new"),
+            "{answer}"
+        );
+    }
+    let session = client.new_session().await;
+    let (_, answer) = client.call("session/close", json!({"sessionId": 7})).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let (_, answer) = client.call("session/close", json!({ "sessionId": session })).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    client.finish().await;
+}
+
 #[tokio::test]
 async fn session_cwd_must_be_absolute_and_inside_the_root() {
     let mut client = setup().start();

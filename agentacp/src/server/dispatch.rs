@@ -113,6 +113,19 @@ struct CancelRequestParams {
     request_id: Id,
 }
 
+/// The params of a message the runtime answers itself (`initialize`, `session/new`,
+/// `session/close`, `session/cancel`, `$/cancel_request`): decoded through the pinned
+/// revision's generated enums first ([`Operator::check_params`]: the whole message against
+/// the schema's types), then read for the few fields the runtime uses.
+fn runtime_params<'a, O: Operator, T: Deserialize<'a>>(
+    method: &str,
+    params: Option<&'a RawValue>,
+    notification: bool,
+) -> Result<T, RpcError> {
+    O::check_params(method, params, notification)?;
+    read_params(method, params)
+}
+
 fn read_params<'a, T: Deserialize<'a>>(method: &str, params: Option<&'a RawValue>) -> Result<T, RpcError> {
     let text = params.map_or("null", RawValue::get);
     serde_json::from_str(text)
@@ -300,11 +313,11 @@ impl<O: Operator> Dispatcher<O> {
 
     fn notification(&mut self, method: &str, params: Option<&RawValue>) {
         match method {
-            "session/cancel" => match read_params::<SessionRef>(method, params) {
+            "session/cancel" => match runtime_params::<O, SessionRef>(method, params, true) {
                 Ok(session) => self.cancel_turn(&session.session_id),
                 Err(error) => tracing::warn!(%error, "ignored a bad session/cancel"),
             },
-            "$/cancel_request" => match read_params::<CancelRequestParams>(method, params) {
+            "$/cancel_request" => match runtime_params::<O, CancelRequestParams>(method, params, true) {
                 Ok(cancel) => self.cancel_request(&cancel.request_id),
                 Err(error) => tracing::warn!(%error, "ignored a bad $/cancel_request"),
             },
@@ -316,7 +329,7 @@ impl<O: Operator> Dispatcher<O> {
         if self.initialized {
             return Err(RpcError::new(codes::INVALID_REQUEST, "`initialize` was already called"));
         }
-        let params: InitializeParams = read_params("initialize", params)?;
+        let params: InitializeParams = runtime_params::<O, _>("initialize", params, false)?;
         if params.protocol_version != u64::from(self.spec.protocol_version) {
             tracing::info!(
                 asked = params.protocol_version,
@@ -334,7 +347,7 @@ impl<O: Operator> Dispatcher<O> {
     }
 
     async fn new_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let params: NewSessionParams = read_params("session/new", params)?;
+        let params: NewSessionParams = runtime_params::<O, _>("session/new", params, false)?;
         self.room_for_a_session(None)?;
         let workspace = self.confine_cwd(&params.cwd)?;
         let cwd = workspace.path();
@@ -466,7 +479,7 @@ impl<O: Operator> Dispatcher<O> {
     /// for it) and its history made durable; a session with a prompt running is refused (cancel
     /// it first). Not advertised: only for clients that send it anyway.
     async fn close_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let session: SessionRef = read_params("session/close", params)?;
+        let session: SessionRef = runtime_params::<O, _>("session/close", params, false)?;
         let entry = {
             let mut sessions = lock(&self.sessions);
             match sessions.get(&session.session_id) {

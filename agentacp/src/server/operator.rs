@@ -37,6 +37,19 @@ pub trait Operator: Send + Sync + 'static {
         None
     }
 
+    /// Checks the params of a message the runtime answers itself (`notification` for
+    /// `session/cancel` and `$/cancel_request`) by decoding it through the pinned revision's
+    /// `ClientRequest` / `ClientNotification`: params the schema's types refuse are an error
+    /// (`-32602`); a method the revision does not define passes (the runtime decides). The
+    /// generated impl does this; the default checks nothing.
+    fn check_params(
+        _method: &str,
+        _params: Option<&RawValue>,
+        _notification: bool,
+    ) -> std::result::Result<(), crate::jsonrpc::RpcError> {
+        Ok(())
+    }
+
     /// `authenticate`; `None` when the manifest has no transport that needs it.
     fn authenticate<'a>(&'a self, _params: &'a RawValue) -> Option<BoxFuture<'a, Result<Value>>> {
         None
