@@ -105,8 +105,10 @@ pub struct Capability {
     pub path: &'static [&'static str],
     /// How it is switched on.
     pub signal: Signal,
-    /// Whether a manifest can declare it (under `metadata.aip44.capabilities.agent` /
-    /// `.client`, at the same path). One it cannot is never let through by a bridge.
+    /// Whether a manifest can declare it. Today these are the ones AIP-44's closed
+    /// `metadata.aip44.capabilities.agent` / `.client` hold, at the same path; the others need
+    /// a key outside `metadata.aip44` (which AIP-44 reserves for its own bindings). One a
+    /// manifest cannot declare is never let through by a bridge.
     pub declarable: bool,
 }
 
