@@ -4,6 +4,7 @@
 //! `acp-wire-gen`), `new` ([`scaffold`], the handlebars templates) and `audit verify`.
 //! What a manifest means is `acp-manifest`'s job; this crate only reads arguments and prints.
 
+pub mod atomic;
 pub mod cli;
 pub mod exit;
 pub mod lint;

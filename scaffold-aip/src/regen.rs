@@ -81,7 +81,8 @@ pub fn run(args: &RegenArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::i
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::write(path, &generated.source)?;
+    // Whole or not at all: a crash never leaves half a module for `--check` to puzzle over.
+    crate::atomic::write_file(path, generated.source.as_bytes())?;
     writeln!(
         err,
         "scaffold-aip regen: wrote {} ({} types, {} methods)",

@@ -461,20 +461,14 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
             .map_err(|error| ScaffoldError::Template(format!("{template}: {error}")))?;
         rendered.push((PathBuf::from(path), text));
     }
-    // Everything rendered: only now touch the disk. `create_dir` (not `_all`) for the crate
-    // folder itself, so a folder that appeared meanwhile is still not overwritten.
+    // Everything rendered: only now touch the disk, and all at once — the crate is made in
+    // a temporary folder beside its place and renamed there, never over a folder that exists
+    // (one that appeared meanwhile included), so a crash leaves no half-made crate.
     std::fs::create_dir_all(&options.dir).map_err(|error| ScaffoldError::Io(options.dir.clone(), error))?;
-    std::fs::create_dir(&root).map_err(|error| match error.kind() {
-        std::io::ErrorKind::AlreadyExists => ScaffoldError::Exists(root.clone()),
+    crate::atomic::create_folder(&root, &rendered).map_err(|error| match error.kind() {
+        std::io::ErrorKind::AlreadyExists if root.exists() => ScaffoldError::Exists(root.clone()),
         _ => ScaffoldError::Io(root.clone(), error),
     })?;
-    for (path, text) in &rendered {
-        let full = root.join(path);
-        if let Some(parent) = full.parent() {
-            std::fs::create_dir_all(parent).map_err(|error| ScaffoldError::Io(parent.to_path_buf(), error))?;
-        }
-        std::fs::write(&full, text).map_err(|error| ScaffoldError::Io(full.clone(), error))?;
-    }
     Ok(Scaffolded {
         root,
         files: rendered.into_iter().map(|(path, _)| path).collect(),

@@ -108,3 +108,97 @@ fn our_checker_agrees_with_our_generated_schema_on_schema_errors() {
         );
     }
 }
+
+/// The schema's `pattern`s are ECMA-262 regular expressions. For each field that has one, our
+/// checker (regex-lite, ASCII `\d` / `\w`) and the `jsonschema` crate (an ECMA-262 engine)
+/// give the same verdict on values chosen to tell the dialects apart: other scripts' digits,
+/// full-width letters, a trailing newline (ECMA's `$` without the `m` flag is the end of the
+/// input), non-breaking spaces, empty strings and lengths at the bounds.
+#[test]
+fn each_schema_pattern_judges_values_as_an_ecma_262_engine_does() {
+    use acp_manifest::manifest::check_bytes;
+    use acp_manifest::manifest::model::{ACP_REV_PATTERN, ID_PATTERN, TAG_PATTERN, VERSION_PATTERN};
+    let tricky = [
+        "",
+        "a",
+        "ab",
+        "0",
+        "a-b",
+        "-ab",
+        "ab-",
+        "AB",
+        "a_b",
+        "a b",
+        "a\u{a0}b",
+        "ab\n",
+        "\nab",
+        "\u{661}\u{662}",
+        "\u{ff41}\u{ff42}",
+        "é-a",
+        "1.2.3",
+        "1.2.3\n",
+        "\u{661}.2.3",
+        "1.\u{663}.3",
+        "01.2.3",
+        "1.2.3-beta.1",
+        "1.2.3+build_5",
+        "1.2.3-",
+        "v1.2.3",
+        "1.2",
+        "0fc1832",
+        "0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b",
+        "0FC1832",
+        "0fc1832g",
+        "0fc18\u{663}23",
+        &"a".repeat(64),
+        &"a".repeat(65),
+        &"0".repeat(40),
+        &"0".repeat(41),
+    ];
+    // (the pattern, where it sits in a manifest)
+    let fields: [(&str, fn(&str) -> String); 4] = [
+        (ID_PATTERN, |v| manifest("id", v)),
+        (VERSION_PATTERN, |v| manifest("version", v)),
+        (ACP_REV_PATTERN, |v| manifest("acp_rev", v)),
+        (TAG_PATTERN, |v| manifest("tags", v)),
+    ];
+    let mut compared = 0;
+    for (pattern, place) in fields {
+        let oracle = jsonschema::validator_for(&serde_json::json!({"type": "string", "pattern": pattern}))
+            .expect("the oracle compiles the pattern");
+        for value in tricky {
+            let text = place(value);
+            let checked = check_bytes(Path::new("probe/ACP.md"), text.as_bytes());
+            let ours = !checked
+                .diagnostics
+                .iter()
+                .any(|d| d.code == acp_manifest::Code::PatternMismatch);
+            assert_eq!(
+                ours,
+                oracle.is_valid(&serde_json::json!(value)),
+                "`{pattern}` on {value:?}: our checker says {ours}\n{text}"
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 4 * tricky.len());
+}
+
+/// A clean server manifest with `value` (JSON-quoted, so any string survives YAML) at `field`.
+fn manifest(field: &str, value: &str) -> String {
+    let quoted = serde_json::to_string(value).unwrap();
+    let pick = |name: &str, default: &str| {
+        if name == field {
+            quoted.clone()
+        } else {
+            default.to_string()
+        }
+    };
+    format!(
+        "---\nname: probe\nid: {}\ndescription: d\nversion: {}\nkind: client\ntransport: stdio\ntags: [{}]\nmetadata:\n  aip44:\n    acp_rev: {}\n    tier: basic\n---\n",
+        pick("id", "probe"),
+        pick("version", "0.1.0"),
+        pick("tags", "probe"),
+        pick("acp_rev", "0fc18323"),
+    )
+}

@@ -18,7 +18,9 @@ use crate::yaml::{Node, Value};
 /// A compiled schema.
 pub struct SchemaChecker {
     root: Schema,
-    patterns: HashMap<String, Regex>,
+    /// Every `pattern` of the schema, compiled; one that does not compile keeps its error, so
+    /// a value it should check is reported instead of passing unchecked.
+    patterns: HashMap<String, Result<Regex, String>>,
 }
 
 /// Where the node being checked sits.
@@ -142,18 +144,28 @@ impl SchemaChecker {
                 format!("`{}` must be {bound}, found {length}", place.path),
             ));
         }
-        if let Some(pattern) = schema.get("pattern").and_then(Schema::as_str)
-            && let Some(regex) = self.patterns.get(pattern)
-            && !regex.is_match(text)
-        {
-            out.push(
-                Diagnostic::new(
+        if let Some(pattern) = schema.get("pattern").and_then(Schema::as_str) {
+            match self.patterns.get(pattern) {
+                Some(Ok(regex)) if regex.is_match(text) => {}
+                Some(Ok(_)) => out.push(
+                    Diagnostic::new(
+                        Code::PatternMismatch,
+                        node.span.clone(),
+                        format!("`{}` value `{}` does not match `{pattern}`", place.path, shorten(text)),
+                    )
+                    .with_help(pattern_help(pattern)),
+                ),
+                // Fail closed: a check that cannot run is an error, never a silent pass.
+                Some(Err(_)) | None => out.push(Diagnostic::new(
                     Code::PatternMismatch,
                     node.span.clone(),
-                    format!("`{}` value `{}` does not match `{pattern}`", place.path, shorten(text)),
-                )
-                .with_help(pattern_help(pattern)),
-            );
+                    format!(
+                        "`{}` could not be checked: the schema's pattern `{pattern}` does not compile ({}); this is a bug in scaffold-aip, please report it",
+                        place.path,
+                        error_or_missing(self.patterns.get(pattern))
+                    ),
+                )),
+            }
         }
     }
 
@@ -293,13 +305,25 @@ fn canonical(value: &Schema) -> String {
     }
 }
 
-fn collect_patterns(schema: &Schema, into: &mut HashMap<String, Regex>) {
+/// What a pattern that did not compile failed with.
+fn error_or_missing(compiled: Option<&Result<Regex, String>>) -> &str {
+    match compiled {
+        Some(Err(error)) => error,
+        _ => "not compiled",
+    }
+}
+
+/// Compiles every `pattern` once. The schema's patterns are ECMA-262 ones; `regex-lite` reads
+/// `\d` and `\w` as ECMA does (ASCII only). Features it lacks (look-around, backreferences)
+/// fail to compile here and are then reported on every value they should check.
+fn collect_patterns(schema: &Schema, into: &mut HashMap<String, Result<Regex, String>>) {
     match schema {
         Schema::Object(object) => {
-            if let Some(pattern) = object.get("pattern").and_then(Schema::as_str)
-                && let Ok(regex) = Regex::new(pattern)
-            {
-                into.insert(pattern.to_string(), regex);
+            if let Some(pattern) = object.get("pattern").and_then(Schema::as_str) {
+                into.insert(
+                    pattern.to_string(),
+                    Regex::new(pattern).map_err(|error| error.to_string()),
+                );
             }
             object.values().for_each(|v| collect_patterns(v, into));
         }
@@ -485,7 +509,10 @@ mod tests {
         let checker = SchemaChecker::new(schema);
         assert!(found.len() >= 4, "{found:?}");
         for pattern in &found {
-            assert!(checker.patterns.contains_key(pattern), "{pattern} does not compile");
+            assert!(
+                matches!(checker.patterns.get(pattern), Some(Ok(_))),
+                "{pattern} does not compile"
+            );
         }
         use super::super::model::{ACP_REV_PATTERN, ID_PATTERN, TAG_PATTERN, VERSION_PATTERN};
         let cases: &[(&str, &[&str], &[&str])] = &[
@@ -507,7 +534,9 @@ mod tests {
             ),
         ];
         for (pattern, good, bad) in cases {
-            let regex = &checker.patterns[*pattern];
+            let Ok(regex) = &checker.patterns[*pattern] else {
+                panic!("{pattern} does not compile")
+            };
             for text in *good {
                 assert!(regex.is_match(text), "{pattern} should match {text:?}");
             }
@@ -515,6 +544,24 @@ mod tests {
                 assert!(!regex.is_match(text), "{pattern} should not match {text:?}");
             }
         }
+    }
+
+    /// A pattern `regex-lite` cannot compile (an ECMA-262 look-ahead) used to be dropped, so
+    /// the field went unchecked and any value passed; it is now an error on the value.
+    #[test]
+    fn a_pattern_that_does_not_compile_fails_closed() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"id": {"type": "string", "pattern": "^(?=a)[a-z]+$"}},
+        });
+        let checker = SchemaChecker::new(schema);
+        let text = "id: anything\n";
+        let file = crate::source::SourceFile::new("ACP.md", text.to_string());
+        let (root, _) = crate::yaml::parse(&file, text, 1);
+        let found = checker.check(&root.expect("a mapping"), &(0..0));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].code, Code::PatternMismatch);
+        assert!(found[0].message.contains("does not compile"), "{}", found[0].message);
     }
 
     #[test]
