@@ -112,10 +112,7 @@ mod tests {
     use super::*;
 
     fn object(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            _ => unreachable!(),
-        }
+        serde_json::from_value(value).expect("a JSON object")
     }
 
     #[test]
