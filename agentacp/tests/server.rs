@@ -361,7 +361,10 @@ async fn runtime_answered_requests_are_checked_against_the_pinned_revisions_type
         let (_, answer) = client.call("session/new", params.clone()).await;
         assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
         assert!(
-            answer["error"]["message"].as_str().unwrap_or_default().contains("session/new"),
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("session/new"),
             "{answer}"
         );
     }

@@ -49,10 +49,12 @@
 //! - an agent's error answer keeps its `data` ([`ClientError::Rpc`], shown by `Display`).
 
 mod auth;
+mod calls;
 mod connection;
 mod context;
 mod error;
 mod events;
+mod extensions;
 pub mod fs;
 mod handlers;
 mod operator;
@@ -62,16 +64,19 @@ pub(crate) mod permission;
 pub(crate) mod process;
 mod reader;
 mod render;
+mod session;
 mod state;
 mod stream;
 mod tap;
 pub mod terminal;
 
 pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy};
+pub use calls::LIST_PAGES_MAX;
 pub use connection::Client;
 pub use context::ClientContext;
 pub use error::ClientError;
 pub use events::{PromptEvent, Update};
+pub use extensions::ExtensionHandler;
 pub use handlers::{Builtin, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
 pub use operator::{ClientOperator, Connect};
 pub use options::ClientOptions;
@@ -79,5 +84,6 @@ pub use oversight::TERMINAL_TOOL;
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
 pub use render::{ONE_LINE_MAX, clip};
+pub use session::{SessionState, config_value, select_values};
 pub use stream::PromptStream;
 pub use tap::{Direction, WireTap};
