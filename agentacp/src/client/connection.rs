@@ -31,8 +31,8 @@ const UPDATE_QUEUE: usize = 1024;
 
 /// A connection to one agent subprocess, initialized.
 pub struct Client {
-    shared: Arc<Shared>,
-    initialize: wire::InitializeResponse,
+    pub(super) shared: Arc<Shared>,
+    pub(super) initialize: wire::InitializeResponse,
     /// The `authMethods` of `initialize`, read from its JSON (`env_var` included).
     auth_methods: Vec<AuthMethodInfo>,
     closed: bool,
@@ -223,7 +223,7 @@ impl Client {
         self.shared.context.root()
     }
 
-    fn confine_cwd(&self, cwd: &Path) -> Result<PathBuf, ClientError> {
+    pub(super) fn confine_cwd(&self, cwd: &Path) -> Result<PathBuf, ClientError> {
         self.shared
             .context
             .workspace()
@@ -233,14 +233,10 @@ impl Client {
     }
 
     /// `session/new` in `cwd` (absolute, inside the workspace root); the new session's id.
+    /// The modes and config options of the answer are kept ([`Client::session_state`]).
     pub async fn new_session(&self, cwd: &Path) -> Result<wire::SessionId, ClientError> {
         let cwd = self.confine_cwd(cwd)?;
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Created {
-            session_id: wire::SessionId,
-        }
-        let created: Created = self
+        let created: wire::NewSessionResponse = self
             .shared
             .request(
                 wire::method_names::SESSION_NEW,
@@ -249,6 +245,8 @@ impl Client {
             )
             .await?;
         self.shared.context.set_session_cwd(created.session_id.as_str(), cwd);
+        let session = created.session_id.as_str();
+        (self.shared.sessions).answered(session, created.modes, created.config_options, created.meta);
         Ok(created.session_id)
     }
 

@@ -52,6 +52,14 @@ pub enum ClientError {
     },
     /// A call not allowed now (e.g. a second prompt in a session while one runs).
     InvalidState(String),
+    /// A method the agent did not offer (a capability missing at `initialize`, or a session
+    /// answered without `modes` / `configOptions`): refused here, nothing was sent.
+    NotOffered {
+        /// The method (`session/list`, `session/set_mode`, ...).
+        method: String,
+        /// What the agent would have had to advertise.
+        missing: String,
+    },
     /// The client was closed.
     Closed,
 }
@@ -102,6 +110,9 @@ impl fmt::Display for ClientError {
                 write!(f, "the agent's answer to `{method}` is not valid: {reason}")
             }
             ClientError::InvalidState(message) => f.write_str(message),
+            ClientError::NotOffered { method, missing } => {
+                write!(f, "the agent does not offer `{method}` ({missing}); nothing was sent")
+            }
             ClientError::Closed => f.write_str("the client is closed"),
         }
     }

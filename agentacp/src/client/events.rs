@@ -25,6 +25,8 @@ pub enum Update {
     AvailableCommands(wire::AvailableCommandsUpdate),
     /// `current_mode_update`: the session's mode changed.
     CurrentMode(wire::CurrentModeUpdate),
+    /// `config_option_update`: the session's config options, all of them, with their values.
+    ConfigOptions(wire::ConfigOptionUpdate),
     /// `usage_update`: tokens and cost so far.
     Usage(wire::UsageUpdate),
     /// Any other update (or one that did not fit its type), as its JSON.
@@ -43,6 +45,7 @@ impl Update {
             Ok(wire::SessionUpdate::Plan(plan)) => Update::Plan(plan),
             Ok(wire::SessionUpdate::AvailableCommandsUpdate(update)) => Update::AvailableCommands(update),
             Ok(wire::SessionUpdate::CurrentModeUpdate(update)) => Update::CurrentMode(update),
+            Ok(wire::SessionUpdate::ConfigOptionUpdate(update)) => Update::ConfigOptions(update),
             Ok(wire::SessionUpdate::UsageUpdate(update)) => Update::Usage(update),
             Ok(_) | Err(_) => Update::Other(serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
         }

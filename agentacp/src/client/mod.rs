@@ -47,12 +47,28 @@
 //!   otherwise, [`Client::authenticate`] and [`Client::logout`] are there to call. The
 //!   agent's environment is cleared: pass an API key with [`AgentCommand::allow_env`];
 //! - an agent's error answer keeps its `data` ([`ClientError::Rpc`], shown by `Display`).
+//!
+//! - sessions beyond `new` / `load` / `prompt`: [`Client::list_sessions`] (one page) and
+//!   [`Client::list_all_sessions`] (bounded), [`Client::resume_session`],
+//!   [`Client::close_session`] (cancels a running turn first), [`Client::delete_session`],
+//!   [`Client::set_mode`], [`Client::set_config_option`]; each typed with the revision's
+//!   request and response, bounded by the request timeout, and refused here with
+//!   [`ClientError::NotOffered`], nothing sent, when the agent did not offer it (its
+//!   `sessionCapabilities` at `initialize`; the session's `modes` / `configOptions`);
+//! - [`Client::session_state`]: the modes, config options and slash commands the agent gave for
+//!   a session, kept up to date by its `current_mode_update`, `config_option_update` and
+//!   `available_commands_update` (whether or not a turn runs);
+//! - extension methods (`_`-prefixed): [`Client::ext_request`] and [`Client::ext_notification`]
+//!   send them; the agent's reach [`ClientOptions::extensions`] ([`ExtensionHandler`];
+//!   without one, requests are `-32601`); params and results go as they are, `_meta` included.
 
 mod auth;
+mod calls;
 mod connection;
 mod context;
 mod error;
 mod events;
+mod extensions;
 pub mod fs;
 mod handlers;
 mod operator;
@@ -62,16 +78,19 @@ pub(crate) mod permission;
 pub(crate) mod process;
 mod reader;
 mod render;
+mod session;
 mod state;
 mod stream;
 mod tap;
 pub mod terminal;
 
 pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy};
+pub use calls::LIST_PAGES_MAX;
 pub use connection::Client;
 pub use context::ClientContext;
 pub use error::ClientError;
 pub use events::{PromptEvent, Update};
+pub use extensions::ExtensionHandler;
 pub use handlers::{Builtin, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
 pub use operator::{ClientOperator, Connect};
 pub use options::ClientOptions;
@@ -79,5 +98,6 @@ pub use oversight::TERMINAL_TOOL;
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
 pub use render::{ONE_LINE_MAX, clip};
+pub use session::{SessionState, config_value, select_values};
 pub use stream::PromptStream;
 pub use tap::{Direction, WireTap};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::auth::AuthPolicy;
+use super::extensions::ExtensionHandler;
 use super::handlers::{ClientHandlers, NoHandlers};
 use super::permission::{PermissionHandler, RejectAll};
 use super::tap::{Direction, WireTap};
@@ -16,8 +17,8 @@ use crate::governance::Governance;
 pub struct ClientOptions {
     /// The answer to `initialize`. Default 30 s.
     pub initialize_timeout: Duration,
-    /// The answer to any other request (`session/new`, `session/load`), and sending a
-    /// notification. Default 60 s.
+    /// The answer to any other request (`session/new`, `session/load`, `session/list`,
+    /// `session/set_mode`, extension requests…), and sending a notification. Default 60 s.
     pub request_timeout: Duration,
     /// During a prompt, the longest time without any message from the agent (an update or
     /// the answer); then the prompt fails and `session/cancel` is sent. Default 10 min.
@@ -63,6 +64,9 @@ pub struct ClientOptions {
     /// environment (passed with [`AgentCommand::allow_env`](super::AgentCommand::allow_env)),
     /// else none.
     pub auth: AuthPolicy,
+    /// Answers the agent's extension requests (`_`-prefixed) and sees its extension
+    /// notifications. Default: none (requests `-32601`, notifications ignored).
+    pub extensions: Option<Arc<dyn ExtensionHandler>>,
 }
 
 impl Default for ClientOptions {
@@ -86,6 +90,7 @@ impl Default for ClientOptions {
             operator_id: None,
             wire_tap: None,
             auth: AuthPolicy::default(),
+            extensions: None,
         }
     }
 }
@@ -110,6 +115,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("operator_id", &self.operator_id)
             .field("wire_tap", &self.wire_tap.is_some())
             .field("auth", &self.auth)
+            .field("extensions", &self.extensions.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -149,6 +155,12 @@ impl ClientOptions {
     /// Authenticates at connect as `policy` says ([`AuthPolicy`]).
     pub fn with_auth(mut self, policy: AuthPolicy) -> Self {
         self.auth = policy;
+        self
+    }
+
+    /// Answers the agent's extension methods with `handler` ([`ExtensionHandler`]).
+    pub fn with_extensions(mut self, handler: impl ExtensionHandler) -> Self {
+        self.extensions = Some(Arc::new(handler));
         self
     }
 

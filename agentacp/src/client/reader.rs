@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use tokio::io::AsyncBufRead;
 
 use super::events::Update;
+use super::extensions::{is_extension, method_not_found};
 use super::oversight::{TERMINAL_TOOL, ToolFacts};
 use super::permission::{self, PermissionDecision};
 use super::state::{Ended, Shared};
@@ -94,6 +95,10 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
             }
         }
         Incoming::Notification { method, params } => {
+            if is_extension(&method) {
+                extension_notification(shared, &method, params.as_deref());
+                return;
+            }
             if method != wire::method_names::SESSION_UPDATE {
                 tracing::debug!(%method, "a notification from the agent was ignored");
                 return;
@@ -102,6 +107,7 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
             match serde_json::from_str::<UpdateParams>(text) {
                 Ok(params) => {
                     let update = Update::from_raw(&params.update);
+                    shared.sessions.observe(&params.session_id, &update);
                     let subscriber = shared.subscriber(&params.session_id);
                     let replay = subscriber.as_ref().is_some_and(|s| s.2);
                     if !replay && let Err(error) = shared.oversight.observe(&params.session_id, &update) {
@@ -134,6 +140,12 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
                         shared.send_line(jsonrpc::encode_error(&id, &error)).await;
                     }
                 }
+            } else if is_extension(&method) {
+                let params = params
+                    .as_deref()
+                    .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                    .unwrap_or(Value::Null);
+                tokio::spawn(answer_extension(Arc::clone(shared), id, method, params));
             } else {
                 let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
                 tokio::spawn(answer_request(Arc::clone(shared), id, method, params));
@@ -327,6 +339,41 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
             tracing::debug!(%id, %method, code = error.code, message = %error.message, "the agent's request failed");
             jsonrpc::encode_error(&id, &error)
         }
+    };
+    shared.send_line(line).await;
+}
+
+/// An extension notification of the agent's: to the [`ExtensionHandler`](super::ExtensionHandler), if any.
+fn extension_notification(shared: &Shared, method: &str, params: Option<&RawValue>) {
+    let Some(handler) = &shared.options.extensions else {
+        tracing::debug!(%method, "an extension notification was ignored (no extension handler)");
+        return;
+    };
+    let params = params
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or(Value::Null);
+    handler.notification(method, params);
+}
+
+/// Answers an extension request of the agent's: its [`ExtensionHandler`](super::ExtensionHandler)'s
+/// answer within the request timeout, else `-32601` (no handler) or `-32603` (too slow).
+async fn answer_extension(shared: Arc<Shared>, id: Id, method: String, params: Value) {
+    let answer = match &shared.options.extensions {
+        None => Err(method_not_found(&method)),
+        Some(handler) => {
+            let timeout = shared.options.request_timeout;
+            match tokio::time::timeout(timeout, handler.request(&method, params)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    format!("the client did not answer `{method}` within {timeout:?}"),
+                )),
+            }
+        }
+    };
+    let line = match answer {
+        Ok(result) => jsonrpc::encode_result(&id, &result),
+        Err(error) => jsonrpc::encode_error(&id, &error),
     };
     shared.send_line(line).await;
 }

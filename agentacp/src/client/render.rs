@@ -178,6 +178,7 @@ impl Update {
             Update::Plan(plan) => Some(wire::SessionUpdate::Plan(plan.clone())),
             Update::AvailableCommands(update) => Some(wire::SessionUpdate::AvailableCommandsUpdate(update.clone())),
             Update::CurrentMode(update) => Some(wire::SessionUpdate::CurrentModeUpdate(update.clone())),
+            Update::ConfigOptions(update) => Some(wire::SessionUpdate::ConfigOptionUpdate(update.clone())),
             Update::Usage(update) => Some(wire::SessionUpdate::UsageUpdate(update.clone())),
             Update::Other(value) => serde_json::from_value(value.clone()).ok(),
         };

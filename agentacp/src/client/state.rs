@@ -16,6 +16,7 @@ use super::options::ClientOptions;
 use super::oversight::Oversight;
 use super::permission::PermissionHandler;
 use super::process::{AgentProcess, ExitState};
+use super::session::Sessions;
 use crate::jsonrpc;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{Pending, RequestFailure};
@@ -46,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) context: ClientContext,
     /// Governance of permission requests, audit of tool calls.
     pub(crate) oversight: Oversight,
+    /// What the agent said about each session (modes, config options, commands).
+    pub(crate) sessions: Sessions,
 }
 
 #[derive(Clone, Copy)]
@@ -76,6 +79,7 @@ impl Shared {
             ended: Mutex::new(None),
             context,
             oversight,
+            sessions: Sessions::default(),
         }
     }
 

@@ -72,7 +72,13 @@ impl PromptStream {
             StreamKind::Load => wire::method_names::SESSION_LOAD,
         };
         match outcome {
-            Ok(_) if self.kind == StreamKind::Load => Ok(PromptEvent::Loaded),
+            Ok(raw) if self.kind == StreamKind::Load => {
+                // Its modes and config options are the session's now (`null` counts as none).
+                let loaded: wire::LoadSessionResponse = serde_json::from_str(raw.get()).unwrap_or_default();
+                let session = self.session.as_str();
+                (self.shared.sessions).answered(session, loaded.modes, loaded.config_options, loaded.meta);
+                Ok(PromptEvent::Loaded)
+            }
             Ok(raw) => serde_json::from_str::<wire::PromptResponse>(raw.get())
                 .map(|response| PromptEvent::Stop(response.stop_reason))
                 .map_err(|error| ClientError::InvalidResponse {

@@ -5,6 +5,12 @@
 //! "ask", to the user on the terminal (`--yes` approves, `--no` rejects, without asking).
 //! Tool calls are audited in `audit/client.jsonl` beside the manifest (or `$AGENTACP_AUDIT_LOG`).
 //!
+//! Lines starting with `/`: `/mode [ID]` lists the session's modes or sets one, `/config [ID
+//! VALUE]` lists its config options or sets one, `/sessions` lists the agent's sessions,
+//! `/resume ID` goes on in one of them, `/commands` lists the agent's slash commands (shown
+//! once when they first arrive); a feature the agent does not offer is said so. Any other line
+//! (an agent's `/command` too) is a prompt.
+//!
 //! Authentication: an `env_var` method of the agent's whose variables are passed with `--env`
 //! is used by itself; `--auth ID` picks one (`--auth none`: never). When `session/new` is
 //! refused for want of it, the agent's methods are listed. SIGINT and SIGTERM cancel the
@@ -16,8 +22,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agentacp::client::{
-    AgentCommand, AuthPolicy, Client, ClientContext, ClientOptions, Connect, PermissionDecision, PromptEvent, Update,
-    fs,
+    AgentCommand, AuthPolicy, Client, ClientContext, ClientOptions, Connect, LIST_PAGES_MAX, PermissionDecision,
+    PromptEvent, SessionState, Update, config_value, fs, select_values,
 };
 use agentacp::env::{ShutdownSignal, ShutdownSignals};
 use agentacp::jsonrpc::RpcError;
@@ -25,6 +31,13 @@ use agentacp::prelude::*;
 use clap::Parser;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Mutex, mpsc};
+
+/// A line on stdout (what the user asked to see; a closed stdout is not an error here).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
 
 /// The client: file access and terminals are the runtime's built-in ones.
 #[acp_operator(manifest = "ACP.md")]
@@ -230,18 +243,199 @@ async fn converse(
             return Err(error.into());
         }
     };
+    let mut chat = Chat {
+        client,
+        workspace,
+        session,
+        commands_shown: false,
+    };
+    chat.announce_commands();
     if prompts.is_empty() {
         loop {
             let line = lines.lock().await.recv().await;
-            let Some(prompt) = line else { break };
-            turn(client, &session, &prompt).await?;
+            let Some(line) = line else { break };
+            chat.line(&line).await?;
+            *opened = Some(chat.session.clone());
         }
     } else {
         for prompt in prompts {
-            turn(client, &session, prompt).await?;
+            chat.line(prompt).await?;
+            *opened = Some(chat.session.clone());
         }
     }
     Ok(())
+}
+
+/// The conversation: the session lines go to, and whether the agent's commands were shown.
+struct Chat<'a> {
+    client: &'a Client,
+    workspace: &'a std::path::Path,
+    session: wire::SessionId,
+    commands_shown: bool,
+}
+
+/// Our own commands; any other line (the agent's slash commands too) is a prompt.
+const OUR_COMMANDS: &str = "/mode [ID], /config [ID VALUE], /sessions, /resume ID, /commands";
+
+impl Chat<'_> {
+    /// One line: one of our commands, else a prompt.
+    async fn line(&mut self, line: &str) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let mut words = line.split_whitespace();
+        let outcome = match (words.next().unwrap_or(""), words.next(), words.next()) {
+            ("/mode", None, _) => self.modes(),
+            ("/mode", Some(id), _) => self.set_mode(id).await,
+            ("/config", None, _) => self.config(),
+            ("/config", Some(id), Some(value)) => self.set_config(id, value).await,
+            ("/config", Some(_), None) => Err("usage: /config ID VALUE".into()),
+            ("/sessions", ..) => self.sessions().await,
+            ("/resume", Some(id), _) => self.resume(id).await,
+            ("/resume", None, _) => Err("usage: /resume SESSION-ID (see /sessions)".into()),
+            ("/commands", ..) => self.commands(),
+            (word, ..) => {
+                self.note_unknown_command(word);
+                turn(self.client, &self.session, line).await?;
+                self.announce_commands();
+                return Ok(());
+            }
+        };
+        // A command that did not work is said, and the conversation goes on.
+        if let Err(error) = outcome {
+            eprintln!("[client] {error}");
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> SessionState {
+        self.client.session_state(&self.session).unwrap_or_default()
+    }
+
+    fn modes(&self) -> Result<(), Box<dyn std::error::Error>> {
+        let Some(modes) = self.state().modes else {
+            return Err("the agent offers no modes in this session".into());
+        };
+        for mode in &modes.available_modes {
+            let current = if mode.id == modes.current_mode_id { "*" } else { " " };
+            let description = mode
+                .description
+                .as_deref()
+                .map(|d| format!(" — {d}"))
+                .unwrap_or_default();
+            out!("[mode] {current} {}: {}{description}", mode.id, mode.name);
+        }
+        Ok(())
+    }
+
+    async fn set_mode(&self, id: &str) -> Result<(), Box<dyn std::error::Error>> {
+        self.client.set_mode(&self.session, &id.into()).await?;
+        out!("[mode] now {id}");
+        Ok(())
+    }
+
+    fn config(&self) -> Result<(), Box<dyn std::error::Error>> {
+        let Some(options) = self.state().config_options else {
+            return Err("the agent offers no config options in this session".into());
+        };
+        for option in &options {
+            let (current, values) = match &option.kind {
+                wire::SessionConfigOptionKind::Boolean(flag) => (flag.current_value.to_string(), "true, false".into()),
+                wire::SessionConfigOptionKind::Select(select) => {
+                    let values: Vec<&str> = select_values(select).iter().map(|v| v.as_str()).collect();
+                    (select.current_value.to_string(), values.join(", "))
+                }
+            };
+            out!("[config] {} ({}) = {current}  [{values}]", option.id, option.name);
+        }
+        Ok(())
+    }
+
+    async fn set_config(&self, id: &str, value: &str) -> Result<(), Box<dyn std::error::Error>> {
+        let state = self.state();
+        let value = match state.config_option(id) {
+            Some(option) => config_value(option, value)?,
+            // Not one of its options (or none offered): the client says why.
+            None => wire::SetSessionConfigOptionRequestKind::ValueId(
+                wire::SetSessionConfigOptionRequestKindValueId::new(value.into()),
+            ),
+        };
+        let id = wire::SessionConfigId(id.to_string());
+        self.client.set_config_option(&self.session, &id, value).await?;
+        out!("[config] {id} set");
+        Ok(())
+    }
+
+    async fn sessions(&self) -> Result<(), Box<dyn std::error::Error>> {
+        let sessions = self
+            .client
+            .list_all_sessions(Some(self.workspace), LIST_PAGES_MAX)
+            .await?;
+        if sessions.is_empty() {
+            out!("[sessions] none");
+        }
+        for info in sessions {
+            let current = if info.session_id == self.session { "*" } else { " " };
+            let title = info.title.as_deref().unwrap_or("(untitled)");
+            let updated = info
+                .updated_at
+                .as_deref()
+                .map(|at| format!(" ({at})"))
+                .unwrap_or_default();
+            out!("[sessions] {current} {}: {title}{updated}", info.session_id);
+        }
+        Ok(())
+    }
+
+    async fn resume(&mut self, id: &str) -> Result<(), Box<dyn std::error::Error>> {
+        let session = wire::SessionId::from(id);
+        self.client.resume_session(&session, self.workspace).await?;
+        out!("[sessions] resumed {id}");
+        self.session = session;
+        self.commands_shown = false;
+        self.announce_commands();
+        Ok(())
+    }
+
+    fn commands(&self) -> Result<(), Box<dyn std::error::Error>> {
+        match self.state().commands {
+            Some(commands) if !commands.is_empty() => {
+                print_commands(&commands);
+                Ok(())
+            }
+            _ => Err("the agent has offered no slash commands (yet)".into()),
+        }
+    }
+
+    /// The agent's commands, once, when they first arrive.
+    fn announce_commands(&mut self) {
+        if self.commands_shown {
+            return;
+        }
+        if let Some(commands) = self.state().commands.filter(|c| !c.is_empty()) {
+            print_commands(&commands);
+            self.commands_shown = true;
+        }
+    }
+
+    /// A `/word` that is neither ours nor the agent's is still sent, as text; say so.
+    fn note_unknown_command(&self, word: &str) {
+        let Some(name) = word.strip_prefix('/').filter(|name| !name.is_empty()) else {
+            return;
+        };
+        let state = self.state();
+        if state.commands.is_some() && state.command(name).is_none() {
+            eprintln!("[client] /{name} is not one of the agent's commands (ours: {OUR_COMMANDS}); sent as text");
+        }
+    }
+}
+
+fn print_commands(commands: &[wire::AvailableCommand]) {
+    out!("[commands] the agent's slash commands (send them as a line):");
+    for command in commands {
+        let hint = match &command.input {
+            Some(wire::AvailableCommandInput::Unstructured(input)) => format!(" <{}>", input.hint),
+            None => String::new(),
+        };
+        out!("[commands]   /{}{hint} — {}", command.name, command.description);
+    }
 }
 
 /// The agent's auth methods, and how to use one.
