@@ -1019,3 +1019,58 @@ fn verify_file_separates_io_from_broken_chains() {
     std::fs::write(&path, "{}\n").unwrap();
     assert!(matches!(verify_file(&path), Err(AuditError::Broken(_))));
 }
+
+/// The first record of `sample_chain` at `seq`, linked to `prev`, holding `numbers` in `input`,
+/// hashed over `form`.
+fn record_with_numbers(
+    seq: u64,
+    prev: &str,
+    numbers: Value,
+    form: fn(&serde_json::Map<String, Value>, &str) -> String,
+) -> (String, String) {
+    let mut map = parse(&sample_chain(1)[0]);
+    map.insert("seq".into(), json!(seq));
+    map.insert("prevHash".into(), json!(prev));
+    map.insert("input".into(), json!({ "numbers": numbers }));
+    let hash = canonical::sha256_hex(&form(&map, "hash"));
+    map.insert("hash".into(), json!(hash));
+    (Value::Object(map).to_string() + "\n", hash)
+}
+
+#[test]
+fn records_are_hashed_in_the_rfc8785_number_form() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(sink.clone()));
+    let mut event = note(0);
+    event.input = Some(json!({"x": [1.0, 1e21, 1e-6, -0.0, 0.5]}));
+    let record = log.record(event).unwrap();
+    let line = parse(sink.contents().lines().next().unwrap());
+    let jcs = canonical::canonical_object_without(&line, "hash");
+    assert!(jcs.contains(r#""x":[1,1e+21,0.000001,0,0.5]"#), "{jcs}");
+    assert_eq!(record.hash, canonical::sha256_hex(&jcs));
+    assert_eq!(check(&sink.contents()).unwrap().records, 1);
+}
+
+#[test]
+fn logs_hashed_in_the_pre_rfc8785_number_form_still_verify() {
+    // Written before issue #21: non-integer numbers hashed as serde_json writes them.
+    let legacy = canonical::legacy_object_without;
+    let (first, hash) = record_with_numbers(0, "GENESIS", json!([1.0, 1e21, 1e-6]), legacy);
+    let (second, last) = record_with_numbers(1, &hash, json!([2.5, 7]), legacy);
+    let (third, newest) = record_with_numbers(2, &last, json!([1.0]), canonical::canonical_object_without);
+    let log = format!("{first}{second}{third}");
+    assert_eq!(
+        check(&log).unwrap(),
+        VerifySummary {
+            records: 3,
+            last_hash: Some(newest)
+        }
+    );
+    // Still covered: another value, in either form, breaks the chain.
+    for forged in [first.replace("1e-6", "2e-6"), first.replace("[1.0,", "[1.5,")] {
+        assert_ne!(forged, first);
+        let error = check(&format!("{forged}{second}{third}")).unwrap_err();
+        assert_eq!(error.line, 1, "{error}");
+        assert!(error.reason.contains("hash mismatch"), "{error}");
+    }
+}

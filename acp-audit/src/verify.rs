@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::canonical::{canonical_object_without, sha256_hex};
+use super::canonical::{canonical_object_without, legacy_object_without, sha256_hex};
 use super::record::{DOCTYPE, GENESIS, HASH_ALG, SCHEMA_TAG};
 use super::{AuditError, file, strict};
 
@@ -59,10 +59,12 @@ pub(crate) enum Failure {
 /// `$schema` and `doctype` and no key repeated at any depth, `seq` counts from 0 without gaps,
 /// the first `prevHash` is `GENESIS` and every other one is the previous record's `hash`,
 /// `hashAlg` (when present) is `sha256`, each `hash` is the SHA-256 of the canonical JSON of
-/// its record without `hash`, no line is longer than [`MAX_LINE_BYTES`], and the last line
-/// ends with `\n`. Returns the first problem, naming its line and byte offset. The reader is
-/// consumed line by line: memory stays within one line, and reading stops at the first
-/// problem. A read error is reported as a problem of the line being read.
+/// its record without `hash` (or, for a record written before issue #21, of its pre-RFC 8785
+/// form, which differs only in how non-integer numbers are written), no line is longer than
+/// [`MAX_LINE_BYTES`], and the last line ends with `\n`. Returns the first problem, naming its
+/// line and byte offset. The reader is consumed line by line: memory stays within one line,
+/// and reading stops at the first problem. A read error is reported as a problem of the line
+/// being read.
 pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
     verify_lines(reader).map_err(|failure| match failure {
         Failure::Broken(error) => error,
@@ -266,8 +268,13 @@ fn check_record(content: &[u8], expected: u64, prev: Option<&str>) -> Result<Str
     let Some(recorded) = field("hash") else {
         return fail("hash is missing or not a string".into());
     };
-    let computed = sha256_hex(&canonical_object_without(&record, "hash"));
-    if recorded != computed {
+    let canonical = canonical_object_without(&record, "hash");
+    let computed = sha256_hex(&canonical);
+    // A record written before issue #21 was hashed with non-integer numbers in serde_json's
+    // form; it is accepted in that form too. Both forms write every number so that it reads
+    // back as the same value, so this admits no record that differs in anything but the
+    // spelling of its numbers (docs/audit.md, "The chain").
+    if recorded != computed && !legacy_matches(&record, &canonical, recorded) {
         return fail(format!(
             "hash mismatch: recorded {}, computed {}",
             short(recorded),
@@ -276,7 +283,7 @@ fn check_record(content: &[u8], expected: u64, prev: Option<&str>) -> Result<Str
     }
     let want = prev.unwrap_or(GENESIS);
     match field("prevHash") {
-        Some(prev) if prev == want => Ok(computed),
+        Some(prev) if prev == want => Ok(recorded.to_string()),
         Some(prev) if seq == 0 => fail(format!("prevHash {} of the first record is not {GENESIS}", short(prev))),
         Some(prev) => fail(format!(
             "prevHash {} does not link to the previous record's hash {}",
@@ -285,4 +292,12 @@ fn check_record(content: &[u8], expected: u64, prev: Option<&str>) -> Result<Str
         )),
         None => fail("prevHash is missing or not a string".into()),
     }
+}
+
+/// Whether `recorded` is the hash of `record`'s pre-RFC 8785 canonical form, when that form
+/// differs from `canonical` (the record holds a non-integer number the two forms write
+/// differently).
+fn legacy_matches(record: &serde_json::Map<String, Value>, canonical: &str, recorded: &str) -> bool {
+    let legacy = legacy_object_without(record, "hash");
+    legacy != canonical && sha256_hex(&legacy) == recorded
 }
