@@ -21,7 +21,7 @@
 
 mod capabilities;
 
-pub use capabilities::{AgentCapabilities, McpCapabilities, PromptCapabilities};
+pub use capabilities::{AgentCapabilities, McpCapabilities, PromptCapabilities, SessionCapabilities};
 
 /// The side of the connection that receives (handles) a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
