@@ -506,6 +506,38 @@ mod tests {
     }
 
     #[test]
+    fn stores_list_and_delete_what_they_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = FileStore::open(dir.path()).unwrap();
+        let memory = MemoryStore::default();
+        for store in [&file as &dyn SessionStore, &memory] {
+            store.create("sess_a", Path::new("/w/a")).unwrap();
+            store.create("sess_b", Path::new("/w/b")).unwrap();
+            store
+                .append("sess_b", r#"{"sessionUpdate":"user_message_chunk"}"#)
+                .unwrap();
+            let mut listed: Vec<(String, PathBuf)> = store.list().unwrap().into_iter().map(|s| (s.id, s.cwd)).collect();
+            listed.sort();
+            assert_eq!(
+                listed,
+                [
+                    ("sess_a".into(), PathBuf::from("/w/a")),
+                    ("sess_b".into(), PathBuf::from("/w/b"))
+                ]
+            );
+            assert!(store.delete("sess_a").unwrap());
+            assert!(!store.delete("sess_a").unwrap(), "deleted once");
+            assert!(store.load("sess_a").unwrap().is_none());
+            assert_eq!(store.list().unwrap().len(), 1);
+        }
+        // A file store names its files' times, and a new instance lists what is on disk.
+        let again = FileStore::open(dir.path()).unwrap().list().unwrap();
+        assert_eq!(again.len(), 1);
+        assert!(again[0].updated_at.is_some());
+        assert!(!FileStore::open(dir.path()).unwrap().delete("../etc").unwrap());
+    }
+
+    #[test]
     fn file_store_survives_a_new_instance_and_skips_a_torn_line() {
         let dir = std::env::temp_dir().join(format!("agentacp-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
