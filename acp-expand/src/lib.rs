@@ -23,7 +23,8 @@ mod stand_in;
 use acp_manifest::diagnostic::Code;
 use acp_manifest::manifest::{self, Checked, Kind, Tier};
 use acp_manifest::methods::{
-    self as table, AgentCapabilities, ClientMethods, McpCapabilities, Method, Offer, PromptCapabilities, Side,
+    self as table, AgentCapabilities, ClientMethods, McpCapabilities, Method, Offer, PromptCapabilities,
+    SessionCapabilities, Side,
 };
 use acp_manifest::render;
 use acp_manifest::resolved::{AuditTarget, Resolved};
@@ -725,6 +726,13 @@ fn agent_capabilities_literal(agent: AgentCapabilities) -> TokenStream {
                 embedded_context,
             },
         mcp_capabilities: McpCapabilities { http, sse },
+        session_capabilities:
+            SessionCapabilities {
+                list,
+                resume,
+                close,
+                delete,
+            },
     } = agent;
     quote! {
         ::agentacp::__private::AgentCapabilities {
@@ -735,6 +743,12 @@ fn agent_capabilities_literal(agent: AgentCapabilities) -> TokenStream {
                 embedded_context: #embedded_context,
             },
             mcp_capabilities: ::agentacp::__private::McpCapabilities { http: #http, sse: #sse },
+            session_capabilities: ::agentacp::__private::SessionCapabilities {
+                list: #list,
+                resume: #resume,
+                close: #close,
+                delete: #delete,
+            },
         }
     }
 }

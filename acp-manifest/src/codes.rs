@@ -110,6 +110,8 @@ codes! {
     BasicTierGovernedOperator = "ACP213", Error, "tier: basic bound to a governed operator";
     /// A client capability whose methods the pinned revision does not have.
     ClientCapabilityNotInRevision = "ACP214", Error, "client capability the pinned revision does not have";
+    /// Session methods declared in a client manifest.
+    SessionsOnClient = "ACP215", Error, "metadata.agentacp.sessions on a client";
 
     /// A ref that is not a relative path.
     RefNotRelative = "ACP300", Error, "ref is not a relative path";

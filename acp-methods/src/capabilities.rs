@@ -17,7 +17,88 @@ pub struct AgentCapabilities {
     pub prompt_capabilities: PromptCapabilities,
     /// MCP transports beyond stdio.
     pub mcp_capabilities: McpCapabilities,
+    /// The session methods beyond the baseline (`sessionCapabilities`, each an object when
+    /// offered; the key is left out when none is).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "SessionCapabilities::is_none")
+    )]
+    pub session_capabilities: SessionCapabilities,
 }
+
+/// `sessionCapabilities`: which of the optional session methods an agent answers. On the wire
+/// each offered one is an (empty) object and an absent key is not offered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SessionCapabilities {
+    /// `session/list`.
+    pub list: bool,
+    /// `session/resume`.
+    pub resume: bool,
+    /// `session/close`.
+    pub close: bool,
+    /// `session/delete`.
+    pub delete: bool,
+}
+
+impl SessionCapabilities {
+    /// Each capability with its wire key.
+    pub const fn flags(&self) -> [(&'static str, bool); 4] {
+        [
+            ("list", self.list),
+            ("resume", self.resume),
+            ("close", self.close),
+            ("delete", self.delete),
+        ]
+    }
+
+    /// Whether none is offered.
+    pub const fn is_none(&self) -> bool {
+        !(self.list || self.resume || self.close || self.delete)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for SessionCapabilities {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let offered = self.flags().into_iter().filter(|(_, on)| *on);
+        let mut map = serializer.serialize_map(None)?;
+        for (key, _) in offered {
+            map.serialize_entry(key, &Empty {})?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for SessionCapabilities {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// Present and an object: offered; absent or `null`: not.
+        #[derive(serde::Deserialize)]
+        struct Wire {
+            #[serde(default)]
+            list: Option<Empty>,
+            #[serde(default)]
+            resume: Option<Empty>,
+            #[serde(default)]
+            close: Option<Empty>,
+            #[serde(default)]
+            delete: Option<Empty>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        Ok(SessionCapabilities {
+            list: wire.list.is_some(),
+            resume: wire.resume.is_some(),
+            close: wire.close.is_some(),
+            delete: wire.delete.is_some(),
+        })
+    }
+}
+
+/// `{}`: an offered object capability (its own keys, if any, are not read).
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Empty {}
 
 /// Prompt content types (`promptCapabilities`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -61,6 +142,12 @@ impl AgentCapabilities {
         mcp_capabilities: McpCapabilities {
             http: false,
             sse: false,
+        },
+        session_capabilities: SessionCapabilities {
+            list: false,
+            resume: false,
+            close: false,
+            delete: false,
         },
     };
 }

@@ -21,7 +21,7 @@
 
 mod capabilities;
 
-pub use capabilities::{AgentCapabilities, McpCapabilities, PromptCapabilities};
+pub use capabilities::{AgentCapabilities, McpCapabilities, PromptCapabilities, SessionCapabilities};
 
 /// The side of the connection that receives (handles) a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,10 +105,10 @@ pub struct Capability {
     pub path: &'static [&'static str],
     /// How it is switched on.
     pub signal: Signal,
-    /// Whether a manifest can declare it. Today these are the ones AIP-44's closed
-    /// `metadata.aip44.capabilities.agent` / `.client` hold, at the same path; the others need
-    /// a key outside `metadata.aip44` (which AIP-44 reserves for its own bindings). One a
-    /// manifest cannot declare is never let through by a bridge.
+    /// Whether a manifest can declare it: in AIP-44's closed `metadata.aip44.capabilities.agent`
+    /// / `.client` at the same path, or (`sessionCapabilities.*`) in agentacp's own
+    /// `metadata.agentacp.sessions`, since AIP-44 reserves `metadata.aip44` for its bindings.
+    /// One a manifest cannot declare is never let through by a bridge.
     pub declarable: bool,
 }
 
@@ -141,10 +141,10 @@ impl Capability {
     pub const MCP_SSE: Capability = capability(Side::Agent, &["mcpCapabilities", "sse"], Signal::Flag, true);
     /// `agentCapabilities.sessionCapabilities.list`: `session/list`.
     pub const SESSION_LIST: Capability =
-        capability(Side::Agent, &["sessionCapabilities", "list"], Signal::Presence, false);
+        capability(Side::Agent, &["sessionCapabilities", "list"], Signal::Presence, true);
     /// `agentCapabilities.sessionCapabilities.delete`: `session/delete`.
     pub const SESSION_DELETE: Capability =
-        capability(Side::Agent, &["sessionCapabilities", "delete"], Signal::Presence, false);
+        capability(Side::Agent, &["sessionCapabilities", "delete"], Signal::Presence, true);
     /// `agentCapabilities.sessionCapabilities.additionalDirectories`: the `additionalDirectories`
     /// field of session requests.
     pub const SESSION_ADDITIONAL_DIRECTORIES: Capability = capability(
@@ -155,10 +155,10 @@ impl Capability {
     );
     /// `agentCapabilities.sessionCapabilities.resume`: `session/resume`.
     pub const SESSION_RESUME: Capability =
-        capability(Side::Agent, &["sessionCapabilities", "resume"], Signal::Presence, false);
+        capability(Side::Agent, &["sessionCapabilities", "resume"], Signal::Presence, true);
     /// `agentCapabilities.sessionCapabilities.close`: `session/close`.
     pub const SESSION_CLOSE: Capability =
-        capability(Side::Agent, &["sessionCapabilities", "close"], Signal::Presence, false);
+        capability(Side::Agent, &["sessionCapabilities", "close"], Signal::Presence, true);
     /// `agentCapabilities.auth.logout`: `logout`.
     pub const LOGOUT: Capability = capability(Side::Agent, &["auth", "logout"], Signal::Presence, false);
     /// `clientCapabilities.fs.readTextFile`.

@@ -70,7 +70,9 @@ pub mod __private {
     pub use serde_json::value::RawValue;
 
     pub use crate::future::BoxFuture;
-    pub use crate::methods::{AgentCapabilities, ClientMethods, McpCapabilities, PromptCapabilities};
+    pub use crate::methods::{
+        AgentCapabilities, ClientMethods, McpCapabilities, PromptCapabilities, SessionCapabilities,
+    };
     pub use crate::spec::{AuditTarget, Bindings, OperatorKind, OperatorSpec};
 
     /// Whether the full SHA `rev` starts with the manifest's `prefix` (checked at compile time

@@ -38,6 +38,25 @@ pub fn offered_in(client_capabilities: Option<&Value>) -> ClientMethods {
 
 #[cfg(test)]
 mod tests {
+    /// Each offered session method is an empty object on the wire, and the key is left out
+    /// when none is; reading it back gives the same set.
+    #[test]
+    fn session_capabilities_are_objects_on_the_wire() {
+        let agent = AgentCapabilities {
+            session_capabilities: SessionCapabilities {
+                list: true,
+                close: true,
+                ..SessionCapabilities::default()
+            },
+            ..AgentCapabilities::NONE
+        };
+        let json = serde_json::to_value(agent).unwrap();
+        assert_eq!(json["sessionCapabilities"], json!({"list": {}, "close": {}}));
+        assert_eq!(serde_json::from_value::<AgentCapabilities>(json).unwrap(), agent);
+        let none = serde_json::to_value(AgentCapabilities::NONE).unwrap();
+        assert!(none.get("sessionCapabilities").is_none(), "{none}");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -122,6 +122,19 @@ pub struct OperatorSpec {
 }
 
 impl OperatorSpec {
+    /// The optional session methods advertised (`agentCapabilities.sessionCapabilities`, from
+    /// the manifest's `metadata.agentacp.sessions`).
+    pub fn sessions(&self) -> crate::methods::SessionCapabilities {
+        self.agent.map(|agent| agent.session_capabilities).unwrap_or_default()
+    }
+
+    /// Whether sessions outlive the connection (kept in the state folder): `session/load`,
+    /// `session/list`, `session/resume` or `session/delete` is advertised.
+    pub fn stores_sessions(&self) -> bool {
+        let sessions = self.sessions();
+        self.load_session() || sessions.list || sessions.resume || sessions.delete
+    }
+
     /// Whether `session/load` is advertised (`agentCapabilities.loadSession`).
     pub fn load_session(&self) -> bool {
         self.agent.is_some_and(|agent| agent.load_session)

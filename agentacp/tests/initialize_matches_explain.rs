@@ -42,6 +42,11 @@ macro_rules! idle_server {
 struct Server;
 idle_server!(ServerServer for Server, GovernanceAware);
 
+/// A server that declares every optional session method (`metadata.agentacp.sessions`).
+#[acp_operator(manifest = "tests/operators/test-sessions/ACP.md")]
+struct Archivist;
+idle_server!(ArchivistServer for Archivist, GovernanceAware);
+
 /// A sandboxed server with operator and sandbox bindings (the sandbox without an id).
 #[acp_operator(manifest = "../tests/ui/pass/sandboxed/ACP.md")]
 struct Boxed;
@@ -104,6 +109,11 @@ fn assert_agrees(spec: &OperatorSpec, manifest: &str) {
 fn a_servers_initialize_result_is_the_one_explain_reports() {
     assert_agrees(Server::spec(), "tests/operators/test-operator/ACP.md");
     assert_agrees(Boxed::spec(), "../tests/ui/pass/sandboxed/ACP.md");
+    assert_agrees(Archivist::spec(), "tests/operators/test-sessions/ACP.md");
+    assert_eq!(
+        Archivist::spec().initialize_result()["agentCapabilities"]["sessionCapabilities"],
+        json!({"list": {}, "resume": {}, "close": {}, "delete": {}})
+    );
     let spec = Boxed::spec();
     assert_eq!(spec.kind, OperatorKind::Server);
     assert!(spec.load_session(), "sandboxed turns on loadSession");

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{DeclaredAgentCapabilities, DeclaredClientCapabilities, Kind, Manifest, Tier};
 
-pub use acp_methods::{AgentCapabilities, McpCapabilities, PromptCapabilities};
+pub use acp_methods::{AgentCapabilities, McpCapabilities, PromptCapabilities, SessionCapabilities};
 
 /// Client capabilities as sent in the `initialize` request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,9 +124,10 @@ impl EffectiveCapabilities {
         let declared = aip44.capabilities.clone().unwrap_or_default();
         let kind = manifest.kind;
         EffectiveCapabilities {
-            agent_capabilities: kind
-                .is_agent_side()
-                .then(|| agent(aip44.tier, declared.agent.unwrap_or_default())),
+            agent_capabilities: kind.is_agent_side().then(|| AgentCapabilities {
+                session_capabilities: sessions(manifest),
+                ..agent(aip44.tier, declared.agent.unwrap_or_default())
+            }),
             client_capabilities: (kind == Kind::Client || kind == Kind::Bridge)
                 .then(|| client(declared.client.unwrap_or_default())),
         }
@@ -158,6 +159,23 @@ fn agent(tier: Tier, declared: DeclaredAgentCapabilities) -> AgentCapabilities {
     set(&mut caps.mcp_capabilities.http, mcp.http);
     set(&mut caps.mcp_capabilities.sse, mcp.sse);
     caps
+}
+
+/// `metadata.agentacp.sessions`: what is declared `true`.
+fn sessions(manifest: &Manifest) -> SessionCapabilities {
+    let declared = manifest
+        .metadata
+        .agentacp
+        .as_ref()
+        .and_then(|agentacp| agentacp.sessions.clone())
+        .unwrap_or_default();
+    let on = |flag: Option<bool>| flag.unwrap_or(false);
+    SessionCapabilities {
+        list: on(declared.list),
+        resume: on(declared.resume),
+        close: on(declared.close),
+        delete: on(declared.delete),
+    }
 }
 
 fn client(declared: DeclaredClientCapabilities) -> ClientCapabilities {

@@ -188,9 +188,44 @@ impl TransportSpec {
 pub struct Metadata {
     /// The AIP-44 bindings.
     pub aip44: Aip44,
+    /// agentacp's declarations of the ACP surface beyond what AIP-44's capabilities hold (its
+    /// own namespace: AIP-44 reserves `metadata.aip44` for agentproto bindings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentacp: Option<AgentacpMetadata>,
     /// Other namespaces, kept verbatim.
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// `metadata.agentacp`: the parts of the pinned ACP revision an operator offers beyond
+/// AIP-44's capability map.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AgentacpMetadata {
+    /// The optional session methods (`agentCapabilities.sessionCapabilities`); servers and
+    /// bridges only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<DeclaredSessions>,
+}
+
+/// `metadata.agentacp.sessions`: each key turns on one session method; absent is off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredSessions {
+    /// `session/list`: the stored sessions, paged, optionally by `cwd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<bool>,
+    /// `session/resume`: reattach to a stored session without replaying it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<bool>,
+    /// `session/close`: end a session and release what it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close: Option<bool>,
+    /// `session/delete`: remove a stored session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<bool>,
 }
 
 /// The capability tier: a shorthand for the capabilities advertised at `initialize`.

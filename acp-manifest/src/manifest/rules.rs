@@ -19,6 +19,7 @@ pub fn check(root: &Node, path: &Path, refs: &[ResolvedRef], out: &mut Vec<Diagn
     required_refs(&facts, out);
     audit_rules(&facts, out);
     capability_sides(&facts, out);
+    sessions_side(root, &facts, out);
     tier_capabilities(&facts, out);
     mcp_servers(&facts, out);
     governance_binding(&facts, refs, out);
@@ -206,6 +207,22 @@ fn capability_sides(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
             Code::AgentCapabilitiesOnClient,
             entry.key_span.clone(),
             "`capabilities.agent` is for servers and bridges; a client advertises `capabilities.client`",
+        ));
+    }
+}
+
+/// `metadata.agentacp.sessions` declares session methods an agent answers: a client answers
+/// none.
+fn sessions_side(root: &Node, facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
+    let Some((Kind::Client, _)) = facts.kind else { return };
+    let Some(agentacp) = root.get_at(&["metadata", "agentacp"]) else {
+        return;
+    };
+    if let Some(entry) = agentacp.entry("sessions") {
+        out.push(Diagnostic::new(
+            Code::SessionsOnClient,
+            entry.key_span.clone(),
+            "`metadata.agentacp.sessions` declares session methods an agent answers; a client answers none (it calls the agent's: `agentacp::client`)",
         ));
     }
 }

@@ -144,6 +144,23 @@ mod tests {
         assert!(!passed.has(Capability::SESSION_LIST) && !passed.has(Capability::MCP_HTTP));
     }
 
+    /// `metadata.agentacp.sessions` makes `sessionCapabilities.*` declarable: what the manifest
+    /// declares and the agent offers passes (with its `_meta`), the rest is narrowed away.
+    #[test]
+    fn declared_session_capabilities_pass_when_the_agent_offers_them() {
+        let mut theirs = object(json!({
+            "sessionCapabilities": {"list": {}, "close": {"_meta": {"x": true}}, "delete": {}},
+        }));
+        let declared = json!({"sessionCapabilities": {"list": {}, "close": {}, "resume": {}}});
+        let passed = narrow(Side::Agent, &mut theirs, &declared);
+        assert_eq!(
+            Value::Object(theirs),
+            json!({"sessionCapabilities": {"list": {}, "close": {"_meta": {"x": true}}}})
+        );
+        assert!(passed.has(Capability::SESSION_LIST) && passed.has(Capability::SESSION_CLOSE));
+        assert!(!passed.has(Capability::SESSION_RESUME) && !passed.has(Capability::SESSION_DELETE));
+    }
+
     #[test]
     fn client_meta_tied_to_a_capability_that_did_not_pass_is_removed() {
         let advertised = json!({

@@ -103,6 +103,27 @@ struct LoadSessionParams {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct ListSessionsParams {
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResumeSessionParams {
+    session_id: String,
+    cwd: String,
+    #[serde(default)]
+    mcp_servers: Value,
+}
+
+/// How many sessions one `session/list` page holds.
+const LIST_PAGE: usize = 50;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct SessionRef {
     session_id: String,
 }
@@ -303,6 +324,9 @@ impl<O: Operator> Dispatcher<O> {
             "session/prompt" => self.prompt(id, params),
             "session/load" if self.spec.load_session() => self.load_session(id, params),
             "session/close" => self.close_session(id, params.as_deref()).await,
+            "session/list" if self.spec.sessions().list => self.list_sessions(id, params.as_deref()).await,
+            "session/resume" if self.spec.sessions().resume => self.resume_session(id, params.as_deref()).await,
+            "session/delete" if self.spec.sessions().delete => self.delete_session(id, params.as_deref()).await,
             "authenticate" => self.authenticate(id, params),
             _ => Err(RpcError::new(
                 codes::METHOD_NOT_FOUND,
@@ -477,22 +501,23 @@ impl<O: Operator> Dispatcher<O> {
 
     /// `session/close`: the session ends here. Its operator memory is kept (when its kind asks
     /// for it) and its history made durable; a session with a prompt running is refused (cancel
-    /// it first). Not advertised: only for clients that send it anyway.
+    /// it first). Advertised when `metadata.agentacp.sessions.close` declares it; answered
+    /// for clients that send it anyway.
     async fn close_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
         let session: SessionRef = runtime_params::<O, _>("session/close", params, false)?;
-        let entry = {
-            let mut sessions = lock(&self.sessions);
-            match sessions.get(&session.session_id) {
-                None => return Err(unknown_session(&session.session_id)),
-                Some(entry) if entry.running.is_some() => {
-                    return Err(RpcError::new(
-                        codes::INVALID_PARAMS,
-                        "a prompt is running in this session; cancel it before closing the session",
-                    ));
-                }
-                Some(_) => sessions.remove(&session.session_id),
+        match lock(&self.sessions).get(&session.session_id) {
+            None => return Err(unknown_session(&session.session_id)),
+            Some(entry) if entry.running.is_some() => {
+                return Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    "a prompt is running in this session; cancel it before closing the session",
+                ));
             }
-        };
+            Some(_) => {}
+        }
+        // Audited first: when the record cannot be written, the session stays open.
+        self.session_audit("session.close", &session.session_id)?;
+        let entry = lock(&self.sessions).remove(&session.session_id);
         if let Some(entry) = entry {
             self.memory
                 .close(&session.session_id, entry.context.memory(), Some(&*self.connection));
@@ -504,6 +529,148 @@ impl<O: Operator> Dispatcher<O> {
         }
         let _ = self.connection.respond(id, &json!({})).await;
         Ok(())
+    }
+
+    /// `session/list` (`metadata.agentacp.sessions.list`): the stored sessions, newest first,
+    /// [`LIST_PAGE`] at a time; `cwd` keeps those whose folder is that one (confined like a
+    /// session's), `cursor` is the previous page's `nextCursor`.
+    async fn list_sessions(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
+        let params: ListSessionsParams = runtime_params::<O, _>("session/list", params, false)?;
+        let cwd = params.cwd.as_deref().map(|cwd| self.confine_cwd(cwd)).transpose()?;
+        let start = match params.cursor.as_deref() {
+            None => 0,
+            Some(cursor) => cursor
+                .strip_prefix("offset:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    RpcError::new(
+                        codes::INVALID_PARAMS,
+                        format!("`cursor` `{cursor}` is not one this agent gave"),
+                    )
+                })?,
+        };
+        let mut sessions = self
+            .connection
+            .store
+            .list()
+            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot list the sessions: {error}")))?;
+        if let Some(cwd) = &cwd {
+            sessions.retain(|session| session.cwd == cwd.path());
+        }
+        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.id.cmp(&b.id)));
+        let page: Vec<Value> = sessions
+            .iter()
+            .skip(start)
+            .take(LIST_PAGE)
+            .map(|session| {
+                let mut info = json!({"sessionId": session.id, "cwd": session.cwd});
+                if let Some(time) = session.updated_at {
+                    info["updatedAt"] = json!(crate::audit::rfc3339_millis(time));
+                }
+                info
+            })
+            .collect();
+        let mut answer = json!({ "sessions": page });
+        if start + LIST_PAGE < sessions.len() {
+            answer["nextCursor"] = json!(format!("offset:{}", start + LIST_PAGE));
+        }
+        let _ = self.connection.respond(id, &answer).await;
+        Ok(())
+    }
+
+    /// `session/resume` (`metadata.agentacp.sessions.resume`): a stored session becomes
+    /// usable on this connection again, without its history being replayed (that is
+    /// `session/load`) and without the operator's `load_session`.
+    async fn resume_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
+        let params: ResumeSessionParams = runtime_params::<O, _>("session/resume", params, false)?;
+        if lock(&self.sessions).contains_key(&params.session_id) {
+            let _ = self.connection.respond(id, &json!({})).await;
+            return Ok(());
+        }
+        self.room_for_a_session(None)?;
+        let workspace = self.confine_cwd(&params.cwd)?;
+        let stored = self
+            .connection
+            .store
+            .load(&params.session_id)
+            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}")))?
+            .ok_or_else(|| unknown_session(&params.session_id))?;
+        if stored.cwd != workspace.path() {
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!(
+                    "session `{}` ran in `{}`, not in `{}`",
+                    params.session_id,
+                    stored.cwd.display(),
+                    params.cwd
+                ),
+            ));
+        }
+        self.session_audit("session.resume", &params.session_id)?;
+        let context = Arc::new(
+            SessionContext::new(params.session_id.clone(), workspace, params.mcp_servers)
+                .with_operator(self.profile.clone(), self.memory.for_session(&params.session_id)),
+        );
+        lock(&self.sessions).insert(params.session_id, SessionEntry { context, running: None });
+        let _ = self.connection.respond(id, &json!({})).await;
+        Ok(())
+    }
+
+    /// `session/delete` (`metadata.agentacp.sessions.delete`): the session is closed here if
+    /// open (refused while a prompt runs) and removed from the store.
+    async fn delete_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
+        let session: SessionRef = runtime_params::<O, _>("session/delete", params, false)?;
+        let open = {
+            let sessions = lock(&self.sessions);
+            if sessions
+                .get(&session.session_id)
+                .is_some_and(|entry| entry.running.is_some())
+            {
+                return Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    "a prompt is running in this session; cancel it before deleting the session",
+                ));
+            }
+            sessions.contains_key(&session.session_id)
+        };
+        let stored = self
+            .connection
+            .store
+            .load(&session.session_id)
+            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}")))?
+            .is_some();
+        if !open && !stored {
+            return Err(unknown_session(&session.session_id));
+        }
+        // Audited first: when the record cannot be written, the session stays.
+        self.session_audit("session.delete", &session.session_id)?;
+        lock(&self.sessions).remove(&session.session_id);
+        self.connection
+            .store
+            .delete(&session.session_id)
+            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot delete the session: {error}")))?;
+        let _ = self.connection.respond(id, &json!({})).await;
+        Ok(())
+    }
+
+    /// Audits a request about a whole session (`action`, e.g. `session.close`) before it is
+    /// carried out: if the record cannot be written, nothing happens.
+    fn session_audit(&self, action: &str, session: &str) -> Result<(), RpcError> {
+        let event = AuditEvent::new(
+            crate::audit::Actor {
+                id: format!("operator:{}", self.connection.operator_id),
+                role: Some("operator".into()),
+            },
+            action,
+            crate::audit::Subject {
+                kind: "session".into(),
+                reference: Some(session.to_string()),
+                path: None,
+            },
+        );
+        self.connection
+            .audit(event)
+            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
     }
 
     /// Refuses a new session (or the load of one not open here) when the connection has

@@ -245,7 +245,7 @@ where
     let spec = O::spec();
     let state_dir = options.resolved_state_dir(spec.id);
     let audit = open_audit(spec, &options, &state_dir)?;
-    let store: Arc<dyn SessionStore> = match (&options.store, spec.load_session()) {
+    let store: Arc<dyn SessionStore> = match (&options.store, spec.stores_sessions()) {
         (Some(store), _) => store.clone(),
         (None, true) => Arc::new(FileStore::open(state_dir.join("sessions")).map_err(|error| {
             Error::Io(std::io::Error::new(
@@ -275,7 +275,7 @@ where
         outbox,
         audit,
         store,
-        spec.load_session(),
+        spec.stores_sessions(),
         governance,
         spec.operator_id(),
         options.permission_timeout,

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -120,7 +120,27 @@ pub struct StoredSession {
     pub history: Vec<Box<RawValue>>,
 }
 
-/// Keeps session history for `session/load`.
+/// A stored session as `session/list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session's id.
+    pub id: String,
+    /// The `cwd` it was created with.
+    pub cwd: PathBuf,
+    /// When it was last written, if known.
+    pub updated_at: Option<std::time::SystemTime>,
+}
+
+/// The error of a store that cannot do what a manifest offers (the default of the optional
+/// [`SessionStore`] methods).
+fn unsupported(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        format!("this session store cannot {what}"),
+    )
+}
+
+/// Keeps session history for `session/load` (and `session/list`, `resume`, `delete`).
 pub trait SessionStore: Send + Sync + 'static {
     /// Records a new session.
     fn create(&self, id: &str, cwd: &Path) -> std::io::Result<()>;
@@ -135,6 +155,16 @@ pub trait SessionStore: Send + Sync + 'static {
     fn flush_session(&self, id: &str) -> std::io::Result<()> {
         let _ = id;
         self.flush()
+    }
+    /// Every stored session (for `session/list`). The default cannot list.
+    fn list(&self) -> std::io::Result<Vec<SessionSummary>> {
+        Err(unsupported("list sessions"))
+    }
+    /// Removes a stored session; `false` when there was none (for `session/delete`). The
+    /// default cannot delete.
+    fn delete(&self, id: &str) -> std::io::Result<bool> {
+        let _ = id;
+        Err(unsupported("delete sessions"))
     }
 }
 
@@ -173,6 +203,21 @@ impl SessionStore for MemoryStore {
 
     fn flush(&self) -> std::io::Result<()> {
         Ok(())
+    }
+
+    fn list(&self) -> std::io::Result<Vec<SessionSummary>> {
+        Ok(lock(&self.sessions)
+            .iter()
+            .map(|(id, (cwd, _))| SessionSummary {
+                id: id.clone(),
+                cwd: cwd.clone(),
+                updated_at: None,
+            })
+            .collect())
+    }
+
+    fn delete(&self, id: &str) -> std::io::Result<bool> {
+        Ok(lock(&self.sessions).remove(id).is_some())
     }
 }
 
@@ -373,6 +418,53 @@ impl SessionStore for FileStore {
         Ok(())
     }
 
+    fn list(&self) -> std::io::Result<Vec<SessionSummary>> {
+        // Buffered history first, so each file's time is its last write's.
+        for file in lock(&self.writers).open.values_mut() {
+            file.writer.flush()?;
+        }
+        let mut sessions = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if !valid_id(id) {
+                continue;
+            }
+            let Ok(file) = File::open(entry.path()) else { continue };
+            let mut header = String::new();
+            // The header line only: a session's history is not read to list it.
+            if BufReader::new(file).take(64 * 1024).read_line(&mut header).is_err() {
+                continue;
+            }
+            let Some(cwd) = serde_json::from_str::<Value>(&header)
+                .ok()
+                .and_then(|h| h.get("cwd").and_then(Value::as_str).map(PathBuf::from))
+            else {
+                tracing::warn!(session = id, "skipping a session file without a readable header");
+                continue;
+            };
+            sessions.push(SessionSummary {
+                id: id.to_string(),
+                cwd,
+                updated_at: entry.metadata().and_then(|m| m.modified()).ok(),
+            });
+        }
+        Ok(sessions)
+    }
+
+    fn delete(&self, id: &str) -> std::io::Result<bool> {
+        let Some(path) = self.path(id) else { return Ok(false) };
+        lock(&self.writers).open.remove(id);
+        match std::fs::remove_file(path) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
     fn flush_session(&self, id: &str) -> std::io::Result<()> {
         match lock(&self.writers).open.get_mut(id) {
             Some(file) => file.sync(),
@@ -411,6 +503,38 @@ mod tests {
     #[test]
     fn memory_store_keeps_history_in_order() {
         roundtrip(&MemoryStore::default());
+    }
+
+    #[test]
+    fn stores_list_and_delete_what_they_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = FileStore::open(dir.path()).unwrap();
+        let memory = MemoryStore::default();
+        for store in [&file as &dyn SessionStore, &memory] {
+            store.create("sess_a", Path::new("/w/a")).unwrap();
+            store.create("sess_b", Path::new("/w/b")).unwrap();
+            store
+                .append("sess_b", r#"{"sessionUpdate":"user_message_chunk"}"#)
+                .unwrap();
+            let mut listed: Vec<(String, PathBuf)> = store.list().unwrap().into_iter().map(|s| (s.id, s.cwd)).collect();
+            listed.sort();
+            assert_eq!(
+                listed,
+                [
+                    ("sess_a".into(), PathBuf::from("/w/a")),
+                    ("sess_b".into(), PathBuf::from("/w/b"))
+                ]
+            );
+            assert!(store.delete("sess_a").unwrap());
+            assert!(!store.delete("sess_a").unwrap(), "deleted once");
+            assert!(store.load("sess_a").unwrap().is_none());
+            assert_eq!(store.list().unwrap().len(), 1);
+        }
+        // A file store names its files' times, and a new instance lists what is on disk.
+        let again = FileStore::open(dir.path()).unwrap().list().unwrap();
+        assert_eq!(again.len(), 1);
+        assert!(again[0].updated_at.is_some());
+        assert!(!FileStore::open(dir.path()).unwrap().delete("../etc").unwrap());
     }
 
     #[test]
