@@ -108,7 +108,7 @@ async fn declared_session_methods_are_advertised_answered_and_audited() {
     want.sort();
     assert_eq!(listed, want, "{all}");
     let (_, in_two) = first.call("session/list", json!({"cwd": two})).await;
-    assert_eq!(ids(&in_two), [b.clone()], "{in_two}");
+    assert_eq!(ids(&in_two), [b.as_str()], "{in_two}");
     assert_eq!(
         in_two["result"]["sessions"][0]["cwd"],
         json!(two.canonicalize().unwrap())
@@ -136,7 +136,7 @@ async fn declared_session_methods_are_advertised_answered_and_audited() {
     let (_, deleted) = second.call("session/delete", json!({"sessionId": a})).await;
     assert_eq!(deleted["result"], json!({}), "{deleted}");
     let (_, left) = second.call("session/list", json!({})).await;
-    assert_eq!(ids(&left), [b.clone()], "{left}");
+    assert_eq!(ids(&left), [b.as_str()], "{left}");
     let (_, again) = second.call("session/delete", json!({"sessionId": a})).await;
     assert_eq!(again["error"]["code"], -32602, "{again}");
     second.finish().await;
