@@ -14,43 +14,22 @@ use agentacp::prelude::*;
 use agentacp::server::Operator;
 use agentacp::spec::{OperatorKind, OperatorSpec};
 
-/// A server handler that ends every turn and loads every session: only the spec matters here.
-macro_rules! idle_server {
-    ($handler:ident for $operator:ident, $tier:ty) => {
-        impl $handler for $operator {
-            async fn prompt(
-                &self,
-                _turn: &mut Turn<'_, $tier>,
-                _request: wire::PromptRequest,
-            ) -> Result<wire::StopReason> {
-                Ok(wire::StopReason::EndTurn)
-            }
-
-            async fn load_session(
-                &self,
-                _session: &SessionContext,
-                _request: wire::LoadSessionRequest,
-            ) -> Result<wire::LoadSessionResponse> {
-                Ok(wire::LoadSessionResponse::default())
-            }
-        }
-    };
-}
+mod common;
 
 /// A governed server that lets its operator read, write and run commands in the editor.
 #[acp_operator(manifest = "tests/operators/test-operator/ACP.md")]
 struct Server;
-idle_server!(ServerServer for Server, GovernanceAware);
+ok_server!(ServerServer for Server, GovernanceAware);
 
 /// A server that declares every optional session method (`metadata.agentacp.sessions`).
 #[acp_operator(manifest = "tests/operators/test-sessions/ACP.md")]
 struct Archivist;
-idle_server!(ArchivistServer for Archivist, GovernanceAware);
+ok_server!(ArchivistServer for Archivist, GovernanceAware);
 
 /// A sandboxed server with operator and sandbox bindings (the sandbox without an id).
 #[acp_operator(manifest = "../tests/ui/pass/sandboxed/ACP.md")]
 struct Boxed;
-idle_server!(BoxedServer for Boxed, Sandboxed);
+ok_server!(BoxedServer for Boxed, Sandboxed);
 
 /// A governed client offering file writes and terminals.
 #[acp_operator(manifest = "tests/operators/handoff-client/ACP.md")]

@@ -21,30 +21,8 @@ struct Archivist;
 #[acp_operator(manifest = "tests/operators/test-operator-no-editor/ACP.md")]
 struct Plain;
 
-macro_rules! answer_every_turn {
-    ($handler:ident for $operator:ident) => {
-        impl $handler for $operator {
-            async fn prompt(
-                &self,
-                turn: &mut Turn<'_, GovernanceAware>,
-                _request: wire::PromptRequest,
-            ) -> Result<wire::StopReason> {
-                turn.message("ok").await?;
-                Ok(wire::StopReason::EndTurn)
-            }
-
-            async fn load_session(
-                &self,
-                _session: &SessionContext,
-                _request: wire::LoadSessionRequest,
-            ) -> Result<wire::LoadSessionResponse> {
-                Ok(wire::LoadSessionResponse::default())
-            }
-        }
-    };
-}
-answer_every_turn!(ArchivistServer for Archivist);
-answer_every_turn!(PlainServer for Plain);
+ok_server!(ArchivistServer for Archivist, GovernanceAware);
+ok_server!(PlainServer for Plain, GovernanceAware);
 
 /// One connection to `operator` over `store`, initialized.
 async fn connect(

@@ -11,6 +11,32 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 use tokio::task::JoinHandle;
 
+/// Implements a server handler trait whose `prompt` says `ok` and ends the turn and whose
+/// `load_session` loads: for tests about what the runtime does around the operator.
+#[macro_export]
+macro_rules! ok_server {
+    ($handler:ident for $operator:ident, $tier:ty) => {
+        impl $handler for $operator {
+            async fn prompt(
+                &self,
+                turn: &mut Turn<'_, $tier>,
+                _request: wire::PromptRequest,
+            ) -> Result<wire::StopReason> {
+                turn.message("ok").await?;
+                Ok(wire::StopReason::EndTurn)
+            }
+
+            async fn load_session(
+                &self,
+                _session: &SessionContext,
+                _request: wire::LoadSessionRequest,
+            ) -> Result<wire::LoadSessionResponse> {
+                Ok(wire::LoadSessionResponse::default())
+            }
+        }
+    };
+}
+
 /// Every wait on the server is bounded: a broken server fails the test, it does not hang it.
 pub const WAIT: Duration = Duration::from_secs(10);
 
