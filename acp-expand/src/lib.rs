@@ -267,12 +267,8 @@ fn client_trait_name(target: &syn::ItemStruct) -> Ident {
 struct Plan {
     /// The manifest, resolved (the value `scaffold-aip explain` reports).
     resolved: Resolved,
-    kind: Kind,
-    /// The client-side methods (for `kind: client`).
-    client: ClientMethods,
     manifest: String,
     manifest_path: PathBuf,
-    tier: Tier,
     wire: TokenStream,
     acp_rev_prefix: String,
     /// `ACP.md:line:col` of `acp_rev`.
@@ -281,7 +277,6 @@ struct Plan {
     wire_span: Span,
     /// `rev_<first 8>` when the wire types are agentacp's built-in module of the revision.
     built_in_module: Option<String>,
-    load_session: bool,
     span: Span,
     /// `ACP.md:line:col: ...` lines saying which manifest line requires which method.
     reasons: Vec<String>,
@@ -383,11 +378,8 @@ impl Plan {
             ));
         }
         Some(Plan {
-            kind: manifest.kind,
-            client,
             manifest: written.to_string(),
             manifest_path: path.to_path_buf(),
-            tier: aip44.tier,
             wire,
             acp_rev_prefix: aip44.acp_rev.clone(),
             acp_rev_at: format!(
@@ -396,15 +388,41 @@ impl Plan {
             ),
             wire_span,
             built_in_module,
-            load_session: agent.load_session,
             span,
             reasons,
             resolved,
         })
     }
 
+    /// The manifest's `kind`.
+    fn kind(&self) -> Kind {
+        self.resolved.manifest.kind
+    }
+
+    /// The manifest's tier.
+    fn tier(&self) -> Tier {
+        self.resolved.manifest.metadata.aip44.tier
+    }
+
+    /// The client-side methods a client or bridge offers (none for a server).
+    fn client(&self) -> ClientMethods {
+        self.resolved
+            .capabilities
+            .client_capabilities
+            .unwrap_or_default()
+            .as_methods()
+    }
+
+    /// Whether `session/load` is offered.
+    fn load_session(&self) -> bool {
+        self.resolved
+            .capabilities
+            .agent_capabilities
+            .is_some_and(|agent| agent.load_session)
+    }
+
     fn emit(&self, target: &syn::ItemStruct) -> TokenStream {
-        match self.kind {
+        match self.kind() {
             Kind::Client => self.emit_client(target),
             Kind::Bridge => self.emit_bridge(target),
             Kind::Server => self.emit_server(target),
@@ -458,8 +476,8 @@ impl Plan {
         );
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         // The spec's tier is the tier type's name: one source for both.
-        let tier = tier_type(self.tier);
-        let kind = match self.kind {
+        let tier = tier_type(self.tier());
+        let kind = match self.kind() {
             Kind::Server => quote!(Server),
             Kind::Client => quote!(Client),
             Kind::Bridge => quote!(Bridge),
@@ -518,8 +536,8 @@ impl Plan {
         let reasons = self.reasons.join("; ");
         let trait_doc = format!(
             "The handler trait of `{name}`, generated from `{manifest}` (kind `{}`, tier `{}`). Its methods are exactly what the manifest requires: {reasons}.",
-            self.kind.as_str(),
-            self.tier.as_str()
+            self.kind().as_str(),
+            self.tier().as_str()
         );
         let unimplemented_message =
             format!("`{{Self}}` does not implement `{handler}`, the handler trait generated from {manifest}");
@@ -535,9 +553,9 @@ impl Plan {
     fn offers(&self, method: &Method) -> bool {
         match method.offer {
             Offer::Always => true,
-            Offer::LoadSession => self.load_session,
+            Offer::LoadSession => self.load_session(),
             Offer::Authentication => self.resolved.authenticate,
-            Offer::Client(capability) => self.client.has(capability),
+            Offer::Client(capability) => self.client().has(capability),
             Offer::Capability(_) | Offer::SessionSetup => false,
         }
     }
@@ -566,7 +584,7 @@ impl Plan {
         let vis = &target.vis;
         let handler = client_trait_name(target);
         let header = self.trait_header(target, &handler);
-        let tier = tier_type(self.tier);
+        let tier = tier_type(self.tier());
         let emit = Emit {
             wire: &self.wire,
             tier: &tier,
@@ -579,7 +597,7 @@ impl Plan {
             .iter()
             .map(|method| emit.signature(method, self.reason(method), false));
         let handle = emit.client_handle(&rows, &handler);
-        let capabilities = client_methods_literal(self.client);
+        let capabilities = client_methods_literal(self.client());
         quote! {
             #target
 
@@ -621,7 +639,7 @@ impl Plan {
         let vis = &target.vis;
         let handler = bridge_trait_name(target);
         let header = self.trait_header(target, &handler);
-        let tier = tier_type(self.tier);
+        let tier = tier_type(self.tier());
         let span = self.span;
         let spec = self.spec_body();
         let rev_check = self.rev_check();
@@ -659,7 +677,7 @@ impl Plan {
         let name = &target.ident;
         let vis = &target.vis;
         let handler = trait_name(target);
-        let tier = tier_type(self.tier);
+        let tier = tier_type(self.tier());
         let header = self.trait_header(target, &handler);
         let emit = Emit {
             wire: &self.wire,

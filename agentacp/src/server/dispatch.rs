@@ -592,7 +592,7 @@ impl<O: Operator> Dispatcher<O> {
         let stored = self
             .connection
             .store
-            .load(&params.session_id)
+            .summary(&params.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}")))?
             .ok_or_else(|| unknown_session(&params.session_id))?;
         if stored.cwd != workspace.path() {
@@ -636,7 +636,7 @@ impl<O: Operator> Dispatcher<O> {
         let stored = self
             .connection
             .store
-            .load(&session.session_id)
+            .summary(&session.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}")))?
             .is_some();
         if !open && !stored {

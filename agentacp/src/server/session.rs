@@ -156,6 +156,15 @@ pub trait SessionStore: Send + Sync + 'static {
         let _ = id;
         self.flush()
     }
+    /// One stored session's summary, without its history (for `session/resume` and
+    /// `session/delete`); `None` when there is no such session. The default reads it whole.
+    fn summary(&self, id: &str) -> std::io::Result<Option<SessionSummary>> {
+        Ok(self.load(id)?.map(|stored| SessionSummary {
+            id: id.to_string(),
+            cwd: stored.cwd,
+            updated_at: None,
+        }))
+    }
     /// Every stored session (for `session/list`). The default cannot list.
     fn list(&self) -> std::io::Result<Vec<SessionSummary>> {
         Err(unsupported("list sessions"))
@@ -326,6 +335,29 @@ impl FileStore {
         Ok(writers.open.get_mut(id))
     }
 
+    /// A session file's header line and time, its history not read; `None` when there is no
+    /// such session (or `id` could name another file).
+    fn header(&self, id: &str) -> std::io::Result<Option<SessionSummary>> {
+        let Some(path) = self.path(id) else { return Ok(None) };
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let updated_at = file.metadata().and_then(|m| m.modified()).ok();
+        let mut header = String::new();
+        BufReader::new(file).take(64 * 1024).read_line(&mut header)?;
+        let cwd = serde_json::from_str::<Value>(&header)
+            .ok()
+            .and_then(|h| h.get("cwd").and_then(Value::as_str).map(PathBuf::from))
+            .ok_or_else(|| std::io::Error::other("the header line has no `cwd`"))?;
+        Ok(Some(SessionSummary {
+            id: id.to_string(),
+            cwd,
+            updated_at,
+        }))
+    }
+
     /// How many session files are open now (at most [`MAX_OPEN_SESSION_FILES`]).
     pub fn open_files(&self) -> usize {
         lock(&self.writers).open.len()
@@ -425,34 +457,24 @@ impl SessionStore for FileStore {
         }
         let mut sessions = Vec::new();
         for entry in std::fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
+            let name = entry?.file_name();
             let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
                 continue;
             };
-            if !valid_id(id) {
-                continue;
+            match self.header(id) {
+                Ok(Some(summary)) => sessions.push(summary),
+                Ok(None) => {}
+                Err(error) => tracing::warn!(session = id, %error, "skipping a session file without a readable header"),
             }
-            let Ok(file) = File::open(entry.path()) else { continue };
-            let mut header = String::new();
-            // The header line only: a session's history is not read to list it.
-            if BufReader::new(file).take(64 * 1024).read_line(&mut header).is_err() {
-                continue;
-            }
-            let Some(cwd) = serde_json::from_str::<Value>(&header)
-                .ok()
-                .and_then(|h| h.get("cwd").and_then(Value::as_str).map(PathBuf::from))
-            else {
-                tracing::warn!(session = id, "skipping a session file without a readable header");
-                continue;
-            };
-            sessions.push(SessionSummary {
-                id: id.to_string(),
-                cwd,
-                updated_at: entry.metadata().and_then(|m| m.modified()).ok(),
-            });
         }
         Ok(sessions)
+    }
+
+    fn summary(&self, id: &str) -> std::io::Result<Option<SessionSummary>> {
+        if let Some(file) = lock(&self.writers).open.get_mut(id) {
+            file.writer.flush()?;
+        }
+        self.header(id)
     }
 
     fn delete(&self, id: &str) -> std::io::Result<bool> {
@@ -525,6 +547,9 @@ mod tests {
                     ("sess_b".into(), PathBuf::from("/w/b"))
                 ]
             );
+            let summary = store.summary("sess_b").unwrap().expect("stored");
+            assert_eq!(summary.cwd, PathBuf::from("/w/b"));
+            assert!(store.summary("sess_none").unwrap().is_none());
             assert!(store.delete("sess_a").unwrap());
             assert!(!store.delete("sess_a").unwrap(), "deleted once");
             assert!(store.load("sess_a").unwrap().is_none());
