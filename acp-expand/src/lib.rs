@@ -21,7 +21,7 @@ mod methods;
 mod stand_in;
 
 use acp_manifest::diagnostic::Code;
-use acp_manifest::manifest::{self, Checked, Kind, Tier};
+use acp_manifest::manifest::{self, AgentacpMetadata, Checked, DeclaredConfigOption, Kind, Tier};
 use acp_manifest::methods::{
     self as table, AgentCapabilities, ClientMethods, McpCapabilities, Method, Offer, PromptCapabilities,
     SessionCapabilities, Side,
@@ -371,6 +371,37 @@ impl Plan {
                 });
             reasons.push(format!("{written}:{at} → `load_session`"));
         }
+        if manifest.kind == Kind::Server
+            && let Some(surface) = &manifest.metadata.agentacp
+        {
+            let at = |path: &[&str]| {
+                let full: Vec<&str> = ["metadata", "agentacp"].iter().chain(path).copied().collect();
+                position(checked, &full).unwrap_or_default()
+            };
+            if surface.modes.is_some() {
+                reasons.push(format!("{written}:{}: `modes` → `set_mode`", at(&["modes"])));
+            }
+            if surface.config_options.is_some() {
+                reasons.push(format!(
+                    "{written}:{}: `configOptions` → `set_config_option`",
+                    at(&["configOptions"])
+                ));
+            }
+            if let Some(extensions) = &surface.extensions {
+                if !extensions.requests.is_empty() {
+                    reasons.push(format!(
+                        "{written}:{}: `extensions.requests` → `extension`",
+                        at(&["extensions", "requests"])
+                    ));
+                }
+                if !extensions.notifications.is_empty() {
+                    reasons.push(format!(
+                        "{written}:{}: `extensions.notifications` → `extension_notification`",
+                        at(&["extensions", "notifications"])
+                    ));
+                }
+            }
+        }
         if resolved.authenticate {
             reasons.push(format!(
                 "{written}:{}: `transport` includes websocket → `authenticate`",
@@ -411,6 +442,25 @@ impl Plan {
             .client_capabilities
             .unwrap_or_default()
             .as_methods()
+    }
+
+    /// `metadata.agentacp`, when the manifest has it.
+    fn surface(&self) -> Option<&AgentacpMetadata> {
+        self.resolved.manifest.metadata.agentacp.as_ref()
+    }
+
+    /// The extension requests and notifications the operator answers (servers only).
+    fn extensions(&self) -> (Vec<&str>, Vec<&str>) {
+        let extensions = self
+            .surface()
+            .filter(|_| self.kind() == Kind::Server)
+            .and_then(|surface| surface.extensions.as_ref());
+        fn names(list: &[manifest::ExtensionMethod]) -> Vec<&str> {
+            list.iter().map(|m| m.0.as_str()).collect()
+        }
+        extensions.map_or((Vec::new(), Vec::new()), |e| {
+            (names(&e.requests), names(&e.notifications))
+        })
     }
 
     /// Whether `session/load` is offered.
@@ -475,6 +525,7 @@ impl Plan {
             option_str(bindings.sandbox.as_deref()),
         );
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
+        let surface = surface_literal(self.surface().filter(|_| self.kind() == Kind::Server));
         // The spec's tier is the tier type's name: one source for both.
         let tier = tier_type(self.tier());
         let kind = match self.kind() {
@@ -505,6 +556,7 @@ impl Plan {
                 audit: #audit,
                 editor: #editor,
                 policies: &[#(#policies),*],
+                surface: #surface,
             };
             &SPEC
         }
@@ -556,7 +608,9 @@ impl Plan {
             Offer::LoadSession => self.load_session(),
             Offer::Authentication => self.resolved.authenticate,
             Offer::Client(capability) => self.client().has(capability),
-            Offer::Capability(_) | Offer::SessionSetup => false,
+            Offer::Modes => self.surface().is_some_and(|s| s.modes.is_some()),
+            Offer::ConfigOptions => self.surface().is_some_and(|s| s.config_options.is_some()),
+            Offer::Capability(_) => false,
         }
     }
 
@@ -567,7 +621,9 @@ impl Plan {
             Offer::LoadSession => "`load_session`".to_string(),
             Offer::Authentication => "`authenticate`".to_string(),
             Offer::Client(capability) => format!("`{}: true`", capability.path().last().copied().unwrap_or_default()),
-            Offer::Capability(_) | Offer::SessionSetup => return None,
+            Offer::Modes => "`set_mode`".to_string(),
+            Offer::ConfigOptions => "`set_config_option`".to_string(),
+            Offer::Capability(_) => return None,
         };
         self.reasons.iter().find(|r| r.contains(&needle)).map(String::as_str)
     }
@@ -689,6 +745,14 @@ impl Plan {
             .iter()
             .map(|method| emit.signature(method, self.reason(method), false));
         let glue = rows.iter().map(|method| emit.server_glue(method, &handler));
+        let (requests, notifications) = self.extensions();
+        let reason_for = |needle: &str| self.reasons.iter().find(|r| r.contains(needle)).map(String::as_str);
+        let extension_signatures = emit.extension_signatures(
+            reason_for("→ `extension`").filter(|_| !requests.is_empty()),
+            reason_for("→ `extension_notification`").filter(|_| !notifications.is_empty()),
+            false,
+        );
+        let extension_glue = emit.extension_glue(!requests.is_empty(), !notifications.is_empty(), &handler);
         let spec = self.spec_body();
         let rev_check = self.rev_check();
         let check_params = emit.check_params();
@@ -698,6 +762,7 @@ impl Plan {
             #header
             #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
                 #(#signatures)*
+                #extension_signatures
             }
 
             #rev_check
@@ -712,7 +777,74 @@ impl Plan {
                 #check_params
 
                 #(#glue)*
+                #extension_glue
             }
+        }
+    }
+}
+
+/// `Surface { .. }` of `metadata.agentacp` (`Surface::NONE` without it).
+fn surface_literal(surface: Option<&AgentacpMetadata>) -> TokenStream {
+    let Some(surface) = surface else {
+        return quote!(::agentacp::__private::Surface::NONE);
+    };
+    let modes = match &surface.modes {
+        Some(modes) => {
+            let default = &modes.default;
+            let available = modes.available.iter().map(|mode| {
+                let (id, name, description) = (&mode.id, &mode.name, option_str(mode.description.as_deref()));
+                quote!(::agentacp::__private::Mode { id: #id, name: #name, description: #description })
+            });
+            quote!(::core::option::Option::Some(::agentacp::__private::Modes {
+                default: #default,
+                available: &[#(#available),*],
+            }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let options = surface.config_options.iter().flatten().map(|option| {
+        let (id, name, description, category, kind) = match option {
+            DeclaredConfigOption::Select(select) => {
+                let default = &select.default;
+                let choices = select.options.iter().map(|choice| {
+                    let (value, name) = (&choice.value, &choice.name);
+                    let description = option_str(choice.description.as_deref());
+                    quote!(::agentacp::__private::Choice { value: #value, name: #name, description: #description })
+                });
+                let kind =
+                    quote!(::agentacp::__private::ConfigKind::Select { default: #default, options: &[#(#choices),*] });
+                (&select.id, &select.name, &select.description, select.category, kind)
+            }
+            DeclaredConfigOption::Boolean(boolean) => {
+                let default = boolean.default;
+                let kind = quote!(::agentacp::__private::ConfigKind::Boolean { default: #default });
+                (&boolean.id, &boolean.name, &boolean.description, boolean.category, kind)
+            }
+        };
+        let description = option_str(description.as_deref());
+        let category = option_str(category.map(|c| c.as_str()));
+        quote! {
+            ::agentacp::__private::ConfigOption {
+                id: #id, name: #name, description: #description, category: #category, kind: #kind,
+            }
+        }
+    });
+    let commands = surface.commands.iter().flatten().map(|command| {
+        let (name, description, hint) = (&command.name, &command.description, option_str(command.hint.as_deref()));
+        quote!(::agentacp::__private::Command { name: #name, description: #description, hint: #hint })
+    });
+    let extensions = surface.extensions.clone().unwrap_or_default();
+    let requests = extensions.requests.iter().map(|m| &m.0);
+    let notifications = extensions.notifications.iter().map(|m| &m.0);
+    quote! {
+        ::agentacp::__private::Surface {
+            modes: #modes,
+            config_options: &[#(#options),*],
+            commands: &[#(#commands),*],
+            extensions: ::agentacp::__private::Extensions {
+                requests: &[#(#requests),*],
+                notifications: &[#(#notifications),*],
+            },
         }
     }
 }
@@ -750,6 +882,7 @@ fn agent_capabilities_literal(agent: AgentCapabilities) -> TokenStream {
                 resume,
                 close,
                 delete,
+                additional_directories,
             },
     } = agent;
     quote! {
@@ -766,6 +899,7 @@ fn agent_capabilities_literal(agent: AgentCapabilities) -> TokenStream {
                 resume: #resume,
                 close: #close,
                 delete: #delete,
+                additional_directories: #additional_directories,
             },
         }
     }

@@ -163,6 +163,91 @@ impl Emit<'_> {
         }
     }
 
+    /// The handler-trait methods for extension methods (`metadata.agentacp.extensions`):
+    /// `extension` when requests are declared (`requests`: the reason, or for a stand-in any
+    /// text), `extension_notification` when notifications are.
+    pub(crate) fn extension_signatures(
+        &self,
+        requests: Option<&str>,
+        notifications: Option<&str>,
+        stand_in: bool,
+    ) -> TokenStream {
+        let span = self.span;
+        let value = quote!(::agentacp::__private::Value);
+        let body = |answer: TokenStream| {
+            if stand_in {
+                quote_spanned!(span=> {
+                    let _ = (method, params);
+                    async { #answer }
+                })
+            } else {
+                quote_spanned!(span=> ;)
+            }
+        };
+        let doc_of = |doc: &str| {
+            if stand_in {
+                "Stand-in.".to_string()
+            } else {
+                doc.to_string()
+            }
+        };
+        let request = requests.map(|reason| {
+            let doc = doc_of("An extension request (`_`-prefixed) the manifest declares: `method` is its name, `params` its params as sent (with `_meta`); the answer is the result as sent. Undeclared ones are answered `-32601` by the runtime.");
+            let body = body(quote!(::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors"))));
+            let reason = (!stand_in).then(|| quote_spanned!(span=> #[doc = #reason]));
+            quote_spanned! {span=>
+                #[doc = #doc]
+                #reason
+                fn extension(&self, method: &str, params: #value)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<#value>> + ::core::marker::Send
+                    #body
+            }
+        });
+        let notification = notifications.map(|reason| {
+            let doc = doc_of("An extension notification (`_`-prefixed) the manifest declares: `method` is its name, `params` its params as sent. Nothing is answered; an error is logged.");
+            let body = body(quote!(::core::result::Result::Ok(())));
+            let reason = (!stand_in).then(|| quote_spanned!(span=> #[doc = #reason]));
+            quote_spanned! {span=>
+                #[doc = #doc]
+                #reason
+                fn extension_notification(&self, method: &str, params: #value)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<()>> + ::core::marker::Send
+                    #body
+            }
+        });
+        quote!(#request #notification)
+    }
+
+    /// The `agentacp::server::Operator` methods that call the extension handlers.
+    pub(crate) fn extension_glue(&self, requests: bool, notifications: bool, handler: &Ident) -> TokenStream {
+        let value = quote!(::agentacp::__private::Value);
+        let request = requests.then(|| {
+            quote! {
+                fn extension<'a>(
+                    &'a self,
+                    method: &'a str,
+                    params: #value,
+                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::Result<#value>>> {
+                    ::core::option::Option::Some(::std::boxed::Box::pin(<Self as #handler>::extension(self, method, params)))
+                }
+            }
+        });
+        let notification = notifications.then(|| {
+            quote! {
+                fn extension_notification<'a>(
+                    &'a self,
+                    method: &'a str,
+                    params: #value,
+                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::Result<()>>> {
+                    ::core::option::Option::Some(::std::boxed::Box::pin(
+                        <Self as #handler>::extension_notification(self, method, params),
+                    ))
+                }
+            }
+        });
+        quote!(#request #notification)
+    }
+
     /// `agentacp::client::ClientHandlers::handle` for the client-side `methods`: decodes the
     /// request through `AgentRequest` and calls the handler trait; a method not among them
     /// is not handled (`None`: the runtime answers `-32601`).

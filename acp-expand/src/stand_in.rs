@@ -81,6 +81,7 @@ pub(crate) fn emit(kind: Option<Kind>, target: &syn::ItemStruct, tier: Tier, wir
     let signatures: Vec<TokenStream> = table::received_by(side)
         .filter(|method| method.trait_method().is_some())
         .map(|method: &Method| emit.signature(method, None, true))
+        .chain((side == Side::Agent).then(|| emit.extension_signatures(Some(""), Some(""), true)))
         .collect();
     let (handler, signatures, impls) = match kind {
         Some(Kind::Client) => (

@@ -110,8 +110,16 @@ codes! {
     BasicTierGovernedOperator = "ACP213", Error, "tier: basic bound to a governed operator";
     /// A client capability whose methods the pinned revision does not have.
     ClientCapabilityNotInRevision = "ACP214", Error, "client capability the pinned revision does not have";
-    /// Session methods declared in a client manifest.
-    SessionsOnClient = "ACP215", Error, "metadata.agentacp.sessions on a client";
+    /// Part of an agent's session surface declared where nothing answers it: `sessions` on a
+    /// client, `modes`, `configOptions`, `commands` or `extensions` on a client or a bridge.
+    SurfaceOnWrongKind = "ACP215", Error, "metadata.agentacp part on a kind that does not answer it";
+    /// A declared part whose methods or updates the pinned revision does not define.
+    SurfaceNotInRevision = "ACP216", Error, "metadata.agentacp part the pinned revision does not have";
+    /// A mode or `select` config option whose `default` is not among its choices.
+    DefaultNotOffered = "ACP217", Error, "default that is not among the declared choices";
+    /// Two modes, config options, values of one option, commands or extension methods with
+    /// one id.
+    DuplicateDeclaration = "ACP218", Error, "two declarations with the same id";
 
     /// A ref that is not a relative path.
     RefNotRelative = "ACP300", Error, "ref is not a relative path";

@@ -78,6 +78,10 @@ pub struct Explanation {
     /// For a server: the editor's client methods its operator may call, by wire name
     /// (`capabilities.client`; never advertised at `initialize`). `None` for a client or bridge.
     pub editor_methods: Option<Vec<&'static str>>,
+    /// For a server: what it declares of the session surface in `metadata.agentacp` (modes,
+    /// config options, slash commands, extension methods) as the wire shows it; `None` when it
+    /// declares none of them.
+    pub session_surface: Option<Value>,
     /// The `initialize` result a server/bridge answers with (`null` for a client).
     pub initialize_response: Value,
     /// The `initialize` params a client/bridge sends (`null` for a server).
@@ -118,6 +122,7 @@ pub fn explain_resolved(resolved: &Resolved) -> Option<Explanation> {
             .collect(),
         capabilities: resolved.capabilities,
         editor_methods: resolved.editor.map(|editor| editor.methods()),
+        session_surface: session_surface(manifest),
         initialize_response: resolved.initialize_result(acp_rev, protocol_version),
         initialize_request: resolved.initialize_params(acp_rev, protocol_version),
         refs: resolved
@@ -135,6 +140,68 @@ pub fn explain_resolved(resolved: &Resolved) -> Option<Explanation> {
         workspace_root: resolved.workspace_root.clone(),
         lifecycle: lifecycle(tier),
     })
+}
+
+/// `metadata.agentacp`'s modes, config options, commands and extensions, in wire shapes (the
+/// defaults as current values).
+fn session_surface(manifest: &crate::manifest::Manifest) -> Option<Value> {
+    use crate::manifest::DeclaredConfigOption;
+    let surface = manifest
+        .metadata
+        .agentacp
+        .as_ref()
+        .filter(|_| manifest.kind == Kind::Server)?;
+    let mut out = serde_json::Map::new();
+    if let Some(modes) = &surface.modes {
+        out.insert(
+            "modes".into(),
+            json!({"currentModeId": modes.default, "availableModes": modes.available}),
+        );
+    }
+    if let Some(options) = &surface.config_options {
+        let options: Vec<Value> = options
+            .iter()
+            .map(|option| match option {
+                DeclaredConfigOption::Select(select) => json!({
+                    "id": select.id, "name": select.name, "description": select.description,
+                    "category": select.category.map(|c| c.as_str()), "type": "select",
+                    "currentValue": select.default, "options": select.options,
+                }),
+                DeclaredConfigOption::Boolean(boolean) => json!({
+                    "id": boolean.id, "name": boolean.name, "description": boolean.description,
+                    "category": boolean.category.map(|c| c.as_str()), "type": "boolean",
+                    "currentValue": boolean.default,
+                }),
+            })
+            .map(without_nulls)
+            .collect();
+        out.insert("configOptions".into(), Value::Array(options));
+    }
+    if let Some(commands) = &surface.commands {
+        let commands: Vec<Value> = commands
+            .iter()
+            .map(|command| {
+                let input = command.hint.as_ref().map(|hint| json!({"hint": hint}));
+                without_nulls(json!({"name": command.name, "description": command.description, "input": input}))
+            })
+            .collect();
+        out.insert("availableCommands".into(), Value::Array(commands));
+    }
+    if let Some(extensions) = &surface.extensions {
+        out.insert(
+            "extensions".into(),
+            serde_json::to_value(extensions).unwrap_or_default(),
+        );
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// `value` without its object's `null` members.
+fn without_nulls(mut value: Value) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        object.retain(|_, member| !member.is_null());
+    }
+    value
 }
 
 impl Explanation {
@@ -171,6 +238,12 @@ impl Explanation {
             for method in methods {
                 out += &format!("  {method}\n");
             }
+        }
+        if let Some(surface) = &self.session_surface {
+            out += &format!(
+                "\nsession surface (metadata.agentacp; sent in session/new, load and resume answers and updates):\n{}\n",
+                pretty(surface)
+            );
         }
         out += "\nrefs:\n";
         if self.refs.is_empty() {

@@ -29,7 +29,26 @@ pub struct Revision {
     pub protocol_version: u16,
     /// The methods the client (the editor) handles at that revision, by wire name.
     pub client_methods: &'static [&'static str],
+    /// The methods the agent handles at that revision, by wire name.
+    pub agent_methods: &'static [&'static str],
 }
+
+/// The agent-side methods of every built-in revision.
+const V1_AGENT_METHODS: &[&str] = &[
+    "authenticate",
+    "initialize",
+    "logout",
+    "session/cancel",
+    "session/close",
+    "session/delete",
+    "session/list",
+    "session/load",
+    "session/new",
+    "session/prompt",
+    "session/resume",
+    "session/set_config_option",
+    "session/set_mode",
+];
 
 /// The client-side methods of ACP v1.0.0.
 const V1_CLIENT_METHODS: &[&str] = &[
@@ -66,6 +85,7 @@ pub const DEFAULT: Revision = Revision {
     label: "agent-client-protocol-schema 1.15.1",
     protocol_version: 1,
     client_methods: V1_ELICITATION_CLIENT_METHODS,
+    agent_methods: V1_AGENT_METHODS,
 };
 
 /// Every known revision, default first.
@@ -76,12 +96,14 @@ pub const KNOWN: &[Revision] = &[
         label: "v1.7.0 (main, 2026-08-22)",
         protocol_version: 1,
         client_methods: V1_ELICITATION_CLIENT_METHODS,
+        agent_methods: V1_AGENT_METHODS,
     },
     Revision {
         sha: "d9072428412f97189bad8856f8ee6394a8dd52ef",
         label: "v1.0.0",
         protocol_version: 1,
         client_methods: V1_CLIENT_METHODS,
+        agent_methods: V1_AGENT_METHODS,
     },
 ];
 
@@ -97,6 +119,11 @@ pub struct Generated {
     pub protocol_version: Option<u16>,
     /// The client-side methods of its `METHODS` table, when the module could be read.
     pub client_methods: Option<Vec<String>>,
+    /// The agent-side methods of its `METHODS` table, when the module could be read.
+    pub agent_methods: Option<Vec<String>>,
+    /// Whether it defines `AvailableCommandsUpdate` (the `available_commands_update` session
+    /// update), when the module could be read.
+    pub commands_update: Option<bool>,
 }
 
 /// A generated module larger than this is not parsed (its revision is still taken from the
@@ -156,19 +183,27 @@ impl Generated {
             })) => int.base10_parse::<u16>().ok(),
             _ => None,
         };
-        let client_methods = constant("METHODS").and_then(client_methods_of);
+        let client_methods = constant("METHODS").and_then(|table| methods_of(table, "Client"));
+        let agent_methods = constant("METHODS").and_then(|table| methods_of(table, "Agent"));
+        let commands_update = file.as_ref().map(|file| {
+            file.items
+                .iter()
+                .any(|item| matches!(item, syn::Item::Struct(s) if s.ident == "AvailableCommandsUpdate"))
+        });
         Some(Generated {
             path: path.to_path_buf(),
             sha,
             protocol_version,
             client_methods,
+            agent_methods,
+            commands_update,
         })
     }
 }
 
 /// The `name`s of the entries of a generated `METHODS` table (`&[MethodInfo { name, side, .. }]`)
-/// whose `side` is `Client`; `None` when the table does not have that shape.
-fn client_methods_of(table: &syn::Expr) -> Option<Vec<String>> {
+/// whose `side` is `side` (`Client`, `Agent`); `None` when the table does not have that shape.
+fn methods_of(table: &syn::Expr, side: &str) -> Option<Vec<String>> {
     let syn::Expr::Reference(reference) = table else {
         return None;
     };
@@ -192,10 +227,10 @@ fn client_methods_of(table: &syn::Expr) -> Option<Vec<String>> {
         else {
             return None;
         };
-        let Some(syn::Expr::Path(side)) = field("side") else {
+        let Some(syn::Expr::Path(entry_side)) = field("side") else {
             return None;
         };
-        if side.path.segments.last().is_some_and(|s| s.ident == "Client") {
+        if entry_side.path.segments.last().is_some_and(|s| s.ident == side) {
             methods.push(method.value());
         }
     }
@@ -241,12 +276,14 @@ mod tests {
                 label: "a",
                 protocol_version: 1,
                 client_methods: &[],
+                agent_methods: &[],
             },
             Revision {
                 sha: "aaaaaaa2",
                 label: "b",
                 protocol_version: 1,
                 client_methods: &[],
+                agent_methods: &[],
             },
         ];
         assert!(matches!(resolve_in("aaaaaaa", &table), Err(ResolveError::Ambiguous(v)) if v.len() == 2));
@@ -272,6 +309,10 @@ mod generated_tests {
             let mut methods = generated.client_methods.expect("a readable METHODS table");
             methods.sort();
             assert_eq!(methods, revision.client_methods, "{}", revision.sha);
+            let mut methods = generated.agent_methods.expect("a readable METHODS table");
+            methods.sort();
+            assert_eq!(methods, revision.agent_methods, "{}", revision.sha);
+            assert_eq!(generated.commands_update, Some(true), "{}", revision.sha);
         }
     }
 

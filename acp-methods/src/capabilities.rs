@@ -38,22 +38,25 @@ pub struct SessionCapabilities {
     pub close: bool,
     /// `session/delete`.
     pub delete: bool,
+    /// `additionalDirectories` in session requests.
+    pub additional_directories: bool,
 }
 
 impl SessionCapabilities {
     /// Each capability with its wire key.
-    pub const fn flags(&self) -> [(&'static str, bool); 4] {
+    pub const fn flags(&self) -> [(&'static str, bool); 5] {
         [
             ("list", self.list),
             ("resume", self.resume),
             ("close", self.close),
             ("delete", self.delete),
+            ("additionalDirectories", self.additional_directories),
         ]
     }
 
     /// Whether none is offered.
     pub const fn is_none(&self) -> bool {
-        !(self.list || self.resume || self.close || self.delete)
+        !(self.list || self.resume || self.close || self.delete || self.additional_directories)
     }
 }
 
@@ -84,6 +87,8 @@ impl<'de> serde::Deserialize<'de> for SessionCapabilities {
             close: Option<Empty>,
             #[serde(default)]
             delete: Option<Empty>,
+            #[serde(default, rename = "additionalDirectories")]
+            additional_directories: Option<Empty>,
         }
         let wire = Wire::deserialize(deserializer)?;
         Ok(SessionCapabilities {
@@ -91,6 +96,7 @@ impl<'de> serde::Deserialize<'de> for SessionCapabilities {
             resume: wire.resume.is_some(),
             close: wire.close.is_some(),
             delete: wire.delete.is_some(),
+            additional_directories: wire.additional_directories.is_some(),
         })
     }
 }
@@ -148,6 +154,7 @@ impl AgentCapabilities {
             resume: false,
             close: false,
             delete: false,
+            additional_directories: false,
         },
     };
 }

@@ -151,7 +151,7 @@ impl Capability {
         Side::Agent,
         &["sessionCapabilities", "additionalDirectories"],
         Signal::Presence,
-        false,
+        true,
     );
     /// `agentCapabilities.sessionCapabilities.resume`: `session/resume`.
     pub const SESSION_RESUME: Capability =
@@ -266,10 +266,13 @@ pub enum Offer {
     Client(ClientCapability),
     /// Another capability of [`CAPABILITIES`] (one a manifest cannot declare yet).
     Capability(Capability),
-    /// No capability: the session's setup answer (`session/new`, `session/load`,
-    /// `session/resume`) does — its `modes` offer `session/set_mode`, its `configOptions`
-    /// `session/set_config_option`.
-    SessionSetup,
+    /// No capability: the `modes` of the session's setup answer (`session/new`,
+    /// `session/load`, `session/resume`), which a server's manifest declares in
+    /// `metadata.agentacp.modes`.
+    Modes,
+    /// No capability: the `configOptions` of the session's setup answer, which a server's
+    /// manifest declares in `metadata.agentacp.configOptions`.
+    ConfigOptions,
 }
 
 impl Offer {
@@ -279,7 +282,7 @@ impl Offer {
             Offer::LoadSession => Some(Capability::LOAD_SESSION),
             Offer::Client(capability) => Some(capability.capability()),
             Offer::Capability(capability) => Some(capability),
-            Offer::Always | Offer::Authentication | Offer::SessionSetup => None,
+            Offer::Always | Offer::Authentication | Offer::Modes | Offer::ConfigOptions => None,
         }
     }
 }
@@ -637,21 +640,31 @@ pub const METHODS: &[Method] = &[
         ("LogoutRequest", "LogoutResponse", "Logout"),
         Offer::Capability(Capability::LOGOUT),
     ),
-    forwarded(
+    agent(
         "session/set_mode",
-        Side::Agent,
-        ("SetSessionModeRequest", "SetSessionModeResponse", "SessionSetMode"),
-        Offer::SessionSetup,
+        "SetSessionModeRequest",
+        "SetSessionModeResponse",
+        "SessionSetMode",
+        Offer::Modes,
+        Handler::Trait(TraitMethod {
+            name: "set_mode",
+            context: Context::Session,
+            returns: "SetSessionModeResponse",
+            doc: "`session/set_mode`: the user switches the session to `request.mode_id`. The runtime has checked that the manifest declares it, audited the change and made it the session's mode (`session.mode()`); an error undoes it and is the answer.",
+        }),
     ),
-    forwarded(
+    agent(
         "session/set_config_option",
-        Side::Agent,
-        (
-            "SetSessionConfigOptionRequest",
-            "SetSessionConfigOptionResponse",
-            "SessionSetConfigOption",
-        ),
-        Offer::SessionSetup,
+        "SetSessionConfigOptionRequest",
+        "SetSessionConfigOptionResponse",
+        "SessionSetConfigOption",
+        Offer::ConfigOptions,
+        Handler::Trait(TraitMethod {
+            name: "set_config_option",
+            context: Context::Session,
+            returns: "SetSessionConfigOptionResponse",
+            doc: "`session/set_config_option`: the user sets `request.config_id`. The runtime has checked the value against the manifest, audited the change and stored it (`session.config_value(id)`); an error undoes it and is the answer. The answer's `configOptions` are filled in by the runtime with every option's current value: return `SetSessionConfigOptionResponse::new(Vec::new())`.",
+        }),
     ),
     forwarded(
         "elicitation/create",

@@ -39,6 +39,7 @@ pub mod jsonrpc;
 pub mod methods;
 pub mod server;
 pub mod spec;
+pub mod surface;
 mod sync;
 pub mod tier;
 pub use agentacp_wire as wire;
@@ -74,6 +75,7 @@ pub mod __private {
         AgentCapabilities, ClientMethods, McpCapabilities, PromptCapabilities, SessionCapabilities,
     };
     pub use crate::spec::{AuditTarget, Bindings, OperatorKind, OperatorSpec};
+    pub use crate::surface::{Choice, Command, ConfigKind, ConfigOption, Extensions, Mode, Modes, Surface};
 
     /// Whether the full SHA `rev` starts with the manifest's `prefix` (checked at compile time
     /// against a `wire = path` module).
@@ -116,6 +118,7 @@ pub mod __private {
             audit: AuditTarget::Off,
             editor: ClientMethods::NONE,
             policies: &[],
+            surface: crate::surface::Surface::NONE,
         };
         &SPEC
     }

@@ -119,6 +119,9 @@ pub struct OperatorSpec {
     /// through the workspace manifest's registry: one JSON object each,
     /// `{"ref": "policy:<slug>", "appliesTo": <registry binding or null>, "policy": <frontmatter>}`.
     pub policies: &'static [&'static str],
+    /// The session surface the manifest declares in `metadata.agentacp` (modes, config
+    /// options, commands, extension methods); servers only.
+    pub surface: crate::surface::Surface,
 }
 
 impl OperatorSpec {

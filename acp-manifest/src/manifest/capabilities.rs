@@ -175,6 +175,7 @@ fn sessions(manifest: &Manifest) -> SessionCapabilities {
         resume: on(declared.resume),
         close: on(declared.close),
         delete: on(declared.delete),
+        additional_directories: on(declared.additional_directories),
     }
 }
 

@@ -123,6 +123,19 @@ fn check_parsed(path: &Path, parsed: document::Parsed) -> Checked {
     if let Some(methods) = client_methods {
         rules::client_capabilities_in_revision(&root, &methods, &mut diagnostics);
     }
+    let agent_surface: Option<(Vec<&str>, bool)> = match (&checked.revision, &checked.generated_wire) {
+        (Some(revision), _) => Some((revision.agent_methods.to_vec(), true)),
+        (None, Some(generated)) => generated.agent_methods.as_ref().map(|methods| {
+            (
+                methods.iter().map(String::as_str).collect(),
+                generated.commands_update.unwrap_or(true),
+            )
+        }),
+        (None, None) => None,
+    };
+    if let Some((methods, commands_update)) = agent_surface {
+        rules::surface_in_revision(&root, &methods, commands_update, &mut diagnostics);
+    }
     if !diagnostics.iter().any(Diagnostic::is_error) {
         match serde_json::from_value::<Manifest>(root.to_json()) {
             Ok(manifest) => checked.manifest = Some(manifest),
@@ -346,6 +359,66 @@ mod tests {
             codes(&check_bytes(&path, client("abcdef1").as_bytes())),
             Vec::<&str>::new(),
             "an unreadable table is not a finding"
+        );
+    }
+
+    /// ACP216: a `metadata.agentacp` part is checked against the pinned revision's agent-side
+    /// methods (and `commands` against its `AvailableCommandsUpdate`), read from its module.
+    #[test]
+    fn a_declared_part_is_checked_against_the_pinned_revision() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("offers");
+        std::fs::create_dir_all(folder.join("src")).unwrap();
+        let path = folder.join("ACP.md");
+        std::fs::write(
+            folder.join("OPERATOR.md"),
+            "---\nname: O\nid: o\npersona_summary: p\nversion: 0.1.0\nprofile:\n  role: r\n---\n",
+        )
+        .unwrap();
+        let server = |rev: &str| {
+            format!(
+                "---\nname: offers\nid: offers\ndescription: d\nversion: 0.1.0\nkind: server\ntransport: stdio\nmetadata:\n  aip44:\n    acp_rev: {rev}\n    tier: basic\n    operator: ./OPERATOR.md\n  agentacp:\n    sessions:\n      list: true\n      close: false\n    modes:\n      default: ask\n      available:\n        - id: ask\n          name: Ask\n    commands:\n      - name: review\n        description: Review\n---\n"
+            )
+        };
+        assert_eq!(
+            codes(&check_bytes(&path, server("0fc18323").as_bytes())),
+            Vec::<&str>::new(),
+            "the built-in revisions have all of it"
+        );
+        let sha = "abcdef1000000000000000000000000000000000";
+        let entry = |name: &str| {
+            format!("__s::MethodInfo {{ name: \"{name}\", side: __s::Side::Agent, params: \"P\", result: None }},")
+        };
+        // A v0.x revision: `session/set_mode`, no `session/list`, no commands update.
+        std::fs::write(
+            folder.join("src/acp_wire.rs"),
+            format!(
+                "{}\npub const PROTOCOL_VERSION: u16 = 1u16;\npub const METHODS: &[__s::MethodInfo] = &[{}];\n",
+                crate::revisions::header(sha),
+                ["session/new", "session/prompt", "session/set_mode"]
+                    .map(entry)
+                    .concat()
+            ),
+        )
+        .unwrap();
+        let old = check_bytes(&path, server("abcdef1").as_bytes());
+        assert_eq!(codes(&old), ["ACP216", "ACP216"], "{:?}", old.diagnostics);
+        let line = |d: &Diagnostic| old.document.source.position(d.span.start).line;
+        assert_eq!((line(&old.diagnostics[0]), line(&old.diagnostics[1])), (15, 22));
+        assert!(
+            old.diagnostics[0].message.contains("`session/list`"),
+            "{}",
+            old.diagnostics[0].message
+        );
+        assert!(
+            old.diagnostics[0].message.contains("`abcdef1`"),
+            "{}",
+            old.diagnostics[0].message
+        );
+        assert!(
+            old.diagnostics[1].message.contains("available_commands_update"),
+            "{}",
+            old.diagnostics[1].message
         );
     }
 }

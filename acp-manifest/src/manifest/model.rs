@@ -207,7 +207,202 @@ pub struct AgentacpMetadata {
     /// bridges only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<DeclaredSessions>,
+    /// The session modes (`session/set_mode`, `current_mode_update`); servers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<DeclaredModes>,
+    /// The session config options (`session/set_config_option`, `config_option_update`);
+    /// servers only.
+    #[serde(default, rename = "configOptions", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1)))]
+    pub config_options: Option<Vec<DeclaredConfigOption>>,
+    /// The slash commands (`available_commands_update`); servers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1)))]
+    pub commands: Option<Vec<DeclaredCommand>>,
+    /// The extension methods (`_`-prefixed) the operator answers; servers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<DeclaredExtensions>,
 }
+
+/// `metadata.agentacp.modes`: the modes a session can be in, and the one it starts in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredModes {
+    /// The `id` of the mode a new session starts in.
+    pub default: String,
+    /// Every mode, in the order an editor shows them.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1)))]
+    pub available: Vec<DeclaredMode>,
+}
+
+/// One session mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredMode {
+    /// Its id (`modeId` on the wire).
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 64)))]
+    pub id: String,
+    /// What an editor shows.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 80)))]
+    pub name: String,
+    /// A sentence on what it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// One session config option: a choice among values (`select`) or an on/off switch
+/// (`boolean`, sent only to clients that advertise `session.configOptions.boolean`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum DeclaredConfigOption {
+    /// A choice among values.
+    Select(DeclaredSelect),
+    /// An on/off switch.
+    Boolean(DeclaredBoolean),
+}
+
+impl DeclaredConfigOption {
+    /// Its `id`.
+    pub fn id(&self) -> &str {
+        match self {
+            DeclaredConfigOption::Select(select) => &select.id,
+            DeclaredConfigOption::Boolean(boolean) => &boolean.id,
+        }
+    }
+}
+
+/// What an editor groups a config option under (`category`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigCategory {
+    /// The session mode.
+    Mode,
+    /// The model.
+    Model,
+    /// The model's settings.
+    ModelConfig,
+    /// How much the model thinks.
+    ThoughtLevel,
+}
+
+impl ConfigCategory {
+    /// As written (and sent).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigCategory::Mode => "mode",
+            ConfigCategory::Model => "model",
+            ConfigCategory::ModelConfig => "model_config",
+            ConfigCategory::ThoughtLevel => "thought_level",
+        }
+    }
+}
+
+/// `configOptions[].select`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredSelect {
+    /// Its id (`configId` on the wire).
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 64)))]
+    pub id: String,
+    /// What an editor shows.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 80)))]
+    pub name: String,
+    /// A sentence on what it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What an editor groups it under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<ConfigCategory>,
+    /// The `value` a new session starts with.
+    pub default: String,
+    /// The values to choose from.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1)))]
+    pub options: Vec<DeclaredChoice>,
+}
+
+/// One value of a `select` config option.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredChoice {
+    /// The value (`value` on the wire).
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 64)))]
+    pub value: String,
+    /// What an editor shows.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 80)))]
+    pub name: String,
+    /// A sentence on what it means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `configOptions[].boolean`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredBoolean {
+    /// Its id (`configId` on the wire).
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 64)))]
+    pub id: String,
+    /// What an editor shows.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 80)))]
+    pub name: String,
+    /// A sentence on what it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What an editor groups it under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<ConfigCategory>,
+    /// The value a new session starts with.
+    pub default: bool,
+}
+
+/// `command` name pattern: what follows the `/`.
+pub const COMMAND_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$";
+/// Extension method pattern: `_`, then a name.
+pub const EXTENSION_PATTERN: &str = r"^_[A-Za-z0-9][A-Za-z0-9_./\-]{0,127}$";
+
+/// One slash command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredCommand {
+    /// Its name, without the `/`.
+    #[cfg_attr(feature = "schema-gen", schemars(regex(pattern = COMMAND_PATTERN)))]
+    pub name: String,
+    /// What an editor shows beside it.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 200)))]
+    pub description: String,
+    /// When it takes input: the hint an editor shows for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// `metadata.agentacp.extensions`: the `_`-prefixed methods the operator answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredExtensions {
+    /// Requests (answered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<ExtensionMethod>,
+    /// Notifications (not answered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<ExtensionMethod>,
+}
+
+/// An extension method's name (`_vendor/method`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(transparent)]
+pub struct ExtensionMethod(
+    #[cfg_attr(feature = "schema-gen", schemars(regex(pattern = EXTENSION_PATTERN)))] pub String,
+);
 
 /// `metadata.agentacp.sessions`: each key turns on one session method; absent is off.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,6 +421,10 @@ pub struct DeclaredSessions {
     /// `session/delete`: remove a stored session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete: Option<bool>,
+    /// `additionalDirectories` in `session/new`, `load` and `resume`: more roots beside `cwd`,
+    /// each confined like it.
+    #[serde(default, rename = "additionalDirectories", skip_serializing_if = "Option::is_none")]
+    pub additional_directories: Option<bool>,
 }
 
 /// The capability tier: a shorthand for the capabilities advertised at `initialize`.

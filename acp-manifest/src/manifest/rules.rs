@@ -19,7 +19,7 @@ pub fn check(root: &Node, path: &Path, refs: &[ResolvedRef], out: &mut Vec<Diagn
     required_refs(&facts, out);
     audit_rules(&facts, out);
     capability_sides(&facts, out);
-    sessions_side(root, &facts, out);
+    agent_surface(root, &facts, out);
     tier_capabilities(&facts, out);
     mcp_servers(&facts, out);
     governance_binding(&facts, refs, out);
@@ -211,19 +211,174 @@ fn capability_sides(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// `metadata.agentacp.sessions` declares session methods an agent answers: a client answers
-/// none.
-fn sessions_side(root: &Node, facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((Kind::Client, _)) = facts.kind else { return };
+/// The parts of `metadata.agentacp` and the kinds that answer them: `sessions` is for servers
+/// and bridges (a bridge passes the agent's session methods); the rest only a server's operator
+/// answers.
+const SURFACE_PARTS: &[(&str, &[Kind])] = &[
+    ("sessions", &[Kind::Server, Kind::Bridge]),
+    ("modes", &[Kind::Server]),
+    ("configOptions", &[Kind::Server]),
+    ("commands", &[Kind::Server]),
+    ("extensions", &[Kind::Server]),
+];
+
+/// `metadata.agentacp` declares what an agent answers (ACP215 on a kind that answers none of
+/// it), with defaults among the choices (ACP217) and ids that are unique (ACP218).
+fn agent_surface(root: &Node, facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
     let Some(agentacp) = root.get_at(&["metadata", "agentacp"]) else {
         return;
     };
-    if let Some(entry) = agentacp.entry("sessions") {
-        out.push(Diagnostic::new(
-            Code::SessionsOnClient,
-            entry.key_span.clone(),
-            "`metadata.agentacp.sessions` declares session methods an agent answers; a client answers none (it calls the agent's: `agentacp::client`)",
-        ));
+    if let Some((kind, _)) = facts.kind {
+        for (part, kinds) in SURFACE_PARTS {
+            let Some(entry) = agentacp.entry(part).filter(|_| !kinds.contains(&kind)) else {
+                continue;
+            };
+            let who = match *part {
+                "sessions" => "an agent (a server, or a bridge passing them on)",
+                _ => "a server's operator",
+            };
+            let instead = match kind {
+                Kind::Client => "a client calls an agent's instead (`agentacp::client`)",
+                _ => "a bridge passes the agent's through unchanged",
+            };
+            out.push(Diagnostic::new(
+                Code::SurfaceOnWrongKind,
+                entry.key_span.clone(),
+                format!("`metadata.agentacp.{part}` declares what {who} answers; {instead}"),
+            ));
+        }
+    }
+    if let Some(modes) = agentacp.get("modes") {
+        let ids = items(modes.get("available"), &[]);
+        unique(&ids, "mode id", out);
+        default_offered(modes.get("default"), &ids, "`modes.default`", "`modes.available`", out);
+    }
+    if let Some(Value::Sequence(options)) = agentacp.get("configOptions").map(|n| &n.value) {
+        let mut ids = Vec::new();
+        for option in options {
+            let Some(entry) = option.as_mapping().and_then(|e| e.first()) else {
+                continue;
+            };
+            if let Some(id) = entry.value.get("id").filter(|id| id.as_str().is_some()) {
+                ids.push(id);
+            }
+            if entry.key == "select" {
+                let values = items(entry.value.get("options"), &["value"]);
+                unique(&values, "value of one option", out);
+                default_offered(
+                    entry.value.get("default"),
+                    &values,
+                    "`select.default`",
+                    "its `options`",
+                    out,
+                );
+            }
+        }
+        unique(&ids, "config option id", out);
+    }
+    let names = items(agentacp.get("commands"), &["name"]);
+    unique(&names, "command name", out);
+    if let Some(extensions) = agentacp.get("extensions") {
+        let mut methods = Vec::new();
+        for key in ["requests", "notifications"] {
+            if let Some(Value::Sequence(list)) = extensions.get(key).map(|n| &n.value) {
+                methods.extend(list.iter().filter(|n| n.as_str().is_some()));
+            }
+        }
+        unique(&methods, "extension method", out);
+    }
+}
+
+/// The string nodes of a list's items: the items themselves, or their `key` (`["id"]` by
+/// default when `key` is empty).
+fn items<'a>(list: Option<&'a Node>, key: &[&str]) -> Vec<&'a Node> {
+    let Some(Value::Sequence(list)) = list.map(|n| &n.value) else {
+        return Vec::new();
+    };
+    let key = if key.is_empty() { &["id"][..] } else { key };
+    list.iter()
+        .filter_map(|item| item.get_at(key))
+        .filter(|n| n.as_str().is_some())
+        .collect()
+}
+
+/// ACP218 on each string that repeats an earlier one.
+fn unique(nodes: &[&Node], what: &str, out: &mut Vec<Diagnostic>) {
+    for (index, node) in nodes.iter().enumerate() {
+        let text = node.as_str().unwrap_or_default();
+        if nodes[..index].iter().any(|earlier| earlier.as_str() == Some(text)) {
+            out.push(Diagnostic::new(
+                Code::DuplicateDeclaration,
+                node.span.clone(),
+                format!("{what} `{text}` is declared twice"),
+            ));
+        }
+    }
+}
+
+/// ACP217 when `default` is a string that is not among `choices`.
+fn default_offered(default: Option<&Node>, choices: &[&Node], field: &str, among: &str, out: &mut Vec<Diagnostic>) {
+    let Some((default, text)) = default.and_then(|n| Some((n, n.as_str()?))) else {
+        return;
+    };
+    if choices.is_empty() || choices.iter().any(|choice| choice.as_str() == Some(text)) {
+        return;
+    }
+    let known: Vec<&str> = choices.iter().filter_map(|c| c.as_str()).collect();
+    out.push(
+        Diagnostic::new(
+            Code::DefaultNotOffered,
+            default.span.clone(),
+            format!("{field} `{text}` is not one of {among}"),
+        )
+        .with_help(format!("use one of `{}`", known.join("`, `"))),
+    );
+}
+
+/// The methods (and, for `commands`, the update) each part of `metadata.agentacp` needs from
+/// the pinned revision.
+const SURFACE_NEEDS: &[(&[&str], &str)] = &[
+    (&["sessions", "list"], "session/list"),
+    (&["sessions", "resume"], "session/resume"),
+    (&["sessions", "close"], "session/close"),
+    (&["sessions", "delete"], "session/delete"),
+    (&["modes"], "session/set_mode"),
+    (&["configOptions"], "session/set_config_option"),
+];
+
+/// ACP216: a declared part of `metadata.agentacp` whose methods the pinned revision does not
+/// have (`agent_methods`: the revision's agent-side methods), or `commands` when it has no
+/// `available_commands_update` (`commands_update`).
+pub fn surface_in_revision(root: &Node, agent_methods: &[&str], commands_update: bool, out: &mut Vec<Diagnostic>) {
+    let Some(agentacp) = root.get_at(&["metadata", "agentacp"]) else {
+        return;
+    };
+    let rev = root
+        .get_at(&["metadata", "aip44", "acp_rev"])
+        .and_then(Node::as_str)
+        .unwrap_or_default();
+    let mut report = |entry: &crate::yaml::Entry, path: &[&str], missing: &str| {
+        out.push(
+            Diagnostic::new(
+                Code::SurfaceNotInRevision,
+                entry.key_span.clone(),
+                format!(
+                    "`metadata.agentacp.{}` needs `{missing}`, which ACP revision `{rev}` does not have",
+                    path.join(".")
+                ),
+            )
+            .with_help("remove it, or pin a revision that has it"),
+        );
+    };
+    for (path, method) in SURFACE_NEEDS {
+        let Some(entry) = agentacp.entry_at(path) else { continue };
+        let on = path.len() == 1 || matches!(entry.value.value, Value::Bool(true));
+        if on && !agent_methods.contains(method) {
+            report(entry, path, method);
+        }
+    }
+    if let Some(entry) = agentacp.entry("commands").filter(|_| !commands_update) {
+        report(entry, &["commands"], "available_commands_update");
     }
 }
 

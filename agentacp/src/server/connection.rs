@@ -1,7 +1,7 @@
 //! The state one client connection shares between the reader loop and the running turns:
 //! the ordered writer, the requests we wait on, audit, governance and the session store.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use crate::jsonrpc::{self, Id, RpcError};
 use super::memory::MemoryAudit;
 use super::session::{SessionContext, SessionStore};
 use crate::methods::ClientMethods;
+use crate::surface::ConfigValue;
 use crate::sync::lock;
 
 pub(crate) struct Connection {
@@ -38,6 +39,9 @@ pub(crate) struct Connection {
     offered_editor: Mutex<ClientMethods>,
     client_name: Mutex<Option<String>>,
     tool_calls: AtomicU64,
+    /// Whether the client advertised `session.configOptions.boolean` (boolean config options
+    /// are sent only then).
+    boolean_options: AtomicBool,
 }
 
 impl Connection {
@@ -67,7 +71,120 @@ impl Connection {
             offered_editor: Mutex::new(ClientMethods::NONE),
             client_name: Mutex::new(None),
             tool_calls: AtomicU64::new(0),
+            boolean_options: AtomicBool::new(false),
         }
+    }
+
+    /// Records whether the client takes boolean config options.
+    pub(crate) fn set_boolean_options(&self, offered: bool) {
+        self.boolean_options.store(offered, Ordering::Relaxed);
+    }
+
+    /// Whether the client takes boolean config options.
+    pub(crate) fn boolean_options(&self) -> bool {
+        self.boolean_options.load(Ordering::Relaxed)
+    }
+
+    /// Audits a change to a whole session (`action`, e.g. `session.close`, `session.mode`)
+    /// before it is carried out: if the record cannot be written, nothing happens.
+    pub(crate) fn session_audit(&self, action: &str, session: &str, input: Option<serde_json::Value>) -> Result<()> {
+        let mut event = AuditEvent::new(
+            crate::audit::Actor {
+                id: format!("operator:{}", self.operator_id),
+                role: Some("operator".into()),
+            },
+            action,
+            crate::audit::Subject {
+                kind: "session".into(),
+                reference: Some(session.to_string()),
+                path: None,
+            },
+        );
+        event.input = input;
+        self.audit(event)
+    }
+
+    /// Switches `session` to `mode`: checked against the manifest, audited (`session.mode`,
+    /// with who asked: `by`), then set. Returns the mode it was in.
+    pub(crate) fn change_mode(&self, session: &SessionContext, mode: &str, by: &str) -> Result<Option<String>> {
+        session.surface().check_mode(mode).map_err(Error::InvalidParams)?;
+        let from = session.mode();
+        self.session_audit(
+            "session.mode",
+            session.id(),
+            Some(serde_json::json!({"from": from, "to": mode, "by": by})),
+        )?;
+        session.change_settings(|settings| settings.mode = Some(mode.to_string()));
+        Ok(from)
+    }
+
+    /// Sets config option `id` of `session` to `value`: checked against the manifest, audited
+    /// (`session.config`, with who asked: `by`), then set. Returns the value it had.
+    pub(crate) fn change_config(
+        &self,
+        session: &SessionContext,
+        id: &str,
+        value: ConfigValue,
+        by: &str,
+    ) -> Result<Option<ConfigValue>> {
+        let surface = session.surface();
+        surface.check_config_value(id, &value).map_err(Error::InvalidParams)?;
+        let from = session.config_value(id);
+        self.session_audit(
+            "session.config",
+            session.id(),
+            Some(serde_json::json!({
+                "option": id,
+                "from": from.as_ref().map(ConfigValue::to_json),
+                "to": value.to_json(),
+                "by": by,
+            })),
+        )?;
+        Ok(session.change_settings(|settings| settings.set_config(surface, id, value)))
+    }
+
+    /// The `config_option_update` of `session`'s current values, `None` without options.
+    pub(crate) fn config_update(&self, session: &SessionContext) -> Option<String> {
+        let options = session
+            .surface()
+            .config_options_json(&session.settings(), self.boolean_options())?;
+        Some(serde_json::json!({"sessionUpdate": "config_option_update", "configOptions": options}).to_string())
+    }
+
+    /// A session setup answer (`session/new`, `load`, `resume`) with the session's `modes`
+    /// and `configOptions`, when the manifest declares them: the runtime keeps them, so they
+    /// replace what the operator's answer said.
+    pub(crate) fn setup_answer(&self, session: &SessionContext, mut answer: serde_json::Value) -> serde_json::Value {
+        let (surface, settings) = (session.surface(), session.settings());
+        if let Some(object) = answer.as_object_mut() {
+            if let Some(modes) = surface.modes_json(&settings) {
+                object.insert("modes".into(), modes);
+            }
+            if let Some(options) = surface.config_options_json(&settings, self.boolean_options()) {
+                object.insert("configOptions".into(), options);
+            }
+        }
+        answer
+    }
+
+    /// Sends `session`'s `available_commands_update` (every declared command) after its setup
+    /// answer, when the manifest declares commands. Not recorded: every setup sends it again.
+    pub(crate) async fn announce_commands(&self, session: &SessionContext) {
+        let surface = session.surface();
+        if let Some(update) = surface.commands_update(&surface.command_names())
+            && let Err(error) = self.send_update_unrecorded(session, update.to_string()).await
+        {
+            tracing::warn!(%error, session = session.id(), "could not announce the session's commands");
+        }
+    }
+
+    /// Records an update in `session`'s history without sending it (a change the client made
+    /// itself, so that `session/load` replays it and a resumed session gets it back).
+    pub(crate) fn record_only(&self, session: &SessionContext, update: &str) -> Result<()> {
+        if self.record_history {
+            self.store.append(session.id(), update)?;
+        }
+        Ok(())
     }
 
     /// Writes an audit record; the action it records must not happen if this fails.

@@ -26,6 +26,7 @@ use super::session::SessionContext;
 use super::turn::{Turn, TurnScope};
 use crate::methods;
 use crate::spec::OperatorSpec;
+use crate::surface::{CommandInput, ConfigValue, Settings, Surface};
 use crate::sync::lock;
 use crate::workspace::Workspace;
 
@@ -89,6 +90,8 @@ struct ClientInfo {
 struct NewSessionParams {
     cwd: String,
     #[serde(default)]
+    additional_directories: Vec<String>,
+    #[serde(default)]
     mcp_servers: Value,
 }
 
@@ -97,6 +100,8 @@ struct NewSessionParams {
 struct LoadSessionParams {
     session_id: String,
     cwd: String,
+    #[serde(default)]
+    additional_directories: Vec<String>,
     #[serde(default)]
     mcp_servers: Value,
 }
@@ -116,7 +121,24 @@ struct ResumeSessionParams {
     session_id: String,
     cwd: String,
     #[serde(default)]
+    additional_directories: Vec<String>,
+    #[serde(default)]
     mcp_servers: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetModeParams {
+    session_id: String,
+    mode_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetConfigParams {
+    session_id: String,
+    config_id: String,
+    value: Value,
 }
 
 /// How many sessions one `session/list` page holds.
@@ -327,7 +349,15 @@ impl<O: Operator> Dispatcher<O> {
             "session/list" if self.spec.sessions().list => self.list_sessions(id, params.as_deref()).await,
             "session/resume" if self.spec.sessions().resume => self.resume_session(id, params.as_deref()).await,
             "session/delete" if self.spec.sessions().delete => self.delete_session(id, params.as_deref()).await,
+            "session/set_mode" if self.spec.surface.modes.is_some() => self.set_mode(id, params),
+            "session/set_config_option" if !self.spec.surface.config_options.is_empty() => {
+                self.set_config_option(id, params)
+            }
             "authenticate" => self.authenticate(id, params),
+            extension if self.spec.surface.extensions.requests.contains(&extension) => {
+                self.extension(id, extension, params.as_deref());
+                Ok(())
+            }
             _ => Err(RpcError::new(
                 codes::METHOD_NOT_FOUND,
                 format!("method not found: `{method}`"),
@@ -345,6 +375,9 @@ impl<O: Operator> Dispatcher<O> {
                 Ok(cancel) => self.cancel_request(&cancel.request_id),
                 Err(error) => tracing::warn!(%error, "ignored a bad $/cancel_request"),
             },
+            extension if self.spec.surface.extensions.notifications.contains(&extension) => {
+                self.extension_notification(extension, params);
+            }
             other => tracing::debug!(method = other, "ignored a notification"),
         }
     }
@@ -365,6 +398,13 @@ impl<O: Operator> Dispatcher<O> {
             .set_client_name(params.client_info.as_ref().map(|info| info.name.as_str()));
         self.connection
             .set_offered_editor(methods::offered_in(params.client_capabilities.as_ref()));
+        self.connection.set_boolean_options(
+            params
+                .client_capabilities
+                .as_ref()
+                .and_then(|caps| caps.pointer("/session/configOptions/boolean"))
+                .is_some_and(Value::is_object),
+        );
         self.initialized = true;
         let _ = self.connection.respond(id, &self.initialize_response).await;
         Ok(())
@@ -374,6 +414,7 @@ impl<O: Operator> Dispatcher<O> {
         let params: NewSessionParams = runtime_params::<O, _>("session/new", params, false)?;
         self.room_for_a_session(None)?;
         let workspace = self.confine_cwd(&params.cwd)?;
+        let additional = self.confine_additional(&params.additional_directories)?;
         let cwd = workspace.path();
         let session_id = new_session_id();
         let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
@@ -385,12 +426,18 @@ impl<O: Operator> Dispatcher<O> {
         }
         let invoked = AuditEvent::lifecycle(&self.connection.operator_id, &session_id, Lifecycle::Invoked, None);
         self.connection.audit(invoked).map_err(|e| internal(&e))?;
-        let context = Arc::new(
-            SessionContext::new(session_id.clone(), workspace, params.mcp_servers)
-                .with_operator(self.profile.clone(), self.memory.for_session(&session_id)),
+        let settings = self.spec.surface.defaults();
+        let context = self.session_context(&session_id, workspace, params.mcp_servers, settings, additional);
+        lock(&self.sessions).insert(
+            session_id.clone(),
+            SessionEntry {
+                context: context.clone(),
+                running: None,
+            },
         );
-        lock(&self.sessions).insert(session_id.clone(), SessionEntry { context, running: None });
-        let _ = self.connection.respond(id, &json!({"sessionId": session_id})).await;
+        let answer = self.connection.setup_answer(&context, json!({"sessionId": session_id}));
+        let _ = self.connection.respond(id, &answer).await;
+        self.connection.announce_commands(&context).await;
         Ok(())
     }
 
@@ -420,7 +467,14 @@ impl<O: Operator> Dispatcher<O> {
             in_flight: self.in_flight.clone(),
             id: id.clone(),
             answered: Arc::new(AtomicBool::new(false)),
-            scope: TurnScope::new(self.connection.clone(), context, cancel_rx),
+            scope: TurnScope {
+                // Read only when commands are declared: a prompt may be large.
+                command: (!self.spec.surface.commands.is_empty())
+                    .then(|| first_text(&params))
+                    .flatten()
+                    .and_then(|text| CommandInput::parse(&self.spec.surface, &text)),
+                ..TurnScope::new(self.connection.clone(), context, cancel_rx)
+            },
             params,
         };
         let answered = task.answered.clone();
@@ -433,6 +487,7 @@ impl<O: Operator> Dispatcher<O> {
         let params: LoadSessionParams = read_params("session/load", Some(&raw))?;
         self.room_for_a_session(Some(&params.session_id))?;
         let workspace = self.confine_cwd(&params.cwd)?;
+        let additional = self.confine_additional(&params.additional_directories)?;
         if lock(&self.sessions)
             .get(&params.session_id)
             .is_some_and(|entry| entry.running.is_some())
@@ -448,10 +503,8 @@ impl<O: Operator> Dispatcher<O> {
             .load(&params.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("reading the session failed: {error}")))?
             .ok_or_else(|| unknown_session(&params.session_id))?;
-        let context = Arc::new(
-            SessionContext::new(params.session_id.clone(), workspace, params.mcp_servers)
-                .with_operator(self.profile.clone(), self.memory.for_session(&params.session_id)),
-        );
+        let settings = stored_settings(&self.spec.surface, &stored.history);
+        let context = self.session_context(&params.session_id, workspace, params.mcp_servers, settings, additional);
         let operator = self.operator.clone();
         let connection = self.connection.clone();
         let sessions = self.sessions.clone();
@@ -477,6 +530,7 @@ impl<O: Operator> Dispatcher<O> {
                     Some(future) => future.await?,
                     None => json!({}),
                 };
+                let result = connection.setup_answer(&context, result);
                 lock(&sessions).insert(
                     context.id().to_string(),
                     SessionEntry {
@@ -491,10 +545,15 @@ impl<O: Operator> Dispatcher<O> {
             if answered_by_task.swap(true, Ordering::SeqCst) {
                 return;
             }
-            let _ = match outcome {
-                Ok(result) => connection.respond(&id_for_task, &result).await,
-                Err(error) => connection.respond_error(&id_for_task, &error.to_rpc()).await,
-            };
+            match outcome {
+                Ok(result) => {
+                    let _ = connection.respond(&id_for_task, &result).await;
+                    connection.announce_commands(&context).await;
+                }
+                Err(error) => {
+                    let _ = connection.respond_error(&id_for_task, &error.to_rpc()).await;
+                }
+            }
         });
         Ok(())
     }
@@ -589,6 +648,7 @@ impl<O: Operator> Dispatcher<O> {
         }
         self.room_for_a_session(None)?;
         let workspace = self.confine_cwd(&params.cwd)?;
+        let additional = self.confine_additional(&params.additional_directories)?;
         let stored = self
             .connection
             .store
@@ -606,13 +666,32 @@ impl<O: Operator> Dispatcher<O> {
                 ),
             ));
         }
+        // Modes and config values come back from the history, read only when there are some.
+        let surface = &self.spec.surface;
+        let settings = if surface.modes.is_some() || !surface.config_options.is_empty() {
+            let stored =
+                self.connection.store.load(&params.session_id).map_err(|error| {
+                    RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}"))
+                })?;
+            stored.map_or_else(
+                || surface.defaults(),
+                |stored| stored_settings(surface, &stored.history),
+            )
+        } else {
+            surface.defaults()
+        };
         self.session_audit("session.resume", &params.session_id)?;
-        let context = Arc::new(
-            SessionContext::new(params.session_id.clone(), workspace, params.mcp_servers)
-                .with_operator(self.profile.clone(), self.memory.for_session(&params.session_id)),
+        let context = self.session_context(&params.session_id, workspace, params.mcp_servers, settings, additional);
+        lock(&self.sessions).insert(
+            params.session_id,
+            SessionEntry {
+                context: context.clone(),
+                running: None,
+            },
         );
-        lock(&self.sessions).insert(params.session_id, SessionEntry { context, running: None });
-        let _ = self.connection.respond(id, &json!({})).await;
+        let answer = self.connection.setup_answer(&context, json!({}));
+        let _ = self.connection.respond(id, &answer).await;
+        self.connection.announce_commands(&context).await;
         Ok(())
     }
 
@@ -656,21 +735,189 @@ impl<O: Operator> Dispatcher<O> {
     /// Audits a request about a whole session (`action`, e.g. `session.close`) before it is
     /// carried out: if the record cannot be written, nothing happens.
     fn session_audit(&self, action: &str, session: &str) -> Result<(), RpcError> {
-        let event = AuditEvent::new(
-            crate::audit::Actor {
-                id: format!("operator:{}", self.connection.operator_id),
-                role: Some("operator".into()),
-            },
-            action,
-            crate::audit::Subject {
-                kind: "session".into(),
-                reference: Some(session.to_string()),
-                path: None,
-            },
-        );
         self.connection
-            .audit(event)
+            .session_audit(action, session, None)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
+    }
+
+    /// A session's context: its roots, the operator's profile and memory, the manifest's
+    /// surface and the session's settings.
+    fn session_context(
+        &self,
+        session_id: &str,
+        workspace: Workspace,
+        mcp_servers: Value,
+        settings: Settings,
+        additional: Vec<Workspace>,
+    ) -> Arc<SessionContext> {
+        Arc::new(
+            SessionContext::new(session_id.to_string(), workspace, mcp_servers)
+                .with_operator(self.profile.clone(), self.memory.for_session(session_id))
+                .with_surface(&self.spec.surface, settings, additional),
+        )
+    }
+
+    /// The `additionalDirectories` of a session request, each confined like `cwd`; refused
+    /// unless the manifest declares `sessions.additionalDirectories`.
+    fn confine_additional(&self, directories: &[String]) -> Result<Vec<Workspace>, RpcError> {
+        if directories.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !self.spec.sessions().additional_directories {
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                "this agent does not take `additionalDirectories` (its manifest does not declare `metadata.agentacp.sessions.additionalDirectories`)",
+            ));
+        }
+        directories
+            .iter()
+            .map(|directory| self.confine_cwd(directory))
+            .collect()
+    }
+
+    /// An open session's context (`-32602` for an unknown one).
+    fn open_session(&self, session_id: &str) -> Result<Arc<SessionContext>, RpcError> {
+        lock(&self.sessions)
+            .get(session_id)
+            .map(|entry| entry.context.clone())
+            .ok_or_else(|| unknown_session(session_id))
+    }
+
+    /// Runs `work` as a task that answers request `id` with its outcome.
+    fn answer_in_task(&mut self, id: &Id, work: impl Future<Output = Result<Value, Error>> + Send + 'static) {
+        let connection = self.connection.clone();
+        let in_flight = self.in_flight.clone();
+        let answered = Arc::new(AtomicBool::new(false));
+        let answered_by_task = answered.clone();
+        let request = id.clone();
+        self.start(id, &answered, None, async move {
+            let outcome = work.await;
+            lock(&in_flight).remove(&request);
+            if answered_by_task.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let _ = match outcome {
+                Ok(result) => connection.respond(&request, &result).await,
+                Err(error) => connection.respond_error(&request, &error.to_rpc()).await,
+            };
+        });
+    }
+
+    /// `session/set_mode` (`metadata.agentacp.modes`): the mode is checked, audited and set,
+    /// then the operator's `set_mode` runs; if it fails, the mode goes back (audited too).
+    fn set_mode(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
+        let raw = params.unwrap_or_else(null_params);
+        let request: SetModeParams = runtime_params::<O, _>("session/set_mode", Some(&raw), false)?;
+        let context = self.open_session(&request.session_id)?;
+        let previous = self
+            .connection
+            .change_mode(&context, &request.mode_id, "client")
+            .map_err(|error| error.to_rpc())?;
+        let (operator, connection) = (self.operator.clone(), self.connection.clone());
+        self.answer_in_task(id, async move {
+            let outcome = match operator.set_mode(&context, &raw) {
+                Some(future) => future.await,
+                None => Ok(json!({})),
+            };
+            match outcome {
+                Ok(answer) => {
+                    let update = json!({"sessionUpdate": "current_mode_update", "currentModeId": request.mode_id});
+                    connection.record_only(&context, &update.to_string())?;
+                    Ok(answer)
+                }
+                Err(error) => {
+                    if let Some(previous) = previous {
+                        connection.change_mode(&context, &previous, "operator")?;
+                    }
+                    Err(error)
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// `session/set_config_option` (`metadata.agentacp.configOptions`): the value is checked,
+    /// audited and set, then the operator's `set_config_option` runs; if it fails, the value
+    /// goes back (audited too). The answer's `configOptions` are every option's current value.
+    fn set_config_option(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
+        let raw = params.unwrap_or_else(null_params);
+        let request: SetConfigParams = runtime_params::<O, _>("session/set_config_option", Some(&raw), false)?;
+        let context = self.open_session(&request.session_id)?;
+        let value = match request.value {
+            Value::String(value) => ConfigValue::Value(value),
+            Value::Bool(value) => ConfigValue::Boolean(value),
+            other => {
+                return Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    format!("`value` must be a value id or a boolean, not `{other}`"),
+                ));
+            }
+        };
+        let previous = self
+            .connection
+            .change_config(&context, &request.config_id, value, "client")
+            .map_err(|error| error.to_rpc())?;
+        let (operator, connection) = (self.operator.clone(), self.connection.clone());
+        self.answer_in_task(id, async move {
+            let outcome = match operator.set_config_option(&context, &raw) {
+                Some(future) => future.await,
+                None => Ok(json!({})),
+            };
+            match outcome {
+                Ok(mut answer) => {
+                    if let Some(update) = connection.config_update(&context) {
+                        connection.record_only(&context, &update)?;
+                    }
+                    let options = context
+                        .surface()
+                        .config_options_json(&context.settings(), connection.boolean_options());
+                    if let (Some(answer), Some(options)) = (answer.as_object_mut(), options) {
+                        answer.insert("configOptions".into(), options);
+                    }
+                    Ok(answer)
+                }
+                Err(error) => {
+                    if let Some(previous) = previous {
+                        connection.change_config(&context, &request.config_id, previous, "operator")?;
+                    }
+                    Err(error)
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// A declared extension request: the operator's `extension` answers it, in a task.
+    fn extension(&mut self, id: &Id, method: &str, params: Option<&RawValue>) {
+        let params = params
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or(Value::Null);
+        let (operator, method) = (self.operator.clone(), method.to_string());
+        self.answer_in_task(id, async move {
+            match operator.extension(&method, params) {
+                Some(future) => future.await,
+                None => Err(Error::Rpc(RpcError::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!("method not found: `{method}`"),
+                ))),
+            }
+        });
+    }
+
+    /// A declared extension notification: the operator's `extension_notification` takes it, in
+    /// a task; a failure is logged.
+    fn extension_notification(&mut self, method: &str, params: Option<&RawValue>) {
+        let params = params
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or(Value::Null);
+        let (operator, method) = (self.operator.clone(), method.to_string());
+        self.tasks.spawn(async move {
+            if let Some(future) = operator.extension_notification(&method, params)
+                && let Err(error) = future.await
+            {
+                tracing::warn!(%error, method, "the operator failed an extension notification");
+            }
+        });
     }
 
     /// Refuses a new session (or the load of one not open here) when the connection has
@@ -796,6 +1043,38 @@ impl<O: Operator> Dispatcher<O> {
             tracing::error!(%error, "flushing the audit log failed");
         }
     }
+}
+
+/// The text of a prompt's first content block, when it is text.
+fn first_text(params: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Prompt {
+        prompt: Vec<Value>,
+    }
+    let prompt: Prompt = serde_json::from_str(params.get()).ok()?;
+    let first = prompt.prompt.into_iter().next()?;
+    (first.get("type")? == "text").then(|| first.get("text")?.as_str().map(str::to_string))?
+}
+
+/// `null`: the params of a request sent without any.
+fn null_params() -> Box<RawValue> {
+    RawValue::from_string("null".into()).expect("valid JSON")
+}
+
+/// A loaded or resumed session's settings: the manifest's defaults, then what its history's
+/// `current_mode_update` and `config_option_update` records say (only lines that name one are
+/// parsed).
+fn stored_settings(surface: &Surface, history: &[Box<RawValue>]) -> Settings {
+    let mut settings = surface.defaults();
+    for update in history {
+        let text = update.get();
+        if (text.contains("current_mode_update") || text.contains("config_option_update"))
+            && let Ok(update) = serde_json::from_str::<Value>(text)
+        {
+            settings.apply_stored(surface, &update);
+        }
+    }
+    settings
 }
 
 fn unknown_session(id: &str) -> RpcError {

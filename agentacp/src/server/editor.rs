@@ -7,7 +7,8 @@
 //!
 //! 1. the manifest declares the method (`metadata.aip44.capabilities.client` of a server),
 //! 2. the editor advertised it in `clientCapabilities` at `initialize`, and
-//! 3. the path is inside the session's folder (lexically: the editor opens it, not us).
+//! 3. the path is inside the session's folder or one of its `additionalDirectories` (lexically:
+//!    the editor opens it, not us).
 //!
 //! Each call is then a governed tool call named after the method (`fs/read_text_file`,
 //! `fs/write_text_file`, `terminal/create`): governance decides, the user may be asked, the
@@ -270,8 +271,7 @@ impl<'t, T: Governed> Editor<'_, 't, T> {
         let absolute = self
             .turn
             .session()
-            .workspace()
-            .resolve(path)
+            .resolve_in_roots(path)
             .map_err(|_| EditorError::OutsideSession(path.to_string()))?;
         Ok(absolute.to_string_lossy().into_owned())
     }

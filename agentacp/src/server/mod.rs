@@ -373,6 +373,7 @@ mod tests {
             audit: AuditTarget::Off,
             editor: ClientMethods::NONE,
             policies: &[],
+            surface: crate::surface::Surface::NONE,
         }))
     }
 

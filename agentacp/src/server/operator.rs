@@ -50,6 +50,38 @@ pub trait Operator: Send + Sync + 'static {
         Ok(())
     }
 
+    /// `session/set_mode`, after the runtime checked, audited and set the mode; `None` when
+    /// the manifest declares no `metadata.agentacp.modes`.
+    fn set_mode<'a>(
+        &'a self,
+        _session: &'a SessionContext,
+        _params: &'a RawValue,
+    ) -> Option<BoxFuture<'a, Result<Value>>> {
+        None
+    }
+
+    /// `session/set_config_option`, after the runtime checked, audited and set the value;
+    /// `None` when the manifest declares no `metadata.agentacp.configOptions`.
+    fn set_config_option<'a>(
+        &'a self,
+        _session: &'a SessionContext,
+        _params: &'a RawValue,
+    ) -> Option<BoxFuture<'a, Result<Value>>> {
+        None
+    }
+
+    /// An extension request the manifest declares (`metadata.agentacp.extensions.requests`);
+    /// `None` when it declares none.
+    fn extension<'a>(&'a self, _method: &'a str, _params: Value) -> Option<BoxFuture<'a, Result<Value>>> {
+        None
+    }
+
+    /// An extension notification the manifest declares
+    /// (`metadata.agentacp.extensions.notifications`); `None` when it declares none.
+    fn extension_notification<'a>(&'a self, _method: &'a str, _params: Value) -> Option<BoxFuture<'a, Result<()>>> {
+        None
+    }
+
     /// `authenticate`; `None` when the manifest has no transport that needs it.
     fn authenticate<'a>(&'a self, _params: &'a RawValue) -> Option<BoxFuture<'a, Result<Value>>> {
         None

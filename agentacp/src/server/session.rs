@@ -12,6 +12,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::governance::{MemoryPolicy, OperatorProfile};
+use crate::surface::{ConfigValue, Settings, Surface};
 use crate::sync::lock;
 use crate::workspace::Workspace;
 
@@ -31,7 +32,16 @@ pub struct SessionContext {
     operator: std::sync::Arc<OperatorProfile>,
     /// The operator's memory as this session sees it.
     memory: Memory,
+    /// The manifest's session surface (modes, config options, commands).
+    surface: &'static Surface,
+    /// The current mode and config values.
+    settings: std::sync::Arc<Mutex<Settings>>,
+    /// The `additionalDirectories` the client gave, each confined like `cwd`.
+    additional_directories: std::sync::Arc<[Workspace]>,
 }
+
+/// Nothing declared: the surface of a session made without a manifest's.
+static NO_SURFACE: Surface = Surface::NONE;
 
 /// An answer the user gave for the rest of the session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +63,56 @@ impl SessionContext {
             remembered: std::sync::Arc::default(),
             operator: std::sync::Arc::default(),
             memory: Memory::ephemeral(MemoryPolicy::Summarising),
+            surface: &NO_SURFACE,
+            settings: std::sync::Arc::default(),
+            additional_directories: std::sync::Arc::new([]),
         }
+    }
+
+    /// The same session, with the manifest's session surface, its settings and the extra roots.
+    pub(crate) fn with_surface(
+        mut self,
+        surface: &'static Surface,
+        settings: Settings,
+        additional_directories: Vec<Workspace>,
+    ) -> Self {
+        self.surface = surface;
+        self.settings = std::sync::Arc::new(Mutex::new(settings));
+        self.additional_directories = additional_directories.into();
+        self
+    }
+
+    /// The session's current mode (`metadata.agentacp.modes`; `None` without modes).
+    pub fn mode(&self) -> Option<String> {
+        lock(&self.settings).mode.clone()
+    }
+
+    /// The current value of config option `id` (`metadata.agentacp.configOptions`; `None`
+    /// when it is not declared).
+    pub fn config_value(&self, id: &str) -> Option<ConfigValue> {
+        lock(&self.settings).config(self.surface, id)
+    }
+
+    /// The manifest's session surface.
+    pub fn surface(&self) -> &'static Surface {
+        self.surface
+    }
+
+    /// A copy of the current settings.
+    pub(crate) fn settings(&self) -> Settings {
+        lock(&self.settings).clone()
+    }
+
+    /// Changes the settings under the lock; returns what `change` returns.
+    pub(crate) fn change_settings<R>(&self, change: impl FnOnce(&mut Settings) -> R) -> R {
+        change(&mut lock(&self.settings))
+    }
+
+    /// The extra roots the client gave in `additionalDirectories`
+    /// (`metadata.agentacp.sessions.additionalDirectories`), each canonical and inside the
+    /// workspace root, like [`workspace`](Self::workspace).
+    pub fn additional_directories(&self) -> &[Workspace] {
+        &self.additional_directories
     }
 
     /// The same session, with the operator's profile and the memory it sees.
@@ -103,6 +162,20 @@ impl SessionContext {
     /// workspace root's handle, no symlinks followed (see [`Workspace`]).
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
+    }
+
+    /// `path` made absolute inside one of the session's roots: relative to `cwd`, or absolute
+    /// inside `cwd` or one of the [`additional_directories`](Self::additional_directories).
+    pub fn resolve_in_roots(&self, path: &str) -> std::io::Result<PathBuf> {
+        match self.workspace.resolve(path) {
+            Ok(resolved) => Ok(resolved),
+            Err(error) if !Path::new(path).is_absolute() => Err(error),
+            Err(error) => self
+                .additional_directories
+                .iter()
+                .find_map(|root| root.resolve(path).ok())
+                .ok_or(error),
+        }
     }
 
     /// The MCP servers from `session/new` / `session/load`, as JSON.

@@ -19,6 +19,7 @@ use crate::audit::{Approval, AuditEvent, Lifecycle, ToolCallMirror, ToolOutcomeR
 use crate::error::{Error, Result};
 use crate::governance::{Decision, ToolKind, ToolRequest};
 use crate::jsonrpc::pending::RequestFailure;
+use crate::surface::{CommandInput, ConfigValue};
 use crate::tier::{Governed, SandboxedTier, Tier};
 use crate::wire::support::OperatorUpdate;
 
@@ -35,6 +36,8 @@ pub(crate) struct TurnScope {
     /// must be audited if the turn is cancelled meanwhile (the turn's future is gone by then):
     /// rejected (`cancelled`) while asking, failed (`cancelled while running`) after.
     pub(crate) unfinished_call: std::sync::Mutex<Option<ToolCallMirror>>,
+    /// The declared slash command the prompt starts with, if any.
+    pub(crate) command: Option<CommandInput>,
 }
 
 impl TurnScope {
@@ -49,6 +52,7 @@ impl TurnScope {
             cancel,
             announced: AtomicBool::new(false),
             unfinished_call: std::sync::Mutex::new(None),
+            command: None,
         }
     }
 
@@ -204,6 +208,24 @@ impl<'t, T: Tier> Turn<'t, T> {
     /// Tool calls stay governed here too: a `tool_call` or `tool_call_update` is refused at
     /// every tier — logged, never sent, and an error for the operator.
     pub async fn update_json(&mut self, update: Value) -> Result<()> {
+        match update.get("sessionUpdate").and_then(Value::as_str) {
+            Some("current_mode_update") => {
+                let mode = update.get("currentModeId").and_then(Value::as_str).unwrap_or_default();
+                return self.set_mode(mode).await;
+            }
+            Some("config_option_update") => return self.config_update_from(&update).await,
+            Some("available_commands_update") => {
+                let names: Vec<&str> = update
+                    .get("availableCommands")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|command| command.get("name").and_then(Value::as_str).unwrap_or_default())
+                    .collect();
+                return self.set_commands(&names).await;
+            }
+            _ => {}
+        }
         if let Some(kind) = tool_call_update_kind(&update) {
             tracing::error!(
                 session = self.scope.session.id(),
@@ -215,6 +237,103 @@ impl<'t, T: Tier> Turn<'t, T> {
             )));
         }
         self.scope.send(update.to_string()).await
+    }
+
+    /// The declared slash command (`metadata.agentacp.commands`) this turn's prompt starts
+    /// with: `/review the parser` gives the command `review` and the input `the parser`.
+    pub fn command(&self) -> Option<CommandInput> {
+        self.scope.command.clone()
+    }
+
+    /// The session's current mode (`metadata.agentacp.modes`).
+    pub fn mode(&self) -> Option<String> {
+        self.scope.session.mode()
+    }
+
+    /// The current value of config option `id` (`metadata.agentacp.configOptions`).
+    pub fn config_value(&self, id: &str) -> Option<ConfigValue> {
+        self.scope.session.config_value(id)
+    }
+
+    /// Switches the session to `mode`, one the manifest declares: audited (`session.mode`),
+    /// set, and sent to the client as a `current_mode_update`. An undeclared mode is an error
+    /// and nothing is sent.
+    pub async fn set_mode(&mut self, mode: &str) -> Result<()> {
+        self.scope.announce_running()?;
+        self.scope
+            .connection
+            .change_mode(&self.scope.session, mode, "operator")?;
+        let update = json!({"sessionUpdate": "current_mode_update", "currentModeId": mode});
+        self.scope.send(update.to_string()).await
+    }
+
+    /// Sets config option `id` to `value`, one the manifest allows: audited
+    /// (`session.config`), set, and sent to the client as a `config_option_update` with every
+    /// option's current value. An undeclared option or value is an error and nothing is sent.
+    pub async fn set_config_value(&mut self, id: &str, value: ConfigValue) -> Result<()> {
+        self.scope.announce_running()?;
+        self.scope
+            .connection
+            .change_config(&self.scope.session, id, value, "operator")?;
+        match self.scope.connection.config_update(&self.scope.session) {
+            Some(update) => self.scope.send(update).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Tells the client which slash commands are available now (`available_commands_update`):
+    /// `names` must be commands the manifest declares (an empty list hides them all).
+    pub async fn set_commands(&mut self, names: &[&str]) -> Result<()> {
+        let surface = self.scope.session.surface();
+        if let Some(unknown) = names.iter().find(|name| surface.command(name).is_none()) {
+            return Err(Error::InvalidParams(format!(
+                "no command `{unknown}`; the manifest declares `{}`",
+                surface.command_names().join("`, `")
+            )));
+        }
+        let update = surface
+            .commands_update(names)
+            .ok_or_else(|| Error::InvalidParams("the manifest declares no commands".into()))?;
+        self.scope.send(update.to_string()).await
+    }
+
+    /// A `config_option_update` from operator code: each option it names is set as
+    /// [`Turn::set_config_value`] would (all checked first, so a bad one changes nothing), then
+    /// one update with every option's current value is sent.
+    async fn config_update_from(&mut self, update: &Value) -> Result<()> {
+        let surface = self.scope.session.surface();
+        let mut changes = Vec::new();
+        for option in update
+            .get("configOptions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let id = option.get("id").and_then(Value::as_str).unwrap_or_default();
+            let value = match option.get("currentValue") {
+                Some(Value::String(value)) => ConfigValue::Value(value.clone()),
+                Some(Value::Bool(value)) => ConfigValue::Boolean(*value),
+                _ => {
+                    return Err(Error::InvalidParams(format!(
+                        "config option `{id}` has no `currentValue`"
+                    )));
+                }
+            };
+            surface.check_config_value(id, &value).map_err(Error::InvalidParams)?;
+            changes.push((id.to_string(), value));
+        }
+        self.scope.announce_running()?;
+        for (id, value) in changes {
+            if self.scope.session.config_value(&id).as_ref() != Some(&value) {
+                self.scope
+                    .connection
+                    .change_config(&self.scope.session, &id, value, "operator")?;
+            }
+        }
+        match self.scope.connection.config_update(&self.scope.session) {
+            Some(update) => self.scope.send(update).await,
+            None => Ok(()),
+        }
     }
 
     /// Starts a governed tool call (tier governance-aware and up). Nothing happens until
