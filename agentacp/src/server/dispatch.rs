@@ -608,19 +608,14 @@ impl<O: Operator> Dispatcher<O> {
                     )
                 })?,
         };
-        let mut sessions = self
+        let cwd = cwd.map(|cwd| cwd.path());
+        let (sessions, more) = self
             .connection
             .store
-            .list()
+            .list_page(cwd.as_deref(), start, LIST_PAGE)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot list the sessions: {error}")))?;
-        if let Some(cwd) = &cwd {
-            sessions.retain(|session| session.cwd == cwd.path());
-        }
-        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.id.cmp(&b.id)));
         let page: Vec<Value> = sessions
             .iter()
-            .skip(start)
-            .take(LIST_PAGE)
             .map(|session| {
                 let mut info = json!({"sessionId": session.id, "cwd": session.cwd});
                 if let Some(time) = session.updated_at {
@@ -630,7 +625,7 @@ impl<O: Operator> Dispatcher<O> {
             })
             .collect();
         let mut answer = json!({ "sessions": page });
-        if start + LIST_PAGE < sessions.len() {
+        if more {
             answer["nextCursor"] = json!(format!("offset:{}", start + LIST_PAGE));
         }
         let _ = self.connection.respond(id, &answer).await;

@@ -204,6 +204,11 @@ pub struct SessionSummary {
     pub updated_at: Option<std::time::SystemTime>,
 }
 
+/// `session/list`'s order: the most recently written first, ties by id.
+fn newest_first(a: &SessionSummary, b: &SessionSummary) -> std::cmp::Ordering {
+    b.updated_at.cmp(&a.updated_at).then_with(|| a.id.cmp(&b.id))
+}
+
 /// The error of a store that cannot do what a manifest offers (the default of the optional
 /// [`SessionStore`] methods).
 fn unsupported(what: &str) -> std::io::Error {
@@ -238,9 +243,24 @@ pub trait SessionStore: Send + Sync + 'static {
             updated_at: None,
         }))
     }
-    /// Every stored session (for `session/list`). The default cannot list.
+    /// Every stored session, in any order (what the default [`list_page`](Self::list_page)
+    /// pages through for `session/list`). The default cannot list.
     fn list(&self) -> std::io::Result<Vec<SessionSummary>> {
         Err(unsupported("list sessions"))
+    }
+    /// One page of `session/list`: the stored sessions whose `cwd` is `cwd` (all when `None`),
+    /// newest first (by `updated_at`, ties by id), `len` of them from the `start`-th on, and
+    /// whether any come after. The default sorts the whole [`list`](Self::list); a store can
+    /// answer without reading every session (a [`FileStore`] reads the headers of the page
+    /// only, and remembers them).
+    fn list_page(&self, cwd: Option<&Path>, start: usize, len: usize) -> std::io::Result<(Vec<SessionSummary>, bool)> {
+        let mut sessions = self.list()?;
+        if let Some(cwd) = cwd {
+            sessions.retain(|session| session.cwd == cwd);
+        }
+        sessions.sort_by(newest_first);
+        let more = start.saturating_add(len) < sessions.len();
+        Ok((sessions.into_iter().skip(start).take(len).collect(), more))
     }
     /// Removes a stored session; `false` when there was none (for `session/delete`). The
     /// default cannot delete.
@@ -311,10 +331,50 @@ impl SessionStore for MemoryStore {
 /// flushed, synced and closed to make room, and reopened when its session is used again), and
 /// only files written since their last sync are synced: a connection with thousands of
 /// sessions costs neither thousands of file descriptors nor thousands of fsyncs per turn.
+///
+/// `session/list` reads the folder and each file's metadata (its time) at every call, so
+/// files other processes write or remove show as they are now; it reads a file's header line
+/// only for sessions it shows (or filters by `cwd`) and remembers it for as long as that file
+/// exists: a header never changes once written (files are only appended to), and a file
+/// replaced under the same name (another inode or birth time) is read again.
 #[derive(Debug)]
 pub struct FileStore {
     dir: PathBuf,
     writers: Mutex<Writers>,
+    /// The `cwd` in each session file's header, by id, with the file it was read from.
+    headers: Mutex<HashMap<String, CachedHeader>>,
+}
+
+/// Which file a header was read from: a file replaced under the same name is another one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileKey {
+    dev: u64,
+    ino: u64,
+    born: Option<std::time::SystemTime>,
+}
+
+impl FileKey {
+    fn of(metadata: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileKey {
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+            born: metadata.created().ok(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct CachedHeader {
+    file: FileKey,
+    cwd: PathBuf,
+}
+
+/// A session file as the folder shows it, before its header is read.
+struct Listed {
+    id: String,
+    updated_at: Option<std::time::SystemTime>,
+    file: FileKey,
 }
 
 /// How many session files a [`FileStore`] keeps open at most.
@@ -385,6 +445,7 @@ impl FileStore {
         Ok(FileStore {
             dir,
             writers: Mutex::new(Writers::default()),
+            headers: Mutex::new(HashMap::new()),
         })
     }
 
@@ -411,24 +472,105 @@ impl FileStore {
     /// A session file's header line and time, its history not read; `None` when there is no
     /// such session (or `id` could name another file).
     fn header(&self, id: &str) -> std::io::Result<Option<SessionSummary>> {
+        Ok(self.read_header(id)?.map(|(summary, _)| summary))
+    }
+
+    /// [`header`](Self::header), and which file it was read from.
+    fn read_header(&self, id: &str) -> std::io::Result<Option<(SessionSummary, FileKey)>> {
         let Some(path) = self.path(id) else { return Ok(None) };
         let file = match File::open(&path) {
             Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => return Err(error),
         };
-        let updated_at = file.metadata().and_then(|m| m.modified()).ok();
+        let metadata = file.metadata()?;
+        let updated_at = metadata.modified().ok();
         let mut header = String::new();
         BufReader::new(file).take(64 * 1024).read_line(&mut header)?;
         let cwd = serde_json::from_str::<Value>(&header)
             .ok()
             .and_then(|h| h.get("cwd").and_then(Value::as_str).map(PathBuf::from))
             .ok_or_else(|| std::io::Error::other("the header line has no `cwd`"))?;
-        Ok(Some(SessionSummary {
+        let summary = SessionSummary {
             id: id.to_string(),
             cwd,
             updated_at,
-        }))
+        };
+        Ok(Some((summary, FileKey::of(&metadata))))
+    }
+
+    /// Writes out what this process buffers, so that each file's time is its last write's.
+    fn flush_buffers(&self) -> std::io::Result<()> {
+        for file in lock(&self.writers).open.values_mut() {
+            file.writer.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The session files in the folder now, newest first (ties by id), from the folder and
+    /// each file's metadata: no file is opened.
+    fn scan(&self) -> std::io::Result<Vec<Listed>> {
+        self.flush_buffers()?;
+        let mut listed = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if !valid_id(id) {
+                continue;
+            }
+            let metadata = match entry.metadata() {
+                Ok(metadata) => metadata,
+                // Removed since the folder was read.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => {
+                    tracing::warn!(session = id, %error, "skipping a session file without readable metadata");
+                    continue;
+                }
+            };
+            listed.push(Listed {
+                id: id.to_string(),
+                updated_at: metadata.modified().ok(),
+                file: FileKey::of(&metadata),
+            });
+        }
+        listed.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.id.cmp(&b.id)));
+        // Forget the headers of files no longer there.
+        let mut headers = lock(&self.headers);
+        if headers.len() > listed.len() {
+            let present: std::collections::HashSet<&str> = listed.iter().map(|l| l.id.as_str()).collect();
+            headers.retain(|id, _| present.contains(id.as_str()));
+        }
+        Ok(listed)
+    }
+
+    /// The `cwd` in `file`'s header: remembered, or read (and remembered); `None` when the file
+    /// is gone or its header unreadable (a warning).
+    fn cwd_of(&self, headers: &mut HashMap<String, CachedHeader>, file: &Listed) -> Option<PathBuf> {
+        if let Some(cached) = headers.get(&file.id)
+            && cached.file == file.file
+        {
+            return Some(cached.cwd.clone());
+        }
+        match self.read_header(&file.id) {
+            Ok(Some((summary, key))) => {
+                headers.insert(
+                    file.id.clone(),
+                    CachedHeader {
+                        file: key,
+                        cwd: summary.cwd.clone(),
+                    },
+                );
+                Some(summary.cwd)
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(session = file.id, %error, "skipping a session file without a readable header");
+                None
+            }
+        }
     }
 
     /// How many session files are open now (at most [`MAX_OPEN_SESSION_FILES`]).
@@ -468,6 +610,14 @@ impl SessionStore for FileStore {
         let mut file = OpenOptions::new().create_new(true).write(true).open(path)?;
         writeln!(file, "{header}")?;
         file.sync_data()?;
+        let key = FileKey::of(&file.metadata()?);
+        lock(&self.headers).insert(
+            id.to_string(),
+            CachedHeader {
+                file: key,
+                cwd: cwd.to_path_buf(),
+            },
+        );
         lock(&self.writers).insert(id, BufWriter::new(file), false)?;
         Ok(())
     }
@@ -524,23 +674,48 @@ impl SessionStore for FileStore {
     }
 
     fn list(&self) -> std::io::Result<Vec<SessionSummary>> {
-        // Buffered history first, so each file's time is its last write's.
-        for file in lock(&self.writers).open.values_mut() {
-            file.writer.flush()?;
-        }
-        let mut sessions = Vec::new();
-        for entry in std::fs::read_dir(&self.dir)? {
-            let name = entry?.file_name();
-            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+        let listed = self.scan()?;
+        let mut headers = lock(&self.headers);
+        Ok(listed
+            .into_iter()
+            .filter_map(|file| {
+                let cwd = self.cwd_of(&mut headers, &file)?;
+                Some(SessionSummary {
+                    id: file.id,
+                    cwd,
+                    updated_at: file.updated_at,
+                })
+            })
+            .collect())
+    }
+
+    fn list_page(&self, cwd: Option<&Path>, start: usize, len: usize) -> std::io::Result<(Vec<SessionSummary>, bool)> {
+        let listed = self.scan()?;
+        let mut headers = lock(&self.headers);
+        let end = start.saturating_add(len);
+        let (mut page, mut matched) = (Vec::new(), 0usize);
+        for file in listed {
+            // Every header up to the page's end is read (when not remembered): a file without
+            // a readable one is not counted, as `list` does not list it.
+            let Some(session_cwd) = self.cwd_of(&mut headers, &file) else {
                 continue;
             };
-            match self.header(id) {
-                Ok(Some(summary)) => sessions.push(summary),
-                Ok(None) => {}
-                Err(error) => tracing::warn!(session = id, %error, "skipping a session file without a readable header"),
+            if cwd.is_some_and(|cwd| cwd != session_cwd) {
+                continue;
             }
+            if matched >= end {
+                return Ok((page, true));
+            }
+            if matched >= start {
+                page.push(SessionSummary {
+                    id: file.id,
+                    cwd: session_cwd,
+                    updated_at: file.updated_at,
+                });
+            }
+            matched += 1;
         }
-        Ok(sessions)
+        Ok((page, false))
     }
 
     fn summary(&self, id: &str) -> std::io::Result<Option<SessionSummary>> {
@@ -553,6 +728,7 @@ impl SessionStore for FileStore {
     fn delete(&self, id: &str) -> std::io::Result<bool> {
         let Some(path) = self.path(id) else { return Ok(false) };
         lock(&self.writers).open.remove(id);
+        lock(&self.headers).remove(id);
         match std::fs::remove_file(path) {
             Ok(()) => Ok(true),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -633,6 +809,53 @@ mod tests {
         assert_eq!(again.len(), 1);
         assert!(again[0].updated_at.is_some());
         assert!(!FileStore::open(dir.path()).unwrap().delete("../etc").unwrap());
+    }
+
+    /// `list_page` answers as the whole `list` sorted would, and sees what another process
+    /// writes, removes or replaces in the folder, though it remembers the headers it read.
+    #[test]
+    fn a_page_matches_the_sorted_list_and_follows_other_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = FileStore::open(dir.path()).unwrap();
+        let memory = MemoryStore::default();
+        for store in [&file as &dyn SessionStore, &memory] {
+            for n in 0..7 {
+                let cwd = if n % 2 == 0 { "/w/even" } else { "/w/odd" };
+                store.create(&format!("sess_{n}"), Path::new(cwd)).unwrap();
+            }
+            let mut all = store.list().unwrap();
+            all.sort_by(newest_first);
+            let (first, more) = store.list_page(None, 0, 3).unwrap();
+            assert_eq!((first.as_slice(), more), (&all[..3], true));
+            let (last, more) = store.list_page(None, 6, 3).unwrap();
+            assert_eq!((last.as_slice(), more), (&all[6..], false));
+            assert_eq!(store.list_page(None, 9, 3).unwrap(), (Vec::new(), false));
+            let odd: Vec<SessionSummary> = all.iter().filter(|s| s.cwd == Path::new("/w/odd")).cloned().collect();
+            assert_eq!(store.list_page(Some(Path::new("/w/odd")), 0, 3).unwrap(), (odd, false));
+            let even = store.list_page(Some(Path::new("/w/even")), 1, 2).unwrap();
+            assert_eq!((even.0.len(), even.1), (2, true));
+        }
+        // Another process: a new session, one removed, one replaced with another `cwd`.
+        let other = FileStore::open(dir.path()).unwrap();
+        other.create("sess_new", Path::new("/w/new")).unwrap();
+        assert!(other.delete("sess_0").unwrap());
+        assert!(other.delete("sess_1").unwrap());
+        other.create("sess_1", Path::new("/w/moved")).unwrap();
+        // And a file that is not a session's.
+        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+        let (page, more) = file.list_page(None, 0, 50).unwrap();
+        assert!(!more);
+        let mut seen: Vec<(String, PathBuf)> = page.into_iter().map(|s| (s.id, s.cwd)).collect();
+        seen.sort();
+        assert_eq!(seen.len(), 7, "{seen:?}");
+        assert!(!seen.iter().any(|(id, _)| id == "sess_0"), "{seen:?}");
+        assert!(seen.contains(&("sess_new".into(), PathBuf::from("/w/new"))), "{seen:?}");
+        assert!(seen.contains(&("sess_1".into(), PathBuf::from("/w/moved"))), "{seen:?}");
+        assert_eq!(
+            file.list_page(Some(Path::new("/w/odd")), 0, 50).unwrap().0.len(),
+            2,
+            "sess_3 and sess_5"
+        );
     }
 
     #[test]
