@@ -462,4 +462,41 @@ mod tests {
         );
         assert!(!text.contains("else $HOME"), "{text}");
     }
+
+    /// `explain` shows a server's declared session surface in wire shapes, defaults as the
+    /// current values; a server without one has none.
+    #[test]
+    fn a_servers_session_surface_is_shown_as_the_wire_has_it() {
+        let surface = "  agentacp:\n    modes:\n      default: ask\n      available:\n        - id: ask\n          name: Ask\n    configOptions:\n      - select:\n          id: model\n          name: Model\n          category: model\n          default: fast\n          options:\n            - value: fast\n              name: Fast\n    commands:\n      - name: review\n        description: Review\n        hint: what\n    extensions:\n      requests: [_x/status]\n";
+        let explanation = explained(
+            "surface",
+            &[
+                ("ACP.md", &server("surface", "governance-aware", surface)),
+                ("OPERATOR.md", OPERATOR),
+            ],
+        );
+        assert_eq!(
+            explanation.session_surface,
+            Some(json!({
+                "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}]},
+                "configOptions": [{"id": "model", "name": "Model", "category": "model", "type": "select",
+                    "currentValue": "fast", "options": [{"value": "fast", "name": "Fast"}]}],
+                "availableCommands": [{"name": "review", "description": "Review", "input": {"hint": "what"}}],
+                "extensions": {"requests": ["_x/status"]},
+            }))
+        );
+        assert!(
+            explanation.to_text().contains("session surface (metadata.agentacp"),
+            "{}",
+            explanation.to_text()
+        );
+        let plain = explained(
+            "plain",
+            &[
+                ("ACP.md", &server("plain", "governance-aware", "")),
+                ("OPERATOR.md", OPERATOR),
+            ],
+        );
+        assert_eq!(plain.session_surface, None);
+    }
 }

@@ -37,6 +37,22 @@ impl SurfacerServer for Surfacer {
             }
             return Ok(wire::StopReason::EndTurn);
         }
+        if turn.command().is_none()
+            && turn.mode().as_deref() == Some("code")
+            && turn.config_value("verbose").and_then(|v| v.as_bool()) == Some(false)
+        {
+            // The revision's other updates, typed: a title and the context window's use.
+            let info = wire::SessionInfoUpdate {
+                title: agentacp::wire::support::Patch::Set("Parser review".into()),
+                ..Default::default()
+            };
+            turn.update(&wire::OperatorUpdate::SessionInfoUpdate(info)).await?;
+            turn.update(&wire::OperatorUpdate::UsageUpdate(wire::UsageUpdate::new(
+                1200, 200_000,
+            )))
+            .await?;
+            return Ok(wire::StopReason::EndTurn);
+        }
         let settings = format!(
             "mode={} model={} verbose={}",
             turn.mode().unwrap_or_default(),
@@ -447,5 +463,30 @@ async fn without_declarations_nothing_of_it_is_sent_or_answered() {
         let (_, answer) = pipe.call(method, params).await;
         assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
     }
+    pipe.finish().await;
+}
+
+#[tokio::test]
+async fn the_revisions_other_updates_reach_the_client_typed() {
+    let root = tempfile::tempdir().unwrap();
+    let audit = MemorySink::new();
+    let mut pipe = connect(Surfacer::default(), root.path(), Arc::default(), &audit, false).await;
+    let (_, answer) = pipe
+        .call("session/new", json!({"cwd": root.path(), "mcpServers": []}))
+        .await;
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    next_update(&mut pipe, "available_commands_update").await;
+    pipe.call("session/set_mode", json!({"sessionId": session, "modeId": "code"}))
+        .await;
+    let id = pipe.prompt(&session, "how big is the context?").await;
+    let (messages, _) = pipe.until_answer(id).await;
+    let updates: Vec<&Value> = messages.iter().map(|m| &m["params"]["update"]).collect();
+    assert_eq!(
+        updates,
+        [
+            &json!({"sessionUpdate": "session_info_update", "title": "Parser review"}),
+            &json!({"sessionUpdate": "usage_update", "used": 1200, "size": 200_000}),
+        ]
+    );
     pipe.finish().await;
 }
