@@ -162,6 +162,16 @@ fn session_changes(audit: &MemorySink) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// `session/new` in `cwd`, and the commands update that follows it: the session's id.
+async fn open_session(pipe: &mut Pipe, cwd: &std::path::Path) -> String {
+    let (_, answer) = pipe.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+    next_update(pipe, "available_commands_update").await;
+    answer["result"]["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string()
+}
+
 /// The next message, which must be a `session/update` of `kind`.
 async fn next_update(pipe: &mut Pipe, kind: &str) -> Value {
     let message = pipe.next().await;
@@ -225,11 +235,7 @@ async fn mode_and_config_changes_are_checked_audited_and_kept_across_a_resume() 
     let audit = MemorySink::new();
     let store: Arc<MemoryStore> = Arc::default();
     let mut pipe = connect(Surfacer::default(), root.path(), store.clone(), &audit, true).await;
-    let (_, answer) = pipe
-        .call("session/new", json!({"cwd": root.path(), "mcpServers": []}))
-        .await;
-    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
-    next_update(&mut pipe, "available_commands_update").await;
+    let session = open_session(&mut pipe, root.path()).await;
 
     let (_, switched) = pipe
         .call("session/set_mode", json!({"sessionId": session, "modeId": "code"}))
@@ -343,11 +349,7 @@ async fn a_prompt_starting_with_a_declared_command_reaches_the_operator_as_one()
     let root = tempfile::tempdir().unwrap();
     let audit = MemorySink::new();
     let mut pipe = connect(Surfacer::default(), root.path(), Arc::default(), &audit, true).await;
-    let (_, answer) = pipe
-        .call("session/new", json!({"cwd": root.path(), "mcpServers": []}))
-        .await;
-    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
-    next_update(&mut pipe, "available_commands_update").await;
+    let session = open_session(&mut pipe, root.path()).await;
     let id = pipe.prompt(&session, "/review the parser").await;
     let (messages, _) = pipe.until_answer(id).await;
     assert_eq!(texts(&messages), ["command review: the parser"]);
@@ -471,11 +473,7 @@ async fn the_revisions_other_updates_reach_the_client_typed() {
     let root = tempfile::tempdir().unwrap();
     let audit = MemorySink::new();
     let mut pipe = connect(Surfacer::default(), root.path(), Arc::default(), &audit, false).await;
-    let (_, answer) = pipe
-        .call("session/new", json!({"cwd": root.path(), "mcpServers": []}))
-        .await;
-    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
-    next_update(&mut pipe, "available_commands_update").await;
+    let session = open_session(&mut pipe, root.path()).await;
     pipe.call("session/set_mode", json!({"sessionId": session, "modeId": "code"}))
         .await;
     let id = pipe.prompt(&session, "how big is the context?").await;
