@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentacp::client::{
-    AgentCommand, BoxFuture, Client, ClientOptions, ExtensionHandler, HandlerResult, LIST_PAGES_MAX, Update,
-    config_value,
+    AgentCommand, BoxFuture, Client, ClientError, ClientOptions, ExtensionHandler, HandlerResult, LIST_PAGES_MAX,
+    Update, config_value,
 };
 use agentacp::wire::default as wire;
 use serde_json::{Value, json};
@@ -128,7 +128,37 @@ async fn every_session_call_round_trips_with_the_rust_sdk_agent() {
         let resumed = client.resume_session(&first, &root).await.unwrap();
         assert_eq!(resumed.modes.unwrap().current_mode_id.as_str(), "code");
         let state = client.session_state(&first).unwrap();
-        assert_eq!(state.modes.unwrap().current_mode_id.as_str(), "code");
+        assert_eq!(state.modes.as_ref().unwrap().current_mode_id.as_str(), "code");
+        // The config values the SDK agent kept come back with the resume, and are kept here.
+        assert!(matches!(&state.config_option("model").unwrap().kind,
+            wire::SessionConfigOptionKind::Select(s) if s.current_value.as_str() == "smart"));
+        assert!(matches!(&state.config_option("think").unwrap().kind,
+            wire::SessionConfigOptionKind::Boolean(b) if b.current_value));
+
+        // A mode, an option or a value the SDK agent did not offer is refused by our client.
+        let error = client.set_mode(&first, &"yolo".into()).await.unwrap_err();
+        assert!(matches!(error, ClientError::InvalidState(_)), "{error}");
+        let error = client
+            .set_config_option(
+                &first,
+                &wire::SessionConfigId("temperature".into()),
+                config_value(state.config_option("model").unwrap(), "fast").unwrap(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(error, ClientError::InvalidState(_)), "{error}");
+        assert!(config_value(state.config_option("model").unwrap(), "huge").is_err());
+        assert_eq!(
+            client
+                .session_state(&first)
+                .unwrap()
+                .modes
+                .unwrap()
+                .current_mode_id
+                .as_str(),
+            "code",
+            "a refused call changes nothing"
+        );
         client.delete_session(&second).await.unwrap();
         let all = client.list_all_sessions(None, LIST_PAGES_MAX).await.unwrap();
         assert_eq!(all.len(), 2);

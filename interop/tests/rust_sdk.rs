@@ -4,7 +4,13 @@
 
 use std::path::PathBuf;
 
-use agent_client_protocol::v1::schema::{AgentCapabilities, NewSessionRequest, PermissionOptionKind, StopReason};
+use agent_client_protocol::UntypedMessage;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, AvailableCommandInput, CloseSessionRequest, ListSessionsRequest, NewSessionRequest,
+    PermissionOptionKind, ResumeSessionRequest, SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigOptionValue, SessionConfigSelectOptions, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionModeRequest, StopReason,
+};
 use interop::audit::{check_audit_log, find_tool_record};
 use interop::sdk::{Event, Options, PermissionPolicy, Phase, RequestTag, SdkClient};
 use interop::{AgentDirs, AgentProcess, StderrMode, example_binary, explained, stream_chunk};
@@ -780,4 +786,207 @@ async fn a_server_asks_nothing_of_an_editor_that_did_not_offer_it() {
     );
     let status = client.shutdown().await;
     assert!(status.success(), "governed-server exited with {status}");
+}
+
+/// The current value of the `select` option `id` among `options`.
+fn select_value(options: &[SessionConfigOption], id: &str) -> Option<String> {
+    options
+        .iter()
+        .find(|o| o.id.to_string() == id)
+        .and_then(|o| match &o.kind {
+            SessionConfigKind::Select(select) => Some(select.current_value.to_string()),
+            _ => None,
+        })
+}
+
+/// The `available_commands_update`s about `session`, as the SDK decoded them.
+fn command_updates(events: &[Event], session: &str) -> Vec<Vec<(String, Option<String>)>> {
+    events
+        .iter()
+        .filter(|e| e.session_id() == Some(session) && e.update_kind() == Some("available_commands_update"))
+        .filter_map(|e| match e {
+            Event::Update { update, .. } => serde_json::from_value::<SessionUpdate>(update.clone()).ok(),
+            _ => None,
+        })
+        .filter_map(|update| match update {
+            SessionUpdate::AvailableCommandsUpdate(update) => Some(
+                update
+                    .available_commands
+                    .into_iter()
+                    .map(|command| {
+                        let hint = match command.input {
+                            Some(AvailableCommandInput::Unstructured(input)) => Some(input.hint),
+                            _ => None,
+                        };
+                        (command.name, hint)
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A prompt's message text (the SDK's events while it was outstanding), checked `end_turn`.
+async fn say(client: &SdkClient, session: &str, text: &str) -> (Vec<Event>, String) {
+    let pending = client.prompt(session, text);
+    let tag = pending.tag.clone();
+    assert_eq!(pending.ok().await.stop_reason, StopReason::EndTurn, "{text}");
+    let events = client.events();
+    let turn: Vec<Event> = during(&events, session, &tag).into_iter().cloned().collect();
+    let said = message_texts(&turn.iter().collect::<Vec<_>>()).concat();
+    (turn, said)
+}
+
+/// Issue #16: governed-server's session surface (`metadata.agentacp`) through the SDK's own
+/// types: `modes` and `configOptions` decoded from `session/new`, the `available_commands_update`
+/// after it, `session/set_mode` and `session/set_config_option` (and what they refuse), the
+/// `/summary` command, a `current_mode_update` the operator sends, the `_governed/status`
+/// extension request through the SDK's untyped requests, and `session/list`, `close` and
+/// `resume`, which keeps the mode and the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_drives_modes_config_options_commands_extensions_and_session_methods() {
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let client = spawn(GOVERNED, &dirs).await;
+    let initialized = client.initialize().await;
+    let offered = &initialized.agent_capabilities.session_capabilities;
+    assert!(
+        offered.list.is_some() && offered.resume.is_some() && offered.close.is_some(),
+        "{offered:?}"
+    );
+
+    let opened = client.start(None, NewSessionRequest::new(&cwd)).ok().await;
+    let session = opened.session_id.to_string();
+    let modes = opened.modes.expect("the SDK decodes `modes`");
+    assert_eq!(modes.current_mode_id.to_string(), "ask");
+    let ids: Vec<String> = modes.available_modes.iter().map(|m| m.id.to_string()).collect();
+    assert_eq!(ids, ["ask", "code"]);
+    let options = opened.config_options.expect("the SDK decodes `configOptions`");
+    let [model] = options.as_slice() else {
+        client.fail(format!("expected one config option, got {options:?}"));
+    };
+    assert_eq!(model.id.to_string(), "model");
+    assert_eq!(model.category, Some(SessionConfigOptionCategory::Model));
+    let SessionConfigKind::Select(select) = &model.kind else {
+        client.fail(format!("the model option is not a select: {model:?}"));
+    };
+    assert_eq!(select.current_value.to_string(), "fast");
+    let SessionConfigSelectOptions::Ungrouped(values) = &select.options else {
+        client.fail(format!("grouped model values: {select:?}"));
+    };
+    let values: Vec<String> = values.iter().map(|v| v.value.to_string()).collect();
+    assert_eq!(values, ["fast", "deep"]);
+    client
+        .wait_until("the available_commands_update after session/new", |events| {
+            command_updates(events, &session).len() == 1
+        })
+        .await;
+    assert_eq!(
+        command_updates(&client.events(), &session)[0],
+        [("summary".to_string(), Some("what to focus on".to_string()))]
+    );
+
+    // Mode and model, set through the SDK's requests; the next echo shows them.
+    client
+        .start(Some(&session), SetSessionModeRequest::new(session.clone(), "code"))
+        .ok()
+        .await;
+    let refused = client
+        .start(Some(&session), SetSessionModeRequest::new(session.clone(), "yolo"))
+        .response()
+        .await
+        .expect_err("an undeclared mode is refused");
+    assert_eq!(error_code(&refused), -32602, "{refused:?}");
+    let set = client
+        .start(
+            Some(&session),
+            SetSessionConfigOptionRequest::new(session.clone(), "model", SessionConfigOptionValue::value_id("deep")),
+        )
+        .ok()
+        .await;
+    assert_eq!(select_value(&set.config_options, "model").as_deref(), Some("deep"));
+    let refused = client
+        .start(
+            Some(&session),
+            SetSessionConfigOptionRequest::new(session.clone(), "model", SessionConfigOptionValue::value_id("huge")),
+        )
+        .response()
+        .await
+        .expect_err("an undeclared value is refused");
+    assert_eq!(error_code(&refused), -32602, "{refused:?}");
+    assert_eq!(say(&client, &session, "hello").await.1, "[code, deep] hello");
+
+    // The declared slash command, and the operator switching the mode itself.
+    let (_, summary) = say(&client, &session, "/summary the sdk").await;
+    assert_eq!(
+        summary,
+        "summary: 1 earlier prompt in this session; mode code, model deep; focus: the sdk"
+    );
+    let (turn, said) = say(&client, &session, "/mode ask").await;
+    let switches: Vec<SessionUpdate> = turn
+        .iter()
+        .filter(|e| e.update_kind() == Some("current_mode_update"))
+        .filter_map(|e| match e {
+            Event::Update { update, .. } => serde_json::from_value(update.clone()).ok(),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(switches.as_slice(), [SessionUpdate::CurrentModeUpdate(u)] if u.current_mode_id.to_string() == "ask"),
+        "{switches:?}"
+    );
+    assert_eq!(said, "mode ask");
+
+    // The extension request, through the SDK's untyped requests; an undeclared one.
+    let status = client
+        .start(
+            None,
+            UntypedMessage::new("_governed/status", json!({"sessionId": session})).expect("params"),
+        )
+        .ok()
+        .await;
+    assert_eq!(
+        status,
+        json!({"sessionId": session, "mode": "ask", "model": "deep", "prompts": 3})
+    );
+    let unknown = client
+        .start(None, UntypedMessage::new("_governed/nope", json!({})).expect("params"))
+        .response()
+        .await
+        .expect_err("an undeclared extension method");
+    assert_eq!(error_code(&unknown), -32601, "{unknown:?}");
+
+    // session/list, close, resume.
+    let listed = client
+        .start(None, ListSessionsRequest::new().cwd(cwd.clone()))
+        .ok()
+        .await;
+    let listed: Vec<String> = listed.sessions.iter().map(|s| s.session_id.to_string()).collect();
+    assert_eq!(listed, [session.as_str()]);
+    client
+        .start(Some(&session), CloseSessionRequest::new(session.clone()))
+        .ok()
+        .await;
+    let resumed = client
+        .start(Some(&session), ResumeSessionRequest::new(session.clone(), &cwd))
+        .ok()
+        .await;
+    assert_eq!(
+        resumed.modes.map(|m| m.current_mode_id.to_string()).as_deref(),
+        Some("ask")
+    );
+    assert_eq!(
+        select_value(resumed.config_options.as_deref().unwrap_or_default(), "model").as_deref(),
+        Some("deep")
+    );
+    client
+        .wait_until("the available_commands_update after session/resume", |events| {
+            command_updates(events, &session).len() == 2
+        })
+        .await;
+    assert_eq!(say(&client, &session, "hello").await.1, "[ask, deep] hello");
+    let status = client.shutdown().await;
+    assert!(status.success(), "governed-server exited with {status}");
+    check_audit_log(&dirs.audit_log, |_| true);
 }

@@ -1,8 +1,10 @@
 //! The official ACP TypeScript SDK (`@agentclientprotocol/sdk`, pinned in `interop/ts`) drives
 //! `echo-server` and `governed-server` over stdio through `interop/ts/scenario.mjs`:
 //! handshake, a 1000-chunk stream, cancellation, a cwd outside the workspace root, and (for
-//! `governed-server`) approved, rejected, denied and read-only tool calls, and the server's
-//! operator using this editor's files and terminal (`turn.editor()`).
+//! `governed-server`) approved, rejected, denied and read-only tool calls, the server's
+//! operator using this editor's files and terminal (`turn.editor()`), and the session surface
+//! its manifest declares in `metadata.agentacp` (modes, the model option, `/summary`,
+//! `_governed/status`, `session/list`, `close`, `resume`).
 //!
 //! Skipped, saying so, when `node` is not on `PATH` or `npm ci --prefix interop/ts` has not
 //! been run (`interop/ts/node_modules` is absent).
@@ -34,7 +36,36 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-/// Runs `scenario.mjs` against the binary `name` and asserts that every step passed.
+/// The steps every run prints.
+const STEPS: [&str; 6] = [
+    "initialize",
+    "session/new",
+    "stream",
+    "cancel",
+    "after-cancel",
+    "cwd-outside",
+];
+/// The steps only `--governed` runs print.
+const GOVERNED_STEPS: [&str; 15] = [
+    "tool-approved",
+    "tool-rejected",
+    "tool-denied",
+    "tool-read",
+    "editor-read",
+    "editor-write",
+    "editor-run",
+    "set-mode",
+    "set-config-option",
+    "slash-command",
+    "mode-update",
+    "extension",
+    "session-list",
+    "session-close",
+    "session-resume",
+];
+
+/// Runs `scenario.mjs` against the binary `name` and asserts that every step passed, each
+/// one it should run reported `ok`.
 fn run_scenario(name: &str, governed: bool) {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
@@ -69,6 +100,16 @@ fn run_scenario(name: &str, governed: bool) {
         Some(status) if !status.success() => panic!("the scenario failed ({status})\n{report}"),
         Some(_) => eprintln!("{report}"),
     }
+    let extra: &[&str] = if governed { &GOVERNED_STEPS } else { &[] };
+    for step in STEPS.iter().chain(extra).chain(&["shutdown"]) {
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line == format!("ok {step}") || line.starts_with(&format!("ok {step} "))),
+            "no `ok {step}` line\n{report}"
+        );
+    }
+    assert!(!stdout.contains("FAIL"), "{report}");
 }
 
 #[test]

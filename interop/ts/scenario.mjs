@@ -404,7 +404,7 @@ async function runSteps(agent) {
   });
   if (!initialized) {
     const rest = ["session/new", "stream", "cancel", "after-cancel"];
-    if (governed) rest.push("tool-approved", "tool-rejected", "tool-denied", "tool-read", ...EDITOR_STEPS);
+    if (governed) rest.push("tool-approved", "tool-rejected", "tool-denied", "tool-read", ...EDITOR_STEPS, ...SURFACE_STEPS);
     rest.push("cwd-outside");
     for (const name of rest) notRun(name, "initialize failed");
     return;
@@ -423,13 +423,34 @@ async function runSteps(agent) {
       `no sessionId in ${JSON.stringify(response)}`,
     );
     sessionId = response.sessionId;
+    if (governed) {
+      // metadata.agentacp: the modes and the model option in the answer, the slash
+      // commands in an available_commands_update right after it.
+      const modes = response.modes;
+      check(modes?.currentModeId === "ask", `modes ${JSON.stringify(modes)}, expected current "ask"`);
+      const modeIds = (modes.availableModes ?? []).map((m) => m.id);
+      check(canonical(modeIds) === canonical(["ask", "code"]), `available modes ${JSON.stringify(modeIds)}`);
+      const model = (response.configOptions ?? []).find((o) => o.id === "model");
+      check(
+        model?.type === "select" && model.category === "model" && model.currentValue === "fast",
+        `the model option is ${JSON.stringify(model)}`,
+      );
+      const values = (model.options ?? []).map((o) => o.value);
+      check(canonical(values) === canonical(["fast", "deep"]), `model values ${JSON.stringify(values)}`);
+      await waitFor(() => commandUpdates(sessionId).length === 1, "the available_commands_update after session/new");
+      const [summary] = commandUpdates(sessionId)[0].availableCommands ?? [];
+      check(
+        summary?.name === "summary" && summary.input?.hint === "what to focus on",
+        `the announced commands are ${JSON.stringify(commandUpdates(sessionId)[0])}`,
+      );
+    }
     return `(sessionId ${JSON.stringify(sessionId)})`;
   });
 
   if (sessionId === undefined) {
     for (const name of ["stream", "cancel", "after-cancel"]) notRun(name, "no session");
     if (governed) {
-      for (const name of ["tool-approved", "tool-rejected", "tool-denied", "tool-read"]) {
+      for (const name of ["tool-approved", "tool-rejected", "tool-denied", "tool-read", ...EDITOR_STEPS, ...SURFACE_STEPS]) {
         notRun(name, "no session");
       }
     }
@@ -625,6 +646,151 @@ async function governedSteps(agent, sessionId) {
 
   await editorSteps(agent, sessionId);
   permissionPolicy = { kind: "unexpected" };
+  await surfaceSteps(agent, sessionId);
+}
+
+// The available_commands_update notifications the SDK delivered for `sessionId`.
+function commandUpdates(sessionId) {
+  return events
+    .filter((e) => e.kind === "update" && e.sessionId === sessionId)
+    .map((e) => e.update)
+    .filter((u) => u.sessionUpdate === "available_commands_update");
+}
+
+// The message text of one prompt turn, checked delivered and ended `end_turn`.
+async function echoTurn(agent, sessionId, text) {
+  const turn = await promptTurn(agent, sessionId, text);
+  checkDelivered(turn);
+  check(turn.response.stopReason === "end_turn", `stopReason ${JSON.stringify(turn.response.stopReason)}`);
+  return { turn, text: messageText(turn.updates) };
+}
+
+// An SDK request expected to fail with JSON-RPC error `code`.
+async function expectError(agent, method, params, code) {
+  let response;
+  try {
+    response = await withTimeout(agent.request(method, params), `the ${method} response`);
+  } catch (error) {
+    if (error instanceof StepFailure) throw error;
+    check(error?.code === code, `${method}: expected error ${code}, got ${describeError(error)}`);
+    return;
+  }
+  throw new StepFailure(`${method} ${JSON.stringify(params)} succeeded: ${JSON.stringify(response)}`);
+}
+
+const SURFACE_STEPS = [
+  "set-mode",
+  "set-config-option",
+  "slash-command",
+  "mode-update",
+  "extension",
+  "session-list",
+  "session-close",
+  "session-resume",
+];
+
+// Issue #16: the session surface governed-server's manifest declares in metadata.agentacp
+// (modes, the model option, /summary, _governed/status, session/list, close, resume), through
+// the SDK's own method names and types.
+async function surfaceSteps(agent, sessionId) {
+  await step("set-mode", async () => {
+    const response = await withTimeout(
+      agent.request(methods.agent.session.setMode, { sessionId, modeId: "code" }),
+      "the session/set_mode response",
+    );
+    await expectError(agent, methods.agent.session.setMode, { sessionId, modeId: "yolo" }, -32602);
+    const { text } = await echoTurn(agent, sessionId, "hello");
+    check(text === "[code, fast] hello", `the echo is ${JSON.stringify(text)}, expected "[code, fast] hello"`);
+    return `(${JSON.stringify(response)}, then ${JSON.stringify(text)})`;
+  });
+
+  await step("set-config-option", async () => {
+    const response = await withTimeout(
+      agent.request(methods.agent.session.setConfigOption, { sessionId, configId: "model", value: "deep" }),
+      "the session/set_config_option response",
+    );
+    const model = (response.configOptions ?? []).find((o) => o.id === "model");
+    check(model?.currentValue === "deep", `the answer's model option is ${JSON.stringify(model)}`);
+    await expectError(
+      agent,
+      methods.agent.session.setConfigOption,
+      { sessionId, configId: "model", value: "huge" },
+      -32602,
+    );
+    const { text } = await echoTurn(agent, sessionId, "hello");
+    check(text === "[code, deep] hello", `the echo is ${JSON.stringify(text)}, expected "[code, deep] hello"`);
+    return `(model ${model.currentValue}, then ${JSON.stringify(text)})`;
+  });
+
+  await step("slash-command", async () => {
+    const { text } = await echoTurn(agent, sessionId, "/summary typescript");
+    check(
+      text.startsWith("summary: ") && text.includes("mode code, model deep") && text.endsWith("focus: typescript"),
+      `the /summary reply is ${JSON.stringify(text)}`,
+    );
+    return `(${JSON.stringify(text)})`;
+  });
+
+  await step("mode-update", async () => {
+    const { turn, text } = await echoTurn(agent, sessionId, "/mode ask");
+    const switches = turn.updates.filter((u) => u.sessionUpdate === "current_mode_update");
+    check(
+      switches.length === 1 && switches[0].currentModeId === "ask",
+      `current_mode_update notifications: ${JSON.stringify(switches)}`,
+    );
+    check(text === "mode ask", `the reply is ${JSON.stringify(text)}`);
+    return `(${JSON.stringify(switches[0])})`;
+  });
+
+  await step("extension", async () => {
+    const status = await withTimeout(
+      agent.request("_governed/status", { sessionId }),
+      "the _governed/status response",
+    );
+    check(
+      status?.sessionId === sessionId && status.mode === "ask" && status.model === "deep" && status.prompts > 0,
+      `_governed/status answered ${JSON.stringify(status)}`,
+    );
+    await expectError(agent, "_governed/unknown", { sessionId }, -32601);
+    return `(${JSON.stringify(status)})`;
+  });
+
+  await step("session-list", async () => {
+    const response = await withTimeout(
+      agent.request(methods.agent.session.list, { cwd: sessionCwd }),
+      "the session/list response",
+    );
+    const ids = (response.sessions ?? []).map((s) => s.sessionId);
+    check(ids.includes(sessionId), `session/list answered ${JSON.stringify(ids)}`);
+    return `(${ids.length} session(s))`;
+  });
+
+  const closed = await step("session-close", async () => {
+    const response = await withTimeout(
+      agent.request(methods.agent.session.close, { sessionId }),
+      "the session/close response",
+    );
+    return `(${JSON.stringify(response)})`;
+  });
+
+  await step("session-resume", async () => {
+    check(closed, "the session was not closed");
+    const announced = commandUpdates(sessionId).length;
+    const response = await withTimeout(
+      agent.request(methods.agent.session.resume, { sessionId, cwd: sessionCwd }),
+      "the session/resume response",
+    );
+    check(response.modes?.currentModeId === "ask", `the resumed modes are ${JSON.stringify(response.modes)}`);
+    const model = (response.configOptions ?? []).find((o) => o.id === "model");
+    check(model?.currentValue === "deep", `the resumed model option is ${JSON.stringify(model)}`);
+    await waitFor(
+      () => commandUpdates(sessionId).length === announced + 1,
+      "the available_commands_update after session/resume",
+    );
+    const { text } = await echoTurn(agent, sessionId, "hello");
+    check(text === "[ask, deep] hello", `the echo is ${JSON.stringify(text)}, expected "[ask, deep] hello"`);
+    return `(mode ask, model deep kept; then ${JSON.stringify(text)})`;
+  });
 }
 
 const EDITOR_STEPS = ["editor-read", "editor-write", "editor-run"];

@@ -6,6 +6,16 @@
 //!
 //! The prompt commands of the echo example work here too; `/tool NAME ARGS-JSON` makes a
 //! tool call (see `docs/design/runtime.md`).
+//!
+//! The manifest's `metadata.agentacp` adds the session surface, kept by the runtime: the
+//! modes `ask` and `code`, the `model` option (`fast` or `deep`), the slash command
+//! `/summary`, the extension request `_governed/status`, and `session/list`, `resume` and
+//! `close`. An echoed prompt starts with the settings when they are not the defaults
+//! (`[code, deep] hello`); `/summary` and `_governed/status` report them; `/mode ID` has the
+//! operator switch the mode itself (a `current_mode_update`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use agentacp::prelude::*;
 
@@ -14,9 +24,57 @@ mod commands;
 
 use commands::{Command, first_text};
 
-/// The operator. A real reviewer would keep its model client and memory here.
+/// The operator. A real reviewer would keep its model client and memory here; this one keeps
+/// the sessions it has seen, for `/summary` and `_governed/status`.
 #[acp_operator(manifest = "ACP.md")]
-pub struct Reviewer;
+#[derive(Clone, Default)]
+pub struct Reviewer {
+    /// Each session the operator has seen (a prompt, `set_mode`, `set_config_option` or
+    /// `load_session`), by id.
+    sessions: Arc<Mutex<HashMap<String, Seen>>>,
+}
+
+/// A session the operator has seen.
+#[derive(Clone)]
+struct Seen {
+    /// Its context; its mode and config values are the runtime's, always current.
+    session: SessionContext,
+    /// The prompts it answered in this process, `/summary` included.
+    prompts: u64,
+}
+
+impl Reviewer {
+    /// Notes `session` (the newest context of its id wins); returns its prompt count, plus
+    /// one when `prompt`.
+    fn see(&self, session: &SessionContext, prompt: bool) -> u64 {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let seen = sessions.entry(session.id().to_string()).or_insert_with(|| Seen {
+            session: session.clone(),
+            prompts: 0,
+        });
+        seen.session = session.clone();
+        seen.prompts += u64::from(prompt);
+        seen.prompts
+    }
+
+    /// `_governed/status` of session `id`: its mode, model and prompt count.
+    fn status(&self, id: &str) -> Option<Value> {
+        let sessions = self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let seen = sessions.get(id)?;
+        let (mode, model) = settings(&seen.session);
+        Some(json!({"sessionId": id, "mode": mode, "model": model, "prompts": seen.prompts}))
+    }
+}
+
+/// The session's mode and `model` value.
+fn settings(session: &SessionContext) -> (String, String) {
+    let mode = session.mode().unwrap_or_default();
+    let model = session
+        .config_value("model")
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_default();
+    (mode, model)
+}
 
 impl ReviewerServer for Reviewer {
     async fn prompt(
@@ -24,7 +82,33 @@ impl ReviewerServer for Reviewer {
         turn: &mut Turn<'_, GovernanceAware>,
         request: wire::PromptRequest,
     ) -> Result<wire::StopReason> {
+        let prompts = self.see(turn.session(), true);
+        let (mode, model) = settings(turn.session());
+        if let Some(command) = turn.command() {
+            // `/summary` is the only declared command.
+            let mut summary = format!(
+                "summary: {} earlier prompt{} in this session; mode {mode}, model {model}",
+                prompts - 1,
+                if prompts == 2 { "" } else { "s" },
+            );
+            if !command.input.is_empty() {
+                summary.push_str(&format!("; focus: {}", command.input));
+            }
+            turn.message(summary).await?;
+            return Ok(wire::StopReason::EndTurn);
+        }
         let text = first_text(&request);
+        if let Some(mode) = text.strip_prefix("/mode ") {
+            // The operator switches the mode itself: checked against the manifest, audited,
+            // and sent to the client as a `current_mode_update`.
+            let report = match turn.set_mode(mode.trim()).await {
+                Ok(()) => format!("mode {}", mode.trim()),
+                Err(Error::Cancelled) => return Err(Error::Cancelled),
+                Err(error) => format!("mode: {error}"),
+            };
+            turn.message(report).await?;
+            return Ok(wire::StopReason::EndTurn);
+        }
         if let Some(report) = editor_command(turn, &text).await? {
             turn.message(report).await?;
             return Ok(wire::StopReason::EndTurn);
@@ -36,20 +120,61 @@ impl ReviewerServer for Reviewer {
                 let report = call_tool(turn, &name, arguments).await?;
                 turn.message(report).await?;
             }
-            Command::Echo => turn.message(text).await?,
+            // The defaults say nothing; other settings show, so a switch is visible.
+            Command::Echo if mode == DEFAULT_MODE && model == DEFAULT_MODEL => turn.message(text).await?,
+            Command::Echo => turn.message(format!("[{mode}, {model}] {text}")).await?,
         }
         Ok(wire::StopReason::EndTurn)
     }
 
     async fn load_session(
         &self,
-        _session: &SessionContext,
+        session: &SessionContext,
         _request: wire::LoadSessionRequest,
     ) -> Result<wire::LoadSessionResponse> {
-        // The runtime replayed the conversation already; this operator keeps no other state.
+        // The runtime replayed the conversation (and the settings) already.
+        self.see(session, false);
         Ok(wire::LoadSessionResponse::default())
     }
+
+    async fn set_mode(
+        &self,
+        session: &SessionContext,
+        _request: wire::SetSessionModeRequest,
+    ) -> Result<wire::SetSessionModeResponse> {
+        // The runtime checked, audited and set the mode; the next echo shows it.
+        self.see(session, false);
+        Ok(wire::SetSessionModeResponse::default())
+    }
+
+    async fn set_config_option(
+        &self,
+        session: &SessionContext,
+        _request: wire::SetSessionConfigOptionRequest,
+    ) -> Result<wire::SetSessionConfigOptionResponse> {
+        // The runtime checked, audited and set the value, and fills in every option's value.
+        self.see(session, false);
+        Ok(wire::SetSessionConfigOptionResponse::new(Vec::new()))
+    }
+
+    async fn extension(&self, method: &str, params: Value) -> Result<Value> {
+        // `_governed/status` is the only declared request; the runtime answers others -32601.
+        let id = params["sessionId"]
+            .as_str()
+            .ok_or_else(|| Error::InvalidParams(format!("{method} takes `sessionId`")))?;
+        self.status(id).ok_or_else(|| {
+            Error::InvalidParams(format!(
+                "no session `{id}` seen yet: the operator learns of a session at its first prompt, \
+                 set_mode, set_config_option or load"
+            ))
+        })
+    }
 }
+
+/// The mode a session starts in (`metadata.agentacp.modes.default`).
+const DEFAULT_MODE: &str = "ask";
+/// The `model` a session starts with.
+const DEFAULT_MODEL: &str = "fast";
 
 /// `/editor-read PATH`, `/editor-write PATH TEXT` and `/editor-run COMMAND ARGS…`: the
 /// editor's files and terminal, through governance; `None` for any other prompt.

@@ -4,5 +4,5 @@
 use agentacp::server::Serve;
 
 fn main() -> agentacp::Result<()> {
-    governed_server::Reviewer.run_stdio()
+    governed_server::Reviewer::default().run_stdio()
 }

@@ -21,6 +21,12 @@ fn an_unlisted_tool_is_denied_unseen_and_audited() {
     );
     let (initialized, session) = server.open_session(scratch.path());
     assert_eq!(initialized["agentCapabilities"]["loadSession"], true, "{initialized}");
+    // The declared slash commands follow the session/new answer, before any prompt.
+    let commands = server.recv();
+    assert_eq!(
+        commands["params"]["update"]["sessionUpdate"], "available_commands_update",
+        "{commands}"
+    );
     assert_eq!(
         initialized["_meta"]["aip44"]["tier"], "governance-aware",
         "{initialized}"
@@ -86,4 +92,259 @@ fn hundreds_of_sessions_fit_in_a_small_file_descriptor_limit() {
     let text = turn.iter().map(|m| m.to_string()).collect::<String>();
     assert!(text.contains("still readable"), "{text}");
     assert!(server.finish().success());
+}
+
+/// The text of the message chunks among `messages`, one string per chunk.
+fn texts(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Sends request `id` and returns its answer (only updates may come before it).
+fn call(server: &mut StdioPeer, id: u64, method: &str, params: Value) -> Value {
+    server.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    let mut messages = server.until_answer(id);
+    let answer = messages.pop().expect("an answer");
+    assert!(
+        messages.iter().all(|m| m["method"] == "session/update"),
+        "{method}: only updates before the answer: {messages:?}"
+    );
+    answer
+}
+
+/// The session surface `metadata.agentacp` declares: modes and the model option in the
+/// session/new answer, the `/summary` command announced and answered, mode and model set by
+/// the client and shown by the next echo, `/mode` switched by the operator, `_governed/status`,
+/// and session/list, close and resume, which keeps the settings. Changes are audited.
+#[test]
+fn modes_options_the_command_the_extension_and_the_session_methods() {
+    let scratch = Scratch::new("governed-server-surface");
+    let audit = scratch.path().join("audit.jsonl");
+    let mut server = StdioPeer::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_governed-server")),
+        &[],
+        &[
+            ("AGENTACP_WORKSPACE_ROOT", scratch.path()),
+            ("AGENTACP_STATE_DIR", scratch.path()),
+            ("AGENTACP_AUDIT_LOG", &audit),
+        ],
+    );
+    let cwd = scratch.path().to_str().unwrap();
+    let initialized = call(&mut server, 0, "initialize", serde_json::json!({"protocolVersion": 1}));
+    let sessions = &initialized["result"]["agentCapabilities"]["sessionCapabilities"];
+    for method in ["list", "resume", "close"] {
+        assert!(sessions[method].is_object(), "{method} is offered: {initialized}");
+    }
+    assert!(
+        sessions.get("delete").is_none(),
+        "delete is not declared: {initialized}"
+    );
+
+    let opened = call(
+        &mut server,
+        1,
+        "session/new",
+        serde_json::json!({"cwd": cwd, "mcpServers": []}),
+    );
+    let result = &opened["result"];
+    let session = result["sessionId"].as_str().expect("a session id").to_string();
+    assert_eq!(result["modes"]["currentModeId"], "ask", "{opened}");
+    let modes: Vec<&str> = result["modes"]["availableModes"]
+        .as_array()
+        .expect("the declared modes")
+        .iter()
+        .filter_map(|mode| mode["id"].as_str())
+        .collect();
+    assert_eq!(modes, ["ask", "code"], "{opened}");
+    let model = &result["configOptions"][0];
+    assert_eq!(
+        (&model["id"], &model["category"], &model["type"], &model["currentValue"]),
+        (
+            &Value::from("model"),
+            &Value::from("model"),
+            &Value::from("select"),
+            &Value::from("fast")
+        ),
+        "{opened}"
+    );
+    let values: Vec<&str> = model["options"]
+        .as_array()
+        .expect("the model's values")
+        .iter()
+        .filter_map(|option| option["value"].as_str())
+        .collect();
+    assert_eq!(values, ["fast", "deep"], "{opened}");
+    let commands = server.recv();
+    assert_eq!(
+        commands["params"]["update"],
+        serde_json::json!({"sessionUpdate": "available_commands_update", "availableCommands": [
+            {"name": "summary", "description": "Summarise the session so far", "input": {"hint": "what to focus on"}}
+        ]}),
+        "{commands}"
+    );
+
+    // The defaults: a plain echo.
+    assert_eq!(
+        texts(&server.prompt(2, &Value::from(session.as_str()), "hello")),
+        ["hello"]
+    );
+    let status = call(
+        &mut server,
+        3,
+        "_governed/status",
+        serde_json::json!({"sessionId": session}),
+    );
+    assert_eq!(
+        status["result"],
+        serde_json::json!({"sessionId": session, "mode": "ask", "model": "fast", "prompts": 1}),
+        "{status}"
+    );
+
+    // The client switches mode and model; the next echo shows both.
+    let switched = call(
+        &mut server,
+        4,
+        "session/set_mode",
+        serde_json::json!({"sessionId": session, "modeId": "code"}),
+    );
+    assert_eq!(switched["result"], serde_json::json!({}), "{switched}");
+    let set = call(
+        &mut server,
+        5,
+        "session/set_config_option",
+        serde_json::json!({"sessionId": session, "configId": "model", "value": "deep"}),
+    );
+    assert_eq!(set["result"]["configOptions"][0]["currentValue"], "deep", "{set}");
+    let session_id = Value::from(session.as_str());
+    assert_eq!(texts(&server.prompt(6, &session_id, "hello")), ["[code, deep] hello"]);
+    assert_eq!(
+        texts(&server.prompt(7, &session_id, "/summary the parser")),
+        ["summary: 2 earlier prompts in this session; mode code, model deep; focus: the parser"]
+    );
+
+    // Undeclared modes, values and extension methods are refused by the runtime.
+    let refused = [
+        (
+            "session/set_mode",
+            serde_json::json!({"sessionId": session, "modeId": "yolo"}),
+            -32602,
+        ),
+        (
+            "session/set_config_option",
+            serde_json::json!({"sessionId": session, "configId": "model", "value": "huge"}),
+            -32602,
+        ),
+        ("_governed/other", serde_json::json!({"sessionId": session}), -32601),
+        ("_governed/status", serde_json::json!({}), -32602),
+        ("session/delete", serde_json::json!({"sessionId": session}), -32601),
+    ];
+    for (offset, (method, params, code)) in refused.into_iter().enumerate() {
+        let answer = call(&mut server, 10 + offset as u64, method, params);
+        assert_eq!(answer["error"]["code"], code, "{method}: {answer}");
+    }
+
+    // The operator switches the mode itself: a current_mode_update, then its report.
+    let turn = server.prompt(20, &session_id, "/mode ask");
+    let update = turn
+        .iter()
+        .find(|m| m["params"]["update"]["sessionUpdate"] == "current_mode_update")
+        .expect("the switch is sent");
+    assert_eq!(update["params"]["update"]["currentModeId"], "ask", "{update}");
+    assert_eq!(texts(&turn), ["mode ask"]);
+    let refused = texts(&server.prompt(21, &session_id, "/mode yolo"));
+    assert!(
+        refused.len() == 1 && refused[0].starts_with("mode: "),
+        "the runtime refuses an undeclared mode: {refused:?}"
+    );
+    let status = call(
+        &mut server,
+        23,
+        "_governed/status",
+        serde_json::json!({"sessionId": session}),
+    );
+    assert_eq!(
+        (
+            &status["result"]["mode"],
+            &status["result"]["model"],
+            &status["result"]["prompts"]
+        ),
+        (&Value::from("ask"), &Value::from("deep"), &Value::from(5)),
+        "{status}"
+    );
+
+    // session/list, close, resume.
+    let listed = call(&mut server, 30, "session/list", serde_json::json!({"cwd": cwd}));
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .expect("the stored sessions")
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(ids, [session.as_str()], "{listed}");
+    let closed = call(
+        &mut server,
+        31,
+        "session/close",
+        serde_json::json!({"sessionId": session}),
+    );
+    assert_eq!(closed["result"], serde_json::json!({}), "{closed}");
+    let gone = call(
+        &mut server,
+        32,
+        "session/prompt",
+        serde_json::json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}),
+    );
+    assert!(gone["error"].is_object(), "a closed session takes no prompt: {gone}");
+    server.send(serde_json::json!({"jsonrpc": "2.0", "id": 33, "method": "session/resume", "params": {"sessionId": session, "cwd": cwd}}));
+    let resumed = server.recv();
+    assert_eq!(resumed["id"], 33, "the answer comes first: {resumed}");
+    assert_eq!(resumed["result"]["modes"]["currentModeId"], "ask", "{resumed}");
+    assert_eq!(
+        resumed["result"]["configOptions"][0]["currentValue"], "deep",
+        "{resumed}"
+    );
+    let commands = server.recv();
+    assert_eq!(
+        commands["params"]["update"]["sessionUpdate"], "available_commands_update",
+        "the commands are announced again: {commands}"
+    );
+    assert_eq!(texts(&server.prompt(34, &session_id, "hello")), ["[ask, deep] hello"]);
+    assert!(server.finish().success());
+
+    let actions: Vec<(String, Value)> = std::fs::read_to_string(&audit)
+        .expect("the audit log is written")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("each record is JSON"))
+        .filter(|record| record["action"].as_str().is_some_and(|a| a.starts_with("session.")))
+        .map(|record| (record["action"].as_str().unwrap().to_string(), record["input"].clone()))
+        .collect();
+    let want = [
+        (
+            "session.mode",
+            serde_json::json!({"from": "ask", "to": "code", "by": "client"}),
+        ),
+        (
+            "session.config",
+            serde_json::json!({"option": "model", "from": "fast", "to": "deep", "by": "client"}),
+        ),
+        (
+            "session.mode",
+            serde_json::json!({"from": "code", "to": "ask", "by": "operator"}),
+        ),
+    ];
+    for (action, input) in want {
+        assert!(
+            actions.iter().any(|(a, i)| a == action && *i == input),
+            "{action} {input} is audited: {actions:?}"
+        );
+    }
+    for action in ["session.close", "session.resume"] {
+        assert!(
+            actions.iter().any(|(a, _)| a == action),
+            "{action} is audited: {actions:?}"
+        );
+    }
 }

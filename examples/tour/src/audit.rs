@@ -61,6 +61,16 @@ pub fn check(path: &Path) -> Result<(), String> {
     if !actions.contains_key("operator.interrupted") {
         return Err("expected the cancelled turn to be recorded as operator.interrupted".to_string());
     }
+    for (action, what) in [
+        ("session.mode", "the mode switches"),
+        ("session.config", "the model change"),
+        ("session.close", "the closed session"),
+        ("session.resume", "the resumed session"),
+    ] {
+        if !actions.contains_key(action) {
+            return Err(format!("expected {what} to be recorded as {action}"));
+        }
+    }
     Ok(())
 }
 

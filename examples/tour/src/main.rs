@@ -2,8 +2,10 @@
 //!
 //! Starts the governed example server (`examples/governed-server`, compiled into this binary
 //! and run as a subprocess of it) and drives it with our client through one session: streamed
-//! text, a tool governance allows, one that needs approval, one it denies, a cancelled turn and
-//! a reloaded session. Then it verifies the server's hash-chained audit log and summarises it.
+//! text, a tool governance allows, one that needs approval, one it denies, a cancelled turn, a
+//! reloaded session, the session's modes, its model option and its slash command, and
+//! `session/list`, `close` and `resume`. Then it verifies the server's hash-chained audit log
+//! and summarises it.
 //! Each step checks what it saw; the tour exits 1 at the first step that misbehaves, naming it.
 //!
 //! `--wire` prints every JSON-RPC message as well; `--keep` keeps the scratch folder (the
@@ -19,7 +21,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentacp::client::{AgentCommand, Client, ClientOptions, PermissionDecision, PromptEvent, Update};
+use agentacp::client::{
+    AgentCommand, Client, ClientOptions, LIST_PAGES_MAX, PermissionDecision, PromptEvent, Update, config_value,
+};
 use agentacp::prelude::*;
 use agentacp::server::Operator;
 use clap::Parser;
@@ -57,7 +61,7 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.serve {
-        return match governed_server::Reviewer.run_stdio() {
+        return match governed_server::Reviewer::default().run_stdio() {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("governed-server: {error}");
@@ -145,6 +149,8 @@ struct TurnLog {
     chunks: usize,
     /// Each tool call announced: its id, title and last status.
     tool_calls: Vec<ToolCallSeen>,
+    /// Each `current_mode_update`'s mode, in order.
+    modes: Vec<String>,
     /// How the turn ended.
     stop: Option<wire::StopReason>,
 }
@@ -311,6 +317,135 @@ async fn session_steps(
             )
         })
         .await?;
+    surface_steps(steps, client, scratch, &session).await
+}
+
+/// The steps of the session surface the manifest declares in `metadata.agentacp`: modes, the
+/// model option, the slash command, and `session/list`, `close` and `resume`.
+async fn surface_steps(
+    steps: &mut Steps,
+    client: &Client,
+    scratch: &Scratch,
+    session: &wire::SessionId,
+) -> Result<(), Failure> {
+    let workspace = scratch.workspace();
+    steps
+        .run("Modes (session/set_mode; the agent switches back itself)", async {
+            let state = client.session_state(session).unwrap_or_default();
+            let modes = state.modes.ok_or("the agent offers no modes for the session")?;
+            let ids: Vec<&str> = modes.available_modes.iter().map(|mode| mode.id.as_str()).collect();
+            println!(
+                "  modes: {} (current: {})",
+                ids.join(", "),
+                modes.current_mode_id.as_str()
+            );
+            expect(
+                ids == ["ask", "code"] && modes.current_mode_id.as_str() == "ask",
+                "expected the modes `ask` (current) and `code`",
+            )?;
+            client
+                .set_mode(session, &"code".into())
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("  session/set_mode code → ok");
+            let echo = turn(client, session, "Which mode?", None).await?;
+            expect(
+                echo.text == "[code, fast] Which mode?",
+                format!("expected the echo to show mode `code`, it said {:?}", echo.text),
+            )?;
+            let switched = turn(client, session, "/mode ask", None).await?;
+            expect(
+                switched.modes == ["ask"],
+                format!("expected one current_mode_update to `ask`, saw {:?}", switched.modes),
+            )?;
+            let current = client.session_state(session).and_then(|state| state.modes);
+            expect(
+                current.is_some_and(|modes| modes.current_mode_id.as_str() == "ask"),
+                "the client did not follow the agent's switch back to `ask`",
+            )
+        })
+        .await?;
+
+    steps
+        .run("A config option (session/set_config_option: model deep)", async {
+            let state = client.session_state(session).unwrap_or_default();
+            let model = state
+                .config_option("model")
+                .ok_or("the agent offers no `model` config option")?;
+            let value = config_value(model, "deep").map_err(|e| e.to_string())?;
+            let answer = client
+                .set_config_option(session, &wire::SessionConfigId("model".into()), value)
+                .await
+                .map_err(|e| e.to_string())?;
+            let current = answer.config_options.iter().find_map(|option| match &option.kind {
+                wire::SessionConfigOptionKind::Select(select) if option.id.0 == "model" => {
+                    Some(select.current_value.as_str().to_string())
+                }
+                _ => None,
+            });
+            println!("  session/set_config_option model deep → model is {current:?}");
+            expect(
+                current.as_deref() == Some("deep"),
+                "expected the answer to carry model `deep`",
+            )?;
+            let echo = turn(client, session, "Which model?", None).await?;
+            expect(
+                echo.text == "[ask, deep] Which model?",
+                format!("expected the echo to show model `deep`, it said {:?}", echo.text),
+            )
+        })
+        .await?;
+
+    steps
+        .run("The slash command (/summary, announced by the agent)", async {
+            let state = client.session_state(session).unwrap_or_default();
+            let command = state
+                .command("summary")
+                .ok_or("the agent did not announce `/summary` (available_commands_update)")?;
+            println!("  /{}: {}", command.name, command.description);
+            let summary = turn(client, session, "/summary the review", None).await?;
+            expect(
+                summary.text.starts_with("summary: ")
+                    && summary.text.contains("mode ask, model deep")
+                    && summary.text.ends_with("focus: the review"),
+                format!("expected a summary with mode, model and focus, got {:?}", summary.text),
+            )
+        })
+        .await?;
+
+    steps
+        .run("List, close and resume the session (its settings are kept)", async {
+            let listed = client
+                .list_all_sessions(Some(&workspace), LIST_PAGES_MAX)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("  session/list → {} session(s)", listed.len());
+            expect(
+                listed.iter().any(|info| &info.session_id == session),
+                "expected session/list to include the tour's session",
+            )?;
+            client.close_session(session).await.map_err(|e| e.to_string())?;
+            println!("  session/close → ok");
+            let resumed = client
+                .resume_session(session, &workspace)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mode = resumed.modes.map(|modes| modes.current_mode_id.as_str().to_string());
+            println!("  session/resume → mode {}", mode.as_deref().unwrap_or("(none)"));
+            expect(
+                mode.as_deref() == Some("ask"),
+                "expected the resumed session in mode `ask`",
+            )?;
+            let echo = turn(client, session, "Still there?", None).await?;
+            expect(
+                echo.text == "[ask, deep] Still there?",
+                format!(
+                    "expected the resumed session to keep model `deep`, it said {:?}",
+                    echo.text
+                ),
+            )
+        })
+        .await?;
     Ok(())
 }
 
@@ -473,6 +608,11 @@ async fn turn(
                     }
                     None => return Err(format!("an update of tool call `{id}`, which was never announced")),
                 }
+            }
+            PromptEvent::Update(Update::CurrentMode(update)) => {
+                let mode = update.current_mode_id.as_str().to_string();
+                println!("  mode  › {mode}");
+                log.modes.push(mode);
             }
             PromptEvent::Update(_) | PromptEvent::Replay(_) | PromptEvent::Loaded => {}
             PromptEvent::Stop(reason) => log.stop = Some(reason),

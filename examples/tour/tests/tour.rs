@@ -70,8 +70,12 @@ fn the_tour_runs_every_step_and_verifies_the_audit() {
         "7. A tool governance denies",
         "8. Cancel a turn",
         "9. Load the session again",
-        "10. Close the connection",
-        "11. Verify the audit log",
+        "10. Modes",
+        "11. A config option",
+        "12. The slash command",
+        "13. List, close and resume the session",
+        "14. Close the connection",
+        "15. Verify the audit log",
     ];
     for step in steps {
         assert!(
@@ -94,7 +98,12 @@ fn the_tour_runs_every_step_and_verifies_the_audit() {
         "read-file         auto",
         "write-file        approved by client:agentacp-tour",
         "delete-workspace  denied by governance",
-        "The tour passed: 11 steps",
+        "mode  › ask",
+        "agent › [code, fast] Which mode?",
+        "agent › [ask, deep] Which model?",
+        "agent › summary: ",
+        "session/resume → mode ask",
+        "The tour passed: 15 steps",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
@@ -121,6 +130,11 @@ fn the_wire_flag_prints_the_messages() {
         "session/prompt",
         "session/cancel",
         "session/load",
+        "session/set_mode",
+        "session/set_config_option",
+        "session/list",
+        "session/close",
+        "session/resume",
     ] {
         assert!(sent(method), "no {method} sent on the wire in:\n{out}");
     }
