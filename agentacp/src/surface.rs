@@ -290,6 +290,16 @@ pub enum ConfigValue {
 }
 
 impl ConfigValue {
+    /// A value as the wire has it: a string (a `select`'s value) or a boolean; `None` for
+    /// anything else.
+    pub fn from_json(value: &Value) -> Option<ConfigValue> {
+        match value {
+            Value::String(value) => Some(ConfigValue::Value(value.clone())),
+            Value::Bool(value) => Some(ConfigValue::Boolean(*value)),
+            _ => None,
+        }
+    }
+
     /// The value as a string, for a `select`.
     pub fn as_str(&self) -> Option<&str> {
         match self {
@@ -362,10 +372,8 @@ impl Settings {
                     let Some(id) = option.get("id").and_then(Value::as_str) else {
                         continue;
                     };
-                    let value = match option.get("currentValue") {
-                        Some(Value::String(value)) => ConfigValue::Value(value.clone()),
-                        Some(Value::Bool(value)) => ConfigValue::Boolean(*value),
-                        _ => continue,
+                    let Some(value) = option.get("currentValue").and_then(ConfigValue::from_json) else {
+                        continue;
                     };
                     if surface.check_config_value(id, &value).is_ok() {
                         self.set_config(surface, id, value);

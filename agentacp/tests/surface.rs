@@ -488,3 +488,33 @@ async fn the_revisions_other_updates_reach_the_client_typed() {
     );
     pipe.finish().await;
 }
+
+/// The session surface the runtime builds from the generated spec is the one `scaffold-aip
+/// explain` reports for the same manifest (the two are rendered by different crates).
+#[test]
+fn the_runtimes_session_surface_is_the_one_explain_reports() {
+    use agentacp::server::Operator;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/operators/test-surface/ACP.md");
+    let checked = acp_manifest::manifest::check_file(&path).expect("the manifest is readable");
+    let explained = acp_manifest::explain::explain(&checked)
+        .expect("the manifest checks clean")
+        .session_surface
+        .expect("a declared surface");
+    let surface = &Surfacer::spec().surface;
+    let settings = surface.defaults();
+    assert_eq!(surface.modes_json(&settings).as_ref(), explained.get("modes"));
+    assert_eq!(
+        surface.config_options_json(&settings, true).as_ref(),
+        explained.get("configOptions")
+    );
+    let commands = surface.commands_update(&surface.command_names()).expect("commands");
+    assert_eq!(commands.get("availableCommands"), explained.get("availableCommands"));
+    assert_eq!(
+        (surface.extensions.requests, surface.extensions.notifications),
+        (&["_test/echo"][..], &["_test/ping"][..])
+    );
+    assert_eq!(
+        explained["extensions"],
+        json!({"requests": ["_test/echo"], "notifications": ["_test/ping"]})
+    );
+}

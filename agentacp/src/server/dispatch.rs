@@ -838,16 +838,12 @@ impl<O: Operator> Dispatcher<O> {
         let raw = params.unwrap_or_else(null_params);
         let request: SetConfigParams = runtime_params::<O, _>("session/set_config_option", Some(&raw), false)?;
         let context = self.open_session(&request.session_id)?;
-        let value = match request.value {
-            Value::String(value) => ConfigValue::Value(value),
-            Value::Bool(value) => ConfigValue::Boolean(value),
-            other => {
-                return Err(RpcError::new(
-                    codes::INVALID_PARAMS,
-                    format!("`value` must be a value id or a boolean, not `{other}`"),
-                ));
-            }
-        };
+        let value = ConfigValue::from_json(&request.value).ok_or_else(|| {
+            RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("`value` must be a value id or a boolean, not `{}`", request.value),
+            )
+        })?;
         let previous = self
             .connection
             .change_config(&context, &request.config_id, value, "client")

@@ -208,12 +208,14 @@ impl<'t, T: Tier> Turn<'t, T> {
     /// Tool calls stay governed here too: a `tool_call` or `tool_call_update` is refused at
     /// every tier — logged, never sent, and an error for the operator.
     pub async fn update_json(&mut self, update: Value) -> Result<()> {
+        // One look at the kind: the settings kinds go through their checks, tool calls are
+        // refused, the rest is sent as it is.
         match update.get("sessionUpdate").and_then(Value::as_str) {
             Some("current_mode_update") => {
                 let mode = update.get("currentModeId").and_then(Value::as_str).unwrap_or_default();
-                return self.set_mode(mode).await;
+                self.set_mode(mode).await
             }
-            Some("config_option_update") => return self.config_update_from(&update).await,
+            Some("config_option_update") => self.config_update_from(&update).await,
             Some("available_commands_update") => {
                 let names: Vec<&str> = update
                     .get("availableCommands")
@@ -222,21 +224,20 @@ impl<'t, T: Tier> Turn<'t, T> {
                     .flatten()
                     .map(|command| command.get("name").and_then(Value::as_str).unwrap_or_default())
                     .collect();
-                return self.set_commands(&names).await;
+                self.set_commands(&names).await
             }
-            _ => {}
+            Some(kind @ ("tool_call" | "tool_call_update")) => {
+                tracing::error!(
+                    session = self.scope.session.id(),
+                    kind,
+                    "refused an ungoverned `{kind}` update from operator code; use turn.tool_call"
+                );
+                Err(Error::msg(format!(
+                    "a `{kind}` update cannot be sent by operator code: tool calls are governed and audited, use `turn.tool_call` (tier governance-aware and up)"
+                )))
+            }
+            _ => self.scope.send(update.to_string()).await,
         }
-        if let Some(kind) = tool_call_update_kind(&update) {
-            tracing::error!(
-                session = self.scope.session.id(),
-                kind,
-                "refused an ungoverned `{kind}` update from operator code; use turn.tool_call"
-            );
-            return Err(Error::msg(format!(
-                "a `{kind}` update cannot be sent by operator code: tool calls are governed and audited, use `turn.tool_call` (tier governance-aware and up)"
-            )));
-        }
-        self.scope.send(update.to_string()).await
     }
 
     /// The declared slash command (`metadata.agentacp.commands`) this turn's prompt starts
@@ -310,10 +311,9 @@ impl<'t, T: Tier> Turn<'t, T> {
             .flatten()
         {
             let id = option.get("id").and_then(Value::as_str).unwrap_or_default();
-            let value = match option.get("currentValue") {
-                Some(Value::String(value)) => ConfigValue::Value(value.clone()),
-                Some(Value::Bool(value)) => ConfigValue::Boolean(*value),
-                _ => {
+            let value = match option.get("currentValue").and_then(ConfigValue::from_json) {
+                Some(value) => value,
+                None => {
                     return Err(Error::InvalidParams(format!(
                         "config option `{id}` has no `currentValue`"
                     )));
@@ -359,15 +359,6 @@ impl<'t, T: Tier> Turn<'t, T> {
         T: SandboxedTier,
     {
         self.scope.session.mcp_servers()
-    }
-}
-
-/// `tool_call` or `tool_call_update` when the update object's `sessionUpdate` says so.
-fn tool_call_update_kind(update: &Value) -> Option<&'static str> {
-    match update.get("sessionUpdate").and_then(Value::as_str) {
-        Some("tool_call") => Some("tool_call"),
-        Some("tool_call_update") => Some("tool_call_update"),
-        _ => None,
     }
 }
 
