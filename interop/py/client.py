@@ -131,6 +131,29 @@ class InteropClient:
         self.permissions = 0
         # Set by the first agent_message_chunk once armed (see `arm_first_chunk`).
         self.first_chunk: asyncio.Event | None = None
+        # Notified after each update or permission request the SDK hands over (see `caught_up`).
+        self.handed = asyncio.Condition()
+
+    async def caught_up(self, wire: "Wire") -> None:
+        """Waits until the SDK has handed this client every update and permission request the
+        wire has carried so far: the SDK dispatches them in tasks of its own, so one read before
+        a prompt (an `available_commands_update` after `session/new`, say) may reach the client
+        only after that prompt started, and be counted against it."""
+
+        def done() -> bool:
+            updates = sum(1 for e in wire.events if e["kind"] == "update")
+            return self.updates >= updates and self.permissions >= len(wire.permission_events)
+
+        async with self.handed:
+            try:
+                await asyncio.wait_for(self.handed.wait_for(done), TIMEOUT)
+            except asyncio.TimeoutError:
+                pass  # one the SDK never handed over shows up in the next step's counts
+
+
+    async def _handed_one(self) -> None:
+        async with self.handed:
+            self.handed.notify_all()
 
     def arm_first_chunk(self) -> asyncio.Event:
         self.first_chunk = asyncio.Event()
@@ -140,11 +163,13 @@ class InteropClient:
         self.updates += 1
         if self.first_chunk is not None and getattr(update, "session_update", None) == "agent_message_chunk":
             self.first_chunk.set()
+        await self._handed_one()
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
     ) -> RequestPermissionResponse:
         self.permissions += 1
+        await self._handed_one()
         if self.policy != "cancelled":
             for option in options:
                 if option.kind == self.policy:
@@ -194,9 +219,10 @@ class Scenario:
         return response.session_id
 
     async def prompt(self, step: str, session_id: str, text: str, policy: str = "cancelled") -> None:
-        await self.finish(step, text, self.start(session_id, text, policy))
+        await self.finish(step, text, await self.start(session_id, text, policy))
 
-    def start(self, session_id: str, text: str, policy: str) -> tuple[asyncio.Task[Any], int, int, int]:
+    async def start(self, session_id: str, text: str, policy: str) -> tuple[asyncio.Task[Any], int, int, int]:
+        await self.client.caught_up(self.wire)
         self.client.policy = policy
         mark = (len(self.wire.events), self.client.updates, self.client.permissions)
         task = asyncio.ensure_future(
@@ -222,7 +248,7 @@ class Scenario:
         """`/forever`, `session/cancel` once its first chunk arrived, then a prompt on the same
         session."""
         first = self.client.arm_first_chunk()
-        started = self.start(session_id, "/forever", "cancelled")
+        started = await self.start(session_id, "/forever", "cancelled")
         await asyncio.wait_for(first.wait(), TIMEOUT)
         self.client.first_chunk = None
         await asyncio.wait_for(self.conn.cancel(session_id=session_id), TIMEOUT)
