@@ -526,6 +526,7 @@ impl Plan {
         );
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         let surface = surface_literal(self.surface().filter(|_| self.kind() == Kind::Server));
+        let websocket = self.resolved.authenticate;
         // The spec's tier is the tier type's name: one source for both.
         let tier = tier_type(self.tier());
         let kind = match self.kind() {
@@ -557,6 +558,7 @@ impl Plan {
                 editor: #editor,
                 policies: &[#(#policies),*],
                 surface: #surface,
+                websocket: #websocket,
             };
             &SPEC
         }
@@ -690,6 +692,24 @@ impl Plan {
         }
     }
 
+    /// `impl OffersWebSocket` when the manifest's `transport` lists `websocket`: what lets the
+    /// operator be served (or a bridge listen) over WebSocket.
+    fn offers_websocket(&self, name: &syn::Ident) -> TokenStream {
+        if !self.resolved.authenticate {
+            return TokenStream::new();
+        }
+        let doc = self
+            .reasons
+            .iter()
+            .find(|reason| reason.contains("`transport` includes websocket"))
+            .cloned()
+            .unwrap_or_default();
+        quote! {
+            #[doc = #doc]
+            impl ::agentacp::server::OffersWebSocket for #name {}
+        }
+    }
+
     fn emit_bridge(&self, target: &syn::ItemStruct) -> TokenStream {
         let name = &target.ident;
         let vis = &target.vis;
@@ -700,6 +720,7 @@ impl Plan {
         let spec = self.spec_body();
         let rev_check = self.rev_check();
         let reason = self.reasons.join("; ");
+        let offers_websocket = self.offers_websocket(name);
         let downstream = quote_spanned! {span=>
             #[doc = "The agent the bridge starts downstream: program, arguments, environment allow-list, working folder."]
             #[doc = #reason]
@@ -714,6 +735,8 @@ impl Plan {
             }
 
             #rev_check
+
+            #offers_websocket
 
             impl ::agentacp::bridge::BridgeOperator for #name {
                 type Tier = #tier;
@@ -756,6 +779,7 @@ impl Plan {
         let spec = self.spec_body();
         let rev_check = self.rev_check();
         let check_params = emit.check_params();
+        let offers_websocket = self.offers_websocket(name);
         quote! {
             #target
 
@@ -766,6 +790,8 @@ impl Plan {
             }
 
             #rev_check
+
+            #offers_websocket
 
             impl ::agentacp::server::Operator for #name {
                 type Tier = #tier;

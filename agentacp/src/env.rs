@@ -129,3 +129,19 @@ impl ShutdownSignals {
         Poll::Pending
     }
 }
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT): when a long-running listener should drain and stop.
+pub async fn shutdown_signal() {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch for SIGTERM; only Ctrl-C stops the listener");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("SIGTERM: draining"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: draining"),
+    }
+}

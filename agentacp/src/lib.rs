@@ -29,6 +29,7 @@
 extern crate self as agentacp;
 
 pub use acp_audit as audit;
+pub mod auth;
 pub mod bridge;
 pub mod client;
 pub mod env;
@@ -42,6 +43,8 @@ pub mod spec;
 pub mod surface;
 mod sync;
 pub mod tier;
+#[cfg(feature = "websocket")]
+pub mod websocket;
 pub use agentacp_wire as wire;
 // The expansion checks a pinned revision's feature through `::agentacp::__require_rev_…!`.
 #[doc(hidden)]
@@ -119,6 +122,7 @@ pub mod __private {
             editor: ClientMethods::NONE,
             policies: &[],
             surface: crate::surface::Surface::NONE,
+            websocket: false,
         };
         &SPEC
     }

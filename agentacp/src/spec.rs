@@ -122,6 +122,9 @@ pub struct OperatorSpec {
     /// The session surface the manifest declares in `metadata.agentacp` (modes, config
     /// options, commands, extension methods); servers only.
     pub surface: crate::surface::Surface,
+    /// Whether the manifest's `transport` lists `websocket` (the operator may then be served,
+    /// or a bridge may listen, over WebSocket).
+    pub websocket: bool,
 }
 
 impl OperatorSpec {

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::audit::{AuditEvent, AuditLog};
+use crate::auth::{Identity, TokenStore};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::jsonrpc::outbox::Outbox;
@@ -21,11 +22,51 @@ use crate::methods::ClientMethods;
 use crate::surface::ConfigValue;
 use crate::sync::lock;
 
+/// Who is at the other end of a connection, and whether it has proved it.
+#[derive(Default)]
+pub(crate) struct Access {
+    /// The tokens `authenticate` checks; `None`: the transport needs no authentication (stdio,
+    /// or a loopback listener with no tokens configured).
+    pub(crate) tokens: Option<Arc<TokenStore>>,
+    /// The identity the client proved (at the WebSocket upgrade, or with `authenticate`).
+    identity: Mutex<Option<Identity>>,
+}
+
+impl Access {
+    /// A connection that must authenticate with one of `tokens` (`identity`: it already did,
+    /// at the upgrade).
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
+    pub(crate) fn required(tokens: Arc<TokenStore>, identity: Option<Identity>) -> Access {
+        Access {
+            tokens: Some(tokens),
+            identity: Mutex::new(identity),
+        }
+    }
+
+    /// The client's identity, once authenticated.
+    pub(crate) fn identity(&self) -> Option<Identity> {
+        lock(&self.identity).clone()
+    }
+
+    pub(crate) fn set_identity(&self, identity: Option<Identity>) {
+        *lock(&self.identity) = identity;
+    }
+
+    /// Whether requests other than `initialize` and `authenticate` must wait for
+    /// authentication.
+    pub(crate) fn pending(&self) -> bool {
+        self.tokens.is_some() && lock(&self.identity).is_none()
+    }
+}
+
 pub(crate) struct Connection {
     pub(crate) outbox: Outbox,
     pub(crate) pending: Pending,
     pub(crate) audit: AuditLog,
-    pub(crate) store: Arc<dyn SessionStore>,
+    /// The session store of the connection's identity (set again when it authenticates).
+    store: Mutex<Arc<dyn SessionStore>>,
+    /// Who the client is, and whether it still has to prove it.
+    pub(crate) access: Arc<Access>,
     /// Whether updates are recorded for `session/load`.
     pub(crate) record_history: bool,
     pub(crate) governance: Arc<dyn Governance>,
@@ -56,12 +97,14 @@ impl Connection {
         permission_timeout: Duration,
         editor_timeout: Duration,
         declared_editor: ClientMethods,
+        access: Arc<Access>,
     ) -> Self {
         Connection {
             outbox,
             pending: Pending::new(),
             audit,
-            store,
+            store: Mutex::new(store),
+            access,
             record_history,
             governance,
             operator_id,
@@ -73,6 +116,16 @@ impl Connection {
             tool_calls: AtomicU64::new(0),
             boolean_options: AtomicBool::new(false),
         }
+    }
+
+    /// The session store of the client's identity.
+    pub(crate) fn store(&self) -> Arc<dyn SessionStore> {
+        lock(&self.store).clone()
+    }
+
+    /// Replaces the session store (the client authenticated as an identity of its own).
+    pub(crate) fn set_store(&self, store: Arc<dyn SessionStore>) {
+        *lock(&self.store) = store;
     }
 
     /// Records whether the client takes boolean config options.
@@ -182,13 +235,24 @@ impl Connection {
     /// itself, so that `session/load` replays it and a resumed session gets it back).
     pub(crate) fn record_only(&self, session: &SessionContext, update: &str) -> Result<()> {
         if self.record_history {
-            self.store.append(session.id(), update)?;
+            self.store().append(session.id(), update)?;
         }
         Ok(())
     }
 
     /// Writes an audit record; the action it records must not happen if this fails.
-    pub(crate) fn audit(&self, event: AuditEvent) -> Result<()> {
+    /// Records made for an authenticated client carry its identity
+    /// (`metadata.aip44.identity`).
+    pub(crate) fn audit(&self, mut event: AuditEvent) -> Result<()> {
+        if let Some(identity) = self.access.identity() {
+            let metadata = event.metadata.get_or_insert_with(Default::default);
+            let aip44 = metadata
+                .entry("aip44")
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let Some(aip44) = aip44.as_object_mut() {
+                aip44.insert("identity".into(), identity.as_str().into());
+            }
+        }
         self.audit
             .record(event)
             .map(drop)
@@ -230,7 +294,7 @@ impl Connection {
     /// Recorded in the session's history first when `session/load` is on.
     pub(crate) async fn send_update(&self, session: &SessionContext, update: String) -> Result<()> {
         if self.record_history {
-            self.store.append(session.id(), &update)?;
+            self.store().append(session.id(), &update)?;
         }
         self.send_update_unrecorded(session, update).await
     }

@@ -19,6 +19,7 @@ use crate::governance::OperatorProfile;
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 
+use super::access::{self, StoreBook};
 use super::connection::Connection;
 use super::memory::MemoryBook;
 use super::operator::Operator;
@@ -57,6 +58,8 @@ pub(crate) struct Dispatcher<O: Operator> {
     memory: Arc<MemoryBook>,
     initialize_response: Value,
     connection: Arc<Connection>,
+    /// The session store of each identity.
+    stores: Arc<StoreBook>,
     /// The workspace root, held open; or why there is none (sessions are then refused).
     workspace_root: Result<Workspace, String>,
     initialized: bool,
@@ -177,21 +180,26 @@ fn read_params<'a, T: Deserialize<'a>>(method: &str, params: Option<&'a RawValue
 
 impl<O: Operator> Dispatcher<O> {
     pub(crate) fn new(
-        operator: O,
-        connection: Arc<Connection>,
+        operator: Arc<O>,
+        (connection, stores): (Arc<Connection>, Arc<StoreBook>),
         (profile, memory): (Arc<OperatorProfile>, MemoryBook),
         workspace_root: Result<Workspace, String>,
         shutdown_grace: Duration,
         max_sessions: usize,
     ) -> Self {
         let spec = O::spec();
+        let mut initialize_response = spec.initialize_result();
+        if connection.access.tokens.is_some() {
+            access::advertise(&mut initialize_response);
+        }
         Dispatcher {
-            operator: Arc::new(operator),
+            operator,
             spec,
             profile,
             memory: Arc::new(memory),
-            initialize_response: spec.initialize_result(),
+            initialize_response,
             connection,
+            stores,
             workspace_root,
             initialized: false,
             sessions: Arc::default(),
@@ -333,6 +341,15 @@ impl<O: Operator> Dispatcher<O> {
                 format!("`{method}` before `initialize`: the client must initialize first"),
             ));
         }
+        if self.connection.access.pending() && method != "authenticate" {
+            return Err(RpcError::new(
+                codes::AUTH_REQUIRED,
+                format!(
+                    "`{method}` before `authenticate`: this connection must authenticate first (method `{}`)",
+                    access::BEARER
+                ),
+            ));
+        }
         // An id still waiting for its answer: refused; the first keeps its answer. (Requests
         // answered inline are never in flight when the next line is read.)
         if lock(&self.in_flight).contains_key(id) {
@@ -354,6 +371,7 @@ impl<O: Operator> Dispatcher<O> {
                 self.set_config_option(id, params)
             }
             "authenticate" => self.authenticate(id, params),
+            "logout" if self.connection.access.tokens.is_some() => self.logout(id).await,
             extension if self.spec.surface.extensions.requests.contains(&extension) => {
                 self.extension(id, extension, params.as_deref());
                 Ok(())
@@ -366,6 +384,10 @@ impl<O: Operator> Dispatcher<O> {
     }
 
     fn notification(&mut self, method: &str, params: Option<&RawValue>) {
+        if self.connection.access.pending() {
+            tracing::debug!(method, "ignored a notification before authentication");
+            return;
+        }
         match method {
             "session/cancel" => match runtime_params::<O, SessionRef>(method, params, true) {
                 Ok(session) => self.cancel_turn(&session.session_id),
@@ -420,7 +442,7 @@ impl<O: Operator> Dispatcher<O> {
         let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
         if self.connection.record_history {
             self.connection
-                .store
+                .store()
                 .create(&session_id, &cwd)
                 .map_err(|e| internal(&e))?;
         }
@@ -499,7 +521,7 @@ impl<O: Operator> Dispatcher<O> {
         }
         let stored = self
             .connection
-            .store
+            .store()
             .load(&params.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("reading the session failed: {error}")))?
             .ok_or_else(|| unknown_session(&params.session_id))?;
@@ -581,7 +603,7 @@ impl<O: Operator> Dispatcher<O> {
             self.memory
                 .close(&session.session_id, entry.context.memory(), Some(&*self.connection));
             if self.connection.record_history
-                && let Err(error) = self.connection.store.flush_session(&session.session_id)
+                && let Err(error) = self.connection.store().flush_session(&session.session_id)
             {
                 tracing::error!(%error, session = session.session_id, "saving the session failed");
             }
@@ -611,7 +633,7 @@ impl<O: Operator> Dispatcher<O> {
         let cwd = cwd.map(|cwd| cwd.path());
         let (sessions, more) = self
             .connection
-            .store
+            .store()
             .list_page(cwd.as_deref(), start, LIST_PAGE)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot list the sessions: {error}")))?;
         let page: Vec<Value> = sessions
@@ -646,7 +668,7 @@ impl<O: Operator> Dispatcher<O> {
         let additional = self.confine_additional(&params.additional_directories)?;
         let stored = self
             .connection
-            .store
+            .store()
             .summary(&params.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}")))?
             .ok_or_else(|| unknown_session(&params.session_id))?;
@@ -665,7 +687,7 @@ impl<O: Operator> Dispatcher<O> {
         let surface = &self.spec.surface;
         let settings = if surface.modes.is_some() || !surface.config_options.is_empty() {
             let stored =
-                self.connection.store.load(&params.session_id).map_err(|error| {
+                self.connection.store().load(&params.session_id).map_err(|error| {
                     RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}"))
                 })?;
             stored.map_or_else(
@@ -709,7 +731,7 @@ impl<O: Operator> Dispatcher<O> {
         };
         let stored = self
             .connection
-            .store
+            .store()
             .summary(&session.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}")))?
             .is_some();
@@ -720,7 +742,7 @@ impl<O: Operator> Dispatcher<O> {
         self.session_audit("session.delete", &session.session_id)?;
         lock(&self.sessions).remove(&session.session_id);
         self.connection
-            .store
+            .store()
             .delete(&session.session_id)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot delete the session: {error}")))?;
         let _ = self.connection.respond(id, &json!({})).await;
@@ -748,7 +770,8 @@ impl<O: Operator> Dispatcher<O> {
         Arc::new(
             SessionContext::new(session_id.to_string(), workspace, mcp_servers)
                 .with_operator(self.profile.clone(), self.memory.for_session(session_id))
-                .with_surface(&self.spec.surface, settings, additional),
+                .with_surface(&self.spec.surface, settings, additional)
+                .with_identity(self.connection.access.identity()),
         )
     }
 
@@ -940,30 +963,46 @@ impl<O: Operator> Dispatcher<O> {
 
     fn authenticate(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(|| RawValue::from_string("{}".into()).expect("valid JSON"));
-        let operator = self.operator.clone();
-        let connection = self.connection.clone();
-        let answered = Arc::new(AtomicBool::new(false));
-        let answered_by_task = answered.clone();
-        let request = id.clone();
-        let in_flight = self.in_flight.clone();
-        self.start(id, &answered, None, async move {
+        // Where authentication is needed, the runtime checks the credential before the
+        // operator's `authenticate` sees the request; the identity is set once both agree.
+        let proved = match &self.connection.access.tokens {
+            Some(tokens) => Some(access::check_bearer(tokens, &self.connection.access, &raw)?),
+            None => None,
+        };
+        let (operator, connection, stores) = (self.operator.clone(), self.connection.clone(), self.stores.clone());
+        self.answer_in_task(id, async move {
             // The operator has `authenticate` only when the manifest offers websocket.
-            let outcome = match operator.authenticate(&raw) {
-                Some(future) => future.await,
-                None => Err(Error::Rpc(RpcError::new(
-                    codes::METHOD_NOT_FOUND,
-                    "method not found: `authenticate`",
-                ))),
+            let result = match operator.authenticate(&raw) {
+                Some(future) => future.await?,
+                None if proved.is_some() => json!({}),
+                None => {
+                    return Err(Error::Rpc(RpcError::new(
+                        codes::METHOD_NOT_FOUND,
+                        "method not found: `authenticate`",
+                    )));
+                }
             };
-            lock(&in_flight).remove(&request);
-            if answered_by_task.swap(true, Ordering::SeqCst) {
-                return;
+            if let Some(identity) = proved {
+                access::admit(&connection, &stores, identity)?;
             }
-            let _ = match outcome {
-                Ok(result) => connection.respond(&request, &result).await,
-                Err(error) => connection.respond_error(&request, &error.to_rpc()).await,
-            };
+            Ok(result)
         });
+        Ok(())
+    }
+
+    /// `logout` (offered where authentication is needed): audited, then the connection is
+    /// back to unauthenticated, its sessions cancelled and forgotten (they stay stored for
+    /// their identity).
+    async fn logout(&mut self, id: &Id) -> Result<(), RpcError> {
+        let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
+        access::leave(&self.connection).map_err(|e| internal(&e))?;
+        let sessions: Vec<_> = lock(&self.sessions).drain().collect();
+        for (_, entry) in sessions {
+            if let Some(cancel) = entry.running {
+                cancel.send_replace(true);
+            }
+        }
+        let _ = self.connection.respond(id, &json!({})).await;
         Ok(())
     }
 
@@ -1027,7 +1066,7 @@ impl<O: Operator> Dispatcher<O> {
         for (id, entry) in lock(&self.sessions).iter() {
             self.memory.persist(id, entry.context.memory(), Some(&*self.connection));
         }
-        if let Err(error) = self.connection.store.flush() {
+        if let Err(error) = self.connection.store().flush() {
             tracing::error!(%error, "saving sessions failed");
         }
         if let Err(error) = self.connection.audit.flush() {
@@ -1147,7 +1186,7 @@ impl<O: Operator> PromptTask<O> {
             Err(error) => Err(error.to_rpc()),
         };
         if self.connection.record_history
-            && let Err(error) = self.connection.store.flush_session(&session_id)
+            && let Err(error) = self.connection.store().flush_session(&session_id)
         {
             tracing::error!(%error, session = session_id, "saving the session failed");
         }
@@ -1177,7 +1216,7 @@ impl<O: Operator> PromptTask<O> {
         };
         for block in params.prompt {
             let update = format!(r#"{{"sessionUpdate":"user_message_chunk","content":{}}}"#, block.get());
-            if let Err(error) = self.connection.store.append(self.scope.session.id(), &update) {
+            if let Err(error) = self.connection.store().append(self.scope.session.id(), &update) {
                 tracing::error!(%error, "recording the prompt failed");
             }
         }

@@ -4,6 +4,7 @@
 //! [`Serve::serve_stdio`] over stdin/stdout, the way editors launch agents. What the runtime
 //! guarantees on the wire is in `docs/design/runtime.md`.
 
+mod access;
 mod connection;
 mod dispatch;
 pub mod editor;
@@ -29,11 +30,13 @@ use crate::workspace::Workspace;
 
 pub use editor::{CommandOutput, Editor, EditorError, TerminalCommand};
 pub use memory::{Memory, MemoryError};
-pub use operator::{Operator, encode_result};
+pub use operator::{OffersWebSocket, Operator, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
-use connection::Connection;
+pub use access::BEARER;
+use access::StoreBook;
+pub(crate) use connection::{Access, Connection};
 use dispatch::Dispatcher;
 
 /// The default frame limit: 4 MiB.
@@ -242,78 +245,127 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let spec = O::spec();
-    let state_dir = options.resolved_state_dir(spec.id);
-    let audit = open_audit(spec, &options, &state_dir)?;
-    let store: Arc<dyn SessionStore> = match (&options.store, spec.stores_sessions()) {
-        (Some(store), _) => store.clone(),
-        (None, true) => Arc::new(FileStore::open(state_dir.join("sessions")).map_err(|error| {
-            Error::Io(std::io::Error::new(
-                error.kind(),
-                format!("cannot open the session store in {}: {error}", state_dir.display()),
-            ))
-        })?),
-        (None, false) => Arc::new(MemoryStore::default()),
-    };
-    let governance = options
-        .governance
-        .clone()
-        .unwrap_or_else(|| Arc::new(spec.governance()));
-    let workspace_root = open_workspace_root(spec, &options);
-    match &workspace_root {
-        Ok(root) => tracing::info!(
-            operator = spec.id,
-            tier = spec.tier,
-            root = %root.root_path().display(),
-            state = %state_dir.display(),
-            "serving ACP"
-        ),
-        Err(reason) => tracing::error!(operator = spec.id, %reason, "serving ACP, but every session will be refused"),
+    Served::open::<O>(options)?
+        .connection(Arc::new(operator), Arc::default(), input, output)
+        .await
+}
+
+/// What every connection to one server shares, opened once: the audit log, the session
+/// stores, governance, the workspace root.
+pub(crate) struct Served {
+    spec: &'static OperatorSpec,
+    pub(crate) options: ServerOptions,
+    state_dir: PathBuf,
+    audit: AuditLog,
+    stores: Arc<StoreBook>,
+    governance: Arc<dyn Governance>,
+    workspace_root: std::result::Result<Workspace, String>,
+    profile: Arc<crate::governance::OperatorProfile>,
+}
+
+impl Served {
+    /// Opens what `O`'s connections share; an error when the audit log or the session store
+    /// cannot be opened.
+    pub(crate) fn open<O: Operator>(options: ServerOptions) -> Result<Served> {
+        let spec = O::spec();
+        let state_dir = options.resolved_state_dir(spec.id);
+        let audit = open_audit(spec, &options, &state_dir)?;
+        let sessions_dir = state_dir.join("sessions");
+        let (store, files): (Arc<dyn SessionStore>, _) = match (&options.store, spec.stores_sessions()) {
+            (Some(store), _) => (store.clone(), None),
+            (None, true) => (
+                Arc::new(FileStore::open(&sessions_dir).map_err(|error| {
+                    Error::Io(std::io::Error::new(
+                        error.kind(),
+                        format!("cannot open the session store in {}: {error}", state_dir.display()),
+                    ))
+                })?),
+                Some(sessions_dir.join("identities")),
+            ),
+            (None, false) => (Arc::new(MemoryStore::default()), None),
+        };
+        let stores = Arc::new(StoreBook::new(store, files, options.store.is_some()));
+        let governance = options
+            .governance
+            .clone()
+            .unwrap_or_else(|| Arc::new(spec.governance()));
+        let workspace_root = open_workspace_root(spec, &options);
+        match &workspace_root {
+            Ok(root) => tracing::info!(
+                operator = spec.id,
+                tier = spec.tier,
+                root = %root.root_path().display(),
+                state = %state_dir.display(),
+                "serving ACP"
+            ),
+            Err(reason) => tracing::error!(operator = spec.id, %reason, "serving ACP, but every session will be refused"),
+        }
+        Ok(Served {
+            spec,
+            profile: Arc::new(spec.operator_profile()),
+            options,
+            state_dir,
+            audit,
+            stores,
+            governance,
+            workspace_root,
+        })
     }
-    let (outbox, writer) = Outbox::start(output, options.write_timeout);
-    let connection = Arc::new(Connection::new(
-        outbox,
-        audit,
-        store,
-        spec.stores_sessions(),
-        governance,
-        spec.operator_id(),
-        options.permission_timeout,
-        options.editor_timeout,
-        spec.editor,
-    ));
-    let profile = Arc::new(spec.operator_profile());
-    let memory = memory::MemoryBook::new(profile.memory.clone(), &state_dir);
-    let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
-    Dispatcher::new(
-        operator,
-        connection,
-        (profile, memory),
-        workspace_root,
-        options.shutdown_grace,
-        options.max_sessions,
-    )
-    .run(frames)
-    .await;
-    // Every clone of the outbox is gone now; the writer drains what is queued and ends.
-    match tokio::time::timeout(options.shutdown_grace, writer).await {
-        Ok(Ok(Ok(()))) => Ok(()),
-        // A client that stopped reading without closing: the connection was given up.
-        Ok(Ok(Err(error))) if error.kind() == std::io::ErrorKind::TimedOut => Err(Error::Io(std::io::Error::new(
-            error.kind(),
-            format!("the client stopped reading ({error}); the connection was closed"),
-        ))),
-        Ok(Ok(Err(error))) => {
-            tracing::debug!(%error, "the client closed its end first");
-            Ok(())
-        }
-        Ok(Err(error)) => {
-            tracing::error!(%error, "the writer task failed");
-            Ok(())
-        }
-        Err(_) => {
-            tracing::warn!("the client stopped reading; unsent messages were dropped");
-            Ok(())
+
+    /// Serves one connection until end of input (see [`serve`]).
+    pub(crate) async fn connection<O, R, W>(&self, operator: Arc<O>, access: Arc<Access>, input: R, output: W) -> Result<()>
+    where
+        O: Operator,
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (spec, options) = (self.spec, &self.options);
+        let store = self.stores.for_identity(access.identity().as_ref())?;
+        let (outbox, writer) = Outbox::start(output, options.write_timeout);
+        let connection = Arc::new(Connection::new(
+            outbox,
+            self.audit.clone(),
+            store,
+            spec.stores_sessions(),
+            self.governance.clone(),
+            spec.operator_id(),
+            options.permission_timeout,
+            options.editor_timeout,
+            spec.editor,
+            access,
+        ));
+        let memory = memory::MemoryBook::new(self.profile.memory.clone(), &self.state_dir);
+        let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
+        Dispatcher::new(
+            operator,
+            (connection, self.stores.clone()),
+            (self.profile.clone(), memory),
+            self.workspace_root.clone(),
+            options.shutdown_grace,
+            options.max_sessions,
+        )
+        .run(frames)
+        .await;
+        // Every clone of the outbox is gone now; the writer drains what is queued and ends.
+        match tokio::time::timeout(options.shutdown_grace, writer).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            // A client that stopped reading without closing: the connection was given up.
+            Ok(Ok(Err(error))) if error.kind() == std::io::ErrorKind::TimedOut => Err(Error::Io(std::io::Error::new(
+                error.kind(),
+                format!("the client stopped reading ({error}); the connection was closed"),
+            ))),
+            Ok(Ok(Err(error))) => {
+                tracing::debug!(%error, "the client closed its end first");
+                Ok(())
+            }
+            Ok(Err(error)) => {
+                tracing::error!(%error, "the writer task failed");
+                Ok(())
+            }
+            Err(_) => {
+                tracing::warn!("the client stopped reading; unsent messages were dropped");
+                Ok(())
+            }
         }
     }
 }
@@ -374,6 +426,7 @@ mod tests {
             editor: ClientMethods::NONE,
             policies: &[],
             surface: crate::surface::Surface::NONE,
+            websocket: false,
         }))
     }
 

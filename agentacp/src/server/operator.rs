@@ -92,3 +92,12 @@ pub trait Operator: Send + Sync + 'static {
 pub fn encode_result(result: &impl Serialize) -> Result<Value> {
     Ok(serde_json::to_value(result)?)
 }
+
+/// An operator whose manifest's `transport` lists `websocket`: `#[acp_operator]` implements
+/// it then, and only then, so serving a stdio-only operator over WebSocket does not compile.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}`'s manifest does not offer the websocket transport",
+    label = "its `transport` does not list `websocket`",
+    note = "add `websocket` to the manifest's `transport` (`transport: [stdio, websocket]`)"
+)]
+pub trait OffersWebSocket {}

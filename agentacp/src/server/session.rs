@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::auth::Identity;
 use crate::governance::{MemoryPolicy, OperatorProfile};
 use crate::surface::{ConfigValue, Settings, Surface};
 use crate::sync::lock;
@@ -38,6 +39,8 @@ pub struct SessionContext {
     settings: std::sync::Arc<Mutex<Settings>>,
     /// The `additionalDirectories` the client gave, each confined like `cwd`.
     additional_directories: std::sync::Arc<[Workspace]>,
+    /// Who the client authenticated as (remote connections); `None` over stdio.
+    identity: Option<Identity>,
 }
 
 /// Nothing declared: the surface of a session made without a manifest's.
@@ -66,6 +69,7 @@ impl SessionContext {
             surface: &NO_SURFACE,
             settings: std::sync::Arc::default(),
             additional_directories: std::sync::Arc::new([]),
+            identity: None,
         }
     }
 
@@ -176,6 +180,18 @@ impl SessionContext {
                 .find_map(|root| root.resolve(path).ok())
                 .ok_or(error),
         }
+    }
+
+    /// The identity the client authenticated as, on a connection that needs authentication
+    /// (WebSocket with tokens); `None` over stdio, where whoever started the server is the
+    /// user.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
+    }
+
+    pub(crate) fn with_identity(mut self, identity: Option<Identity>) -> Self {
+        self.identity = identity;
+        self
     }
 
     /// The MCP servers from `session/new` / `session/load`, as JSON.

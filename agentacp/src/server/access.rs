@@ -1,0 +1,192 @@
+//! Who a client is: authentication where the transport needs it (WebSocket with tokens), and
+//! the session store of each identity.
+//!
+//! Over stdio nothing here applies: whoever started the server is its user. A WebSocket
+//! listener configured with tokens ([`TokenStore`]) serves nothing but `initialize` and
+//! `authenticate` until the client has shown one, either on the upgrade
+//! (`Authorization: Bearer <token>`) or in `authenticate` (method [`BEARER`], the token in
+//! `_meta.agentacp.token`). From then on the identity is the client's: sessions are kept per
+//! identity, every audit record of the connection names it (`metadata.aip44.identity`), and
+//! governance sees it as the call's principal.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::connection::{Access, Connection};
+use super::session::{FileStore, MemoryStore, SessionStore};
+use crate::audit::{Actor, AuditEvent, Subject};
+use crate::auth::{Identity, TokenStore};
+use crate::error::{Error, Result};
+use crate::jsonrpc::{RpcError, codes};
+use crate::sync::lock;
+
+/// The id of the one authentication method the runtime offers: a bearer token.
+pub const BEARER: &str = "bearer";
+
+/// The `authMethods` entry for [`BEARER`].
+pub(crate) fn bearer_method() -> Value {
+    json!({
+        "id": BEARER,
+        "name": "Bearer token",
+        "description": "Send `Authorization: Bearer <token>` on the WebSocket upgrade, or the token in `_meta.agentacp.token` of `authenticate`",
+    })
+}
+
+/// The `initialize` answer of a connection that must authenticate: the bearer method, and
+/// `logout`.
+pub(crate) fn advertise(initialize: &mut Value) {
+    if let Some(object) = initialize.as_object_mut() {
+        object.insert("authMethods".into(), json!([bearer_method()]));
+        if let Some(capabilities) = object.get_mut("agentCapabilities").and_then(Value::as_object_mut) {
+            capabilities.insert("auth".into(), json!({"logout": {}}));
+        }
+    }
+}
+
+/// The identity an `authenticate` request proves: its token's, or (no token given) the one
+/// shown on the upgrade. A failure is answered `-32000` and logged, never with the token.
+pub(crate) fn check_bearer(tokens: &TokenStore, access: &Access, params: &RawValue) -> std::result::Result<Identity, RpcError> {
+    let params: Value = serde_json::from_str(params.get())
+        .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid `authenticate` params: {error}")))?;
+    let method = params.get("methodId").and_then(Value::as_str).unwrap_or_default();
+    if method != BEARER {
+        return Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("unknown authentication method `{method}`: this agent offers `{BEARER}`"),
+        ));
+    }
+    match params.pointer("/_meta/agentacp/token").and_then(Value::as_str) {
+        Some(token) => tokens.verify(token).ok_or_else(|| {
+            tracing::warn!("authenticate: a token was refused");
+            RpcError::new(codes::AUTH_REQUIRED, "authentication failed: the token is not accepted")
+        }),
+        None => access.identity().ok_or_else(|| {
+            RpcError::new(
+                codes::AUTH_REQUIRED,
+                "authentication failed: no token (send it as `_meta.agentacp.token`, or as `Authorization: Bearer` on the upgrade)",
+            )
+        }),
+    }
+}
+
+/// `identity` is now the client's: audited first (`auth.login`), then its session store is
+/// the connection's.
+pub(crate) fn admit(connection: &Connection, stores: &StoreBook, identity: Identity) -> Result<()> {
+    let store = stores.for_identity(Some(&identity))?;
+    connection.audit(event(connection, "auth.login", &identity))?;
+    connection.access.set_identity(Some(identity));
+    connection.set_store(store);
+    Ok(())
+}
+
+/// `logout`: audited (`auth.logout`), then the connection has no identity.
+pub(crate) fn leave(connection: &Connection) -> Result<()> {
+    if let Some(identity) = connection.access.identity() {
+        connection.audit(event(connection, "auth.logout", &identity))?;
+    }
+    connection.access.set_identity(None);
+    Ok(())
+}
+
+fn event(connection: &Connection, action: &str, identity: &Identity) -> AuditEvent {
+    let mut event = AuditEvent::new(
+        Actor {
+            id: identity.as_str().to_string(),
+            role: Some("client".into()),
+        },
+        action,
+        Subject {
+            kind: "operator".into(),
+            reference: Some(connection.operator_id.clone()),
+            path: None,
+        },
+    );
+    event.input = Some(json!({"method": BEARER}));
+    event
+}
+
+/// The session stores, one per identity, so that one client never lists, loads or resumes
+/// another's sessions. Without an identity (stdio, an open loopback listener): the default
+/// store.
+pub(crate) struct StoreBook {
+    default: Arc<dyn SessionStore>,
+    /// Where each identity's files go (`<state>/sessions/identities/<identity>`); `None`: the
+    /// sessions are kept in memory, or the options gave one store for everybody.
+    files: Option<PathBuf>,
+    /// Whether the options gave the store: then it serves every identity.
+    given: bool,
+    by_identity: Mutex<HashMap<Identity, Arc<dyn SessionStore>>>,
+}
+
+impl StoreBook {
+    pub(crate) fn new(default: Arc<dyn SessionStore>, files: Option<PathBuf>, given: bool) -> StoreBook {
+        StoreBook {
+            default,
+            files,
+            given,
+            by_identity: Mutex::default(),
+        }
+    }
+
+    /// The store of `identity`.
+    pub(crate) fn for_identity(&self, identity: Option<&Identity>) -> Result<Arc<dyn SessionStore>> {
+        let Some(identity) = identity.filter(|_| !self.given) else {
+            return Ok(self.default.clone());
+        };
+        let mut stores = lock(&self.by_identity);
+        if let Some(store) = stores.get(identity) {
+            return Ok(store.clone());
+        }
+        let store: Arc<dyn SessionStore> = match &self.files {
+            Some(base) => {
+                let dir = base.join(folder_name(identity));
+                Arc::new(FileStore::open(&dir).map_err(|error| {
+                    Error::Io(std::io::Error::new(
+                        error.kind(),
+                        format!("cannot open the session store in {}: {error}", dir.display()),
+                    ))
+                })?)
+            }
+            None => Arc::new(MemoryStore::default()),
+        };
+        stores.insert(identity.clone(), store.clone());
+        Ok(store)
+    }
+}
+
+/// A folder name for `identity`: the identity itself when it is a plain name, else a hash of
+/// it (never `.`, `..` or a path).
+fn folder_name(identity: &Identity) -> String {
+    let id = identity.as_str();
+    let plain = !id.is_empty()
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'));
+    if plain {
+        id.to_string()
+    } else {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(id.as_bytes());
+        let hex: String = digest.iter().take(16).map(|byte| format!("{byte:02x}")).collect();
+        format!("id-{hex}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_never_names_a_folder_outside_the_store() {
+        for id in ["..", ".", "../x", "a/b", ".hidden", "a:b"] {
+            let name = folder_name(&Identity::new(id).unwrap_or_else(|_| Identity::new("fallback").unwrap()));
+            assert!(!name.starts_with('.') && !name.contains('/'), "{id} -> {name}");
+        }
+        assert_eq!(folder_name(&Identity::new("alice@example.com").unwrap()), "alice@example.com");
+    }
+}

@@ -1,0 +1,119 @@
+//! Dialing an agent over WebSocket: `ws://` or (feature `tls`) `wss://`, with a bearer token
+//! on the upgrade.
+
+use std::time::Duration;
+
+use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::stream::{Limits, into_lines};
+
+/// Where and how to dial.
+#[derive(Clone)]
+pub struct Dial {
+    /// `ws://host:port/acp` or `wss://…`.
+    pub url: String,
+    /// Sent as `Authorization: Bearer <token>` on the upgrade.
+    pub token: Option<String>,
+    /// How long connecting (TCP, TLS, upgrade) may take (default 10 s).
+    pub connect_timeout: Duration,
+    /// The connection's bounds.
+    pub limits: Limits,
+    /// The TLS configuration for `wss://` (default: the webpki roots).
+    #[cfg(feature = "tls")]
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Dial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dial")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dial {
+    /// Dialing `url` with no token and the defaults.
+    pub fn new(url: impl Into<String>) -> Dial {
+        Dial {
+            url: url.into(),
+            token: None,
+            connect_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// Sends `token` on the upgrade.
+    pub fn token(mut self, token: impl Into<String>) -> Dial {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Connects and upgrades; the agent's JSON-RPC lines come from the first half and go to
+    /// the second. A refused upgrade (`401`, `403`, …) is an error that says so.
+    pub async fn connect(&self) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>)> {
+        let mut request = self
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{}`: {error}", self.url)))?;
+        if let Some(token) = &self.token {
+            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "the token is not a valid header value")
+            })?;
+            request.headers_mut().insert("authorization", value);
+        }
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(self.limits.max_message_bytes))
+            .max_frame_size(Some(self.limits.max_message_bytes));
+        #[cfg(feature = "tls")]
+        let connector = Some(tokio_tungstenite::Connector::Rustls(match &self.tls {
+            Some(config) => config.clone(),
+            None => super::tls::client_config(&[]).map_err(std::io::Error::other)?,
+        }));
+        #[cfg(not(feature = "tls"))]
+        let connector = None;
+        let connecting = tokio_tungstenite::connect_async_tls_with_config(request, Some(config), false, connector);
+        let (ws, _response) = tokio::time::timeout(self.connect_timeout, connecting)
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connecting to {} took over {:?}", self.url, self.connect_timeout),
+                )
+            })?
+            .map_err(|error| refused(&self.url, error))?;
+        // A dialed connection ends when either side closes it; nothing stops it from outside.
+        let (_stop, stopped) = watch::channel(false);
+        let (read, write, _pump) = into_lines(ws, self.limits, stopped);
+        Ok((read, write))
+    }
+}
+
+fn refused(url: &str, error: tokio_tungstenite::tungstenite::Error) -> std::io::Error {
+    use tokio_tungstenite::tungstenite::Error;
+    match error {
+        Error::Http(response) => {
+            let status = response.status();
+            let body = response
+                .body()
+                .as_ref()
+                .map(|body| String::from_utf8_lossy(body).trim().to_string())
+                .unwrap_or_default();
+            let kind = match status.as_u16() {
+                401 | 403 => std::io::ErrorKind::PermissionDenied,
+                _ => std::io::ErrorKind::ConnectionRefused,
+            };
+            std::io::Error::new(kind, format!("{url} refused the connection: {status} {body}"))
+        }
+        Error::Io(error) => std::io::Error::new(error.kind(), format!("cannot connect to {url}: {error}")),
+        other => std::io::Error::other(format!("cannot connect to {url}: {other}")),
+    }
+}

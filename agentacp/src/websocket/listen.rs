@@ -1,0 +1,415 @@
+//! The WebSocket listener: one ACP connection per WebSocket connection.
+//!
+//! Safe by default: it binds where it is told (the examples' `--listen` takes `HOST:PORT`) but
+//! refuses a non-loopback address unless tokens are configured; a request carrying an `Origin`
+//! (a browser) is refused unless that origin is allowed; connections, handshake time, message
+//! size and silence are bounded; a wrong token on the upgrade is answered `401`. On shutdown
+//! (SIGTERM or Ctrl-C with [`Listener::serve_until_signal`]) it stops accepting, ends every
+//! connection's input so running turns are cancelled and answered, and waits for them a
+//! bounded time.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::stream::{Limits, into_lines};
+use crate::auth::{Identity, TokenStore};
+use crate::env::env_number;
+use crate::error::{Error, Result};
+use crate::server::{Access, OffersWebSocket, Operator, ServerOptions, Served};
+
+/// The paths a client may connect to.
+pub const PATHS: [&str; 2] = ["/acp", "/"];
+
+/// How a WebSocket listener runs. [`ListenOptions::from_env`] reads the `AGENTACP_*`
+/// variables.
+#[derive(Debug, Clone)]
+pub struct ListenOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The tokens clients authenticate with (`AGENTACP_TOKEN`, `AGENTACP_TOKENS_FILE`). Without
+    /// them only a loopback address may be bound, and clients need not authenticate.
+    pub tokens: Option<Arc<TokenStore>>,
+    /// The browser origins allowed to connect (`AGENTACP_ALLOWED_ORIGINS`, comma-separated,
+    /// e.g. `https://editor.example.com`). A request with any other `Origin` is refused `403`;
+    /// requests without one (editors, SDK clients) are not browsers and are let through.
+    pub allowed_origins: Vec<String>,
+    /// The most connections served at once (`AGENTACP_MAX_CONNECTIONS`, default 256); the next
+    /// is answered `503`.
+    pub max_connections: usize,
+    /// How long a client may take to complete the upgrade (default 10 s).
+    pub handshake_timeout: Duration,
+    /// How long a connection may stay unauthenticated (default 30 s).
+    pub auth_timeout: Duration,
+    /// The bounds of each connection (`AGENTACP_IDLE_TIMEOUT_MS` sets
+    /// [`Limits::idle`]).
+    pub limits: Limits,
+    /// How long running turns get on shutdown before connections are dropped (default 10 s).
+    pub drain: Duration,
+    /// Serve `wss://` with this certificate chain and key (PEM files; `AGENTACP_TLS_CERT`,
+    /// `AGENTACP_TLS_KEY`).
+    #[cfg(feature = "tls")]
+    pub tls: Option<super::tls::TlsFiles>,
+}
+
+impl ListenOptions {
+    /// Listening on `addr`, with the defaults and no tokens.
+    pub fn new(addr: SocketAddr) -> Self {
+        ListenOptions {
+            addr,
+            tokens: None,
+            allowed_origins: Vec::new(),
+            max_connections: 256,
+            handshake_timeout: Duration::from_secs(10),
+            auth_timeout: Duration::from_secs(30),
+            limits: Limits::default(),
+            drain: Duration::from_secs(10),
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// [`new`](Self::new) with what the `AGENTACP_*` variables set. An error names the
+    /// variable (or token file line) that cannot be used.
+    pub fn from_env(addr: SocketAddr) -> std::result::Result<Self, String> {
+        let mut options = ListenOptions::new(addr);
+        options.tokens = TokenStore::from_env()?.map(Arc::new);
+        if let Ok(origins) = std::env::var("AGENTACP_ALLOWED_ORIGINS") {
+            options.allowed_origins = origins
+                .split(',')
+                .map(str::trim)
+                .filter(|origin| !origin.is_empty())
+                .map(str::to_string)
+                .collect();
+        }
+        if let Some(max) = env_number("AGENTACP_MAX_CONNECTIONS") {
+            options.max_connections = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+        }
+        if let Some(ms) = env_number("AGENTACP_IDLE_TIMEOUT_MS") {
+            options.limits.idle = (ms > 0).then(|| Duration::from_millis(ms));
+        }
+        if let Some(bytes) = env_number("AGENTACP_MAX_FRAME_BYTES") {
+            options.limits.max_message_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        #[cfg(feature = "tls")]
+        {
+            options.tls = super::tls::TlsFiles::from_env()?;
+        }
+        Ok(options)
+    }
+
+    /// Accepts `tokens`.
+    pub fn tokens(mut self, tokens: TokenStore) -> Self {
+        self.tokens = Some(Arc::new(tokens));
+        self
+    }
+}
+
+/// A bound listener. [`Listener::serve`] runs a server operator on it.
+pub struct Listener {
+    tcp: TcpListener,
+    options: ListenOptions,
+    #[cfg(feature = "tls")]
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Listener {
+    /// Binds `options.addr`. Refused: a non-loopback address without tokens (anyone who can
+    /// reach it would drive the operator).
+    pub async fn bind(options: ListenOptions) -> Result<Listener> {
+        if !options.addr.ip().is_loopback() && options.tokens.is_none() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing to listen on {} without authentication: set AGENTACP_TOKEN (or AGENTACP_TOKENS_FILE), or listen on 127.0.0.1",
+                    options.addr
+                ),
+            )));
+        }
+        #[cfg(feature = "tls")]
+        let tls = match &options.tls {
+            Some(files) => Some(files.acceptor().map_err(|message| Error::Io(std::io::Error::other(message)))?),
+            None => None,
+        };
+        let tcp = TcpListener::bind(options.addr).await.map_err(|error| {
+            Error::Io(std::io::Error::new(
+                error.kind(),
+                format!("cannot listen on {}: {error}", options.addr),
+            ))
+        })?;
+        if options.tokens.is_none() {
+            tracing::warn!(addr = %options.addr, "listening without authentication: any local process can connect (set AGENTACP_TOKEN)");
+        }
+        Ok(Listener {
+            tcp,
+            options,
+            #[cfg(feature = "tls")]
+            tls,
+        })
+    }
+
+    /// The address it listens on (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+
+    /// Serves `operator` until SIGTERM or Ctrl-C, then drains (see the module docs).
+    pub async fn serve_until_signal<O: Operator + OffersWebSocket>(self, operator: O, options: ServerOptions) -> Result<()> {
+        self.serve(operator, options, crate::env::shutdown_signal()).await
+    }
+
+    /// Serves `operator`, one ACP connection per WebSocket connection (each with the same
+    /// guarantees as stdio), until `shutdown` resolves; then drains. What the connections
+    /// share (audit log, session stores, governance, workspace root) is opened once.
+    pub async fn serve<O: Operator + OffersWebSocket>(
+        self,
+        operator: O,
+        options: ServerOptions,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<()> {
+        let served = Arc::new(Served::open::<O>(options)?);
+        let operator = Arc::new(operator);
+        let tokens = self.options.tokens.clone();
+        let auth_timeout = self.options.auth_timeout;
+        self.run(shutdown, move |connection| {
+            let (served, operator, tokens) = (served.clone(), operator.clone(), tokens.clone());
+            async move {
+                let access = match &tokens {
+                    Some(tokens) => Access::required(tokens.clone(), connection.identity.clone()),
+                    None => Access::default(),
+                };
+                let access = Arc::new(access);
+                let serving = served.connection(operator, access.clone(), connection.read, connection.write);
+                tokio::select! {
+                    result = serving => {
+                        if let Err(error) = result {
+                            tracing::warn!(peer = %connection.peer, %error, "a connection ended with an error");
+                        }
+                    }
+                    () = unauthenticated_for(&access, auth_timeout) => {
+                        tracing::warn!(peer = %connection.peer, "closing a connection that did not authenticate in {auth_timeout:?}");
+                    }
+                }
+            }
+        })
+        .await;
+        Ok(())
+    }
+
+    /// Accepts connections until `shutdown`, handing each upgraded one to `handle`; then stops
+    /// accepting, ends every connection's input and waits up to [`ListenOptions::drain`].
+    pub(crate) async fn run<F, Fut>(self, shutdown: impl Future<Output = ()>, handle: F)
+    where
+        F: Fn(Upgraded) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let options = Arc::new(self.options);
+        let slots = Arc::new(Semaphore::new(options.max_connections));
+        let (stop, stopped) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                () = &mut shutdown => break,
+                Some(_) = connections.join_next() => continue,
+                accepted = self.tcp.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        // Out of file descriptors, say: give the running connections a moment.
+                        tracing::warn!(%error, "accepting a connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, max = options.max_connections, "refusing a connection: too many open");
+                connections.spawn(refuse(stream, StatusCode::SERVICE_UNAVAILABLE, "too many connections; try again later\n"));
+                continue;
+            };
+            let (options, stopped, handle) = (options.clone(), stopped.clone(), handle.clone());
+            #[cfg(feature = "tls")]
+            let tls = self.tls.clone();
+            connections.spawn(async move {
+                let _slot = slot;
+                #[cfg(feature = "tls")]
+                let upgrading = accept(stream, peer, &options, stopped, tls);
+                #[cfg(not(feature = "tls"))]
+                let upgrading = accept(stream, peer, &options, stopped);
+                match tokio::time::timeout(options.handshake_timeout, upgrading).await {
+                    Ok(Ok(connection)) => handle(connection).await,
+                    Ok(Err(reason)) => tracing::debug!(%peer, %reason, "a WebSocket upgrade was refused or failed"),
+                    Err(_) => tracing::debug!(%peer, "a WebSocket upgrade took too long; dropped"),
+                }
+            });
+        }
+        drop(self.tcp);
+        let _ = stop.send(true);
+        let drained = tokio::time::timeout(options.drain, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(left = connections.len(), "connections still open after the drain time were dropped");
+            connections.shutdown().await;
+        }
+    }
+}
+
+/// An upgraded connection: its JSON-RPC lines, who connected, and the identity its upgrade
+/// proved (`Authorization: Bearer`), if any.
+pub(crate) struct Upgraded {
+    pub(crate) read: tokio::io::ReadHalf<tokio::io::DuplexStream>,
+    pub(crate) write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    pub(crate) peer: SocketAddr,
+    pub(crate) identity: Option<Identity>,
+}
+
+/// TLS (when configured), then the WebSocket upgrade with its checks.
+async fn accept(
+    stream: TcpStream,
+    peer: SocketAddr,
+    options: &ListenOptions,
+    stopped: watch::Receiver<bool>,
+    #[cfg(feature = "tls")] tls: Option<tokio_rustls::TlsAcceptor>,
+) -> std::result::Result<Upgraded, String> {
+    #[cfg(feature = "tls")]
+    if let Some(acceptor) = tls {
+        let stream = acceptor.accept(stream).await.map_err(|error| format!("TLS: {error}"))?;
+        return upgrade(stream, None, peer, options, stopped).await;
+    }
+    // A second handle on the socket, to answer a plain HTTP request that the WebSocket
+    // handshake gives up on without a word.
+    let std = stream.into_std().map_err(|error| error.to_string())?;
+    let raw = std.try_clone().map_err(|error| error.to_string())?;
+    let stream = TcpStream::from_std(std).map_err(|error| error.to_string())?;
+    upgrade(stream, Some(raw), peer, options, stopped).await
+}
+
+/// The WebSocket upgrade: path, `Origin` and `Authorization` checked, refusals answered with
+/// their HTTP status.
+async fn upgrade<S>(
+    stream: S,
+    raw: Option<std::net::TcpStream>,
+    peer: SocketAddr,
+    options: &ListenOptions,
+    stopped: watch::Receiver<bool>,
+) -> std::result::Result<Upgraded, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut identity = None;
+    let check = |request: &Request, response: Response| -> std::result::Result<Response, ErrorResponse> {
+        match admit(request, options) {
+            Ok(proved) => {
+                identity = proved;
+                Ok(response)
+            }
+            Err((status, message)) => {
+                tracing::warn!(%peer, status = status.as_u16(), %message, "refused a WebSocket upgrade");
+                Err(error_response(status, message))
+            }
+        }
+    };
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(options.limits.max_message_bytes))
+        .max_frame_size(Some(options.limits.max_message_bytes))
+        .read_buffer_size(16 * 1024)
+        .write_buffer_size(16 * 1024);
+    match tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await {
+        Ok(ws) => {
+            let (read, write, _pump) = into_lines(ws, options.limits, stopped);
+            Ok(Upgraded {
+                read,
+                write,
+                peer,
+                identity,
+            })
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Protocol(error)) => {
+            if let Some(raw) = raw {
+                let body = "this is an ACP agent: connect with a WebSocket client to /acp\n";
+                let _ = refuse(TcpStream::from_std(raw).map_err(|e| e.to_string())?, StatusCode::UPGRADE_REQUIRED, body).await;
+            }
+            Err(format!("not a WebSocket upgrade: {error}"))
+        }
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// The identity an upgrade request proves, or the status it is refused with.
+fn admit(request: &Request, options: &ListenOptions) -> std::result::Result<Option<Identity>, (StatusCode, String)> {
+    if !PATHS.contains(&request.uri().path()) {
+        return Err((StatusCode::NOT_FOUND, format!("no ACP endpoint at {}: use /acp", request.uri().path())));
+    }
+    if let Some(origin) = request.headers().get("origin") {
+        let origin = origin.to_str().unwrap_or_default();
+        if !options.allowed_origins.iter().any(|allowed| allowed == origin) {
+            return Err((
+                StatusCode::FORBIDDEN,
+                format!("origin `{origin}` is not allowed (AGENTACP_ALLOWED_ORIGINS)"),
+            ));
+        }
+    }
+    let Some(authorization) = request.headers().get("authorization") else {
+        return Ok(None);
+    };
+    let Some(tokens) = &options.tokens else {
+        return Ok(None);
+    };
+    let token = authorization
+        .to_str()
+        .ok()
+        .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
+        .map(str::trim)
+        .ok_or((StatusCode::UNAUTHORIZED, "the Authorization header is not `Bearer <token>`".to_string()))?;
+    match tokens.verify(token) {
+        Some(identity) => Ok(Some(identity)),
+        None => Err((StatusCode::UNAUTHORIZED, "the token is not accepted".to_string())),
+    }
+}
+
+fn error_response(status: StatusCode, message: String) -> ErrorResponse {
+    let mut response = ErrorResponse::new(Some(format!("{message}\n")));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert("content-type", HeaderValue::from_static("text/plain; charset=utf-8"));
+    headers.insert("connection", HeaderValue::from_static("close"));
+    if status == StatusCode::UNAUTHORIZED {
+        headers.insert("www-authenticate", HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+/// Answers a plain HTTP response and closes (a refusal outside the WebSocket handshake).
+async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
+    let head = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or_default(),
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = stream.write_all(head.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+/// Resolves when `access` is still unauthenticated after `limit`.
+async fn unauthenticated_for(access: &Access, limit: Duration) {
+    tokio::time::sleep(limit).await;
+    if access.pending() {
+        return;
+    }
+    std::future::pending::<()>().await;
+}
