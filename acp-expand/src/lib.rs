@@ -1049,7 +1049,10 @@ mod tests {
         );
         assert!(text.contains("trait ReviewerServer"), "{text}");
         assert!(text.contains("fn load_session"), "{text}");
-        assert!(!text.contains("fn authenticate"), "{text}");
+        // Its `transport` lists websocket: `authenticate`, and it may be served remotely.
+        assert!(text.contains("fn authenticate"), "{text}");
+        assert!(text.contains("impl :: agentacp :: server :: OffersWebSocket for Reviewer"), "{text}");
+        assert!(text.contains("websocket : true"), "{text}");
         assert!(text.contains("GovernanceAware"), "{text}");
         assert!(text.contains("rev_0fc18323"), "{text}");
         assert!(!text.contains("compile_error"), "{text}");
@@ -1186,6 +1189,9 @@ mod tests {
             !text.contains("fn read_text_file"),
             "a server's trait has no client methods: {text}"
         );
+        // `transport: stdio`: no `authenticate`, and not servable over WebSocket.
+        assert!(!text.contains("fn authenticate") && !text.contains("OffersWebSocket"), "{text}");
+        assert!(text.contains("websocket : false"), "{text}");
         assert!(
             !text.contains("clientCapabilities"),
             "a server does not advertise them: {text}"

@@ -32,8 +32,9 @@ impl TokenStore {
         TokenStore(vec![(identity, token.to_string())])
     }
     /// File.
-    pub fn from_file(_path: &Path) -> Result<TokenStore, String> {
-        Err("stub".into())
+    pub fn from_file(path: &Path) -> Result<TokenStore, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        Ok(TokenStore(text.lines().filter_map(|l| l.split_once(' ')).map(|(i, h)| (Identity(i.into()), h.trim_start_matches("plain:").to_string())).collect()))
     }
     /// Verify.
     pub fn verify(&self, presented: &str) -> Option<Identity> {
@@ -47,4 +48,8 @@ impl TokenStore {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+/// Hash.
+pub fn hash_token(token: &str) -> String {
+    format!("plain:{token}")
 }

@@ -40,7 +40,7 @@ fn layer_of(file: &str) -> (u8, &'static str) {
         "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
             (1, "foundation")
         }
-        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" => (2, "shared"),
+        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
         "bridge" => (4, "bridge"),

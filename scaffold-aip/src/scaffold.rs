@@ -344,7 +344,14 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
             let text = absolute.to_string_lossy().replace('\\', "/");
             format!("{{ path = {} }}", serde_json::to_string(&text).unwrap_or_default())
         }
+        None if websocket => format!("{{ version = {} }}", dependency("agentacp")),
         None => dependency("agentacp").to_string(),
+    };
+    // A server that offers WebSocket serves it with agentacp's `websocket` feature.
+    let agentacp_dep = if websocket {
+        agentacp_dep.replacen(" }", r#", features = ["websocket"] }"#, 1)
+    } else {
+        agentacp_dep
     };
     let (kind, tier) = (options.kind, options.tier);
     let governed = tier != Tier::Basic;

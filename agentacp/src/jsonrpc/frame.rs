@@ -7,6 +7,9 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use super::Id;
 
+/// The default frame limit (the largest JSON-RPC message accepted): 4 MiB.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+
 /// How much of an oversized frame is kept to look for its `id`.
 pub const HEAD_BYTES: usize = 64 * 1024;
 

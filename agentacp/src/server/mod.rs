@@ -12,6 +12,8 @@ pub mod memory;
 pub mod operator;
 pub mod session;
 pub mod turn;
+#[cfg(feature = "websocket")]
+pub mod websocket;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,13 +36,13 @@ pub use operator::{OffersWebSocket, Operator, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
+
 pub use access::BEARER;
 use access::StoreBook;
 pub(crate) use connection::{Access, Connection};
 use dispatch::Dispatcher;
 
-/// The default frame limit: 4 MiB.
-pub const DEFAULT_MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+pub use crate::jsonrpc::frame::DEFAULT_MAX_FRAME_BYTES;
 /// The default limit on sessions per connection.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// The default time a permission request waits before it counts as rejected: 5 minutes.

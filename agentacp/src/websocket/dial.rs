@@ -74,13 +74,15 @@ impl Dial {
             .max_message_size(Some(self.limits.max_message_bytes))
             .max_frame_size(Some(self.limits.max_message_bytes));
         #[cfg(feature = "tls")]
-        let connector = Some(tokio_tungstenite::Connector::Rustls(match &self.tls {
-            Some(config) => config.clone(),
-            None => super::tls::client_config(&[]).map_err(std::io::Error::other)?,
-        }));
+        let connecting = {
+            let connector = tokio_tungstenite::Connector::Rustls(match &self.tls {
+                Some(config) => config.clone(),
+                None => super::tls::client_config(&[]).map_err(std::io::Error::other)?,
+            });
+            tokio_tungstenite::connect_async_tls_with_config(request, Some(config), false, Some(connector))
+        };
         #[cfg(not(feature = "tls"))]
-        let connector = None;
-        let connecting = tokio_tungstenite::connect_async_tls_with_config(request, Some(config), false, connector);
+        let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), false);
         let (ws, _response) = tokio::time::timeout(self.connect_timeout, connecting)
             .await
             .map_err(|_| {

@@ -1,25 +1,22 @@
-//! Remote ACP over WebSocket (feature `websocket`; `wss://` with feature `tls`).
+//! The WebSocket transport (feature `websocket`; `wss://` with feature `tls`): what servers,
+//! clients and bridges share.
 //!
-//! - [`Listener`]: a server operator whose manifest lists `websocket` served to remote
-//!   clients, one ACP connection per WebSocket connection, with bearer-token authentication
-//!   ([`crate::auth`]) and the bounds of [`ListenOptions`].
-//! - [`into_lines`]: any WebSocket as the line stream the runtime speaks, for servers, clients
-//!   and bridges alike.
+//! - [`into_lines`]: any WebSocket as the line stream the runtime speaks;
+//! - [`Dial`]: connecting to a remote agent, with a bearer token.
+//!
+//! Serving an operator over WebSocket is `agentacp::server::websocket` (`Listener`,
+//! `ServeWebSocket`).
 //!
 //! JSON-RPC travels as text messages, one message (or several, newline-separated) a message.
 //! How to run, connect and issue tokens: `docs/remote.md`.
 
-mod listen;
 mod stream;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use listen::{ListenOptions, Listener, PATHS};
 pub use stream::{Ended, Limits, into_lines};
 #[cfg(feature = "tls")]
 pub use tls::{TlsFiles, client_config};
 mod dial;
-mod serve;
 
 pub use dial::Dial;
-pub use serve::ServeWebSocket;

@@ -49,7 +49,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_message_bytes: crate::server::DEFAULT_MAX_FRAME_BYTES,
+            max_message_bytes: crate::jsonrpc::frame::DEFAULT_MAX_FRAME_BYTES,
             keepalive: Duration::from_secs(30),
             idle: None,
             write_timeout: Duration::from_secs(60),
@@ -107,8 +107,11 @@ where
         let idle_deadline = active + idle_check;
         tokio::select! {
             changed = stop.changed(), if to_runtime.is_some() => {
-                if changed.is_err() || *stop.borrow_and_update() {
-                    to_runtime = None;
+                if (changed.is_err() || *stop.borrow_and_update())
+                    && let Some(mut input) = to_runtime.take()
+                {
+                    // (Dropping a split half closes nothing: the runtime must see end of input.)
+                    let _ = input.shutdown().await;
                 }
             }
             message = ws.next(), if to_runtime.is_some() => {
@@ -176,7 +179,9 @@ where
             }
         }
     };
-    drop(to_runtime);
+    if let Some(mut input) = to_runtime {
+        let _ = input.shutdown().await;
+    }
     ended
 }
 

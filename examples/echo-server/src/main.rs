@@ -5,6 +5,7 @@
 //! anything else is echoed back.
 
 use agentacp::prelude::*;
+use agentacp::server::websocket::ServeWebSocket;
 
 mod commands;
 
@@ -24,8 +25,14 @@ impl EchoServer for Echo {
         }
         Ok(wire::StopReason::EndTurn)
     }
+
+    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+        // Over WebSocket the runtime checked the bearer token before this runs; nothing to add.
+        Ok(wire::AuthenticateResponse::default())
+    }
 }
 
+/// stdio with no arguments; WebSocket with `--listen HOST:PORT` (token: `AGENTACP_TOKEN`).
 fn main() -> agentacp::Result<()> {
-    Echo.run_stdio()
+    Echo.run_main()
 }

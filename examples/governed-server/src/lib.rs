@@ -157,6 +157,12 @@ impl ReviewerServer for Reviewer {
         Ok(wire::SetSessionConfigOptionResponse::new(Vec::new()))
     }
 
+    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+        // Over WebSocket the runtime checked the bearer token before this runs (and writes the
+        // identity into every audit record); nothing to add.
+        Ok(wire::AuthenticateResponse::default())
+    }
+
     async fn extension(&self, method: &str, params: Value) -> Result<Value> {
         // `_governed/status` is the only declared request; the runtime answers others -32601.
         let id = params["sessionId"]

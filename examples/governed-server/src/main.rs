@@ -1,8 +1,10 @@
 //! `governed-server`: the governed example operator ([`governed_server::Reviewer`]) served
-//! over stdio. Settings come from `AGENTACP_*` (see `docs/design/runtime.md`).
+//! over stdio, or over WebSocket with `--listen HOST:PORT` (clients authenticate with the
+//! token in `AGENTACP_TOKEN`; see `docs/remote.md`). Settings come from `AGENTACP_*` (see
+//! `docs/design/runtime.md`).
 
-use agentacp::server::Serve;
+use agentacp::server::websocket::ServeWebSocket;
 
 fn main() -> agentacp::Result<()> {
-    governed_server::Reviewer::default().run_stdio()
+    governed_server::Reviewer::default().run_main()
 }

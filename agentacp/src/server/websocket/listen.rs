@@ -21,7 +21,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use super::stream::{Limits, into_lines};
+use crate::websocket::{Limits, into_lines};
 use crate::auth::{Identity, TokenStore};
 use crate::env::env_number;
 use crate::error::{Error, Result};
@@ -58,7 +58,7 @@ pub struct ListenOptions {
     /// Serve `wss://` with this certificate chain and key (PEM files; `AGENTACP_TLS_CERT`,
     /// `AGENTACP_TLS_KEY`).
     #[cfg(feature = "tls")]
-    pub tls: Option<super::tls::TlsFiles>,
+    pub tls: Option<crate::websocket::TlsFiles>,
 }
 
 impl ListenOptions {
@@ -102,7 +102,7 @@ impl ListenOptions {
         }
         #[cfg(feature = "tls")]
         {
-            options.tls = super::tls::TlsFiles::from_env()?;
+            options.tls = crate::websocket::TlsFiles::from_env()?;
         }
         Ok(options)
     }

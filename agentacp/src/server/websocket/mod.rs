@@ -1,8 +1,13 @@
-//! Serving an operator over WebSocket from `main`.
+//! Serving an operator over WebSocket (feature `websocket`): [`Listener`], one ACP connection
+//! per WebSocket connection with bearer-token authentication ([`crate::auth`]) and the bounds
+//! of [`ListenOptions`]; [`ServeWebSocket`] for `main`. How to run, connect and issue tokens:
+//! `docs/remote.md`.
+
+mod listen;
 
 use std::net::SocketAddr;
 
-use super::listen::{ListenOptions, Listener};
+pub use listen::{ListenOptions, Listener, PATHS};
 use crate::env::init_logging;
 use crate::error::{Error, Result};
 use crate::server::{OffersWebSocket, Operator, Serve, ServerOptions};

@@ -1,0 +1,391 @@
+//! Issue #17: a server operator over WebSocket — authentication (on the upgrade, or with
+//! `authenticate`), the identity in audit and sessions, and the listener's refusals. The
+//! client is tokio-tungstenite, a real WebSocket client; every wait is bounded.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agentacp::audit::{AuditLog, MemorySink};
+use agentacp::auth::{Identity, TokenStore};
+use agentacp::prelude::*;
+use agentacp::server::SessionContext;
+use agentacp::server::websocket::{ListenOptions, Listener};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+#[path = "common/mod.rs"]
+mod common;
+
+#[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
+struct Remote;
+
+impl RemoteServer for Remote {
+    async fn prompt(&self, turn: &mut Turn<'_, GovernanceAware>, request: wire::PromptRequest) -> Result<wire::StopReason> {
+        let text = serde_json::to_value(&request.prompt).unwrap_or_default();
+        if text.to_string().contains("/wait") {
+            // Runs until cancelled (by the client, or by its connection going away).
+            turn.message("waiting").await?;
+            turn.cancelled().await;
+            return Ok(wire::StopReason::Cancelled);
+        }
+        let who = turn.session().identity().map(|id| id.to_string()).unwrap_or_default();
+        turn.message(&format!("hello {who}")).await?;
+        Ok(wire::StopReason::EndTurn)
+    }
+
+    async fn load_session(&self, _session: &SessionContext, _request: wire::LoadSessionRequest) -> Result<wire::LoadSessionResponse> {
+        Ok(wire::LoadSessionResponse::default())
+    }
+
+    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+        Ok(wire::AuthenticateResponse::default())
+    }
+}
+
+const WAIT: Duration = Duration::from_secs(10);
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-9876543210";
+
+/// Tokens for alice and bob.
+fn tokens() -> TokenStore {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let line = |id: &str, token: &str| format!("{id} {}\n", agentacp::auth::hash_token(token));
+    std::fs::write(file.path(), line("alice", ALICE) + &line("bob", BOB)).unwrap();
+    TokenStore::from_file(file.path()).unwrap()
+}
+
+struct Server {
+    addr: SocketAddr,
+    sink: MemorySink,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<agentacp::Result<()>>,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Server {
+    async fn start(listen: impl FnOnce(ListenOptions) -> ListenOptions) -> Server {
+        let (workspace, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let sink = MemorySink::new();
+        let options = ServerOptions {
+            audit: Some(AuditLog::with_sink(Box::new(sink.clone()))),
+            ..ServerOptions::default()
+                .workspace_root(workspace.path())
+                .state_dir(state.path())
+        };
+        let listener = Listener::bind(listen(ListenOptions::new("127.0.0.1:0".parse().unwrap())))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(listener.serve(Remote, options, async move {
+            let _ = stopped.await;
+        }));
+        Server {
+            addr,
+            sink,
+            stop: Some(stop),
+            task,
+            _dirs: (workspace, state),
+        }
+    }
+
+    fn cwd(&self) -> String {
+        self._dirs.0.path().canonicalize().unwrap().display().to_string()
+    }
+
+    fn url(&self) -> String {
+        format!("ws://{}/acp", self.addr)
+    }
+
+    async fn connect(&self, token: Option<&str>) -> Result<Peer, tokio_tungstenite::tungstenite::Error> {
+        let mut request = self.url().into_client_request().unwrap();
+        if let Some(token) = token {
+            request
+                .headers_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+            .await
+            .expect("the upgrade was answered in time")?;
+        Ok(Peer { ws, next_id: 0 })
+    }
+
+    /// The audit records so far; the chain verifies.
+    fn audited(&self) -> Vec<Value> {
+        agentacp::audit::verify(self.sink.contents().as_bytes()).expect("the chain verifies");
+        self.sink.lines().iter().map(|line| serde_json::from_str(line).unwrap()).collect()
+    }
+
+    async fn shut_down(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(WAIT * 2, &mut self.task)
+            .await
+            .expect("the listener drained in time")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+struct Peer {
+    ws: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    next_id: i64,
+}
+
+impl Peer {
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            match tokio::time::timeout(WAIT, self.ws.next()).await.expect("the server sent in time")? {
+                Ok(Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    /// Sends a request; returns (what came before the answer, the answer).
+    async fn call(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.ws.send(Message::text(message.to_string())).await.unwrap();
+        let mut before = Vec::new();
+        loop {
+            let message = self.next().await.expect("the connection is open");
+            if message["id"] == id && message.get("method").is_none() {
+                return (before, message);
+            }
+            before.push(message);
+        }
+    }
+
+    async fn initialize(&mut self) -> Value {
+        let (_, answer) = self.call("initialize", json!({"protocolVersion": 1})).await;
+        answer["result"].clone()
+    }
+
+    async fn new_session(&mut self, cwd: &str) -> Value {
+        self.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await.1
+    }
+}
+
+#[tokio::test]
+async fn a_token_on_the_upgrade_admits_the_client_and_every_audit_record_names_its_identity() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut peer = server.connect(Some(ALICE)).await.unwrap();
+    let initialized = peer.initialize().await;
+    assert_eq!(initialized["authMethods"][0]["id"], "bearer", "{initialized}");
+    assert_eq!(initialized["agentCapabilities"]["auth"]["logout"], json!({}), "{initialized}");
+    let session = peer.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let (updates, answer) = peer
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+        )
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(updates[0]["params"]["update"]["content"]["text"], "hello alice", "{updates:?}");
+    let records = server.audited();
+    assert!(!records.is_empty());
+    for record in &records {
+        assert_eq!(record["metadata"]["aip44"]["identity"], "alice", "{record}");
+    }
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn nothing_but_initialize_and_authenticate_is_served_before_authentication() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut peer = server.connect(None).await.unwrap();
+    peer.initialize().await;
+    let refused = peer.new_session(&server.cwd()).await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("authenticate"), "{refused}");
+    let wrong = peer
+        .call(
+            "authenticate",
+            json!({"methodId": "bearer", "_meta": {"agentacp": {"token": "not-a-token"}}}),
+        )
+        .await
+        .1;
+    assert_eq!(wrong["error"]["code"], -32000, "{wrong}");
+    assert!(!wrong.to_string().contains("not-a-token"), "the answer repeats the token: {wrong}");
+    let unknown = peer.call("authenticate", json!({"methodId": "oauth"})).await.1;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let admitted = peer
+        .call("authenticate", json!({"methodId": "bearer", "_meta": {"agentacp": {"token": BOB}}}))
+        .await
+        .1;
+    assert!(admitted.get("result").is_some(), "{admitted}");
+    let session = peer.new_session(&server.cwd()).await;
+    assert!(session["result"]["sessionId"].is_string(), "{session}");
+    let login = server.audited().into_iter().find(|r| r["action"] == "auth.login").unwrap();
+    assert_eq!(login["actor"]["id"], "bob", "{login}");
+    // logout: back to unauthenticated.
+    let out = peer.call("logout", json!({})).await.1;
+    assert!(out.get("result").is_some(), "{out}");
+    assert_eq!(peer.new_session(&server.cwd()).await["error"]["code"], -32000);
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn one_identity_never_sees_another_identitys_sessions() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut alice = server.connect(Some(ALICE)).await.unwrap();
+    alice.initialize().await;
+    let session = alice.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let listed = alice.call("session/list", json!({})).await.1;
+    assert_eq!(listed["result"]["sessions"].as_array().unwrap().len(), 1, "{listed}");
+    let mut bob = server.connect(Some(BOB)).await.unwrap();
+    bob.initialize().await;
+    let listed = bob.call("session/list", json!({})).await.1;
+    assert_eq!(listed["result"]["sessions"], json!([]), "bob sees alice's sessions: {listed}");
+    let load = bob
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": server.cwd(), "mcpServers": []}),
+        )
+        .await
+        .1;
+    assert!(load.get("error").is_some(), "bob loaded alice's session: {load}");
+    server.shut_down().await;
+}
+
+/// The status line of a plain HTTP exchange with the listener.
+async fn http_status(addr: SocketAddr, request: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // The status line only: an accepted upgrade keeps the connection open.
+    let mut status = String::new();
+    let mut reader = tokio::io::BufReader::new(stream);
+    tokio::time::timeout(WAIT, reader.read_line(&mut status))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    status
+}
+
+fn upgrade_request(path: &str, headers: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{headers}\r\n"
+    )
+}
+
+#[tokio::test]
+async fn refusals_are_answered_with_their_http_status() {
+    let server = Server::start(|options| ListenOptions {
+        allowed_origins: vec!["https://editor.example".into()],
+        ..options.tokens(tokens())
+    })
+    .await;
+    let addr = server.addr;
+    // A wrong token on the upgrade: 401, and the client's error says so.
+    let error = server.connect(Some("wrong")).await.err().expect("refused");
+    assert!(error.to_string().contains("401"), "{error}");
+    assert!(http_status(addr, &upgrade_request("/acp", "Authorization: Basic eDp5\r\n")).await.contains("401"));
+    // A browser origin not on the list: 403; one on it is let through.
+    assert!(http_status(addr, &upgrade_request("/acp", "Origin: https://evil.example\r\n")).await.contains("403"));
+    assert!(http_status(addr, &upgrade_request("/acp", "Origin: https://editor.example\r\n")).await.contains("101"));
+    // Another path: 404. A plain HTTP request: 426.
+    assert!(http_status(addr, &upgrade_request("/other", "")).await.contains("404"));
+    assert!(http_status(addr, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await.contains("426"));
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_without_tokens_is_refused() {
+    let error = Listener::bind(ListenOptions::new("0.0.0.0:0".parse().unwrap()))
+        .await
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("AGENTACP_TOKEN"), "{error}");
+    let with_tokens = ListenOptions::new("0.0.0.0:0".parse().unwrap()).tokens(TokenStore::single(Identity::new("ci").unwrap(), "t"));
+    assert!(Listener::bind(with_tokens).await.is_ok());
+}
+
+#[tokio::test]
+async fn connections_over_the_limit_get_503_and_the_others_are_served() {
+    let server = Server::start(|options| ListenOptions {
+        max_connections: 2,
+        ..options
+    })
+    .await;
+    let mut first = server.connect(None).await.unwrap();
+    let _second = server.connect(None).await.unwrap();
+    let third = server.connect(None).await.err().expect("refused");
+    assert!(third.to_string().contains("503"), "{third}");
+    // Without tokens on loopback, no authentication is asked.
+    first.initialize().await;
+    assert!(first.new_session(&server.cwd()).await["result"]["sessionId"].is_string());
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_binary_message_closes_the_connection_and_an_unauthenticated_one_is_dropped_in_time() {
+    let server = Server::start(|options| ListenOptions {
+        auth_timeout: Duration::from_millis(300),
+        ..options.tokens(tokens())
+    })
+    .await;
+    let mut peer = server.connect(Some(ALICE)).await.unwrap();
+    peer.ws.send(Message::binary(b"{}".to_vec())).await.unwrap();
+    match tokio::time::timeout(WAIT, peer.ws.next()).await.expect("closed in time") {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1003),
+        other => panic!("want a 1003 close, got {other:?}"),
+    }
+    // No token and no authenticate: closed after the auth timeout.
+    let mut idle = server.connect(None).await.unwrap();
+    assert!(idle.next().await.is_none(), "an unauthenticated connection stayed open");
+    server.shut_down().await;
+}
+
+impl Peer {
+    /// Starts `/wait` on a new session; returns once the turn is running.
+    async fn start_waiting_turn(&mut self, cwd: &str) -> i64 {
+        let session = self.new_session(cwd).await["result"]["sessionId"].clone();
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "/wait"}]}});
+        self.ws.send(Message::text(message.to_string())).await.unwrap();
+        let running = self.next().await.expect("the turn started");
+        assert_eq!(running["params"]["update"]["content"]["text"], "waiting", "{running}");
+        self.next_id
+    }
+}
+
+#[tokio::test]
+async fn shutdown_answers_running_turns_then_closes_every_connection() {
+    let server = Server::start(|options| options).await;
+    let mut peer = server.connect(None).await.unwrap();
+    peer.initialize().await;
+    let prompt = peer.start_waiting_turn(&server.cwd()).await;
+    let addr = server.addr;
+    server.shut_down().await;
+    let answer = peer.next().await.expect("the running turn was answered before the close");
+    assert_eq!(answer["id"], prompt, "{answer}");
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert!(peer.next().await.is_none(), "the connection outlived the listener");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "still accepting after shutdown");
+}
+
+#[tokio::test]
+async fn a_connection_dropped_mid_turn_cancels_the_turn_and_the_audit_chain_verifies() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut peer = server.connect(Some(ALICE)).await.unwrap();
+    peer.initialize().await;
+    peer.start_waiting_turn(&server.cwd()).await;
+    drop(peer);
+    // The turn ends as interrupted, audited; the chain verifies (`audited` checks it).
+    let interrupted = tokio::time::timeout(WAIT, async {
+        loop {
+            if server.audited().iter().any(|r| r["action"] == "operator.interrupted") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(interrupted.is_ok(), "no interrupted record: {:?}", server.audited());
+    server.shut_down().await;
+}
