@@ -1051,7 +1051,10 @@ mod tests {
         assert!(text.contains("fn load_session"), "{text}");
         // Its `transport` lists websocket: `authenticate`, and it may be served remotely.
         assert!(text.contains("fn authenticate"), "{text}");
-        assert!(text.contains("impl :: agentacp :: server :: OffersWebSocket for Reviewer"), "{text}");
+        assert!(
+            text.contains("impl :: agentacp :: server :: OffersWebSocket for Reviewer"),
+            "{text}"
+        );
         assert!(text.contains("websocket : true"), "{text}");
         assert!(text.contains("GovernanceAware"), "{text}");
         assert!(text.contains("rev_0fc18323"), "{text}");
@@ -1190,7 +1193,10 @@ mod tests {
             "a server's trait has no client methods: {text}"
         );
         // `transport: stdio`: no `authenticate`, and not servable over WebSocket.
-        assert!(!text.contains("fn authenticate") && !text.contains("OffersWebSocket"), "{text}");
+        assert!(
+            !text.contains("fn authenticate") && !text.contains("OffersWebSocket"),
+            "{text}"
+        );
         assert!(text.contains("websocket : false"), "{text}");
         assert!(
             !text.contains("clientCapabilities"),

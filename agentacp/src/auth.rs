@@ -25,7 +25,9 @@ pub struct TokenStore(Vec<(Identity, String)>);
 impl TokenStore {
     /// Env.
     pub fn from_env() -> Result<Option<TokenStore>, String> {
-        Ok(std::env::var("AGENTACP_TOKEN").ok().map(|t| TokenStore::single(Identity::new("token").unwrap(), &t)))
+        Ok(std::env::var("AGENTACP_TOKEN")
+            .ok()
+            .map(|t| TokenStore::single(Identity::new("token").unwrap(), &t)))
     }
     /// One.
     pub fn single(identity: Identity, token: &str) -> TokenStore {
@@ -34,7 +36,12 @@ impl TokenStore {
     /// File.
     pub fn from_file(path: &Path) -> Result<TokenStore, String> {
         let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        Ok(TokenStore(text.lines().filter_map(|l| l.split_once(' ')).map(|(i, h)| (Identity(i.into()), h.trim_start_matches("plain:").to_string())).collect()))
+        Ok(TokenStore(
+            text.lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(i, h)| (Identity(i.into()), h.trim_start_matches("plain:").to_string()))
+                .collect(),
+        ))
     }
     /// Verify.
     pub fn verify(&self, presented: &str) -> Option<Identity> {

@@ -22,7 +22,11 @@ mod common;
 struct Remote;
 
 impl RemoteServer for Remote {
-    async fn prompt(&self, turn: &mut Turn<'_, GovernanceAware>, request: wire::PromptRequest) -> Result<wire::StopReason> {
+    async fn prompt(
+        &self,
+        turn: &mut Turn<'_, GovernanceAware>,
+        request: wire::PromptRequest,
+    ) -> Result<wire::StopReason> {
         let text = serde_json::to_value(&request.prompt).unwrap_or_default();
         if text.to_string().contains("/wait") {
             // Runs until cancelled (by the client, or by its connection going away).
@@ -35,7 +39,11 @@ impl RemoteServer for Remote {
         Ok(wire::StopReason::EndTurn)
     }
 
-    async fn load_session(&self, _session: &SessionContext, _request: wire::LoadSessionRequest) -> Result<wire::LoadSessionResponse> {
+    async fn load_session(
+        &self,
+        _session: &SessionContext,
+        _request: wire::LoadSessionRequest,
+    ) -> Result<wire::LoadSessionResponse> {
         Ok(wire::LoadSessionResponse::default())
     }
 
@@ -115,7 +123,11 @@ impl Server {
     /// The audit records so far; the chain verifies.
     fn audited(&self) -> Vec<Value> {
         agentacp::audit::verify(self.sink.contents().as_bytes()).expect("the chain verifies");
-        self.sink.lines().iter().map(|line| serde_json::from_str(line).unwrap()).collect()
+        self.sink
+            .lines()
+            .iter()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
     }
 
     async fn shut_down(mut self) {
@@ -136,7 +148,10 @@ struct Peer {
 impl Peer {
     async fn next(&mut self) -> Option<Value> {
         loop {
-            match tokio::time::timeout(WAIT, self.ws.next()).await.expect("the server sent in time")? {
+            match tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("the server sent in time")?
+            {
                 Ok(Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
                 Ok(Message::Close(_)) | Err(_) => return None,
                 Ok(_) => continue,
@@ -176,7 +191,11 @@ async fn a_token_on_the_upgrade_admits_the_client_and_every_audit_record_names_i
     let mut peer = server.connect(Some(ALICE)).await.unwrap();
     let initialized = peer.initialize().await;
     assert_eq!(initialized["authMethods"][0]["id"], "bearer", "{initialized}");
-    assert_eq!(initialized["agentCapabilities"]["auth"]["logout"], json!({}), "{initialized}");
+    assert_eq!(
+        initialized["agentCapabilities"]["auth"]["logout"],
+        json!({}),
+        "{initialized}"
+    );
     let session = peer.new_session(&server.cwd()).await["result"]["sessionId"].clone();
     let (updates, answer) = peer
         .call(
@@ -185,7 +204,10 @@ async fn a_token_on_the_upgrade_admits_the_client_and_every_audit_record_names_i
         )
         .await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    assert_eq!(updates[0]["params"]["update"]["content"]["text"], "hello alice", "{updates:?}");
+    assert_eq!(
+        updates[0]["params"]["update"]["content"]["text"], "hello alice",
+        "{updates:?}"
+    );
     let records = server.audited();
     assert!(!records.is_empty());
     for record in &records {
@@ -201,7 +223,10 @@ async fn nothing_but_initialize_and_authenticate_is_served_before_authentication
     peer.initialize().await;
     let refused = peer.new_session(&server.cwd()).await;
     assert_eq!(refused["error"]["code"], -32000, "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("authenticate"), "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("authenticate"),
+        "{refused}"
+    );
     let wrong = peer
         .call(
             "authenticate",
@@ -210,17 +235,27 @@ async fn nothing_but_initialize_and_authenticate_is_served_before_authentication
         .await
         .1;
     assert_eq!(wrong["error"]["code"], -32000, "{wrong}");
-    assert!(!wrong.to_string().contains("not-a-token"), "the answer repeats the token: {wrong}");
+    assert!(
+        !wrong.to_string().contains("not-a-token"),
+        "the answer repeats the token: {wrong}"
+    );
     let unknown = peer.call("authenticate", json!({"methodId": "oauth"})).await.1;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     let admitted = peer
-        .call("authenticate", json!({"methodId": "bearer", "_meta": {"agentacp": {"token": BOB}}}))
+        .call(
+            "authenticate",
+            json!({"methodId": "bearer", "_meta": {"agentacp": {"token": BOB}}}),
+        )
         .await
         .1;
     assert!(admitted.get("result").is_some(), "{admitted}");
     let session = peer.new_session(&server.cwd()).await;
     assert!(session["result"]["sessionId"].is_string(), "{session}");
-    let login = server.audited().into_iter().find(|r| r["action"] == "auth.login").unwrap();
+    let login = server
+        .audited()
+        .into_iter()
+        .find(|r| r["action"] == "auth.login")
+        .unwrap();
     assert_eq!(login["actor"]["id"], "bob", "{login}");
     // logout: back to unauthenticated.
     let out = peer.call("logout", json!({})).await.1;
@@ -240,7 +275,11 @@ async fn one_identity_never_sees_another_identitys_sessions() {
     let mut bob = server.connect(Some(BOB)).await.unwrap();
     bob.initialize().await;
     let listed = bob.call("session/list", json!({})).await.1;
-    assert_eq!(listed["result"]["sessions"], json!([]), "bob sees alice's sessions: {listed}");
+    assert_eq!(
+        listed["result"]["sessions"],
+        json!([]),
+        "bob sees alice's sessions: {listed}"
+    );
     let load = bob
         .call(
             "session/load",
@@ -283,13 +322,29 @@ async fn refusals_are_answered_with_their_http_status() {
     // A wrong token on the upgrade: 401, and the client's error says so.
     let error = server.connect(Some("wrong")).await.err().expect("refused");
     assert!(error.to_string().contains("401"), "{error}");
-    assert!(http_status(addr, &upgrade_request("/acp", "Authorization: Basic eDp5\r\n")).await.contains("401"));
+    assert!(
+        http_status(addr, &upgrade_request("/acp", "Authorization: Basic eDp5\r\n"))
+            .await
+            .contains("401")
+    );
     // A browser origin not on the list: 403; one on it is let through.
-    assert!(http_status(addr, &upgrade_request("/acp", "Origin: https://evil.example\r\n")).await.contains("403"));
-    assert!(http_status(addr, &upgrade_request("/acp", "Origin: https://editor.example\r\n")).await.contains("101"));
+    assert!(
+        http_status(addr, &upgrade_request("/acp", "Origin: https://evil.example\r\n"))
+            .await
+            .contains("403")
+    );
+    assert!(
+        http_status(addr, &upgrade_request("/acp", "Origin: https://editor.example\r\n"))
+            .await
+            .contains("101")
+    );
     // Another path: 404. A plain HTTP request: 426.
     assert!(http_status(addr, &upgrade_request("/other", "")).await.contains("404"));
-    assert!(http_status(addr, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await.contains("426"));
+    assert!(
+        http_status(addr, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await
+            .contains("426")
+    );
     server.shut_down().await;
 }
 
@@ -300,7 +355,8 @@ async fn a_non_loopback_address_without_tokens_is_refused() {
         .err()
         .expect("refused");
     assert!(error.to_string().contains("AGENTACP_TOKEN"), "{error}");
-    let with_tokens = ListenOptions::new("0.0.0.0:0".parse().unwrap()).tokens(TokenStore::single(Identity::new("ci").unwrap(), "t"));
+    let with_tokens =
+        ListenOptions::new("0.0.0.0:0".parse().unwrap()).tokens(TokenStore::single(Identity::new("ci").unwrap(), "t"));
     assert!(Listener::bind(with_tokens).await.is_ok());
 }
 
@@ -330,7 +386,10 @@ async fn a_binary_message_closes_the_connection_and_an_unauthenticated_one_is_dr
     .await;
     let mut peer = server.connect(Some(ALICE)).await.unwrap();
     peer.ws.send(Message::binary(b"{}".to_vec())).await.unwrap();
-    match tokio::time::timeout(WAIT, peer.ws.next()).await.expect("closed in time") {
+    match tokio::time::timeout(WAIT, peer.ws.next())
+        .await
+        .expect("closed in time")
+    {
         Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1003),
         other => panic!("want a 1003 close, got {other:?}"),
     }
@@ -362,11 +421,17 @@ async fn shutdown_answers_running_turns_then_closes_every_connection() {
     let prompt = peer.start_waiting_turn(&server.cwd()).await;
     let addr = server.addr;
     server.shut_down().await;
-    let answer = peer.next().await.expect("the running turn was answered before the close");
+    let answer = peer
+        .next()
+        .await
+        .expect("the running turn was answered before the close");
     assert_eq!(answer["id"], prompt, "{answer}");
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     assert!(peer.next().await.is_none(), "the connection outlived the listener");
-    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "still accepting after shutdown");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting after shutdown"
+    );
 }
 
 #[tokio::test]

@@ -49,7 +49,11 @@ pub(crate) fn advertise(initialize: &mut Value) {
 
 /// The identity an `authenticate` request proves: its token's, or (no token given) the one
 /// shown on the upgrade. A failure is answered `-32000` and logged, never with the token.
-pub(crate) fn check_bearer(tokens: &TokenStore, access: &Access, params: &RawValue) -> std::result::Result<Identity, RpcError> {
+pub(crate) fn check_bearer(
+    tokens: &TokenStore,
+    access: &Access,
+    params: &RawValue,
+) -> std::result::Result<Identity, RpcError> {
     let params: Value = serde_json::from_str(params.get())
         .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid `authenticate` params: {error}")))?;
     let method = params.get("methodId").and_then(Value::as_str).unwrap_or_default();
@@ -187,6 +191,9 @@ mod tests {
             let name = folder_name(&Identity::new(id).unwrap_or_else(|_| Identity::new("fallback").unwrap()));
             assert!(!name.starts_with('.') && !name.contains('/'), "{id} -> {name}");
         }
-        assert_eq!(folder_name(&Identity::new("alice@example.com").unwrap()), "alice@example.com");
+        assert_eq!(
+            folder_name(&Identity::new("alice@example.com").unwrap()),
+            "alice@example.com"
+        );
     }
 }

@@ -36,7 +36,6 @@ pub use operator::{OffersWebSocket, Operator, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
-
 pub use access::BEARER;
 use access::StoreBook;
 pub(crate) use connection::{Access, Connection};
@@ -300,7 +299,9 @@ impl Served {
                 state = %state_dir.display(),
                 "serving ACP"
             ),
-            Err(reason) => tracing::error!(operator = spec.id, %reason, "serving ACP, but every session will be refused"),
+            Err(reason) => {
+                tracing::error!(operator = spec.id, %reason, "serving ACP, but every session will be refused")
+            }
         }
         Ok(Served {
             spec,
@@ -315,7 +316,13 @@ impl Served {
     }
 
     /// Serves one connection until end of input (see [`serve`]).
-    pub(crate) async fn connection<O, R, W>(&self, operator: Arc<O>, access: Arc<Access>, input: R, output: W) -> Result<()>
+    pub(crate) async fn connection<O, R, W>(
+        &self,
+        operator: Arc<O>,
+        access: Arc<Access>,
+        input: R,
+        output: W,
+    ) -> Result<()>
     where
         O: Operator,
         R: AsyncRead + Unpin + Send + 'static,

@@ -59,14 +59,15 @@ impl Dial {
     /// Connects and upgrades; the agent's JSON-RPC lines come from the first half and go to
     /// the second. A refused upgrade (`401`, `403`, …) is an error that says so.
     pub async fn connect(&self) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>)> {
-        let mut request = self
-            .url
-            .as_str()
-            .into_client_request()
-            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{}`: {error}", self.url)))?;
+        let mut request = self.url.as_str().into_client_request().map_err(|error| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{}`: {error}", self.url))
+        })?;
         if let Some(token) = &self.token {
             let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "the token is not a valid header value")
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the token is not a valid header value",
+                )
             })?;
             request.headers_mut().insert("authorization", value);
         }

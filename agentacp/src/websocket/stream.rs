@@ -90,7 +90,12 @@ where
     (read, write, pump)
 }
 
-async fn pump<S>(mut ws: WebSocketStream<S>, runtime: DuplexStream, limits: Limits, mut stop: watch::Receiver<bool>) -> Ended
+async fn pump<S>(
+    mut ws: WebSocketStream<S>,
+    runtime: DuplexStream,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -186,7 +191,12 @@ where
 }
 
 /// Sends `line` and every further complete line already buffered, then flushes once.
-async fn send_lines<S, R>(ws: &mut WebSocketStream<S>, from_runtime: &mut BufReader<R>, line: &mut Vec<u8>, write_timeout: Duration) -> Result<(), String>
+async fn send_lines<S, R>(
+    ws: &mut WebSocketStream<S>,
+    from_runtime: &mut BufReader<R>,
+    line: &mut Vec<u8>,
+    write_timeout: Duration,
+) -> Result<(), String>
 where
     S: AsyncRead + AsyncWrite + Unpin,
     R: AsyncRead + Unpin,
@@ -197,7 +207,8 @@ where
                 line.pop();
             }
             if !line.is_empty() {
-                let text = String::from_utf8(std::mem::take(line)).map_err(|_| "the runtime wrote a line that is not UTF-8".to_string())?;
+                let text = String::from_utf8(std::mem::take(line))
+                    .map_err(|_| "the runtime wrote a line that is not UTF-8".to_string())?;
                 ws.feed(Message::text(text)).await.map_err(|error| error.to_string())?;
             }
             line.clear();
@@ -206,7 +217,10 @@ where
             if !from_runtime.buffer().contains(&b'\n') {
                 break;
             }
-            from_runtime.read_until(b'\n', line).await.map_err(|error| error.to_string())?;
+            from_runtime
+                .read_until(b'\n', line)
+                .await
+                .map_err(|error| error.to_string())?;
         }
         ws.flush().await.map_err(|error| error.to_string())
     })

@@ -19,7 +19,10 @@ pub struct TlsFiles {
 impl TlsFiles {
     /// `AGENTACP_TLS_CERT` and `AGENTACP_TLS_KEY`: both or neither.
     pub fn from_env() -> Result<Option<TlsFiles>, String> {
-        match (std::env::var_os("AGENTACP_TLS_CERT"), std::env::var_os("AGENTACP_TLS_KEY")) {
+        match (
+            std::env::var_os("AGENTACP_TLS_CERT"),
+            std::env::var_os("AGENTACP_TLS_KEY"),
+        ) {
             (Some(cert), Some(key)) => Ok(Some(TlsFiles {
                 cert: cert.into(),
                 key: key.into(),
@@ -41,7 +44,13 @@ impl TlsFiles {
             .map_err(|error| error.to_string())?
             .with_no_client_auth()
             .with_single_cert(certs, key)
-            .map_err(|error| format!("{} and {} do not make a certificate: {error}", self.cert.display(), self.key.display()))?;
+            .map_err(|error| {
+                format!(
+                    "{} and {} do not make a certificate: {error}",
+                    self.cert.display(),
+                    self.key.display()
+                )
+            })?;
         Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
     }
 }
@@ -52,7 +61,9 @@ pub fn client_config(extra_roots: &[CertificateDer<'static>]) -> Result<Arc<rust
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for root in extra_roots {
-        roots.add(root.clone()).map_err(|error| format!("a root certificate is not usable: {error}"))?;
+        roots
+            .add(root.clone())
+            .map_err(|error| format!("a root certificate is not usable: {error}"))?;
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()

@@ -21,11 +21,11 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::websocket::{Limits, into_lines};
 use crate::auth::{Identity, TokenStore};
 use crate::env::env_number;
 use crate::error::{Error, Result};
-use crate::server::{Access, OffersWebSocket, Operator, ServerOptions, Served};
+use crate::server::{Access, OffersWebSocket, Operator, Served, ServerOptions};
+use crate::websocket::{Limits, into_lines};
 
 /// The paths a client may connect to.
 pub const PATHS: [&str; 2] = ["/acp", "/"];
@@ -137,7 +137,11 @@ impl Listener {
         }
         #[cfg(feature = "tls")]
         let tls = match &options.tls {
-            Some(files) => Some(files.acceptor().map_err(|message| Error::Io(std::io::Error::other(message)))?),
+            Some(files) => Some(
+                files
+                    .acceptor()
+                    .map_err(|message| Error::Io(std::io::Error::other(message)))?,
+            ),
             None => None,
         };
         let tcp = TcpListener::bind(options.addr).await.map_err(|error| {
@@ -163,7 +167,11 @@ impl Listener {
     }
 
     /// Serves `operator` until SIGTERM or Ctrl-C, then drains (see the module docs).
-    pub async fn serve_until_signal<O: Operator + OffersWebSocket>(self, operator: O, options: ServerOptions) -> Result<()> {
+    pub async fn serve_until_signal<O: Operator + OffersWebSocket>(
+        self,
+        operator: O,
+        options: ServerOptions,
+    ) -> Result<()> {
         self.serve(operator, options, crate::env::shutdown_signal()).await
     }
 
@@ -233,7 +241,11 @@ impl Listener {
             };
             let Ok(slot) = slots.clone().try_acquire_owned() else {
                 tracing::warn!(%peer, max = options.max_connections, "refusing a connection: too many open");
-                connections.spawn(refuse(stream, StatusCode::SERVICE_UNAVAILABLE, "too many connections; try again later\n"));
+                connections.spawn(refuse(
+                    stream,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many connections; try again later\n",
+                ));
                 continue;
             };
             let (options, stopped, handle) = (options.clone(), stopped.clone(), handle.clone());
@@ -259,7 +271,10 @@ impl Listener {
         })
         .await;
         if drained.is_err() {
-            tracing::warn!(left = connections.len(), "connections still open after the drain time were dropped");
+            tracing::warn!(
+                left = connections.len(),
+                "connections still open after the drain time were dropped"
+            );
             connections.shutdown().await;
         }
     }
@@ -308,6 +323,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut identity = None;
+    #[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
     let check = |request: &Request, response: Response| -> std::result::Result<Response, ErrorResponse> {
         match admit(request, options) {
             Ok(proved) => {
@@ -338,7 +354,12 @@ where
         Err(tokio_tungstenite::tungstenite::Error::Protocol(error)) => {
             if let Some(raw) = raw {
                 let body = "this is an ACP agent: connect with a WebSocket client to /acp\n";
-                let _ = refuse(TcpStream::from_std(raw).map_err(|e| e.to_string())?, StatusCode::UPGRADE_REQUIRED, body).await;
+                let _ = refuse(
+                    TcpStream::from_std(raw).map_err(|e| e.to_string())?,
+                    StatusCode::UPGRADE_REQUIRED,
+                    body,
+                )
+                .await;
             }
             Err(format!("not a WebSocket upgrade: {error}"))
         }
@@ -349,7 +370,10 @@ where
 /// The identity an upgrade request proves, or the status it is refused with.
 fn admit(request: &Request, options: &ListenOptions) -> std::result::Result<Option<Identity>, (StatusCode, String)> {
     if !PATHS.contains(&request.uri().path()) {
-        return Err((StatusCode::NOT_FOUND, format!("no ACP endpoint at {}: use /acp", request.uri().path())));
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("no ACP endpoint at {}: use /acp", request.uri().path()),
+        ));
     }
     if let Some(origin) = request.headers().get("origin") {
         let origin = origin.to_str().unwrap_or_default();
@@ -371,7 +395,10 @@ fn admit(request: &Request, options: &ListenOptions) -> std::result::Result<Opti
         .ok()
         .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
         .map(str::trim)
-        .ok_or((StatusCode::UNAUTHORIZED, "the Authorization header is not `Bearer <token>`".to_string()))?;
+        .ok_or((
+            StatusCode::UNAUTHORIZED,
+            "the Authorization header is not `Bearer <token>`".to_string(),
+        ))?;
     match tokens.verify(token) {
         Some(identity) => Ok(Some(identity)),
         None => Err((StatusCode::UNAUTHORIZED, "the token is not accepted".to_string())),

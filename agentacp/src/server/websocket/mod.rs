@@ -7,10 +7,10 @@ mod listen;
 
 use std::net::SocketAddr;
 
-pub use listen::{ListenOptions, Listener, PATHS};
 use crate::env::init_logging;
 use crate::error::{Error, Result};
 use crate::server::{OffersWebSocket, Operator, Serve, ServerOptions};
+pub use listen::{ListenOptions, Listener, PATHS};
 
 /// Serving over WebSocket. Implemented for every [`Operator`] whose manifest lists
 /// `websocket` ([`OffersWebSocket`]); for any other it does not compile.
