@@ -454,6 +454,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             tool: &self.tool,
             kind: self.kind,
             arguments: &self.arguments,
+            principal: None,
         });
         let tool_call_id = connection.next_tool_call_id();
         let record = |outcome, approval| ToolCallMirror {
@@ -606,6 +607,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             tool: &self.tool,
             kind: self.kind,
             arguments: &self.arguments,
+            principal: None,
         });
         let mut options = vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
         if may_remember {
