@@ -244,3 +244,20 @@ fn a_token_file_others_may_read_is_kept_as_it_is_with_a_warning() {
         text(&private.stderr)
     );
 }
+
+#[test]
+fn every_token_command_has_help() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["token", "--help"][..],
+        &["token", "new", "--help"],
+        &["token", "hash", "--help"],
+        &["token", "revoke", "--help"],
+    ] {
+        let output = run(dir.path(), args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert!(text(&output.stdout).contains("Usage: scaffold-aip token"), "{args:?}");
+    }
+    let output = run(dir.path(), &["token", "new", "--identity", "a", "--replace"]);
+    assert_eq!(output.status.code(), Some(2), "--replace needs --file");
+}
