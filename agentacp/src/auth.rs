@@ -1,62 +1,626 @@
-//! TEMPORARY stand-in until the `tokens` branch lands (same API).
-use std::path::Path;
+//! Bearer tokens for remote connections (issue #17): the [`Identity`] a connection acts as,
+//! the [`TokenStore`] of accepted tokens (kept only as SHA-256 hashes), and the helpers
+//! `scaffold-aip token` mirrors ([`hash_token`], [`generate_token`]).
+//!
+//! A token file holds one entry a line, `<identity> sha256:<64 lowercase hex>`; blank lines
+//! and lines starting with `#` are ignored. The server re-reads it when its modification time
+//! or length changes, so tokens rotate without a restart.
 
-/// A principal.
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+use subtle::{ConditionallySelectable, ConstantTimeEq};
+
+/// The environment variable holding one plain token.
+pub const TOKEN_VAR: &str = "AGENTACP_TOKEN";
+/// The environment variable naming the identity of [`TOKEN_VAR`]'s token (default `token`).
+pub const TOKEN_IDENTITY_VAR: &str = "AGENTACP_TOKEN_IDENTITY";
+/// The environment variable naming a token file.
+pub const TOKENS_FILE_VAR: &str = "AGENTACP_TOKENS_FILE";
+
+/// The longest identity accepted.
+const MAX_IDENTITY: usize = 128;
+
+/// A principal an authenticated connection acts as: AIP-7 `principalId`-like (letters, digits,
+/// `-_.@:`, 1..=128 chars).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Identity(String);
+
 impl Identity {
-    /// New.
+    /// Checks `id`: 1 to 128 ASCII letters, digits and `-_.@:`. The error says what is wrong.
     pub fn new(id: impl Into<String>) -> Result<Identity, String> {
-        Ok(Identity(id.into()))
+        let id = id.into();
+        if id.is_empty() {
+            return Err("an identity may not be empty".to_string());
+        }
+        if id.len() > MAX_IDENTITY {
+            return Err(format!(
+                "an identity is at most {MAX_IDENTITY} characters (this one has {})",
+                id.chars().count()
+            ));
+        }
+        if let Some(bad) = id.chars().find(|c| !is_identity_char(*c)) {
+            return Err(format!(
+                "an identity holds only letters, digits and `-_.@:` (found {bad:?} in {id:?})"
+            ));
+        }
+        Ok(Identity(id))
     }
-    /// Str.
+
+    /// The identity as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
-impl std::fmt::Display for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+
+fn is_identity_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':')
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
-/// Tokens.
-#[derive(Debug)]
-pub struct TokenStore(Vec<(Identity, String)>);
-impl TokenStore {
-    /// Env.
-    pub fn from_env() -> Result<Option<TokenStore>, String> {
-        Ok(std::env::var("AGENTACP_TOKEN")
-            .ok()
-            .map(|t| TokenStore::single(Identity::new("token").unwrap(), &t)))
-    }
-    /// One.
-    pub fn single(identity: Identity, token: &str) -> TokenStore {
-        TokenStore(vec![(identity, token.to_string())])
-    }
-    /// File.
-    pub fn from_file(path: &Path) -> Result<TokenStore, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        Ok(TokenStore(
-            text.lines()
-                .filter_map(|l| l.split_once(' '))
-                .map(|(i, h)| (Identity(i.into()), h.trim_start_matches("plain:").to_string()))
-                .collect(),
-        ))
-    }
-    /// Verify.
-    pub fn verify(&self, presented: &str) -> Option<Identity> {
-        self.0.iter().find(|(_, t)| t == presented).map(|(i, _)| i.clone())
-    }
-    /// Len.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-    /// Empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+
+/// One accepted token: its identity and the SHA-256 of the token.
+#[derive(Clone)]
+struct Entry {
+    identity: Identity,
+    hash: [u8; 32],
+}
+
+/// What identifies one version of a token file: its modification time and length.
+type Stamp = (Option<SystemTime>, u64);
+
+/// The file a store reads, and what was read from it.
+struct FileSource {
+    path: PathBuf,
+    state: Mutex<FileState>,
+}
+
+struct FileState {
+    entries: Vec<Entry>,
+    /// The stamp of the version last tried (read, or failed to read): a change re-reads it.
+    /// `None` when the file could not even be looked at.
+    stamp: Option<Stamp>,
+}
+
+/// The tokens a server accepts, each for one identity; kept only as SHA-256 hashes.
+///
+/// Cheap to share in an `Arc`. A store read from a file ([`TokenStore::from_file`],
+/// `AGENTACP_TOKENS_FILE`) re-reads it when it changes (see [`TokenStore::verify`]).
+pub struct TokenStore {
+    /// Tokens given directly (`AGENTACP_TOKEN`, [`TokenStore::single`]).
+    fixed: Vec<Entry>,
+    file: Option<FileSource>,
+}
+
+impl fmt::Debug for TokenStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the tokens' hashes: only how many there are and where they come from.
+        f.debug_struct("TokenStore")
+            .field("tokens", &self.count())
+            .field("file", &self.file.as_ref().map(|file| &file.path))
+            .finish()
     }
 }
-/// Hash.
+
+impl TokenStore {
+    /// `AGENTACP_TOKEN` (one token; identity from `AGENTACP_TOKEN_IDENTITY`, default `token`)
+    /// and/or `AGENTACP_TOKENS_FILE` (a token file). `Ok(None)` when neither is set (or both
+    /// are empty). `Err(message)` for an unreadable or malformed file (the message names the
+    /// file and line), an empty token (or one with leading or trailing whitespace), a bad
+    /// identity, or `AGENTACP_TOKEN_IDENTITY` without `AGENTACP_TOKEN`.
+    pub fn from_env() -> Result<Option<TokenStore>, String> {
+        Self::from_vars(|name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned()))
+    }
+
+    /// [`TokenStore::from_env`] over `get`, which returns a variable's value when it is set.
+    fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<TokenStore>, String> {
+        let file = get(TOKENS_FILE_VAR).filter(|path| !path.is_empty());
+        let token = get(TOKEN_VAR);
+        let identity = get(TOKEN_IDENTITY_VAR).filter(|id| !id.is_empty());
+        if token.is_none() && identity.is_some() {
+            return Err(format!("{TOKEN_IDENTITY_VAR} is set but {TOKEN_VAR} is not"));
+        }
+        let mut store = match &file {
+            Some(path) => TokenStore::from_file(Path::new(path))?,
+            None if token.is_none() => return Ok(None),
+            None => TokenStore {
+                fixed: Vec::new(),
+                file: None,
+            },
+        };
+        if let Some(token) = token {
+            if token.is_empty() {
+                return Err(format!("{TOKEN_VAR} is set but empty"));
+            }
+            if token.trim() != token {
+                return Err(format!("{TOKEN_VAR} has leading or trailing whitespace"));
+            }
+            let identity = Identity::new(identity.unwrap_or_else(|| "token".to_string()))
+                .map_err(|error| format!("{TOKEN_IDENTITY_VAR}: {error}"))?;
+            store.fixed.push(Entry {
+                identity,
+                hash: digest(&token),
+            });
+        }
+        Ok(Some(store))
+    }
+
+    /// One plain token for `identity` (hashed at once; the plain text is not kept). An empty
+    /// token is kept too, but [`TokenStore::verify`] never accepts an empty token.
+    pub fn single(identity: Identity, token: &str) -> TokenStore {
+        TokenStore {
+            fixed: vec![Entry {
+                identity,
+                hash: digest(token),
+            }],
+            file: None,
+        }
+    }
+
+    /// Reads a token file. Format: one entry a line, `<identity> sha256:<64 lowercase hex>`;
+    /// blank lines and lines starting with `#` are ignored; anything else is an error naming
+    /// `path:line`. A file that is group/world readable or writable is accepted, but a warning
+    /// is logged.
+    pub fn from_file(path: &Path) -> Result<TokenStore, String> {
+        let stamp = stamp_of(path).map_err(|error| format!("{}: {error}", path.display()))?;
+        let entries = read_file(path)?;
+        warn_if_shared(path);
+        if entries.is_empty() {
+            tracing::warn!(file = %path.display(), "the token file holds no token: every connection is refused");
+        }
+        Ok(TokenStore {
+            fixed: Vec::new(),
+            file: Some(FileSource {
+                path: path.to_path_buf(),
+                state: Mutex::new(FileState {
+                    entries,
+                    stamp: Some(stamp),
+                }),
+            }),
+        })
+    }
+
+    /// The identity whose token `presented` is, or `None`. The presented token's hash is
+    /// compared against every entry in constant time, with no early exit. When the store
+    /// came from a file, the file is first re-read if its modification time or length
+    /// changed since the last read; a re-read that fails keeps the previous entries and
+    /// logs a warning (once per version of the file).
+    pub fn verify(&self, presented: &str) -> Option<Identity> {
+        let hash = digest(presented);
+        let file_entries = self.file.as_ref().map(FileSource::current);
+        let entries = self.fixed.iter().chain(file_entries.iter().flatten());
+        let mut found = subtle::Choice::from(0);
+        let mut index = 0u64;
+        for (position, entry) in entries.clone().enumerate() {
+            let equal = entry.hash.ct_eq(&hash);
+            index.conditional_assign(&(position as u64), equal);
+            found |= equal;
+        }
+        if presented.is_empty() || !bool::from(found) {
+            return None;
+        }
+        entries
+            .clone()
+            .nth(usize::try_from(index).ok()?)
+            .map(|entry| entry.identity.clone())
+    }
+
+    /// How many tokens are accepted (after re-reading a changed file).
+    pub fn len(&self) -> usize {
+        self.fixed.len() + self.file.as_ref().map_or(0, |file| file.current().len())
+    }
+
+    /// Whether no token is accepted (after re-reading a changed file).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many tokens were accepted at the last read, without looking at the file.
+    fn count(&self) -> usize {
+        self.fixed.len()
+            + self
+                .file
+                .as_ref()
+                .map_or(0, |file| file.state.lock().map_or(0, |state| state.entries.len()))
+    }
+}
+
+impl FileSource {
+    /// The entries, re-read first if the file changed.
+    fn current(&self) -> Vec<Entry> {
+        let mut state = match self.state.lock() {
+            Ok(state) => state,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let stamp = stamp_of(&self.path).ok();
+        if stamp != state.stamp {
+            let previous = state.stamp;
+            state.stamp = stamp;
+            match stamp {
+                None => tracing::warn!(
+                    file = %self.path.display(),
+                    "cannot read the token file; keeping the tokens read before"
+                ),
+                Some(_) => match read_file(&self.path) {
+                    Ok(entries) => {
+                        if previous.is_some_and(|(_, length)| length > 0) || !entries.is_empty() {
+                            tracing::info!(file = %self.path.display(), tokens = entries.len(), "token file re-read");
+                        }
+                        state.entries = entries;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot re-read the token file; keeping the tokens read before")
+                    }
+                },
+            }
+        }
+        state.entries.clone()
+    }
+}
+
+/// The modification time and length of `path`.
+fn stamp_of(path: &Path) -> std::io::Result<Stamp> {
+    let metadata = std::fs::metadata(path)?;
+    Ok((metadata.modified().ok(), metadata.len()))
+}
+
+/// Logs a warning when `path` may be read or written by its group or others.
+fn warn_if_shared(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(metadata) = std::fs::metadata(path) {
+            let mode = metadata.permissions().mode();
+            if mode & 0o066 != 0 {
+                tracing::warn!(
+                    file = %path.display(),
+                    mode = format_args!("{:o}", mode & 0o777),
+                    "the token file may be read or written by other users; `chmod 600` it"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// Reads and parses a token file; errors name `path` (and `path:line`).
+fn read_file(path: &Path) -> Result<Vec<Entry>, String> {
+    let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let mut entries: Vec<Entry> = Vec::new();
+    for (number, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let at = || format!("{}:{}", path.display(), number + 1);
+        let line = std::str::from_utf8(line).map_err(|_| format!("{}: not UTF-8 text", at()))?;
+        let entry = parse_line(line).map_err(|error| format!("{}: {error}", at()))?;
+        let Some(entry) = entry else { continue };
+        if entries.iter().any(|other| other.hash == entry.hash) {
+            return Err(format!("{}: the same token is listed twice", at()));
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// One line of a token file: `None` for a blank line or a comment.
+fn parse_line(line: &str) -> Result<Option<Entry>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let mut fields = line.split_whitespace();
+    let (Some(identity), Some(hash), None) = (fields.next(), fields.next(), fields.next()) else {
+        return Err("expected `<identity> sha256:<64 lowercase hex>`".to_string());
+    };
+    let identity = Identity::new(identity)?;
+    let hash = parse_hash(hash)?;
+    Ok(Some(Entry { identity, hash }))
+}
+
+/// `sha256:<64 lowercase hex>` as bytes.
+fn parse_hash(text: &str) -> Result<[u8; 32], String> {
+    let Some(hex) = text.strip_prefix("sha256:") else {
+        return Err("a token hash starts with `sha256:`".to_string());
+    };
+    let digits = hex.as_bytes();
+    let nibble = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    if digits.len() != 64 {
+        return Err(format!(
+            "a token hash is `sha256:` and 64 lowercase hex digits (found {})",
+            digits.len()
+        ));
+    }
+    let mut hash = [0u8; 32];
+    for (byte, pair) in hash.iter_mut().zip(digits.chunks_exact(2)) {
+        let (Some(high), Some(low)) = (nibble(pair[0]), nibble(pair[1])) else {
+            return Err("a token hash is `sha256:` and 64 lowercase hex digits".to_string());
+        };
+        *byte = (high << 4) | low;
+    }
+    Ok(hash)
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(&Sha256::digest(token.as_bytes()));
+    hash
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(HEX[usize::from(byte >> 4)] as char);
+        text.push(HEX[usize::from(byte & 0xf)] as char);
+    }
+    text
+}
+
+/// `sha256:<hex>` of a token, as written in a token file.
 pub fn hash_token(token: &str) -> String {
-    format!("plain:{token}")
+    format!("sha256:{}", hex(&digest(token)))
+}
+
+/// A new random token: 32 bytes from the OS (`/dev/urandom`; an `Unsupported` error where
+/// there is none), as 64 lowercase hex characters prefixed `acp_`.
+pub fn generate_token() -> std::io::Result<String> {
+    #[cfg(unix)]
+    {
+        use std::io::Read;
+        let mut bytes = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(format!("acp_{}", hex(&bytes)))
+    }
+    #[cfg(not(unix))]
+    {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "no /dev/urandom to generate a token from",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    fn id(text: &str) -> Identity {
+        Identity::new(text).unwrap()
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Rewrites `path` and moves its modification time, so a re-read is due even when the
+    /// length stays the same and the clock did not tick.
+    fn rewrite(path: &Path, text: &str) {
+        let before = std::fs::metadata(path).unwrap().modified().unwrap();
+        write(path, text);
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(before + Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn sha256_of_abc_is_the_published_test_vector() {
+        assert_eq!(
+            hash_token("abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            hash_token(""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn generated_tokens_are_distinct_prefixed_hex() {
+        let a = generate_token().unwrap();
+        let b = generate_token().unwrap();
+        assert_ne!(a, b);
+        for token in [&a, &b] {
+            assert_eq!(token.len(), 68, "{token}");
+            let hex = token.strip_prefix("acp_").unwrap();
+            assert!(hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')), "{token}");
+        }
+    }
+
+    #[test]
+    fn identities_are_checked() {
+        for good in ["alice", "ci-bot", "a.b_c@example.com", "svc:deploy", &"x".repeat(128)] {
+            assert_eq!(Identity::new(good).unwrap().as_str(), good);
+        }
+        for bad in ["", "al ice", "alice\n", "ünï", "a/b", &"x".repeat(129)] {
+            assert!(Identity::new(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(id("alice").to_string(), "alice");
+    }
+
+    #[test]
+    fn verify_accepts_the_right_token_and_refuses_others() {
+        let store = TokenStore::single(id("alice"), "s3cret");
+        assert_eq!(store.verify("s3cret"), Some(id("alice")));
+        assert_eq!(store.verify("s3cret "), None);
+        assert_eq!(store.verify("S3cret"), None);
+        assert_eq!(store.verify(""), None);
+        assert_eq!(store.len(), 1);
+        assert!(!store.is_empty());
+        // An empty token is never accepted, even when it is the one configured.
+        assert_eq!(TokenStore::single(id("x"), "").verify(""), None);
+    }
+
+    #[test]
+    fn verify_finds_each_identity_among_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        write(
+            &path,
+            &format!(
+                "# tokens\n\nalice {}\n  bob   {}  \nci-bot {}\n",
+                hash_token("a"),
+                hash_token("b"),
+                hash_token("c")
+            ),
+        );
+        let store = TokenStore::from_file(&path).unwrap();
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.verify("a"), Some(id("alice")));
+        assert_eq!(store.verify("b"), Some(id("bob")));
+        assert_eq!(store.verify("c"), Some(id("ci-bot")));
+        assert_eq!(store.verify("d"), None);
+    }
+
+    #[test]
+    fn debug_shows_neither_tokens_nor_hashes() {
+        let store = TokenStore::single(id("alice"), "s3cret");
+        let text = format!("{store:?}");
+        let hex = hash_token("s3cret");
+        assert!(!text.contains("s3cret") && !text.contains(&hex[7..15]), "{text}");
+        assert!(text.contains("tokens: 1"), "{text}");
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_naming_path_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        let good = format!("alice {}\n", hash_token("a"));
+        let upper = hash_token("b").to_uppercase().replace("SHA256", "sha256");
+        for (bad, why) in [
+            ("alice".to_string(), "expected"),
+            (format!("alice {} extra", hash_token("b")), "expected"),
+            ("bob sha256:abc".to_string(), "64 lowercase hex"),
+            (format!("bob {}", &hash_token("b")[7..]), "starts with `sha256:`"),
+            (upper, "64 lowercase hex"),
+            (
+                format!(
+                    "bob sha256:{}",
+                    hash_token("b")[7..].replace(|c: char| c.is_ascii_digit(), "g")
+                ),
+                "hex",
+            ),
+            (format!("b/ob {}", hash_token("b")), "identity"),
+            (format!("bob {}", hash_token("a")), "twice"),
+        ] {
+            write(&path, &format!("# comment\n{good}\n{bad}\n"));
+            let error = TokenStore::from_file(&path).unwrap_err();
+            let at = format!("{}:4: ", path.display());
+            assert!(error.starts_with(&at), "{bad}: {error}");
+            assert!(error.contains(why), "{bad}: {error}");
+        }
+        let missing = dir.path().join("missing");
+        let error = TokenStore::from_file(&missing).unwrap_err();
+        assert!(error.contains(&missing.display().to_string()), "{error}");
+    }
+
+    #[test]
+    fn a_changed_file_is_re_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        write(
+            &path,
+            &format!("alice {}\nbob {}\n", hash_token("old"), hash_token("b")),
+        );
+        let store = TokenStore::from_file(&path).unwrap();
+        assert_eq!(store.verify("old"), Some(id("alice")));
+        // The same length (a token of the same length): only the modification time moves.
+        rewrite(
+            &path,
+            &format!("alice {}\nbob {}\n", hash_token("new"), hash_token("b")),
+        );
+        assert_eq!(store.verify("new"), Some(id("alice")));
+        assert_eq!(store.verify("old"), None, "the rotated-out token is refused");
+        assert_eq!(store.verify("b"), Some(id("bob")));
+        // A different length alone.
+        write(&path, &format!("carol {}\n", hash_token("c")));
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.verify("c"), Some(id("carol")));
+        assert_eq!(store.verify("b"), None);
+    }
+
+    #[test]
+    fn a_failed_re_read_keeps_the_previous_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        write(&path, &format!("alice {}\n", hash_token("a")));
+        let store = TokenStore::from_file(&path).unwrap();
+        rewrite(&path, &format!("alice {}\nbob sha256:nothex\n", hash_token("a2")));
+        assert_eq!(store.verify("a"), Some(id("alice")));
+        assert_eq!(store.verify("a2"), None, "nothing of the invalid version is taken");
+        assert_eq!(store.len(), 1);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            store.verify("a"),
+            Some(id("alice")),
+            "a vanished file keeps the tokens too"
+        );
+        // Once fixed, the file is read again.
+        write(&path, &format!("bob {}\n", hash_token("b")));
+        assert_eq!(store.verify("b"), Some(id("bob")));
+        assert_eq!(store.verify("a"), None);
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn from_vars_reads_a_token_a_file_or_both() {
+        assert!(TokenStore::from_vars(vars(&[])).unwrap().is_none());
+        assert!(TokenStore::from_vars(vars(&[(TOKENS_FILE_VAR, "")])).unwrap().is_none());
+
+        let store = TokenStore::from_vars(vars(&[(TOKEN_VAR, "t0k")])).unwrap().unwrap();
+        assert_eq!(store.verify("t0k"), Some(id("token")));
+        let store = TokenStore::from_vars(vars(&[(TOKEN_VAR, "t0k"), (TOKEN_IDENTITY_VAR, "ci-bot")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.verify("t0k"), Some(id("ci-bot")));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        write(&path, &format!("alice {}\n", hash_token("a")));
+        let file = path.to_str().unwrap();
+        let store = TokenStore::from_vars(vars(&[(TOKENS_FILE_VAR, file)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.verify("a"), Some(id("alice")));
+        let store = TokenStore::from_vars(vars(&[(TOKENS_FILE_VAR, file), (TOKEN_VAR, "t0k")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.len(), 2);
+        assert_eq!(store.verify("a"), Some(id("alice")));
+        assert_eq!(store.verify("t0k"), Some(id("token")));
+    }
+
+    #[test]
+    fn from_vars_refuses_bad_settings() {
+        for (pairs, why) in [
+            (vec![(TOKEN_VAR, "")], "empty"),
+            (vec![(TOKEN_VAR, " t0k")], "whitespace"),
+            (
+                vec![(TOKEN_VAR, "t0k"), (TOKEN_IDENTITY_VAR, "not ok")],
+                TOKEN_IDENTITY_VAR,
+            ),
+            (vec![(TOKEN_IDENTITY_VAR, "alice")], "is not"),
+            (
+                vec![(TOKENS_FILE_VAR, "/nonexistent/agentacp-tokens")],
+                "/nonexistent/agentacp-tokens",
+            ),
+        ] {
+            let error = TokenStore::from_vars(vars(&pairs)).unwrap_err();
+            assert!(error.contains(why), "{pairs:?}: {error}");
+        }
+    }
 }

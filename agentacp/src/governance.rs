@@ -60,6 +60,10 @@ pub struct ToolRequest<'a> {
     pub kind: Option<ToolKind>,
     /// Its arguments.
     pub arguments: &'a Value,
+    /// The identity of the authenticated connection the call comes from (`auth::Identity`);
+    /// `None` over stdio and in clients and bridges. Policies scoped by identity
+    /// (`metadata.agentacp.principals`) apply only to calls whose principal they name.
+    pub principal: Option<&'a str>,
 }
 
 /// The answer for one tool call.
@@ -120,6 +124,11 @@ struct Policy {
     /// `autonomy`: the highest workspace autonomy level at which an `allow` stays an allow
     /// (AIP-7 default 2); above it the policy escalates (asks).
     autonomy: u64,
+    /// `metadata.agentacp.principals`: when given, the policy applies only to calls whose
+    /// principal matches one of these patterns (`*` matches any run of characters). A call
+    /// without a principal matches none. A malformed value (not a string or a list of
+    /// strings) leaves this empty: the policy then applies to no call.
+    principals: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +142,8 @@ enum PolicyDecision {
 ///
 /// In order:
 /// 1. a tool missing from the operator's `tools` list is denied;
-/// 2. a matching AIP-7 policy — the governance document's, or one the operator lists —
+/// 2. a matching AIP-7 policy — the governance document's, or one the operator lists; one
+///    scoped by `metadata.agentacp.principals` only for calls from a matching identity —
 ///    decides (`deny` wins, then `require-approval` or an `allow` above its `autonomy` level,
 ///    then `allow`);
 /// 3. `autonomy: gated` denies; `autonomous` allows;
@@ -330,13 +340,33 @@ fn read_policy(document: &Value, applies_to: Option<&str>) -> Option<Policy> {
         decision,
         only_mutating,
         autonomy: document.get("autonomy").and_then(Value::as_u64).unwrap_or(2),
+        principals: read_principals(document),
     })
 }
 
+/// A policy's `metadata.agentacp.principals`: `None` when absent (the policy applies to every
+/// call); a string or a list of strings is the list of patterns; anything else (a number, a
+/// list without strings) is an empty list, which no call matches.
+fn read_principals(document: &Value) -> Option<Vec<String>> {
+    match document.pointer("/metadata/agentacp/principals")? {
+        Value::String(pattern) => Some(vec![pattern.clone()]),
+        Value::Array(patterns) => Some(patterns.iter().filter_map(Value::as_str).map(str::to_string).collect()),
+        _ => Some(Vec::new()),
+    }
+}
+
 impl Policy {
-    fn matches(&self, tool: &str, kind: Option<ToolKind>) -> bool {
+    fn matches(&self, tool: &str, kind: Option<ToolKind>, principal: Option<&str>) -> bool {
         if self.only_mutating && !ToolKind::mutates(kind) {
             return false;
+        }
+        if let Some(principals) = &self.principals {
+            let Some(principal) = principal else {
+                return false;
+            };
+            if !principals.iter().any(|pattern| glob(pattern, principal)) {
+                return false;
+            }
         }
         self.subjects.is_empty()
             || self.subjects.iter().any(|subject| {
@@ -369,7 +399,11 @@ impl Governance for ManifestGovernance {
                 "the workspace is read-only (autonomy level 0) and `{tool}` may change something"
             ));
         }
-        let matching: Vec<&Policy> = self.policies.iter().filter(|p| p.matches(tool, request.kind)).collect();
+        let matching: Vec<&Policy> = self
+            .policies
+            .iter()
+            .filter(|p| p.matches(tool, request.kind, request.principal))
+            .collect();
         if let Some(policy) = matching.iter().find(|p| p.decision == PolicyDecision::Deny) {
             return Decision::Deny(format!("policy `{}` denies `{tool}`", policy.slug));
         }
@@ -394,17 +428,18 @@ impl Governance for ManifestGovernance {
     }
 
     fn may_remember(&self, request: &ToolRequest<'_>) -> bool {
-        !self.approval_is_per_call(request.tool, request.kind)
+        !self.approval_is_per_call(request)
     }
 }
 
 impl ManifestGovernance {
-    /// Whether `ask` for `tool` may be answered for the rest of a session: not when a policy
+    /// Whether `ask` for the request's tool may be answered for the rest of a session: not when a policy
     /// requires approval of it, nor when the workspace says `defaultApproval: always`.
-    fn approval_is_per_call(&self, tool: &str, kind: Option<ToolKind>) -> bool {
+    fn approval_is_per_call(&self, request: &ToolRequest<'_>) -> bool {
         self.default_approval == Some(DefaultApproval::Always)
             || self.policies.iter().any(|policy| {
-                policy.decision_at(self.level) == PolicyDecision::RequireApproval && policy.matches(tool, kind)
+                policy.decision_at(self.level) == PolicyDecision::RequireApproval
+                    && policy.matches(request.tool, request.kind, request.principal)
             })
     }
 }
@@ -632,6 +667,7 @@ mod tests {
             tool,
             kind,
             arguments: &Value::Null,
+            principal: None,
         })
     }
 
@@ -705,6 +741,7 @@ mod tests {
             tool,
             kind: None,
             arguments: &Value::Null,
+            principal: None,
         };
         let on_mutate = json!({"autonomy": {"level": 2, "defaultApproval": "on-mutate"}});
         let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), Some(&on_mutate));
@@ -885,12 +922,129 @@ mod tests {
                 tool: "run-tests",
                 kind: None,
                 arguments: &Value::Null,
+                principal: None,
             }));
         }
         let undecided = listed("p", None, json!({"match": {"action": "tool.call"}}));
         let binding =
             ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&undecided]);
         assert_eq!(decide(&binding, "run-tests", None), Decision::Allow);
+    }
+
+    fn decide_as(binding: &ManifestGovernance, tool: &str, principal: Option<&str>) -> Decision {
+        binding.decide(&ToolRequest {
+            operator: "op",
+            session: "s",
+            tool,
+            kind: None,
+            arguments: &Value::Null,
+            principal,
+        })
+    }
+
+    #[test]
+    fn a_policy_scoped_by_principal_applies_only_to_matching_identities() {
+        let deny = listed(
+            "no-ci-writes",
+            None,
+            json!({"match": {"action": "tool.call", "subject": "write-*"}, "decision": "deny",
+                   "metadata": {"agentacp": {"principals": ["ci-*"]}}}),
+        );
+        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+        assert!(
+            matches!(decide_as(&binding, "write-file", Some("ci-bot")), Decision::Deny(r) if r.contains("no-ci-writes"))
+        );
+        assert_eq!(decide_as(&binding, "write-file", Some("alice")), Decision::Allow);
+        assert_eq!(
+            decide_as(&binding, "write-file", None),
+            Decision::Allow,
+            "a call without a principal (stdio) matches no scoped policy"
+        );
+        assert_eq!(decide_as(&binding, "run-tests", Some("ci-bot")), Decision::Allow);
+        // The same policy as the governance document, scoped by a single string.
+        let document = json!({"doctype": "policy", "slug": "no-ci", "match": {"subject": "write-*"}, "decision": "deny",
+                              "metadata": {"agentacp": {"principals": "ci-bot"}}});
+        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), Some(&document));
+        assert!(matches!(
+            decide_as(&binding, "write-file", Some("ci-bot")),
+            Decision::Deny(_)
+        ));
+        assert_eq!(decide_as(&binding, "write-file", Some("ci-bot2")), Decision::Allow);
+    }
+
+    #[test]
+    fn an_allow_scoped_to_a_principal_lets_it_run_what_others_are_asked() {
+        let allow = listed(
+            "alice-writes",
+            None,
+            json!({"match": {"action": "tool.call", "subject": "write-file"}, "decision": "allow",
+                   "metadata": {"agentacp": {"principals": ["alice"]}}}),
+        );
+        let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), None).with_policies([&allow]);
+        assert_eq!(decide_as(&binding, "write-file", Some("alice")), Decision::Allow);
+        assert_eq!(decide_as(&binding, "write-file", Some("bob")), Decision::Ask);
+        assert_eq!(decide_as(&binding, "write-file", None), Decision::Ask);
+    }
+
+    #[test]
+    fn a_require_approval_scoped_to_a_principal_is_per_call_only_for_it() {
+        let ask = listed(
+            "ask-ci",
+            None,
+            json!({"match": {"action": "tool.call"}, "decision": "require-approval",
+                   "metadata": {"agentacp": {"principals": ["ci-*"]}}}),
+        );
+        let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), None).with_policies([&ask]);
+        let request = |principal| ToolRequest {
+            operator: "op",
+            session: "s",
+            tool: "run-tests",
+            kind: None,
+            arguments: &Value::Null,
+            principal,
+        };
+        assert!(!binding.may_remember(&request(Some("ci-bot"))));
+        assert!(binding.may_remember(&request(Some("alice"))));
+        assert!(binding.may_remember(&request(None)));
+    }
+
+    #[test]
+    fn a_malformed_principal_scope_applies_the_policy_to_no_call() {
+        for principals in [json!(3), json!([]), json!([1, 2]), json!({"a": "b"}), json!(null)] {
+            let deny = listed(
+                "p",
+                None,
+                json!({"match": {"action": "tool.call"}, "decision": "deny",
+                       "metadata": {"agentacp": {"principals": principals}}}),
+            );
+            let binding =
+                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+            for principal in [Some("alice"), Some("3"), None] {
+                assert_eq!(
+                    decide_as(&binding, "run-tests", principal),
+                    Decision::Allow,
+                    "{principals} {principal:?}"
+                );
+            }
+        }
+        // Metadata without `agentacp.principals` leaves the policy unscoped.
+        for metadata in [json!({"owner": "ops"}), json!({"agentacp": {}}), json!(7)] {
+            let deny = listed(
+                "p",
+                None,
+                json!({"match": {"action": "tool.call"}, "decision": "deny", "metadata": metadata}),
+            );
+            let binding =
+                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+            assert!(
+                matches!(decide_as(&binding, "run-tests", None), Decision::Deny(_)),
+                "{metadata}"
+            );
+            assert!(
+                matches!(decide_as(&binding, "run-tests", Some("alice")), Decision::Deny(_)),
+                "{metadata}"
+            );
+        }
     }
 
     #[test]

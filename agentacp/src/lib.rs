@@ -29,6 +29,7 @@
 extern crate self as agentacp;
 
 pub use acp_audit as audit;
+/// Bearer-token authentication of remote connections: identities and accepted tokens.
 pub mod auth;
 pub mod bridge;
 pub mod client;

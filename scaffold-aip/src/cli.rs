@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::lint;
 use crate::regen::{self, RegenArgs};
 use crate::scaffold;
+use crate::token::{self, TokenArgs};
 use acp_manifest::explain;
 use acp_manifest::manifest::{self, Checked};
 use acp_manifest::render::{self, Summary};
@@ -40,6 +41,8 @@ pub enum Command {
     Audit(AuditArgs),
     /// Create a new operator crate (ACP.md, its refs, src/, a smoke test) in DIR/NAME.
     New(NewArgs),
+    /// Bearer tokens for servers reached over WebSocket: generate, hash, revoke.
+    Token(TokenArgs),
 }
 
 /// Arguments of `new`.
@@ -186,6 +189,7 @@ where
             command: AuditCommand::Verify(args),
         }) => run_audit_verify(&args, out, err),
         Command::New(args) => run_new(&args, out, err),
+        Command::Token(args) => token::run(&args, &mut std::io::stdin().lock(), out, err),
     };
     result.unwrap_or_else(|error| {
         let _ = writeln!(err, "scaffold-aip: {error}");

@@ -1,7 +1,7 @@
 //! `scaffold-aip`: the command line of agentacp, as a library so that its tests and benches
 //! drive it in-process. [`cli::run`] parses the arguments and runs one command:
 //! `lint` ([`lint`] finds and checks manifests), `explain`, `schema`, `regen` ([`regen`], over
-//! `acp-wire-gen`), `new` ([`scaffold`], the handlebars templates) and `audit verify`.
+//! `acp-wire-gen`), `new` ([`scaffold`], the handlebars templates), `audit verify` and `token` ([`token`]).
 //! What a manifest means is `acp-manifest`'s job; this crate only reads arguments and prints.
 
 pub mod atomic;
@@ -10,3 +10,4 @@ pub mod exit;
 pub mod lint;
 pub mod regen;
 pub mod scaffold;
+pub mod token;

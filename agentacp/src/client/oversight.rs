@@ -139,6 +139,7 @@ impl Oversight {
             tool: facts.tool.as_deref().unwrap_or("unknown"),
             kind,
             arguments: &arguments,
+            principal: None,
         })
     }
 

@@ -454,6 +454,8 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             tool: &self.tool,
             kind: self.kind,
             arguments: &self.arguments,
+            // The identity the client authenticated as (remote connections).
+            principal: scope.session.identity().map(crate::auth::Identity::as_str),
         });
         let tool_call_id = connection.next_tool_call_id();
         let record = |outcome, approval| ToolCallMirror {
@@ -606,6 +608,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             tool: &self.tool,
             kind: self.kind,
             arguments: &self.arguments,
+            principal: scope.session.identity().map(crate::auth::Identity::as_str),
         });
         let mut options = vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
         if may_remember {

@@ -480,6 +480,7 @@ fn manifest(custom_agent: bool) -> Result<(), String> {
             tool,
             kind,
             arguments: &no_arguments,
+            principal: None,
         };
         let decision = match governance.decide(&request) {
             Decision::Allow => "allow (runs without asking)".to_string(),

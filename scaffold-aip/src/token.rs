@@ -1,0 +1,363 @@
+//! `scaffold-aip token`: bearer tokens for ACP servers reached over WebSocket (issue #17).
+//!
+//! `new` makes a token and adds its hash to a token file, `hash` prints a token's hash, and
+//! `revoke` removes an identity's entries. A token file holds one entry a line,
+//! `<identity> sha256:<64 lowercase hex>`, the format `agentacp::auth::TokenStore` reads (this
+//! crate does not depend on agentacp: the few lines of hashing and checking are repeated here,
+//! and the tests hold both to the same SHA-256 test vector and line format).
+
+use std::fs::OpenOptions;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::atomic;
+use crate::exit::{EXIT_OK, EXIT_USAGE};
+
+/// Arguments of `token`.
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// The `token` command.
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+/// A `token` command.
+#[derive(Debug, clap::Subcommand)]
+pub enum TokenCommand {
+    /// Generate a token: print it once on stdout, and add its hash to a token file (or print
+    /// the line to add on stderr).
+    New(NewTokenArgs),
+    /// Read one token from stdin and print its hash (`sha256:<hex>`).
+    Hash,
+    /// Remove an identity's tokens from a token file.
+    Revoke(RevokeArgs),
+}
+
+/// Arguments of `token new`.
+#[derive(Debug, clap::Args)]
+pub struct NewTokenArgs {
+    /// Who connections presenting the token act as: letters, digits and `-_.@:` (1 to 128).
+    #[arg(long)]
+    pub identity: String,
+    /// The token file to add `<identity> sha256:<hex>` to (created with mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Replace the identity's entry in the file instead of refusing it (rotation).
+    #[arg(long, requires = "file")]
+    pub replace: bool,
+}
+
+/// Arguments of `token revoke`.
+#[derive(Debug, clap::Args)]
+pub struct RevokeArgs {
+    /// The identity whose tokens are removed.
+    #[arg(long)]
+    pub identity: String,
+    /// The token file.
+    #[arg(long, value_name = "PATH")]
+    pub file: PathBuf,
+}
+
+/// Runs a `token` command; `stdin` is read by `token hash` only.
+pub fn run(args: &TokenArgs, stdin: &mut dyn Read, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<i32> {
+    let result = match &args.command {
+        TokenCommand::New(args) => run_new(args, out, err),
+        TokenCommand::Hash => run_hash(stdin, out),
+        TokenCommand::Revoke(args) => run_revoke(args, err),
+    };
+    match result {
+        Ok(()) => Ok(EXIT_OK),
+        Err(Failure::Io(error)) => Err(error),
+        Err(Failure::Usage(message)) => {
+            writeln!(err, "scaffold-aip token: {message}")?;
+            Ok(EXIT_USAGE)
+        }
+    }
+}
+
+/// Why a `token` command failed.
+enum Failure {
+    /// Writing the command's own output failed.
+    Io(io::Error),
+    /// Bad arguments, input or token file; the message says which.
+    Usage(String),
+}
+
+impl From<io::Error> for Failure {
+    fn from(error: io::Error) -> Self {
+        Failure::Io(error)
+    }
+}
+
+fn run_new(args: &NewTokenArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
+    check_identity(&args.identity).map_err(Failure::Usage)?;
+    let token = generate_token().map_err(|error| Failure::Usage(format!("cannot generate a token: {error}")))?;
+    let line = format!("{} {}", args.identity, hash_token(&token));
+    if let Some(path) = &args.file {
+        add_entry(path, &args.identity, &line, args.replace).map_err(Failure::Usage)?;
+    }
+    writeln!(out, "{token}")?;
+    writeln!(
+        err,
+        "scaffold-aip token: this is the only time the token is shown: store it now; only its hash is kept"
+    )?;
+    match &args.file {
+        Some(path) => writeln!(
+            err,
+            "scaffold-aip token: `{}` added to {}",
+            args.identity,
+            path.display()
+        )?,
+        None => writeln!(err, "add this line to the token file:\n{line}")?,
+    }
+    if let Some(path) = &args.file {
+        warn_if_shared(path, err)?;
+    }
+    Ok(())
+}
+
+/// Warns on `err` when the token file `path` may be read or written by its group or others
+/// (the server accepts it, with the same warning).
+fn warn_if_shared(path: &Path, err: &mut dyn Write) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(metadata) = std::fs::metadata(path) {
+            let mode = metadata.permissions().mode() & 0o777;
+            if mode & 0o066 != 0 {
+                writeln!(
+                    err,
+                    "scaffold-aip token: warning: {} (mode {mode:o}) may be read or written by other users; `chmod 600` it",
+                    path.display()
+                )?;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, err);
+    Ok(())
+}
+
+fn run_hash(stdin: &mut dyn Read, out: &mut dyn Write) -> Result<(), Failure> {
+    let mut text = String::new();
+    stdin
+        .take(64 * 1024)
+        .read_to_string(&mut text)
+        .map_err(|error| Failure::Usage(format!("cannot read the token from stdin: {error}")))?;
+    let token = text.strip_suffix('\n').unwrap_or(&text);
+    let token = token.strip_suffix('\r').unwrap_or(token);
+    if token.is_empty() {
+        return Err(Failure::Usage("no token on stdin".to_string()));
+    }
+    if token.contains('\n') {
+        return Err(Failure::Usage(
+            "stdin holds more than one line; give one token".to_string(),
+        ));
+    }
+    writeln!(out, "{}", hash_token(token))?;
+    Ok(())
+}
+
+fn run_revoke(args: &RevokeArgs, err: &mut dyn Write) -> Result<(), Failure> {
+    let path = &args.file;
+    let text = read_text(path)?.ok_or_else(|| Failure::Usage(format!("{}: no such file", path.display())))?;
+    let (kept, removed) = without_identity(&text, &args.identity);
+    if removed == 0 {
+        return Err(Failure::Usage(format!(
+            "{}: no token for `{}`",
+            path.display(),
+            args.identity
+        )));
+    }
+    atomic::write_file(path, kept.as_bytes())
+        .map_err(|error| Failure::Usage(format!("{}: {error}", path.display())))?;
+    let noun = if removed == 1 { "token" } else { "tokens" };
+    writeln!(
+        err,
+        "scaffold-aip token: removed {removed} {noun} of `{}` from {}",
+        args.identity,
+        path.display()
+    )?;
+    warn_if_shared(path, err)?;
+    Ok(())
+}
+
+/// The text of `path`, `None` when it does not exist.
+fn read_text(path: &Path) -> Result<Option<String>, Failure> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| Failure::Usage(format!("{}: not UTF-8 text", path.display()))),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(Failure::Usage(format!("{}: {error}", path.display()))),
+    }
+}
+
+/// The identity an entry line is for: its first field, unless the line is blank or a comment.
+fn line_identity(line: &str) -> Option<&str> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    line.split_whitespace().next()
+}
+
+/// `text` without the entries of `identity` (comments and other lines kept as they are), and
+/// how many were removed.
+fn without_identity(text: &str, identity: &str) -> (String, usize) {
+    let mut kept = String::with_capacity(text.len());
+    let mut removed = 0;
+    for line in text.split_inclusive('\n') {
+        if line_identity(line) == Some(identity) {
+            removed += 1;
+        } else {
+            kept.push_str(line);
+        }
+    }
+    (kept, removed)
+}
+
+/// Adds `line` (the entry of `identity`) to the token file `path`: appended, the file created
+/// with mode 0600 if new. An identity already in the file is refused, or with `replace` its
+/// entries are removed and the file rewritten whole with the new one (rotation).
+fn add_entry(path: &Path, identity: &str, line: &str, replace: bool) -> Result<(), String> {
+    let existing = read_text(path).map_err(|failure| match failure {
+        Failure::Usage(message) => message,
+        Failure::Io(error) => format!("{}: {error}", path.display()),
+    })?;
+    let Some(text) = existing else {
+        return append(path, "", line);
+    };
+    let (kept, removed) = without_identity(&text, identity);
+    if removed == 0 {
+        return append(path, &text, line);
+    }
+    if !replace {
+        return Err(format!(
+            "{}: `{identity}` already has a token; pass --replace to rotate it, or `token revoke` first",
+            path.display()
+        ));
+    }
+    let mut new_text = kept;
+    if !new_text.is_empty() && !new_text.ends_with('\n') {
+        new_text.push('\n');
+    }
+    new_text.push_str(line);
+    new_text.push('\n');
+    atomic::write_file(path, new_text.as_bytes()).map_err(|error| format!("{}: {error}", path.display()))
+}
+
+/// Appends `line` to `path` (whose text is `text`, empty when it is new), after a newline when
+/// the file does not end with one.
+fn append(path: &Path, text: &str, line: &str) -> Result<(), String> {
+    let mut options = OpenOptions::new();
+    options.append(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .map_err(|error| format!("{}: {error}", path.display()))?;
+    let separator = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    file.write_all(format!("{separator}{line}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|error| format!("{}: {error}", path.display()))
+}
+
+/// Checks an identity as `agentacp::auth::Identity::new` does: 1 to 128 ASCII letters, digits
+/// and `-_.@:`.
+pub fn check_identity(identity: &str) -> Result<(), String> {
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':');
+    if identity.is_empty() || identity.len() > 128 || !identity.chars().all(valid) {
+        return Err(format!(
+            "`{identity}` is not an identity: 1 to 128 letters, digits and `-_.@:`"
+        ));
+    }
+    Ok(())
+}
+
+/// `sha256:<hex>` of a token, as written in a token file.
+pub fn hash_token(token: &str) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(token.as_bytes())))
+}
+
+/// A new random token: 32 bytes from `/dev/urandom`, as 64 lowercase hex characters prefixed
+/// `acp_` (an `Unsupported` error where there is no `/dev/urandom`).
+pub fn generate_token() -> io::Result<String> {
+    #[cfg(unix)]
+    {
+        let mut bytes = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(format!("acp_{}", hex(&bytes)))
+    }
+    #[cfg(not(unix))]
+    {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no /dev/urandom to generate a token from",
+        ))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(HEX[usize::from(byte >> 4)] as char);
+        text.push(HEX[usize::from(byte & 0xf)] as char);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_is_sha256_as_agentacp_computes_it() {
+        // The same vector as agentacp's `auth::tests::sha256_of_abc_is_the_published_test_vector`.
+        assert_eq!(
+            hash_token("abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn identities_are_checked_as_agentacp_does() {
+        for good in ["alice", "ci-bot", "a.b_c@example.com", "svc:deploy"] {
+            assert!(check_identity(good).is_ok(), "{good}");
+        }
+        for bad in ["", "al ice", "a/b", "ünï", &"x".repeat(129)] {
+            assert!(check_identity(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn revoking_keeps_comments_and_other_identities() {
+        let text = "# team\nalice sha256:aa\nbob sha256:bb\n  alice sha256:cc\nalice-2 sha256:dd";
+        let (kept, removed) = without_identity(text, "alice");
+        assert_eq!(removed, 2);
+        assert_eq!(kept, "# team\nbob sha256:bb\nalice-2 sha256:dd");
+    }
+
+    #[test]
+    fn hash_reads_one_line() {
+        let mut out = Vec::new();
+        assert!(run_hash(&mut "abc\n".as_bytes(), &mut out).is_ok());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"
+        );
+        for bad in ["", "\n", "a\nb\n"] {
+            assert!(run_hash(&mut bad.as_bytes(), &mut Vec::new()).is_err(), "{bad:?}");
+        }
+    }
+}
