@@ -34,6 +34,15 @@ impl RemoteServer for Remote {
             turn.cancelled().await;
             return Ok(wire::StopReason::Cancelled);
         }
+        if text.to_string().contains("/write") {
+            let outcome = turn
+                .tool_call("write", json!({}))
+                .kind(ToolKind::Edit)
+                .run(|_| async move { Ok::<_, String>(json!({"written": true})) })
+                .await?;
+            turn.message(&format!("{outcome:?}")).await?;
+            return Ok(wire::StopReason::EndTurn);
+        }
         let who = turn.session().identity().map(|id| id.to_string()).unwrap_or_default();
         turn.message(&format!("hello {who}")).await?;
         Ok(wire::StopReason::EndTurn)
@@ -288,6 +297,49 @@ async fn one_identity_never_sees_another_identitys_sessions() {
         .await
         .1;
     assert!(load.get("error").is_some(), "bob loaded alice's session: {load}");
+    server.shut_down().await;
+}
+
+/// A `/write` prompt's last message, answering a permission request (if any) `allow-once`.
+async fn write_as(peer: &mut Peer, cwd: &str) -> String {
+    let session = peer.new_session(cwd).await["result"]["sessionId"].clone();
+    peer.next_id += 1;
+    let id = peer.next_id;
+    let prompt = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "/write"}]}});
+    peer.ws.send(Message::text(prompt.to_string())).await.unwrap();
+    let mut last = String::new();
+    loop {
+        let message = peer.next().await.expect("the connection is open");
+        if message["method"] == "session/request_permission" {
+            let answer = json!({"jsonrpc": "2.0", "id": message["id"],
+                "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}});
+            peer.ws.send(Message::text(answer.to_string())).await.unwrap();
+        } else if let Some(text) = message["params"]["update"]["content"]["text"].as_str() {
+            last = text.to_string();
+        } else if message["id"] == id {
+            return last;
+        }
+    }
+}
+
+#[tokio::test]
+async fn governance_decides_by_the_connections_identity() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut alice = server.connect(Some(ALICE)).await.unwrap();
+    alice.initialize().await;
+    let alices = write_as(&mut alice, &server.cwd()).await;
+    assert!(alices.starts_with("Completed"), "alice's write: {alices}");
+    let mut bob = server.connect(Some(BOB)).await.unwrap();
+    bob.initialize().await;
+    let bobs = write_as(&mut bob, &server.cwd()).await;
+    assert!(bobs.starts_with("Denied") && bobs.contains("no-bob-writes"), "bob's write: {bobs}");
+    let denied = server
+        .audited()
+        .into_iter()
+        .find(|r| r["action"] == "tool.call" && r["metadata"]["aip44"]["identity"] == "bob")
+        .expect("bob's call is audited");
+    assert!(denied["output"]["error"].as_str().unwrap_or_default().contains("no-bob-writes"), "{denied}");
     server.shut_down().await;
 }
 

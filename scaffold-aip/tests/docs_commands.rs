@@ -37,6 +37,11 @@ use serde_json::Value;
 /// (`path from the repository root::function`). A command must match a row exactly (runs of
 /// spaces count as one).
 const EXERCISED_BY: &[(&str, &str)] = &[
+    // docs/remote.md: a server over WebSocket with a token file.
+    (
+        "AGENTACP_TOKENS_FILE=tokens AGENTACP_WORKSPACE_ROOT=$PWD cargo run -p governed-server -- --listen 127.0.0.1:8765",
+        "agentacp/tests/websocket.rs::a_token_on_the_upgrade_admits_the_client_and_every_audit_record_names_its_identity",
+    ),
     // README: the test suite is what CI runs.
     (
         "cargo test --workspace",
