@@ -66,6 +66,7 @@ mod auth;
 mod calls;
 mod connection;
 mod context;
+pub(crate) mod downstream;
 mod error;
 mod events;
 mod extensions;
