@@ -14,6 +14,7 @@ mod stream;
 #[cfg(feature = "tls")]
 mod tls;
 
+pub(crate) use listen::Upgraded;
 pub use listen::{ListenOptions, Listener, PATHS};
 pub use stream::{Ended, Limits, into_lines};
 #[cfg(feature = "tls")]
