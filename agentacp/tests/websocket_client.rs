@@ -147,13 +147,11 @@ async fn a_client_with_a_token_on_the_upgrade_drives_initialize_session_and_a_st
     let server = Server::start().await;
     let tapped: Arc<Mutex<Vec<(Direction, String)>>> = Arc::default();
     let tap = Arc::clone(&tapped);
-    let options = server
-        .client_options()
-        .with_wire_tap(move |direction, line| {
-            tap.lock()
-                .unwrap()
-                .push((direction, String::from_utf8_lossy(line).to_string()))
-        });
+    let options = server.client_options().with_wire_tap(move |direction, line| {
+        tap.lock()
+            .unwrap()
+            .push((direction, String::from_utf8_lossy(line).to_string()))
+    });
     let client = bounded(Client::connect_websocket(Dial::new(&server.url).token(TOKEN), options))
         .await
         .unwrap();
@@ -188,17 +186,25 @@ async fn a_client_with_a_token_on_the_upgrade_drives_initialize_session_and_a_st
 #[tokio::test]
 async fn without_a_token_on_the_upgrade_only_initialize_is_served_until_authenticate_with_the_token() {
     let server = Server::start().await;
-    let client = bounded(Client::connect_websocket(Dial::new(&server.url), server.client_options()))
-        .await
-        .unwrap();
+    let client = bounded(Client::connect_websocket(
+        Dial::new(&server.url),
+        server.client_options(),
+    ))
+    .await
+    .unwrap();
     assert!(
-        client.auth_methods().iter().any(|m| m.id.as_str() == agentacp::server::BEARER),
+        client
+            .auth_methods()
+            .iter()
+            .any(|m| m.id.as_str() == agentacp::server::BEARER),
         "the server advertises bearer: {:?}",
         client.auth_methods()
     );
     let refused = bounded(client.new_session(&server.root())).await.unwrap_err();
     assert_eq!(rpc_code(&refused), Some(-32000), "{refused}");
-    let wrong = bounded(client.authenticate_with_token("not-the-token")).await.unwrap_err();
+    let wrong = bounded(client.authenticate_with_token("not-the-token"))
+        .await
+        .unwrap_err();
     assert_eq!(rpc_code(&wrong), Some(-32000), "{wrong}");
     let still = bounded(client.new_session(&server.root())).await.unwrap_err();
     assert_eq!(rpc_code(&still), Some(-32000), "{still}");
@@ -340,7 +346,10 @@ async fn a_bridge_with_a_remote_downstream_relays_a_prompt_round_trip() {
     let init = init.last().unwrap();
     // The bridge answers as itself, naming the remote agent it relays to.
     assert_eq!(init["result"]["agentInfo"]["name"], "test-bridge", "{init}");
-    assert_eq!(init["result"]["_meta"]["aip44"]["downstream"]["name"], "remote", "{init}");
+    assert_eq!(
+        init["result"]["_meta"]["aip44"]["downstream"]["name"], "remote",
+        "{init}"
+    );
     let cwd = server.root().to_string_lossy().to_string();
     editor
         .send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}))
@@ -349,8 +358,10 @@ async fn a_bridge_with_a_remote_downstream_relays_a_prompt_round_trip() {
     let session = created.last().unwrap()["result"]["sessionId"].clone();
     assert!(session.is_string(), "{created:?}");
     editor
-        .send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
-            "sessionId": session, "prompt": [{"type": "text", "text": "over the bridge"}]}}))
+        .send(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": session, "prompt": [{"type": "text", "text": "over the bridge"}]}}),
+        )
         .await;
     let turn = editor.until_answer(3).await;
     let texts: Vec<&str> = turn

@@ -85,8 +85,7 @@ impl Default for BridgeOptions {
 impl std::fmt::Debug for BridgeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut f = f.debug_struct("BridgeOptions");
-        f
-            .field("request_timeout", &self.request_timeout)
+        f.field("request_timeout", &self.request_timeout)
             .field("prompt_idle_timeout", &self.prompt_idle_timeout)
             .field("permission_timeout", &self.permission_timeout)
             .field("write_timeout", &self.write_timeout)
@@ -166,7 +165,9 @@ pub const DEFAULT_TOKEN_ENV: &str = "AGENTACP_TOKEN";
 /// `AGENTACP_BRIDGE_TOKEN_ENV`).
 #[cfg(feature = "websocket")]
 fn connect_from_env() -> Option<crate::websocket::Dial> {
-    let url = std::env::var("AGENTACP_BRIDGE_CONNECT").ok().filter(|url| !url.trim().is_empty())?;
+    let url = std::env::var("AGENTACP_BRIDGE_CONNECT")
+        .ok()
+        .filter(|url| !url.trim().is_empty())?;
     let name = std::env::var(TOKEN_ENV_VAR).unwrap_or_else(|_| DEFAULT_TOKEN_ENV.to_string());
     let dial = crate::websocket::Dial::new(url.trim());
     Some(match token_from_env(&name) {

@@ -11,11 +11,11 @@ use tokio::sync::mpsc;
 
 use super::auth::{AuthKind, AuthMethodInfo, AuthPolicy};
 use super::context::ClientContext;
+use super::downstream::Downstream;
 use super::error::ClientError;
 use super::events::Update;
 use super::options::ClientOptions;
 use super::oversight::Oversight;
-use super::downstream::Downstream;
 use super::process::{AgentCommand, ExitState};
 use super::state::{Shared, Subscriber};
 use super::stream::{self, PromptStream, StreamKind};
@@ -92,7 +92,10 @@ impl Client {
     /// - the bounds of the connection itself (message size, keepalive pings, connect
     ///   timeout) are the [`Dial`](crate::websocket::Dial)'s.
     #[cfg(feature = "websocket")]
-    pub async fn connect_websocket(dial: crate::websocket::Dial, options: ClientOptions) -> Result<Client, ClientError> {
+    pub async fn connect_websocket(
+        dial: crate::websocket::Dial,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
         Client::open(Downstream::Remote(dial), options, None).await
     }
 

@@ -61,7 +61,10 @@ impl Downstream {
     /// Starts (or dials) the agent: its handle, and the streams to its input and from its
     /// output. A remote agent that refuses the upgrade is a [`ClientError::Spawn`] whose
     /// error is `PermissionDenied` for `401` / `403` and names the status.
-    pub(crate) async fn open(&self, stderr_lines: usize) -> Result<(AgentProcess, AgentWriter, AgentReader), ClientError> {
+    pub(crate) async fn open(
+        &self,
+        stderr_lines: usize,
+    ) -> Result<(AgentProcess, AgentWriter, AgentReader), ClientError> {
         match self {
             Downstream::Process(command) => {
                 let (process, stdin, stdout) = process::spawn(command, stderr_lines)?;

@@ -68,14 +68,15 @@ impl Dial {
     pub(crate) async fn connect_watched(
         &self,
     ) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>, JoinHandle<Ended>)> {
-        let mut request = self
-            .url
-            .as_str()
-            .into_client_request()
-            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{}`: {error}", self.url)))?;
+        let mut request = self.url.as_str().into_client_request().map_err(|error| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{}`: {error}", self.url))
+        })?;
         if let Some(token) = &self.token {
             let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "the token is not a valid header value")
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the token is not a valid header value",
+                )
             })?;
             request.headers_mut().insert("authorization", value);
         }

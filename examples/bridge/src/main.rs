@@ -15,9 +15,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use agentacp::bridge::{BridgeListener, BridgeOptions, DEFAULT_TOKEN_ENV, RunBridge, TOKEN_ENV_VAR, token_from_env};
-use agentacp::websocket::{Dial, ListenOptions};
 use agentacp::client::AgentCommand;
 use agentacp::prelude::*;
+use agentacp::websocket::{Dial, ListenOptions};
 
 /// The bridge: which agent to start.
 #[acp_operator(manifest = "ACP.md")]
@@ -161,7 +161,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
 /// The bridge's options: the `AGENTACP_*` variables, with `--connect` / `--token-env` on top.
 fn bridge_options(args: &Args) -> Result<BridgeOptions, String> {
     let mut options = BridgeOptions::from_env();
-    let url = args.connect.clone().or_else(|| options.connect.as_ref().map(|dial| dial.url.clone()));
+    let url = args
+        .connect
+        .clone()
+        .or_else(|| options.connect.as_ref().map(|dial| dial.url.clone()));
     if let Some(url) = url {
         if !(url.starts_with("ws://") || url.starts_with("wss://")) {
             return Err(format!("--connect wants a ws:// or wss:// URL (got `{url}`)"));
@@ -192,7 +195,8 @@ fn main() -> std::process::ExitCode {
         Err(error) => return fail(format!("{error}\n(see --help)")),
     };
     if args.help {
-        print!("{USAGE}");
+        // stdout is the ACP channel when an editor runs us; `--help` is for a person.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), USAGE.as_bytes());
         return std::process::ExitCode::SUCCESS;
     }
     let options = match bridge_options(&args) {
@@ -226,4 +230,52 @@ fn listen(gatekeeper: Gatekeeper, options: BridgeOptions, addr: SocketAddr) -> a
 
 fn tokio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        parse_args(args.iter().map(|arg| arg.to_string()))
+    }
+
+    #[test]
+    fn connect_listen_and_token_env_are_read_and_the_token_never_from_argv() {
+        let args = parse(&[
+            "--connect",
+            "wss://agents.example/acp",
+            "--token-env=MY_TOKEN",
+            "--listen",
+            "localhost:8765",
+        ])
+        .unwrap();
+        assert_eq!(args.connect.as_deref(), Some("wss://agents.example/acp"));
+        assert_eq!(args.token_env.as_deref(), Some("MY_TOKEN"));
+        assert_eq!(args.listen, Some("127.0.0.1:8765".parse().unwrap()));
+        assert!(args.gatekeeper.agent.is_empty());
+        // A value that is not a variable name (a token pasted by mistake) is refused.
+        assert!(parse(&["--connect", "ws://h:1/acp", "--token-env", "abc=def"]).is_err());
+        assert!(parse(&["--connect", "ws://h:1/acp", "--", "agent"]).is_err());
+        assert!(parse(&["--listen", "nowhere"]).is_err());
+        assert!(parse(&["--help"]).unwrap().help);
+        // Without flags, everything is the agent's command line.
+        let args = parse(&["--", "agent", "--connect", "x"]).unwrap();
+        assert_eq!(args.gatekeeper.agent, ["agent", "--connect", "x"]);
+    }
+
+    #[test]
+    fn a_token_env_naming_an_unset_variable_is_an_error() {
+        let args = parse(&[
+            "--connect",
+            "ws://127.0.0.1:1/acp",
+            "--token-env",
+            "AGENTACP_TEST_SURELY_UNSET_TOKEN",
+        ])
+        .unwrap();
+        let error = bridge_options(&args).err().expect("an unset token variable is refused");
+        assert!(error.contains("AGENTACP_TEST_SURELY_UNSET_TOKEN"), "{error}");
+        let args = parse(&["--connect", "http://example/acp"]).unwrap();
+        assert!(bridge_options(&args).is_err());
+    }
 }
