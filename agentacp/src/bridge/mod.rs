@@ -33,6 +33,12 @@
 //!   agent's requests to it fail (a permission is rejected), then the agent is stopped (stdin
 //!   closed, SIGTERM, SIGKILL); when the agent goes away, the editor's waiting requests fail and
 //!   the bridge exits;
+//! - remote (feature `websocket`): the downstream may be a remote agent the bridge dials
+//!   ([`BridgeOptions::connect`], `AGENTACP_BRIDGE_CONNECT`) instead of a subprocess — all of
+//!   the above unchanged, but for the agent's environment (none of ours reaches it) — and the
+//!   bridge may itself be served over WebSocket ([`BridgeListener`]): one bridge and one
+//!   downstream agent per connection, a bearer token required on the upgrade when tokens are
+//!   configured (a bridge has no `authenticate` of its own);
 //! - over stdio ([`RunBridge::bridge_stdio`]), SIGINT and SIGTERM are that same end of input:
 //!   running prompts are cancelled downstream, then the agent's process group is stopped before
 //!   the bridge exits. A second signal stops waiting: the agent's group gets SIGTERM, then
