@@ -181,6 +181,10 @@ fn bridge_options(args: &Args) -> Result<BridgeOptions, String> {
             Some(token) => dial.token(token),
             None => dial,
         });
+    } else if let Some(name) = &args.token_env {
+        return Err(format!(
+            "--token-env {name} names the remote agent's token: it needs --connect URL (or AGENTACP_BRIDGE_CONNECT)"
+        ));
     }
     Ok(options)
 }
@@ -277,5 +281,9 @@ mod tests {
         assert!(error.contains("AGENTACP_TEST_SURELY_UNSET_TOKEN"), "{error}");
         let args = parse(&["--connect", "http://example/acp"]).unwrap();
         assert!(bridge_options(&args).is_err());
+        // Without a remote agent a token variable means nothing: said, not ignored.
+        if std::env::var_os("AGENTACP_BRIDGE_CONNECT").is_none() {
+            assert!(bridge_options(&parse(&["--token-env", "SOME_TOKEN"]).unwrap()).is_err());
+        }
     }
 }
