@@ -277,7 +277,7 @@ mod tests {
             "AGENTACP_TEST_SURELY_UNSET_TOKEN",
         ])
         .unwrap();
-        let error = bridge_options(&args).err().expect("an unset token variable is refused");
+        let error = bridge_options(&args).expect_err("an unset token variable is refused");
         assert!(error.contains("AGENTACP_TEST_SURELY_UNSET_TOKEN"), "{error}");
         let args = parse(&["--connect", "http://example/acp"]).unwrap();
         assert!(bridge_options(&args).is_err());
