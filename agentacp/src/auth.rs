@@ -14,6 +14,11 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
+/// The id of the one authentication method remote servers offer: a bearer token
+/// (`Authorization: Bearer` on the WebSocket upgrade, or `_meta.agentacp.token` of
+/// `authenticate`).
+pub const BEARER: &str = "bearer";
+
 /// The environment variable holding one plain token.
 pub const TOKEN_VAR: &str = "AGENTACP_TOKEN";
 /// The environment variable naming the identity of [`TOKEN_VAR`]'s token (default `token`).

@@ -333,13 +333,22 @@ async fn governance_decides_by_the_connections_identity() {
     let mut bob = server.connect(Some(BOB)).await.unwrap();
     bob.initialize().await;
     let bobs = write_as(&mut bob, &server.cwd()).await;
-    assert!(bobs.starts_with("Denied") && bobs.contains("no-bob-writes"), "bob's write: {bobs}");
+    assert!(
+        bobs.starts_with("Denied") && bobs.contains("no-bob-writes"),
+        "bob's write: {bobs}"
+    );
     let denied = server
         .audited()
         .into_iter()
         .find(|r| r["action"] == "tool.call" && r["metadata"]["aip44"]["identity"] == "bob")
         .expect("bob's call is audited");
-    assert!(denied["output"]["error"].as_str().unwrap_or_default().contains("no-bob-writes"), "{denied}");
+    assert!(
+        denied["output"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no-bob-writes"),
+        "{denied}"
+    );
     server.shut_down().await;
 }
 

@@ -33,12 +33,20 @@
 //!   agent's requests to it fail (a permission is rejected), then the agent is stopped (stdin
 //!   closed, SIGTERM, SIGKILL); when the agent goes away, the editor's waiting requests fail and
 //!   the bridge exits;
+//! - remote (feature `websocket`): the downstream may be a remote agent the bridge dials
+//!   ([`BridgeOptions::connect`], `AGENTACP_BRIDGE_CONNECT`) instead of a subprocess — all of
+//!   the above unchanged, but for the agent's environment (none of ours reaches it) — and the
+//!   bridge may itself be served over WebSocket ([`listen::BridgeListener`]): one bridge and one
+//!   downstream agent per connection, a bearer token required on the upgrade when tokens are
+//!   configured (a bridge has no `authenticate` of its own);
 //! - over stdio ([`RunBridge::bridge_stdio`]), SIGINT and SIGTERM are that same end of input:
 //!   running prompts are cancelled downstream, then the agent's process group is stopped before
 //!   the bridge exits. A second signal stops waiting: the agent's group gets SIGTERM, then
 //!   SIGKILL, as the bridge exits.
 
 mod gate;
+#[cfg(feature = "websocket")]
+pub mod listen;
 mod narrow;
 mod options;
 mod relay;
@@ -52,15 +60,19 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
-use crate::audit::FsyncPolicy;
+use crate::audit::{AuditLog, FsyncPolicy};
 use crate::client::AgentCommand;
+use crate::client::downstream::Downstream;
 use crate::env::{ShutdownSignals, default_state_dir, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::spec::OperatorSpec;
 use crate::tier::Tier;
 
+#[cfg(feature = "websocket")]
 pub use options::BridgeOptions;
+#[cfg(feature = "websocket")]
+pub use options::{DEFAULT_TOKEN_ENV, TOKEN_ENV_VAR, token_from_env};
 
 /// A bridge operator, as the runtime drives it. `#[acp_operator]` implements this for a
 /// `kind: bridge` struct; authors implement the generated `…Bridge` trait instead.
@@ -75,15 +87,25 @@ pub trait BridgeOperator: Send + Sync + 'static {
     fn downstream(&self) -> AgentCommand;
 }
 
-/// Runs `bridge` between an editor on `input`/`output` and the agent it starts, until either
-/// side goes away. `Ok` when the editor closed its side; an error when the agent could not be
-/// started or went away first.
+/// Runs `bridge` between an editor on `input`/`output` and the agent it starts (or, with
+/// [`BridgeOptions::connect`], dials), until either side goes away. `Ok` when the editor
+/// closed its side; an error when the agent could not be started (reached) or went away first.
 pub async fn bridge<B, R, W>(bridge: B, options: BridgeOptions, input: R, output: W) -> Result<()>
 where
     B: BridgeOperator,
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let (audit, governance) = oversight::<B>(&options)?;
+    let downstream = downstream(&bridge, &options);
+    relay::run(B::spec(), downstream, options, governance, audit, input, output)
+        .await
+        .map_err(|error| Error::msg(error.to_string()))
+}
+
+/// The audit log and governance of a bridge: the options', else the manifest's (no
+/// governance for a `basic` one).
+fn oversight<B: BridgeOperator>(options: &BridgeOptions) -> Result<(AuditLog, Option<Arc<dyn Governance>>)> {
     let spec = B::spec();
     let audit = match &options.audit {
         Some(audit) => audit.clone(),
@@ -97,10 +119,18 @@ where
         (None, "basic") => None,
         (None, _) => Some(Arc::new(spec.governance())),
     };
-    let command = bridge.downstream();
-    relay::run(spec, command, options, governance, audit, input, output)
-        .await
-        .map_err(|error| Error::msg(error.to_string()))
+    Ok((audit, governance))
+}
+
+/// The agent to relay to: the remote one [`BridgeOptions::connect`] names, else the
+/// bridge's command.
+fn downstream<B: BridgeOperator>(bridge: &B, options: &BridgeOptions) -> Downstream {
+    #[cfg(feature = "websocket")]
+    if let Some(dial) = &options.connect {
+        return Downstream::Remote(dial.clone());
+    }
+    let _ = options;
+    Downstream::Process(bridge.downstream())
 }
 
 /// Running a bridge over stdio. Implemented for every [`BridgeOperator`].
@@ -110,6 +140,13 @@ pub trait RunBridge: BridgeOperator + Sized {
     /// it can, stops the agent's process group, and returns `Ok`; a second signal returns at
     /// once (the agent's group is then stopped as the relay is dropped).
     fn bridge_stdio(self) -> impl Future<Output = Result<()>> + Send {
+        self.bridge_stdio_with(BridgeOptions::from_env())
+    }
+
+    /// [`bridge_stdio`](RunBridge::bridge_stdio) with these options (e.g.
+    /// [`BridgeOptions::from_env`] with [`connect`](BridgeOptions::connect) set from the
+    /// command line).
+    fn bridge_stdio_with(self, options: BridgeOptions) -> impl Future<Output = Result<()>> + Send {
         init_logging();
         async move {
             let mut signals = ShutdownSignals::install()?;
@@ -118,7 +155,7 @@ pub trait RunBridge: BridgeOperator + Sized {
                 inner: tokio::io::stdin(),
                 end: Some(ended),
             };
-            let run = bridge(self, BridgeOptions::from_env(), input, tokio::io::stdout());
+            let run = bridge(self, options, input, tokio::io::stdout());
             tokio::pin!(run);
             tokio::select! {
                 result = &mut run => return result,
@@ -140,8 +177,13 @@ pub trait RunBridge: BridgeOperator + Sized {
     /// Like [`bridge_stdio`](RunBridge::bridge_stdio), on a runtime of its own, for a plain
     /// `main`.
     fn run_stdio(self) -> Result<()> {
+        self.run_stdio_with(BridgeOptions::from_env())
+    }
+
+    /// [`run_stdio`](RunBridge::run_stdio) with these options.
+    fn run_stdio_with(self, options: BridgeOptions) -> Result<()> {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        let result = runtime.block_on(self.bridge_stdio());
+        let result = runtime.block_on(self.bridge_stdio_with(options));
         runtime.shutdown_timeout(Duration::from_millis(100));
         result
     }

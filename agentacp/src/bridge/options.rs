@@ -50,6 +50,14 @@ pub struct BridgeOptions {
     /// cleared environment): an API key the agent reads, say. `AGENTACP_BRIDGE_PASS_ENV`,
     /// names separated by commas or spaces; default none.
     pub pass_env: Vec<String>,
+    /// Dial this remote agent instead of starting [`BridgeOperator::downstream`](super::BridgeOperator::downstream)
+    /// (feature `websocket`): `AGENTACP_BRIDGE_CONNECT=wss://host/acp`, with the bearer token
+    /// read from the variable `AGENTACP_BRIDGE_TOKEN_ENV` names (default `AGENTACP_TOKEN`),
+    /// sent on the upgrade. Governance, audit and narrowing are the same as for a subprocess;
+    /// [`pass_env`](BridgeOptions::pass_env) does not apply (nothing of our environment
+    /// reaches a remote agent). Default none.
+    #[cfg(feature = "websocket")]
+    pub connect: Option<crate::websocket::Dial>,
 }
 
 impl Default for BridgeOptions {
@@ -68,14 +76,16 @@ impl Default for BridgeOptions {
             audit_log: None,
             state_dir: None,
             pass_env: Vec::new(),
+            #[cfg(feature = "websocket")]
+            connect: None,
         }
     }
 }
 
 impl std::fmt::Debug for BridgeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BridgeOptions")
-            .field("request_timeout", &self.request_timeout)
+        let mut f = f.debug_struct("BridgeOptions");
+        f.field("request_timeout", &self.request_timeout)
             .field("prompt_idle_timeout", &self.prompt_idle_timeout)
             .field("permission_timeout", &self.permission_timeout)
             .field("write_timeout", &self.write_timeout)
@@ -83,8 +93,10 @@ impl std::fmt::Debug for BridgeOptions {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("audit_log", &self.audit_log)
             .field("state_dir", &self.state_dir)
-            .field("pass_env", &self.pass_env)
-            .finish_non_exhaustive()
+            .field("pass_env", &self.pass_env);
+        #[cfg(feature = "websocket")]
+        f.field("connect", &self.connect);
+        f.finish_non_exhaustive()
     }
 }
 
@@ -112,7 +124,19 @@ impl BridgeOptions {
         if let Some(bytes) = number("AGENTACP_MAX_FRAME_BYTES") {
             options.max_frame_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
         }
+        #[cfg(feature = "websocket")]
+        {
+            options.connect = connect_from_env();
+        }
         options
+    }
+
+    /// Dials `dial` instead of starting the bridge's downstream command (see
+    /// [`connect`](BridgeOptions::connect)).
+    #[cfg(feature = "websocket")]
+    pub fn connect(mut self, dial: crate::websocket::Dial) -> Self {
+        self.connect = Some(dial);
+        self
     }
 
     /// Replaces the manifest's governance binding.
@@ -127,6 +151,42 @@ impl BridgeOptions {
         self.pass_env.push(name.into());
         self
     }
+}
+
+/// The variable that names the variable holding the token for `AGENTACP_BRIDGE_CONNECT`.
+#[cfg(feature = "websocket")]
+pub const TOKEN_ENV_VAR: &str = "AGENTACP_BRIDGE_TOKEN_ENV";
+
+/// The variable holding that token when [`TOKEN_ENV_VAR`] is not set.
+#[cfg(feature = "websocket")]
+pub const DEFAULT_TOKEN_ENV: &str = "AGENTACP_TOKEN";
+
+/// `AGENTACP_BRIDGE_CONNECT`, with the token of [`token_from_env`] (named by
+/// `AGENTACP_BRIDGE_TOKEN_ENV`).
+#[cfg(feature = "websocket")]
+fn connect_from_env() -> Option<crate::websocket::Dial> {
+    let url = std::env::var("AGENTACP_BRIDGE_CONNECT")
+        .ok()
+        .filter(|url| !url.trim().is_empty())?;
+    let name = std::env::var(TOKEN_ENV_VAR).unwrap_or_else(|_| DEFAULT_TOKEN_ENV.to_string());
+    let dial = crate::websocket::Dial::new(url.trim());
+    Some(match token_from_env(&name) {
+        Some(token) => dial.token(token),
+        None => {
+            tracing::debug!(variable = %name, "no token for the remote agent: connecting without one");
+            dial
+        }
+    })
+}
+
+/// The token in the variable `name`, when it is set and not empty (surrounding whitespace,
+/// such as a trailing newline from a secrets file, removed).
+#[cfg(feature = "websocket")]
+pub fn token_from_env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|token| token.trim().to_string())
+        .filter(|token| !token.is_empty())
 }
 
 /// The variable names in `list`, separated by commas or whitespace.

@@ -20,10 +20,10 @@ use super::gate::{self, Gate};
 use super::narrow::{self, Passed};
 use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
-use crate::client::AgentCommand;
+use crate::client::downstream::Downstream;
 use crate::client::oversight::{Oversight, ToolFacts};
 use crate::client::permission::{self, PermissionDecision};
-use crate::client::process::{self, AgentProcess, ExitState};
+use crate::client::process::{AgentProcess, ExitState};
 use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
@@ -40,7 +40,7 @@ const STDERR_LINES: usize = 20;
 /// Why a bridge stopped with an error.
 #[derive(Debug)]
 pub(super) enum RelayError {
-    /// The agent could not be started.
+    /// The agent could not be started (or, remote, reached).
     Spawn(String),
     /// The agent went away while the editor was still connected.
     AgentExited(String),
@@ -51,7 +51,7 @@ pub(super) enum RelayError {
 impl std::fmt::Display for RelayError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RelayError::Spawn(reason) => write!(f, "the downstream agent could not be started: {reason}"),
+            RelayError::Spawn(reason) => write!(f, "the downstream agent could not be started or reached: {reason}"),
             RelayError::AgentExited(reason) => write!(f, "the downstream agent went away: {reason}"),
             RelayError::EditorStoppedReading => {
                 f.write_str("the editor stopped reading our messages; the connection was closed")
@@ -143,7 +143,7 @@ fn session_of(params: Option<&RawValue>) -> Option<String> {
 
 pub(super) async fn run<R, W>(
     spec: &'static OperatorSpec,
-    command: AgentCommand,
+    downstream: Downstream,
     options: BridgeOptions,
     governance: Option<Arc<dyn Governance>>,
     audit: AuditLog,
@@ -155,12 +155,20 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     // The variables the options name pass through to the agent (its environment is cleared).
-    let command = options
-        .pass_env
-        .iter()
-        .fold(command, |command, name| command.allow_env(name));
-    let (process, stdin, stdout) =
-        process::spawn(&command, STDERR_LINES).map_err(|error| RelayError::Spawn(error.to_string()))?;
+    let downstream = match downstream {
+        Downstream::Process(command) => Downstream::Process(
+            options
+                .pass_env
+                .iter()
+                .fold(command, |command, name| command.allow_env(name)),
+        ),
+        #[cfg(feature = "websocket")]
+        remote @ Downstream::Remote(_) => remote,
+    };
+    let (process, stdin, stdout) = downstream
+        .open(STDERR_LINES)
+        .await
+        .map_err(|error| RelayError::Spawn(error.to_string()))?;
     let (up, up_writer) = Outbox::start(output, options.write_timeout);
     let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
     let operator = spec.operator_id();

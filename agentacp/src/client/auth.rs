@@ -172,7 +172,8 @@ fn env_vars(raw: &Value) -> Vec<AuthEnvVar> {
 }
 
 /// Chooses the method to authenticate with from the agent's methods and the command that
-/// started it (to see its environment); `None`: no `authenticate`.
+/// started it (to see its environment; for a remote agent, a command named by its URL with
+/// an empty environment); `None`: no `authenticate`.
 pub type AuthChooser = Arc<dyn Fn(&[AuthMethodInfo], &AgentCommand) -> Option<wire::AuthMethodId> + Send + Sync>;
 
 /// Whether, and how, [`Client::connect`](super::Client::connect) calls `authenticate` after
@@ -190,6 +191,12 @@ pub enum AuthPolicy {
     Method(wire::AuthMethodId),
     /// The application decides.
     Choose(AuthChooser),
+    /// A remote agent's `bearer` method ([`crate::auth::BEARER`]) with this token, sent in
+    /// `_meta.agentacp.token` ([`Client::authenticate_with_token`](super::Client::authenticate_with_token)),
+    /// when the agent advertises it — it does when it needs a token and none came on the
+    /// WebSocket upgrade; when the upgrade carried one, nothing is sent. No `bearer` method:
+    /// no `authenticate`.
+    Token(String),
 }
 
 impl std::fmt::Debug for AuthPolicy {
@@ -199,6 +206,7 @@ impl std::fmt::Debug for AuthPolicy {
             AuthPolicy::Never => f.write_str("Never"),
             AuthPolicy::Method(id) => f.debug_tuple("Method").field(id).finish(),
             AuthPolicy::Choose(_) => f.write_str("Choose(..)"),
+            AuthPolicy::Token(_) => f.write_str("Token(<redacted>)"),
         }
     }
 }
@@ -214,6 +222,10 @@ impl AuthPolicy {
             AuthPolicy::Never => None,
             AuthPolicy::Method(id) => Some(id.clone()),
             AuthPolicy::Choose(choose) => choose(methods, command),
+            AuthPolicy::Token(_) => methods
+                .iter()
+                .find(|method| method.id.as_str() == crate::auth::BEARER)
+                .map(|method| method.id.clone()),
         }
     }
 }

@@ -9,13 +9,14 @@ use serde_json::{Value, json};
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
 
-use super::auth::{AuthKind, AuthMethodInfo};
+use super::auth::{AuthKind, AuthMethodInfo, AuthPolicy};
 use super::context::ClientContext;
+use super::downstream::Downstream;
 use super::error::ClientError;
 use super::events::Update;
 use super::options::ClientOptions;
 use super::oversight::Oversight;
-use super::process::{self, AgentCommand, ExitState};
+use super::process::{AgentCommand, ExitState};
 use super::state::{Shared, Subscriber};
 use super::stream::{self, PromptStream, StreamKind};
 use super::{reader, tap, terminal};
@@ -29,7 +30,7 @@ use crate::wire::default as wire;
 /// How many updates of one turn may wait for the reader of its [`PromptStream`].
 const UPDATE_QUEUE: usize = 1024;
 
-/// A connection to one agent subprocess, initialized.
+/// A connection to one agent — a subprocess, or (feature `websocket`) a remote agent — initialized.
 pub struct Client {
     pub(super) shared: Arc<Shared>,
     pub(super) initialize: wire::InitializeResponse,
@@ -54,7 +55,48 @@ impl Client {
     /// error, chooses a protocol version other than [`wire::PROTOCOL_VERSION`], or refuses the
     /// chosen `authenticate`.
     pub async fn connect(command: AgentCommand, options: ClientOptions) -> Result<Client, ClientError> {
-        Client::spawn(command, options, None).await
+        Client::open(Downstream::Process(command), options, None).await
+    }
+
+    /// Connects to a remote agent over WebSocket (`ws://`, or `wss://` with feature `tls`)
+    /// and runs `initialize`, then `authenticate` as [`ClientOptions::auth`] says; the client
+    /// is then the same as one [`connect`](Client::connect)ed to a subprocess: the same
+    /// events, timeouts, permission handling, governance, audit mirror and wire tap.
+    ///
+    /// ```ignore
+    /// use agentacp::websocket::Dial;
+    /// let token = std::env::var("AGENTACP_TOKEN")?;
+    /// let client = Client::connect_websocket(Dial::new("wss://agents.example.com/acp").token(token), options).await?;
+    /// ```
+    ///
+    /// What differs from a subprocess:
+    /// - authentication: a token given with [`Dial::token`](crate::websocket::Dial::token) goes
+    ///   as `Authorization: Bearer` on the upgrade, and the connection is authenticated from
+    ///   the start. A refused upgrade (a token not accepted: `401`; a browser origin not
+    ///   allowed: `403`) fails here with [`ClientError::Spawn`] whose error kind is
+    ///   `PermissionDenied` and whose text names the status. Without a token on the upgrade,
+    ///   an agent that needs one (it advertises the `bearer` auth method) serves nothing but
+    ///   `initialize` and `authenticate` (else `-32000`) until
+    ///   [`authenticate_with_token`](Client::authenticate_with_token) is called, or connect
+    ///   does it with [`AuthPolicy::Token`](super::AuthPolicy::Token);
+    /// - the [`AuthPolicy`](super::AuthPolicy) sees the agent as a command named by the URL
+    ///   with an empty environment: none of ours reaches a remote agent, so the default never
+    ///   picks an `env_var` method;
+    /// - [`pid`](Client::pid) is `None`; [`close`](Client::close) closes the connection
+    ///   (waiting up to [`ClientOptions::exit_grace`] for it to end) and returns `None`;
+    /// - the workspace root the `fs/*` and `terminal/*` handlers are confined to is
+    ///   [`ClientOptions::workspace_root`], else our current folder: the paths the agent
+    ///   sends name files on this machine, whatever machine it runs on;
+    /// - a connection that ends fails waiting requests with [`ClientError::AgentExited`],
+    ///   whose "stderr" line says how the WebSocket ended;
+    /// - the bounds of the connection itself (message size, keepalive pings, connect
+    ///   timeout) are the [`Dial`](crate::websocket::Dial)'s.
+    #[cfg(feature = "websocket")]
+    pub async fn connect_websocket(
+        dial: crate::websocket::Dial,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        Client::open(Downstream::Remote(dial), options, None).await
     }
 
     /// [`Client::connect`], sending `initialize` with these params (a manifest's; the
@@ -64,13 +106,22 @@ impl Client {
         options: ClientOptions,
         initialize: Option<Value>,
     ) -> Result<Client, ClientError> {
-        let root = match (&options.workspace_root, command.working_dir()) {
+        Client::open(Downstream::Process(command), options, initialize).await
+    }
+
+    /// Starts or dials the agent (the only difference between the two), then initializes.
+    async fn open(
+        downstream: Downstream,
+        options: ClientOptions,
+        initialize: Option<Value>,
+    ) -> Result<Client, ClientError> {
+        let root = match (&options.workspace_root, downstream.working_dir()) {
             (Some(root), _) => root.clone(),
             (None, Some(dir)) => dir.to_path_buf(),
             (None, None) => std::env::current_dir().map_err(ClientError::Spawn)?,
         };
         let root = crate::workspace::Workspace::open(&root).map_err(ClientError::InvalidState)?;
-        let (process, stdin, stdout) = process::spawn(&command, options.stderr_lines)?;
+        let (process, stdin, stdout) = downstream.open(options.stderr_lines).await?;
         let (outbox, _writer) = match options.wire_tap.clone() {
             Some(tap) => Outbox::start(tap::TapWriter::new(stdin, tap), options.write_timeout),
             None => Outbox::start(stdin, options.write_timeout),
@@ -96,10 +147,7 @@ impl Client {
             let (response, auth_methods) = client.initialize(initialize).await?;
             client.initialize = response;
             client.auth_methods = auth_methods;
-            if let Some(method) = client.shared.options.auth.choose(&client.auth_methods, &command) {
-                tracing::debug!(%method, "authenticating at connect");
-                client.authenticate(&method).await?;
-            }
+            client.authenticate_at_connect(&downstream).await?;
             Ok(())
         }
         .await;
@@ -164,6 +212,58 @@ impl Client {
     /// runs those; they are never passed to `authenticate`). An `env_var` method needs its
     /// variables in the agent's environment ([`AgentCommand::allow_env`]).
     pub async fn authenticate(&self, method: &wire::AuthMethodId) -> Result<wire::AuthenticateResponse, ClientError> {
+        self.offered(method)?;
+        self.shared
+            .request(
+                wire::method_names::AUTHENTICATE,
+                &wire::AuthenticateRequest::new(method.clone()),
+                self.shared.options.request_timeout,
+            )
+            .await
+    }
+
+    /// `authenticate` with the `bearer` method ([`crate::auth::BEARER`]), `token` in
+    /// `_meta.agentacp.token`: how a client shows a token to a remote agent (an agentacp
+    /// server listening over WebSocket with tokens) when it did not send one on the upgrade.
+    /// Until then such an agent answers every request but `initialize` and `authenticate`
+    /// with `-32000`. Refused here, without asking, when the agent does not advertise
+    /// `bearer`; a token the agent does not accept is a [`ClientError::Rpc`] (`-32000`). The
+    /// token is never logged.
+    pub async fn authenticate_with_token(&self, token: &str) -> Result<wire::AuthenticateResponse, ClientError> {
+        let method = wire::AuthMethodId::from(crate::auth::BEARER);
+        self.offered(&method)?;
+        let params = json!({ "methodId": method, "_meta": { "agentacp": { "token": token } } });
+        self.shared
+            .request(
+                wire::method_names::AUTHENTICATE,
+                &params,
+                self.shared.options.request_timeout,
+            )
+            .await
+    }
+
+    /// At connect: `authenticate` as [`ClientOptions::auth`] chooses, if at all.
+    async fn authenticate_at_connect(&self, downstream: &Downstream) -> Result<(), ClientError> {
+        let policy = &self.shared.options.auth;
+        let Some(method) = policy.choose(&self.auth_methods, &downstream.command_for_auth()) else {
+            return Ok(());
+        };
+        if method.as_str() == crate::auth::BEARER {
+            if downstream.token_on_upgrade() {
+                tracing::debug!("the bearer token went on the upgrade; no `authenticate` at connect");
+                return Ok(());
+            }
+            if let AuthPolicy::Token(token) = policy {
+                tracing::debug!("authenticating at connect with a bearer token");
+                return self.authenticate_with_token(token).await.map(drop);
+            }
+        }
+        tracing::debug!(%method, "authenticating at connect");
+        self.authenticate(&method).await.map(drop)
+    }
+
+    /// The advertised method `method`, unless it cannot be passed to `authenticate`.
+    fn offered(&self, method: &wire::AuthMethodId) -> Result<&AuthMethodInfo, ClientError> {
         let Some(advertised) = self.auth_methods.iter().find(|m| &m.id == method) else {
             let offered: Vec<&str> = self.auth_methods.iter().map(|m| m.id.as_str()).collect();
             return Err(ClientError::InvalidState(format!(
@@ -182,13 +282,7 @@ impl Client {
                 terminal.args
             )));
         }
-        self.shared
-            .request(
-                wire::method_names::AUTHENTICATE,
-                &wire::AuthenticateRequest::new(method.clone()),
-                self.shared.options.request_timeout,
-            )
-            .await
+        Ok(advertised)
     }
 
     /// `logout`. Refused here, without asking, when the agent did not advertise it
@@ -213,7 +307,7 @@ impl Client {
         &self.initialize
     }
 
-    /// The agent's process id (also its process group id).
+    /// The agent's process id (also its process group id); `None` for a remote agent.
     pub fn pid(&self) -> Option<u32> {
         self.shared.process.pid
     }
@@ -339,7 +433,9 @@ impl Client {
     }
 
     /// Closes stdin, then stops the agent (SIGTERM, then SIGKILL to its process group, see
-    /// [`ClientOptions`]) and reaps it. Its exit status, when it could be read.
+    /// [`ClientOptions`]) and reaps it. Its exit status, when it could be read. A remote
+    /// agent's connection is closed instead (waiting up to [`ClientOptions::exit_grace`] for
+    /// it to end); `None`.
     /// Dropped before it finishes, the client stops the agent's group as a drop does.
     pub async fn close(mut self) -> Option<ExitStatus> {
         let status = stop(&self.shared).await;

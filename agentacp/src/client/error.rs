@@ -10,7 +10,10 @@ use crate::jsonrpc::{RpcError, codes};
 /// An error of the [`Client`](super::Client).
 #[derive(Debug)]
 pub enum ClientError {
-    /// The agent could not be started.
+    /// The agent could not be started; for a remote agent
+    /// ([`Client::connect_websocket`](super::Client::connect_websocket)), not reached: a refused
+    /// upgrade is `PermissionDenied` (`401`, `403`) or `ConnectionRefused`, its text naming
+    /// the status.
     Spawn(std::io::Error),
     /// No answer (or, during a prompt, no message at all) within the time allowed.
     Timeout {
@@ -81,7 +84,7 @@ fn write_stderr(f: &mut fmt::Formatter<'_>, stderr: &[String]) -> fmt::Result {
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClientError::Spawn(error) => write!(f, "cannot start the agent: {error}"),
+            ClientError::Spawn(error) => write!(f, "cannot start or reach the agent: {error}"),
             ClientError::Timeout { what, after, stderr } => {
                 write!(f, "timeout: no answer to `{what}` within {after:?}")?;
                 write_stderr(f, stderr)

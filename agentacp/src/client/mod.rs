@@ -1,4 +1,5 @@
-//! A typed ACP client: spawns an agent as a subprocess and talks to it over its stdio.
+//! A typed ACP client: spawns an agent as a subprocess and talks to it over its stdio (or,
+//! feature `websocket`, dials a remote one).
 //!
 //! ```ignore
 //! use agentacp::client::{AgentCommand, Client, ClientOptions, PromptEvent};
@@ -47,6 +48,11 @@
 //!   otherwise, [`Client::authenticate`] and [`Client::logout`] are there to call. The
 //!   agent's environment is cleared: pass an API key with [`AgentCommand::allow_env`];
 //! - an agent's error answer keeps its `data` ([`ClientError::Rpc`], shown by `Display`).
+//! - remote agents (feature `websocket`): [`Client::connect_websocket`] dials one over
+//!   `ws://` / `wss://` and is otherwise the same client (events, timeouts, permissions,
+//!   governance, audit, wire tap); a bearer token goes on the upgrade
+//!   ([`Dial::token`](crate::websocket::Dial::token)) or in `authenticate`
+//!   ([`Client::authenticate_with_token`], [`AuthPolicy::Token`]).
 //!
 //! - sessions beyond `new` / `load` / `prompt`: [`Client::list_sessions`] (one page) and
 //!   [`Client::list_all_sessions`] (bounded), [`Client::resume_session`],
@@ -66,6 +72,7 @@ mod auth;
 mod calls;
 mod connection;
 mod context;
+pub(crate) mod downstream;
 mod error;
 mod events;
 mod extensions;

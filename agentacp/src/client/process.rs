@@ -175,6 +175,18 @@ impl StderrTail {
             .collect()
     }
 
+    /// Keeps `text` as the newest line (the oldest goes when `keep` are kept).
+    fn push(&self, text: String) {
+        if self.keep == 0 {
+            return;
+        }
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == self.keep {
+            lines.pop_front();
+        }
+        lines.push_back(text);
+    }
+
     /// Waits (at most `limit`) until the agent's stderr is closed, so its last lines are in.
     pub(crate) async fn wait_closed(&self, limit: Duration) {
         let mut done = self.done.subscribe();
@@ -200,6 +212,8 @@ pub(crate) struct AgentProcess {
     pub(crate) stderr: Arc<StderrTail>,
     /// Set once the group is known to be empty (nothing left to stop).
     stopped: std::sync::atomic::AtomicBool,
+    /// A remote agent: no process, no group; its "stderr" is how the connection ended.
+    remote: bool,
 }
 
 /// Spawns the agent; returns the process and its stdin and stdout.
@@ -233,10 +247,52 @@ pub(crate) fn spawn(
             exit,
             stderr: tail,
             stopped: std::sync::atomic::AtomicBool::new(false),
+            remote: false,
         },
         stdin,
         stdout,
     ))
+}
+
+impl AgentProcess {
+    /// The stand-in for a remote agent: no pid and no process group (nothing to signal or
+    /// reap: it counts as exited), and, as its last "stderr" line, how the connection to `url`
+    /// ended, once `pump` tells.
+    #[cfg(feature = "websocket")]
+    pub(crate) fn remote(
+        url: &str,
+        stderr_lines: usize,
+        pump: tokio::task::JoinHandle<crate::websocket::Ended>,
+    ) -> AgentProcess {
+        let (done, _) = watch::channel(false);
+        let tail = Arc::new(StderrTail {
+            lines: Mutex::new(VecDeque::with_capacity(stderr_lines.min(1))),
+            keep: stderr_lines.max(1),
+            done,
+        });
+        let url = url.to_string();
+        let report = Arc::clone(&tail);
+        tokio::spawn(async move {
+            let line = match pump.await {
+                Ok(crate::websocket::Ended::Closed) => format!("the WebSocket connection to {url} was closed"),
+                Ok(crate::websocket::Ended::Failed(reason)) => {
+                    format!("the WebSocket connection to {url} failed: {reason}")
+                }
+                Err(_) => format!("the WebSocket connection to {url} was dropped"),
+            };
+            tracing::debug!(agent = %url, "{line}");
+            report.push(line);
+            report.done.send_replace(true);
+        });
+        let (_, exit) = watch::channel(ExitState::Exited(None));
+        AgentProcess {
+            pid: None,
+            exit,
+            stderr: tail,
+            stopped: std::sync::atomic::AtomicBool::new(true),
+            remote: true,
+        }
+    }
 }
 
 async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<StderrTail>, pid: Option<u32>) {
@@ -259,14 +315,7 @@ async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<StderrTail>,
                     text.push('…');
                 }
                 tracing::debug!(?pid, agent_stderr = %text);
-                if tail.keep == 0 {
-                    continue;
-                }
-                let mut lines = tail.lines.lock().unwrap_or_else(|e| e.into_inner());
-                if lines.len() == tail.keep {
-                    lines.pop_front();
-                }
-                lines.push_back(text);
+                tail.push(text);
             }
         }
     }
@@ -339,6 +388,11 @@ impl AgentProcess {
     /// group, and waits for the reap. Whatever the agent leaves behind in its group — even
     /// when it exited promptly — gets the same SIGTERM, then SIGKILL after `kill_grace`.
     pub(crate) async fn stop(&self, exit_grace: Duration, kill_grace: Duration) -> ExitState {
+        if self.remote {
+            // Nothing to signal: our side is closed; give the connection `exit_grace` to end.
+            self.stderr.wait_closed(exit_grace).await;
+            return self.state();
+        }
         let mut state = self.wait_exit(exit_grace).await;
         if state == ExitState::Running {
             tracing::debug!(pid = ?self.pid, "the agent did not exit after stdin closed; SIGTERM");

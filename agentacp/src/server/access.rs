@@ -19,13 +19,10 @@ use serde_json::{Value, json};
 use super::connection::{Access, Connection};
 use super::session::{FileStore, MemoryStore, SessionStore};
 use crate::audit::{Actor, AuditEvent, Subject};
-use crate::auth::{Identity, TokenStore};
+use crate::auth::{BEARER, Identity, TokenStore};
 use crate::error::{Error, Result};
 use crate::jsonrpc::{RpcError, codes};
 use crate::sync::lock;
-
-/// The id of the one authentication method the runtime offers: a bearer token.
-pub const BEARER: &str = "bearer";
 
 /// The `authMethods` entry for [`BEARER`].
 pub(crate) fn bearer_method() -> Value {

@@ -346,7 +346,7 @@ impl<O: Operator> Dispatcher<O> {
                 codes::AUTH_REQUIRED,
                 format!(
                     "`{method}` before `authenticate`: this connection must authenticate first (method `{}`)",
-                    access::BEARER
+                    crate::auth::BEARER
                 ),
             ));
         }

@@ -36,7 +36,6 @@ pub use operator::{OffersWebSocket, Operator, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
-pub use access::BEARER;
 use access::StoreBook;
 pub(crate) use connection::{Access, Connection};
 use dispatch::Dispatcher;

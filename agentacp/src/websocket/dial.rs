@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use super::stream::{Limits, into_lines};
+use super::stream::{Ended, Limits, into_lines};
 
 /// Where and how to dial.
 #[derive(Clone)]
@@ -59,6 +60,14 @@ impl Dial {
     /// Connects and upgrades; the agent's JSON-RPC lines come from the first half and go to
     /// the second. A refused upgrade (`401`, `403`, …) is an error that says so.
     pub async fn connect(&self) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>)> {
+        let (read, write, _pump) = self.connect_watched().await?;
+        Ok((read, write))
+    }
+
+    /// [`connect`](Dial::connect), and the task that tells how the connection ended.
+    pub(crate) async fn connect_watched(
+        &self,
+    ) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>, JoinHandle<Ended>)> {
         let mut request = self.url.as_str().into_client_request().map_err(|error| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{}`: {error}", self.url))
         })?;
@@ -94,9 +103,11 @@ impl Dial {
             })?
             .map_err(|error| refused(&self.url, error))?;
         // A dialed connection ends when either side closes it; nothing stops it from outside.
-        let (_stop, stopped) = watch::channel(false);
-        let (read, write, _pump) = into_lines(ws, self.limits, stopped);
-        Ok((read, write))
+        // The sender is kept until the pump is done with the receiver: a dropped sender would
+        // end the input at once (as a listener's shutdown does).
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(async move { stop.closed().await });
+        Ok(into_lines(ws, self.limits, stopped))
     }
 }
 

@@ -10,13 +10,12 @@
 //! JSON-RPC travels as text messages, one message (or several, newline-separated) a message.
 //! How to run, connect and issue tokens: `docs/remote.md`.
 
+mod dial;
 mod stream;
 #[cfg(feature = "tls")]
 mod tls;
 
+pub use dial::Dial;
 pub use stream::{Ended, Limits, into_lines};
 #[cfg(feature = "tls")]
 pub use tls::{TlsFiles, client_config};
-mod dial;
-
-pub use dial::Dial;

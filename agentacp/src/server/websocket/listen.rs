@@ -39,6 +39,9 @@ pub struct ListenOptions {
     /// The tokens clients authenticate with (`AGENTACP_TOKEN`, `AGENTACP_TOKENS_FILE`). Without
     /// them only a loopback address may be bound, and clients need not authenticate.
     pub tokens: Option<Arc<TokenStore>>,
+    /// Whether a client must show its token on the upgrade (`401` without one) rather than
+    /// with `authenticate` (default: no; a bridge, which has no `authenticate`, sets it).
+    pub token_on_upgrade: bool,
     /// The browser origins allowed to connect (`AGENTACP_ALLOWED_ORIGINS`, comma-separated,
     /// e.g. `https://editor.example.com`). A request with any other `Origin` is refused `403`;
     /// requests without one (editors, SDK clients) are not browsers and are let through.
@@ -67,6 +70,7 @@ impl ListenOptions {
         ListenOptions {
             addr,
             tokens: None,
+            token_on_upgrade: false,
             allowed_origins: Vec::new(),
             max_connections: 256,
             handshake_timeout: Duration::from_secs(10),
@@ -384,10 +388,16 @@ fn admit(request: &Request, options: &ListenOptions) -> std::result::Result<Opti
             ));
         }
     }
-    let Some(authorization) = request.headers().get("authorization") else {
+    let Some(tokens) = &options.tokens else {
         return Ok(None);
     };
-    let Some(tokens) = &options.tokens else {
+    let Some(authorization) = request.headers().get("authorization") else {
+        if options.token_on_upgrade {
+            return Err((
+                StatusCode::UNAUTHORIZED,
+                "this endpoint needs `Authorization: Bearer <token>` on the upgrade".to_string(),
+            ));
+        }
         return Ok(None);
     };
     let token = authorization

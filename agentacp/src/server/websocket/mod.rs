@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use crate::env::init_logging;
 use crate::error::{Error, Result};
 use crate::server::{OffersWebSocket, Operator, Serve, ServerOptions};
+pub(crate) use listen::Upgraded;
 pub use listen::{ListenOptions, Listener, PATHS};
 
 /// Serving over WebSocket. Implemented for every [`Operator`] whose manifest lists

@@ -1,0 +1,87 @@
+//! A bridge served over WebSocket: remote editors connect to the bridge, and each connection
+//! gets a bridge of its own, with a downstream agent of its own (one process per connection,
+//! or one dialed connection with [`BridgeOptions::connect`]).
+//!
+//! The listener is the server's ([`Listener`]): the same bounds, origin checks, refusal of a
+//! non-loopback address without tokens, and drain on shutdown. What differs is
+//! authentication: a bridge has no `authenticate` step of its own, so when tokens are
+//! configured ([`ListenOptions::tokens`]) a connection must show one on the upgrade
+//! (`Authorization: Bearer <token>`): a missing or wrong token is refused `401` at the upgrade,
+//! and no agent is started for it. Without tokens (loopback only) anyone who can reach the
+//! port is served.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::options::BridgeOptions;
+use super::{BridgeOperator, downstream, oversight, relay};
+use crate::error::Result;
+use crate::server::websocket::{ListenOptions, Listener, Upgraded};
+
+/// A bound WebSocket listener for a bridge. [`BridgeListener::serve`] runs one bridge per
+/// connection (see the module docs).
+pub struct BridgeListener {
+    listener: Listener,
+}
+
+impl BridgeListener {
+    /// Binds `options.addr` (see [`Listener::bind`]: a non-loopback address needs tokens).
+    pub async fn bind(options: ListenOptions) -> Result<BridgeListener> {
+        let options = ListenOptions {
+            token_on_upgrade: true,
+            ..options
+        };
+        Ok(BridgeListener {
+            listener: Listener::bind(options).await?,
+        })
+    }
+
+    /// The address it listens on (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until SIGTERM or Ctrl-C, then drains (running prompts are cancelled downstream
+    /// and answered, then each agent is stopped).
+    pub async fn serve_until_signal<B: BridgeOperator>(self, bridge: B, options: BridgeOptions) -> Result<()> {
+        self.serve(bridge, options, crate::env::shutdown_signal()).await
+    }
+
+    /// Runs a bridge per connection until `shutdown` resolves, then drains. The audit log and
+    /// governance are opened once and shared by every connection; each connection starts (or
+    /// dials) its own downstream agent.
+    pub async fn serve<B: BridgeOperator>(
+        self,
+        bridge: B,
+        options: BridgeOptions,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<()> {
+        let (audit, governance) = oversight::<B>(&options)?;
+        let bridge = Arc::new(bridge);
+        let options = Arc::new(options);
+        self.listener
+            .run(shutdown, move |connection: Upgraded| {
+                let (bridge, options, audit, governance) =
+                    (bridge.clone(), options.clone(), audit.clone(), governance.clone());
+                async move {
+                    tracing::debug!(peer = %connection.peer, identity = ?connection.identity.as_ref().map(|i| i.to_string()), "bridging a connection");
+                    let downstream = downstream(bridge.as_ref(), &options);
+                    let run = relay::run(
+                        B::spec(),
+                        downstream,
+                        (*options).clone(),
+                        governance,
+                        audit,
+                        connection.read,
+                        connection.write,
+                    );
+                    if let Err(error) = run.await {
+                        tracing::warn!(peer = %connection.peer, %error, "a bridged connection ended with an error");
+                    }
+                }
+            })
+            .await;
+        Ok(())
+    }
+}

@@ -1,0 +1,463 @@
+//! Remote ACP from the client's side (issue #17): our [`Client`] dialing a server operator
+//! served over WebSocket, with the token on the upgrade or in `authenticate`, or refused; a
+//! bridge whose downstream is that remote server; and a bridge served over WebSocket in front
+//! of it. Every server runs in process on 127.0.0.1, port 0; every wait is bounded.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentacp::audit::AuditLog;
+use agentacp::auth::{Identity, TokenStore};
+use agentacp::bridge::BridgeOptions;
+use agentacp::bridge::listen::BridgeListener;
+use agentacp::client::{AgentCommand, AuthPolicy, Client, ClientError, ClientOptions, Direction, PromptEvent};
+use agentacp::prelude::*;
+use agentacp::server::MemoryStore;
+use agentacp::server::websocket::{ListenOptions, Listener};
+use agentacp::websocket::Dial;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The bound on every wait.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The one token the servers accept.
+const TOKEN: &str = "secret";
+
+async fn bounded<T>(future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, future)
+        .await
+        .expect("finished within its bound")
+}
+
+/// Says each word of the prompt back, one message each.
+#[acp_operator(manifest = "tests/operators/remote/ACP.md")]
+struct Remote;
+
+impl RemoteServer for Remote {
+    async fn prompt(&self, turn: &mut Turn<'_, Basic>, request: wire::PromptRequest) -> Result<wire::StopReason> {
+        let text = match request.prompt.first() {
+            Some(wire::ContentBlock::Text(text)) => text.text.clone(),
+            _ => String::new(),
+        };
+        for word in text.split_whitespace() {
+            turn.message(word.to_string()).await?;
+        }
+        Ok(wire::StopReason::EndTurn)
+    }
+
+    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+        Ok(wire::AuthenticateResponse::default())
+    }
+}
+
+/// A basic bridge (only `fs.readTextFile` passes); these tests always give it a remote
+/// downstream, so its command is never started.
+#[acp_operator(manifest = "../tests/ui/pass/bridge/ACP.md")]
+struct TestBridge;
+
+impl TestBridgeBridge for TestBridge {
+    fn downstream(&self) -> AgentCommand {
+        AgentCommand::new("/nonexistent/agent-that-must-not-be-started")
+    }
+}
+
+/// [`Remote`] served over WebSocket, with tokens (only [`TOKEN`]).
+struct Server {
+    url: String,
+    root: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<agentacp::Result<()>>,
+}
+
+impl Server {
+    async fn start() -> Server {
+        let root = tempfile::tempdir().unwrap();
+        let mut listen = ListenOptions::new("127.0.0.1:0".parse().unwrap())
+            .tokens(TokenStore::single(Identity::new("alice").unwrap(), TOKEN));
+        listen.drain = Duration::from_secs(2);
+        let listener = Listener::bind(listen).await.unwrap();
+        let url = format!("ws://{}/acp", listener.local_addr().unwrap());
+        let options = ServerOptions {
+            workspace_root: Some(root.path().to_path_buf()),
+            state_dir: Some(root.path().join(".state")),
+            audit: Some(AuditLog::off()),
+            store: Some(Arc::new(MemoryStore::default())),
+            ..ServerOptions::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(listener.serve(Remote, options, async {
+            let _ = stopped.await;
+        }));
+        Server {
+            url,
+            root,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.root.path().canonicalize().unwrap()
+    }
+
+    fn client_options(&self) -> ClientOptions {
+        ClientOptions::default().with_workspace_root(self.root())
+    }
+
+    /// Stops accepting, ends every connection, and waits for the drain; the workspace, kept
+    /// for whoever still needs it.
+    async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        bounded(&mut self.task).await.unwrap().unwrap();
+        self.root
+    }
+}
+
+/// A prompt's text updates and its stop reason.
+async fn prompt(client: &Client, session: &wire::SessionId, text: &str) -> (Vec<String>, wire::StopReason) {
+    let mut turn = bounded(client.prompt_text(session, text)).await.unwrap();
+    let mut texts = Vec::new();
+    loop {
+        match bounded(turn.next()).await {
+            Some(Ok(PromptEvent::Update(update))) => texts.extend(update.text().map(str::to_string)),
+            Some(Ok(PromptEvent::Stop(reason))) => return (texts, reason),
+            Some(Ok(other)) => panic!("unexpected event {other:?}"),
+            Some(Err(error)) => panic!("the prompt failed: {error}"),
+            None => panic!("the prompt ended without a stop reason"),
+        }
+    }
+}
+
+fn rpc_code(error: &ClientError) -> Option<i32> {
+    match error {
+        ClientError::Rpc { error, .. } => Some(error.code),
+        _ => None,
+    }
+}
+
+// ---- the client over WebSocket ------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_client_with_a_token_on_the_upgrade_drives_initialize_session_and_a_streamed_prompt() {
+    let server = Server::start().await;
+    let tapped: Arc<Mutex<Vec<(Direction, String)>>> = Arc::default();
+    let tap = Arc::clone(&tapped);
+    let options = server.client_options().with_wire_tap(move |direction, line| {
+        tap.lock()
+            .unwrap()
+            .push((direction, String::from_utf8_lossy(line).to_string()))
+    });
+    let client = bounded(Client::connect_websocket(Dial::new(&server.url).token(TOKEN), options))
+        .await
+        .unwrap();
+    assert_eq!(client.pid(), None, "a remote agent has no pid");
+    assert_eq!(client.workspace_root(), server.root());
+    let info = client.initialize_response().agent_info.as_ref().expect("agentInfo");
+    assert_eq!(info.name, "remote");
+    let session = bounded(client.new_session(&server.root())).await.unwrap();
+    let (texts, stop) = prompt(&client, &session, "one two three four").await;
+    assert_eq!(texts, ["one", "two", "three", "four"]);
+    assert_eq!(stop, wire::StopReason::EndTurn);
+    // The session goes on: a second turn over the same connection.
+    let (texts, _) = prompt(&client, &session, "again").await;
+    assert_eq!(texts, ["again"]);
+    {
+        let tapped = tapped.lock().unwrap();
+        assert!(
+            tapped
+                .iter()
+                .any(|(d, l)| *d == Direction::ToAgent && l.contains("session/prompt"))
+        );
+        assert!(
+            tapped
+                .iter()
+                .any(|(d, l)| *d == Direction::FromAgent && l.contains("\"three\""))
+        );
+    }
+    assert_eq!(bounded(client.close()).await, None);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_token_on_the_upgrade_only_initialize_is_served_until_authenticate_with_the_token() {
+    let server = Server::start().await;
+    let client = bounded(Client::connect_websocket(
+        Dial::new(&server.url),
+        server.client_options(),
+    ))
+    .await
+    .unwrap();
+    assert!(
+        client
+            .auth_methods()
+            .iter()
+            .any(|m| m.id.as_str() == agentacp::auth::BEARER),
+        "the server advertises bearer: {:?}",
+        client.auth_methods()
+    );
+    let refused = bounded(client.new_session(&server.root())).await.unwrap_err();
+    assert_eq!(rpc_code(&refused), Some(-32000), "{refused}");
+    let wrong = bounded(client.authenticate_with_token("not-the-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_code(&wrong), Some(-32000), "{wrong}");
+    let still = bounded(client.new_session(&server.root())).await.unwrap_err();
+    assert_eq!(rpc_code(&still), Some(-32000), "{still}");
+    bounded(client.authenticate_with_token(TOKEN)).await.unwrap();
+    let session = bounded(client.new_session(&server.root())).await.unwrap();
+    let (texts, _) = prompt(&client, &session, "in").await;
+    assert_eq!(texts, ["in"]);
+    bounded(client.close()).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn auth_policy_token_authenticates_at_connect() {
+    let server = Server::start().await;
+    let options = server.client_options().with_auth(AuthPolicy::Token(TOKEN.into()));
+    let client = bounded(Client::connect_websocket(Dial::new(&server.url), options))
+        .await
+        .unwrap();
+    let session = bounded(client.new_session(&server.root())).await.unwrap();
+    let (texts, _) = prompt(&client, &session, "hi").await;
+    assert_eq!(texts, ["hi"]);
+    bounded(client.close()).await;
+    // A token the server does not accept fails the connect.
+    let options = server.client_options().with_auth(AuthPolicy::Token("nope".into()));
+    let error = bounded(Client::connect_websocket(Dial::new(&server.url), options))
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_code(&error), Some(-32000), "{error}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_token_on_the_upgrade_is_a_permission_denied_error_naming_401() {
+    let server = Server::start().await;
+    let error = bounded(Client::connect_websocket(
+        Dial::new(&server.url).token("wrong"),
+        server.client_options(),
+    ))
+    .await
+    .unwrap_err();
+    match &error {
+        ClientError::Spawn(io) => {
+            assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied, "{io}");
+            assert!(io.to_string().contains("401"), "{io}");
+        }
+        other => panic!("expected a refused connection, got {other:?}"),
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_remote_agent_going_away_fails_requests_saying_the_connection_ended() {
+    let server = Server::start().await;
+    let client = bounded(Client::connect_websocket(
+        Dial::new(&server.url).token(TOKEN),
+        server.client_options(),
+    ))
+    .await
+    .unwrap();
+    let root = server.root();
+    let _workspace = server.stop().await;
+    // The next request fails at once (no request timeout), naming the WebSocket.
+    let error = bounded(async {
+        loop {
+            match client.new_session(&root).await {
+                Err(error) => break error,
+                // The close may still be on its way.
+                Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await;
+    match &error {
+        ClientError::AgentExited { stderr, .. } => {
+            assert!(stderr.iter().any(|line| line.contains("WebSocket")), "{error}");
+        }
+        ClientError::Closed => panic!("the client did not close: {error}"),
+        other => panic!("expected the agent gone, got {other:?}"),
+    }
+    bounded(client.close()).await;
+}
+
+// ---- bridges ------------------------------------------------------------------------------------
+
+/// Raw JSON-RPC lines to and from a bridge run over in-memory pipes (the editor's stdio).
+struct Editor {
+    writer: tokio::io::DuplexStream,
+    lines: tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+}
+
+impl Editor {
+    async fn send(&mut self, message: Value) {
+        let mut line = message.to_string().into_bytes();
+        line.push(b'\n');
+        bounded(self.writer.write_all(&line)).await.unwrap();
+    }
+
+    /// The messages up to and including the answer to `id`.
+    async fn until_answer(&mut self, id: i64) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let line = bounded(self.lines.next_line())
+                .await
+                .unwrap()
+                .expect("the bridge answered before closing");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            let done = message.get("id") == Some(&json!(id)) && message.get("method").is_none();
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": wire::PROTOCOL_VERSION, "clientCapabilities": {},
+        "clientInfo": {"name": "test-editor", "version": "0"}}})
+}
+
+#[tokio::test]
+async fn a_bridge_with_a_remote_downstream_relays_a_prompt_round_trip() {
+    let server = Server::start().await;
+    let options = BridgeOptions {
+        audit: Some(AuditLog::off()),
+        ..BridgeOptions::default()
+    }
+    .connect(Dial::new(&server.url).token(TOKEN));
+    let (writer, bridge_in) = tokio::io::duplex(1 << 16);
+    let (bridge_out, reader) = tokio::io::duplex(1 << 16);
+    let bridge = tokio::spawn(agentacp::bridge::bridge(TestBridge, options, bridge_in, bridge_out));
+    let mut editor = Editor {
+        writer,
+        lines: BufReader::new(reader).lines(),
+    };
+    editor.send(initialize()).await;
+    let init = editor.until_answer(1).await;
+    let init = init.last().unwrap();
+    // The bridge answers as itself, naming the remote agent it relays to.
+    assert_eq!(init["result"]["agentInfo"]["name"], "test-bridge", "{init}");
+    assert_eq!(
+        init["result"]["_meta"]["aip44"]["downstream"]["name"], "remote",
+        "{init}"
+    );
+    let cwd = server.root().to_string_lossy().to_string();
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}))
+        .await;
+    let created = editor.until_answer(2).await;
+    let session = created.last().unwrap()["result"]["sessionId"].clone();
+    assert!(session.is_string(), "{created:?}");
+    editor
+        .send(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": session, "prompt": [{"type": "text", "text": "over the bridge"}]}}),
+        )
+        .await;
+    let turn = editor.until_answer(3).await;
+    let texts: Vec<&str> = turn
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["over", "the", "bridge"], "{turn:?}");
+    assert_eq!(turn.last().unwrap()["result"]["stopReason"], "end_turn");
+    // The editor closes its side: the bridge closes the connection and returns Ok.
+    drop(editor);
+    bounded(bridge).await.unwrap().unwrap();
+    server.stop().await;
+}
+
+/// A bridge listening over WebSocket (tokens: only `bridge-token`) in front of the remote
+/// server; its shutdown sender and task.
+async fn bridge_listener(server: &Server) -> (String, oneshot::Sender<()>, JoinHandle<agentacp::Result<()>>) {
+    let listen = ListenOptions::new("127.0.0.1:0".parse().unwrap())
+        .tokens(TokenStore::single(Identity::new("editor").unwrap(), "bridge-token"));
+    let listener = BridgeListener::bind(listen).await.unwrap();
+    let url = format!("ws://{}/acp", listener.local_addr().unwrap());
+    let options = BridgeOptions {
+        audit: Some(AuditLog::off()),
+        ..BridgeOptions::default()
+    }
+    .connect(Dial::new(&server.url).token(TOKEN));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(listener.serve(TestBridge, options, async {
+        let _ = stopped.await;
+    }));
+    (url, stop, task)
+}
+
+#[tokio::test]
+async fn a_bridge_served_over_websocket_relays_each_connection_to_its_own_downstream() {
+    let server = Server::start().await;
+    let (url, stop, task) = bridge_listener(&server).await;
+    let connect = || Client::connect_websocket(Dial::new(&url).token("bridge-token"), server.client_options());
+    let first = bounded(connect()).await.unwrap();
+    let second = bounded(connect()).await.unwrap();
+    for (client, word) in [(&first, "first"), (&second, "second")] {
+        let session = bounded(client.new_session(&server.root())).await.unwrap();
+        let (texts, stop) = prompt(client, &session, word).await;
+        assert_eq!(texts, [word]);
+        assert_eq!(stop, wire::StopReason::EndTurn);
+    }
+    bounded(first.close()).await;
+    bounded(second.close()).await;
+    let _ = stop.send(());
+    bounded(task).await.unwrap().unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_bridge_served_over_websocket_refuses_connections_without_a_valid_token_on_the_upgrade() {
+    let server = Server::start().await;
+    let (url, stop, task) = bridge_listener(&server).await;
+    // No token, or a wrong one: the bridge has no `authenticate`, so both are refused `401`
+    // at the upgrade.
+    for dial in [Dial::new(&url), Dial::new(&url).token("wrong")] {
+        let error = bounded(Client::connect_websocket(dial, server.client_options()))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, ClientError::Spawn(io) if io.kind() == std::io::ErrorKind::PermissionDenied && io.to_string().contains("401")),
+            "{error:?}"
+        );
+    }
+    let _ = stop.send(());
+    bounded(task).await.unwrap().unwrap();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn close_closes_the_connection_at_once() {
+    let server = Server::start().await;
+    let options = ClientOptions {
+        // The most `close` waits for the connection to end: far over what closing takes.
+        exit_grace: Duration::from_secs(15),
+        ..server.client_options()
+    };
+    let client = bounded(Client::connect_websocket(Dial::new(&server.url).token(TOKEN), options))
+        .await
+        .unwrap();
+    let session = bounded(client.new_session(&server.root())).await.unwrap();
+    let (texts, _) = prompt(&client, &session, "bye").await;
+    assert_eq!(texts, ["bye"]);
+    let started = std::time::Instant::now();
+    assert_eq!(bounded(client.close()).await, None);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "close waited {:?}: the connection did not end when our side closed",
+        started.elapsed()
+    );
+    server.stop().await;
+}
