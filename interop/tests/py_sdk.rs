@@ -33,6 +33,9 @@ const DEADLINE: Duration = Duration::from_secs(240);
 /// The `clientInfo.name` the script gives (audited as `client:<name>`).
 const CLIENT: &str = "client:agentacp-interop-py";
 
+/// The identity `governed-server` gives the token in the WebSocket test.
+const IDENTITY: &str = "py-editor";
+
 fn client_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("py/client.py")
 }
@@ -462,7 +465,17 @@ fn governed_server_with_the_python_sdk() {
 #[test]
 fn governed_server_over_websocket_with_the_python_sdk() {
     let Some(python) = python() else { return };
-    const IDENTITY: &str = "py-editor";
+    let imports = Command::new(&python)
+        .args(["-c", "import websockets"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !imports {
+        eprintln!(
+            "skipped: {} cannot `import websockets` (pip install -r interop/py/requirements.txt)",
+            python.display()
+        );
+        return;
+    }
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let token = test_token();

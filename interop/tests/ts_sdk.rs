@@ -145,6 +145,11 @@ fn run_over_websocket(auth: &str, stream: &str) {
         eprintln!("skipped: {why}");
         return;
     }
+    let ws = ts_dir().join("node_modules/ws");
+    if !ws.is_dir() {
+        eprintln!("skipped: {} is absent (run `npm ci --prefix interop/ts`)", ws.display());
+        return;
+    }
     let binary = interop::example_binary("governed-server");
     let dirs = interop::AgentDirs::new();
     let cwd = dirs.project("project");
