@@ -1,10 +1,10 @@
 """The official Python ACP SDK's client side (PyPI `agent-client-protocol`, pinned in
 requirements.txt; import name `acp`) drives one of our agents over its stdio, or a server
-listening on a WebSocket, for interop/tests/py_sdk.rs. Written against the SDK's public client API only:
-`acp.spawn_agent_process` (which starts the agent and gives a `ClientSideConnection`), an
-`acp.Client` implementation for `session/update` and `session/request_permission`, and the
-connection's stream observers (`acp.connection.StreamEvent`), which see every JSON-RPC message
-in wire order.
+listening on a WebSocket, for interop/tests/py_sdk.rs. Written against the SDK's public
+client API only: `acp.spawn_agent_process` (which starts the agent and gives a
+`ClientSideConnection`), an `acp.Client` implementation for `session/update` and
+`session/request_permission`, and the connection's stream observers
+(`acp.connection.StreamEvent`), which see every JSON-RPC message in wire order.
 
     python client.py SCENARIO AGENT [ARG...]
 
@@ -15,10 +15,11 @@ on PyPI `websockets`) connects to it instead, without a token on the upgrade; af
 `initialize`, a `session/new` must be refused (step `before_auth`) until `authenticate` with
 `methodId` `bearer` and the token of `SCENARIO_TOKEN` in `_meta.agentacp.token` (step
 `authenticate`); before that, `websockets` alone tries a wrong token (`refused_wrong_token`)
-and a foreign origin (`refused_origin`): `{"step": NAME, "status": <the HTTP status>}`. The agent's environment gets every `AGENTACP_*` variable
-of this one. `SCENARIO_CWD` is the sessions' cwd (inside the workspace root),
-`SCENARIO_OUTSIDE` a folder outside it, `SCENARIO_TRANSCRIPT` (optional) a file that receives
-every wire message, one JSON line each: `{"dir": "in"|"out", "message": ...}`.
+and a foreign origin (`refused_origin`): `{"step": NAME, "status": <the HTTP status>}`.
+The agent's environment gets every `AGENTACP_*` variable of this one. `SCENARIO_CWD` is the
+sessions' cwd (inside the workspace root), `SCENARIO_OUTSIDE` a folder outside it,
+`SCENARIO_TRANSCRIPT` (optional) a file that receives every wire message, one JSON line each:
+`{"dir": "in"|"out", "message": ...}`.
 
 This script judges nothing: it prints one JSON line per step on stdout and the Rust test
 asserts on them. A step line is `{"step": NAME, ...}`:
