@@ -1,18 +1,25 @@
 """The official Python ACP SDK's client side (PyPI `agent-client-protocol`, pinned in
-requirements.txt; import name `acp`) drives one of our agents over its stdio, for
-interop/tests/py_sdk.rs. Written against the SDK's public client API only:
-`acp.spawn_agent_process` (which starts the agent and gives a `ClientSideConnection`), an
-`acp.Client` implementation for `session/update` and `session/request_permission`, and the
-connection's stream observers (`acp.connection.StreamEvent`), which see every JSON-RPC message
-in wire order.
+requirements.txt; import name `acp`) drives one of our agents over its stdio, or a server
+listening on a WebSocket, for interop/tests/py_sdk.rs. Written against the SDK's public
+client API only: `acp.spawn_agent_process` (which starts the agent and gives a
+`ClientSideConnection`), an `acp.Client` implementation for `session/update` and
+`session/request_permission`, and the connection's stream observers
+(`acp.connection.StreamEvent`), which see every JSON-RPC message in wire order.
 
     python client.py SCENARIO AGENT [ARG...]
 
 SCENARIO is `basic` (echo-server), `governed` (governed-server) or `bridge` (the governance
-bridge in front of governed-server). The agent's environment gets every `AGENTACP_*` variable
-of this one. `SCENARIO_CWD` is the sessions' cwd (inside the workspace root),
-`SCENARIO_OUTSIDE` a folder outside it, `SCENARIO_TRANSCRIPT` (optional) a file that receives
-every wire message, one JSON line each: `{"dir": "in"|"out", "message": ...}`.
+bridge in front of governed-server). When AGENT is a `ws://` URL (a server started with
+`--listen`, docs/remote.md), the SDK's own WebSocket transport (`acp.ws.create_websocket_stream`,
+on PyPI `websockets`) connects to it instead, without a token on the upgrade; after
+`initialize`, a `session/new` must be refused (step `before_auth`) until `authenticate` with
+`methodId` `bearer` and the token of `SCENARIO_TOKEN` in `_meta.agentacp.token` (step
+`authenticate`); before that, `websockets` alone tries a wrong token (`refused_wrong_token`)
+and a foreign origin (`refused_origin`): `{"step": NAME, "status": <the HTTP status>}`.
+The agent's environment gets every `AGENTACP_*` variable of this one. `SCENARIO_CWD` is the
+sessions' cwd (inside the workspace root), `SCENARIO_OUTSIDE` a folder outside it,
+`SCENARIO_TRANSCRIPT` (optional) a file that receives every wire message, one JSON line each:
+`{"dir": "in"|"out", "message": ...}`.
 
 This script judges nothing: it prints one JSON line per step on stdout and the Rust test
 asserts on them. A step line is `{"step": NAME, ...}`:
@@ -25,7 +32,8 @@ asserts on them. A step line is `{"step": NAME, ...}`:
   "permission", "toolCall": ..., "options": ..., "answer": <the result this client sent>}`,
   each with `phase`: `before` or `after` the prompt's response), `sdkUpdates` and
   `sdkPermissions` (how many the SDK handed to this client's handlers during the step);
-- `exit` (last, once the SDK closed the agent's stdin and waited for it): `returncode`;
+- `exit` (last, once the SDK closed the agent's stdin and waited for it, or closed the
+  WebSocket): `returncode` (`null` over a WebSocket);
   `late`, every event that arrived after the response of the prompt it belongs to; `early`,
   every event that arrived before any prompt was sent.
 A step that fails in this script prints `{"step": NAME, "crash": "..."}` and the script exits
@@ -209,6 +217,15 @@ class Scenario:
             }
         )
 
+    async def authenticate(self, token: str) -> None:
+        try:
+            # The SDK puts keyword arguments into the request's `_meta`.
+            await asyncio.wait_for(self.conn.authenticate(method_id="bearer", agentacp={"token": token}), TIMEOUT)
+        except acp.RequestError as error:
+            emit({"step": "authenticate", "error": error_of(error)})
+            return
+        emit({"step": "authenticate", "ok": True})
+
     async def new_session(self, step: str, cwd: str) -> str | None:
         try:
             response = await asyncio.wait_for(self.conn.new_session(cwd=cwd, mcp_servers=[]), TIMEOUT)
@@ -256,8 +273,12 @@ class Scenario:
         await self.prompt("after_cancel", session_id, "still here after cancel")
 
 
-async def run_steps(name: str, scenario: Scenario) -> None:
+async def run_steps(name: str, scenario: Scenario, token: str | None = None) -> None:
     await scenario.initialize()
+    if token is not None:
+        # Over a WebSocket without a token on the upgrade: refused until `authenticate`.
+        await scenario.new_session("before_auth", scenario.cwd)
+        await scenario.authenticate(token)
     session = await scenario.new_session("new_session", scenario.cwd)
     if session is None:
         return
@@ -280,6 +301,45 @@ async def run_steps(name: str, scenario: Scenario) -> None:
     await scenario.new_session("new_session_outside", scenario.outside)
 
 
+async def refused_upgrade(step: str, url: str, headers: dict[str, str]) -> None:
+    """An upgrade with `headers`, through `websockets` alone: the HTTP status it got."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    try:
+        socket = await asyncio.wait_for(connect(url, additional_headers=headers), TIMEOUT)
+    except InvalidStatus as refused:
+        emit({"step": step, "status": refused.response.status_code})
+        return
+    await socket.close()
+    emit({"step": step, "status": 101})
+
+
+async def run_websocket(name: str, url: str, client: InteropClient, wire: Wire) -> None:
+    from acp.ws import create_websocket_stream
+
+    token = os.environ["SCENARIO_TOKEN"]
+    await refused_upgrade("refused_wrong_token", url, {"Authorization": "Bearer not-the-token"})
+    await refused_upgrade("refused_origin", url, {"Authorization": f"Bearer {token}", "Origin": "https://evil.example"})
+    transport = await asyncio.wait_for(create_websocket_stream(url), TIMEOUT)
+    conn = acp.connect_to_agent(client, transport, observers=[wire])
+    try:
+        await run_steps(name, Scenario(conn, client, wire), token)
+    finally:
+        await asyncio.wait_for(conn.close(), TIMEOUT)
+
+
+def emit_exit(wire: Wire, returncode: int | None) -> None:
+    emit(
+        {
+            "step": "exit",
+            "returncode": returncode,
+            "late": [e for e in wire.events if e["phase"] == "after"],
+            "early": [e for e in wire.events if e["phase"] == "none"],
+        }
+    )
+
+
 async def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] not in ("basic", "governed", "bridge"):
         print(__doc__, file=sys.stderr)
@@ -293,6 +353,11 @@ async def main(argv: list[str]) -> int:
     status = 0
     step = "spawn"
     try:
+        if command.startswith(("ws://", "wss://")):
+            step = "scenario"
+            await run_websocket(name, command, client, wire)
+            emit_exit(wire, None)
+            return 0
         async with acp.spawn_agent_process(
             client,
             command,
@@ -306,14 +371,7 @@ async def main(argv: list[str]) -> int:
             step = "scenario"
             await run_steps(name, Scenario(conn, client, wire))
             step = "exit"
-        emit(
-            {
-                "step": "exit",
-                "returncode": process.returncode,
-                "late": [e for e in wire.events if e["phase"] == "after"],
-                "early": [e for e in wire.events if e["phase"] == "none"],
-            }
-        )
+        emit_exit(wire, process.returncode)
     except BaseException as error:  # noqa: BLE001 - reported to the test, which fails
         emit({"step": step, "crash": "".join(traceback.format_exception(error))})
         status = 1

@@ -24,6 +24,40 @@ pub fn find_tool_record<'a>(records: &'a [Value], tool: &str) -> Option<&'a Valu
     records.iter().find(|r| r["metadata"]["aip44"]["tool"] == tool)
 }
 
+/// Checks the audit log of a server whose only connections authenticated as `identity`
+/// (docs/remote.md): every record carries `metadata.aip44.identity == identity`, the login is
+/// audited (`auth.login`, actor `identity`), and the chain verifies ([`check_audit_log`]).
+pub fn check_identity_in_audit_log(path: &Path, identity: &str) {
+    let records = audit_records(path);
+    let show = |rs: &[&Value]| {
+        rs.iter()
+            .take(5)
+            .map(|r| format!("  {}\n", crate::shorten(&r.to_string(), 600)))
+            .collect::<String>()
+    };
+    let without: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["metadata"]["aip44"]["identity"] != identity)
+        .collect();
+    assert!(
+        !records.is_empty() && without.is_empty(),
+        "{} of the {} records of {} lack `metadata.aip44.identity` {identity:?} (the identity \
+         of AGENTACP_TOKEN_IDENTITY); the first:\n{}",
+        without.len(),
+        records.len(),
+        path.display(),
+        show(&without)
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["action"] == "auth.login" && r["actor"]["id"] == identity),
+        "no `auth.login` record with actor {identity:?} in {}",
+        path.display()
+    );
+    check_audit_log(path, |_| true);
+}
+
 /// Checks the audit log: `want` holds for its records; `scaffold-aip audit verify` accepts
 /// it; and the same file with one byte changed is rejected.
 pub fn check_audit_log(path: &Path, want: impl Fn(&[Value]) -> bool) {

@@ -13,6 +13,7 @@ pub mod bench_support;
 pub mod raw;
 pub mod sdk;
 mod transcript;
+pub mod websocket;
 pub mod workspace_bins;
 
 use std::ffi::OsString;

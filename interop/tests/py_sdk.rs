@@ -6,17 +6,23 @@
 //! its phase relative to the prompt's response, seen by the SDK's stream observers); every
 //! assertion is here.
 //!
+//! `governed_server_over_websocket_with_the_python_sdk`: the same governed scenario through the
+//! SDK's own WebSocket transport to `governed-server --listen` (docs/remote.md), without a token
+//! on the upgrade: refused `-32000` until `authenticate`; a wrong token and a foreign `Origin`
+//! refused `401` and `403` first; the audit log names the token's identity in every record.
+//!
 //! Skipped, saying so, without a Python that can `import acp` (see
 //! [`interop::python_with_acp`]). On failure: the script's output, the wire transcript (both
 //! directions) and the agent's stderr.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use interop::audit::check_audit_log;
+use interop::audit::{check_audit_log, check_identity_in_audit_log};
+use interop::websocket::{WsServer, test_token};
 use interop::{AgentDirs, ScriptOutput, example_binary, explained, run_script, shorten, stream_chunk};
 use serde_json::{Value, json};
 
@@ -26,6 +32,9 @@ const DEADLINE: Duration = Duration::from_secs(240);
 
 /// The `clientInfo.name` the script gives (audited as `client:<name>`).
 const CLIENT: &str = "client:agentacp-interop-py";
+
+/// The identity `governed-server` gives the token in the WebSocket test.
+const IDENTITY: &str = "py-editor";
 
 fn client_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("py/client.py")
@@ -144,8 +153,17 @@ fn python() -> Option<PathBuf> {
 }
 
 /// Runs `PYTHON client.py SCENARIO AGENT` with the `AGENTACP_*` variables `env`, and checks
-/// what every scenario ends with: exit 0 on stdin EOF, no update outside its turn.
-fn run(python: &Path, scenario: &str, agent: &Path, env: &[(&str, OsString)], cwd: &Path, outside: &Path) -> Run {
+/// what every scenario ends with: exit 0 on stdin EOF (when AGENT is a program), no update
+/// outside its turn. AGENT may be the `ws://` URL of `server`, whose stderr is then reported.
+fn run(
+    python: &Path,
+    scenario: &str,
+    agent: &OsStr,
+    env: &[(&str, OsString)],
+    cwd: &Path,
+    outside: &Path,
+    server: Option<&WsServer>,
+) -> Run {
     let transcript = tempfile::NamedTempFile::new().expect("a temporary transcript file");
     let mut command = Command::new(python);
     command
@@ -162,7 +180,7 @@ fn run(python: &Path, scenario: &str, agent: &Path, env: &[(&str, OsString)], cw
     let mut report = format!(
         "{} client.py {scenario} {}\n--- steps (stdout)\n",
         python.display(),
-        agent.display()
+        agent.to_string_lossy()
     );
     for line in stdout.lines() {
         let _ = writeln!(report, "{}", shorten(line, 2000));
@@ -172,6 +190,9 @@ fn run(python: &Path, scenario: &str, agent: &Path, env: &[(&str, OsString)], cw
         let _ = writeln!(report, "{}", shorten(line, 600));
     }
     let _ = write!(report, "--- stderr (the script's and the agent's)\n{stderr}---");
+    if let Some(server) = server {
+        let _ = write!(report, "\n--- server stderr\n{}---", server.stderr_text());
+    }
     let steps = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -184,8 +205,9 @@ fn run(python: &Path, scenario: &str, agent: &Path, env: &[(&str, OsString)], cw
     }
     // The agent went away cleanly: exit 0 on stdin EOF, and no update outside its turn.
     let exit = run.step("exit");
+    let want = if server.is_some() { Value::Null } else { json!(0) };
     run.check(
-        exit["returncode"] == 0,
+        exit["returncode"] == want,
         format!("the agent did not exit 0 on stdin EOF: {exit}"),
     );
     run.check(
@@ -396,7 +418,15 @@ fn echo_server_with_the_python_sdk() {
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let agent = example_binary("echo-server");
-    let run = run(&python, "basic", &agent, &dirs.env(), &cwd, &dirs.outside());
+    let run = run(
+        &python,
+        "basic",
+        agent.as_os_str(),
+        &dirs.env(),
+        &cwd,
+        &dirs.outside(),
+        None,
+    );
     check_initialize(&run, "echo-server", "basic", Some("echo-server"));
     check_common(&run);
     // `/stream 200 32`: every chunk, in order, each before the response.
@@ -415,13 +445,92 @@ fn governed_server_with_the_python_sdk() {
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let agent = example_binary("governed-server");
-    let run = run(&python, "governed", &agent, &dirs.env(), &cwd, &dirs.outside());
+    let run = run(
+        &python,
+        "governed",
+        agent.as_os_str(),
+        &dirs.env(),
+        &cwd,
+        &dirs.outside(),
+        None,
+    );
     check_initialize(&run, "governed-server", "governance-aware", Some("governed-server"));
     check_common(&run);
     check_governed_tools(&run, &cwd);
     check_audit_log(&dirs.audit_log, |records| {
         editor_approvals(records) && delete_repo_denied(records)
     });
+}
+
+#[test]
+fn governed_server_over_websocket_with_the_python_sdk() {
+    let Some(python) = python() else { return };
+    let imports = Command::new(&python)
+        .args(["-c", "import websockets"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !imports {
+        eprintln!(
+            "skipped: {} cannot `import websockets` (pip install -r interop/py/requirements.txt)",
+            python.display()
+        );
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let token = test_token();
+    let mut env = dirs.env();
+    env.push(("AGENTACP_TOKEN", token.clone().into()));
+    env.push(("AGENTACP_TOKEN_IDENTITY", IDENTITY.into()));
+    let mut server = WsServer::start(&example_binary("governed-server"), &env);
+    let url = OsString::from(server.url());
+    let script_env = [("SCENARIO_TOKEN", OsString::from(&token))];
+    let run = run(
+        &python,
+        "governed",
+        &url,
+        &script_env,
+        &cwd,
+        &dirs.outside(),
+        Some(&server),
+    );
+
+    // `websockets` alone: a wrong token on the upgrade, and a browser's foreign origin.
+    for (step, status) in [("refused_wrong_token", 401), ("refused_origin", 403)] {
+        let line = run.step(step);
+        run.check(
+            line["status"] == status,
+            format!("{step}: want HTTP {status}, got {line}"),
+        );
+    }
+    // The token's method is offered (with `logout`, so the capabilities are not exactly the
+    // stdio ones); nothing but `authenticate` is served before it.
+    check_initialize(&run, "governed-server", "governance-aware", None);
+    let init = run.step("initialize");
+    run.check(
+        init["result"]["authMethods"]
+            .as_array()
+            .is_some_and(|methods| methods.iter().any(|m| m["id"] == "bearer")),
+        format!("initialize does not offer the `bearer` method: {init}"),
+    );
+    let before = run.step("before_auth");
+    run.check(
+        before["error"]["code"] == -32000,
+        format!("session/new before authenticate: want -32000, got {before}"),
+    );
+    let auth = run.step("authenticate");
+    run.check(
+        auth["ok"] == true,
+        format!("authenticate with the token in _meta: {auth}"),
+    );
+
+    check_common(&run);
+    check_governed_tools(&run, &cwd);
+    run.check(server.is_running(), "the server exited when its client left");
+    check_audit_log(&dirs.audit_log, |records| {
+        editor_approvals(records) && delete_repo_denied(records)
+    });
+    check_identity_in_audit_log(&dirs.audit_log, IDENTITY);
 }
 
 #[test]
@@ -438,7 +547,7 @@ fn bridge_in_front_of_governed_server_with_the_python_sdk() {
         "the bridge starts the governed server from its own folder"
     );
     let env = dirs.bridge_env(&bridge_audit);
-    let run = run(&python, "bridge", &bridge, &env, &cwd, &dirs.outside());
+    let run = run(&python, "bridge", bridge.as_os_str(), &env, &cwd, &dirs.outside(), None);
     check_initialize(&run, "governance-bridge", "governance-aware", None);
     let init = run.step("initialize");
     run.check(
@@ -486,7 +595,15 @@ fn an_update_after_the_prompt_response_fails_the_run() {
     // The Python SDK numbers its requests; the script answers numeric ids too.
     let script = dirs.late_update_agent();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(&python, "basic", &script, &dirs.env(), &cwd, &dirs.outside());
+        run(
+            &python,
+            "basic",
+            script.as_os_str(),
+            &dirs.env(),
+            &cwd,
+            &dirs.outside(),
+            None,
+        );
     }));
     let Err(panic) = outcome else {
         panic!("an agent that writes an update after its prompt's response passed the checks");

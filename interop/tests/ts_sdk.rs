@@ -6,12 +6,22 @@
 //! its manifest declares in `metadata.agentacp` (modes, the model option, `/summary`,
 //! `_governed/status`, `session/list`, `close`, `resume`).
 //!
+//! The same scenario, with only the transport changed, over a WebSocket to `governed-server
+//! --listen` (docs/remote.md): once through the SDK's `ndJsonStream` over a `ws` socket with the
+//! token in the `Authorization` header, once through the SDK's own `createWebSocketStream`
+//! without it (`session/new` refused `-32000`, then `authenticate` with the token in `_meta`);
+//! both first see a wrong token refused `401` and a foreign `Origin` `403`, and the audit log
+//! then names the token's identity in every record of the connection.
+//!
 //! Skipped, saying so, when `node` is not on `PATH` or `npm ci --prefix interop/ts` has not
 //! been run (`interop/ts/node_modules` is absent).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+use interop::audit::check_identity_in_audit_log;
+use interop::websocket::{WsServer, test_token};
 
 /// The whole scenario must finish within this; the script's own steps time out after 30 s each.
 const DEADLINE: Duration = Duration::from_secs(300);
@@ -64,8 +74,8 @@ const GOVERNED_STEPS: [&str; 15] = [
     "session-resume",
 ];
 
-/// Runs `scenario.mjs` against the binary `name` and asserts that every step passed, each
-/// one it should run reported `ok`.
+/// Runs `scenario.mjs` against the binary `name` over its stdio and asserts that every step
+/// passed, each one it should run reported `ok`.
 fn run_scenario(name: &str, governed: bool) {
     if let Some(why) = skip_reason() {
         eprintln!("skipped: {why}");
@@ -89,18 +99,30 @@ fn run_scenario(name: &str, governed: bool) {
     if governed {
         command.arg("--governed");
     }
-    let interop::ScriptOutput { status, stdout, stderr } = interop::run_script(&mut command, DEADLINE);
+    let extra: &[&str] = if governed { &GOVERNED_STEPS } else { &[] };
+    run_and_check(&mut command, extra, String::new);
+}
+
+/// Runs the prepared `node scenario.mjs …` to its end and asserts that it passed and printed
+/// `ok` for every step of [`STEPS`], `extra` and `shutdown`. `server_stderr` is shown on failure.
+fn run_and_check(command: &mut Command, extra: &[&str], server_stderr: impl Fn() -> String) {
+    let args: Vec<String> = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let interop::ScriptOutput { status, stdout, stderr } = interop::run_script(command, DEADLINE);
+    let server = server_stderr();
     let report = format!(
-        "node scenario.mjs {} {}\n--- stdout\n{stdout}--- stderr\n{stderr}---",
-        binary.display(),
-        if governed { "--governed" } else { "" }
+        "node {}\n--- stdout\n{stdout}--- stderr\n{stderr}---{}",
+        args.join(" "),
+        if server.is_empty() {
+            String::new()
+        } else {
+            format!("\n--- server stderr\n{server}---")
+        }
     );
     match status {
         None => panic!("the scenario did not finish within {DEADLINE:?}\n{report}"),
         Some(status) if !status.success() => panic!("the scenario failed ({status})\n{report}"),
         Some(_) => eprintln!("{report}"),
     }
-    let extra: &[&str] = if governed { &GOVERNED_STEPS } else { &[] };
     for step in STEPS.iter().chain(extra).chain(&["shutdown"]) {
         assert!(
             stdout
@@ -112,6 +134,57 @@ fn run_scenario(name: &str, governed: bool) {
     assert!(!stdout.contains("FAIL"), "{report}");
 }
 
+/// The identity `governed-server` gives the token in the WebSocket tests.
+const IDENTITY: &str = "ts-editor";
+
+/// Runs the governed scenario over a WebSocket to `governed-server --listen` (`auth`:
+/// `header` or `authenticate`; `stream`: `ndjson` or `sdk`, see `scenario.mjs`), then checks
+/// that the audit log names [`IDENTITY`] in every record of the connection.
+fn run_over_websocket(auth: &str, stream: &str) {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let ws = ts_dir().join("node_modules/ws");
+    if !ws.is_dir() {
+        eprintln!("skipped: {} is absent (run `npm ci --prefix interop/ts`)", ws.display());
+        return;
+    }
+    let binary = interop::example_binary("governed-server");
+    let dirs = interop::AgentDirs::new();
+    let cwd = dirs.project("project");
+    let token = test_token();
+    let mut env = dirs.env();
+    env.push(("AGENTACP_TOKEN", token.clone().into()));
+    env.push(("AGENTACP_TOKEN_IDENTITY", IDENTITY.into()));
+    let mut server = WsServer::start(&binary, &env);
+
+    let mut command = Command::new("node");
+    command
+        .arg(ts_dir().join("scenario.mjs"))
+        .arg(format!("--ws={}", server.url()))
+        .arg(format!("--auth={auth}"))
+        .arg(format!("--stream={stream}"))
+        .arg("--governed")
+        .current_dir(ts_dir())
+        .env("SCENARIO_TOKEN", &token)
+        .env("SCENARIO_CWD", &cwd)
+        .env("SCENARIO_OUTSIDE", dirs.outside())
+        .env("SCENARIO_AGENT_NAME", "governed-server");
+    let mut extra = vec!["refused-wrong-token", "refused-origin", "connect"];
+    if auth == "authenticate" {
+        extra.extend(["auth-required", "authenticate"]);
+    }
+    extra.extend(GOVERNED_STEPS);
+    run_and_check(&mut command, &extra, || server.stderr_text());
+    assert!(
+        server.is_running(),
+        "the server exited when its client left\n--- server stderr\n{}",
+        server.stderr_text()
+    );
+    check_identity_in_audit_log(&dirs.audit_log, IDENTITY);
+}
+
 #[test]
 fn echo_server_with_the_typescript_sdk() {
     run_scenario("echo-server", false);
@@ -120,4 +193,14 @@ fn echo_server_with_the_typescript_sdk() {
 #[test]
 fn governed_server_with_the_typescript_sdk() {
     run_scenario("governed-server", true);
+}
+
+#[test]
+fn governed_server_over_websocket_with_the_token_in_the_header() {
+    run_over_websocket("header", "ndjson");
+}
+
+#[test]
+fn governed_server_over_websocket_with_authenticate() {
+    run_over_websocket("authenticate", "sdk");
 }

@@ -1,15 +1,27 @@
 #!/usr/bin/env node
 // Drives an agentacp example server with the official ACP TypeScript SDK client
-// (@agentclientprotocol/sdk, pinned in package.json) over the server's stdio.
+// (@agentclientprotocol/sdk, pinned in package.json) over the server's stdio, or over a
+// WebSocket to a server started with `--listen` (docs/remote.md). The steps are the same
+// either way; only the transport (and the authentication it needs) differs.
 //
 //   node scenario.mjs AGENT_BINARY [--governed]
+//   node scenario.mjs --ws=ws://HOST:PORT/acp [--auth=header|authenticate] [--stream=ndjson|sdk] [--governed]
 //
 // Environment: SCENARIO_CWD (a directory inside AGENTACP_WORKSPACE_ROOT, used as the
 // session cwd), SCENARIO_OUTSIDE (an absolute directory outside that root),
-// SCENARIO_AGENT_NAME (expected agentInfo.name; default: the binary's file name),
-// SCENARIO_TIMEOUT_MS (per await; default 30000), SCENARIO_TRACE=1 (every wire message
-// to stderr as it crosses). Everything else, including
+// SCENARIO_AGENT_NAME (expected agentInfo.name; default: the binary's file name, or
+// governed-server over a WebSocket), SCENARIO_TIMEOUT_MS (per await; default 30000),
+// SCENARIO_TRACE=1 (every wire message to stderr as it crosses). Everything else, including
 // AGENTACP_*, is passed through to the server.
+//
+// Over a WebSocket: SCENARIO_TOKEN is the bearer token. `--auth=header` (the default) sends it
+// as `Authorization: Bearer` on the upgrade; `--auth=authenticate` connects without it, checks
+// that `session/new` is refused -32000 before `authenticate`, then authenticates with
+// `{"methodId": "bearer", "_meta": {"agentacp": {"token": ...}}}`. `--stream=ndjson` (the
+// default) runs the SDK's `ndJsonStream` over Web streams built on a `ws` WebSocket (each line
+// one text message); `--stream=sdk` uses the SDK's own `createWebSocketStream` (one JSON text
+// message each, no newline). First, with the `ws` client alone: a wrong token on the upgrade
+// is refused 401 and an `Origin: https://evil.example` 403.
 //
 // Prints one line per step, `ok <step>` or `FAIL <step>: <why>`, followed on failure
 // by indented lines with the wire messages seen during that step, and exits 0 only if
@@ -26,6 +38,8 @@ import {
   methods,
   ndJsonStream,
 } from "@agentclientprotocol/sdk";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { WebSocket } from "ws";
 
 const TIMEOUT_MS = Number(process.env.SCENARIO_TIMEOUT_MS ?? 30000);
 const TRACE = Boolean(process.env.SCENARIO_TRACE);
@@ -34,18 +48,40 @@ const STREAM_SIZE = 64;
 
 // ---------------------------------------------------------------- arguments
 
+const USAGE =
+  "usage: node scenario.mjs AGENT_BINARY [--governed]\n" +
+  "       node scenario.mjs --ws=URL [--auth=header|authenticate] [--stream=ndjson|sdk] [--governed]";
 const args = process.argv.slice(2);
-const governed = args.includes("--governed");
+const options = Object.fromEntries(
+  args
+    .filter((a) => a.startsWith("--"))
+    .map((a) => {
+      const eq = a.indexOf("=");
+      return eq < 0 ? [a.slice(2), true] : [a.slice(2, eq), a.slice(eq + 1)];
+    }),
+);
+const governed = options.governed === true;
+const wsUrl = typeof options.ws === "string" ? options.ws : undefined;
+const wsAuth = options.auth ?? "header";
+const wsStream = options.stream ?? "ndjson";
 const positional = args.filter((a) => !a.startsWith("--"));
-if (positional.length !== 1 || args.some((a) => a.startsWith("--") && a !== "--governed")) {
-  console.error("usage: node scenario.mjs AGENT_BINARY [--governed]");
+const known = wsUrl ? ["governed", "ws", "auth", "stream"] : ["governed"];
+if (
+  positional.length !== (wsUrl ? 0 : 1) ||
+  Object.keys(options).some((k) => !known.includes(k)) ||
+  !["header", "authenticate"].includes(wsAuth) ||
+  !["ndjson", "sdk"].includes(wsStream)
+) {
+  console.error(USAGE);
   process.exit(2);
 }
 const binary = positional[0];
 const expectedName =
-  process.env.SCENARIO_AGENT_NAME ?? basename(binary).replace(/\.exe$/i, "");
+  process.env.SCENARIO_AGENT_NAME ??
+  (wsUrl ? "governed-server" : basename(binary).replace(/\.exe$/i, ""));
 const sessionCwd = process.env.SCENARIO_CWD;
 const outsideCwd = process.env.SCENARIO_OUTSIDE;
+const token = process.env.SCENARIO_TOKEN;
 
 // ---------------------------------------------------------------- reporting
 
@@ -348,6 +384,7 @@ function notRun(name, why) {
 async function main() {
   if (!sessionCwd) console.error("scenario: SCENARIO_CWD is not set");
   if (!outsideCwd) console.error("scenario: SCENARIO_OUTSIDE is not set");
+  if (wsUrl) return mainWebSocket();
 
   const child = spawn(binary, [], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
   const exited = new Promise((resolve) => {
@@ -375,8 +412,10 @@ async function main() {
   }
 }
 
-async function runSteps(agent) {
+// `afterInitialize(response)` runs between `initialize` and `session/new` (authentication).
+async function runSteps(agent, { afterInitialize } = {}) {
   // initialize
+  let initializeResponse;
   const initialized = await step("initialize", async () => {
     const response = await withTimeout(
       agent.request(methods.agent.initialize, {
@@ -400,8 +439,10 @@ async function runSteps(agent) {
       `agentInfo.name is ${JSON.stringify(response.agentInfo?.name)}, expected ${JSON.stringify(expectedName)}` +
         ` (agentInfo: ${JSON.stringify(response.agentInfo)})`,
     );
+    initializeResponse = response;
     return `(agentInfo ${JSON.stringify(response.agentInfo)}) agentCapabilities=${JSON.stringify(response.agentCapabilities)}`;
   });
+  if (initialized && afterInitialize) await afterInitialize(initializeResponse);
   if (!initialized) {
     const rest = ["session/new", "stream", "cancel", "after-cancel"];
     if (governed) rest.push("tool-approved", "tool-rejected", "tool-denied", "tool-read", ...EDITOR_STEPS, ...SURFACE_STEPS);
@@ -884,6 +925,152 @@ function checkPermissionTurn(turn, optionKind) {
     ask.answer.outcome.outcome === "selected",
     `no option of kind ${optionKind} was offered: ${JSON.stringify(ask.params.options)}`,
   );
+}
+
+// ---------------------------------------------------------------- over a WebSocket
+
+// Opens a `ws` WebSocket and waits until it is open. Rejects with `{ status }` when the
+// server answers the upgrade with another HTTP status, or with the socket's error.
+function openSocket(url, headers, Ctor = WebSocket) {
+  const socket = new Ctor(url, { headers });
+  socket.on("error", () => {}); // reported through the promise below, or by the steps
+  return withTimeout(
+    new Promise((resolve, reject) => {
+      socket.once("open", () => resolve(socket));
+      socket.once("unexpected-response", (_request, response) => {
+        reject(Object.assign(new Error(`HTTP ${response.statusCode}`), { status: response.statusCode }));
+        response.resume();
+        socket.terminate();
+      });
+      socket.once("error", reject);
+    }),
+    `the WebSocket upgrade to ${url}`,
+  );
+}
+
+// The byte streams `ndJsonStream` wants, over an open `ws` socket: each line the SDK writes
+// goes as one text message (with its newline); each text message received goes into the
+// readable followed by a newline.
+function socketByteStreams(socket) {
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+  let pending = "";
+  const readable = new ReadableStream({
+    start(controller) {
+      socket.on("message", (data, isBinary) => {
+        if (isBinary) return; // the server sends text only; a binary message would be a bug the steps show
+        controller.enqueue(encoder.encode(`${data.toString("utf8")}\n`));
+      });
+      socket.on("close", () => {
+        try {
+          controller.close();
+        } catch {}
+      });
+      socket.on("error", (error) => {
+        try {
+          controller.error(error);
+        } catch {}
+      });
+    },
+  });
+  const writable = new WritableStream({
+    write(chunk) {
+      pending += decoder.decode(chunk, { stream: true });
+      let newline;
+      while ((newline = pending.indexOf("\n")) >= 0) {
+        socket.send(pending.slice(0, newline + 1));
+        pending = pending.slice(newline + 1);
+      }
+    },
+    close() {
+      socket.close(1000);
+    },
+  });
+  return { readable, writable };
+}
+
+// An upgrade the server must refuse with HTTP `status`.
+async function refusedUpgrade(name, headers, status) {
+  await step(name, async () => {
+    let socket;
+    try {
+      socket = await openSocket(wsUrl, headers);
+    } catch (error) {
+      if (error instanceof StepFailure) throw error;
+      check(error.status === status, `expected HTTP ${status}, got ${error.status ?? describeError(error)}`);
+      return `(HTTP ${error.status})`;
+    }
+    socket.terminate();
+    throw new StepFailure(`the upgrade with ${JSON.stringify(headers)} was accepted`);
+  });
+}
+
+async function mainWebSocket() {
+  const bearer = { Authorization: `Bearer ${token}` };
+  await refusedUpgrade("refused-wrong-token", { Authorization: "Bearer not-the-token" }, 401);
+  await refusedUpgrade("refused-origin", { ...bearer, Origin: "https://evil.example" }, 403);
+
+  const headers = wsAuth === "header" ? bearer : {};
+  // Every socket this script opens for the session (the SDK's own transport opens its own).
+  const sockets = [];
+  const Recorded = class extends WebSocket {
+    constructor(...a) {
+      super(...a);
+      sockets.push(this);
+    }
+  };
+  let stream;
+  const connected = await step("connect", async () => {
+    if (wsStream === "sdk") {
+      stream = createWebSocketStream(wsUrl, { WebSocket: Recorded, headers });
+      return `(the SDK's createWebSocketStream, ${wsAuth})`;
+    }
+    const socket = await openSocket(wsUrl, headers, Recorded);
+    const bytes = socketByteStreams(socket);
+    stream = ndJsonStream(bytes.writable, bytes.readable);
+    return `(ndJsonStream over a ws socket, ${wsAuth})`;
+  });
+  if (!connected) {
+    fail("scenario", "not run: no connection");
+    return;
+  }
+  const connection = app.connect(tapped(stream));
+  const agent = connection.agent;
+  try {
+    await runSteps(agent, { afterInitialize: wsAuth === "authenticate" ? authenticateSteps : undefined });
+  } finally {
+    await step("shutdown", async () => {
+      const socket = sockets[0];
+      check(socket !== undefined, "no WebSocket was opened");
+      const closed =
+        socket.readyState === WebSocket.CLOSED
+          ? Promise.reject(new StepFailure("the server had closed the WebSocket before this client left"))
+          : new Promise((resolve) => socket.once("close", (code) => resolve(code)));
+      connection.close();
+      socket.close(1000);
+      const code = await withTimeout(closed, "the WebSocket to close", 10000);
+      return `(closed ${code})`;
+    });
+  }
+
+  // Without a token on the upgrade: the initialize answer offers `bearer`; a request before
+  // `authenticate` is refused -32000; `authenticate` with the token in `_meta` admits us.
+  async function authenticateSteps(initialized) {
+    await step("auth-required", async () => {
+      const offered = (initialized.authMethods ?? []).map((m) => m.id);
+      check(offered.includes("bearer"), `authMethods ${JSON.stringify(initialized.authMethods)}`);
+      await expectError(agent, methods.agent.session.new, { cwd: sessionCwd, mcpServers: [] }, -32000);
+      return `(authMethods ${JSON.stringify(offered)}, session/new -32000)`;
+    });
+    await step("authenticate", async () => {
+      check(token, "SCENARIO_TOKEN is not set");
+      const response = await withTimeout(
+        agent.request(methods.agent.authenticate, { methodId: "bearer", _meta: { agentacp: { token } } }),
+        "the authenticate response",
+      );
+      return `(${JSON.stringify(response)})`;
+    });
+  }
 }
 
 async function shutdown(child, exited) {

@@ -1,0 +1,118 @@
+//! A server serving ACP over a WebSocket (`--listen 127.0.0.1:PORT`, see `docs/remote.md`) for
+//! the tests whose official SDK clients connect to it (`tests/ts_sdk.rs`, `tests/py_sdk.rs`).
+
+use std::ffi::OsString;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::TIMEOUT;
+
+/// How many times [`WsServer::start`] tries a fresh port when the server exits before it
+/// accepts (another process took the port between picking and binding it).
+const ATTEMPTS: usize = 3;
+
+/// A server process listening on a loopback port, killed when dropped.
+#[derive(Debug)]
+pub struct WsServer {
+    child: Child,
+    /// The port it listens on (`127.0.0.1`).
+    pub port: u16,
+    stderr: tempfile::NamedTempFile,
+}
+
+impl WsServer {
+    /// Starts `binary --listen 127.0.0.1:PORT` with `env` added to its environment, on a port
+    /// that was free a moment before (bound to `127.0.0.1:0`, read, released: the server does
+    /// not report a port 0 it was given), and returns once the port accepts a TCP connection.
+    /// Panics, with the server's stderr, when it exits first or does not accept within
+    /// [`TIMEOUT`].
+    pub fn start(binary: &Path, env: &[(&str, OsString)]) -> Self {
+        let mut last = String::new();
+        for _ in 0..ATTEMPTS {
+            let port = free_port();
+            let stderr = tempfile::NamedTempFile::new().expect("a temporary stderr file");
+            let child = Command::new(binary)
+                .arg("--listen")
+                .arg(format!("127.0.0.1:{port}"))
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(stderr.reopen().expect("reopen the stderr file"))
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", binary.display()));
+            let mut server = Self { child, port, stderr };
+            match server.wait_until_accepting() {
+                Ok(()) => return server,
+                Err(why) => last = format!("{why}\n--- server stderr\n{}---", server.stderr_text()),
+            }
+        }
+        panic!(
+            "{} --listen did not accept connections ({ATTEMPTS} attempts); the last: {last}",
+            binary.display()
+        );
+    }
+
+    /// Connecting is the readiness check: retried until the port accepts, the process exits,
+    /// or [`TIMEOUT`] passes.
+    fn wait_until_accepting(&mut self) -> Result<(), String> {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let started = Instant::now();
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait().expect("poll the server") {
+                return Err(format!("the server exited ({status}) before accepting on {addr}"));
+            }
+            if started.elapsed() > TIMEOUT {
+                return Err(format!("{addr} did not accept within {TIMEOUT:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `ws://127.0.0.1:PORT/acp`.
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}/acp", self.port)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("poll the server").is_none()
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(self.stderr.path()).unwrap_or_default()
+    }
+}
+
+impl Drop for WsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port nobody listened on a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// A bearer token for one test: not guessable from the test's name, different each run.
+pub fn test_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("interop-{:016x}{:08x}", hasher.finish(), std::process::id())
+}
