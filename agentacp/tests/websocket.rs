@@ -222,6 +222,23 @@ async fn a_token_on_the_upgrade_admits_the_client_and_every_audit_record_names_i
     for record in &records {
         assert_eq!(record["metadata"]["aip44"]["identity"], "alice", "{record}");
     }
+    let login = records
+        .iter()
+        .find(|r| r["action"] == "auth.login")
+        .expect("the login is audited");
+    assert_eq!(login["input"]["via"], "upgrade", "{login}");
+    // Our close is answered with a clean close, not an abrupt end (1006).
+    peer.ws.close(None).await.unwrap();
+    match tokio::time::timeout(WAIT, peer.ws.next())
+        .await
+        .expect("answered in time")
+    {
+        Some(Ok(Message::Close(frame))) => {
+            let code = frame.map_or(1005, |frame| u16::from(frame.code));
+            assert!(code == 1000 || code == 1005, "close code {code}");
+        }
+        other => panic!("want the server's close, got {other:?}"),
+    }
     server.shut_down().await;
 }
 

@@ -38,8 +38,10 @@ import {
   methods,
   ndJsonStream,
 } from "@agentclientprotocol/sdk";
-import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
-import { WebSocket } from "ws";
+// `ws` (and the SDK's WebSocket adapter) are loaded only for a run over a WebSocket, so the
+// stdio scenarios run without them.
+let WebSocket;
+let createWebSocketStream;
 
 const TIMEOUT_MS = Number(process.env.SCENARIO_TIMEOUT_MS ?? 30000);
 const TRACE = Boolean(process.env.SCENARIO_TRACE);
@@ -1006,6 +1008,8 @@ async function refusedUpgrade(name, headers, status) {
 }
 
 async function mainWebSocket() {
+  ({ WebSocket } = await import("ws"));
+  ({ createWebSocketStream } = await import("@agentclientprotocol/sdk/experimental/ws-client"));
   const bearer = { Authorization: `Bearer ${token}` };
   await refusedUpgrade("refused-wrong-token", { Authorization: "Bearer not-the-token" }, 401);
   await refusedUpgrade("refused-origin", { ...bearer, Origin: "https://evil.example" }, 403);

@@ -69,7 +69,6 @@ use crate::governance::Governance;
 use crate::spec::OperatorSpec;
 use crate::tier::Tier;
 
-#[cfg(feature = "websocket")]
 pub use options::BridgeOptions;
 #[cfg(feature = "websocket")]
 pub use options::{DEFAULT_TOKEN_ENV, TOKEN_ENV_VAR, token_from_env};

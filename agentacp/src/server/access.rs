@@ -74,11 +74,11 @@ pub(crate) fn check_bearer(
     }
 }
 
-/// `identity` is now the client's: audited first (`auth.login`), then its session store is
-/// the connection's.
+/// `identity` is now the client's: audited first (`auth.login`, `via: authenticate`), then
+/// its session store is the connection's.
 pub(crate) fn admit(connection: &Connection, stores: &StoreBook, identity: Identity) -> Result<()> {
     let store = stores.for_identity(Some(&identity))?;
-    connection.audit(event(connection, "auth.login", &identity))?;
+    connection.audit(event(connection, "auth.login", &identity, "authenticate"))?;
     connection.access.set_identity(Some(identity));
     connection.set_store(store);
     Ok(())
@@ -87,13 +87,24 @@ pub(crate) fn admit(connection: &Connection, stores: &StoreBook, identity: Ident
 /// `logout`: audited (`auth.logout`), then the connection has no identity.
 pub(crate) fn leave(connection: &Connection) -> Result<()> {
     if let Some(identity) = connection.access.identity() {
-        connection.audit(event(connection, "auth.logout", &identity))?;
+        connection.audit(event(connection, "auth.logout", &identity, "logout"))?;
     }
     connection.access.set_identity(None);
     Ok(())
 }
 
-fn event(connection: &Connection, action: &str, identity: &Identity) -> AuditEvent {
+/// The `auth.login` of a client that showed its token on the WebSocket upgrade (the
+/// connection is authenticated from its start).
+pub(crate) fn admitted_on_upgrade(connection: &Connection) -> Result<()> {
+    match connection.access.identity() {
+        Some(identity) => connection.audit(event(connection, "auth.login", &identity, "upgrade")),
+        None => Ok(()),
+    }
+}
+
+/// An `auth.*` record: the identity acts (and, like every record of the connection, is named
+/// in `metadata.aip44.identity`, also when it is not, or no longer, the connection's).
+fn event(connection: &Connection, action: &str, identity: &Identity, via: &str) -> AuditEvent {
     let mut event = AuditEvent::new(
         Actor {
             id: identity.as_str().to_string(),
@@ -106,7 +117,10 @@ fn event(connection: &Connection, action: &str, identity: &Identity) -> AuditEve
             path: None,
         },
     );
-    event.input = Some(json!({"method": BEARER}));
+    event.input = Some(json!({"method": BEARER, "via": via}));
+    let mut aip44 = serde_json::Map::new();
+    aip44.insert("identity".into(), identity.as_str().into());
+    event.metadata = Some([("aip44".to_string(), Value::Object(aip44))].into_iter().collect());
     event
 }
 

@@ -342,6 +342,7 @@ impl Served {
             spec.editor,
             access,
         ));
+        access::admitted_on_upgrade(&connection)?;
         let memory = memory::MemoryBook::new(self.profile.memory.clone(), &self.state_dir);
         let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
         Dispatcher::new(

@@ -143,7 +143,16 @@ where
                         break Ended::Failed("the peer sent a binary message".into());
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => break Ended::Closed,
+                    Some(Ok(Message::Close(_))) => {
+                        // tungstenite queued the reply to the peer's close; reading on sends it
+                        // and ends the stream, so the peer sees a clean close, not a reset.
+                        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                            while ws.next().await.is_some() {}
+                        })
+                        .await;
+                        break Ended::Closed;
+                    }
+                    None => break Ended::Closed,
                     Some(Err(error)) => {
                         let reason = error.to_string();
                         if matches!(error, tokio_tungstenite::tungstenite::Error::Capacity(_)) {
