@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use sha2::{Digest, Sha256};
+use acp_tokens::digest;
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 /// The id of the one authentication method remote servers offer: a bearer token
@@ -26,9 +26,6 @@ pub const TOKEN_IDENTITY_VAR: &str = "AGENTACP_TOKEN_IDENTITY";
 /// The environment variable naming a token file.
 pub const TOKENS_FILE_VAR: &str = "AGENTACP_TOKENS_FILE";
 
-/// The longest identity accepted.
-const MAX_IDENTITY: usize = 128;
-
 /// A principal an authenticated connection acts as: AIP-7 `principalId`-like (letters, digits,
 /// `-_.@:`, 1..=128 chars).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -38,20 +35,7 @@ impl Identity {
     /// Checks `id`: 1 to 128 ASCII letters, digits and `-_.@:`. The error says what is wrong.
     pub fn new(id: impl Into<String>) -> Result<Identity, String> {
         let id = id.into();
-        if id.is_empty() {
-            return Err("an identity may not be empty".to_string());
-        }
-        if id.len() > MAX_IDENTITY {
-            return Err(format!(
-                "an identity is at most {MAX_IDENTITY} characters (this one has {})",
-                id.chars().count()
-            ));
-        }
-        if let Some(bad) = id.chars().find(|c| !is_identity_char(*c)) {
-            return Err(format!(
-                "an identity holds only letters, digits and `-_.@:` (found {bad:?} in {id:?})"
-            ));
-        }
+        acp_tokens::check_identity(&id)?;
         Ok(Identity(id))
     }
 
@@ -59,10 +43,6 @@ impl Identity {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-}
-
-fn is_identity_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':')
 }
 
 impl fmt::Display for Identity {
@@ -315,85 +295,16 @@ fn read_file(path: &Path) -> Result<Vec<Entry>, String> {
 
 /// One line of a token file: `None` for a blank line or a comment.
 fn parse_line(line: &str) -> Result<Option<Entry>, String> {
-    let line = line.trim();
-    if line.is_empty() || line.starts_with('#') {
+    let Some((identity, hash)) = acp_tokens::parse_line(line)? else {
         return Ok(None);
-    }
-    let mut fields = line.split_whitespace();
-    let (Some(identity), Some(hash), None) = (fields.next(), fields.next(), fields.next()) else {
-        return Err("expected `<identity> sha256:<64 lowercase hex>`".to_string());
     };
-    let identity = Identity::new(identity)?;
-    let hash = parse_hash(hash)?;
-    Ok(Some(Entry { identity, hash }))
+    Ok(Some(Entry {
+        identity: Identity(identity.to_string()),
+        hash,
+    }))
 }
 
-/// `sha256:<64 lowercase hex>` as bytes.
-fn parse_hash(text: &str) -> Result<[u8; 32], String> {
-    let Some(hex) = text.strip_prefix("sha256:") else {
-        return Err("a token hash starts with `sha256:`".to_string());
-    };
-    let digits = hex.as_bytes();
-    let nibble = |b: u8| match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        _ => None,
-    };
-    if digits.len() != 64 {
-        return Err(format!(
-            "a token hash is `sha256:` and 64 lowercase hex digits (found {})",
-            digits.len()
-        ));
-    }
-    let mut hash = [0u8; 32];
-    for (byte, pair) in hash.iter_mut().zip(digits.chunks_exact(2)) {
-        let (Some(high), Some(low)) = (nibble(pair[0]), nibble(pair[1])) else {
-            return Err("a token hash is `sha256:` and 64 lowercase hex digits".to_string());
-        };
-        *byte = (high << 4) | low;
-    }
-    Ok(hash)
-}
-
-fn digest(token: &str) -> [u8; 32] {
-    let mut hash = [0u8; 32];
-    hash.copy_from_slice(&Sha256::digest(token.as_bytes()));
-    hash
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(HEX[usize::from(byte >> 4)] as char);
-        text.push(HEX[usize::from(byte & 0xf)] as char);
-    }
-    text
-}
-
-/// `sha256:<hex>` of a token, as written in a token file.
-pub fn hash_token(token: &str) -> String {
-    format!("sha256:{}", hex(&digest(token)))
-}
-
-/// A new random token: 32 bytes from the OS (`/dev/urandom`; an `Unsupported` error where
-/// there is none), as 64 lowercase hex characters prefixed `acp_`.
-pub fn generate_token() -> std::io::Result<String> {
-    #[cfg(unix)]
-    {
-        use std::io::Read;
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-        Ok(format!("acp_{}", hex(&bytes)))
-    }
-    #[cfg(not(unix))]
-    {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "no /dev/urandom to generate a token from",
-        ))
-    }
-}
+pub use acp_tokens::{generate_token, hash_token};
 
 #[cfg(test)]
 mod tests {

@@ -427,6 +427,41 @@ async fn refusals_are_answered_with_their_http_status() {
 }
 
 #[tokio::test]
+async fn an_oversized_message_closes_the_connection_and_a_slow_upgrade_is_dropped() {
+    let server = Server::start(|options| {
+        let mut options = ListenOptions {
+            handshake_timeout: Duration::from_millis(300),
+            ..options
+        };
+        options.limits.max_message_bytes = 4096;
+        options
+    })
+    .await;
+    let mut peer = server.connect(None).await.unwrap();
+    peer.initialize().await;
+    peer.ws.send(Message::text("x".repeat(8192))).await.unwrap();
+    match tokio::time::timeout(WAIT, peer.ws.next())
+        .await
+        .expect("closed in time")
+    {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1009),
+        other => panic!("want a 1009 close, got {other:?}"),
+    }
+    // Slow-loris: half an upgrade, then nothing; the server hangs up after the handshake time.
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"GET /acp HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(WAIT, tokio::io::AsyncReadExt::read_to_end(&mut slow, &mut rest)).await;
+    assert!(read.is_ok(), "a half-sent upgrade kept its connection open");
+    // The server is still up for others.
+    let mut other = server.connect(None).await.unwrap();
+    assert_eq!(other.initialize().await["protocolVersion"], 1);
+    server.shut_down().await;
+}
+
+#[tokio::test]
 async fn a_non_loopback_address_without_tokens_is_refused() {
     let error = Listener::bind(ListenOptions::new("0.0.0.0:0".parse().unwrap()))
         .await

@@ -10,8 +10,6 @@ use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use crate::atomic;
 use crate::exit::{EXIT_OK, EXIT_USAGE};
 
@@ -92,7 +90,8 @@ impl From<io::Error> for Failure {
 }
 
 fn run_new(args: &NewTokenArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
-    check_identity(&args.identity).map_err(Failure::Usage)?;
+    check_identity(&args.identity)
+        .map_err(|error| Failure::Usage(format!("`{}` is not an identity: {error}", args.identity)))?;
     let token = generate_token().map_err(|error| Failure::Usage(format!("cannot generate a token: {error}")))?;
     let line = format!("{} {}", args.identity, hash_token(&token));
     if let Some(path) = &args.file {
@@ -272,73 +271,11 @@ fn append(path: &Path, text: &str, line: &str) -> Result<(), String> {
         .map_err(|error| format!("{}: {error}", path.display()))
 }
 
-/// Checks an identity as `agentacp::auth::Identity::new` does: 1 to 128 ASCII letters, digits
-/// and `-_.@:`.
-pub fn check_identity(identity: &str) -> Result<(), String> {
-    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':');
-    if identity.is_empty() || identity.len() > 128 || !identity.chars().all(valid) {
-        return Err(format!(
-            "`{identity}` is not an identity: 1 to 128 letters, digits and `-_.@:`"
-        ));
-    }
-    Ok(())
-}
-
-/// `sha256:<hex>` of a token, as written in a token file.
-pub fn hash_token(token: &str) -> String {
-    format!("sha256:{}", hex(&Sha256::digest(token.as_bytes())))
-}
-
-/// A new random token: 32 bytes from `/dev/urandom`, as 64 lowercase hex characters prefixed
-/// `acp_` (an `Unsupported` error where there is no `/dev/urandom`).
-pub fn generate_token() -> io::Result<String> {
-    #[cfg(unix)]
-    {
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-        Ok(format!("acp_{}", hex(&bytes)))
-    }
-    #[cfg(not(unix))]
-    {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "no /dev/urandom to generate a token from",
-        ))
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(HEX[usize::from(byte >> 4)] as char);
-        text.push(HEX[usize::from(byte & 0xf)] as char);
-    }
-    text
-}
+pub use acp_tokens::{check_identity, generate_token, hash_token};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_hash_is_sha256_as_agentacp_computes_it() {
-        // The same vector as agentacp's `auth::tests::sha256_of_abc_is_the_published_test_vector`.
-        assert_eq!(
-            hash_token("abc"),
-            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
-
-    #[test]
-    fn identities_are_checked_as_agentacp_does() {
-        for good in ["alice", "ci-bot", "a.b_c@example.com", "svc:deploy"] {
-            assert!(check_identity(good).is_ok(), "{good}");
-        }
-        for bad in ["", "al ice", "a/b", "ünï", &"x".repeat(129)] {
-            assert!(check_identity(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn revoking_keeps_comments_and_other_identities() {
