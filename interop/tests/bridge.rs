@@ -239,3 +239,69 @@ async fn a_full_session_crosses_the_bridge_and_both_audit_logs_verify() {
             .all(|w| w[1]["seq"].as_u64() == w[0]["seq"].as_u64().map(|s| s + 1))
     );
 }
+
+/// Issue #17: an editor that speaks only stdio — the official Rust SDK client — reaches a
+/// remote agent through the bridge: `governance-bridge` (`AGENTACP_BRIDGE_CONNECT`, the token in
+/// `AGENTACP_TOKEN`) dials `governed-server --listen` over WebSocket. The prompt, a governed
+/// write approved by the editor, and a cancel cross; the bridge's audit log verifies, and every
+/// record of the remote server names the bridge's identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_rust_sdk_client_reaches_a_remote_agent_through_the_bridge() {
+    const IDENTITY: &str = "bridge-on-laptop";
+    let dirs = AgentDirs::new();
+    let cwd = dirs.project("p");
+    let token = interop::websocket::test_token();
+    let mut server_env = dirs.env();
+    server_env.push(("AGENTACP_TOKEN", token.clone().into()));
+    server_env.push(("AGENTACP_TOKEN_IDENTITY", IDENTITY.into()));
+    let server = interop::websocket::WsServer::start(&example_binary("governed-server"), &server_env);
+
+    let bridge_audit = dirs.state_dir.join("bridge-audit.jsonl");
+    let mut env = dirs.bridge_env(&bridge_audit);
+    env.push(("AGENTACP_BRIDGE_CONNECT", server.url().into()));
+    env.push(("AGENTACP_TOKEN", token.into()));
+    let bridge = AgentProcess::spawn_with_env(&example_binary("governance-bridge"), &env, StderrMode::Capture);
+    let client = SdkClient::connect(bridge, Options::default()).await;
+
+    let init = serde_json::to_value(client.initialize().await).unwrap();
+    assert_eq!(init["agentInfo"]["name"], "governance-bridge", "{init}");
+    assert_eq!(
+        init["_meta"]["aip44"]["downstream"]["name"], "governed-server",
+        "{init}"
+    );
+    let session = client.new_session(&cwd).await;
+    let reply = client.prompt(&session, "hello from afar").ok().await;
+    assert_eq!(reply.stop_reason, StopReason::EndTurn);
+    assert!(
+        texts(&client.events()).iter().any(|t| t.contains("hello from afar")),
+        "{}",
+        client.diagnostics()
+    );
+    client.set_permission_policy(PermissionPolicy::Select(PermissionOptionKind::AllowOnce));
+    let write = client
+        .prompt(
+            &session,
+            r#"/tool write-file {"path":"remote.txt","content":"over the wire"}"#,
+        )
+        .ok()
+        .await;
+    assert_eq!(write.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("remote.txt")).unwrap(),
+        "over the wire"
+    );
+    let forever = client.prompt(&session, "/forever");
+    client
+        .wait_until("a tick", |events| {
+            events
+                .iter()
+                .any(|e| e.chunk_text().is_some_and(|t| t.starts_with("tick")))
+        })
+        .await;
+    client.cancel(&session);
+    assert_eq!(forever.ok().await.stop_reason, StopReason::Cancelled);
+    let status = client.shutdown().await;
+    assert!(status.success(), "the bridge exits 0: {status:?}");
+    verify_file(&bridge_audit).expect("the bridge's audit log verifies");
+    interop::audit::check_identity_in_audit_log(&dirs.audit_log, IDENTITY);
+}
