@@ -28,6 +28,16 @@ impl RemoteServer for Remote {
         request: wire::PromptRequest,
     ) -> Result<wire::StopReason> {
         let text = serde_json::to_value(&request.prompt).unwrap_or_default();
+        if text.to_string().contains("/flood") {
+            // Streams until cancelled (or its connection is given up).
+            let chunk = "x".repeat(1024);
+            while !turn.is_cancelled() {
+                if turn.message(&chunk).await.is_err() {
+                    break;
+                }
+            }
+            return Ok(wire::StopReason::Cancelled);
+        }
         if text.to_string().contains("/wait") {
             // Runs until cancelled (by the client, or by its connection going away).
             turn.message("waiting").await?;
@@ -487,6 +497,84 @@ async fn connections_over_the_limit_get_503_and_the_others_are_served() {
     // Without tokens on loopback, no authentication is asked.
     first.initialize().await;
     assert!(first.new_session(&server.cwd()).await["result"]["sessionId"].is_string());
+    server.shut_down().await;
+}
+
+/// A client that stops reading while the server streams: the connection is given up after
+/// the write timeout, its turn ends (audited), and the server serves others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_given_up_and_the_server_stays_up() {
+    let server = Server::start(|options| {
+        let mut options = options;
+        options.limits.write_timeout = Duration::from_millis(300);
+        options
+    })
+    .await;
+    let mut stuck = server.connect(None).await.unwrap();
+    stuck.initialize().await;
+    let session = stuck.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let prompt = json!({"jsonrpc": "2.0", "id": 99, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "/flood"}]}});
+    stuck.ws.send(Message::text(prompt.to_string())).await.unwrap();
+    // From here on `stuck` reads nothing.
+    let ended = tokio::time::timeout(WAIT, async {
+        loop {
+            if server.audited().iter().any(|r| r["action"] == "operator.interrupted") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the flooding turn never ended");
+    let mut other = server.connect(None).await.unwrap();
+    assert_eq!(other.initialize().await["protocolVersion"], 1);
+    drop(stuck);
+    server.shut_down().await;
+}
+
+/// Many upgrades at once (300 here, so the test fits a 1,024 file-descriptor limit): each
+/// gets a clear outcome — served, or `503` — none hangs, and the server serves on after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_connections_gets_served_or_503_and_the_server_stays_up() {
+    const BURST: usize = 300;
+    const LIMIT: usize = 100;
+    let server = Server::start(|options| ListenOptions {
+        max_connections: LIMIT,
+        ..options
+    })
+    .await;
+    let url = server.url();
+    let attempts = (0..BURST).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move { tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url)).await })
+    });
+    let (mut served, mut refused, mut open) = (0, 0, Vec::new());
+    for attempt in attempts.collect::<Vec<_>>() {
+        match attempt.await.unwrap().expect("every upgrade is answered in time") {
+            Ok((ws, _)) => {
+                served += 1;
+                open.push(ws);
+            }
+            Err(error) if error.to_string().contains("503") => refused += 1,
+            Err(error) => panic!("an upgrade failed without a clear answer: {error}"),
+        }
+    }
+    assert_eq!(served + refused, BURST);
+    assert!(served <= LIMIT && served > 0, "served {served}");
+    drop(open);
+    // Once they are gone, the server serves again.
+    let served_again = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Ok(mut peer) = server.connect(None).await {
+                return peer.initialize().await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the server serves again after the burst");
+    assert_eq!(served_again["protocolVersion"], 1);
     server.shut_down().await;
 }
 
