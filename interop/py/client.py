@@ -255,10 +255,17 @@ class Scenario:
             line["stopReason"] = response.stop_reason
         except acp.RequestError as error:
             line["error"] = error_of(error)
+        # Every message the wire carried so far has reached the client through the SDK.
+        await self.client.caught_up(self.wire)
         prompt_id = self.wire.last_request("session/prompt")
-        line["events"] = [e for e in self.wire.events[events:] if e["prompt"] == prompt_id]
-        line["sdkUpdates"] = self.client.updates - updates
-        line["sdkPermissions"] = self.client.permissions - permissions
+        window = self.wire.events[events:]
+        line["events"] = [e for e in window if e["prompt"] == prompt_id]
+        # What arrived in this window but is not this prompt's (a session's
+        # `available_commands_update` read just before the request went out) is counted on
+        # neither side.
+        other = [e for e in window if e["prompt"] != prompt_id]
+        line["sdkUpdates"] = self.client.updates - updates - sum(e["kind"] == "update" for e in other)
+        line["sdkPermissions"] = self.client.permissions - permissions - sum(e["kind"] == "permission" for e in other)
         emit(line)
 
     async def cancel_forever(self, session_id: str) -> None:
