@@ -149,6 +149,18 @@ impl Server {
             .collect()
     }
 
+    /// Whether a record of `action` is written within [`WAIT`] (polled: the audit log is a
+    /// sink, not a channel).
+    async fn recorded(&self, action: &str) -> bool {
+        tokio::time::timeout(WAIT, async {
+            while !self.audited().iter().any(|r| r["action"] == action) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
     async fn shut_down(mut self) {
         let _ = self.stop.take().unwrap().send(());
         tokio::time::timeout(WAIT * 2, &mut self.task)
@@ -517,16 +529,10 @@ async fn a_client_that_stops_reading_is_given_up_and_the_server_stays_up() {
         "params": {"sessionId": session, "prompt": [{"type": "text", "text": "/flood"}]}});
     stuck.ws.send(Message::text(prompt.to_string())).await.unwrap();
     // From here on `stuck` reads nothing.
-    let ended = tokio::time::timeout(WAIT, async {
-        loop {
-            if server.audited().iter().any(|r| r["action"] == "operator.interrupted") {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(ended.is_ok(), "the flooding turn never ended");
+    assert!(
+        server.recorded("operator.interrupted").await,
+        "the flooding turn never ended"
+    );
     let mut other = server.connect(None).await.unwrap();
     assert_eq!(other.initialize().await["protocolVersion"], 1);
     drop(stuck);
@@ -643,15 +649,10 @@ async fn a_connection_dropped_mid_turn_cancels_the_turn_and_the_audit_chain_veri
     peer.start_waiting_turn(&server.cwd()).await;
     drop(peer);
     // The turn ends as interrupted, audited; the chain verifies (`audited` checks it).
-    let interrupted = tokio::time::timeout(WAIT, async {
-        loop {
-            if server.audited().iter().any(|r| r["action"] == "operator.interrupted") {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(interrupted.is_ok(), "no interrupted record: {:?}", server.audited());
+    assert!(
+        server.recorded("operator.interrupted").await,
+        "no interrupted record: {:?}",
+        server.audited()
+    );
     server.shut_down().await;
 }

@@ -67,6 +67,20 @@ fn tool_updates<'a>(events: &'a [Event], tool: &str) -> Vec<&'a Event> {
         .collect()
 }
 
+/// `/forever`, cancelled once its first tick arrived: the prompt ends `cancelled`.
+async fn cancel_forever(client: &SdkClient, session: &str) {
+    let forever = client.prompt(session, "/forever");
+    client
+        .wait_until("a tick", |events| {
+            events
+                .iter()
+                .any(|e| e.chunk_text().is_some_and(|t| t.starts_with("tick")))
+        })
+        .await;
+    client.cancel(session);
+    assert_eq!(forever.ok().await.stop_reason, StopReason::Cancelled);
+}
+
 fn texts(events: &[Event]) -> Vec<String> {
     events
         .iter()
@@ -163,16 +177,7 @@ async fn a_full_session_crosses_the_bridge_and_both_audit_logs_verify() {
     );
 
     // Cancel crosses the bridge.
-    let forever = client.prompt(&session, "/forever");
-    client
-        .wait_until("a tick", |events| {
-            events
-                .iter()
-                .any(|e| e.chunk_text().is_some_and(|t| t.starts_with("tick")))
-        })
-        .await;
-    client.cancel(&session);
-    assert_eq!(forever.ok().await.stop_reason, StopReason::Cancelled);
+    cancel_forever(&client, &session).await;
 
     // session/load replays the history through the bridge: passed on, not audited again.
     let tool_records = |path: &Path| {
@@ -290,16 +295,7 @@ async fn the_official_rust_sdk_client_reaches_a_remote_agent_through_the_bridge(
         std::fs::read_to_string(cwd.join("remote.txt")).unwrap(),
         "over the wire"
     );
-    let forever = client.prompt(&session, "/forever");
-    client
-        .wait_until("a tick", |events| {
-            events
-                .iter()
-                .any(|e| e.chunk_text().is_some_and(|t| t.starts_with("tick")))
-        })
-        .await;
-    client.cancel(&session);
-    assert_eq!(forever.ok().await.stop_reason, StopReason::Cancelled);
+    cancel_forever(&client, &session).await;
     let status = client.shutdown().await;
     assert!(status.success(), "the bridge exits 0: {status:?}");
     verify_file(&bridge_audit).expect("the bridge's audit log verifies");
