@@ -128,6 +128,14 @@ impl std::error::Error for AuditError {
 pub struct AuditLog {
     chain: Option<Arc<Mutex<Chain>>>,
     recovery: Option<Arc<Recovery>>,
+    /// Fields added to every record's `metadata` ([`AuditLog::stamped`]).
+    stamp: Option<Arc<Stamp>>,
+}
+
+/// Fields merged into `metadata.<namespace>` of every record a stamped handle writes.
+struct Stamp {
+    namespace: String,
+    fields: serde_json::Map<String, serde_json::Value>,
 }
 
 struct Chain {
@@ -227,6 +235,7 @@ impl AuditLog {
         Ok(AuditLog {
             chain: Some(Arc::new(Mutex::new(chain))),
             recovery,
+            stamp: None,
         })
     }
 
@@ -248,6 +257,7 @@ impl AuditLog {
         AuditLog {
             chain: Some(Arc::new(Mutex::new(chain))),
             recovery: None,
+            stamp: None,
         }
     }
 
@@ -256,6 +266,7 @@ impl AuditLog {
         AuditLog {
             chain: None,
             recovery: None,
+            stamp: None,
         }
     }
 
@@ -264,6 +275,20 @@ impl AuditLog {
     /// report it (the runtime logs it as a warning).
     pub fn recovery(&self) -> Option<&Recovery> {
         self.recovery.as_deref()
+    }
+
+    /// A handle on the same chain whose every record carries `fields` in
+    /// `metadata.<namespace>` (a field the event sets itself is kept; a stamp on this handle
+    /// is replaced). E.g. the identity of the client a connection serves, on every record made
+    /// for it.
+    pub fn stamped(&self, namespace: &str, fields: serde_json::Map<String, serde_json::Value>) -> AuditLog {
+        AuditLog {
+            stamp: Some(Arc::new(Stamp {
+                namespace: namespace.to_string(),
+                fields,
+            })),
+            ..self.clone()
+        }
     }
 
     /// Whether this is [`AuditLog::off`].
@@ -279,7 +304,18 @@ impl AuditLog {
     /// After a failed write or sync every later call is [`AuditError::Failed`]: the log never
     /// appends after a line it is unsure of. On an [`off`](AuditLog::off) log nothing is
     /// written, and the record returned is the one that would start a chain.
-    pub fn record(&self, event: AuditEvent) -> Result<AuditRecord, AuditError> {
+    pub fn record(&self, mut event: AuditEvent) -> Result<AuditRecord, AuditError> {
+        if let Some(stamp) = &self.stamp {
+            let metadata = event.metadata.get_or_insert_with(Default::default);
+            let namespace = metadata
+                .entry(stamp.namespace.clone())
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let Some(namespace) = namespace.as_object_mut() {
+                for (key, value) in &stamp.fields {
+                    namespace.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+        }
         event.validate().map_err(AuditError::Invalid)?;
         let Some(chain) = &self.chain else {
             return Ok(AuditRecord::build(event, 0, rfc3339_millis(SystemTime::now()), GENESIS));

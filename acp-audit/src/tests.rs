@@ -146,6 +146,30 @@ fn records_are_numbered_linked_and_hashed() {
 }
 
 #[test]
+fn a_stamped_handle_adds_its_fields_to_every_record_on_the_shared_chain() {
+    let sink = MemorySink::new();
+    let log = AuditLog::with_sink(Box::new(sink.clone()));
+    let fields = serde_json::Map::from_iter([("identity".to_string(), json!("alice"))]);
+    let alice = log.stamped("aip44", fields);
+    log.record(note(0)).unwrap();
+    alice.record(note(1)).unwrap();
+    // A field the event sets itself wins over the stamp; the event's other fields stay.
+    let mut own = note(2);
+    own.metadata = Some(serde_json::Map::from_iter([(
+        "aip44".to_string(),
+        json!({"identity": "bob", "tool": "x"}),
+    )]));
+    alice.record(own).unwrap();
+    let lines: Vec<_> = sink.lines().iter().map(|line| parse(line)).collect();
+    assert_eq!(lines.len(), 3, "one chain for both handles");
+    assert!(lines[0].get("metadata").is_none(), "{:?}", lines[0]);
+    assert_eq!(lines[1]["metadata"]["aip44"], json!({"identity": "alice"}));
+    assert_eq!(lines[2]["metadata"]["aip44"], json!({"identity": "bob", "tool": "x"}));
+    assert_eq!(lines[2]["seq"], json!(2));
+    check(&sink.contents()).unwrap();
+}
+
+#[test]
 fn timestamps_are_rfc3339_utc_milliseconds() {
     let record = AuditLog::with_sink(Box::new(MemorySink::new()))
         .record(note(0))

@@ -43,6 +43,12 @@ impl Identity {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// What every audit record made for this identity carries in `metadata.aip44`:
+    /// `{"identity": "<id>"}` (see [`crate::audit::AuditLog::stamped`]).
+    pub fn audit_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::from_iter([("identity".to_string(), self.0.clone().into())])
+    }
 }
 
 impl fmt::Display for Identity {

@@ -16,7 +16,7 @@ use agentacp::client::{AgentCommand, AuthPolicy, Client, ClientError, ClientOpti
 use agentacp::prelude::*;
 use agentacp::server::MemoryStore;
 use agentacp::server::websocket::{ListenOptions, Listener};
-use agentacp::websocket::Dial;
+use agentacp::websocket::{Dial, TlsFiles, client_config};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
@@ -76,12 +76,23 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
+        Server::start_with(None).await
+    }
+
+    /// With `tls`, served over `wss://` (the URL names `localhost`, the certificate's name).
+    async fn start_with(tls: Option<TlsFiles>) -> Server {
         let root = tempfile::tempdir().unwrap();
         let mut listen = ListenOptions::new("127.0.0.1:0".parse().unwrap())
             .tokens(TokenStore::single(Identity::new("alice").unwrap(), TOKEN));
         listen.drain = Duration::from_secs(2);
+        let scheme = if tls.is_some() {
+            "wss://localhost"
+        } else {
+            "ws://127.0.0.1"
+        };
+        listen.tls = tls;
         let listener = Listener::bind(listen).await.unwrap();
-        let url = format!("ws://{}/acp", listener.local_addr().unwrap());
+        let url = format!("{scheme}:{}/acp", listener.local_addr().unwrap().port());
         let options = ServerOptions {
             workspace_root: Some(root.path().to_path_buf()),
             state_dir: Some(root.path().join(".state")),
@@ -289,6 +300,97 @@ async fn a_remote_agent_going_away_fails_requests_saying_the_connection_ended() 
     bounded(client.close()).await;
 }
 
+// ---- wss:// ------------------------------------------------------------------------------------
+
+/// A self-signed certificate for `localhost`, written as PEM files into `dir`; its DER form is
+/// what a client that trusts it adds to its roots.
+fn self_signed(dir: &std::path::Path) -> (TlsFiles, rustls::pki_types::CertificateDer<'static>) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let files = TlsFiles {
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+    };
+    std::fs::write(&files.cert, certified.cert.pem()).unwrap();
+    std::fs::write(&files.key, certified.signing_key.serialize_pem()).unwrap();
+    (files, certified.cert.der().clone())
+}
+
+#[tokio::test]
+async fn over_wss_a_client_that_trusts_the_certificate_drives_a_streamed_prompt() {
+    let certs = tempfile::tempdir().unwrap();
+    let (files, cert) = self_signed(certs.path());
+    let server = Server::start_with(Some(files)).await;
+    assert!(server.url.starts_with("wss://localhost:"), "{}", server.url);
+    let mut dial = Dial::new(&server.url).token(TOKEN);
+    dial.tls = Some(client_config(&[cert]).unwrap());
+    let client = bounded(Client::connect_websocket(dial, server.client_options()))
+        .await
+        .unwrap();
+    let session = bounded(client.new_session(&server.root())).await.unwrap();
+    let (texts, stop) = prompt(&client, &session, "over tls").await;
+    assert_eq!(texts, ["over", "tls"]);
+    assert_eq!(stop, wire::StopReason::EndTurn);
+    assert_eq!(bounded(client.close()).await, None);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn over_wss_an_untrusted_certificate_or_a_plain_ws_client_is_refused_and_the_server_stays_up() {
+    let certs = tempfile::tempdir().unwrap();
+    let (files, cert) = self_signed(certs.path());
+    let server = Server::start_with(Some(files)).await;
+    // The webpki roots alone do not trust a self-signed certificate.
+    let error = bounded(Client::connect_websocket(
+        Dial::new(&server.url).token(TOKEN),
+        server.client_options(),
+    ))
+    .await
+    .unwrap_err();
+    match &error {
+        ClientError::Spawn(io) => assert!(io.to_string().to_lowercase().contains("certificate"), "{io}"),
+        other => panic!("expected a refused connection, got {other:?}"),
+    }
+    // Plain ws:// to a TLS listener: the upgrade cannot succeed.
+    let plain = server.url.replace("wss://", "ws://");
+    let error = bounded(Client::connect_websocket(
+        Dial::new(&plain).token(TOKEN),
+        server.client_options(),
+    ))
+    .await
+    .unwrap_err();
+    assert!(matches!(error, ClientError::Spawn(_)), "{error:?}");
+    // The listener still serves a client that trusts it.
+    let mut dial = Dial::new(&server.url).token(TOKEN);
+    dial.tls = Some(client_config(&[cert]).unwrap());
+    let client = bounded(Client::connect_websocket(dial, server.client_options()))
+        .await
+        .unwrap();
+    let session = bounded(client.new_session(&server.root())).await.unwrap();
+    assert_eq!(prompt(&client, &session, "still").await.0, ["still"]);
+    bounded(client.close()).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_listener_refuses_to_start_with_a_certificate_file_that_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = TlsFiles {
+        cert: dir.path().join("cert.pem"),
+        key: dir.path().join("key.pem"),
+    };
+    std::fs::write(&files.cert, "not a certificate\n").unwrap();
+    std::fs::write(&files.key, "not a key\n").unwrap();
+    let mut listen = ListenOptions::new("127.0.0.1:0".parse().unwrap())
+        .tokens(TokenStore::single(Identity::new("alice").unwrap(), TOKEN));
+    listen.tls = Some(files);
+    let error = Listener::bind(listen)
+        .await
+        .err()
+        .expect("a bad certificate is refused");
+    let message = error.to_string();
+    assert!(message.contains("key.pem") || message.contains("cert.pem"), "{message}");
+}
+
 // ---- bridges ------------------------------------------------------------------------------------
 
 /// Raw JSON-RPC lines to and from a bridge run over in-memory pipes (the editor's stdio).
@@ -381,13 +483,28 @@ async fn a_bridge_with_a_remote_downstream_relays_a_prompt_round_trip() {
 
 /// A bridge listening over WebSocket (tokens: only `bridge-token`) in front of the remote
 /// server; its shutdown sender and task.
-async fn bridge_listener(server: &Server) -> (String, oneshot::Sender<()>, JoinHandle<agentacp::Result<()>>) {
-    let listen = ListenOptions::new("127.0.0.1:0".parse().unwrap())
-        .tokens(TokenStore::single(Identity::new("editor").unwrap(), "bridge-token"));
+/// A bridge listening on WebSocket in front of `server`; the tokens `bridge-token` (identity
+/// `editor`) and `other-token` (identity `other-editor`) are accepted on the upgrade.
+async fn bridge_listener(
+    server: &Server,
+    audit: AuditLog,
+) -> (String, oneshot::Sender<()>, JoinHandle<agentacp::Result<()>>) {
+    // In the server's folder, which outlives the bridge (the store re-reads the file).
+    let tokens = server.root.path().join("bridge-tokens");
+    std::fs::write(
+        &tokens,
+        format!(
+            "editor {}\nother-editor {}\n",
+            agentacp::auth::hash_token("bridge-token"),
+            agentacp::auth::hash_token("other-token")
+        ),
+    )
+    .unwrap();
+    let listen = ListenOptions::new("127.0.0.1:0".parse().unwrap()).tokens(TokenStore::from_file(&tokens).unwrap());
     let listener = BridgeListener::bind(listen).await.unwrap();
     let url = format!("ws://{}/acp", listener.local_addr().unwrap());
     let options = BridgeOptions {
-        audit: Some(AuditLog::off()),
+        audit: Some(audit),
         ..BridgeOptions::default()
     }
     .connect(Dial::new(&server.url).token(TOKEN));
@@ -401,10 +518,13 @@ async fn bridge_listener(server: &Server) -> (String, oneshot::Sender<()>, JoinH
 #[tokio::test]
 async fn a_bridge_served_over_websocket_relays_each_connection_to_its_own_downstream() {
     let server = Server::start().await;
-    let (url, stop, task) = bridge_listener(&server).await;
-    let connect = || Client::connect_websocket(Dial::new(&url).token("bridge-token"), server.client_options());
-    let first = bounded(connect()).await.unwrap();
-    let second = bounded(connect()).await.unwrap();
+    let audit_dir = tempfile::tempdir().unwrap();
+    let audit_path = audit_dir.path().join("bridge.jsonl");
+    let audit = AuditLog::open(&audit_path, agentacp::audit::FsyncPolicy::Never).unwrap();
+    let (url, stop, task) = bridge_listener(&server, audit).await;
+    let connect = |token: &str| Client::connect_websocket(Dial::new(&url).token(token), server.client_options());
+    let first = bounded(connect("bridge-token")).await.unwrap();
+    let second = bounded(connect("other-token")).await.unwrap();
     for (client, word) in [(&first, "first"), (&second, "second")] {
         let session = bounded(client.new_session(&server.root())).await.unwrap();
         let (texts, stop) = prompt(client, &session, word).await;
@@ -416,12 +536,28 @@ async fn a_bridge_served_over_websocket_relays_each_connection_to_its_own_downst
     let _ = stop.send(());
     bounded(task).await.unwrap().unwrap();
     server.stop().await;
+    // The bridge's audit log verifies, and each record names the editor it was made for.
+    agentacp::audit::verify_file(&audit_path).expect("the bridge's audit log verifies");
+    let records: Vec<Value> = std::fs::read_to_string(&audit_path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let identities: std::collections::BTreeSet<&str> = records
+        .iter()
+        .map(|record| record["metadata"]["aip44"]["identity"].as_str().unwrap_or("<none>"))
+        .collect();
+    assert_eq!(
+        identities,
+        ["editor", "other-editor"].into_iter().collect(),
+        "{records:#?}"
+    );
 }
 
 #[tokio::test]
 async fn a_bridge_served_over_websocket_refuses_connections_without_a_valid_token_on_the_upgrade() {
     let server = Server::start().await;
-    let (url, stop, task) = bridge_listener(&server).await;
+    let (url, stop, task) = bridge_listener(&server, AuditLog::off()).await;
     // No token, or a wrong one: the bridge has no `authenticate`, so both are refused `401`
     // at the upgrade.
     for dial in [Dial::new(&url), Dial::new(&url).token("wrong")] {

@@ -8,7 +8,10 @@
 //! - set-up: connect (TCP + upgrade with the bearer token) → `initialize` answered →
 //!   `session/new` answered, median of 50 connections;
 //! - memory: the server's RSS (`VmRSS`) with 100 idle connections, each initialized with a
-//!   session open, and its peak (`VmHWM`); target: ≤ 50 MiB.
+//!   session open, and its peak (`VmHWM`); target: ≤ 50 MiB;
+//! - bursts: 1,000 upgrades at once (the limit is 256: the rest are answered `503`), three
+//!   times, each burst closed before the next; the server's RSS after each (flat memory: the
+//!   second and third bursts should leave it where the first did).
 //!
 //! Run with `cargo bench -p interop --bench websocket`.
 
@@ -32,6 +35,8 @@ const SIZE: usize = 64;
 const RUNS: usize = 5;
 const SETUPS: usize = 50;
 const IDLE: usize = 100;
+const BURST: usize = 1_000;
+const BURSTS: usize = 5;
 const TOKEN: &str = "bench-token-0123456789abcdef";
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -237,6 +242,43 @@ fn main() {
             idle.push(ws);
         }
         let (with_idle, peak) = rss_mib(server.pid());
+        drop(idle);
+
+        // Bursts: each upgrade is served or refused 503; all are closed before the next burst.
+        raise_fd_limit(2 * BURST as u64 + 256);
+        let mut after_bursts = Vec::new();
+        let (mut served, mut refused) = (0, 0);
+        for _ in 0..BURSTS {
+            let attempts: Vec<_> = (0..BURST)
+                .map(|_| {
+                    let mut request = server.url.as_str().into_client_request().unwrap();
+                    request
+                        .headers_mut()
+                        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+                    tokio::spawn(async move { tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request)).await })
+                })
+                .collect();
+            let mut open = Vec::new();
+            for attempt in attempts {
+                match attempt.await.unwrap().expect("every upgrade is answered in time") {
+                    Ok((ws, _)) => {
+                        served += 1;
+                        open.push(ws);
+                    }
+                    Err(error) if error.to_string().contains("503") => refused += 1,
+                    Err(error) => panic!("an upgrade failed without a clear answer: {error}"),
+                }
+            }
+            for mut ws in open {
+                let _ = ws.close(None).await;
+            }
+            // Served again once they are gone: the server is up and has let them go.
+            let mut ws = server.connect().await;
+            open_session(&mut ws, &server.cwd()).await;
+            let _ = ws.close(None).await;
+            after_bursts.push(rss_mib(server.pid()).0);
+        }
+        let (_, burst_peak) = rss_mib(server.pid());
 
         println!("\necho-server (release), /stream {UPDATES} {SIZE}, median of {RUNS} runs; bare counting clients");
         println!("{:<36} {:>12} {:>10}", "", "updates/s", "seconds");
@@ -250,6 +292,25 @@ fn main() {
         println!(
             "server RSS: {before:.1} MiB listening, {with_idle:.1} MiB with {IDLE} idle connections (peak {peak:.1} MiB; target ≤ 50 MiB)"
         );
-        drop(idle);
+        println!(
+            "bursts of {BURST} upgrades at once, {BURSTS} times: {served} served, {refused} refused 503; server RSS after each: {} MiB (peak {burst_peak:.1} MiB)",
+            after_bursts.iter().map(|mib| format!("{mib:.1}")).collect::<Vec<_>>().join(", ")
+        );
     });
+}
+
+/// Raises this process's soft limit on open files to `wanted` (or the hard limit).
+fn raise_fd_limit(wanted: u64) {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some_and(|soft| soft < wanted) {
+        let current = limit.maximum.map_or(wanted, |hard| hard.min(wanted));
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(current),
+                maximum: limit.maximum,
+            },
+        );
+    }
 }

@@ -83,6 +83,26 @@ impl WsServer {
         self.child.try_wait().expect("poll the server").is_none()
     }
 
+    /// Sends SIGTERM (a supervisor stopping the server: it drains and exits).
+    pub fn terminate(&self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("a child has a pid above 0");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal the server");
+    }
+
+    /// The server's exit status once it exits within `timeout`; `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("poll the server") {
+                return Some(status);
+            }
+            if started.elapsed() > timeout {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// What the server wrote to stderr so far.
     pub fn stderr_text(&self) -> String {
         std::fs::read_to_string(self.stderr.path()).unwrap_or_default()

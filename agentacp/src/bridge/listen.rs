@@ -7,8 +7,9 @@
 //! authentication: a bridge has no `authenticate` step of its own, so when tokens are
 //! configured ([`ListenOptions::tokens`]) a connection must show one on the upgrade
 //! (`Authorization: Bearer <token>`): a missing or wrong token is refused `401` at the upgrade,
-//! and no agent is started for it. Without tokens (loopback only) anyone who can reach the
-//! port is served.
+//! and no agent is started for it. Every audit record of a connection carries its identity
+//! (`metadata.aip44.identity`). Without tokens (loopback only) anyone who can reach the port
+//! is served.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -67,6 +68,11 @@ impl BridgeListener {
                 async move {
                     tracing::debug!(peer = %connection.peer, identity = ?connection.identity.as_ref().map(|i| i.to_string()), "bridging a connection");
                     let downstream = downstream(bridge.as_ref(), &options);
+                    // Every record of this connection names who it serves.
+                    let audit = match &connection.identity {
+                        Some(identity) => audit.stamped("aip44", identity.audit_fields()),
+                        None => audit,
+                    };
                     let run = relay::run(
                         B::spec(),
                         downstream,

@@ -63,7 +63,8 @@ async fn write_all<W: AsyncWrite + Unpin>(
     mut output: W,
     write_timeout: Duration,
 ) -> std::io::Result<()> {
-    let mut batch = Vec::with_capacity(BATCH_BYTES);
+    // Grown on demand: an idle connection (one of hundreds over WebSocket) holds no batch.
+    let mut batch = Vec::new();
     while let Some(first) = rx.recv().await {
         batch.extend_from_slice(&first);
         while batch.len() < BATCH_BYTES {

@@ -118,9 +118,11 @@ fn event(connection: &Connection, action: &str, identity: &Identity, via: &str) 
         },
     );
     event.input = Some(json!({"method": BEARER, "via": via}));
-    let mut aip44 = serde_json::Map::new();
-    aip44.insert("identity".into(), identity.as_str().into());
-    event.metadata = Some([("aip44".to_string(), Value::Object(aip44))].into_iter().collect());
+    event.metadata = Some(
+        [("aip44".to_string(), Value::Object(identity.audit_fields()))]
+            .into_iter()
+            .collect(),
+    );
     event
 }
 

@@ -243,18 +243,16 @@ impl Connection {
     /// Writes an audit record; the action it records must not happen if this fails.
     /// Records made for an authenticated client carry its identity
     /// (`metadata.aip44.identity`).
-    pub(crate) fn audit(&self, mut event: AuditEvent) -> Result<()> {
-        if let Some(identity) = self.access.identity() {
-            let metadata = event.metadata.get_or_insert_with(Default::default);
-            let aip44 = metadata
-                .entry("aip44")
-                .or_insert_with(|| serde_json::Value::Object(Default::default()));
-            if let Some(aip44) = aip44.as_object_mut() {
-                aip44.insert("identity".into(), identity.as_str().into());
+    pub(crate) fn audit(&self, event: AuditEvent) -> Result<()> {
+        let stamped;
+        let log = match self.access.identity() {
+            Some(identity) => {
+                stamped = self.audit.stamped("aip44", identity.audit_fields());
+                &stamped
             }
-        }
-        self.audit
-            .record(event)
+            None => &self.audit,
+        };
+        log.record(event)
             .map(drop)
             .map_err(|error| Error::Audit(error.to_string()))
     }

@@ -990,18 +990,27 @@ impl<O: Operator> Dispatcher<O> {
         Ok(())
     }
 
-    /// `logout` (offered where authentication is needed): audited, then the connection is
-    /// back to unauthenticated, its sessions cancelled and forgotten (they stay stored for
-    /// their identity).
+    /// `logout` (offered where authentication is needed): the connection's sessions are
+    /// forgotten — running turns cancelled (each saves its session as it ends), the others
+    /// closed as `session/close` closes them (memory, history saved for their identity) —
+    /// then `auth.logout` is audited and the connection is back to unauthenticated.
     async fn logout(&mut self, id: &Id) -> Result<(), RpcError> {
         let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
-        access::leave(&self.connection).map_err(|e| internal(&e))?;
         let sessions: Vec<_> = lock(&self.sessions).drain().collect();
-        for (_, entry) in sessions {
+        for (session_id, entry) in sessions {
             if let Some(cancel) = entry.running {
                 cancel.send_replace(true);
+                continue;
+            }
+            self.memory
+                .close(&session_id, entry.context.memory(), Some(&*self.connection));
+            if self.connection.record_history
+                && let Err(error) = self.connection.store().flush_session(&session_id)
+            {
+                tracing::error!(%error, session = session_id, "saving the session failed");
             }
         }
+        access::leave(&self.connection).map_err(|e| internal(&e))?;
         let _ = self.connection.respond(id, &json!({})).await;
         Ok(())
     }
