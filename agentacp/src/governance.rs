@@ -141,7 +141,9 @@ enum PolicyDecision {
 /// The default governance binding, read from the manifest's operator and governance refs.
 ///
 /// In order:
-/// 1. a tool missing from the operator's `tools` list is denied;
+/// 1. a tool missing from the operator's `tools` list is denied (an MCP server binding,
+///    `{kind: mcp, server: S, allow: [T, …]}`, lists `mcp/S/T` for each `T`, or every tool of
+///    `S` without `allow`);
 /// 2. a matching AIP-7 policy — the governance document's, or one the operator lists; one
 ///    scoped by `metadata.agentacp.principals` only for calls from a matching identity —
 ///    decides (`deny` wins, then `require-approval` or an `allow` above its `autonomy` level,
@@ -184,14 +186,30 @@ impl ManifestGovernance {
             binding.tools = operator.get("tools").and_then(Value::as_array).map(|tools| {
                 tools
                     .iter()
-                    .filter_map(|tool| match tool {
-                        Value::String(name) => Some(name.clone()),
+                    .flat_map(|tool| match tool {
+                        Value::String(name) => vec![name.clone()],
+                        // An MCP server binding: its tools, known as `mcp/<server>/<tool>`
+                        // (every tool of the server without `allow`).
+                        Value::Object(object) if object.get("kind").and_then(Value::as_str) == Some("mcp") => {
+                            let Some(server) = object.get("server").and_then(Value::as_str) else {
+                                return Vec::new();
+                            };
+                            match object.get("allow").and_then(Value::as_array) {
+                                Some(allow) => allow
+                                    .iter()
+                                    .filter_map(Value::as_str)
+                                    .map(|tool| format!("mcp/{server}/{tool}"))
+                                    .collect(),
+                                None => vec![format!("mcp/{server}/*")],
+                            }
+                        }
                         Value::Object(object) => object
                             .get("id")
-                            .or_else(|| object.get("server"))
                             .and_then(Value::as_str)
-                            .map(str::to_string),
-                        _ => None,
+                            .map(str::to_string)
+                            .into_iter()
+                            .collect(),
+                        _ => Vec::new(),
                     })
                     .collect()
             });
@@ -389,7 +407,7 @@ impl Governance for ManifestGovernance {
     fn decide(&self, request: &ToolRequest<'_>) -> Decision {
         let tool = request.tool;
         if let Some(tools) = &self.tools
-            && !tools.iter().any(|listed| listed == tool)
+            && !tools.iter().any(|listed| glob(listed, tool))
         {
             return Decision::Deny(format!("`{tool}` is not in the operator's tool list"));
         }
@@ -681,6 +699,24 @@ mod tests {
             let binding = ManifestGovernance::from_documents(Some(&operator(autonomy)), None);
             assert!(matches!(decide(&binding, "delete-repo", None), Decision::Deny(r) if r.contains("tool list")));
         }
+    }
+
+    #[test]
+    fn an_mcp_server_binding_lists_its_allowed_tools_or_all_of_them() {
+        let operator = json!({"tools": [
+            "read-file",
+            {"kind": "mcp", "server": "files", "allow": ["read_text", "list"]},
+            {"kind": "mcp", "server": "web"},
+        ], "governance": {"autonomy": "autonomous"}});
+        let binding = ManifestGovernance::from_documents(Some(&operator), None);
+        assert_eq!(decide(&binding, "mcp/files/read_text", None), Decision::Allow);
+        assert_eq!(decide(&binding, "mcp/files/list", None), Decision::Allow);
+        assert!(matches!(decide(&binding, "mcp/files/delete", None), Decision::Deny(r) if r.contains("tool list")));
+        assert_eq!(decide(&binding, "mcp/web/fetch", None), Decision::Allow);
+        assert_eq!(decide(&binding, "mcp/web/anything", None), Decision::Allow);
+        assert!(matches!(decide(&binding, "mcp/other/fetch", None), Decision::Deny(_)));
+        // The server's name alone is no tool.
+        assert!(matches!(decide(&binding, "files", None), Decision::Deny(_)));
     }
 
     #[test]

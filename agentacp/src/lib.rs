@@ -38,9 +38,12 @@ pub mod error;
 pub mod future;
 pub mod governance;
 pub mod jsonrpc;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod methods;
 pub mod server;
 pub mod spec;
+pub(crate) mod subprocess;
 pub mod surface;
 mod sync;
 pub mod tier;

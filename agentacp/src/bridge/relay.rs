@@ -23,13 +23,13 @@ use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
 use crate::client::downstream::Downstream;
 use crate::client::oversight::{Oversight, ToolFacts};
 use crate::client::permission::{self, PermissionDecision};
-use crate::client::process::{AgentProcess, ExitState};
 use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 use crate::methods::{self, Side};
 use crate::spec::OperatorSpec;
+use crate::subprocess::{AgentProcess, ExitState};
 use crate::wire::default as wire;
 
 /// How often deadlines are checked.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::process::AgentCommand;
+use crate::subprocess::AgentCommand;
 use crate::wire::default as wire;
 
 /// One variable of an `env_var` method.

@@ -16,7 +16,6 @@ use super::error::ClientError;
 use super::events::Update;
 use super::options::ClientOptions;
 use super::oversight::Oversight;
-use super::process::{AgentCommand, ExitState};
 use super::state::{Shared, Subscriber};
 use super::stream::{self, PromptStream, StreamKind};
 use super::{reader, tap, terminal};
@@ -24,6 +23,7 @@ use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::RequestFailure;
 use crate::methods;
+use crate::subprocess::{AgentCommand, ExitState};
 use crate::sync::lock;
 use crate::wire::default as wire;
 
@@ -329,12 +329,23 @@ impl Client {
     /// `session/new` in `cwd` (absolute, inside the workspace root); the new session's id.
     /// The modes and config options of the answer are kept ([`Client::session_state`]).
     pub async fn new_session(&self, cwd: &Path) -> Result<wire::SessionId, ClientError> {
+        self.new_session_with_mcp_servers(cwd, json!([])).await
+    }
+
+    /// [`new_session`](Client::new_session) with MCP servers for the agent to use
+    /// (`mcpServers`: ACP `McpServer` objects, e.g.
+    /// `{"name": "notes", "command": "/usr/bin/notes-mcp", "args": [], "env": []}`).
+    pub async fn new_session_with_mcp_servers(
+        &self,
+        cwd: &Path,
+        mcp_servers: Value,
+    ) -> Result<wire::SessionId, ClientError> {
         let cwd = self.confine_cwd(cwd)?;
         let created: wire::NewSessionResponse = self
             .shared
             .request(
                 wire::method_names::SESSION_NEW,
-                &json!({ "cwd": cwd, "mcpServers": [] }),
+                &json!({ "cwd": cwd, "mcpServers": mcp_servers }),
                 self.shared.options.request_timeout,
             )
             .await?;

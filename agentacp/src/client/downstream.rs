@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::error::ClientError;
-use super::process::{self, AgentCommand, AgentProcess};
+use crate::subprocess::{self, AgentCommand, AgentProcess};
 
 /// What we write the agent's input to.
 pub(crate) type AgentWriter = Box<dyn AsyncWrite + Unpin + Send>;
@@ -67,7 +67,7 @@ impl Downstream {
     ) -> Result<(AgentProcess, AgentWriter, AgentReader), ClientError> {
         match self {
             Downstream::Process(command) => {
-                let (process, stdin, stdout) = process::spawn(command, stderr_lines)?;
+                let (process, stdin, stdout) = subprocess::spawn(command, stderr_lines).map_err(ClientError::Spawn)?;
                 Ok((process, Box::new(stdin), Box::new(stdout)))
             }
             #[cfg(feature = "websocket")]

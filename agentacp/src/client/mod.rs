@@ -82,7 +82,7 @@ mod operator;
 mod options;
 pub(crate) mod oversight;
 pub(crate) mod permission;
-pub(crate) mod process;
+
 mod reader;
 mod render;
 mod session;
@@ -91,6 +91,7 @@ mod stream;
 mod tap;
 pub mod terminal;
 
+pub use crate::subprocess::{AgentCommand, DEFAULT_ENV_ALLOW};
 pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy};
 pub use calls::LIST_PAGES_MAX;
 pub use connection::Client;
@@ -103,7 +104,6 @@ pub use operator::{ClientOperator, Connect};
 pub use options::ClientOptions;
 pub use oversight::TERMINAL_TOOL;
 pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
-pub use process::{AgentCommand, DEFAULT_ENV_ALLOW};
 pub use render::{ONE_LINE_MAX, clip};
 pub use session::{SessionState, config_value, select_values};
 pub use stream::PromptStream;

@@ -9,10 +9,10 @@ use super::connection::Client;
 use super::error::ClientError;
 use super::handlers::ClientHandlers;
 use super::options::ClientOptions;
-use super::process::AgentCommand;
 use crate::audit::FsyncPolicy;
 use crate::env::{default_state_dir, env_path};
 use crate::spec::OperatorSpec;
+use crate::subprocess::AgentCommand;
 use crate::tier::Tier;
 
 /// A client operator, as the runtime drives it. `#[acp_operator]` implements this for the

@@ -15,11 +15,11 @@ use super::events::Update;
 use super::options::ClientOptions;
 use super::oversight::Oversight;
 use super::permission::PermissionHandler;
-use super::process::{AgentProcess, ExitState};
 use super::session::Sessions;
 use crate::jsonrpc;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{Pending, RequestFailure};
+use crate::subprocess::{AgentProcess, ExitState};
 use crate::sync::lock;
 
 /// Where a session's updates go while a prompt (or a load) runs: tagged with the request id,

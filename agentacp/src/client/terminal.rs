@@ -39,8 +39,8 @@ use tokio::io::AsyncReadExt as _;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use super::process::DEFAULT_ENV_ALLOW;
 use crate::jsonrpc::{RpcError, codes};
+use crate::subprocess::DEFAULT_ENV_ALLOW;
 use crate::sync::lock;
 use crate::wire::default as wire;
 

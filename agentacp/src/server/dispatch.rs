@@ -434,6 +434,7 @@ impl<O: Operator> Dispatcher<O> {
 
     async fn new_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
         let params: NewSessionParams = runtime_params::<O, _>("session/new", params, false)?;
+        self.check_mcp_servers(&params.mcp_servers)?;
         self.room_for_a_session(None)?;
         let workspace = self.confine_cwd(&params.cwd)?;
         let additional = self.confine_additional(&params.additional_directories)?;
@@ -507,6 +508,7 @@ impl<O: Operator> Dispatcher<O> {
     fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
         let params: LoadSessionParams = read_params("session/load", Some(&raw))?;
+        self.check_mcp_servers(&params.mcp_servers)?;
         self.room_for_a_session(Some(&params.session_id))?;
         let workspace = self.confine_cwd(&params.cwd)?;
         let additional = self.confine_additional(&params.additional_directories)?;
@@ -600,6 +602,7 @@ impl<O: Operator> Dispatcher<O> {
         self.session_audit("session.close", &session.session_id)?;
         let entry = lock(&self.sessions).remove(&session.session_id);
         if let Some(entry) = entry {
+            entry.context.close_mcp().await;
             self.memory
                 .close(&session.session_id, entry.context.memory(), Some(&*self.connection));
             if self.connection.record_history
@@ -659,6 +662,7 @@ impl<O: Operator> Dispatcher<O> {
     /// `session/load`) and without the operator's `load_session`.
     async fn resume_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
         let params: ResumeSessionParams = runtime_params::<O, _>("session/resume", params, false)?;
+        self.check_mcp_servers(&params.mcp_servers)?;
         if lock(&self.sessions).contains_key(&params.session_id) {
             let _ = self.connection.respond(id, &json!({})).await;
             return Ok(());
@@ -755,6 +759,38 @@ impl<O: Operator> Dispatcher<O> {
         self.connection
             .session_audit(action, session, None)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
+    }
+
+    /// At the sandboxed tier, where the operator uses them (`Turn::mcp`): the `mcpServers`
+    /// of a session request are well formed, and each uses a transport this agent offers
+    /// (stdio always; `http` and `sse` where `mcpCapabilities` says so). Below that tier
+    /// they are not used.
+    fn check_mcp_servers(&self, servers: &Value) -> Result<(), RpcError> {
+        if self.spec.tier != <crate::tier::Sandboxed as crate::tier::Tier>::NAME {
+            return Ok(());
+        }
+        let invalid = |message: String| RpcError::new(codes::INVALID_PARAMS, message);
+        #[cfg(feature = "mcp")]
+        {
+            let offered = &self.initialize_response["agentCapabilities"]["mcpCapabilities"];
+            for spec in crate::mcp::McpServerSpec::parse_all(servers).map_err(invalid)? {
+                let transport = spec.transport();
+                if transport != "stdio" && offered[transport] != Value::Bool(true) {
+                    return Err(invalid(format!(
+                        "the MCP server `{}` uses `{transport}`, which this agent does not offer (`mcpCapabilities.{transport}` is not advertised)",
+                        spec.name()
+                    )));
+                }
+            }
+            Ok(())
+        }
+        #[cfg(not(feature = "mcp"))]
+        match servers {
+            Value::Array(servers) if !servers.is_empty() => Err(invalid(
+                "this agent was built without MCP support (agentacp feature `mcp`); it cannot use `mcpServers`".into(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// A session's context: its roots, the operator's profile and memory, the manifest's
@@ -1002,6 +1038,7 @@ impl<O: Operator> Dispatcher<O> {
                 cancel.send_replace(true);
                 continue;
             }
+            entry.context.close_mcp().await;
             self.memory
                 .close(&session_id, entry.context.memory(), Some(&*self.connection));
             if self.connection.record_history
@@ -1072,6 +1109,16 @@ impl<O: Operator> Dispatcher<O> {
             self.tasks.abort_all();
             while self.tasks.join_next().await.is_some() {}
         }
+        let contexts: Vec<_> = lock(&self.sessions)
+            .values()
+            .map(|entry| entry.context.clone())
+            .collect();
+        // The sessions' MCP servers are stopped side by side (each stop is bounded).
+        let mut closing = tokio::task::JoinSet::new();
+        for context in contexts {
+            closing.spawn(async move { context.close_mcp().await });
+        }
+        while closing.join_next().await.is_some() {}
         for (id, entry) in lock(&self.sessions).iter() {
             self.memory.persist(id, entry.context.memory(), Some(&*self.connection));
         }

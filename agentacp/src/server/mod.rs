@@ -8,6 +8,8 @@ mod access;
 mod connection;
 mod dispatch;
 pub mod editor;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod memory;
 pub mod operator;
 pub mod session;

@@ -41,6 +41,9 @@ pub struct SessionContext {
     additional_directories: std::sync::Arc<[Workspace]>,
     /// Who the client authenticated as (remote connections); `None` over stdio.
     identity: Option<Identity>,
+    /// The session's MCP servers (tier sandboxed), connected on first use.
+    #[cfg(feature = "mcp")]
+    mcp: std::sync::Arc<tokio::sync::Mutex<crate::mcp::McpClients>>,
 }
 
 /// Nothing declared: the surface of a session made without a manifest's.
@@ -58,7 +61,15 @@ pub(crate) enum Remembered {
 impl SessionContext {
     /// A session whose `cwd` is `workspace`'s base, with the `mcpServers` the client passed.
     pub fn new(id: String, workspace: Workspace, mcp_servers: Value) -> Self {
+        // Checked by `session/new` and `session/load` at the sandboxed tier, where they are used.
+        #[cfg(feature = "mcp")]
+        let mcp = crate::mcp::McpClients::new(
+            crate::mcp::McpServerSpec::parse_all(&mcp_servers).unwrap_or_default(),
+            workspace.path(),
+        );
         SessionContext {
+            #[cfg(feature = "mcp")]
+            mcp: std::sync::Arc::new(tokio::sync::Mutex::new(mcp)),
             id,
             cwd: workspace.path(),
             workspace,
@@ -197,6 +208,18 @@ impl SessionContext {
     /// The MCP servers from `session/new` / `session/load`, as JSON.
     pub(crate) fn mcp_servers(&self) -> &Value {
         &self.mcp_servers
+    }
+
+    /// The session's MCP servers (`Turn::mcp`).
+    #[cfg(feature = "mcp")]
+    pub(crate) fn mcp_clients(&self) -> &tokio::sync::Mutex<crate::mcp::McpClients> {
+        &self.mcp
+    }
+
+    /// Stops the session's MCP servers (bounded); nothing to do without feature `mcp`.
+    pub(crate) async fn close_mcp(&self) {
+        #[cfg(feature = "mcp")]
+        self.mcp.lock().await.close().await;
     }
 }
 

@@ -72,6 +72,24 @@ impl TurnScope {
         )
     }
 
+    /// What governance is asked about a call of `tool` in this turn's session (with the
+    /// identity the client authenticated as, on remote connections).
+    pub(crate) fn tool_request<'a>(
+        &'a self,
+        tool: &'a str,
+        kind: Option<ToolKind>,
+        arguments: &'a Value,
+    ) -> ToolRequest<'a> {
+        ToolRequest {
+            operator: &self.connection.operator_id,
+            session: self.session.id(),
+            tool,
+            kind,
+            arguments,
+            principal: self.session.identity().map(crate::auth::Identity::as_str),
+        }
+    }
+
     pub(crate) fn is_cancelled(&self) -> bool {
         *self.cancel.borrow()
     }
@@ -108,7 +126,7 @@ impl TurnScope {
 
 /// The handle of one prompt turn, typed by the manifest's tier.
 pub struct Turn<'t, T: Tier> {
-    scope: &'t TurnScope,
+    pub(super) scope: &'t TurnScope,
     _tier: PhantomData<fn() -> T>,
 }
 
@@ -448,15 +466,9 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         }
         let connection = &scope.connection;
         let session = scope.session.id();
-        let decision = connection.governance.decide(&ToolRequest {
-            operator: &connection.operator_id,
-            session,
-            tool: &self.tool,
-            kind: self.kind,
-            arguments: &self.arguments,
-            // The identity the client authenticated as (remote connections).
-            principal: scope.session.identity().map(crate::auth::Identity::as_str),
-        });
+        let decision = connection
+            .governance
+            .decide(&scope.tool_request(&self.tool, self.kind, &self.arguments));
         let tool_call_id = connection.next_tool_call_id();
         let record = |outcome, approval| ToolCallMirror {
             operator: connection.operator_id.clone(),
@@ -602,14 +614,10 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         if let Some(kind) = self.kind {
             tool_call["kind"] = json!(kind);
         }
-        let may_remember = connection.governance.may_remember(&ToolRequest {
-            operator: &connection.operator_id,
-            session: scope.session.id(),
-            tool: &self.tool,
-            kind: self.kind,
-            arguments: &self.arguments,
-            principal: scope.session.identity().map(crate::auth::Identity::as_str),
-        });
+        let may_remember =
+            connection
+                .governance
+                .may_remember(&scope.tool_request(&self.tool, self.kind, &self.arguments));
         let mut options = vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
         if may_remember {
             options.push(json!({"optionId": ALLOW_ALWAYS, "name": "Always allow", "kind": "allow_always"}));

@@ -1,6 +1,7 @@
-//! The agent subprocess: spawned in its own process group with a cleared environment, its
-//! stderr kept (last lines) for errors, reaped by a task, and stopped by closing stdin, then
-//! SIGTERM to the group, then SIGKILL.
+//! A program we start and speak to over its stdio — an agent (clients, bridges) or a stdio MCP
+//! server (sandboxed servers): spawned in its own process group with a cleared environment,
+//! its stderr kept (last lines) for errors, reaped by a task, and stopped by closing stdin,
+//! then SIGTERM to the group, then SIGKILL.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -12,8 +13,6 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
-
-use super::error::ClientError;
 
 /// Variables passed through from our environment unless [`AgentCommand::env_clear_all`] is
 /// called: what a program needs to find its tools and its home.
@@ -220,15 +219,13 @@ pub(crate) struct AgentProcess {
 pub(crate) fn spawn(
     command: &AgentCommand,
     stderr_lines: usize,
-) -> Result<(AgentProcess, ChildStdin, ChildStdout), ClientError> {
-    let mut child = command.to_command().spawn().map_err(ClientError::Spawn)?;
+) -> std::io::Result<(AgentProcess, ChildStdin, ChildStdout)> {
+    let mut child = command.to_command().spawn()?;
     let pid = child.id();
     let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
         (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
         _ => {
-            return Err(ClientError::Spawn(std::io::Error::other(
-                "the agent's stdio pipes were not created",
-            )));
+            return Err(std::io::Error::other("the agent's stdio pipes were not created"));
         }
     };
     let (done, _) = watch::channel(false);
@@ -422,7 +419,7 @@ impl AgentProcess {
     /// Stops the agent's process group now, without the runtime: SIGTERM to the group, then
     /// up to `kill_grace` for every process in it to exit, then SIGKILL, then a last bounded
     /// wait (polled; blocks the calling thread). For the paths that cannot await — a client
-    /// dropped without [`Client::close`](super::Client::close), a runtime shutting down — so the
+    /// dropped without `Client::close`, a runtime shutting down — so the
     /// group is stopped before the process goes on (or exits). The agent's stdin is not given
     /// its grace here: whoever can await uses [`AgentProcess::stop`].
     pub(crate) fn stop_now(&self, kill_grace: Duration) {

@@ -1,0 +1,535 @@
+//! MCP servers for sandboxed operators (feature `mcp`): the servers a client passes in
+//! `session/new` (`mcpServers`), connected with `rmcp`, the official Rust MCP SDK, and their
+//! tools, which the operator calls through governance (`Turn::mcp`, `agentacp::server`).
+//!
+//! - [`McpServerSpec`]: one server as the client described it (`stdio`, `http`, `sse`), checked;
+//! - [`McpTool`]: one tool a connected server offers, with the [`ToolKind`] its annotations
+//!   give (default `other`) and the name governance knows it by ([`McpTool::governed_name`]:
+//!   `mcp/<server>/<tool>`);
+//! - `McpClients` (crate-internal): a session's servers, connected on first use, each in
+//!   parallel and bounded; a stdio server runs in its own process group with a cleared
+//!   environment (the variables the client gave, and `PATH`), and is stopped (SIGTERM, then
+//!   SIGKILL) when the session or connection ends.
+//!
+//! How it fits together: `docs/mcp.md`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Tool};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use serde_json::Value;
+
+use crate::governance::ToolKind;
+use crate::subprocess::{self, AgentCommand, AgentProcess, ExitState};
+
+/// How long connecting to one MCP server may take: starting it, and the MCP `initialize` and
+/// `tools/list` (a server started through `npx` may first download itself).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one MCP tool call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a stdio MCP server has to exit after its input is closed, then after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// How many of a stdio server's stderr lines are kept for errors.
+const STDERR_LINES: usize = 10;
+
+/// One MCP server of a session, as the client described it (ACP `McpServer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpServerSpec {
+    /// A program started by the agent and spoken to over its stdio.
+    Stdio {
+        /// The name the client gave it.
+        name: String,
+        /// The program (an absolute path, or a name looked up in `PATH`).
+        command: PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+        /// The variables set in its environment.
+        env: Vec<(String, String)>,
+    },
+    /// A Streamable HTTP endpoint (`"type": "http"`).
+    Http {
+        /// The name the client gave it.
+        name: String,
+        /// Its URL.
+        url: String,
+        /// Headers sent with every request.
+        headers: Vec<(String, String)>,
+    },
+    /// A server-sent-events endpoint (`"type": "sse"`, deprecated by MCP).
+    Sse {
+        /// The name the client gave it.
+        name: String,
+        /// Its URL.
+        url: String,
+        /// Headers sent with every request.
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl McpServerSpec {
+    /// Reads `mcpServers` of `session/new` / `session/load`: each entry checked, names unique.
+    /// The error names the entry and what is wrong with it.
+    pub fn parse_all(servers: &Value) -> Result<Vec<McpServerSpec>, String> {
+        let entries = match servers {
+            Value::Null => return Ok(Vec::new()),
+            Value::Array(entries) => entries,
+            _ => return Err("`mcpServers` is not an array".into()),
+        };
+        let mut specs: Vec<McpServerSpec> = Vec::with_capacity(entries.len());
+        for (index, entry) in entries.iter().enumerate() {
+            let spec = McpServerSpec::parse(entry).map_err(|why| format!("`mcpServers[{index}]`: {why}"))?;
+            if specs.iter().any(|seen| seen.name() == spec.name()) {
+                return Err(format!(
+                    "`mcpServers[{index}]`: the name `{}` is given to two servers",
+                    spec.name()
+                ));
+            }
+            specs.push(spec);
+        }
+        Ok(specs)
+    }
+
+    fn parse(entry: &Value) -> Result<McpServerSpec, String> {
+        let object = entry.as_object().ok_or("not an object")?;
+        let text = |key: &str| -> Result<String, String> {
+            object
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| format!("`{key}` is missing or not a string"))
+        };
+        let name = text("name")?;
+        if name.is_empty() || name.contains('/') || name.chars().any(char::is_control) {
+            return Err(format!(
+                "the name `{name}` is empty or has a `/` or a control character (tools are known as `mcp/<server>/<tool>`)"
+            ));
+        }
+        let pairs = |key: &str| -> Result<Vec<(String, String)>, String> {
+            match object.get(key) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|item| {
+                        let name = item.get("name").and_then(Value::as_str);
+                        let value = item.get("value").and_then(Value::as_str);
+                        match (name, value) {
+                            (Some(name), Some(value)) => Ok((name.to_string(), value.to_string())),
+                            _ => Err(format!("an entry of `{key}` is not `{{\"name\": …, \"value\": …}}`")),
+                        }
+                    })
+                    .collect(),
+                Some(_) => Err(format!("`{key}` is not an array")),
+            }
+        };
+        match object.get("type").and_then(Value::as_str) {
+            None | Some("stdio") => {
+                let command = text("command")?;
+                if command.is_empty() {
+                    return Err("`command` is empty".into());
+                }
+                let args = match object.get("args") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::Array(args)) => args
+                        .iter()
+                        .map(|arg| {
+                            arg.as_str()
+                                .map(str::to_string)
+                                .ok_or("an entry of `args` is not a string")
+                        })
+                        .collect::<Result<_, _>>()?,
+                    Some(_) => return Err("`args` is not an array".into()),
+                };
+                let env = pairs("env")?;
+                if let Some((key, _)) = env.iter().find(|(key, _)| key.is_empty() || key.contains(['=', '\0'])) {
+                    return Err(format!("`env` names a variable `{key}` that cannot be set"));
+                }
+                Ok(McpServerSpec::Stdio {
+                    name,
+                    command: command.into(),
+                    args,
+                    env,
+                })
+            }
+            Some(kind @ ("http" | "sse")) => {
+                let url = text("url")?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("`url` `{url}` is not an http:// or https:// URL"));
+                }
+                let headers = pairs("headers")?;
+                Ok(if kind == "http" {
+                    McpServerSpec::Http { name, url, headers }
+                } else {
+                    McpServerSpec::Sse { name, url, headers }
+                })
+            }
+            Some(other) => Err(format!("the transport `{other}` is not one this agent knows")),
+        }
+    }
+
+    /// The name the client gave the server.
+    pub fn name(&self) -> &str {
+        match self {
+            McpServerSpec::Stdio { name, .. } | McpServerSpec::Http { name, .. } | McpServerSpec::Sse { name, .. } => {
+                name
+            }
+        }
+    }
+
+    /// `stdio`, `http` or `sse`.
+    pub fn transport(&self) -> &'static str {
+        match self {
+            McpServerSpec::Stdio { .. } => "stdio",
+            McpServerSpec::Http { .. } => "http",
+            McpServerSpec::Sse { .. } => "sse",
+        }
+    }
+}
+
+/// A tool one of the session's MCP servers offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The server's name (as the client gave it).
+    pub server: String,
+    /// The tool's name on that server.
+    pub name: String,
+    /// Its human-readable title, when it has one.
+    pub title: Option<String>,
+    /// What it does, as the server says.
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+    /// From the server's annotations: `read` for a read-only tool, `delete` for a destructive
+    /// one, `fetch` for one that reaches the open world; otherwise `other`.
+    pub kind: ToolKind,
+}
+
+impl McpTool {
+    /// The name governance, the client and the audit log know the tool by:
+    /// `mcp/<server>/<tool>` (listed in OPERATOR.md as `{kind: mcp, server, allow}`).
+    pub fn governed_name(&self) -> String {
+        governed_name(&self.server, &self.name)
+    }
+
+    fn from_rmcp(server: &str, tool: Tool) -> McpTool {
+        let annotations = tool.annotations.as_ref();
+        let hint = |pick: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| annotations.and_then(pick) == Some(true);
+        let kind = if hint(|a| a.read_only_hint) {
+            ToolKind::Read
+        } else if hint(|a| a.destructive_hint) {
+            ToolKind::Delete
+        } else if hint(|a| a.open_world_hint) {
+            ToolKind::Fetch
+        } else {
+            ToolKind::Other
+        };
+        McpTool {
+            server: server.to_string(),
+            name: tool.name.to_string(),
+            title: tool.title.clone().or_else(|| annotations.and_then(|a| a.title.clone())),
+            description: tool.description.as_ref().map(|d| d.to_string()),
+            input_schema: Value::Object((*tool.input_schema).clone()),
+            kind,
+        }
+    }
+}
+
+/// `mcp/<server>/<tool>`.
+pub(crate) fn governed_name(server: &str, tool: &str) -> String {
+    format!("mcp/{server}/{tool}")
+}
+
+/// A connected server: the MCP session, its process (stdio), and its tools.
+struct Connected {
+    service: RunningService<RoleClient, ClientConfig>,
+    process: Option<AgentProcess>,
+    tools: Vec<McpTool>,
+}
+
+/// A session's MCP servers: connected on first use, closed with the session.
+pub(crate) struct McpClients {
+    specs: Vec<McpServerSpec>,
+    /// The session's folder: a stdio server's working folder.
+    cwd: PathBuf,
+    /// Whether connecting was tried (it is tried once per session).
+    tried: bool,
+    connected: BTreeMap<String, Connected>,
+    /// The servers that could not be connected, and why.
+    failed: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for McpClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClients")
+            .field("specs", &self.specs)
+            .field("connected", &self.connected.keys().collect::<Vec<_>>())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpClients {
+    /// The servers of a session whose folder is `cwd`; nothing is started yet.
+    pub(crate) fn new(specs: Vec<McpServerSpec>, cwd: PathBuf) -> McpClients {
+        McpClients {
+            specs,
+            cwd,
+            tried: false,
+            connected: BTreeMap::new(),
+            failed: BTreeMap::new(),
+        }
+    }
+
+    /// Connects every server (the first time only), side by side, each within
+    /// [`CONNECT_TIMEOUT`]; one that fails is kept in [`McpClients::failures`].
+    pub(crate) async fn connect_all(&mut self) {
+        if self.tried {
+            return;
+        }
+        let cwd = self.cwd.clone();
+        let attempts = self.specs.iter().map(|spec| {
+            let cwd = cwd.clone();
+            async move {
+                let result = tokio::time::timeout(CONNECT_TIMEOUT, connect(spec, &cwd))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("it did not answer within {CONNECT_TIMEOUT:?}")));
+                (spec.name().to_string(), result)
+            }
+        });
+        for (name, result) in futures_util::future::join_all(attempts).await {
+            match result {
+                Ok(connected) => {
+                    tracing::debug!(server = name, tools = connected.tools.len(), "MCP server connected");
+                    self.connected.insert(name, connected);
+                }
+                Err(reason) => {
+                    tracing::warn!(server = name, %reason, "an MCP server could not be connected");
+                    self.failed.insert(name, reason);
+                }
+            }
+        }
+        // Only once every attempt ended: a turn cancelled while connecting leaves it to the
+        // next one (what it had started is stopped as it is dropped).
+        self.tried = true;
+    }
+
+    /// The tools of the connected servers, server by server.
+    pub(crate) fn tools(&self) -> Vec<McpTool> {
+        self.connected.values().flat_map(|c| c.tools.iter().cloned()).collect()
+    }
+
+    /// The servers that could not be connected, and why.
+    pub(crate) fn failures(&self) -> &BTreeMap<String, String> {
+        &self.failed
+    }
+
+    /// The tool `tool` of `server`, and the peer to call it on; the error says what is not
+    /// there.
+    pub(crate) fn find(&self, server: &str, tool: &str) -> Result<(McpTool, Peer<RoleClient>), String> {
+        let Some(connected) = self.connected.get(server) else {
+            return Err(match self.failed.get(server) {
+                Some(reason) => format!("the MCP server `{server}` could not be connected: {reason}"),
+                None => format!(
+                    "this session has no MCP server `{server}` (it has: {})",
+                    self.specs
+                        .iter()
+                        .map(|s| format!("`{}`", s.name()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        let found = connected.tools.iter().find(|t| t.name == tool).ok_or_else(|| {
+            format!(
+                "the MCP server `{server}` has no tool `{tool}` (it has: {})",
+                connected
+                    .tools
+                    .iter()
+                    .map(|t| format!("`{}`", t.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        Ok((found.clone(), connected.service.peer().clone()))
+    }
+
+    /// Ends every MCP session and stops every stdio server (bounded).
+    pub(crate) async fn close(&mut self) {
+        let closing = std::mem::take(&mut self.connected)
+            .into_values()
+            .map(|mut connected| async move {
+                let _ = tokio::time::timeout(STOP_GRACE, connected.service.close()).await;
+                if let Some(process) = &connected.process {
+                    process.stop(STOP_GRACE, STOP_GRACE).await;
+                }
+            });
+        futures_util::future::join_all(closing).await;
+    }
+}
+
+/// Calls `tool` on `peer` with `arguments` (a JSON object), within [`CALL_TIMEOUT`]: the
+/// result as JSON (`content`, `structuredContent`), or the tool's error text.
+pub(crate) async fn call(peer: &Peer<RoleClient>, tool: &str, arguments: Value) -> Result<Value, String> {
+    let arguments = match arguments {
+        Value::Object(arguments) => arguments,
+        Value::Null => serde_json::Map::new(),
+        other => return Err(format!("MCP tool arguments must be a JSON object, not `{other}`")),
+    };
+    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+    let result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(params))
+        .await
+        .map_err(|_| format!("the MCP tool `{tool}` did not answer within {CALL_TIMEOUT:?}"))?
+        .map_err(|error| format!("the MCP call failed: {error}"))?;
+    let value = serde_json::to_value(&result).map_err(|error| error.to_string())?;
+    if result.is_error == Some(true) {
+        let text: Vec<&str> = value["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|block| block["text"].as_str())
+            .collect();
+        return Err(if text.is_empty() {
+            format!("the MCP tool `{tool}` failed")
+        } else {
+            text.join("\n")
+        });
+    }
+    Ok(value)
+}
+
+/// Starts (stdio) or reaches (http, sse) one server, then MCP `initialize` and `tools/list`.
+async fn connect(spec: &McpServerSpec, cwd: &std::path::Path) -> Result<Connected, String> {
+    let config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("agentacp", env!("CARGO_PKG_VERSION")),
+    );
+    match spec {
+        McpServerSpec::Stdio {
+            name,
+            command,
+            args,
+            env,
+        } => {
+            // Nothing of ours passes through but `PATH` (to find the program's interpreter);
+            // what the server needs, the client names in `env`.
+            let mut program = AgentCommand::new(command).args(args).env_clear_all().allow_env("PATH");
+            for (key, value) in env {
+                program = program.env(key, value);
+            }
+            let program = program.current_dir(cwd);
+            let (process, stdin, stdout) = subprocess::spawn(&program, STDERR_LINES)
+                .map_err(|error| format!("cannot start `{}`: {error}", command.display()))?;
+            let service = match config.serve((stdout, stdin)).await {
+                Ok(service) => service,
+                Err(error) => {
+                    // Its exit and last words, when it is going away (bounded).
+                    let (state, ()) = tokio::join!(
+                        process.wait_exit(Duration::from_secs(1)),
+                        process.stderr.wait_closed(Duration::from_secs(1))
+                    );
+                    let why = match state {
+                        ExitState::Exited(Some(status)) => format!("it exited ({status}) before answering"),
+                        _ => error.to_string(),
+                    };
+                    let stderr = process.stderr.lines();
+                    process.stop(STOP_GRACE, STOP_GRACE).await;
+                    return Err(if stderr.is_empty() {
+                        format!("MCP initialize failed: {why}")
+                    } else {
+                        format!(
+                            "MCP initialize failed: {why}; its last stderr lines: {}",
+                            stderr.join(" | ")
+                        )
+                    });
+                }
+            };
+            let tools = list_tools(name, &service).await?;
+            Ok(Connected {
+                service,
+                process: Some(process),
+                tools,
+            })
+        }
+        McpServerSpec::Http { .. } | McpServerSpec::Sse { .. } => Err(format!(
+            "{} MCP servers are not supported by this agent yet (stdio ones are)",
+            spec.transport()
+        )),
+    }
+}
+
+async fn list_tools(server: &str, service: &RunningService<RoleClient, ClientConfig>) -> Result<Vec<McpTool>, String> {
+    let tools = service
+        .list_all_tools()
+        .await
+        .map_err(|error| format!("listing its tools failed: {error}"))?;
+    Ok(tools.into_iter().map(|tool| McpTool::from_rmcp(server, tool)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_stdio_and_an_http_server_are_read_with_their_fields() {
+        let specs = McpServerSpec::parse_all(&json!([
+            {"name": "files", "command": "/bin/fs-server", "args": ["--root", "."],
+             "env": [{"name": "TOKEN", "value": "t"}]},
+            {"type": "http", "name": "web", "url": "https://mcp.example/mcp",
+             "headers": [{"name": "Authorization", "value": "Bearer x"}]},
+        ]))
+        .unwrap();
+        assert_eq!(
+            specs,
+            [
+                McpServerSpec::Stdio {
+                    name: "files".into(),
+                    command: "/bin/fs-server".into(),
+                    args: vec!["--root".into(), ".".into()],
+                    env: vec![("TOKEN".into(), "t".into())],
+                },
+                McpServerSpec::Http {
+                    name: "web".into(),
+                    url: "https://mcp.example/mcp".into(),
+                    headers: vec![("Authorization".into(), "Bearer x".into())],
+                },
+            ]
+        );
+        assert_eq!(McpServerSpec::parse_all(&Value::Null).unwrap(), []);
+    }
+
+    #[test]
+    fn a_bad_entry_is_refused_naming_it() {
+        for (servers, expected) in [
+            (json!({}), "not an array"),
+            (json!([{"command": "x"}]), "`mcpServers[0]`: `name` is missing"),
+            (json!([{"name": "a/b", "command": "x"}]), "has a `/`"),
+            (json!([{"name": "a", "command": ""}]), "`command` is empty"),
+            (
+                json!([{"name": "a", "command": "x", "args": [1]}]),
+                "`args` is not a string",
+            ),
+            (
+                json!([{"name": "a", "command": "x", "env": [{"name": "A=B", "value": ""}]}]),
+                "cannot be set",
+            ),
+            (
+                json!([{"type": "http", "name": "a", "url": "file:///etc/passwd"}]),
+                "is not an http",
+            ),
+            (
+                json!([{"type": "carrier-pigeon", "name": "a"}]),
+                "`carrier-pigeon` is not one",
+            ),
+            (
+                json!([{"name": "a", "command": "x"}, {"name": "a", "command": "y"}]),
+                "`mcpServers[1]`: the name `a` is given to two servers",
+            ),
+        ] {
+            let error = McpServerSpec::parse_all(&servers).unwrap_err();
+            assert!(error.contains(expected), "{servers}: {error}");
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! `turn.mcp()` (tier sandboxed, feature `mcp`): the tools of the session's MCP servers, and
+//! governed calls to them.
+//!
+//! A call is a governed tool call like any other ([`Turn::tool_call`]): governance decides on
+//! `mcp/<server>/<tool>` (allow, ask the client, deny), the call is streamed as `tool_call` /
+//! `tool_call_update` and mirrored to the audit log with its approval, and a denied one is
+//! never shown to the client. The servers are connected on first use (see
+//! [`crate::mcp`]) and stopped with the session.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::turn::{ToolOutcome, Turn};
+use crate::error::{Error, Result};
+use crate::governance::Decision;
+use crate::mcp::{self, McpTool};
+use crate::tier::SandboxedTier;
+
+impl<'t, T: SandboxedTier> Turn<'t, T> {
+    /// The session's MCP servers: their tools, and governed calls to them.
+    pub fn mcp(&mut self) -> Mcp<'_, 't, T> {
+        Mcp { turn: self }
+    }
+}
+
+/// The MCP side of a turn ([`Turn::mcp`]).
+#[derive(Debug)]
+pub struct Mcp<'a, 't, T: SandboxedTier> {
+    turn: &'a mut Turn<'t, T>,
+}
+
+impl<T: SandboxedTier> Mcp<'_, '_, T> {
+    /// The tools of the session's MCP servers that governance does not deny outright, after
+    /// connecting the servers (the first time; bounded). A server that could not be
+    /// connected offers nothing: [`Mcp::unavailable`] says why.
+    pub async fn tools(&mut self) -> Result<Vec<McpTool>> {
+        let scope = self.turn.scope;
+        let tools = self.connected(|clients| clients.tools()).await?;
+        let governance = &scope.connection.governance;
+        let no_arguments = Value::Object(Default::default());
+        Ok(tools
+            .into_iter()
+            .filter(|tool| {
+                let name = tool.governed_name();
+                !matches!(
+                    governance.decide(&scope.tool_request(&name, Some(tool.kind), &no_arguments)),
+                    Decision::Deny(_)
+                )
+            })
+            .collect())
+    }
+
+    /// The servers that could not be connected, and why (after connecting, the first time).
+    pub async fn unavailable(&mut self) -> Result<BTreeMap<String, String>> {
+        self.connected(|clients| clients.failures().clone()).await
+    }
+
+    /// Calls `tool` of `server` with `arguments` (a JSON object) as a governed tool call
+    /// named `mcp/<server>/<tool>`, of the kind the server declares. A tool or server the
+    /// session does not have is [`Error::InvalidParams`], naming what it has.
+    pub async fn call(self, server: &str, tool: &str, arguments: Value) -> Result<ToolOutcome> {
+        let (found, peer) = self
+            .connected(|clients| clients.find(server, tool))
+            .await?
+            .map_err(Error::InvalidParams)?;
+        let title = found.title.clone().unwrap_or_else(|| found.governed_name());
+        let name = found.name.clone();
+        self.turn
+            .tool_call(found.governed_name(), arguments)
+            .title(title)
+            .kind(found.kind)
+            .run(|arguments| async move { mcp::call(&peer, &name, arguments).await })
+            .await
+    }
+
+    /// Connects the session's servers (the first time), then reads them with `read`; a
+    /// cancelled turn stops waiting.
+    async fn connected<R>(&self, read: impl FnOnce(&mcp::McpClients) -> R) -> Result<R> {
+        let scope = self.turn.scope;
+        let clients = scope.session.mcp_clients();
+        let mut clients = tokio::select! {
+            biased;
+            () = scope.cancelled() => return Err(Error::Cancelled),
+            clients = clients.lock() => clients,
+        };
+        tokio::select! {
+            biased;
+            () = scope.cancelled() => return Err(Error::Cancelled),
+            () = clients.connect_all() => {}
+        }
+        Ok(read(&clients))
+    }
+}

@@ -1,0 +1,281 @@
+//! Issue #18, MCP at the sandboxed tier: our client drives `examples/sandboxed-server`, giving
+//! it a real MCP server written with `rmcp` (`src/bin/mcp-test-server.rs`) in `session/new`.
+//! The server's tools are listed (a denied one is not), called as governed tool calls
+//! (allowed, asked and approved, asked and rejected, denied, failing), streamed as
+//! `tool_call` updates and audited; the MCP server is stopped with the agent. Every wait is
+//! bounded.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentacp::client::{AgentCommand, Client, ClientError, ClientOptions, PermissionDecision, PromptEvent, Update};
+use agentacp::wire::default as wire;
+use interop::audit::{audit_records, check_audit_log};
+use interop::{AgentDirs, example_binary};
+use serde_json::{Value, json};
+
+/// The bound on every wait.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The MCP server of these tests, as `mcpServers` names it: `notes`, started with `args`,
+/// with `NOTE_SECRET` in its environment.
+fn notes_server(args: &[&str]) -> Value {
+    json!([{
+        "name": "notes",
+        "command": env!("CARGO_BIN_EXE_mcp-test-server"),
+        "args": args,
+        "env": [{"name": "NOTE_SECRET", "value": "s3cret"}],
+    }])
+}
+
+/// The sandboxed example, started by our client; permission requests go to `decide` and are
+/// counted by the tool's title.
+async fn connect(
+    dirs: &AgentDirs,
+    decide: fn(&wire::RequestPermissionRequest) -> PermissionDecision,
+) -> (Client, Arc<Mutex<Vec<String>>>) {
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = asked.clone();
+    let mut command = AgentCommand::new(example_binary("sandboxed-server"));
+    for (key, value) in dirs.env() {
+        command = command.env(key, value);
+    }
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_permission(move |request: wire::RequestPermissionRequest| {
+            seen.lock()
+                .unwrap()
+                .push(request.tool_call.title.clone().unwrap_or_default());
+            let decision = decide(&request);
+            async move { decision }
+        });
+    let client = tokio::time::timeout(WAIT, Client::connect(command, options))
+        .await
+        .expect("started in time")
+        .expect("started");
+    (client, asked)
+}
+
+/// A prompt's text messages and its tool-call updates (as JSON).
+async fn prompt(client: &Client, session: &wire::SessionId, text: &str) -> (Vec<String>, Vec<Value>) {
+    let mut turn = tokio::time::timeout(WAIT, client.prompt_text(session, text))
+        .await
+        .expect("prompted in time")
+        .expect("prompted");
+    let (mut texts, mut calls) = (Vec::new(), Vec::new());
+    loop {
+        match tokio::time::timeout(WAIT, turn.next()).await.expect("an event in time") {
+            Some(Ok(PromptEvent::Update(update))) => match &update {
+                Update::ToolCall(call) => calls.push(serde_json::to_value(call).unwrap()),
+                Update::ToolCallUpdate(call) => calls.push(serde_json::to_value(call).unwrap()),
+                other => texts.extend(other.text().map(str::to_string)),
+            },
+            Some(Ok(PromptEvent::Stop(reason))) => {
+                assert_eq!(reason, wire::StopReason::EndTurn, "{text}");
+                return (texts, calls);
+            }
+            Some(Ok(other)) => panic!("unexpected event {other:?}"),
+            Some(Err(error)) => panic!("`{text}` failed: {error}"),
+            None => panic!("`{text}` ended without a stop reason"),
+        }
+    }
+}
+
+/// Approves every request except one to write `keep-out.txt`.
+fn approve_but_keep_out(request: &wire::RequestPermissionRequest) -> PermissionDecision {
+    let input = request.tool_call.raw_input.clone().unwrap_or_default();
+    if input["name"] == "keep-out.txt" {
+        PermissionDecision::Reject
+    } else {
+        PermissionDecision::Approve
+    }
+}
+
+/// The processes whose command line holds `tag`.
+fn processes_tagged(tag: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // A zombie (state Z) is not running; it is its parent's to reap.
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            (!zombie && String::from_utf8_lossy(&cmdline).contains(tag)).then_some(pid)
+        })
+        .collect()
+}
+
+fn tool_records(audit: &Path, tool: &str) -> Vec<Value> {
+    audit_records(audit)
+        .into_iter()
+        .filter(|r| r["metadata"]["aip44"]["tool"] == tool)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stopped() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("hello.txt"), "hello from a note").unwrap();
+    let (client, asked) = connect(&dirs, approve_but_keep_out).await;
+    let tag = format!("mcp-test-{}-{}", std::process::id(), line!());
+    let session = tokio::time::timeout(
+        WAIT,
+        client.new_session_with_mcp_servers(&project, notes_server(&["--tag", &tag])),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+
+    // Listed: the tools the operator may use, with the kind their annotations give; `env`
+    // (not in OPERATOR.md's list) is denied, so not listed.
+    let (listed, _) = prompt(&client, &session, "/mcp tools").await;
+    assert_eq!(
+        listed,
+        [
+            "mcp/notes/echo (other)",
+            "mcp/notes/fail (other)",
+            "mcp/notes/read_note (read)",
+            "mcp/notes/write_note (delete)",
+        ]
+    );
+    assert!(!processes_tagged(&tag).is_empty(), "the MCP server runs");
+
+    // Read-only: runs without asking, streamed as a tool call.
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes read_note {"name":"hello.txt"}"#).await;
+    assert_eq!(said, ["completed: hello from a note"]);
+    assert_eq!(calls.first().unwrap()["title"], "mcp/notes/read_note", "{calls:?}");
+    assert_eq!(calls.first().unwrap()["kind"], "read", "{calls:?}");
+    assert_eq!(calls.last().unwrap()["status"], "completed", "{calls:?}");
+
+    // May change something: asked, approved, run (in the session's folder).
+    let (said, _) = prompt(
+        &client,
+        &session,
+        r#"/mcp call notes write_note {"name":"new.txt","text":"written"}"#,
+    )
+    .await;
+    assert_eq!(said, ["completed: wrote 7 bytes to new.txt"]);
+    assert_eq!(std::fs::read_to_string(project.join("new.txt")).unwrap(), "written");
+
+    // Asked and rejected: not run.
+    let (said, calls) = prompt(
+        &client,
+        &session,
+        r#"/mcp call notes write_note {"name":"keep-out.txt","text":"no"}"#,
+    )
+    .await;
+    assert!(said[0].starts_with("rejected:"), "{said:?}");
+    assert_eq!(calls.last().unwrap()["status"], "failed", "{calls:?}");
+    assert!(!project.join("keep-out.txt").exists());
+
+    // Denied: never shown to the client, never asked.
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes env {"name":"NOTE_SECRET"}"#).await;
+    assert!(
+        said[0].starts_with("denied:") && said[0].contains("tool list"),
+        "{said:?}"
+    );
+    assert!(calls.is_empty(), "a denied call reached the client: {calls:?}");
+
+    // A tool error: failed, with the tool's message.
+    let (said, _) = prompt(&client, &session, "/mcp call notes fail {}").await;
+    assert_eq!(said, ["failed: this tool always fails"]);
+
+    // Unknown tool: named, with what the server has.
+    let (said, calls) = prompt(&client, &session, "/mcp call notes nope {}").await;
+    assert!(
+        said[0].contains("has no tool `nope`") && said[0].contains("`read_note`"),
+        "{said:?}"
+    );
+    assert!(calls.is_empty());
+
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["mcp/notes/write_note", "mcp/notes/write_note", "mcp/notes/fail"],
+        "asked for what may change something, never for the read or the denied call"
+    );
+    let exit = tokio::time::timeout(WAIT, client.close())
+        .await
+        .expect("closed in time");
+    assert!(
+        exit.is_some_and(|status| status.success()),
+        "the agent exits 0: {exit:?}"
+    );
+
+    // The MCP server went with the agent.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_tagged(&tag).is_empty() {
+        assert!(Instant::now() < deadline, "the MCP server outlived the agent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Audited: each call with its approval; the chain verifies.
+    let read = tool_records(&dirs.audit_log, "mcp/notes/read_note");
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert_eq!(read[0]["metadata"]["aip44"]["approval"], "auto", "{read:?}");
+    let writes = tool_records(&dirs.audit_log, "mcp/notes/write_note");
+    assert_eq!(writes.len(), 2, "{writes:?}");
+    let denied = tool_records(&dirs.audit_log, "mcp/notes/env");
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    check_audit_log(&dirs.audit_log, |_| true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_is_reported_with_its_stderr() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let (client, _) = connect(&dirs, |_| PermissionDecision::Approve).await;
+    let session = tokio::time::timeout(
+        WAIT,
+        client.new_session_with_mcp_servers(&project, notes_server(&["--exit-at-start"])),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (said, _) = prompt(&client, &session, "/mcp tools").await;
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("unavailable: notes: MCP initialize failed: it exited (exit status: 3)")
+            && said[0].contains("exiting at start, as asked"),
+        "{said:?}"
+    );
+    let (said, _) = prompt(&client, &session, "/mcp call notes echo {\"text\":\"x\"}").await;
+    assert!(said[0].contains("could not be connected"), "{said:?}");
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_new_refuses_malformed_or_unoffered_mcp_servers() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let (client, _) = connect(&dirs, |_| PermissionDecision::Approve).await;
+    for (servers, expected) in [
+        // Caught by the typed parameters of `session/new`, before the MCP check.
+        (json!([{"command": "/bin/true"}]), "McpServer"),
+        (
+            json!([{"type": "sse", "name": "events", "url": "http://127.0.0.1:1/sse", "headers": []}]),
+            "`mcpCapabilities.sse` is not advertised",
+        ),
+    ] {
+        let error = tokio::time::timeout(WAIT, client.new_session_with_mcp_servers(&project, servers.clone()))
+            .await
+            .unwrap()
+            .unwrap_err();
+        match &error {
+            ClientError::Rpc { error, .. } => {
+                assert_eq!(error.code, -32602, "{servers}: {error:?}");
+                assert!(error.message.contains(expected), "{servers}: {}", error.message);
+            }
+            other => panic!("{servers}: expected an error answer, got {other:?}"),
+        }
+    }
+    client.close().await;
+}
