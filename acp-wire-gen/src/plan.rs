@@ -219,6 +219,9 @@ pub enum Item {
     },
     /// A union tried in order.
     Untagged(Vec<Branch>),
+    /// A request result the schema gives as `null` (early revisions: `authenticate`,
+    /// `fs/write_text_file`): a unit struct written as `null`.
+    Null,
 }
 
 /// A planned item with its name and description.
@@ -239,6 +242,20 @@ pub struct Plan {
     pub items: BTreeMap<String, Planned>,
     /// Constructs that were generated in a weaker form than the schema asks, and why.
     pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// Adds a [`Item::Null`] item for each result type the method table found as `null` in
+    /// a response union (the names are not definitions, so nothing else plans them).
+    pub fn add_null_results(&mut self, names: &BTreeSet<String>) {
+        for name in names {
+            self.items.entry(name.clone()).or_insert_with(|| Planned {
+                name: name.clone(),
+                doc: Some("The result of this request is `null`: it carries nothing.".to_string()),
+                item: Item::Null,
+            });
+        }
+    }
 }
 
 /// Plans every definition of `schema` except the envelopes.
@@ -696,7 +713,7 @@ fn direct_refs(item: &mut Item) -> Vec<&mut Ty> {
     let tys: Vec<&mut Ty> = match item {
         Item::Struct { fields, .. } => fields.iter_mut().map(|f| &mut f.ty).collect(),
         Item::Alias(ty) => vec![ty],
-        Item::Newtype | Item::Enum { .. } => Vec::new(),
+        Item::Newtype | Item::Enum { .. } | Item::Null => Vec::new(),
         Item::Tagged { variants, fallback, .. } => {
             let mut tys = Vec::new();
             for variant in variants {

@@ -26,10 +26,7 @@ fn main() {
         return;
     }
     let files = SchemaFiles::locate(&dir).expect("schema files");
-    let options = Options {
-        rev: REV.to_string(),
-        docs: false,
-    };
+    let options = Options::new(REV);
     let mut lines = 0;
     let library = median(|| {
         let generated = generate_files(&files, &options).expect("generate");
