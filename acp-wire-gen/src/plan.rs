@@ -342,6 +342,7 @@ fn flag(schema: &Value, key: &str) -> bool {
 
 impl Planner {
     fn plan_definition(&mut self, name: &str, def: &Value) {
+        let def = &*shape::normalized(def);
         let shape = match shape::classify(def) {
             Ok(shape) => shape,
             Err(why) => {
@@ -471,12 +472,7 @@ impl Planner {
     /// A branch's payload: its `allOf` ref, a struct made of its inline properties (the v0.4
     /// shape), or nothing.
     fn tagged_payload(&mut self, union: &str, variant: &str, tag: &str, branch: &Value) -> Payload {
-        let payload_ref = branch
-            .get("allOf")
-            .and_then(Value::as_array)
-            .and_then(|all| all.iter().find_map(|a| a.get("$ref")))
-            .and_then(Value::as_str);
-        if let Some(target) = payload_ref {
+        if let Some(target) = shape::payload_ref(branch) {
             return Payload::Newtype(Ty::named(shape::ref_name(target)));
         }
         let has_fields = branch
