@@ -36,9 +36,19 @@ fn scaffold_aip(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A module of an early revision (26 August 2025, no `x-method` at all) checked in for
+/// `agentacp/tests/early_revision.rs`, with the messages of that era it round-trips.
+const EARLY_MODULE: (&str, &str) = (
+    "e1c94557c8ad4bb18bdeb8430e799c9cfaadd8ac",
+    "agentacp/tests/wire-early/rev_e1c94557.rs",
+);
+/// The messages of [`EARLY_MODULE`]'s revision.
+const EARLY_CORPUS: &str = "agentacp/tests/wire-early/e1c94557.json";
+
+/// The built-in modules, and the early module the tests use, are what `regen` gives today.
 #[test]
 fn the_checked_in_built_in_modules_are_current() {
-    for (sha, file) in BUILT_IN {
+    for (sha, file) in BUILT_IN.iter().chain([&EARLY_MODULE]) {
         let Some(dir) = common::acp_snapshot(sha) else { continue };
         let path = common::workspace().join(file);
         let (code, stdout, stderr) = scaffold_aip(&[
@@ -219,6 +229,137 @@ fn regen_refuses_a_folder_without_a_rev_and_a_bad_rev() {
     let (code, _, stderr) = scaffold_aip(&["regen", "--schema", "/nonexistent/schema.json", "--rev", BUILT_IN[0].0]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no such schema file"), "{stderr}");
+}
+
+/// The hand-written messages `agentacp/tests/early_revision.rs` round-trips are of their era:
+/// each is valid, or not, against its revision's schema as the corpus says. The type a case
+/// is checked against is the one `regen` binds to its method (a `null` result: `type: null`).
+#[test]
+fn the_early_corpus_agrees_with_its_revisions_schema() {
+    let Some(dir) = common::acp_snapshot(EARLY_MODULE.0) else {
+        return;
+    };
+    let read = |path: &std::path::Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let schema = read(&dir.join("schema.json"));
+    let table = acp_wire_gen::MethodTable::read(&schema, &read(&dir.join("meta.json")), &[]).unwrap();
+    let corpus = read(&common::workspace().join(EARLY_CORPUS));
+    assert_eq!(corpus["rev"], EARLY_MODULE.0);
+    let mut disagreements = Vec::new();
+    for case in corpus["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let method = table
+            .get(case["method"].as_str().unwrap())
+            .unwrap_or_else(|| panic!("{name}: no such method"));
+        let ty = match case["part"].as_str().unwrap() {
+            "result" => method.response.as_deref(),
+            _ => method.params(),
+        }
+        .unwrap_or_else(|| panic!("{name}: no type"));
+        let target = if table.null_results.contains(ty) {
+            serde_json::json!({"type": "null"})
+        } else {
+            serde_json::json!({"$ref": format!("#/$defs/{ty}"), "$defs": schema["$defs"]})
+        };
+        let valid = jsonschema::validator_for(&target).unwrap().is_valid(&case["json"]);
+        if case["valid"] != valid {
+            disagreements.push(format!("{name} ({ty}): the schema says valid = {valid}"));
+        }
+        if let Some(out) = case.get("out") {
+            assert!(
+                jsonschema::validator_for(&target).unwrap().is_valid(out),
+                "{name}: what our types write back is not valid"
+            );
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
+/// Issue #20: where the schema binds no type to a method, `regen` names the method and what
+/// it looked for, and `--method` names the types. The schema is an early revision's (whose
+/// terminal requests carry no `x-method`) with `CreateTerminalRequest` renamed, so that no
+/// union branch is made of the words of `terminal/create` any more.
+#[test]
+fn a_method_the_schema_does_not_bind_is_named_and_method_binds_it() {
+    let sha = "624a266b804cebbdd35117300fa3164a4fd47442";
+    let Some(dir) = common::acp_snapshot(sha) else {
+        return;
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let schema = std::fs::read_to_string(dir.join("schema.json")).unwrap();
+    assert!(
+        schema.contains("\"CreateTerminalRequest\""),
+        "the snapshot changed; pick another name"
+    );
+    std::fs::write(
+        temp.path().join("schema.json"),
+        schema.replace("CreateTerminalRequest", "SpawnShellRequest"),
+    )
+    .unwrap();
+    std::fs::copy(dir.join("meta.json"), temp.path().join("meta.json")).unwrap();
+    let folder = temp.path().to_str().unwrap();
+    let out = temp.path().join("acp_wire.rs");
+    let out = out.to_str().unwrap();
+
+    let (code, stdout, stderr) = scaffold_aip(&["regen", "--schema", folder, "--rev", sha]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    for expected in [
+        "method `terminal/create` (clientMethods) has no request or notification type",
+        "no definition is annotated `x-method: \"terminal/create\"`",
+        "no branch of AgentRequest, AgentNotification, ClientRequest, ClientNotification left unbound has a title made of its words (terminal, create)",
+        "name its types with `--method terminal/create=ParamsType[:ResultType]`",
+    ] {
+        assert!(stderr.contains(expected), "missing `{expected}` in:\n{stderr}");
+    }
+
+    // Named, it is a request (its params are a branch of a request union) whose result is the
+    // branch at the same position of the paired response union.
+    let bind = ["--method", "terminal/create=SpawnShellRequest"];
+    let with = |extra: &[&str]| {
+        let mut args = vec!["regen", "--schema", folder, "--rev", sha, "--out", out];
+        args.extend(bind);
+        args.extend(extra);
+        scaffold_aip(&args)
+    };
+    let (code, _, stderr) = with(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    let module = std::fs::read_to_string(out).unwrap();
+    assert!(
+        module.contains(
+            "impl __s::RequestParams for SpawnShellRequest {\n    const METHOD: &'static str = \"terminal/create\";\n    type Result = CreateTerminalResponse;"
+        ),
+        "{module}"
+    );
+    assert!(
+        module.contains("TerminalCreate(SpawnShellRequest)"),
+        "no AgentRequest variant"
+    );
+    let (code, stdout, stderr) = with(&["--check"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("up to date"), "{stdout}");
+    // --check without the binding cannot generate, and says why.
+    let (code, _, stderr) = scaffold_aip(&["regen", "--schema", folder, "--rev", sha, "--out", out, "--check"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("method `terminal/create` (clientMethods)"), "{stderr}");
+
+    let (code, _, stderr) = scaffold_aip(&["regen", "--schema", folder, "--rev", sha, "--method", "terminal/create"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("expected METHOD=ParamsType[:ResultType]"), "{stderr}");
+    let (code, _, stderr) = scaffold_aip(&[
+        "regen",
+        "--schema",
+        folder,
+        "--rev",
+        sha,
+        "--method",
+        "terminal/create=NoSuchType",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("--method terminal/create=NoSuchType: the schema has no definition `NoSuchType`"),
+        "{stderr}"
+    );
 }
 
 /// The operator crates of the slow test: a manifest folder of its own (lint wants `name` to be
