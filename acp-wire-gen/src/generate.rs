@@ -123,7 +123,8 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
         return Err(GenerateError { problems: shadowing });
     }
     let mut plan = plan::plan(schema).map_err(|problems| GenerateError { problems })?;
-    plan.add_null_results(&table.null_results);
+    plan.add_null_results(&table.null_results)
+        .map_err(|problems| GenerateError { problems })?;
     plan.notes.extend(table.notes.iter().cloned());
     emit::settle_defaults(&mut plan);
     let operator_update = add_operator_update(&mut plan);

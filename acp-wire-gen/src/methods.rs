@@ -36,6 +36,15 @@ pub enum Side {
 }
 
 impl Side {
+    /// `agent`, `client`, or `either side`, for messages.
+    pub fn peer(self) -> &'static str {
+        match self {
+            Side::Agent => "agent",
+            Side::Client => "client",
+            Side::Protocol => "either side",
+        }
+    }
+
     /// The `meta.json` group that lists the methods of this side.
     pub fn group(self) -> &'static str {
         match self {
@@ -458,7 +467,9 @@ impl Builder<'_> {
                         .iter()
                         .any(|branch| branch.type_name() == Some(carrier.as_str()))
             });
-            let Some((union, side)) = union.and_then(|union| Some((union, union.handled_by()?))) else {
+            let Some((union, side, sender)) =
+                union.and_then(|union| Some((union, union.handled_by()?, union.sender()?)))
+            else {
                 continue;
             };
             if side != method.side {
@@ -467,8 +478,8 @@ impl Builder<'_> {
                     method.name,
                     method.side.group(),
                     union.name,
-                    if side == Side::Agent { "client" } else { "agent" },
-                    if side == Side::Agent { "agent" } else { "client" },
+                    sender.peer(),
+                    side.peer(),
                 ));
                 method.side = side;
             }
@@ -684,6 +695,21 @@ mod tests {
                 && p.contains("no response union's titles match those of AgentRequest")
                 && p.contains("--method terminal/create=CreateTerminalRequest[:ResultType]")),
             "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn the_union_that_carries_a_result_gives_its_side() {
+        let (schema, mut meta) = unannotated();
+        meta["agentMethods"].as_object_mut().unwrap().remove("session_prompt");
+        meta["clientMethods"]["session_prompt"] = json!("session/prompt");
+        let table = MethodTable::read(&schema, &meta, &[]).unwrap();
+        assert_eq!(table.get("session/prompt").unwrap().side, Side::Agent);
+        assert_eq!(
+            table.notes,
+            [
+                "meta.json lists `session/prompt` in clientMethods, but `PromptResponse` is in AgentResponse, which the agent sends: the agent handles it"
+            ]
         );
     }
 

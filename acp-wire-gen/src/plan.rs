@@ -246,15 +246,28 @@ pub struct Plan {
 
 impl Plan {
     /// Adds a [`Item::Null`] item for each result type the method table found as `null` in
-    /// a response union (the names are not definitions, so nothing else plans them).
-    pub fn add_null_results(&mut self, names: &BTreeSet<String>) {
-        for name in names {
-            self.items.entry(name.clone()).or_insert_with(|| Planned {
-                name: name.clone(),
-                doc: Some("The result of this request is `null`: it carries nothing.".to_string()),
-                item: Item::Null,
-            });
+    /// a response union (the names are not definitions, so nothing else plans them); `Err`
+    /// names one that a planned type already has.
+    pub fn add_null_results(&mut self, names: &BTreeSet<String>) -> Result<(), Vec<String>> {
+        let taken: Vec<String> = names
+            .iter()
+            .filter(|name| self.items.contains_key(*name))
+            .map(|name| format!("`{name}` is a `null` result and also the name of a generated type"))
+            .collect();
+        if !taken.is_empty() {
+            return Err(taken);
         }
+        for name in names {
+            self.items.insert(
+                name.clone(),
+                Planned {
+                    name: name.clone(),
+                    doc: Some("The result of this request is `null`: it carries nothing.".to_string()),
+                    item: Item::Null,
+                },
+            );
+        }
+        Ok(())
     }
 }
 
@@ -773,5 +786,28 @@ fn box_recursive_fields(plan: &mut Plan) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_null_result_is_a_unit_item_unless_a_planned_type_has_its_name() {
+        let schema = json!({"$defs": {"Thing": {"type": "object", "properties": {"inner": {
+            "type": "object", "properties": {"x": {"type": "string"}}}}}}});
+        let mut plan = plan(&schema).unwrap();
+        // `ThingInner` is the struct planned for the inline object.
+        let clash = BTreeSet::from(["ThingInner".to_string()]);
+        let problems = plan.add_null_results(&clash).unwrap_err();
+        assert_eq!(
+            problems,
+            ["`ThingInner` is a `null` result and also the name of a generated type"]
+        );
+        let results = BTreeSet::from(["AuthenticateResponse".to_string()]);
+        plan.add_null_results(&results).unwrap();
+        assert_eq!(plan.items["AuthenticateResponse"].item, Item::Null);
     }
 }

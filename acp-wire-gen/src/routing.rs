@@ -91,21 +91,28 @@ impl Union {
     /// requests; `AgentNotification`: the agent sends, so the client handles them). `None` for
     /// a request union, whose naming changed between revisions.
     pub fn handled_by(&self) -> Option<Side> {
-        let sender = if self.name.starts_with("Agent") {
-            Side::Agent
-        } else if self.name.starts_with("Client") {
-            Side::Client
-        } else {
-            return None;
-        };
-        let other = match sender {
-            Side::Agent => Side::Client,
-            _ => Side::Agent,
-        };
+        let sender = self.sender()?;
         match self.carries {
             Carries::Results => Some(sender),
-            Carries::Notifications => Some(other),
+            Carries::Notifications => Some(match sender {
+                Side::Agent => Side::Client,
+                _ => Side::Agent,
+            }),
             Carries::Requests => None,
+        }
+    }
+
+    /// The side that sends what a response or notification union carries: the one it is
+    /// named after. `None` for a request union.
+    pub fn sender(&self) -> Option<Side> {
+        if self.carries == Carries::Requests {
+            None
+        } else if self.name.starts_with("Agent") {
+            Some(Side::Agent)
+        } else if self.name.starts_with("Client") {
+            Some(Side::Client)
+        } else {
+            None
         }
     }
 }
