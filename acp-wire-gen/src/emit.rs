@@ -226,6 +226,23 @@ fn item(plan: &Plan, planned: &Planned, docs: bool) -> TokenStream {
             variants,
             fallback,
         } => tagged(planned, tag, variants, fallback, docs),
+        Item::Null => quote! {
+            #doc
+            #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+            pub struct #name;
+
+            impl __s::serde::Serialize for #name {
+                fn serialize<S: __s::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                    serializer.serialize_unit()
+                }
+            }
+
+            impl<'de> __s::serde::Deserialize<'de> for #name {
+                fn deserialize<D: __s::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                    __s::null_result(deserializer).map(|()| Self)
+                }
+            }
+        },
         Item::Untagged(branches) => {
             let variants = branches.iter().map(|b| branch_variant(b, docs, false));
             quote! {

@@ -8,8 +8,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use serde_json::Value;
 
-use super::methods::MethodTable;
-use super::{dispatch, emit, plan};
+use super::methods::{MethodBinding, MethodTable};
+use super::{dispatch, emit, names, plan};
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +19,19 @@ pub struct Options {
     /// Turn the schema's descriptions into doc comments (off for checked-in modules, which
     /// must not carry upstream prose).
     pub docs: bool,
+    /// Methods whose types the user names (`--method`), for what the schema does not say.
+    pub methods: Vec<MethodBinding>,
+}
+
+impl Options {
+    /// The options for revision `rev`, without docs or method bindings.
+    pub fn new(rev: impl Into<String>) -> Self {
+        Options {
+            rev: rev.into(),
+            docs: false,
+            methods: Vec::new(),
+        }
+    }
 }
 
 /// A generated module.
@@ -92,7 +105,12 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
         Some(meta) => meta.clone(),
         None => meta_from_annotations(schema),
     };
-    let table = MethodTable::read(schema, &meta).map_err(GenerateError::new)?;
+    let table = MethodTable::read(schema, &meta, &options.methods).map_err(|problems| GenerateError { problems })?;
+    if table.methods.is_empty() {
+        return Err(GenerateError::new(
+            "the revision has no methods: meta.json lists none (or is absent) and no definition is annotated with `x-method`",
+        ));
+    }
     let shadowing: Vec<String> = schema
         .get("$defs")
         .and_then(Value::as_object)
@@ -105,6 +123,9 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
         return Err(GenerateError { problems: shadowing });
     }
     let mut plan = plan::plan(schema).map_err(|problems| GenerateError { problems })?;
+    plan.add_null_results(&table.null_results)
+        .map_err(|problems| GenerateError { problems })?;
+    plan.notes.extend(table.notes.iter().cloned());
     emit::settle_defaults(&mut plan);
     let operator_update = add_operator_update(&mut plan);
     let protocol_version = meta.get("version").and_then(Value::as_u64).unwrap_or(1);
@@ -153,12 +174,15 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
 const OPERATOR_UPDATE: &str = "OperatorUpdate";
 
 /// The `session/update` kinds only the runtime may send: tool calls are governed and audited,
-/// so operator code reaches them through `Turn::tool_call` alone.
+/// so operator code reaches them through `Turn::tool_call` alone. Compared in snake_case, as
+/// early revisions spell them `toolCall`.
 const GOVERNED_UPDATES: &[&str] = &["tool_call", "tool_call_update"];
 
 /// Adds `OperatorUpdate`: the revision's `SessionUpdate` without the tool-call variants, the
-/// type `Turn::update` takes, so an ungoverned tool call does not compile. Returns whether it
-/// was added (not when the revision has no tagged `SessionUpdate`, or already defines the name).
+/// type `Turn::update` takes, so an ungoverned tool call does not compile. Untagged branches
+/// are left out too: nothing says they are not tool calls (in August 2025 the tool-call
+/// branches carried no tag). Returns whether it was added (not when the revision has no
+/// tagged `SessionUpdate`, already defines the name, or no variant is left).
 fn add_operator_update(plan: &mut plan::Plan) -> bool {
     if plan.items.contains_key(OPERATOR_UPDATE) {
         plan.notes.push(format!(
@@ -167,25 +191,24 @@ fn add_operator_update(plan: &mut plan::Plan) -> bool {
         return false;
     }
     let Some(plan::Planned {
-        item: plan::Item::Tagged {
-            tag,
-            variants,
-            fallback,
-        },
+        item: plan::Item::Tagged { tag, variants, .. },
         ..
     }) = plan.items.get("SessionUpdate")
     else {
         return false;
     };
-    let variants = variants
+    let variants: Vec<plan::Variant> = variants
         .iter()
-        .filter(|variant| !GOVERNED_UPDATES.contains(&variant.tag.as_str()))
+        .filter(|variant| !GOVERNED_UPDATES.contains(&names::snake(&variant.tag).as_str()))
         .cloned()
         .collect();
+    if variants.is_empty() {
+        return false;
+    }
     let item = plan::Item::Tagged {
         tag: tag.clone(),
         variants,
-        fallback: fallback.clone(),
+        fallback: Vec::new(),
     };
     plan.items.insert(
         OPERATOR_UPDATE.to_string(),

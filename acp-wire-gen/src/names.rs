@@ -16,7 +16,7 @@ const KEYWORDS: &[&str] = &[
 
 /// Splits a schema name into lowercase words: `sessionId` → `session id`, `_meta` → `meta`,
 /// `HTTPHeader` → `http header`, `end_turn` → `end turn`, `-32700` → `32700`.
-fn words(name: &str) -> Vec<String> {
+pub(crate) fn words(name: &str) -> Vec<String> {
     let chars: Vec<char> = name.chars().collect();
     let mut words = Vec::new();
     let mut current = String::new();

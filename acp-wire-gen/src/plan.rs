@@ -219,6 +219,9 @@ pub enum Item {
     },
     /// A union tried in order.
     Untagged(Vec<Branch>),
+    /// A request result the schema gives as `null` (early revisions: `authenticate`,
+    /// `fs/write_text_file`): a unit struct written as `null`.
+    Null,
 }
 
 /// A planned item with its name and description.
@@ -239,6 +242,33 @@ pub struct Plan {
     pub items: BTreeMap<String, Planned>,
     /// Constructs that were generated in a weaker form than the schema asks, and why.
     pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// Adds a [`Item::Null`] item for each result type the method table found as `null` in
+    /// a response union (the names are not definitions, so nothing else plans them); `Err`
+    /// names one that a planned type already has.
+    pub fn add_null_results(&mut self, names: &BTreeSet<String>) -> Result<(), Vec<String>> {
+        let taken: Vec<String> = names
+            .iter()
+            .filter(|name| self.items.contains_key(*name))
+            .map(|name| format!("`{name}` is a `null` result and also the name of a generated type"))
+            .collect();
+        if !taken.is_empty() {
+            return Err(taken);
+        }
+        for name in names {
+            self.items.insert(
+                name.clone(),
+                Planned {
+                    name: name.clone(),
+                    doc: Some("The result of this request is `null`: it carries nothing.".to_string()),
+                    item: Item::Null,
+                },
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Plans every definition of `schema` except the envelopes.
@@ -325,6 +355,7 @@ fn flag(schema: &Value, key: &str) -> bool {
 
 impl Planner {
     fn plan_definition(&mut self, name: &str, def: &Value) {
+        let def = &*shape::normalized(def);
         let shape = match shape::classify(def) {
             Ok(shape) => shape,
             Err(why) => {
@@ -454,12 +485,7 @@ impl Planner {
     /// A branch's payload: its `allOf` ref, a struct made of its inline properties (the v0.4
     /// shape), or nothing.
     fn tagged_payload(&mut self, union: &str, variant: &str, tag: &str, branch: &Value) -> Payload {
-        let payload_ref = branch
-            .get("allOf")
-            .and_then(Value::as_array)
-            .and_then(|all| all.iter().find_map(|a| a.get("$ref")))
-            .and_then(Value::as_str);
-        if let Some(target) = payload_ref {
+        if let Some(target) = shape::payload_ref(branch) {
             return Payload::Newtype(Ty::named(shape::ref_name(target)));
         }
         let has_fields = branch
@@ -696,7 +722,7 @@ fn direct_refs(item: &mut Item) -> Vec<&mut Ty> {
     let tys: Vec<&mut Ty> = match item {
         Item::Struct { fields, .. } => fields.iter_mut().map(|f| &mut f.ty).collect(),
         Item::Alias(ty) => vec![ty],
-        Item::Newtype | Item::Enum { .. } => Vec::new(),
+        Item::Newtype | Item::Enum { .. } | Item::Null => Vec::new(),
         Item::Tagged { variants, fallback, .. } => {
             let mut tys = Vec::new();
             for variant in variants {
@@ -760,5 +786,28 @@ fn box_recursive_fields(plan: &mut Plan) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_null_result_is_a_unit_item_unless_a_planned_type_has_its_name() {
+        let schema = json!({"$defs": {"Thing": {"type": "object", "properties": {"inner": {
+            "type": "object", "properties": {"x": {"type": "string"}}}}}}});
+        let mut plan = plan(&schema).unwrap();
+        // `ThingInner` is the struct planned for the inline object.
+        let clash = BTreeSet::from(["ThingInner".to_string()]);
+        let problems = plan.add_null_results(&clash).unwrap_err();
+        assert_eq!(
+            problems,
+            ["`ThingInner` is a `null` result and also the name of a generated type"]
+        );
+        let results = BTreeSet::from(["AuthenticateResponse".to_string()]);
+        plan.add_null_results(&results).unwrap();
+        assert_eq!(plan.items["AuthenticateResponse"].item, Item::Null);
     }
 }

@@ -1,5 +1,7 @@
 //! Classifying `$defs` entries into the constructs the generator emits.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 /// A JSON primitive a newtype, an open enum's fallback or an untagged branch can be.
@@ -96,8 +98,32 @@ pub fn classify_all(schema: &Value) -> Result<Vec<(String, Shape)>, Vec<String>>
     }
 }
 
+/// `enum: [..]` (the revisions of early August 2025 write closed enums so) as the `oneOf` of
+/// constants every later revision writes; any other definition unchanged.
+pub fn normalized(def: &Value) -> Cow<'_, Value> {
+    let Some(object) = def.as_object() else {
+        return Cow::Borrowed(def);
+    };
+    let Some(values) = object.get("enum").and_then(Value::as_array) else {
+        return Cow::Borrowed(def);
+    };
+    if object.contains_key("oneOf") || object.contains_key("anyOf") {
+        return Cow::Borrowed(def);
+    }
+    let mut object = object.clone();
+    object.remove("enum");
+    object.remove("type");
+    let branches = values
+        .iter()
+        .map(|value| serde_json::json!({ "const": value }))
+        .collect();
+    object.insert("oneOf".to_string(), Value::Array(branches));
+    Cow::Owned(Value::Object(object))
+}
+
 /// Classifies one definition.
 pub fn classify(def: &Value) -> Result<Shape, String> {
+    let def = normalized(def);
     let object = def.as_object().ok_or("not an object")?;
     let union = object
         .get("oneOf")
@@ -152,12 +178,7 @@ fn classify_union(branches: &[Value]) -> Result<Shape, String> {
             {
                 Some(value) => {
                     let tag_value = value.as_str().ok_or("tag constant is not a string")?.to_string();
-                    let payload = object
-                        .get("allOf")
-                        .and_then(Value::as_array)
-                        .and_then(|all| all.iter().find_map(|a| a.get("$ref")))
-                        .and_then(Value::as_str)
-                        .map(ref_name);
+                    let payload = payload_ref(branch).map(ref_name);
                     let inline_properties = property_names(object).into_iter().filter(|p| *p != tag).collect();
                     variants.push(TaggedVariant {
                         tag: tag_value,
@@ -179,6 +200,17 @@ fn classify_union(branches: &[Value]) -> Result<Shape, String> {
         .map(|b| primitive(b.as_object().ok_or("branch is not an object")?))
         .collect::<Result<_, _>>()?;
     Ok(Shape::Untagged(branches))
+}
+
+/// The payload a tagged branch refers to: its `allOf: [{$ref}]`, or (the first revision) a
+/// `$ref` beside the tag's `properties`.
+pub fn payload_ref(branch: &Value) -> Option<&str> {
+    branch
+        .get("allOf")
+        .and_then(Value::as_array)
+        .and_then(|all| all.iter().find_map(|a| a.get("$ref")))
+        .or_else(|| branch.get("$ref"))
+        .and_then(Value::as_str)
 }
 
 /// The property every tagged branch fixes with a string constant, if there is one.
@@ -252,4 +284,39 @@ fn strings(value: Option<&Value>) -> Vec<String> {
 /// `#/$defs/Name` → `Name`.
 pub fn ref_name(target: &str) -> String {
     target.rsplit('/').next().unwrap_or(target).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_enum_keyword_is_a_closed_enum() {
+        let def = json!({"enum": ["read", "edit"], "type": "string"});
+        assert_eq!(
+            classify(&def),
+            Ok(Shape::Enum {
+                values: vec![json!("read"), json!("edit")],
+                fallback: None
+            })
+        );
+        // Anything else is left as it is.
+        let plain = json!({"type": "string"});
+        assert!(matches!(normalized(&plain), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_ref_beside_the_tag_is_the_payload() {
+        // As `allOf: [{$ref}]` is.
+        let union = json!({"oneOf": [
+            {"$ref": "#/$defs/ToolCall", "properties": {"kind": {"const": "toolCall", "type": "string"}}},
+            {"allOf": [{"$ref": "#/$defs/Plan"}], "properties": {"kind": {"const": "plan", "type": "string"}}}
+        ]});
+        let Ok(Shape::Tagged { variants, .. }) = classify(&union) else {
+            panic!("{:?}", classify(&union))
+        };
+        let payloads: Vec<Option<&str>> = variants.iter().map(|v| v.payload.as_deref()).collect();
+        assert_eq!(payloads, [Some("ToolCall"), Some("Plan")]);
+    }
 }

@@ -169,6 +169,18 @@ where
     Ok(keep_valid_items(value).unwrap_or_default())
 }
 
+/// The `Deserialize` of a result the schema gives as `null` (early revisions' `authenticate`,
+/// `fs/write_text_file`, …): `null`, or an object whatever its keys (a newer peer's `{}`;
+/// unknown fields are ignored everywhere). Anything else is an error.
+pub fn null_result<'de, D: Deserializer<'de>>(deserializer: D) -> Result<(), D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Null | Value::Object(_) => Ok(()),
+        other => Err(serde::de::Error::custom(format!(
+            "expected `null` (a result without a payload), found {other}"
+        ))),
+    }
+}
+
 /// Which side of the connection handles a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
@@ -317,6 +329,23 @@ mod tests {
 
     fn lenient(value: Value) -> Result<Lenient, serde_json::Error> {
         serde_json::from_value(value)
+    }
+
+    #[test]
+    fn a_null_result_reads_null_or_an_object_and_nothing_else() {
+        #[derive(Debug)]
+        struct Unit;
+        impl<'de> Deserialize<'de> for Unit {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                null_result(deserializer).map(|()| Unit)
+            }
+        }
+        assert!(serde_json::from_value::<Unit>(json!(null)).is_ok());
+        assert!(serde_json::from_value::<Unit>(json!({})).is_ok());
+        assert!(serde_json::from_value::<Unit>(json!({"_meta": {}})).is_ok());
+        let error = serde_json::from_value::<Unit>(json!("done")).unwrap_err().to_string();
+        assert!(error.contains("expected `null`"), "{error}");
+        assert!(serde_json::from_value::<Unit>(json!([])).is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use similar::TextDiff;
 
-use acp_wire_gen::{Options, SchemaFiles, generate_files};
+use acp_wire_gen::{MethodBinding, Options, SchemaFiles, generate_files};
 
 use crate::exit::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
 
@@ -27,6 +27,10 @@ pub struct RegenArgs {
     /// Turn the schema's descriptions into doc comments.
     #[arg(long)]
     pub docs: bool,
+    /// Name a method's types where the schema does not bind them: METHOD=ParamsType[:ResultType]
+    /// (repeatable; with a result type the method is a request).
+    #[arg(long, value_name = "METHOD=PARAMS[:RESULT]")]
+    pub method: Vec<MethodBinding>,
 }
 
 /// Most diff lines `--check` prints before summarising the rest.
@@ -49,7 +53,12 @@ pub fn run(args: &RegenArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::i
         )?;
         return Ok(EXIT_USAGE);
     };
-    let generated = match generate_files(&files, &Options { rev, docs: args.docs }) {
+    let options = Options {
+        rev,
+        docs: args.docs,
+        methods: args.method.clone(),
+    };
+    let generated = match generate_files(&files, &options) {
         Ok(generated) => generated,
         Err(error) => {
             writeln!(err, "scaffold-aip regen: {}: {error}", files.schema.display())?;

@@ -13,8 +13,8 @@
 //!   stdout (or stdout and stderr together, in either order); a `...` line matches any number of
 //!   lines; a command shown without output is not compared. Placeholders: `<full commit SHA>`
 //!   is the default revision, and `path/to/schema/v1` the upstream snapshot of the revision
-//!   given by `--rev` (else the default); a command that needs a snapshot is skipped, saying so,
-//!   when `../shared` is absent.
+//!   given by `--rev` (else the default), from either snapshot folder; a command that needs a
+//!   snapshot is skipped, saying so, when `../shared` is absent.
 //! - **any other command** must be a row of [`EXERCISED_BY`], which names the test that does
 //!   what the command does (`path/to/file.rs::function`); the function must exist, be a test,
 //!   and every row must be shown in some page.
@@ -784,10 +784,13 @@ fn resolve_placeholders(args: &[String]) -> Result<Vec<String>, Skip> {
     let Some(shared) = common::shared() else {
         return Err(Skip("../shared is absent".into()));
     };
-    let snapshot = shared.join("upstream/acp-schemas").join(&rev);
-    if !snapshot.is_dir() {
+    let Some(snapshot) = common::SNAPSHOT_FOLDERS
+        .iter()
+        .map(|folder| shared.join("upstream").join(folder).join(&rev))
+        .find(|snapshot| snapshot.is_dir())
+    else {
         return Err(Skip(format!("no upstream snapshot of {rev}")));
-    }
+    };
     Ok(args
         .iter()
         .map(|a| match a.strip_prefix(SCHEMA_PLACEHOLDER) {

@@ -1,6 +1,6 @@
-//! The wire-schema model over every upstream snapshot in `../shared/upstream/acp-schemas`
-//! (skipped when absent): every definition classifies, every method has its types, and the
-//! constructs named in issue #3 come out as the generator needs them.
+//! The wire-schema model over every upstream snapshot in `../shared/upstream/acp-schemas` and
+//! `acp-schemas-early` (skipped when absent): every definition classifies, every method has
+//! its types, and the constructs named in issue #3 come out as the generator needs them.
 
 mod common;
 
@@ -23,12 +23,11 @@ fn shape_of(shapes: &[(String, Shape)], name: &str) -> Shape {
 
 #[test]
 fn every_definition_of_every_snapshot_classifies() {
-    let dirs = common::acp_snapshots();
+    let dirs = common::all_acp_snapshots();
     if dirs.is_empty() {
-        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
+        eprintln!("skipped: ../shared/upstream/acp-schemas and acp-schemas-early are absent");
         return;
     }
-    assert!(dirs.len() >= 22, "{} snapshots", dirs.len());
     for dir in dirs {
         let schema = load(&dir, "schema.json");
         let shapes = classify_all(&schema).unwrap_or_else(|e| panic!("{}: {e:#?}", dir.display()));
@@ -37,24 +36,92 @@ fn every_definition_of_every_snapshot_classifies() {
     }
 }
 
+/// Issue #20: every method of every revision, the early ones included (whose types are named
+/// `CreateTerminalRequest`, `SetSessionModeRequest`, … and bound to their methods by the
+/// routing unions rather than by `x-method`), has its params type, and a request its result
+/// type. The methods agentacp's operators need are bound to the types the macro names, on the
+/// side that handles them.
 #[test]
 fn every_method_of_every_snapshot_has_its_types() {
-    let dirs = common::acp_snapshots();
+    let dirs = common::all_acp_snapshots();
     if dirs.is_empty() {
-        eprintln!("skipped: ../shared/upstream/acp-schemas is absent");
+        eprintln!("skipped: ../shared/upstream/acp-schemas and acp-schemas-early are absent");
     }
-    for dir in dirs {
-        let table = MethodTable::read(&load(&dir, "schema.json"), &load(&dir, "meta.json"))
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let prompt = table.get("session/prompt").unwrap();
-        assert_eq!(prompt.side, Side::Agent);
-        assert_eq!(prompt.request.as_deref(), Some("PromptRequest"), "{}", dir.display());
-        assert_eq!(prompt.response.as_deref(), Some("PromptResponse"), "{}", dir.display());
-        let update = table.get("session/update").unwrap();
-        assert_eq!(
-            (update.side, update.notification.as_deref()),
-            (Side::Client, Some("SessionNotification"))
+    for dir in &dirs {
+        let schema = load(dir, "schema.json");
+        let table = MethodTable::read(&schema, &load(dir, "meta.json"), &[])
+            .unwrap_or_else(|e| panic!("{}: {e:#?}", dir.display()));
+        let expect = |method: &str, side: Side, params: &str, result: Option<&str>| {
+            let Some(found) = table.get(method) else { return };
+            assert_eq!(found.side, side, "{}: {method}", dir.display());
+            assert_eq!(found.params(), Some(params), "{}: {method}", dir.display());
+            if result.is_some() {
+                assert_eq!(found.response.as_deref(), result, "{}: {method}", dir.display());
+            }
+        };
+        expect(
+            "initialize",
+            Side::Agent,
+            "InitializeRequest",
+            Some("InitializeResponse"),
         );
+        expect(
+            "authenticate",
+            Side::Agent,
+            "AuthenticateRequest",
+            Some("AuthenticateResponse"),
+        );
+        expect(
+            "session/new",
+            Side::Agent,
+            "NewSessionRequest",
+            Some("NewSessionResponse"),
+        );
+        expect(
+            "session/load",
+            Side::Agent,
+            "LoadSessionRequest",
+            Some("LoadSessionResponse"),
+        );
+        expect("session/prompt", Side::Agent, "PromptRequest", Some("PromptResponse"));
+        expect(
+            "session/set_mode",
+            Side::Agent,
+            "SetSessionModeRequest",
+            Some("SetSessionModeResponse"),
+        );
+        expect("session/update", Side::Client, "SessionNotification", None);
+        expect(
+            "fs/read_text_file",
+            Side::Client,
+            "ReadTextFileRequest",
+            Some("ReadTextFileResponse"),
+        );
+        expect(
+            "fs/write_text_file",
+            Side::Client,
+            "WriteTextFileRequest",
+            Some("WriteTextFileResponse"),
+        );
+        expect(
+            "terminal/create",
+            Side::Client,
+            "CreateTerminalRequest",
+            Some("CreateTerminalResponse"),
+        );
+        expect(
+            "terminal/wait_for_exit",
+            Side::Client,
+            "WaitForTerminalExitRequest",
+            Some("WaitForTerminalExitResponse"),
+        );
+        assert!(
+            table.get("session/prompt").is_some() && table.get("session/update").is_some(),
+            "{}",
+            dir.display()
+        );
+        let defs = schema["$defs"].as_object().unwrap();
+        let mut bound_by_unions = Vec::new();
         for method in &table.methods {
             assert_eq!(
                 method.request.is_some(),
@@ -63,7 +130,34 @@ fn every_method_of_every_snapshot_has_its_types() {
                 dir.display(),
                 method.name
             );
+            // Every type is a definition, or a result the schema gives as `null`.
+            for ty in [&method.request, &method.response, &method.notification]
+                .into_iter()
+                .flatten()
+            {
+                assert!(
+                    defs.contains_key(ty) || table.null_results.contains(ty),
+                    "{}: {ty}",
+                    dir.display()
+                );
+            }
+            let annotated = |ty: &Option<String>| {
+                ty.as_ref()
+                    .is_some_and(|ty| defs.get(ty).is_some_and(|def| def.get("x-method").is_some()))
+            };
+            if !annotated(&method.request) && !annotated(&method.notification) {
+                bound_by_unions.push(method.name.as_str());
+            }
         }
+        // What sets the early revisions apart: some of their methods have no annotated type
+        // (so this test covers the binding through the unions), and none of the later ones.
+        let early = common::acp_early_snapshots().contains(dir);
+        assert_eq!(
+            !bound_by_unions.is_empty(),
+            early,
+            "{}: bound through the unions: {bound_by_unions:?}",
+            dir.display()
+        );
     }
 }
 

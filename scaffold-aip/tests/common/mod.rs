@@ -73,13 +73,17 @@ pub fn assert_snapshot(name: &str, actual: &str) {
     );
 }
 
-/// The upstream ACP schema snapshots (`../shared/upstream/acp-schemas/<sha>/`), sorted; empty
-/// when `../shared` is absent.
-pub fn acp_snapshots() -> Vec<PathBuf> {
+/// The folders of upstream ACP schema snapshots under `../shared/upstream`: the v0.4 to v1
+/// revisions, and the early ones of August and September 2025 (kept apart upstream).
+pub const SNAPSHOT_FOLDERS: [&str; 2] = ["acp-schemas", "acp-schemas-early"];
+
+/// The snapshots of one folder of `../shared/upstream` (`<sha>/schema.json`), sorted; empty
+/// when it is absent.
+fn snapshots_in(folder: &str) -> Vec<PathBuf> {
     let Some(shared) = shared() else {
         return Vec::new();
     };
-    let Ok(entries) = std::fs::read_dir(shared.join("upstream/acp-schemas")) else {
+    let Ok(entries) = std::fs::read_dir(shared.join("upstream").join(folder)) else {
         return Vec::new();
     };
     let mut dirs: Vec<PathBuf> = entries
@@ -90,9 +94,38 @@ pub fn acp_snapshots() -> Vec<PathBuf> {
     dirs
 }
 
-/// One snapshot by full SHA; `None` (after saying so) when it is absent.
+/// The upstream ACP schema snapshots (`../shared/upstream/acp-schemas/<sha>/`), sorted; empty
+/// when `../shared` is absent.
+pub fn acp_snapshots() -> Vec<PathBuf> {
+    snapshots_in(SNAPSHOT_FOLDERS[0])
+}
+
+/// The early snapshots (`../shared/upstream/acp-schemas-early/<sha>/`, August and September
+/// 2025), sorted; empty when absent.
+pub fn acp_early_snapshots() -> Vec<PathBuf> {
+    snapshots_in(SNAPSHOT_FOLDERS[1])
+}
+
+/// Every snapshot of both folders, each folder sorted; empty (after saying which folder is
+/// missing) when neither is there.
+pub fn all_acp_snapshots() -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for folder in SNAPSHOT_FOLDERS {
+        let found = snapshots_in(folder);
+        if found.is_empty() {
+            eprintln!("note: ../shared/upstream/{folder} is absent or empty: its snapshots are not tested");
+        }
+        all.extend(found);
+    }
+    all
+}
+
+/// One snapshot by full SHA, from either folder; `None` (after saying so) when it is absent.
 pub fn acp_snapshot(sha: &str) -> Option<PathBuf> {
-    let found = acp_snapshots().into_iter().find(|d| d.ends_with(sha));
+    let found = SNAPSHOT_FOLDERS
+        .iter()
+        .flat_map(|folder| snapshots_in(folder))
+        .find(|d| d.ends_with(sha));
     if found.is_none() {
         eprintln!("skipped: snapshot {sha} is absent");
     }
