@@ -19,6 +19,29 @@ pub(crate) fn env_number(name: &str) -> Option<u64> {
     parsed
 }
 
+/// An audit fsync policy from the environment variable `name`: `every`, `batched:N` (N ≥ 1)
+/// or `never`; set but unreadable is reported on stderr and ignored.
+pub(crate) fn env_fsync_policy(name: &str) -> Option<crate::audit::FsyncPolicy> {
+    let text = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+    let parsed = parse_fsync_policy(&text);
+    if parsed.is_none() {
+        tracing::warn!(variable = name, value = %text, "not `every`, `batched:N` or `never`; ignored");
+    }
+    parsed
+}
+
+fn parse_fsync_policy(text: &str) -> Option<crate::audit::FsyncPolicy> {
+    use crate::audit::FsyncPolicy;
+    match text.trim() {
+        "every" => Some(FsyncPolicy::EveryRecord),
+        "never" => Some(FsyncPolicy::Never),
+        other => {
+            let every: usize = other.strip_prefix("batched:")?.trim().parse().ok()?;
+            (every >= 1).then_some(FsyncPolicy::Batched { every })
+        }
+    }
+}
+
 /// Where an operator keeps state when no folder is given: `$XDG_STATE_HOME/agentacp/<id>`,
 /// else `~/.local/state/agentacp/<id>`, else under the temporary folder.
 pub(crate) fn default_state_dir(id: &str) -> PathBuf {
@@ -143,5 +166,24 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = terminate.recv() => tracing::info!("SIGTERM: draining"),
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: draining"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fsync_policy;
+    use crate::audit::FsyncPolicy;
+
+    #[test]
+    fn fsync_policies_are_read_and_anything_else_is_none() {
+        assert_eq!(parse_fsync_policy("every"), Some(FsyncPolicy::EveryRecord));
+        assert_eq!(parse_fsync_policy(" never "), Some(FsyncPolicy::Never));
+        assert_eq!(
+            parse_fsync_policy("batched:64"),
+            Some(FsyncPolicy::Batched { every: 64 })
+        );
+        for bad in ["batched:0", "batched:", "batched:x", "sometimes", "Every"] {
+            assert_eq!(parse_fsync_policy(bad), None, "{bad}");
+        }
     }
 }

@@ -76,7 +76,8 @@ pub struct ServerOptions {
     /// How long a write may wait for a client that stopped reading before the connection is
     /// treated as gone (`AGENTACP_WRITE_TIMEOUT_MS`; default 60 s).
     pub write_timeout: Duration,
-    /// When audit records are fsynced (default: every record).
+    /// When audit records are fsynced (`AGENTACP_AUDIT_FSYNC`: `every`, `batched:N` or
+    /// `never`; default: every record).
     pub fsync: FsyncPolicy,
     /// How long running turns get to answer after end of input (default 5 s).
     pub shutdown_grace: Duration,
@@ -146,6 +147,9 @@ impl ServerOptions {
         }
         if let Some(ms) = number("AGENTACP_EDITOR_TIMEOUT_MS") {
             options.editor_timeout = Duration::from_millis(ms);
+        }
+        if let Some(policy) = crate::env::env_fsync_policy("AGENTACP_AUDIT_FSYNC") {
+            options.fsync = policy;
         }
         if let Some(ms) = number("AGENTACP_WRITE_TIMEOUT_MS") {
             options.write_timeout = Duration::from_millis(ms);
