@@ -338,20 +338,31 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
     if root.symlink_metadata().is_ok() {
         return Err(ScaffoldError::Exists(root));
     }
+    // A server that offers WebSocket serves it with agentacp's `websocket` feature; a
+    // sandboxed server uses the session's MCP servers with its `mcp` feature.
+    let features: Vec<&str> = [
+        (websocket, "\"websocket\""),
+        (
+            options.kind == Kind::Server && options.tier == Tier::Sandboxed,
+            "\"mcp\"",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(wanted, feature)| wanted.then_some(feature))
+    .collect();
     let agentacp_dep = match &options.agentacp_path {
         Some(path) => {
             let absolute = std::path::absolute(path).map_err(|error| ScaffoldError::Io(path.clone(), error))?;
             let text = absolute.to_string_lossy().replace('\\', "/");
             format!("{{ path = {} }}", serde_json::to_string(&text).unwrap_or_default())
         }
-        None if websocket => format!("{{ version = {} }}", dependency("agentacp")),
+        None if !features.is_empty() => format!("{{ version = {} }}", dependency("agentacp")),
         None => dependency("agentacp").to_string(),
     };
-    // A server that offers WebSocket serves it with agentacp's `websocket` feature.
-    let agentacp_dep = if websocket {
-        agentacp_dep.replacen(" }", r#", features = ["websocket"] }"#, 1)
-    } else {
+    let agentacp_dep = if features.is_empty() {
         agentacp_dep
+    } else {
+        agentacp_dep.replacen(" }", &format!(", features = [{}] }}", features.join(", ")), 1)
     };
     let (kind, tier) = (options.kind, options.tier);
     let governed = tier != Tier::Basic;
@@ -424,6 +435,7 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         "is_bridge": kind == Kind::Bridge,
         "governed": governed,
         "sandboxed": tier == Tier::Sandboxed,
+        "sandboxed_server": kind == Kind::Server && tier == Tier::Sandboxed,
         "needs_operator": kind == Kind::Server || governed,
         // `fs.readTextFile` is beyond tier basic (ACP208): declared from governance-aware on.
         "declares_read": declares_read,
