@@ -211,11 +211,7 @@ async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stoppe
     );
 
     // The MCP server went with the agent.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !processes_tagged(&tag).is_empty() {
-        assert!(Instant::now() < deadline, "the MCP server outlived the agent");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    gone(&tag, "the MCP server outlived the agent").await;
 
     // Audited: each call with its approval; the chain verifies.
     let read = tool_records(&dirs.audit_log, "mcp/notes/read_note");
@@ -226,6 +222,51 @@ async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stoppe
     let denied = tool_records(&dirs.audit_log, "mcp/notes/env");
     assert_eq!(denied.len(), 1, "{denied:?}");
     check_audit_log(&dirs.audit_log, |_| true);
+}
+
+/// Waits (bounded) until no process's command line holds `tag`.
+async fn gone(tag: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_tagged(tag).is_empty() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_close_stops_that_sessions_mcp_server_and_no_other() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let (client, _) = connect(&dirs, |_| PermissionDecision::Approve).await;
+    let tags = [1, 2].map(|n| format!("mcp-close-{}-{n}", std::process::id()));
+    let mut sessions = Vec::new();
+    for tag in &tags {
+        let session = tokio::time::timeout(
+            WAIT,
+            client.new_session_with_mcp_servers(&project, notes_server(&["--tag", tag])),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        // The server starts on first use.
+        let (listed, _) = prompt(&client, &session, "/mcp tools").await;
+        assert_eq!(listed.len(), 4, "{listed:?}");
+        assert!(!processes_tagged(tag).is_empty(), "{tag} runs");
+        sessions.push(session);
+    }
+    tokio::time::timeout(WAIT, client.close_session(&sessions[0]))
+        .await
+        .unwrap()
+        .unwrap();
+    gone(&tags[0], "the closed session's MCP server outlived session/close").await;
+    assert!(
+        !processes_tagged(&tags[1]).is_empty(),
+        "the other session's MCP server was stopped too"
+    );
+    let (said, _) = prompt(&client, &sessions[1], r#"/mcp call notes echo {"text":"still here"}"#).await;
+    assert_eq!(said, ["completed: still here"]);
+    client.close().await;
+    gone(&tags[1], "the MCP server outlived the agent").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
