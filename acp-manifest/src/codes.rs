@@ -135,6 +135,8 @@ codes! {
     RefUnknownDoctype = "ACP305", Error, "governance ref is not a workspace manifest or a policy";
     /// An operator's `policy:<slug>` that resolves to no AIP-7 policy.
     PolicyNotResolved = "ACP306", Error, "operator policy does not resolve";
+    /// A SANDBOX.md whose `provider` the runtime does not implement (it runs `local` only).
+    SandboxProviderNotImplemented = "ACP307", Warning, "sandbox provider the runtime does not implement";
 
     /// `acp_rev` names no known revision.
     UnknownRevision = "ACP400", Error, "acp_rev matches no known revision";

@@ -155,7 +155,25 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
         .copied()
         .filter(|field| root.get(field).is_none())
         .collect();
+    // The runtime implements the `local` sandbox only: another provider would start nothing.
+    let provider = match (&role, root.get("provider").and_then(|p| p.as_str())) {
+        (RefRole::Sandbox, Some(provider)) if provider != "local" => Some(provider.to_string()),
+        _ => None,
+    };
     resolved.frontmatter = Some(root);
+    if let Some(provider) = provider.filter(|_| missing.is_empty()) {
+        let diagnostics = fail(
+            Code::SandboxProviderNotImplemented,
+            format!("`{key}` ref `{written}` names the provider `{provider}`, which agentacp does not implement"),
+        );
+        return (
+            resolved,
+            with_help(
+                diagnostics,
+                "agentacp runs `provider: local` sandboxes; a server with another provider refuses to start",
+            ),
+        );
+    }
     if missing.is_empty() {
         (resolved, Vec::new())
     } else {

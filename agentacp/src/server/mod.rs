@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::audit::{AuditLog, FsyncPolicy};
@@ -234,6 +236,24 @@ fn open_workspace_root(spec: &OperatorSpec, options: &ServerOptions) -> std::res
 }
 
 /// The audit log the manifest asks for (or the options' override).
+/// A sandbox the runtime cannot provide is a start-up error, never a silent run without it:
+/// agentacp implements `provider: local` only (lint warns with ACP307).
+fn check_sandbox_provider(spec: &OperatorSpec) -> std::result::Result<(), String> {
+    let Some(sandbox) = spec.sandbox else {
+        return Ok(());
+    };
+    let provider = serde_json::from_str::<Value>(sandbox)
+        .ok()
+        .and_then(|sandbox| sandbox.get("provider").and_then(Value::as_str).map(str::to_string));
+    match provider.as_deref() {
+        None | Some("local") => Ok(()),
+        Some(other) => Err(format!(
+            "`{}` declares a sandbox with `provider: {other}`, which agentacp does not implement (it runs `provider: local`); refusing to start outside the sandbox it declares",
+            spec.id
+        )),
+    }
+}
+
 fn open_audit(spec: &OperatorSpec, options: &ServerOptions, state_dir: &Path) -> Result<AuditLog> {
     match &options.audit {
         Some(audit) => Ok(audit.clone()),
@@ -274,6 +294,7 @@ impl Served {
     /// cannot be opened.
     pub(crate) fn open<O: Operator>(options: ServerOptions) -> Result<Served> {
         let spec = O::spec();
+        check_sandbox_provider(spec).map_err(|message| Error::Io(std::io::Error::other(message)))?;
         let state_dir = options.resolved_state_dir(spec.id);
         let audit = open_audit(spec, &options, &state_dir)?;
         let sessions_dir = state_dir.join("sessions");
@@ -421,7 +442,12 @@ mod tests {
 
     /// A sandboxed spec whose SANDBOX.md mounts the workspace at `mount`.
     fn sandboxed(mount: &Path) -> &'static OperatorSpec {
-        let sandbox = serde_json::json!({"mounts": [{"source": "workspace", "at": mount}]}).to_string();
+        sandboxed_by(serde_json::json!({"mounts": [{"source": "workspace", "at": mount}]}))
+    }
+
+    /// A sandboxed spec with this SANDBOX.md frontmatter.
+    fn sandboxed_by(sandbox: serde_json::Value) -> &'static OperatorSpec {
+        let sandbox = sandbox.to_string();
         Box::leak(Box::new(OperatorSpec {
             manifest_path: "ACP.md",
             name: "s",
@@ -443,6 +469,20 @@ mod tests {
             surface: crate::surface::Surface::NONE,
             websocket: false,
         }))
+    }
+
+    /// Issue #18: a sandbox provider the runtime does not implement stops the start-up,
+    /// naming it; `local`, or no provider field, does not.
+    #[test]
+    fn a_sandbox_provider_other_than_local_refuses_to_start() {
+        let hosted = sandboxed_by(serde_json::json!({"provider": "mastra-e2b", "config": {}}));
+        let error = check_sandbox_provider(hosted).unwrap_err();
+        assert!(
+            error.contains("`provider: mastra-e2b`") && error.contains("refusing to start"),
+            "{error}"
+        );
+        assert!(check_sandbox_provider(sandboxed_by(serde_json::json!({"provider": "local", "config": {}}))).is_ok());
+        assert!(check_sandbox_provider(sandboxed(Path::new("/srv"))).is_ok());
     }
 
     /// Issue #13.5: at tier sandboxed, `AGENTACP_WORKSPACE_ROOT` replaced the sandbox's mount,
