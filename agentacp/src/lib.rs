@@ -41,6 +41,7 @@ pub mod jsonrpc;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod methods;
+pub mod sandbox;
 pub mod server;
 pub mod spec;
 pub(crate) mod subprocess;

@@ -14,6 +14,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
+use crate::sandbox::Confinement;
+
 /// Variables passed through from our environment unless [`AgentCommand::env_clear_all`] is
 /// called: what a program needs to find its tools and its home.
 pub const DEFAULT_ENV_ALLOW: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TERM"];
@@ -31,6 +33,8 @@ pub struct AgentCommand {
     env: Vec<(OsString, OsString)>,
     env_allow: Vec<OsString>,
     cwd: Option<PathBuf>,
+    /// The sandbox it runs in (a stdio MCP server of a sandboxed session).
+    sandbox: Option<Arc<Confinement>>,
 }
 
 impl AgentCommand {
@@ -42,6 +46,7 @@ impl AgentCommand {
             env: Vec::new(),
             env_allow: DEFAULT_ENV_ALLOW.iter().map(OsString::from).collect(),
             cwd: None,
+            sandbox: None,
         }
     }
 
@@ -81,6 +86,14 @@ impl AgentCommand {
         self
     }
 
+    /// Runs the program in `sandbox` (its files, memory and network; the environment is
+    /// the caller's to give).
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn confined(mut self, sandbox: Arc<Confinement>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
     /// The working directory set with [`current_dir`](AgentCommand::current_dir).
     pub fn working_dir(&self) -> Option<&Path> {
         self.cwd.as_deref()
@@ -101,7 +114,7 @@ impl AgentCommand {
             .flatten()
     }
 
-    fn to_command(&self) -> Command {
+    fn to_command(&self) -> std::io::Result<Command> {
         let mut command = Command::new(&self.program);
         command.args(&self.args).env_clear();
         for key in &self.env_allow {
@@ -122,7 +135,11 @@ impl AgentCommand {
             // A backstop should everything else be dropped with the runtime.
             .kill_on_drop(true);
         die_with_parent(&mut command);
-        command
+        if let Some(sandbox) = &self.sandbox {
+            let path = self.agent_env("PATH");
+            sandbox.apply(&mut command, Path::new(&self.program), path.as_deref(), false)?;
+        }
+        Ok(command)
     }
 }
 
@@ -220,7 +237,7 @@ pub(crate) fn spawn(
     command: &AgentCommand,
     stderr_lines: usize,
 ) -> std::io::Result<(AgentProcess, ChildStdin, ChildStdout)> {
-    let mut child = command.to_command().spawn()?;
+    let mut child = command.to_command()?.spawn()?;
     let pid = child.id();
     let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
         (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),

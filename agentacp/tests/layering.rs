@@ -7,7 +7,8 @@
 //!    declared modes, config options, commands and extensions), `env.rs` (the `AGENTACP_*`
 //!    environment, state folder, logging), `auth.rs`, `websocket/`, `subprocess.rs` (programs
 //!    started and spoken to over stdio: agents, stdio MCP servers), `mcp/` (MCP clients, with
-//!    `rmcp`): what servers, clients and bridges share;
+//!    `rmcp`), `sandbox/` (the local sandbox: Landlock, limits, the environment, the
+//!    network): what servers, clients and bridges share;
 //! 3. `server/` and `client/`, side by side: neither imports the other;
 //! 4. `bridge/`;
 //! 5. `lib.rs`, the crate root (re-exports, the prelude, the macro's `__private`).
@@ -42,9 +43,8 @@ fn layer_of(file: &str) -> (u8, &'static str) {
         "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
             (1, "foundation")
         }
-        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" | "subprocess.rs" | "mcp" => {
-            (2, "shared")
-        }
+        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" | "subprocess.rs" | "mcp"
+        | "sandbox" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
         "bridge" => (4, "bridge"),

@@ -320,3 +320,110 @@ async fn session_new_refuses_malformed_or_unoffered_mcp_servers() {
     }
     client.close().await;
 }
+
+/// Whether this kernel can enforce the example's SANDBOX.md (Landlock and a network namespace
+/// of its own); says so on stderr when not — the example then refuses to start, by design.
+fn sandbox_enforceable() -> bool {
+    let kernel = agentacp::sandbox::KernelSupport::probe();
+    let enforceable = kernel.landlock_abi > 0 && kernel.network_namespace;
+    if !enforceable {
+        eprintln!("skipped: this kernel cannot enforce the example's sandbox ({kernel:?})");
+    }
+    enforceable
+}
+
+/// The variables of process `pid` (`/proc/PID/environ`), by name.
+fn environment_of(pid: u32) -> Vec<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let mut names: Vec<String> = environ
+        .split(|byte| *byte == 0)
+        .filter_map(|entry| {
+            std::str::from_utf8(entry)
+                .ok()?
+                .split_once('=')
+                .map(|(name, _)| name.to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The local sandbox, end to end: `initialize` reports what is enforced; the operator's own
+/// command (`/run`, a governed tool call) reads inside the workspace but not outside it and
+/// sees only `PATH`; the stdio MCP server runs in a network namespace of its own, with
+/// `no_new_privs`, and an environment of `PATH` and what the client gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_commands_and_its_mcp_servers_run_in_the_sandbox() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("inside.txt"), "inside").unwrap();
+    let secret = dirs.outside().join("secret.txt");
+    std::fs::write(&secret, "secret").unwrap();
+    let (client, asked) = connect(&dirs, |_| PermissionDecision::Approve).await;
+
+    let enforced = &client.initialize_response().meta.as_ref().expect("_meta")["aip44"]["sandbox_enforcement"];
+    assert_eq!(enforced["files"]["mechanism"], "landlock", "{enforced}");
+    assert_eq!(
+        enforced["files"]["mounts"],
+        json!([{"path": dirs.workspace_root, "mode": "read-write"}]),
+        "the mount narrowed to AGENTACP_WORKSPACE_ROOT: {enforced}"
+    );
+    assert_eq!(enforced["network"], "namespace", "{enforced}");
+    assert_eq!(enforced["gaps"], json!([]), "{enforced}");
+
+    let tag = format!("mcp-sandbox-{}", std::process::id());
+    let session = tokio::time::timeout(
+        WAIT,
+        client.new_session_with_mcp_servers(&project, notes_server(&["--tag", &tag])),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+
+    let (said, calls) = prompt(&client, &session, "/run cat inside.txt").await;
+    assert_eq!(said, ["completed: inside"]);
+    assert_eq!(calls.first().unwrap()["kind"], "execute", "{calls:?}");
+    let (said, _) = prompt(&client, &session, &format!("/run cat {}", secret.display())).await;
+    assert!(
+        said[0].starts_with("failed: exited with exit status: 1") && said[0].contains("Permission denied"),
+        "{said:?}"
+    );
+    let (said, _) = prompt(&client, &session, "/run printenv HOME").await;
+    assert!(
+        said[0].starts_with("failed: exited with exit status: 1"),
+        "HOME is not passed: {said:?}"
+    );
+    let (said, _) = prompt(&client, &session, "/run printenv PATH").await;
+    assert!(said[0].starts_with("completed: /"), "{said:?}");
+    assert_eq!(
+        asked.lock().unwrap().len(),
+        4,
+        "each run is asked for (on-mutate, execute)"
+    );
+
+    // The MCP server, started on first use.
+    let (said, _) = prompt(&client, &session, r#"/mcp call notes echo {"text":"confined"}"#).await;
+    assert_eq!(said, ["completed: confined"]);
+    let pids = processes_tagged(&tag);
+    let [pid] = pids[..] else {
+        panic!("one MCP server: {pids:?}")
+    };
+    let namespace = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_ne!(
+        namespace(&pid.to_string()),
+        namespace("self"),
+        "a network namespace of its own"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.lines().any(|line| line == "NoNewPrivs:\t1"), "{status}");
+    assert_eq!(environment_of(pid), ["NOTE_SECRET", "PATH"]);
+
+    client.close().await;
+    gone(&tag, "the MCP server outlived the agent").await;
+    let runs = tool_records(&dirs.audit_log, "run");
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    check_audit_log(&dirs.audit_log, |_| true);
+}

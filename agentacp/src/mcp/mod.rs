@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Tool};
@@ -22,6 +23,7 @@ use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
 use serde_json::Value;
 
 use crate::governance::ToolKind;
+use crate::sandbox::Confinement;
 use crate::subprocess::{self, AgentCommand, AgentProcess, ExitState};
 
 /// How long connecting to one MCP server may take: starting it, and the MCP `initialize` and
@@ -257,6 +259,8 @@ pub(crate) struct McpClients {
     connected: BTreeMap<String, Connected>,
     /// The servers that could not be connected, and why.
     failed: BTreeMap<String, String>,
+    /// The sandbox stdio servers run in (tier sandboxed, SANDBOX.md).
+    sandbox: Option<Arc<Confinement>>,
 }
 
 impl std::fmt::Debug for McpClients {
@@ -278,7 +282,23 @@ impl McpClients {
             tried: false,
             connected: BTreeMap::new(),
             failed: BTreeMap::new(),
+            sandbox: None,
         }
+    }
+
+    /// Runs the stdio servers in `sandbox`: confined to its mounts, with its memory limit
+    /// and only its `env.passthrough` (plus the `env` the client gives each server).
+    pub(crate) fn confine(&mut self, sandbox: Option<Arc<Confinement>>) {
+        self.sandbox = sandbox;
+    }
+
+    /// How long one tool call may take: the sandbox's `limits.timeout_ms`, else
+    /// [`CALL_TIMEOUT`].
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.sandbox
+            .as_ref()
+            .and_then(|sandbox| sandbox.profile().limits.timeout)
+            .unwrap_or(CALL_TIMEOUT)
     }
 
     /// Connects every server (the first time only), side by side, each within
@@ -288,10 +308,12 @@ impl McpClients {
             return;
         }
         let cwd = self.cwd.clone();
+        let sandbox = self.sandbox.clone();
         let attempts = self.specs.iter().map(|spec| {
             let cwd = cwd.clone();
+            let sandbox = sandbox.clone();
             async move {
-                let result = tokio::time::timeout(CONNECT_TIMEOUT, connect(spec, &cwd))
+                let result = tokio::time::timeout(CONNECT_TIMEOUT, connect(spec, &cwd, sandbox))
                     .await
                     .unwrap_or_else(|_| Err(format!("it did not answer within {CONNECT_TIMEOUT:?}")));
                 (spec.name().to_string(), result)
@@ -368,18 +390,23 @@ impl McpClients {
     }
 }
 
-/// Calls `tool` on `peer` with `arguments` (a JSON object), within [`CALL_TIMEOUT`]: the
+/// Calls `tool` on `peer` with `arguments` (a JSON object), within `timeout`: the
 /// result as JSON (`content`, `structuredContent`), or the tool's error text.
-pub(crate) async fn call(peer: &Peer<RoleClient>, tool: &str, arguments: Value) -> Result<Value, String> {
+pub(crate) async fn call(
+    peer: &Peer<RoleClient>,
+    tool: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> Result<Value, String> {
     let arguments = match arguments {
         Value::Object(arguments) => arguments,
         Value::Null => serde_json::Map::new(),
         other => return Err(format!("MCP tool arguments must be a JSON object, not `{other}`")),
     };
     let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-    let result = tokio::time::timeout(CALL_TIMEOUT, peer.call_tool(params))
+    let result = tokio::time::timeout(timeout, peer.call_tool(params))
         .await
-        .map_err(|_| format!("the MCP tool `{tool}` did not answer within {CALL_TIMEOUT:?}"))?
+        .map_err(|_| format!("the MCP tool `{tool}` did not answer within {timeout:?}"))?
         .map_err(|error| format!("the MCP call failed: {error}"))?;
     let value = serde_json::to_value(&result).map_err(|error| error.to_string())?;
     if result.is_error == Some(true) {
@@ -399,7 +426,11 @@ pub(crate) async fn call(peer: &Peer<RoleClient>, tool: &str, arguments: Value) 
 }
 
 /// Starts (stdio) or reaches (http, sse) one server, then MCP `initialize` and `tools/list`.
-async fn connect(spec: &McpServerSpec, cwd: &std::path::Path) -> Result<Connected, String> {
+async fn connect(
+    spec: &McpServerSpec,
+    cwd: &std::path::Path,
+    sandbox: Option<Arc<Confinement>>,
+) -> Result<Connected, String> {
     let config = ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("agentacp", env!("CARGO_PKG_VERSION")),
@@ -411,9 +442,19 @@ async fn connect(spec: &McpServerSpec, cwd: &std::path::Path) -> Result<Connecte
             args,
             env,
         } => {
-            // Nothing of ours passes through but `PATH` (to find the program's interpreter);
-            // what the server needs, the client names in `env`.
-            let mut program = AgentCommand::new(command).args(args).env_clear_all().allow_env("PATH");
+            // Nothing of ours passes through but `PATH` (to find the program's interpreter) or,
+            // in a sandbox, its `env.passthrough`; what the server needs, the client names in
+            // `env`.
+            let mut program = AgentCommand::new(command).args(args).env_clear_all();
+            match &sandbox {
+                Some(sandbox) => {
+                    for (key, value) in sandbox.passed_env() {
+                        program = program.env(key, value);
+                    }
+                    program = program.confined(sandbox.clone());
+                }
+                None => program = program.allow_env("PATH"),
+            }
             for (key, value) in env {
                 program = program.env(key, value);
             }

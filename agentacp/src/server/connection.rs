@@ -83,6 +83,8 @@ pub(crate) struct Connection {
     /// Whether the client advertised `session.configOptions.boolean` (boolean config options
     /// are sent only then).
     boolean_options: AtomicBool,
+    /// The local sandbox the operator's programs run in (tier sandboxed, SANDBOX.md).
+    pub(crate) sandbox: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 impl Connection {
@@ -115,7 +117,14 @@ impl Connection {
             client_name: Mutex::new(None),
             tool_calls: AtomicU64::new(0),
             boolean_options: AtomicBool::new(false),
+            sandbox: None,
         }
+    }
+
+    /// The same connection, running the operator's programs in `sandbox`.
+    pub(crate) fn with_sandbox(mut self, sandbox: Option<Arc<crate::sandbox::Confinement>>) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// The session store of the client's identity.

@@ -192,6 +192,10 @@ impl<O: Operator> Dispatcher<O> {
         if connection.access.tokens.is_some() {
             access::advertise(&mut initialize_response);
         }
+        if let Some(sandbox) = &connection.sandbox {
+            // What this kernel enforces of SANDBOX.md (the manifest's ask is in `explain`).
+            initialize_response["_meta"]["aip44"]["sandbox_enforcement"] = sandbox.report();
+        }
         Dispatcher {
             operator,
             spec,
@@ -807,7 +811,8 @@ impl<O: Operator> Dispatcher<O> {
             SessionContext::new(session_id.to_string(), workspace, mcp_servers)
                 .with_operator(self.profile.clone(), self.memory.for_session(session_id))
                 .with_surface(&self.spec.surface, settings, additional)
-                .with_identity(self.connection.access.identity()),
+                .with_identity(self.connection.access.identity())
+                .with_sandbox(self.connection.sandbox.clone()),
         )
     }
 

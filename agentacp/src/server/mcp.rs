@@ -60,8 +60,12 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
     /// named `mcp/<server>/<tool>`, of the kind the server declares. A tool or server the
     /// session does not have is [`Error::InvalidParams`], naming what it has.
     pub async fn call(self, server: &str, tool: &str, arguments: Value) -> Result<ToolOutcome> {
-        let (found, peer) = self
-            .connected(|clients| clients.find(server, tool))
+        let (found, peer, timeout) = self
+            .connected(|clients| {
+                clients
+                    .find(server, tool)
+                    .map(|(found, peer)| (found, peer, clients.call_timeout()))
+            })
             .await?
             .map_err(Error::InvalidParams)?;
         let title = found.title.clone().unwrap_or_else(|| found.governed_name());
@@ -70,7 +74,7 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
             .tool_call(found.governed_name(), arguments)
             .title(title)
             .kind(found.kind)
-            .run(|arguments| async move { mcp::call(&peer, &name, arguments).await })
+            .run(|arguments| async move { mcp::call(&peer, &name, arguments, timeout).await })
             .await
     }
 

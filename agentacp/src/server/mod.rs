@@ -12,6 +12,7 @@ pub mod editor;
 pub mod mcp;
 pub mod memory;
 pub mod operator;
+pub mod sandbox;
 pub mod session;
 pub mod turn;
 #[cfg(feature = "websocket")]
@@ -20,8 +21,6 @@ pub mod websocket;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-use serde_json::Value;
 
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
@@ -236,24 +235,6 @@ fn open_workspace_root(spec: &OperatorSpec, options: &ServerOptions) -> std::res
 }
 
 /// The audit log the manifest asks for (or the options' override).
-/// A sandbox the runtime cannot provide is a start-up error, never a silent run without it:
-/// agentacp implements `provider: local` only (lint warns with ACP307).
-fn check_sandbox_provider(spec: &OperatorSpec) -> std::result::Result<(), String> {
-    let Some(sandbox) = spec.sandbox else {
-        return Ok(());
-    };
-    let provider = serde_json::from_str::<Value>(sandbox)
-        .ok()
-        .and_then(|sandbox| sandbox.get("provider").and_then(Value::as_str).map(str::to_string));
-    match provider.as_deref() {
-        None | Some("local") => Ok(()),
-        Some(other) => Err(format!(
-            "`{}` declares a sandbox with `provider: {other}`, which agentacp does not implement (it runs `provider: local`); refusing to start outside the sandbox it declares",
-            spec.id
-        )),
-    }
-}
-
 fn open_audit(spec: &OperatorSpec, options: &ServerOptions, state_dir: &Path) -> Result<AuditLog> {
     match &options.audit {
         Some(audit) => Ok(audit.clone()),
@@ -287,6 +268,8 @@ pub(crate) struct Served {
     governance: Arc<dyn Governance>,
     workspace_root: std::result::Result<Workspace, String>,
     profile: Arc<crate::governance::OperatorProfile>,
+    /// The local sandbox (SANDBOX.md), planned for this kernel.
+    sandbox: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 impl Served {
@@ -294,7 +277,6 @@ impl Served {
     /// cannot be opened.
     pub(crate) fn open<O: Operator>(options: ServerOptions) -> Result<Served> {
         let spec = O::spec();
-        check_sandbox_provider(spec).map_err(|message| Error::Io(std::io::Error::other(message)))?;
         let state_dir = options.resolved_state_dir(spec.id);
         let audit = open_audit(spec, &options, &state_dir)?;
         let sessions_dir = state_dir.join("sessions");
@@ -317,6 +299,10 @@ impl Served {
             .clone()
             .unwrap_or_else(|| Arc::new(spec.governance()));
         let workspace_root = open_workspace_root(spec, &options);
+        // A sandbox the runtime cannot enforce stops the start-up, never a silent run without it.
+        let sandbox = crate::sandbox::from_spec(spec, workspace_root.as_ref().ok().map(Workspace::root_path))
+            .map_err(|message| Error::Io(std::io::Error::other(message)))?
+            .map(Arc::new);
         match &workspace_root {
             Ok(root) => tracing::info!(
                 operator = spec.id,
@@ -338,6 +324,7 @@ impl Served {
             stores,
             governance,
             workspace_root,
+            sandbox,
         })
     }
 
@@ -357,18 +344,21 @@ impl Served {
         let (spec, options) = (self.spec, &self.options);
         let store = self.stores.for_identity(access.identity().as_ref())?;
         let (outbox, writer) = Outbox::start(output, options.write_timeout);
-        let connection = Arc::new(Connection::new(
-            outbox,
-            self.audit.clone(),
-            store,
-            spec.stores_sessions(),
-            self.governance.clone(),
-            spec.operator_id(),
-            options.permission_timeout,
-            options.editor_timeout,
-            spec.editor,
-            access,
-        ));
+        let connection = Arc::new(
+            Connection::new(
+                outbox,
+                self.audit.clone(),
+                store,
+                spec.stores_sessions(),
+                self.governance.clone(),
+                spec.operator_id(),
+                options.permission_timeout,
+                options.editor_timeout,
+                spec.editor,
+                access,
+            )
+            .with_sandbox(self.sandbox.clone()),
+        );
         access::admitted_on_upgrade(&connection)?;
         let memory = memory::MemoryBook::new(self.profile.memory.clone(), &self.state_dir);
         let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
@@ -476,13 +466,14 @@ mod tests {
     #[test]
     fn a_sandbox_provider_other_than_local_refuses_to_start() {
         let hosted = sandboxed_by(serde_json::json!({"provider": "mastra-e2b", "config": {}}));
-        let error = check_sandbox_provider(hosted).unwrap_err();
+        let error = crate::sandbox::from_spec(hosted, None).unwrap_err();
         assert!(
-            error.contains("`provider: mastra-e2b`") && error.contains("refusing to start"),
+            error.contains("provider is `mastra-e2b`") && error.contains("runs `provider: local`"),
             "{error}"
         );
-        assert!(check_sandbox_provider(sandboxed_by(serde_json::json!({"provider": "local", "config": {}}))).is_ok());
-        assert!(check_sandbox_provider(sandboxed(Path::new("/srv"))).is_ok());
+        let best_effort = serde_json::json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}});
+        let local = serde_json::json!({"provider": "local", "config": {}, "metadata": best_effort["metadata"]});
+        assert!(crate::sandbox::from_spec(sandboxed_by(local), None).is_ok());
     }
 
     /// Issue #13.5: at tier sandboxed, `AGENTACP_WORKSPACE_ROOT` replaced the sandbox's mount,

@@ -44,6 +44,8 @@ pub struct SessionContext {
     /// The session's MCP servers (tier sandboxed), connected on first use.
     #[cfg(feature = "mcp")]
     mcp: std::sync::Arc<tokio::sync::Mutex<crate::mcp::McpClients>>,
+    /// The local sandbox its programs run in (tier sandboxed).
+    sandbox: Option<std::sync::Arc<crate::sandbox::Confinement>>,
 }
 
 /// Nothing declared: the surface of a session made without a manifest's.
@@ -81,7 +83,24 @@ impl SessionContext {
             settings: std::sync::Arc::default(),
             additional_directories: std::sync::Arc::new([]),
             identity: None,
+            sandbox: None,
         }
+    }
+
+    /// The same session, running its programs (the operator's commands, stdio MCP servers)
+    /// in `sandbox`.
+    pub(crate) fn with_sandbox(mut self, sandbox: Option<std::sync::Arc<crate::sandbox::Confinement>>) -> Self {
+        #[cfg(feature = "mcp")]
+        if let Some(clients) = std::sync::Arc::get_mut(&mut self.mcp) {
+            clients.get_mut().confine(sandbox.clone());
+        }
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The local sandbox the session's programs run in, when the manifest binds one.
+    pub fn sandbox(&self) -> Option<&crate::sandbox::Confinement> {
+        self.sandbox.as_deref()
     }
 
     /// The same session, with the manifest's session surface, its settings and the extra roots.

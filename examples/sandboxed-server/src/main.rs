@@ -3,8 +3,12 @@
 //! calls: allowed, asked or denied by the manifest's governance, streamed to the client as
 //! `tool_call` / `tool_call_update`, and mirrored to the audit log.
 //!
-//! A prompt's first text block is a command: `/mcp tools`, `/mcp call SERVER TOOL {JSON}`;
-//! anything else is echoed back.
+//! It also runs programs in the sandbox SANDBOX.md declares (`/run`), as governed tool calls:
+//! confined to the workspace, within the limits, with only `PATH` of the environment and no
+//! network.
+//!
+//! A prompt's first text block is a command: `/mcp tools`, `/mcp call SERVER TOOL {JSON}`,
+//! `/run PROGRAM ARGS…`; anything else is echoed back.
 
 use agentacp::prelude::*;
 use agentacp::server::turn::ToolOutcome;
@@ -23,6 +27,9 @@ impl NoteKeeperServer for NoteKeeper {
             list_tools(turn).await?;
         } else if let Some(call) = text.strip_prefix("/mcp call ") {
             let report = call_tool(turn, call).await?;
+            turn.message(report).await?;
+        } else if let Some(command) = text.strip_prefix("/run ") {
+            let report = run_in_sandbox(turn, command).await?;
             turn.message(report).await?;
         } else {
             turn.message(text).await?;
@@ -89,6 +96,39 @@ async fn call_tool(turn: &mut Turn<'_, Sandboxed>, call: &str) -> Result<String>
         Ok(ToolOutcome::Denied(why)) => format!("denied: {why}"),
         Err(Error::InvalidParams(why)) => format!("no such tool: {why}"),
         Err(error) => return Err(error),
+    })
+}
+
+/// `PROGRAM ARGS…` (split on spaces) run in the sandbox as the governed tool call `run`:
+/// its outcome in one line, with what it printed.
+async fn run_in_sandbox(turn: &mut Turn<'_, Sandboxed>, command: &str) -> Result<String> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let Some((program, args)) = words.split_first() else {
+        return Ok("usage: /run PROGRAM ARGS…".into());
+    };
+    let sandboxed = turn.sandbox_command(program)?.args(args);
+    let outcome = turn
+        .tool_call("run", serde_json::json!({ "command": words }))
+        .title(format!("run {command}"))
+        .kind(ToolKind::Execute)
+        .run(|_| async move {
+            let output = sandboxed.output().await?;
+            let printed = format!("{}{}", output.stdout_text(), output.stderr_text());
+            match output.success() {
+                true => Ok(serde_json::json!({ "output": printed })),
+                false => Err(Error::msg(format!(
+                    "exited with {}: {}",
+                    output.status.map_or("no status".into(), |status| status.to_string()),
+                    printed.trim()
+                ))),
+            }
+        })
+        .await?;
+    Ok(match outcome {
+        ToolOutcome::Completed(result) => format!("completed: {}", result["output"].as_str().unwrap_or("").trim()),
+        ToolOutcome::Failed(why) => format!("failed: {why}"),
+        ToolOutcome::Rejected(why) => format!("rejected: {why}"),
+        ToolOutcome::Denied(why) => format!("denied: {why}"),
     })
 }
 

@@ -1,0 +1,351 @@
+//! A command run inside the sandbox: confined, limited, its output collected.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use super::plan::Confinement;
+
+/// The most of each of stdout and stderr kept (the rest is read and dropped, and
+/// [`SandboxOutput::truncated`] says so).
+pub const OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
+
+/// Without `limits.timeout_ms`, how long a command may run: 10 minutes.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long the output pipes may stay open after the command is gone (a program it left
+/// running in the background holds them).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// A limit of the sandbox that stopped a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitExceeded {
+    /// `limits.timeout_ms`: the command ran longer (its process group was killed).
+    Timeout(Duration),
+    /// `limits.cpu_ms`: it used more CPU time (`SIGXCPU` / `SIGKILL` from `RLIMIT_CPU`).
+    Cpu(Duration),
+}
+
+/// Why a command could not run, or was stopped.
+#[derive(Debug)]
+pub enum SandboxError {
+    /// The sandbox is `read_only: true`: it runs no commands (`sandbox_read_only`).
+    ReadOnly,
+    /// The program could not be started (not found, not allowed, …).
+    Spawn {
+        /// The program.
+        program: OsString,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A limit stopped it; what it wrote until then is kept.
+    Limit {
+        /// Which limit.
+        limit: LimitExceeded,
+        /// Its output until it was stopped.
+        output: Box<SandboxOutput>,
+    },
+}
+
+impl std::fmt::Display for SandboxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SandboxError::ReadOnly => f.write_str(
+                "sandbox_read_only: the sandbox is read-only (SANDBOX.md `read_only: true`) and runs no commands",
+            ),
+            SandboxError::Spawn { program, source } => {
+                write!(
+                    f,
+                    "cannot start `{}` in the sandbox: {source}",
+                    program.to_string_lossy()
+                )
+            }
+            SandboxError::Limit { limit, output } => {
+                match limit {
+                    LimitExceeded::Timeout(after) => write!(
+                        f,
+                        "stopped by the sandbox after {} ms (limits.timeout_ms)",
+                        after.as_millis()
+                    )?,
+                    LimitExceeded::Cpu(cpu) => write!(
+                        f,
+                        "stopped by the sandbox after {} ms of CPU time (limits.cpu_ms)",
+                        cpu.as_millis()
+                    )?,
+                }
+                match output.stderr_tail() {
+                    Some(line) => write!(f, "; its last stderr line: {line}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for SandboxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SandboxError::Spawn { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<SandboxError> for crate::Error {
+    fn from(error: SandboxError) -> Self {
+        crate::Error::other(error)
+    }
+}
+
+/// What a command did.
+#[derive(Debug, Clone)]
+pub struct SandboxOutput {
+    /// How it exited (`None` when it could not be reaped).
+    pub status: Option<ExitStatus>,
+    /// Its standard output (at most [`OUTPUT_LIMIT`] bytes).
+    pub stdout: Vec<u8>,
+    /// Its standard error (at most [`OUTPUT_LIMIT`] bytes).
+    pub stderr: Vec<u8>,
+    /// Whether stdout or stderr was longer than [`OUTPUT_LIMIT`].
+    pub truncated: bool,
+}
+
+impl SandboxOutput {
+    /// Whether it exited with status 0.
+    pub fn success(&self) -> bool {
+        self.status.is_some_and(|status| status.success())
+    }
+
+    /// Its standard output as text (invalid UTF-8 replaced).
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// Its standard error as text (invalid UTF-8 replaced).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    fn stderr_tail(&self) -> Option<String> {
+        let text = self.stderr_text();
+        text.lines()
+            .rev()
+            .find(|line| !line.trim().is_empty())
+            .map(str::to_string)
+    }
+}
+
+/// A command to run confined ([`Confinement::command`], or `turn.sandbox().command(…)` in
+/// the session's folder): the environment holds only `env.passthrough` and what
+/// [`SandboxCommand::env`] sets; stdin is empty unless [`SandboxCommand::stdin`] gives it.
+#[derive(Debug)]
+#[must_use = "a command does nothing until `output` is awaited"]
+pub struct SandboxCommand<'c> {
+    confinement: &'c Confinement,
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: PathBuf,
+    stdin: Option<Vec<u8>>,
+}
+
+impl<'c> SandboxCommand<'c> {
+    fn new(confinement: &'c Confinement, program: &OsStr, cwd: &Path) -> Self {
+        SandboxCommand {
+            confinement,
+            program: program.to_owned(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: cwd.to_path_buf(),
+            stdin: None,
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(|arg| arg.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets a variable (besides those passed through).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// The working folder (it must be inside a mount to be usable).
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cwd = dir.as_ref().to_path_buf();
+        self
+    }
+
+    /// What the command reads on stdin.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    /// Runs the command to its end, confined, within `limits.timeout_ms` (default
+    /// [`DEFAULT_TIMEOUT`]). A non-zero exit is an `Ok` output (see
+    /// [`SandboxOutput::success`]); a command stopped by a limit is [`SandboxError::Limit`].
+    pub async fn output(self) -> Result<SandboxOutput, SandboxError> {
+        let confinement = self.confinement;
+        if confinement.profile.read_only {
+            return Err(SandboxError::ReadOnly);
+        }
+        let mut command = tokio::process::Command::new(&self.program);
+        command.args(&self.args).env_clear().current_dir(&self.cwd);
+        for (key, value) in confinement.passed_env() {
+            command.env(key, value);
+        }
+        command.envs(self.env.iter().map(|(key, value)| (key, value)));
+        let child_path = self
+            .env
+            .iter()
+            .rev()
+            .find(|(key, _)| key == "PATH")
+            .map(|(_, value)| value.clone())
+            .or_else(|| {
+                confinement
+                    .passed_env()
+                    .find(|(key, _)| *key == "PATH")
+                    .map(|(_, value)| value)
+            });
+        command
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let spawn_error = |source| SandboxError::Spawn {
+            program: self.program.clone(),
+            source,
+        };
+        confinement
+            .apply(&mut command, Path::new(&self.program), child_path.as_deref(), true)
+            .map_err(spawn_error)?;
+        let mut child = command.spawn().map_err(spawn_error)?;
+        // Whatever the command leaves in its group goes with it, also when this future is
+        // dropped (a cancelled turn).
+        let group = KillGroup(child.id().and_then(|pid| rustix::process::Pid::from_raw(pid as i32)));
+        if let (Some(bytes), Some(mut stdin)) = (self.stdin, child.stdin.take()) {
+            // A command that does not read its stdin must not hold us up: written aside.
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&bytes).await;
+            });
+        }
+        let stdout = tokio::spawn(read_capped(child.stdout.take()));
+        let stderr = tokio::spawn(read_capped(child.stderr.take()));
+        let timeout = confinement.profile.limits.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => (status.ok(), false),
+            Err(_) => {
+                group.kill();
+                let status = tokio::time::timeout(DRAIN, child.wait())
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                (status, true)
+            }
+        };
+        // What it left behind in its group holds the pipes open.
+        group.kill();
+        let collect = |task: tokio::task::JoinHandle<(Vec<u8>, bool)>| async move {
+            tokio::time::timeout(DRAIN, task)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        };
+        let ((stdout, cut_out), (stderr, cut_err)) = tokio::join!(collect(stdout), collect(stderr));
+        let output = SandboxOutput {
+            status,
+            stdout,
+            stderr,
+            truncated: cut_out || cut_err,
+        };
+        if timed_out {
+            return Err(SandboxError::Limit {
+                limit: LimitExceeded::Timeout(timeout),
+                output: Box::new(output),
+            });
+        }
+        if let Some(cpu) = confinement.profile.limits.cpu
+            && cpu_limit_signal(output.status)
+        {
+            return Err(SandboxError::Limit {
+                limit: LimitExceeded::Cpu(cpu),
+                output: Box::new(output),
+            });
+        }
+        Ok(output)
+    }
+}
+
+/// A command's process group, killed (SIGKILL) when dropped.
+struct KillGroup(Option<rustix::process::Pid>);
+
+impl KillGroup {
+    fn kill(&self) {
+        if let Some(group) = self.0 {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Whether the status is `RLIMIT_CPU`'s: killed by SIGXCPU, or by SIGKILL at the hard limit.
+fn cpu_limit_signal(status: Option<ExitStatus>) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    let xcpu = rustix::process::Signal::XCPU.as_raw();
+    let kill = rustix::process::Signal::KILL.as_raw();
+    status
+        .and_then(|status| status.signal())
+        .is_some_and(|signal| signal == xcpu || signal == kill)
+}
+
+/// Reads `pipe` to its end, keeping at most [`OUTPUT_LIMIT`] bytes; whether it was cut.
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> (Vec<u8>, bool) {
+    let Some(mut pipe) = pipe else {
+        return (Vec::new(), false);
+    };
+    let mut kept = Vec::new();
+    let mut chunk = vec![0; 64 * 1024];
+    let mut cut = false;
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => {
+                let room = OUTPUT_LIMIT - kept.len();
+                kept.extend_from_slice(&chunk[..read.min(room)]);
+                cut |= read > room;
+            }
+        }
+    }
+    (kept, cut)
+}
+
+impl Confinement {
+    /// A command to run confined, in the workspace root (see [`SandboxCommand`]).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> SandboxCommand<'_> {
+        SandboxCommand::new(self, program.as_ref(), &self.workspace)
+    }
+}

@@ -1,0 +1,274 @@
+//! The plan: what this kernel enforces of a [`SandboxProfile`], decided once at start-up.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::kernel::KernelSupport;
+use super::profile::{MountSource, SandboxProfile};
+
+/// The lowest Landlock ABI that confines TCP.
+pub(super) const LANDLOCK_TCP_ABI: u32 = 4;
+
+/// How a confined program's network is cut off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkConfinement {
+    /// Not at all (egress to named hosts, or nothing this kernel offers).
+    Open,
+    /// A network namespace of its own: no network at all.
+    Namespace,
+    /// Landlock TCP rules: no TCP connect or bind; UDP is not confined.
+    LandlockTcp,
+}
+
+/// What the runtime enforces of a [`SandboxProfile`] on this kernel: decided once, then
+/// applied to every program it starts for the operator.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    pub(super) profile: SandboxProfile,
+    pub(super) kernel: KernelSupport,
+    /// The mounts as folders of this machine, and whether each is read-only.
+    pub(super) paths: Vec<(PathBuf, bool)>,
+    /// The default working folder: the workspace root.
+    pub(super) workspace: PathBuf,
+    pub(super) network: NetworkConfinement,
+    pub(super) gaps: Vec<String>,
+}
+
+impl Confinement {
+    /// Decides how `profile` is enforced with `kernel`'s support; the workspace mount is
+    /// `workspace_root` when given (the mount narrowed by `AGENTACP_WORKSPACE_ROOT`).
+    ///
+    /// An error when the profile cannot be run locally (another provider, a storage mount,
+    /// a remapped mount), or when a restriction it declares cannot be enforced here and the
+    /// profile does not accept best effort: the error lists what is missing.
+    pub fn plan(
+        profile: SandboxProfile,
+        workspace_root: Option<&Path>,
+        kernel: KernelSupport,
+    ) -> Result<Confinement, String> {
+        if profile.provider != "local" {
+            return Err(format!(
+                "the sandbox's provider is `{}`; agentacp runs `provider: local` sandboxes",
+                profile.provider
+            ));
+        }
+        let mut paths = Vec::new();
+        let mut workspace = None;
+        for mount in &profile.mounts {
+            let path = match &mount.source {
+                MountSource::Workspace => {
+                    let path = workspace_root.map_or_else(|| mount.at.clone(), Path::to_path_buf);
+                    workspace.get_or_insert_with(|| path.clone());
+                    path
+                }
+                MountSource::File(file) if file == &mount.at => file.clone(),
+                MountSource::File(file) => {
+                    return Err(format!(
+                        "the sandbox mounts `{}` at `{}`: a local sandbox cannot move a folder, so `at` must be the folder itself",
+                        file.display(),
+                        mount.at.display()
+                    ));
+                }
+                MountSource::Storage(what) => {
+                    return Err(format!(
+                        "the sandbox mounts {what} at `{}`: storage backings need a provider that mounts them; a local sandbox mounts folders (`source: workspace` or `{{file: …}}`)",
+                        mount.at.display()
+                    ));
+                }
+            };
+            paths.push((path, mount.read_only));
+        }
+        let workspace = workspace
+            .or_else(|| workspace_root.map(Path::to_path_buf))
+            .or_else(|| paths.first().map(|(path, _)| path.clone()))
+            .unwrap_or_else(|| PathBuf::from("/"));
+
+        let mut gaps = Vec::new();
+        if kernel.landlock_abi == 0 {
+            gaps.push("files: this kernel has no Landlock, so programs are not confined to the mounts".to_string());
+        }
+        let network = if !profile.egress.is_empty() {
+            gaps.push(format!(
+                "network: egress to named hosts ({}) cannot be enforced by a local sandbox, so the network is open",
+                profile.egress.join(", ")
+            ));
+            NetworkConfinement::Open
+        } else if kernel.network_namespace {
+            NetworkConfinement::Namespace
+        } else if kernel.landlock_abi >= LANDLOCK_TCP_ABI {
+            gaps.push("network: no user namespaces here, so only TCP is cut off (Landlock); UDP is not".to_string());
+            NetworkConfinement::LandlockTcp
+        } else {
+            gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
+            NetworkConfinement::Open
+        };
+        if !gaps.is_empty() && !profile.best_effort {
+            return Err(format!(
+                "the sandbox cannot be enforced on this kernel: {}. Refusing to run unconfined; a profile that accepts this says `metadata: {{agentacp: {{enforcement: best-effort}}}}` in SANDBOX.md",
+                gaps.join("; ")
+            ));
+        }
+        Ok(Confinement {
+            profile,
+            kernel,
+            paths,
+            workspace,
+            network,
+            gaps,
+        })
+    }
+
+    /// The profile this confinement enforces.
+    pub fn profile(&self) -> &SandboxProfile {
+        &self.profile
+    }
+
+    /// What the profile declares but this kernel does not enforce (empty unless best effort).
+    pub fn gaps(&self) -> &[String] {
+        &self.gaps
+    }
+
+    /// How the network is cut off.
+    pub fn network(&self) -> NetworkConfinement {
+        self.network
+    }
+
+    /// Whether Landlock confines the file system.
+    pub fn confines_files(&self) -> bool {
+        self.kernel.landlock_abi > 0
+    }
+
+    /// The mounts as folders of this machine, and whether each is read-only.
+    pub fn mounts(&self) -> &[(PathBuf, bool)] {
+        &self.paths
+    }
+
+    /// What is enforced, as `initialize` reports it (`_meta.aip44.sandbox_enforcement`).
+    pub fn report(&self) -> Value {
+        let limits = self.profile.limits;
+        let millis =
+            |duration: Option<std::time::Duration>| duration.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        json!({
+            "provider": "local",
+            "enforcement": if self.profile.best_effort { "best-effort" } else { "required" },
+            "files": if self.confines_files() {
+                json!({
+                    "mechanism": "landlock",
+                    "abi": self.kernel.landlock_abi,
+                    "mounts": self.paths.iter().map(|(path, read_only)| json!({
+                        "path": path,
+                        "mode": if *read_only { "read-only" } else { "read-write" },
+                    })).collect::<Vec<_>>(),
+                })
+            } else {
+                Value::Null
+            },
+            "limits": {
+                "timeout_ms": millis(limits.timeout),
+                "memory_mb": limits.memory_mb,
+                "cpu_ms": millis(limits.cpu),
+            },
+            "env": { "passthrough": self.profile.env_passthrough },
+            "network": match self.network {
+                NetworkConfinement::Open => Value::Null,
+                NetworkConfinement::Namespace => "namespace".into(),
+                NetworkConfinement::LandlockTcp => "landlock-tcp".into(),
+            },
+            "read_only": self.profile.read_only,
+            "gaps": self.gaps,
+        })
+    }
+
+    /// The environment a confined program gets from ours: `env.passthrough`, where set.
+    pub(crate) fn passed_env(&self) -> impl Iterator<Item = (&str, std::ffi::OsString)> {
+        self.profile
+            .env_passthrough
+            .iter()
+            .filter_map(|key| std::env::var_os(key).map(|value| (key.as_str(), value)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::KernelSupport;
+
+    fn profile(extra: Value) -> SandboxProfile {
+        let mut doc = json!({"provider": "local", "config": {}, "mounts": [{"source": "workspace", "at": "/srv"}]});
+        doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        SandboxProfile::from_frontmatter(&doc).unwrap()
+    }
+
+    const FULL: KernelSupport = KernelSupport {
+        landlock_abi: 6,
+        network_namespace: true,
+    };
+
+    #[test]
+    fn a_kernel_without_landlock_refuses_a_required_sandbox_and_names_the_gap() {
+        let error = Confinement::plan(profile(json!({})), None, KernelSupport::NONE).unwrap_err();
+        assert!(
+            error.contains("no Landlock") && error.contains("Refusing to run unconfined"),
+            "{error}"
+        );
+        let lenient = Confinement::plan(
+            profile(json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}})),
+            None,
+            KernelSupport::NONE,
+        )
+        .unwrap();
+        assert_eq!(lenient.gaps().len(), 2, "files and network: {:?}", lenient.gaps());
+        assert_eq!(lenient.report()["files"], Value::Null);
+    }
+
+    #[test]
+    fn egress_to_named_hosts_is_a_gap_on_every_kernel() {
+        let error =
+            Confinement::plan(profile(json!({"network": {"egress": ["example.com"]}})), None, FULL).unwrap_err();
+        assert!(error.contains("example.com"), "{error}");
+    }
+
+    #[test]
+    fn without_namespaces_tcp_is_cut_by_landlock_as_a_reported_gap() {
+        let kernel = KernelSupport {
+            landlock_abi: 4,
+            network_namespace: false,
+        };
+        assert!(Confinement::plan(profile(json!({})), None, kernel).is_err());
+        let lenient = Confinement::plan(
+            profile(json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}})),
+            None,
+            kernel,
+        )
+        .unwrap();
+        assert_eq!(lenient.network(), NetworkConfinement::LandlockTcp);
+        assert_eq!(lenient.report()["network"], "landlock-tcp");
+    }
+
+    #[test]
+    fn the_workspace_mount_is_the_narrowed_root_and_a_full_kernel_has_no_gaps() {
+        let confinement = Confinement::plan(profile(json!({})), Some(Path::new("/srv/project")), FULL).unwrap();
+        assert!(confinement.gaps().is_empty());
+        assert_eq!(confinement.mounts(), [(PathBuf::from("/srv/project"), false)]);
+        assert_eq!(confinement.report()["network"], "namespace");
+        assert_eq!(confinement.report()["files"]["abi"], 6);
+    }
+
+    #[test]
+    fn mounts_a_local_sandbox_cannot_give_are_refused() {
+        let moved = profile(json!({"mounts": [{"source": {"file": "/data"}, "at": "/mnt/data"}]}));
+        assert!(
+            Confinement::plan(moved, None, FULL)
+                .unwrap_err()
+                .contains("cannot move")
+        );
+        let storage = profile(json!({"mounts": [{"source": {"ref": "@acme/bucket"}, "at": "/b"}]}));
+        assert!(Confinement::plan(storage, None, FULL).unwrap_err().contains("storage"));
+        let other = SandboxProfile {
+            provider: "mastra-e2b".into(),
+            ..profile(json!({}))
+        };
+        assert!(Confinement::plan(other, None, FULL).unwrap_err().contains("mastra-e2b"));
+    }
+}

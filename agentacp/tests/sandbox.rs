@@ -1,0 +1,260 @@
+//! Issue #18, the local sandbox: a program started through [`Confinement::command`] cannot
+//! read outside its mounts, write to a read-only mount, outgrow its memory, time or CPU
+//! limits, see a variable that is not passed through, or reach the network; each fails inside
+//! the sandbox, and the caller gets a clear error. The confined program is this test binary
+//! again (the `child` test, steered by `SANDBOX_CHILD`), so nothing outside it is needed.
+//!
+//! What this kernel lacks is skipped with a message on stderr (see [`KernelSupport`]).
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentacp::sandbox::{Confinement, KernelSupport, LimitExceeded, SandboxError, SandboxOutput, SandboxProfile};
+use serde_json::{Value, json};
+
+/// The confined side: does what `SANDBOX_CHILD` says and prints `RESULT ok …` or
+/// `RESULT err …`. Does nothing in a normal test run.
+#[test]
+#[allow(clippy::print_stdout, reason = "the confined child answers its parent on stdout")]
+fn child() {
+    let Ok(action) = std::env::var("SANDBOX_CHILD") else {
+        return;
+    };
+    let (verb, argument) = action.split_once(':').unwrap_or((&action, ""));
+    let result: Result<String, String> = match verb {
+        "read" => std::fs::read_to_string(argument).map_err(|e| e.to_string()),
+        "write" => std::fs::write(argument, "written")
+            .map(|()| "written".into())
+            .map_err(|e| e.to_string()),
+        "alloc" => {
+            let mib: usize = argument.parse().unwrap();
+            let mut block: Vec<u8> = Vec::new();
+            block
+                .try_reserve_exact(mib * 1024 * 1024)
+                .map(|()| {
+                    block.resize(mib * 1024 * 1024, 1);
+                    format!("allocated {} MiB", block.len() >> 20)
+                })
+                .map_err(|e| e.to_string())
+        }
+        "sleep" => {
+            std::thread::sleep(Duration::from_secs(argument.parse().unwrap()));
+            Ok("slept".into())
+        }
+        "spin" => loop {
+            std::hint::black_box(std::time::Instant::now());
+        },
+        "env" => std::env::var(argument).map_err(|e| e.to_string()),
+        "connect" => std::net::TcpStream::connect(argument)
+            .map(|_| "connected".into())
+            .map_err(|e| e.to_string()),
+        other => Err(format!("unknown action {other}")),
+    };
+    match result {
+        Ok(text) => println!("RESULT ok {text}"),
+        Err(text) => println!("RESULT err {text}"),
+    }
+}
+
+/// A local sandbox with these SANDBOX.md fields (and a best-effort enforcement, so that a
+/// test can state what it needs and skip otherwise).
+fn confinement(fields: Value) -> Confinement {
+    let mut doc = json!({"provider": "local", "config": {}, "metadata": {"agentacp": {"enforcement": "best-effort"}}});
+    doc.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+    Confinement::plan(
+        SandboxProfile::from_frontmatter(&doc).unwrap(),
+        None,
+        KernelSupport::probe(),
+    )
+    .unwrap()
+}
+
+/// Runs the `child` test confined: its `RESULT` line.
+async fn run(confinement: &Confinement, action: &str) -> Result<String, SandboxError> {
+    let output = confined_child(confinement, action).await?;
+    Ok(result_line(&output))
+}
+
+async fn confined_child(confinement: &Confinement, action: &str) -> Result<SandboxOutput, SandboxError> {
+    confinement
+        .command(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("SANDBOX_CHILD", action)
+        .output()
+        .await
+}
+
+fn result_line(output: &SandboxOutput) -> String {
+    let stdout = output.stdout_text();
+    stdout
+        .split_once("RESULT ")
+        .and_then(|(_, rest)| rest.lines().next())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("no result ({:?}): {} {}", output.status, stdout, output.stderr_text()))
+}
+
+fn landlock() -> bool {
+    let abi = KernelSupport::probe().landlock_abi;
+    if abi == 0 {
+        eprintln!("skipped: this kernel has no Landlock, so the sandbox cannot confine files here");
+    }
+    abi > 0
+}
+
+/// Two folders: a read-write mount, a read-only one, and one outside both, each with a file.
+fn folders() -> (tempfile::TempDir, [std::path::PathBuf; 3]) {
+    let dir = tempfile::tempdir().unwrap();
+    let folders = ["rw", "ro", "outside"].map(|name| {
+        let folder = dir.path().join(name);
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("file"), name).unwrap();
+        folder
+    });
+    (dir, folders)
+}
+
+fn mounts(rw: &Path, ro: &Path) -> Value {
+    json!({"mounts": [
+        {"source": {"file": rw}, "at": rw},
+        {"source": {"file": ro}, "at": ro, "mode": "read-only"},
+    ]})
+}
+
+#[tokio::test]
+async fn files_outside_the_mounts_cannot_be_read_and_a_read_only_mount_cannot_be_written() {
+    if !landlock() {
+        return;
+    }
+    let (_dir, [rw, ro, outside]) = folders();
+    let sandbox = confinement(mounts(&rw, &ro));
+    let read = |path: &Path| format!("read:{}", path.join("file").display());
+    let write = |path: &Path| format!("write:{}", path.join("new").display());
+    assert_eq!(run(&sandbox, &read(&rw)).await.unwrap(), "ok rw");
+    assert_eq!(run(&sandbox, &read(&ro)).await.unwrap(), "ok ro");
+    let denied = run(&sandbox, &read(&outside)).await.unwrap();
+    assert!(denied.starts_with("err Permission denied"), "{denied}");
+    assert_eq!(run(&sandbox, &write(&rw)).await.unwrap(), "ok written");
+    let denied = run(&sandbox, &write(&ro)).await.unwrap();
+    assert!(denied.starts_with("err Permission denied"), "{denied}");
+    assert!(!ro.join("new").exists() && rw.join("new").exists());
+}
+
+#[tokio::test]
+async fn a_variable_not_passed_through_is_not_seen() {
+    let path_seen = |sandbox: Confinement| async move { run(&sandbox, "env:PATH").await.unwrap() };
+    assert!(
+        path_seen(confinement(json!({"env": {"passthrough": ["PATH"]}})))
+            .await
+            .starts_with("ok ")
+    );
+    assert!(
+        path_seen(confinement(json!({}))).await.starts_with("err "),
+        "PATH not passed through"
+    );
+    // Set here (the test runs with a home), not passed through there.
+    assert!(std::env::var_os("HOME").is_some(), "the test needs HOME set");
+    let sandbox = confinement(json!({"env": {"passthrough": ["PATH"]}}));
+    let home = run(&sandbox, "env:HOME").await.unwrap();
+    assert!(home.starts_with("err environment variable not found"), "{home}");
+}
+
+#[tokio::test]
+async fn a_command_over_its_time_limit_is_stopped_with_an_error_naming_the_limit() {
+    let sandbox = confinement(json!({"limits": {"timeout_ms": 300}}));
+    let started = std::time::Instant::now();
+    let error = run(&sandbox, "sleep:30").await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "stopped long before its 30 s"
+    );
+    match &error {
+        SandboxError::Limit {
+            limit: LimitExceeded::Timeout(after),
+            ..
+        } => assert_eq!(*after, Duration::from_millis(300)),
+        other => panic!("{other:?}"),
+    }
+    assert!(error.to_string().contains("300 ms (limits.timeout_ms)"), "{error}");
+}
+
+#[tokio::test]
+async fn a_command_over_its_cpu_limit_is_stopped_with_an_error_naming_the_limit() {
+    let sandbox = confinement(json!({"limits": {"cpu_ms": 500, "timeout_ms": 60000}}));
+    let error = run(&sandbox, "spin").await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SandboxError::Limit {
+                limit: LimitExceeded::Cpu(_),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("limits.cpu_ms"), "{error}");
+}
+
+#[tokio::test]
+async fn memory_beyond_the_limit_cannot_be_allocated() {
+    let sandbox = confinement(json!({"limits": {"memory_mb": 256}}));
+    assert_eq!(run(&sandbox, "alloc:16").await.unwrap(), "ok allocated 16 MiB");
+    let refused = run(&sandbox, "alloc:512").await.unwrap();
+    assert!(refused.starts_with("err memory allocation failed"), "{refused}");
+    let unlimited = confinement(json!({}));
+    assert_eq!(run(&unlimited, "alloc:512").await.unwrap(), "ok allocated 512 MiB");
+}
+
+#[tokio::test]
+async fn without_egress_the_network_is_unreachable() {
+    let sandbox = confinement(json!({"network": {"egress": []}}));
+    if sandbox.gaps().iter().any(|gap| gap.starts_with("network")) {
+        eprintln!(
+            "skipped: this kernel cannot cut a program off the network ({:?})",
+            sandbox.gaps()
+        );
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let open = confinement(json!({"network": {"egress": ["localhost"]}}));
+    assert_eq!(run(&open, &format!("connect:{address}")).await.unwrap(), "ok connected");
+    let cut = run(&sandbox, &format!("connect:{address}")).await.unwrap();
+    assert!(cut.starts_with("err "), "{cut}");
+}
+
+#[tokio::test]
+async fn a_read_only_sandbox_runs_no_command() {
+    let sandbox = confinement(json!({"read_only": true}));
+    let error = run(&sandbox, "env:PATH").await.unwrap_err();
+    assert!(matches!(error, SandboxError::ReadOnly), "{error:?}");
+    assert!(error.to_string().starts_with("sandbox_read_only"), "{error}");
+}
+
+#[tokio::test]
+async fn a_program_that_cannot_start_is_a_clear_error() {
+    let sandbox = confinement(json!({}));
+    let error = sandbox.command("/nonexistent/program").output().await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("cannot start `/nonexistent/program` in the sandbox"),
+        "{error}"
+    );
+}
+
+/// A required sandbox on a kernel that cannot enforce it is refused, never run unconfined:
+/// a host allow-list cannot be enforced on any kernel, so this holds everywhere.
+#[test]
+fn a_required_sandbox_that_cannot_be_enforced_is_refused() {
+    let doc = json!({"provider": "local", "config": {}, "network": {"egress": ["example.com"]}});
+    let error = Confinement::plan(
+        SandboxProfile::from_frontmatter(&doc).unwrap(),
+        None,
+        KernelSupport::probe(),
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("Refusing to run unconfined") && error.contains("example.com"),
+        "{error}"
+    );
+}
