@@ -90,6 +90,10 @@ pub struct Explanation {
     pub refs: Vec<Value>,
     /// Which folder session `cwd`s (and the agent's paths) must lie in at run time.
     pub workspace_root: WorkspaceRoot,
+    /// What the bound SANDBOX.md asks the runtime to enforce (`None` without one); what a
+    /// kernel gives is reported by the running server (`_meta.aip44.sandbox_enforcement`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
     /// The lifecycle → ACP mapping.
     pub lifecycle: Vec<LifecycleRow>,
 }
@@ -138,6 +142,7 @@ pub fn explain_resolved(resolved: &Resolved) -> Option<Explanation> {
             })
             .collect(),
         workspace_root: resolved.workspace_root.clone(),
+        sandbox: resolved.documents.sandbox.as_ref().map(sandbox_asks),
         lifecycle: lifecycle(tier),
     })
 }
@@ -194,6 +199,37 @@ fn session_surface(manifest: &crate::manifest::Manifest) -> Option<Value> {
         );
     }
     (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// What a SANDBOX.md asks for, in the fields the runtime enforces (absent ones as their
+/// defaults: no limit, nothing passed through, no egress, enforcement required).
+fn sandbox_asks(sandbox: &Value) -> Value {
+    let mounts: Vec<Value> = sandbox["mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|mount| {
+            json!({
+                "source": mount["source"],
+                "at": mount["at"],
+                "mode": mount["mode"].as_str().unwrap_or("read-write"),
+            })
+        })
+        .collect();
+    let list = |value: &Value| value.as_array().cloned().unwrap_or_default();
+    json!({
+        "provider": sandbox["provider"],
+        "enforcement": sandbox["metadata"]["agentacp"]["enforcement"].as_str().unwrap_or("required"),
+        "mounts": mounts,
+        "limits": {
+            "timeout_ms": sandbox["limits"]["timeout_ms"],
+            "memory_mb": sandbox["limits"]["memory_mb"],
+            "cpu_ms": sandbox["limits"]["cpu_ms"],
+        },
+        "env_passthrough": list(&sandbox["env"]["passthrough"]),
+        "egress": list(&sandbox["network"]["egress"]),
+        "read_only": sandbox["read_only"].as_bool().unwrap_or(false),
+    })
 }
 
 /// `value` without its object's `null` members.
@@ -263,6 +299,9 @@ impl Explanation {
         for line in &self.workspace_root.rule {
             out += &format!("  - {line}\n");
         }
+        if let Some(sandbox) = &self.sandbox {
+            out += &sandbox_text(sandbox);
+        }
         out += "\nlifecycle -> ACP:\n";
         for row in &self.lifecycle {
             let note = if row.available {
@@ -274,6 +313,54 @@ impl Explanation {
         }
         out
     }
+}
+
+/// The sandbox section of the human report.
+fn sandbox_text(sandbox: &Value) -> String {
+    let show = |value: &Value| match value {
+        Value::Null => "none".to_string(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let names = |value: &Value| {
+        let names: Vec<String> = value.as_array().into_iter().flatten().map(show).collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let mut out = format!(
+        "\nsandbox (SANDBOX.md asks; enforcement {}: a restriction the kernel cannot enforce {}):\n  provider: {}\n",
+        show(&sandbox["enforcement"]),
+        if sandbox["enforcement"] == "best-effort" {
+            "is reported as a gap"
+        } else {
+            "stops the server at start"
+        },
+        show(&sandbox["provider"]),
+    );
+    for mount in sandbox["mounts"].as_array().into_iter().flatten() {
+        out += &format!(
+            "  mount: {} at {} ({})\n",
+            show(&mount["source"]),
+            show(&mount["at"]),
+            show(&mount["mode"])
+        );
+    }
+    let limits = &sandbox["limits"];
+    out += &format!(
+        "  limits: timeout_ms {}, memory_mb {}, cpu_ms {}\n  env passed through: {}\n  network egress: {}\n",
+        show(&limits["timeout_ms"]),
+        show(&limits["memory_mb"]),
+        show(&limits["cpu_ms"]),
+        names(&sandbox["env_passthrough"]),
+        names(&sandbox["egress"]),
+    );
+    if sandbox["read_only"] == true {
+        out += "  read_only: commands are refused\n";
+    }
+    out
 }
 
 #[cfg(test)]
@@ -461,6 +548,46 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("else $HOME"), "{text}");
+    }
+
+    /// Issue #18: `explain` shows what the SANDBOX.md asks the runtime to enforce, defaults
+    /// included; a manifest without a sandbox has no such section.
+    #[test]
+    fn the_sandbox_section_shows_what_the_profile_asks() {
+        let sandboxed = explained(
+            "boxed",
+            &[
+                ("ACP.md", &server("boxed", "sandboxed", "    sandbox: ./SANDBOX.md\n")),
+                ("OPERATOR.md", OPERATOR),
+                (
+                    "SANDBOX.md",
+                    "---\nprovider: local\nconfig: {}\nmounts:\n  - {source: workspace, at: /srv/work}\n  - {source: {file: /data}, at: /data, mode: read-only}\nlimits: {memory_mb: 512}\nenv: {passthrough: [PATH, LANG]}\n---\n",
+                ),
+            ],
+        );
+        let asks = sandboxed.sandbox.as_ref().expect("a sandbox section");
+        assert_eq!(asks["enforcement"], "required");
+        assert_eq!(asks["mounts"][1]["mode"], "read-only");
+        assert_eq!(asks["egress"], json!([]));
+        let text = sandboxed.to_text();
+        for line in [
+            "sandbox (SANDBOX.md asks; enforcement required: a restriction the kernel cannot enforce stops the server at start):",
+            "  mount: workspace at /srv/work (read-write)\n",
+            "  mount: {\"file\":\"/data\"} at /data (read-only)\n",
+            "  limits: timeout_ms none, memory_mb 512, cpu_ms none\n",
+            "  env passed through: PATH, LANG\n",
+            "  network egress: none\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in:\n{text}");
+        }
+        let plain = explained(
+            "plain",
+            &[
+                ("ACP.md", &server("plain", "governance-aware", "")),
+                ("OPERATOR.md", OPERATOR),
+            ],
+        );
+        assert!(plain.sandbox.is_none() && !plain.to_text().contains("sandbox (SANDBOX.md"));
     }
 
     /// `explain` shows a server's declared session surface in wire shapes, defaults as the

@@ -22,7 +22,7 @@ pub trait Governed: Tier {}
 
 /// Tiers that run in a sandbox and may use MCP servers (`sandboxed`).
 #[diagnostic::on_unimplemented(
-    message = "MCP servers need `tier: sandboxed` in ACP.md, but this operator's tier is `{Self}`",
+    message = "MCP servers and sandboxed commands need `tier: sandboxed` in ACP.md, but this operator's tier is `{Self}`",
     label = "not available at this tier",
     note = "set `metadata.aip44.tier: sandboxed` and a `sandbox` ref in ACP.md"
 )]

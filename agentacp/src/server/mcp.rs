@@ -15,11 +15,14 @@ use super::turn::{ToolOutcome, Turn};
 use crate::error::{Error, Result};
 use crate::governance::Decision;
 use crate::mcp::{self, McpTool};
-use crate::tier::SandboxedTier;
+use crate::tier::{SandboxedTier, Tier};
 
-impl<'t, T: SandboxedTier> Turn<'t, T> {
+impl<'t, T: Tier> Turn<'t, T> {
     /// The session's MCP servers: their tools, and governed calls to them.
-    pub fn mcp(&mut self) -> Mcp<'_, 't, T> {
+    pub fn mcp(&mut self) -> Mcp<'_, 't, T>
+    where
+        T: SandboxedTier,
+    {
         Mcp { turn: self }
     }
 }

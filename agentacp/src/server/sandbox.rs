@@ -6,15 +6,18 @@ use std::ffi::OsStr;
 use super::turn::Turn;
 use crate::error::{Error, Result};
 use crate::sandbox::SandboxCommand;
-use crate::tier::SandboxedTier;
+use crate::tier::{SandboxedTier, Tier};
 
-impl<'t, T: SandboxedTier> Turn<'t, T> {
+impl<'t, T: Tier> Turn<'t, T> {
     /// A command to run in the sandbox SANDBOX.md declares, in the session's folder:
     /// confined to the mounts, within the limits, with only `env.passthrough` of the
     /// environment and the network the profile allows. Run it with
     /// [`SandboxCommand::output`]; wrap it in [`Turn::tool_call`] to govern, stream and audit
     /// it as a tool call. An error when the manifest binds no sandbox.
-    pub fn sandbox_command(&self, program: impl AsRef<OsStr>) -> Result<SandboxCommand<'t>> {
+    pub fn sandbox_command(&self, program: impl AsRef<OsStr>) -> Result<SandboxCommand<'t>>
+    where
+        T: SandboxedTier,
+    {
         let session = &self.scope.session;
         let sandbox = session
             .sandbox()

@@ -1,4 +1,5 @@
-//! `Turn::mcp_servers` needs tier sandboxed: at governance-aware it is E0277 with the `SandboxedTier` message.
+//! `Turn::mcp_servers`, `Turn::sandbox_command` need tier sandboxed: at governance-aware each is E0277 with the
+//! `SandboxedTier` message.
 
 use agentacp::prelude::*;
 
@@ -12,6 +13,7 @@ impl EchoServer for Echo {
         _request: wire::PromptRequest,
     ) -> Result<wire::StopReason> {
         let _servers = turn.mcp_servers();
+        let _command = turn.sandbox_command("ls");
         Ok(wire::StopReason::EndTurn)
     }
 
