@@ -273,6 +273,8 @@ struct Plan {
     acp_rev_prefix: String,
     /// `ACP.md:line:col` of `acp_rev`.
     acp_rev_at: String,
+    /// `ACP.md:line:col` of `metadata.aip44.tier`.
+    tier_at: String,
     /// Where the `wire = path` argument is, for the error when it is the wrong revision.
     wire_span: Span,
     /// `rev_<first 8>` when the wire types are agentacp's built-in module of the revision.
@@ -416,6 +418,10 @@ impl Plan {
             acp_rev_at: format!(
                 "{written}:{}",
                 position(checked, &["metadata", "aip44", "acp_rev"]).unwrap_or_default()
+            ),
+            tier_at: format!(
+                "{written}:{}",
+                position(checked, &["metadata", "aip44", "tier"]).unwrap_or_default()
             ),
             wire_span,
             built_in_module,
@@ -577,8 +583,17 @@ impl Plan {
             .built_in_module
             .as_deref()
             .map(|module| feature_check(module, prefix, &self.acp_rev_at, self.span));
+        let sandbox_check = (self.kind() == Kind::Server && self.tier() == Tier::Sandboxed).then(|| {
+            let message = format!(
+                "{}: a `tier: sandboxed` server runs its programs in the local sandbox, whose file rules are behind agentacp's cargo feature `sandbox` (or `mcp`, which includes it); turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"sandbox\"] }}",
+                self.tier_at,
+                env!("CARGO_PKG_VERSION"),
+            );
+            quote_spanned! {self.span=> ::agentacp::__require_sandbox!(#message); }
+        });
         quote_spanned! {wire_span=>
             #feature_check
+            #sandbox_check
             const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
         }
     }

@@ -137,6 +137,8 @@ codes! {
     PolicyNotResolved = "ACP306", Error, "operator policy does not resolve";
     /// A SANDBOX.md whose `provider` the runtime does not implement (it runs `local` only).
     SandboxProviderNotImplemented = "ACP307", Warning, "sandbox provider the runtime does not implement";
+    /// A `provider: local` SANDBOX.md that declares what a local sandbox cannot enforce.
+    SandboxNotEnforceable = "ACP308", Warning, "local sandbox cannot enforce what it declares";
 
     /// `acp_rev` names no known revision.
     UnknownRevision = "ACP400", Error, "acp_rev matches no known revision";

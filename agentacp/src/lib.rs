@@ -54,6 +54,25 @@ pub use agentacp_wire as wire;
 // The expansion checks a pinned revision's feature through `::agentacp::__require_rev_…!`.
 #[doc(hidden)]
 pub use agentacp_wire::{__require_rev_0fc18323, __require_rev_b7f00054, __require_rev_d9072428};
+
+/// `#[acp_operator]` on a `tier: sandboxed` server calls this: nothing with feature `sandbox`
+/// (the local sandbox's file rules), the message as a compile error without it.
+#[cfg(feature = "sandbox")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_sandbox {
+    ($message:literal) => {};
+}
+
+/// See the `sandbox` feature's variant.
+#[cfg(not(feature = "sandbox"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_sandbox {
+    ($message:literal) => {
+        ::core::compile_error!($message);
+    };
+}
 pub mod workspace;
 
 pub use acp_macros::acp_operator;

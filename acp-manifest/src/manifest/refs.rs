@@ -160,6 +160,10 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
         (RefRole::Sandbox, Some(provider)) if provider != "local" => Some(provider.to_string()),
         _ => None,
     };
+    let unenforceable = match role {
+        RefRole::Sandbox if provider.is_none() => local_sandbox_gaps(&root.to_json()),
+        _ => Vec::new(),
+    };
     resolved.frontmatter = Some(root);
     if let Some(provider) = provider.filter(|_| missing.is_empty()) {
         let diagnostics = fail(
@@ -171,6 +175,19 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
             with_help(
                 diagnostics,
                 "agentacp runs `provider: local` sandboxes; a server with another provider refuses to start",
+            ),
+        );
+    }
+    if missing.is_empty() && !unenforceable.is_empty() {
+        let diagnostics = unenforceable
+            .into_iter()
+            .flat_map(|why| fail(Code::SandboxNotEnforceable, format!("`{key}` ref `{written}`: {why}")))
+            .collect();
+        return (
+            resolved,
+            with_help(
+                diagnostics,
+                "a server refuses to start with this sandbox (see docs/sandbox.md); a host allow-list alone is accepted with `metadata: {agentacp: {enforcement: best-effort}}`",
             ),
         );
     }
@@ -186,6 +203,46 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
             ),
         )
     }
+}
+
+/// What a `provider: local` SANDBOX.md declares that the runtime cannot enforce (each a
+/// sentence's end): a mount it cannot give, egress to named hosts (unless best effort), an
+/// enforcement it does not know.
+fn local_sandbox_gaps(sandbox: &serde_json::Value) -> Vec<String> {
+    let mut gaps = Vec::new();
+    for (index, mount) in sandbox["mounts"].as_array().into_iter().flatten().enumerate() {
+        let source = &mount["source"];
+        let at = mount["at"].as_str().unwrap_or_default();
+        if source.get("ref").is_some() || source.get("inline").is_some() {
+            gaps.push(format!(
+                "mounts[{index}] is a storage backing, which a local sandbox cannot mount"
+            ));
+        } else if let Some(file) = source["file"].as_str().filter(|file| *file != at) {
+            gaps.push(format!(
+                "mounts[{index}] mounts `{file}` at `{at}`, and a local sandbox cannot move a folder (`at` must be `{file}`)"
+            ));
+        }
+    }
+    let enforcement = sandbox["metadata"]["agentacp"]["enforcement"].as_str();
+    match enforcement {
+        None | Some("required") | Some("best-effort") => {}
+        Some(other) => gaps.push(format!(
+            "metadata.agentacp.enforcement is `{other}`, neither `required` nor `best-effort`"
+        )),
+    }
+    let hosts: Vec<&str> = sandbox["network"]["egress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    if !hosts.is_empty() && enforcement != Some("best-effort") {
+        gaps.push(format!(
+            "network.egress names hosts ({}), and a local sandbox cannot limit egress to hosts",
+            hosts.join(", ")
+        ));
+    }
+    gaps
 }
 
 /// Reads a ref's target: a UTF-8 regular file within the size limit. The error is a code and

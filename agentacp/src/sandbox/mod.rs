@@ -21,7 +21,7 @@
 //! outside the declared sandbox.
 
 mod command;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "sandbox"))]
 mod confine;
 mod kernel;
 mod plan;
@@ -36,9 +36,9 @@ pub use kernel::KernelSupport;
 pub use plan::{Confinement, NetworkConfinement};
 pub use profile::{Limits, Mount, MountSource, SandboxProfile};
 
-/// Elsewhere than Linux there is nothing to apply: the plan reported every gap, and only a
-/// best-effort profile gets this far.
-#[cfg(not(target_os = "linux"))]
+/// Elsewhere than Linux, or without feature `sandbox`, there is nothing to apply: the plan
+/// reported every gap, and only a best-effort profile gets this far.
+#[cfg(not(all(target_os = "linux", feature = "sandbox")))]
 impl Confinement {
     pub(crate) fn apply(
         &self,

@@ -85,7 +85,16 @@ impl Confinement {
             .unwrap_or_else(|| PathBuf::from("/"));
 
         let mut gaps = Vec::new();
-        if kernel.landlock_abi == 0 {
+        // Confining needs this build's mechanisms as much as the kernel's.
+        let kernel = if cfg!(all(target_os = "linux", feature = "sandbox")) {
+            kernel
+        } else {
+            gaps.push(
+                "agentacp is built without its `sandbox` feature (Linux only), so nothing is confined".to_string(),
+            );
+            KernelSupport::NONE
+        };
+        if kernel.landlock_abi == 0 && gaps.is_empty() {
             gaps.push("files: this kernel has no Landlock, so programs are not confined to the mounts".to_string());
         }
         let network = if !profile.egress.is_empty() {
