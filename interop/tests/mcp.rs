@@ -427,3 +427,82 @@ async fn the_operators_commands_and_its_mcp_servers_run_in_the_sandbox() {
     assert_eq!(runs.len(), 4, "{runs:?}");
     check_audit_log(&dirs.audit_log, |_| true);
 }
+
+/// `mcp-test-server --http`: the same tools over streamable HTTP, in `folder`; killed when
+/// dropped. Returns it and its URL.
+async fn http_notes_server(folder: &Path) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-test-server"))
+        .args(["--http", "127.0.0.1:0"])
+        .current_dir(folder)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start mcp-test-server --http");
+    let stdout = server.stdout.take().expect("its stdout");
+    let mut url = String::new();
+    tokio::time::timeout(WAIT, tokio::io::BufReader::new(stdout).read_line(&mut url))
+        .await
+        .expect("its URL in time")
+        .expect("its URL");
+    (server, url.trim().to_string())
+}
+
+/// An MCP server over streamable HTTP (rmcp's server, reached with rmcp's client): listed,
+/// called as governed tool calls, audited; the client's headers are accepted; an unreachable
+/// URL is reported as unavailable at once, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_mcp_server_is_listed_called_governed_and_audited() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("hello.txt"), "hello over http").unwrap();
+    let (_server, url) = http_notes_server(&project).await;
+    let (client, asked) = connect(&dirs, approve_but_keep_out).await;
+    let servers = json!([
+        {"type": "http", "name": "notes", "url": url, "headers": [{"name": "X-Request-Source", "value": "interop"}]},
+        {"type": "http", "name": "gone", "url": "http://127.0.0.1:1/mcp", "headers": []},
+    ]);
+    let session = tokio::time::timeout(WAIT, client.new_session_with_mcp_servers(&project, servers))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let started = Instant::now();
+    let (listed, _) = prompt(&client, &session, "/mcp tools").await;
+    assert_eq!(
+        &listed[..4],
+        [
+            "mcp/notes/echo (other)",
+            "mcp/notes/fail (other)",
+            "mcp/notes/read_note (read)",
+            "mcp/notes/write_note (delete)",
+        ]
+    );
+    assert_eq!(listed.len(), 5, "{listed:?}");
+    assert!(
+        listed[4].starts_with("unavailable: gone: MCP initialize over HTTP at `http://127.0.0.1:1/mcp` failed"),
+        "{listed:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "an unreachable server is not waited on for the whole connect limit"
+    );
+
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes read_note {"name":"hello.txt"}"#).await;
+    assert_eq!(said, ["completed: hello over http"]);
+    assert_eq!(calls.last().unwrap()["status"], "completed", "{calls:?}");
+    let (said, _) = prompt(
+        &client,
+        &session,
+        r#"/mcp call notes write_note {"name":"keep-out.txt","text":"no"}"#,
+    )
+    .await;
+    assert!(said[0].starts_with("rejected:"), "{said:?}");
+    assert_eq!(*asked.lock().unwrap(), ["mcp/notes/write_note"]);
+    client.close().await;
+    assert_eq!(tool_records(&dirs.audit_log, "mcp/notes/read_note").len(), 1);
+    check_audit_log(&dirs.audit_log, |_| true);
+}
