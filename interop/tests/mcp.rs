@@ -57,6 +57,14 @@ async fn connect(
     (client, asked)
 }
 
+/// A session in `project` with these `mcpServers` (bounded; it must be accepted).
+async fn session_with(client: &Client, project: &Path, servers: Value) -> wire::SessionId {
+    tokio::time::timeout(WAIT, client.new_session_with_mcp_servers(project, servers))
+        .await
+        .expect("session/new answered in time")
+        .expect("session/new accepted")
+}
+
 /// A prompt's text messages and its tool-call updates (as JSON).
 async fn prompt(client: &Client, session: &wire::SessionId, text: &str) -> (Vec<String>, Vec<Value>) {
     let mut turn = tokio::time::timeout(WAIT, client.prompt_text(session, text))
@@ -127,13 +135,7 @@ async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stoppe
     std::fs::write(project.join("hello.txt"), "hello from a note").unwrap();
     let (client, asked) = connect(&dirs, approve_but_keep_out).await;
     let tag = format!("mcp-test-{}-{}", std::process::id(), line!());
-    let session = tokio::time::timeout(
-        WAIT,
-        client.new_session_with_mcp_servers(&project, notes_server(&["--tag", &tag])),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let session = session_with(&client, &project, notes_server(&["--tag", &tag])).await;
 
     // Listed: the tools the operator may use, with the kind their annotations give; `env`
     // (not in OPERATOR.md's list) is denied, so not listed.
@@ -241,13 +243,7 @@ async fn session_close_stops_that_sessions_mcp_server_and_no_other() {
     let tags = [1, 2].map(|n| format!("mcp-close-{}-{n}", std::process::id()));
     let mut sessions = Vec::new();
     for tag in &tags {
-        let session = tokio::time::timeout(
-            WAIT,
-            client.new_session_with_mcp_servers(&project, notes_server(&["--tag", tag])),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        let session = session_with(&client, &project, notes_server(&["--tag", tag])).await;
         // The server starts on first use.
         let (listed, _) = prompt(&client, &session, "/mcp tools").await;
         assert_eq!(listed.len(), 4, "{listed:?}");
@@ -274,13 +270,7 @@ async fn a_server_that_cannot_start_is_reported_with_its_stderr() {
     let dirs = AgentDirs::new();
     let project = dirs.project("p");
     let (client, _) = connect(&dirs, |_| PermissionDecision::Approve).await;
-    let session = tokio::time::timeout(
-        WAIT,
-        client.new_session_with_mcp_servers(&project, notes_server(&["--exit-at-start"])),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let session = session_with(&client, &project, notes_server(&["--exit-at-start"])).await;
     let (said, _) = prompt(&client, &session, "/mcp tools").await;
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(
@@ -375,13 +365,7 @@ async fn the_operators_commands_and_its_mcp_servers_run_in_the_sandbox() {
     assert_eq!(enforced["gaps"], json!([]), "{enforced}");
 
     let tag = format!("mcp-sandbox-{}", std::process::id());
-    let session = tokio::time::timeout(
-        WAIT,
-        client.new_session_with_mcp_servers(&project, notes_server(&["--tag", &tag])),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let session = session_with(&client, &project, notes_server(&["--tag", &tag])).await;
 
     let (said, calls) = prompt(&client, &session, "/run cat inside.txt").await;
     assert_eq!(said, ["completed: inside"]);
@@ -465,10 +449,7 @@ async fn an_http_mcp_server_is_listed_called_governed_and_audited() {
         {"type": "http", "name": "notes", "url": url, "headers": [{"name": "X-Request-Source", "value": "interop"}]},
         {"type": "http", "name": "gone", "url": "http://127.0.0.1:1/mcp", "headers": []},
     ]);
-    let session = tokio::time::timeout(WAIT, client.new_session_with_mcp_servers(&project, servers))
-        .await
-        .unwrap()
-        .unwrap();
+    let session = session_with(&client, &project, servers).await;
 
     let started = Instant::now();
     let (listed, _) = prompt(&client, &session, "/mcp tools").await;
