@@ -487,3 +487,118 @@ async fn an_http_mcp_server_is_listed_called_governed_and_audited() {
     assert_eq!(tool_records(&dirs.audit_log, "mcp/notes/read_note").len(), 1);
     check_audit_log(&dirs.audit_log, |_| true);
 }
+
+/// The reference MCP server from npm (`@modelcontextprotocol/server-everything`, installed in
+/// `interop/mcp-npm` by `.ci/run`), or `None` (the test skips, saying so) without it or Node.
+fn everything_server() -> Option<std::path::PathBuf> {
+    let package =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp-npm/node_modules/@modelcontextprotocol/server-everything");
+    let found = package.join("dist/index.js").is_file()
+        && std::process::Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok_and(|output| output.status.success());
+    if !found {
+        eprintln!("skipped: the npm MCP server is not installed (npm ci --prefix interop/mcp-npm) or node is absent");
+    }
+    found.then_some(package)
+}
+
+/// Copies the folder `from` into `to` (files and folders; symbolic links as they are).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_tree(&source, &target);
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source).unwrap(), &target).unwrap();
+        } else {
+            std::fs::copy(&source, &target).unwrap();
+        }
+    }
+}
+
+/// A free TCP port on the loopback (bound, then released for the server to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real, third-party MCP server (Node, from npm): over stdio it runs inside the sandbox —
+/// from the workspace, since the sandbox lets it read nothing else of the machine — and over
+/// streamable HTTP (started by the test). Under the name `notes`, the example's OPERATOR.md
+/// allows its `echo`: listed and called; its other tools are denied, so not listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_npm_mcp_server_works_over_stdio_in_the_sandbox_and_over_http() {
+    let Some(package) = everything_server() else {
+        return;
+    };
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let installed = project.join("mcp-npm");
+    copy_tree(&package.join("../../"), &installed.join("node_modules"));
+    let script = installed.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+
+    let port = free_port();
+    let mut http = tokio::process::Command::new("node")
+        .arg(package.join("dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the npm server over HTTP");
+    // Ready once it says it listens (bounded).
+    {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(http.stderr.take().unwrap()).lines();
+        let listening = tokio::time::timeout(WAIT, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("listening") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(listening, Ok(true), "the npm server did not start over HTTP");
+    }
+
+    let (client, _) = connect(&dirs, |_| PermissionDecision::Approve).await;
+    for (how, servers) in [
+        (
+            "stdio",
+            json!([{"name": "notes", "command": "node", "args": [script, "stdio"], "env": []}]),
+        ),
+        (
+            "http",
+            json!([{"type": "http", "name": "notes", "url": format!("http://127.0.0.1:{port}/mcp"), "headers": []}]),
+        ),
+    ] {
+        let session = session_with(&client, &project, servers).await;
+        let (listed, _) = prompt(&client, &session, "/mcp tools").await;
+        assert_eq!(listed, ["mcp/notes/echo (read)"], "{how}");
+        let (said, calls) = prompt(
+            &client,
+            &session,
+            r#"/mcp call notes echo {"message":"from the sandbox"}"#,
+        )
+        .await;
+        assert_eq!(said, ["completed: Echo: from the sandbox"], "{how}");
+        assert_eq!(calls.last().unwrap()["status"], "completed", "{how}: {calls:?}");
+        let (said, _) = prompt(&client, &session, "/mcp call notes get-env {}").await;
+        assert!(said[0].starts_with("denied:"), "{how}: {said:?}");
+    }
+    client.close().await;
+    assert_eq!(tool_records(&dirs.audit_log, "mcp/notes/echo").len(), 2);
+    check_audit_log(&dirs.audit_log, |_| true);
+}
