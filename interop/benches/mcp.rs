@@ -7,7 +7,10 @@
 //! - (a) direct: an `rmcp` client calls `read_note` on the server's stdio;
 //! - (b) a plain ACP prompt to `examples/sandboxed-server` (release), answered with one message
 //!   (what every prompt costs, MCP or not);
-//! - (c) an ACP prompt whose operator makes the governed MCP call (`/mcp call notes read_note`).
+//! - (c) an ACP prompt whose operator makes the governed MCP call (`/mcp call notes read_note`);
+//! - (d) the same prompt, the server now provided by our client over the ACP connection
+//!   (MCP-over-ACP: `mcp/message` both ways, the same tools in-process in the client), with
+//!   the audit batched: against (c) batched, MCP-over-ACP against stdio MCP.
 //!
 //! The runtime's cost of a call is (c) − (b): governance, two tool-call updates, the audit
 //! records and the MCP call; its overhead is that over (a). (b) and (c) run twice, with the
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 use agentacp::client::{AgentCommand, Client, ClientOptions, PermissionDecision, PromptEvent};
 use agentacp::wire::default as wire;
 use interop::bench_support::median;
+use interop::notes_mcp::Notes;
 use interop::{AgentDirs, release_binary};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -93,33 +97,40 @@ fn main() {
         // (b), (c): through the sandboxed example, with each audit fsync policy.
         let governed = r#"/mcp call notes read_note {"name":"hello.txt"}"#;
         let mut agents = Vec::new();
-        for fsync in ["every", "batched:64"] {
+        for (fsync, over_acp) in [("every", false), ("batched:64", false), ("batched:64", true)] {
             let mut command = AgentCommand::new(&agent).env("AGENTACP_AUDIT_FSYNC", fsync);
             for (key, value) in dirs.env() {
                 let value = if key == "AGENTACP_AUDIT_LOG" {
                     dirs.state_dir
-                        .join(format!("audit-{}.jsonl", fsync.replace(':', "-")))
+                        .join(format!("audit-{}-{over_acp}.jsonl", fsync.replace(':', "-")))
                         .into()
                 } else {
                     value
                 };
                 command = command.env(key, value);
             }
-            let options = ClientOptions::default()
+            let mut options = ClientOptions::default()
                 .with_workspace_root(dirs.workspace_root.clone())
                 .with_permission(|_| async { PermissionDecision::Reject });
+            let servers = if over_acp {
+                let folder = project.clone();
+                options = options.with_mcp_over_acp("notes", move || Notes { folder: folder.clone() });
+                json!([])
+            } else {
+                json!([{"name": "notes", "command": server, "args": [], "env": []}])
+            };
             let client = Client::connect(command, options).await.unwrap();
-            let servers = json!([{"name": "notes", "command": server, "args": [], "env": []}]);
             let session = client.new_session_with_mcp_servers(&project, servers).await.unwrap();
             prompts(&client, &session, "hello").await;
             prompts(&client, &session, governed).await;
-            agents.push((fsync, client, session, Vec::new(), Vec::new()));
+            let how = if over_acp { "over ACP" } else { "over stdio" };
+            agents.push((fsync, how, client, session, Vec::new(), Vec::new()));
         }
         call_direct().await;
         let mut a = Vec::new();
         for _ in 0..ROUNDS {
             a.push(call_direct().await);
-            for (_, client, session, b, c) in &mut agents {
+            for (_, _, client, session, b, c) in &mut agents {
                 b.push(prompts(client, session, "hello").await);
                 c.push(prompts(client, session, governed).await);
             }
@@ -128,9 +139,9 @@ fn main() {
         let us = |seconds: f64| seconds * 1e6;
         println!("\nMCP read_note on mcp-test-server (release), {CALLS} calls × {ROUNDS} rounds, medians per call");
         println!("  (a) direct rmcp call: {:.1} µs", us(a));
-        for (fsync, client, _, b, c) in agents {
+        for (fsync, how, client, _, b, c) in agents {
             let (b, c) = (median(b), median(c));
-            println!("  AGENTACP_AUDIT_FSYNC={fsync}:");
+            println!("  AGENTACP_AUDIT_FSYNC={fsync}, the MCP server {how}:");
             println!(
                 "    (b) ACP prompt, no tool (sandboxed-server)         {:>9.1} µs",
                 us(b)

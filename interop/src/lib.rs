@@ -10,6 +10,7 @@
 
 pub mod audit;
 pub mod bench_support;
+pub mod notes_mcp;
 pub mod raw;
 pub mod sdk;
 mod transcript;

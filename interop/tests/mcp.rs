@@ -9,9 +9,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentacp::client::{AgentCommand, Client, ClientError, ClientOptions, PermissionDecision, PromptEvent, Update};
+use agentacp::client::{
+    AgentCommand, Client, ClientError, ClientOptions, Direction, PermissionDecision, PromptEvent, Update,
+};
 use agentacp::wire::default as wire;
 use interop::audit::{audit_records, check_audit_log};
+use interop::notes_mcp::Notes;
 use interop::{AgentDirs, example_binary};
 use serde_json::{Value, json};
 
@@ -35,13 +38,22 @@ async fn connect(
     dirs: &AgentDirs,
     decide: fn(&wire::RequestPermissionRequest) -> PermissionDecision,
 ) -> (Client, Arc<Mutex<Vec<String>>>) {
+    connect_with(dirs, decide, |options| options).await
+}
+
+/// [`connect`], with more of the client's options set by `more`.
+async fn connect_with(
+    dirs: &AgentDirs,
+    decide: fn(&wire::RequestPermissionRequest) -> PermissionDecision,
+    more: impl FnOnce(ClientOptions) -> ClientOptions,
+) -> (Client, Arc<Mutex<Vec<String>>>) {
     let asked: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = asked.clone();
     let mut command = AgentCommand::new(example_binary("sandboxed-server"));
     for (key, value) in dirs.env() {
         command = command.env(key, value);
     }
-    let options = ClientOptions::default()
+    let options = more(ClientOptions::default())
         .with_workspace_root(dirs.workspace_root.clone())
         .with_permission(move |request: wire::RequestPermissionRequest| {
             seen.lock()
@@ -223,6 +235,92 @@ async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stoppe
     assert_eq!(writes.len(), 2, "{writes:?}");
     let denied = tool_records(&dirs.audit_log, "mcp/notes/env");
     assert_eq!(denied.len(), 1, "{denied:?}");
+    check_audit_log(&dirs.audit_log, |_| true);
+}
+
+/// MCP-over-ACP: our client provides the notes server itself (rmcp's server side, on the ACP
+/// connection); the sandboxed example reaches it through `mcp/connect` and `mcp/message`, and
+/// uses it like any MCP server: listed (a denied tool is not), called, asked, denied, audited.
+/// Closing the session sends `mcp/disconnect`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_server_the_client_provides_over_acp_is_listed_called_governed_and_audited() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("hello.txt"), "hello over ACP").unwrap();
+    let folder = project.clone();
+    let methods: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = methods.clone();
+    let (client, asked) = connect_with(&dirs, approve_but_keep_out, move |options| {
+        options
+            .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+            .with_wire_tap(move |direction, line| {
+                let message: Value = serde_json::from_slice(line).unwrap_or_default();
+                if let Some(method) = message["method"].as_str().filter(|m| m.starts_with("mcp/")) {
+                    let inner = message["params"]["method"].as_str().unwrap_or_default();
+                    seen.lock()
+                        .unwrap()
+                        .push(format!("{direction:?} {method} {inner}").trim_end().to_string());
+                }
+            })
+    })
+    .await;
+    assert!(
+        client.takes_mcp_over_acp(),
+        "the sandboxed example advertises mcpCapabilities.acp"
+    );
+    let session = session_with(&client, &project, json!([])).await;
+
+    let (listed, _) = prompt(&client, &session, "/mcp tools").await;
+    assert_eq!(
+        listed,
+        [
+            "mcp/notes/echo (other)",
+            "mcp/notes/fail (other)",
+            "mcp/notes/read_note (read)",
+            "mcp/notes/write_note (delete)",
+        ]
+    );
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes read_note {"name":"hello.txt"}"#).await;
+    assert_eq!(said, ["completed: hello over ACP"]);
+    assert_eq!(calls.last().unwrap()["status"], "completed", "{calls:?}");
+    let (said, _) = prompt(
+        &client,
+        &session,
+        r#"/mcp call notes write_note {"name":"new.txt","text":"over ACP"}"#,
+    )
+    .await;
+    assert_eq!(said, ["completed: wrote 8 bytes to new.txt"]);
+    assert_eq!(std::fs::read_to_string(project.join("new.txt")).unwrap(), "over ACP");
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes env {"name":"HOME"}"#).await;
+    assert!(said[0].starts_with("denied:"), "{said:?}");
+    assert!(calls.is_empty(), "a denied call reached the client: {calls:?}");
+    assert_eq!(*asked.lock().unwrap(), ["mcp/notes/write_note"]);
+
+    tokio::time::timeout(WAIT, client.close_session(&session))
+        .await
+        .unwrap()
+        .unwrap();
+    client.close().await;
+    let methods = methods.lock().unwrap().clone();
+    let first = |wanted: &str| methods.iter().position(|m| m == wanted);
+    let connect = first("FromAgent mcp/connect").expect("the agent connected over ACP");
+    let initialize = first("FromAgent mcp/message initialize").expect("MCP initialize over ACP");
+    let call = first("FromAgent mcp/message tools/call").expect("a tool call over ACP");
+    let disconnect = first("FromAgent mcp/disconnect").expect("the agent disconnected at session/close");
+    assert!(
+        connect < initialize && initialize < call && call < disconnect,
+        "{methods:?}"
+    );
+    assert_eq!(
+        methods.iter().filter(|m| m.as_str() == "FromAgent mcp/connect").count(),
+        1,
+        "one connection for the session: {methods:?}"
+    );
+
+    let read = tool_records(&dirs.audit_log, "mcp/notes/read_note");
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert_eq!(read[0]["metadata"]["aip44"]["approval"], "auto", "{read:?}");
+    assert_eq!(tool_records(&dirs.audit_log, "mcp/notes/write_note").len(), 1);
     check_audit_log(&dirs.audit_log, |_| true);
 }
 
@@ -601,4 +699,37 @@ async fn the_reference_npm_mcp_server_works_over_stdio_in_the_sandbox_and_over_h
     client.close().await;
     assert_eq!(tool_records(&dirs.audit_log, "mcp/notes/echo").len(), 2);
     check_audit_log(&dirs.audit_log, |_| true);
+}
+
+/// An agent that does not advertise `mcpCapabilities.acp` (the governance-aware example) is
+/// not offered the client's MCP-over-ACP servers: `session/new` goes out without them, and the
+/// session opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_mcp_servers_over_acp_are_left_out_for_an_agent_without_it() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let sent: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let seen = sent.clone();
+    let mut command = AgentCommand::new(example_binary("governed-server"));
+    for (key, value) in dirs.env() {
+        command = command.env(key, value);
+    }
+    let folder = project.clone();
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+        .with_wire_tap(move |direction, line| {
+            let message: Value = serde_json::from_slice(line).unwrap_or_default();
+            if direction == Direction::ToAgent && message["method"] == "session/new" {
+                seen.lock().unwrap().push(message["params"]["mcpServers"].clone());
+            }
+        });
+    let client = tokio::time::timeout(WAIT, Client::connect(command, options))
+        .await
+        .expect("started in time")
+        .expect("started");
+    assert!(!client.takes_mcp_over_acp());
+    session_with(&client, &project, json!([])).await;
+    assert_eq!(*sent.lock().unwrap(), [json!([])]);
+    client.close().await;
 }

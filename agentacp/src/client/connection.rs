@@ -36,6 +36,9 @@ pub struct Client {
     pub(super) initialize: wire::InitializeResponse,
     /// The `authMethods` of `initialize`, read from its JSON (`env_var` included).
     auth_methods: Vec<AuthMethodInfo>,
+    /// Whether the agent takes MCP servers over ACP (`mcpCapabilities.acp`, read from the
+    /// JSON: the pinned revision's types do not have it).
+    mcp_over_acp: bool,
     closed: bool,
 }
 
@@ -141,12 +144,14 @@ impl Client {
             // Replaced below; a client is only handed out once initialized.
             initialize: wire::InitializeResponse::new(0),
             auth_methods: Vec::new(),
+            mcp_over_acp: false,
             closed: false,
         };
         let ready = async {
-            let (response, auth_methods) = client.initialize(initialize).await?;
+            let (response, auth_methods, mcp_over_acp) = client.initialize(initialize).await?;
             client.initialize = response;
             client.auth_methods = auth_methods;
+            client.mcp_over_acp = mcp_over_acp;
             client.authenticate_at_connect(&downstream).await?;
             Ok(())
         }
@@ -163,7 +168,7 @@ impl Client {
     async fn initialize(
         &self,
         params: Option<Value>,
-    ) -> Result<(wire::InitializeResponse, Vec<AuthMethodInfo>), ClientError> {
+    ) -> Result<(wire::InitializeResponse, Vec<AuthMethodInfo>, bool), ClientError> {
         let options = &self.shared.options;
         let method = wire::method_names::INITIALIZE;
         let mut params = params.filter(Value::is_object).unwrap_or_else(|| {
@@ -194,11 +199,12 @@ impl Client {
             }
         }
         let auth_methods = AuthMethodInfo::read_all(&value);
+        let mcp_over_acp = value["agentCapabilities"]["mcpCapabilities"]["acp"] == Value::Bool(true);
         let response = serde_json::from_value(value).map_err(|error| ClientError::InvalidResponse {
             method: method.to_string(),
             reason: error.to_string(),
         })?;
-        Ok((response, auth_methods))
+        Ok((response, auth_methods, mcp_over_acp))
     }
 
     /// The agent's `authMethods` from `initialize`, every kind (`agent`, `env_var`,
@@ -341,6 +347,7 @@ impl Client {
         mcp_servers: Value,
     ) -> Result<wire::SessionId, ClientError> {
         let cwd = self.confine_cwd(cwd)?;
+        let mcp_servers = self.with_own_mcp_servers(mcp_servers);
         let created: wire::NewSessionResponse = self
             .shared
             .request(
@@ -355,6 +362,32 @@ impl Client {
         Ok(created.session_id)
     }
 
+    /// `mcp_servers` and the MCP servers this client provides over ACP
+    /// ([`ClientOptions::with_mcp_over_acp`]), when the agent takes them (else they are left
+    /// out, with a warning).
+    fn with_own_mcp_servers(&self, mcp_servers: Value) -> Value {
+        #[cfg(feature = "mcp")]
+        let mcp_servers = {
+            let mut mcp_servers = mcp_servers;
+            let own = &self.shared.options.mcp_over_acp;
+            if !own.is_empty() && !self.mcp_over_acp {
+                tracing::warn!(
+                    servers = ?own.iter().map(|s| &s.name).collect::<Vec<_>>(),
+                    "the agent does not advertise `mcpCapabilities.acp`: the MCP servers this client provides over ACP are left out of the session"
+                );
+            } else if let Some(list) = mcp_servers.as_array_mut() {
+                list.extend(own.iter().map(super::mcp::AcpMcpServer::entry));
+            }
+            mcp_servers
+        };
+        mcp_servers
+    }
+
+    /// Whether the agent takes MCP servers over ACP (`mcpCapabilities.acp` at `initialize`).
+    pub fn takes_mcp_over_acp(&self) -> bool {
+        self.mcp_over_acp
+    }
+
     /// `session/load` of `session` in `cwd`: a stream of the history the agent replays, each
     /// update as [`PromptEvent::Replay`] (the agent's account of the past: untrusted, and not
     /// audited as live tool calls), ending with [`PromptEvent::Loaded`]. Refused here, without
@@ -366,7 +399,7 @@ impl Client {
             ));
         }
         let cwd = self.confine_cwd(cwd)?;
-        let params = json!({ "sessionId": session, "cwd": cwd, "mcpServers": [] });
+        let params = json!({ "sessionId": session, "cwd": cwd, "mcpServers": self.with_own_mcp_servers(json!([])) });
         let stream = self
             .start(session, wire::method_names::SESSION_LOAD, &params, StreamKind::Load)
             .await?;

@@ -78,6 +78,8 @@ mod events;
 mod extensions;
 pub mod fs;
 mod handlers;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod operator;
 mod options;
 pub(crate) mod oversight;
@@ -100,6 +102,8 @@ pub use error::ClientError;
 pub use events::{PromptEvent, Update};
 pub use extensions::ExtensionHandler;
 pub use handlers::{Builtin, ClientHandlers, HandlerResult, NoHandlers, decode, encode};
+#[cfg(feature = "mcp")]
+pub use mcp::AcpMcpServer;
 pub use operator::{ClientOperator, Connect};
 pub use options::ClientOptions;
 pub use oversight::TERMINAL_TOOL;

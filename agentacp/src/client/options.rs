@@ -67,6 +67,10 @@ pub struct ClientOptions {
     /// Answers the agent's extension requests (`_`-prefixed) and sees its extension
     /// notifications. Default: none (requests `-32601`, notifications ignored).
     pub extensions: Option<Arc<dyn ExtensionHandler>>,
+    /// MCP servers this client provides over the ACP connection (MCP-over-ACP), listed in
+    /// every session it opens with an agent that takes them. Default: none.
+    #[cfg(feature = "mcp")]
+    pub mcp_over_acp: Vec<super::mcp::AcpMcpServer>,
 }
 
 impl Default for ClientOptions {
@@ -91,14 +95,16 @@ impl Default for ClientOptions {
             wire_tap: None,
             auth: AuthPolicy::default(),
             extensions: None,
+            #[cfg(feature = "mcp")]
+            mcp_over_acp: Vec::new(),
         }
     }
 }
 
 impl std::fmt::Debug for ClientOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientOptions")
-            .field("initialize_timeout", &self.initialize_timeout)
+        let mut f = f.debug_struct("ClientOptions");
+        f.field("initialize_timeout", &self.initialize_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("prompt_idle_timeout", &self.prompt_idle_timeout)
             .field("permission_timeout", &self.permission_timeout)
@@ -115,8 +121,10 @@ impl std::fmt::Debug for ClientOptions {
             .field("operator_id", &self.operator_id)
             .field("wire_tap", &self.wire_tap.is_some())
             .field("auth", &self.auth)
-            .field("extensions", &self.extensions.is_some())
-            .finish_non_exhaustive()
+            .field("extensions", &self.extensions.is_some());
+        #[cfg(feature = "mcp")]
+        f.field("mcp_over_acp", &self.mcp_over_acp);
+        f.finish_non_exhaustive()
     }
 }
 
@@ -161,6 +169,19 @@ impl ClientOptions {
     /// Answers the agent's extension methods with `handler` ([`ExtensionHandler`]).
     pub fn with_extensions(mut self, handler: impl ExtensionHandler) -> Self {
         self.extensions = Some(Arc::new(handler));
+        self
+    }
+
+    /// Provides the MCP server `name` over the ACP connection (MCP-over-ACP, feature `mcp`):
+    /// `make` makes its rmcp service (any `rmcp::ServerHandler`), once per `mcp/connect`.
+    /// Sessions list it when the agent advertises `mcpCapabilities.acp`.
+    #[cfg(feature = "mcp")]
+    pub fn with_mcp_over_acp<S, F>(mut self, name: impl Into<String>, make: F) -> Self
+    where
+        S: rmcp::Service<rmcp::service::RoleServer>,
+        F: Fn() -> S + Send + Sync + 'static,
+    {
+        self.mcp_over_acp.push(super::mcp::AcpMcpServer::new(name, make));
         self
     }
 

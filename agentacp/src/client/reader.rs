@@ -60,6 +60,8 @@ pub(crate) async fn read_loop<R: AsyncBufRead + Unpin>(shared: Arc<Shared>, mut 
         shared.process.stderr.wait_closed(EXIT_REPORT_WAIT)
     );
     shared.pending.close();
+    #[cfg(feature = "mcp")]
+    shared.mcp.end_all();
     lock(&shared.subscribers).clear();
     for sender in lock(&shared.cancels).values() {
         sender.send_modify(|generation| *generation += 1);
@@ -95,6 +97,11 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
             }
         }
         Incoming::Notification { method, params } => {
+            #[cfg(feature = "mcp")]
+            if method == crate::mcp::tunnel::MESSAGE {
+                shared.mcp.notification(params.as_deref());
+                return;
+            }
             if is_extension(&method) {
                 extension_notification(shared, &method, params.as_deref());
                 return;
@@ -128,6 +135,11 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
             }
         }
         Incoming::Request { id, method, params } => {
+            #[cfg(feature = "mcp")]
+            if method.starts_with("mcp/") && !shared.options.mcp_over_acp.is_empty() {
+                tokio::spawn(answer_mcp(Arc::clone(shared), id, method, params));
+                return;
+            }
             if method == wire::method_names::SESSION_REQUEST_PERMISSION {
                 let text = params.as_deref().map_or("null", RawValue::get);
                 match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
@@ -341,6 +353,72 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
         }
     };
     shared.send_line(line).await;
+}
+
+/// Answers the agent's `mcp/connect`, `mcp/message` and `mcp/disconnect` (MCP-over-ACP, to
+/// the MCP servers this client provides).
+#[cfg(feature = "mcp")]
+async fn answer_mcp(shared: Arc<Shared>, id: Id, method: String, params: Option<Box<RawValue>>) {
+    use crate::mcp::tunnel;
+    let value = || {
+        params
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or(Value::Null)
+    };
+    let answer = match method.as_str() {
+        tunnel::CONNECT => {
+            let peer = Arc::new(AgentPeer(Arc::downgrade(&shared)));
+            let servers = &shared.options.mcp_over_acp;
+            shared
+                .mcp
+                .connect(servers, peer, shared.options.request_timeout, &value())
+        }
+        tunnel::MESSAGE => shared.mcp.message(params.as_deref()).await,
+        tunnel::DISCONNECT => shared.mcp.disconnect(&value()),
+        _ => Err(method_not_found(&method)),
+    };
+    let line = match answer {
+        Ok(result) => jsonrpc::encode_result(&id, &result),
+        Err(error) => jsonrpc::encode_error(&id, &error),
+    };
+    shared.send_line(line).await;
+}
+
+/// The agent, as the peer of the client's MCP-over-ACP connections (weak: a connection does
+/// not keep the client alive).
+#[cfg(feature = "mcp")]
+struct AgentPeer(std::sync::Weak<Shared>);
+
+#[cfg(feature = "mcp")]
+impl crate::mcp::tunnel::AcpPeer for AgentPeer {
+    fn request(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: std::time::Duration,
+    ) -> crate::future::BoxFuture<'static, Result<Value, RpcError>> {
+        let shared = self.0.upgrade();
+        Box::pin(async move {
+            let Some(shared) = shared else {
+                return Err(RpcError::new(codes::INTERNAL_ERROR, "the client is gone"));
+            };
+            let answer = match shared.outbox() {
+                Ok(outbox) => shared.pending.call(&outbox, method, &params, timeout).await,
+                Err(_) => Err(jsonrpc::pending::RequestFailure::Closed),
+            };
+            crate::mcp::tunnel::answer_value(method, timeout, answer)
+        })
+    }
+
+    fn notify(&self, method: &'static str, params: Value) -> crate::future::BoxFuture<'static, ()> {
+        let shared = self.0.upgrade();
+        Box::pin(async move {
+            if let Some(shared) = shared {
+                shared.send_line(jsonrpc::encode_notification(method, &params)).await;
+            }
+        })
+    }
 }
 
 /// An extension notification of the agent's: to the [`ExtensionHandler`](super::ExtensionHandler), if any.

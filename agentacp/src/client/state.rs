@@ -49,6 +49,9 @@ pub(crate) struct Shared {
     pub(crate) oversight: Oversight,
     /// What the agent said about each session (modes, config options, commands).
     pub(crate) sessions: Sessions,
+    /// The open MCP-over-ACP connections to the MCP servers this client provides.
+    #[cfg(feature = "mcp")]
+    pub(crate) mcp: super::mcp::McpHost,
 }
 
 #[derive(Clone, Copy)]
@@ -80,6 +83,8 @@ impl Shared {
             context,
             oversight,
             sessions: Sessions::default(),
+            #[cfg(feature = "mcp")]
+            mcp: super::mcp::McpHost::default(),
         }
     }
 

@@ -2,16 +2,20 @@
 //! `session/new` (`mcpServers`), connected with `rmcp`, the official Rust MCP SDK, and their
 //! tools, which the operator calls through governance (`Turn::mcp`, `agentacp::server`).
 //!
-//! - [`McpServerSpec`]: one server as the client described it (`stdio`, `http`, `sse`), checked;
+//! - [`McpServerSpec`]: one server as the client described it (`stdio`, `http`, `sse`, `acp`),
+//!   checked;
 //! - [`McpTool`]: one tool a connected server offers, with the [`ToolKind`] its annotations
 //!   give (default `other`) and the name governance knows it by ([`McpTool::governed_name`]:
 //!   `mcp/<server>/<tool>`);
 //! - `McpClients` (crate-internal): a session's servers, connected on first use, each in
 //!   parallel and bounded; a stdio server runs in its own process group with a cleared
 //!   environment (the variables the client gave, and `PATH`), and is stopped (SIGTERM, then
-//!   SIGKILL) when the session or connection ends.
+//!   SIGKILL) when the session or connection ends; a server of `"type": "acp"` is reached
+//!   through the ACP connection itself ([`tunnel`]: MCP-over-ACP).
 //!
 //! How it fits together: `docs/mcp.md`.
+
+pub(crate) mod tunnel;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +26,7 @@ use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Imple
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
 use serde_json::Value;
 
+use self::tunnel::{AcpPeer, Tunnel, Tunnels};
 use crate::governance::ToolKind;
 use crate::sandbox::Confinement;
 use crate::subprocess::{self, AgentCommand, AgentProcess, ExitState};
@@ -67,6 +72,14 @@ pub enum McpServerSpec {
         url: String,
         /// Headers sent with every request.
         headers: Vec<(String, String)>,
+    },
+    /// A server the client itself provides over the ACP connection (`"type": "acp"`,
+    /// MCP-over-ACP; needs `mcpCapabilities.acp`).
+    Acp {
+        /// The name the client gave it.
+        name: String,
+        /// The id the client routes `mcp/connect` by (`serverId`).
+        server_id: String,
     },
 }
 
@@ -166,6 +179,15 @@ impl McpServerSpec {
                     McpServerSpec::Sse { name, url, headers }
                 })
             }
+            Some("acp") => {
+                let server_id = tunnel::server_id_of(entry)
+                    .filter(|id| !id.is_empty())
+                    .ok_or("`serverId` is missing, empty or not a string")?;
+                Ok(McpServerSpec::Acp {
+                    name,
+                    server_id: server_id.to_string(),
+                })
+            }
             Some(other) => Err(format!("the transport `{other}` is not one this agent knows")),
         }
     }
@@ -173,18 +195,20 @@ impl McpServerSpec {
     /// The name the client gave the server.
     pub fn name(&self) -> &str {
         match self {
-            McpServerSpec::Stdio { name, .. } | McpServerSpec::Http { name, .. } | McpServerSpec::Sse { name, .. } => {
-                name
-            }
+            McpServerSpec::Stdio { name, .. }
+            | McpServerSpec::Http { name, .. }
+            | McpServerSpec::Sse { name, .. }
+            | McpServerSpec::Acp { name, .. } => name,
         }
     }
 
-    /// `stdio`, `http` or `sse`.
+    /// `stdio`, `http`, `sse` or `acp`.
     pub fn transport(&self) -> &'static str {
         match self {
             McpServerSpec::Stdio { .. } => "stdio",
             McpServerSpec::Http { .. } => "http",
             McpServerSpec::Sse { .. } => "sse",
+            McpServerSpec::Acp { .. } => "acp",
         }
     }
 }
@@ -242,11 +266,20 @@ pub(crate) fn governed_name(server: &str, tool: &str) -> String {
     format!("mcp/{server}/{tool}")
 }
 
-/// A connected server: the MCP session, its process (stdio), and its tools.
+/// A connected server: the MCP session, its process (stdio) or tunnel (acp), and its tools.
 struct Connected {
     service: RunningService<RoleClient, ClientConfig>,
     process: Option<AgentProcess>,
+    tunnel: Option<(Tunnel, AcpLink)>,
     tools: Vec<McpTool>,
+}
+
+/// The ACP connection a session's `acp` servers are reached through: the client, and where
+/// its `mcp/message`s to us are routed.
+#[derive(Clone)]
+pub(crate) struct AcpLink {
+    pub(crate) peer: Arc<dyn AcpPeer>,
+    pub(crate) tunnels: Arc<Tunnels>,
 }
 
 /// A session's MCP servers: connected on first use, closed with the session.
@@ -261,6 +294,8 @@ pub(crate) struct McpClients {
     failed: BTreeMap<String, String>,
     /// The sandbox stdio servers run in (tier sandboxed, SANDBOX.md).
     sandbox: Option<Arc<Confinement>>,
+    /// The ACP connection `acp` servers are reached through.
+    link: Option<AcpLink>,
 }
 
 impl std::fmt::Debug for McpClients {
@@ -283,7 +318,13 @@ impl McpClients {
             connected: BTreeMap::new(),
             failed: BTreeMap::new(),
             sandbox: None,
+            link: None,
         }
+    }
+
+    /// Reaches the `acp` servers through `link` (the session's ACP connection).
+    pub(crate) fn link(&mut self, link: AcpLink) {
+        self.link = Some(link);
     }
 
     /// Runs the stdio servers in `sandbox`: confined to its mounts, with its memory limit
@@ -309,11 +350,13 @@ impl McpClients {
         }
         let cwd = self.cwd.clone();
         let sandbox = self.sandbox.clone();
+        let link = self.link.clone();
         let attempts = self.specs.iter().map(|spec| {
             let cwd = cwd.clone();
             let sandbox = sandbox.clone();
+            let link = link.clone();
             async move {
-                let result = tokio::time::timeout(CONNECT_TIMEOUT, connect(spec, &cwd, sandbox))
+                let result = tokio::time::timeout(CONNECT_TIMEOUT, connect(spec, &cwd, sandbox, link))
                     .await
                     .unwrap_or_else(|_| Err(format!("it did not answer within {CONNECT_TIMEOUT:?}")));
                 (spec.name().to_string(), result)
@@ -385,6 +428,9 @@ impl McpClients {
                 if let Some(process) = &connected.process {
                     process.stop(STOP_GRACE, STOP_GRACE).await;
                 }
+                if let Some((tunnel, link)) = connected.tunnel {
+                    disconnect(&tunnel, &link);
+                }
             });
         futures_util::future::join_all(closing).await;
     }
@@ -430,6 +476,7 @@ async fn connect(
     spec: &McpServerSpec,
     cwd: &std::path::Path,
     sandbox: Option<Arc<Confinement>>,
+    link: Option<AcpLink>,
 ) -> Result<Connected, String> {
     let config = ClientConfig::new(
         ClientCapabilities::default(),
@@ -489,6 +536,7 @@ async fn connect(
             Ok(Connected {
                 service,
                 process: Some(process),
+                tunnel: None,
                 tools,
             })
         }
@@ -501,14 +549,79 @@ async fn connect(
             Ok(Connected {
                 service,
                 process: None,
+                tunnel: None,
                 tools,
             })
+        }
+        McpServerSpec::Acp { name, server_id } => {
+            let link = link.ok_or("this connection cannot reach MCP servers over ACP")?;
+            connect_over_acp(name, server_id, link, config).await
         }
         // rmcp has no client for MCP's legacy SSE transport (replaced by streamable HTTP).
         McpServerSpec::Sse { url, .. } => Err(format!(
             "`{url}` is an MCP server over the legacy SSE transport, which this agent does not speak (rmcp, the MCP SDK it uses, has no client for it); serve it over streamable HTTP (`\"type\": \"http\"`)"
         )),
     }
+}
+
+/// `mcp/connect` to the client for `server_id`, then rmcp's client on the tunnel of the
+/// `connectionId` it answers: MCP `initialize` and `tools/list` as `mcp/message`s.
+async fn connect_over_acp(
+    name: &str,
+    server_id: &str,
+    link: AcpLink,
+    config: ClientConfig,
+) -> Result<Connected, String> {
+    let answer = link
+        .peer
+        .request(
+            tunnel::CONNECT,
+            serde_json::json!({"serverId": server_id}),
+            CONNECT_TIMEOUT,
+        )
+        .await
+        .map_err(|error| format!("`mcp/connect` failed: {}", error.message))?;
+    let connection_id = tunnel::connection_id_of(&answer)
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| format!("`mcp/connect` answered without a `connectionId`: {answer}"))?
+        .to_string();
+    let (tunnel, transport) = Tunnel::open::<RoleClient>(connection_id, link.peer.clone(), CALL_TIMEOUT);
+    link.tunnels.insert(tunnel.clone());
+    let service = match config.serve(transport).await {
+        Ok(service) => service,
+        Err(error) => {
+            disconnect(&tunnel, &link);
+            return Err(format!("MCP initialize over ACP failed: {error}"));
+        }
+    };
+    let tools = match list_tools(name, &service).await {
+        Ok(tools) => tools,
+        Err(why) => {
+            let _ = tokio::time::timeout(STOP_GRACE, service.cancel()).await;
+            disconnect(&tunnel, &link);
+            return Err(why);
+        }
+    };
+    Ok(Connected {
+        service,
+        process: None,
+        tunnel: Some((tunnel, link)),
+        tools,
+    })
+}
+
+/// Ends `tunnel` and sends `mcp/disconnect` for it, without waiting for the answer (bounded,
+/// in a task of its own: the session may be closing in the middle of reading the client's
+/// messages, where that answer would be read).
+fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
+    link.tunnels.remove(tunnel.id());
+    let params = serde_json::json!({"connectionId": tunnel.id()});
+    let peer = link.peer.clone();
+    tokio::spawn(async move {
+        if let Err(error) = peer.request(tunnel::DISCONNECT, params, STOP_GRACE).await {
+            tracing::debug!(%error, "`mcp/disconnect` was not answered");
+        }
+    });
 }
 
 /// rmcp's streamable-HTTP client for `url` (plain `http://`; TLS is not built in), sending
@@ -559,6 +672,7 @@ mod tests {
              "env": [{"name": "TOKEN", "value": "t"}]},
             {"type": "http", "name": "web", "url": "https://mcp.example/mcp",
              "headers": [{"name": "Authorization", "value": "Bearer x"}]},
+            {"type": "acp", "name": "editor-tools", "serverId": "s-1"},
         ]))
         .unwrap();
         assert_eq!(
@@ -574,6 +688,10 @@ mod tests {
                     name: "web".into(),
                     url: "https://mcp.example/mcp".into(),
                     headers: vec![("Authorization".into(), "Bearer x".into())],
+                },
+                McpServerSpec::Acp {
+                    name: "editor-tools".into(),
+                    server_id: "s-1".into(),
                 },
             ]
         );
@@ -598,6 +716,10 @@ mod tests {
             (
                 json!([{"type": "http", "name": "a", "url": "file:///etc/passwd"}]),
                 "is not an http",
+            ),
+            (
+                json!([{"type": "acp", "name": "a", "serverId": ""}]),
+                "`serverId` is missing, empty",
             ),
             (
                 json!([{"type": "carrier-pigeon", "name": "a"}]),

@@ -85,6 +85,9 @@ pub(crate) struct Connection {
     boolean_options: AtomicBool,
     /// The local sandbox the operator's programs run in (tier sandboxed, SANDBOX.md).
     pub(crate) sandbox: Option<Arc<crate::sandbox::Confinement>>,
+    /// The open MCP-over-ACP connections to the client's MCP servers (`mcp/message` routing).
+    #[cfg(feature = "mcp")]
+    pub(crate) tunnels: Arc<crate::mcp::tunnel::Tunnels>,
 }
 
 impl Connection {
@@ -118,6 +121,8 @@ impl Connection {
             tool_calls: AtomicU64::new(0),
             boolean_options: AtomicBool::new(false),
             sandbox: None,
+            #[cfg(feature = "mcp")]
+            tunnels: Arc::default(),
         }
     }
 

@@ -163,13 +163,34 @@ struct CancelRequestParams {
 /// `session/close`, `session/cancel`, `$/cancel_request`): decoded through the pinned
 /// revision's generated enums first ([`Operator::check_params`]: the whole message against
 /// the schema's types), then read for the few fields the runtime uses.
+///
+/// MCP servers of `"type": "acp"` (MCP-over-ACP) are left out of that check: the pinned
+/// revision's `McpServer` does not have them; `check_mcp_servers` reads them instead.
 fn runtime_params<'a, O: Operator, T: Deserialize<'a>>(
     method: &str,
     params: Option<&'a RawValue>,
     notification: bool,
 ) -> Result<T, RpcError> {
-    O::check_params(method, params, notification)?;
+    match params.and_then(without_acp_mcp_servers) {
+        Some(checked) => O::check_params(method, Some(&checked), notification)?,
+        None => O::check_params(method, params, notification)?,
+    }
     read_params(method, params)
+}
+
+/// `params` without their `mcpServers` of `"type": "acp"`, when they have any.
+fn without_acp_mcp_servers(params: &RawValue) -> Option<Box<RawValue>> {
+    if !params.get().contains("\"acp\"") {
+        return None;
+    }
+    let mut value: Value = serde_json::from_str(params.get()).ok()?;
+    let servers = value.get_mut("mcpServers")?.as_array_mut()?;
+    let before = servers.len();
+    servers.retain(|server| server.get("type").and_then(Value::as_str) != Some("acp"));
+    if servers.len() == before {
+        return None;
+    }
+    serde_json::value::to_raw_value(&value).ok()
 }
 
 fn read_params<'a, T: Deserialize<'a>>(method: &str, params: Option<&'a RawValue>) -> Result<T, RpcError> {
@@ -191,6 +212,10 @@ impl<O: Operator> Dispatcher<O> {
         let mut initialize_response = spec.initialize_result();
         if connection.access.tokens.is_some() {
             access::advertise(&mut initialize_response);
+        }
+        if cfg!(feature = "mcp") && spec.tier == <crate::tier::Sandboxed as crate::tier::Tier>::NAME {
+            // AIP-44: a runtime with `mcpCapabilities` takes MCP-over-ACP for its tools.
+            initialize_response["agentCapabilities"]["mcpCapabilities"]["acp"] = Value::Bool(true);
         }
         if let Some(sandbox) = &connection.sandbox {
             // What this kernel enforces of SANDBOX.md (the manifest's ask is in `explain`).
@@ -380,6 +405,14 @@ impl<O: Operator> Dispatcher<O> {
                 self.extension(id, extension, params.as_deref());
                 Ok(())
             }
+            #[cfg(feature = "mcp")]
+            crate::mcp::tunnel::MESSAGE if self.offers_mcp_over_acp() => {
+                let tunnels = self.connection.tunnels.clone();
+                self.answer_in_task(id, async move {
+                    tunnels.request(params.as_deref()).await.map_err(Error::Rpc)
+                });
+                Ok(())
+            }
             _ => Err(RpcError::new(
                 codes::METHOD_NOT_FOUND,
                 format!("method not found: `{method}`"),
@@ -404,6 +437,8 @@ impl<O: Operator> Dispatcher<O> {
             extension if self.spec.surface.extensions.notifications.contains(&extension) => {
                 self.extension_notification(extension, params);
             }
+            #[cfg(feature = "mcp")]
+            crate::mcp::tunnel::MESSAGE if self.offers_mcp_over_acp() => self.connection.tunnels.notification(params),
             other => tracing::debug!(method = other, "ignored a notification"),
         }
     }
@@ -765,6 +800,12 @@ impl<O: Operator> Dispatcher<O> {
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
     }
 
+    /// Whether this agent takes MCP servers over ACP (`mcpCapabilities.acp`, tier sandboxed).
+    #[cfg(feature = "mcp")]
+    fn offers_mcp_over_acp(&self) -> bool {
+        self.initialize_response["agentCapabilities"]["mcpCapabilities"]["acp"] == Value::Bool(true)
+    }
+
     /// At the sandboxed tier, where the operator uses them (`Turn::mcp`): the `mcpServers`
     /// of a session request are well formed, and each uses a transport this agent offers
     /// (stdio always; `http` and `sse` where `mcpCapabilities` says so). Below that tier
@@ -1105,6 +1146,8 @@ impl<O: Operator> Dispatcher<O> {
             }
         }
         self.connection.pending.close();
+        #[cfg(feature = "mcp")]
+        self.connection.tunnels.end_all();
         let drained = tokio::time::timeout(self.shutdown_grace, async {
             while self.tasks.join_next().await.is_some() {}
         })

@@ -8,12 +8,17 @@
 //! [`crate::mcp`]) and stopped with the session.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
+use super::connection::Connection;
 use super::turn::{ToolOutcome, Turn};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
 use crate::governance::Decision;
+use crate::jsonrpc::{self, RpcError};
 use crate::mcp::{self, McpTool};
 use crate::tier::{SandboxedTier, Tier};
 
@@ -91,11 +96,43 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
             () = scope.cancelled() => return Err(Error::Cancelled),
             clients = clients.lock() => clients,
         };
+        clients.link(mcp::AcpLink {
+            peer: Arc::new(ClientPeer(scope.connection.clone())),
+            tunnels: scope.connection.tunnels.clone(),
+        });
         tokio::select! {
             biased;
             () = scope.cancelled() => return Err(Error::Cancelled),
             () = clients.connect_all() => {}
         }
         Ok(read(&clients))
+    }
+}
+
+/// The client, as the peer of the session's MCP-over-ACP connections.
+struct ClientPeer(Arc<Connection>);
+
+impl mcp::tunnel::AcpPeer for ClientPeer {
+    fn request(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        let connection = self.0.clone();
+        Box::pin(async move {
+            let answer = connection.request(method, &params, timeout).await;
+            mcp::tunnel::answer_value(method, timeout, answer)
+        })
+    }
+
+    fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()> {
+        let connection = self.0.clone();
+        Box::pin(async move {
+            let _ = connection
+                .outbox
+                .send(jsonrpc::encode_notification(method, &params))
+                .await;
+        })
     }
 }

@@ -1,0 +1,154 @@
+//! MCP servers the client provides over the ACP connection (feature `mcp`; MCP-over-ACP, see
+//! [`crate::mcp`]'s `tunnel` module and `docs/mcp.md`).
+//!
+//! [`ClientOptions::with_mcp_over_acp`](super::ClientOptions::with_mcp_over_acp) names a
+//! server and how to make its rmcp service. Every session the client opens then lists it in
+//! `mcpServers` as `{"type": "acp", "name", "serverId"}` — when the agent advertises
+//! `mcpCapabilities.acp`; otherwise it is left out, with a warning. Each `mcp/connect` of the
+//! agent's starts a fresh service of that server on a connection of its own; `mcp/message`s
+//! go to it, and `mcp/disconnect` (or the end of the ACP connection) stops it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::service::{DynService, RoleServer, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::jsonrpc::{RpcError, codes};
+use crate::mcp::tunnel::{self, AcpPeer, Tunnel, Tunnels};
+
+/// Makes a fresh MCP service, one per connection.
+type MakeService = Arc<dyn Fn() -> Box<dyn DynService<RoleServer>> + Send + Sync>;
+
+/// One MCP server the client provides over ACP.
+#[derive(Clone)]
+pub struct AcpMcpServer {
+    /// Its name in `mcpServers` (the agent knows its tools as `mcp/<name>/<tool>`).
+    pub name: String,
+    /// The id `mcp/connect` names it by (`serverId`): unique to this client.
+    pub server_id: String,
+    make: MakeService,
+}
+
+impl std::fmt::Debug for AcpMcpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpMcpServer")
+            .field("name", &self.name)
+            .field("server_id", &self.server_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AcpMcpServer {
+    /// The server `name`, whose service `make` makes (once per connection).
+    pub fn new<S, F>(name: impl Into<String>, make: F) -> AcpMcpServer
+    where
+        S: rmcp::Service<RoleServer>,
+        F: Fn() -> S + Send + Sync + 'static,
+    {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = name.into();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+        let server_id = format!(
+            "{name}-{}-{nanos:08x}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        AcpMcpServer {
+            name,
+            server_id,
+            make: Arc::new(move || make().into_dyn()),
+        }
+    }
+
+    /// Its entry in `mcpServers`.
+    pub fn entry(&self) -> Value {
+        json!({"type": "acp", "name": self.name, "serverId": self.server_id})
+    }
+}
+
+/// The client's side of MCP-over-ACP: the open connections.
+#[derive(Debug, Default)]
+pub(crate) struct McpHost {
+    tunnels: Arc<Tunnels>,
+    next_connection: AtomicU64,
+}
+
+impl McpHost {
+    /// `mcp/connect`: a fresh service of the server `serverId` (one of `servers`), on a new
+    /// connection to `peer` whose id is the answer; each request on it waits at most
+    /// `timeout`.
+    pub(crate) fn connect(
+        &self,
+        servers: &[AcpMcpServer],
+        peer: Arc<dyn AcpPeer>,
+        timeout: Duration,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
+        let invalid = |message: String| RpcError::new(codes::INVALID_PARAMS, message);
+        let server_id = tunnel::server_id_of(params)
+            .ok_or_else(|| invalid(format!("invalid params for `{}`: no `serverId`", tunnel::CONNECT)))?;
+        let server = servers
+            .iter()
+            .find(|server| server.server_id == server_id)
+            .ok_or_else(|| invalid(format!("this client provides no MCP server `{server_id}`")))?;
+        let connection_id = format!(
+            "{}-{}",
+            server.name,
+            self.next_connection.fetch_add(1, Ordering::Relaxed)
+        );
+        let (tunnel, transport) = Tunnel::open::<RoleServer>(connection_id.clone(), peer, timeout);
+        self.tunnels.insert(tunnel);
+        let service = (server.make)();
+        let name = server.name.clone();
+        tokio::spawn(async move {
+            match service.serve(transport).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(error) => tracing::warn!(server = name, %error, "an MCP connection over ACP did not start"),
+            }
+        });
+        tracing::debug!(
+            server = server.name,
+            connection = connection_id,
+            "MCP over ACP: connected"
+        );
+        Ok(json!({ "connectionId": connection_id }))
+    }
+
+    /// An `mcp/message` request: the answer of its connection's service.
+    pub(crate) async fn message(&self, params: Option<&serde_json::value::RawValue>) -> Result<Value, RpcError> {
+        self.tunnels.request(params).await
+    }
+
+    /// An `mcp/message` notification, to its connection's service.
+    pub(crate) fn notification(&self, params: Option<&serde_json::value::RawValue>) {
+        self.tunnels.notification(params);
+    }
+
+    /// `mcp/disconnect`: stops the connection's service.
+    pub(crate) fn disconnect(&self, params: &Value) -> Result<Value, RpcError> {
+        let connection_id = tunnel::connection_id_of(params).ok_or_else(|| {
+            RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("invalid params for `{}`: no `connectionId`", tunnel::DISCONNECT),
+            )
+        })?;
+        match self.tunnels.remove(connection_id) {
+            Some(_) => Ok(json!({})),
+            None => Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("no open MCP connection `{connection_id}`"),
+            )),
+        }
+    }
+
+    /// Stops every connection: the agent is gone.
+    pub(crate) fn end_all(&self) {
+        self.tunnels.end_all();
+    }
+}

@@ -1,0 +1,537 @@
+//! MCP over ACP (the upstream RFD "MCP-over-ACP"): one MCP connection carried inside the ACP
+//! connection, for an MCP server of `"type": "acp"`.
+//!
+//! The side that connects sends `mcp/connect` (`{"serverId"}` → `{"connectionId"}`) and, at
+//! the end, `mcp/disconnect` (`{"connectionId"}`); in between, each MCP message either side
+//! sends travels as `mcp/message` with `connectionId` beside the inner `method` and `params`:
+//! an MCP request as an ACP request whose result (or error) is the MCP result (or error), an
+//! MCP notification as an ACP notification. The field names are those of the official ACP
+//! schema crate's `unstable_mcp_over_acp` types; `serverId` is also read as `id` or `acpId`
+//! (the RFD's first spelling).
+//!
+//! [`Tunnel`] is one such connection: [`Tunnel::open`] gives it and the rmcp transport that
+//! an rmcp client (the agent's side) or server (the client's side) runs on. MCP itself is
+//! rmcp's; this module only moves its messages. [`Tunnels`] routes incoming `mcp/message`s
+//! to their connection.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::future::BoxFuture;
+use crate::jsonrpc::pending::RequestFailure;
+use crate::jsonrpc::{RpcError, codes};
+use crate::sync::lock;
+
+/// `mcp/connect`: open a connection to the MCP server `serverId`.
+pub const CONNECT: &str = "mcp/connect";
+/// `mcp/message`: one MCP message on a connection, either way.
+pub const MESSAGE: &str = "mcp/message";
+/// `mcp/disconnect`: close a connection.
+pub const DISCONNECT: &str = "mcp/disconnect";
+
+/// The ACP peer a tunnel's messages go to: the client (for an agent) or the agent (for a
+/// client). Each side implements it on its connection.
+pub(crate) trait AcpPeer: Send + Sync + 'static {
+    /// Sends an ACP request and waits for its result, at most `timeout`.
+    fn request(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Value, RpcError>>;
+    /// Sends an ACP notification.
+    fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()>;
+}
+
+/// What reaches the local rmcp side: an MCP message, or the end of the connection.
+type ToMcp = mpsc::UnboundedSender<Option<Value>>;
+
+/// One MCP-over-ACP connection (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct Tunnel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connection_id: String,
+    peer: Arc<dyn AcpPeer>,
+    to_mcp: ToMcp,
+    /// The peer's requests the local rmcp side has not answered yet, by the MCP id given them.
+    answering: std::sync::Mutex<HashMap<String, oneshot::Sender<Result<Value, RpcError>>>>,
+    next_id: AtomicU64,
+    /// How long one request may wait for its answer, either way.
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Tunnel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tunnel")
+            .field("connection_id", &self.inner.connection_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tunnel {
+    /// The connection `connection_id` to `peer`, and the transport for the local rmcp
+    /// service (role `R`) to run on. Each request waits at most `timeout` for its answer.
+    pub(crate) fn open<R: ServiceRole>(
+        connection_id: String,
+        peer: Arc<dyn AcpPeer>,
+        timeout: Duration,
+    ) -> (Tunnel, TunnelTransport<R>) {
+        let (to_mcp, from_peer) = mpsc::unbounded_channel();
+        let tunnel = Tunnel {
+            inner: Arc::new(Inner {
+                connection_id,
+                peer,
+                to_mcp,
+                answering: std::sync::Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(0),
+                timeout,
+            }),
+        };
+        let transport = TunnelTransport {
+            tunnel: tunnel.clone(),
+            from_peer,
+            role: std::marker::PhantomData,
+        };
+        (tunnel, transport)
+    }
+
+    /// The connection's id (`connectionId`).
+    pub(crate) fn id(&self) -> &str {
+        &self.inner.connection_id
+    }
+
+    /// Ends the connection for the local rmcp side: its transport reports the end, and the
+    /// peer's requests still waiting are answered with an error.
+    pub(crate) fn end(&self) {
+        let _ = self.inner.to_mcp.send(None);
+        for (_, waiting) in lock(&self.inner.answering).drain() {
+            let _ = waiting.send(Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                "the MCP connection was closed",
+            )));
+        }
+    }
+
+    /// A request of the peer's (`mcp/message` with an id): handed to the local rmcp side,
+    /// whose answer is the result.
+    pub(crate) async fn deliver_request(&self, method: String, params: Option<Value>) -> Result<Value, RpcError> {
+        let id = format!("acp-{}", self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let (sender, receiver) = oneshot::channel();
+        lock(&self.inner.answering).insert(id.clone(), sender);
+        let _forget = ForgetAnswer(self, id.clone());
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        if self.inner.to_mcp.send(Some(message)).is_err() {
+            return Err(closed());
+        }
+        match tokio::time::timeout(self.inner.timeout, receiver).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(closed()),
+            Err(_) => Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "the MCP server did not answer `{method}` within {:?}",
+                    self.inner.timeout
+                ),
+            )),
+        }
+    }
+
+    /// A notification of the peer's (`mcp/message` without an id): handed to the local rmcp
+    /// side.
+    pub(crate) fn deliver_notification(&self, method: String, params: Option<Value>) {
+        let mut message = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        let _ = self.inner.to_mcp.send(Some(message));
+    }
+
+    /// One message of the local rmcp side, sent on to the peer: a request as an ACP request
+    /// (its answer comes back to the rmcp side), a notification as a notification, an answer
+    /// to one of the peer's requests to that request.
+    fn send_on(&self, mut message: Value) -> BoxFuture<'static, ()> {
+        let Some(object) = message.as_object_mut() else {
+            return Box::pin(async {});
+        };
+        let id = object.remove("id");
+        let method = object.remove("method");
+        let params = object.remove("params");
+        let inner = self.inner.clone();
+        match (id, method) {
+            (Some(id), Some(Value::String(method))) => {
+                let outer = wrap(&inner.connection_id, method, params);
+                // In a task of its own: rmcp may send the next message before this one is
+                // answered.
+                tokio::spawn(async move {
+                    let answer = inner.peer.request(MESSAGE, outer, inner.timeout).await;
+                    let reply = match answer {
+                        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                    };
+                    let _ = inner.to_mcp.send(Some(reply));
+                });
+                Box::pin(async {})
+            }
+            (None, Some(Value::String(method))) => {
+                let outer = wrap(&inner.connection_id, method, params);
+                Box::pin(async move { inner.peer.notify(MESSAGE, outer).await })
+            }
+            (Some(id), None) => {
+                let key = match &id {
+                    Value::String(id) => id.clone(),
+                    other => other.to_string(),
+                };
+                let answer = match object.remove("error") {
+                    Some(error) => Err(serde_json::from_value(error)
+                        .unwrap_or_else(|_| RpcError::new(codes::INTERNAL_ERROR, "the MCP server failed"))),
+                    None => Ok(object.remove("result").unwrap_or(Value::Null)),
+                };
+                if let Some(waiting) = lock(&inner.answering).remove(&key) {
+                    let _ = waiting.send(answer);
+                }
+                Box::pin(async {})
+            }
+            _ => {
+                tracing::debug!(
+                    connection = inner.connection_id,
+                    "an MCP message of no known shape was dropped"
+                );
+                Box::pin(async {})
+            }
+        }
+    }
+}
+
+/// `mcp/message` params: the connection, and the inner message's `method` and `params`.
+fn wrap(connection_id: &str, method: String, params: Option<Value>) -> Value {
+    let mut outer = json!({"connectionId": connection_id, "method": method});
+    if let Some(params) = params.filter(|p| !p.is_null()) {
+        outer["params"] = params;
+    }
+    outer
+}
+
+fn closed() -> RpcError {
+    RpcError::new(codes::INTERNAL_ERROR, "the MCP connection was closed")
+}
+
+struct ForgetAnswer<'a>(&'a Tunnel, String);
+
+impl Drop for ForgetAnswer<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.inner.answering).remove(&self.1);
+    }
+}
+
+/// The rmcp transport of a [`Tunnel`], for a service of role `R`.
+pub(crate) struct TunnelTransport<R> {
+    tunnel: Tunnel,
+    from_peer: mpsc::UnboundedReceiver<Option<Value>>,
+    role: std::marker::PhantomData<fn() -> R>,
+}
+
+/// A tunnel's transport never fails to send: what the peer does not take is its loss (an
+/// ACP connection that closed ends the tunnel).
+#[derive(Debug)]
+pub(crate) struct Never;
+
+impl std::fmt::Display for Never {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("never")
+    }
+}
+
+impl std::error::Error for Never {}
+
+impl<R: ServiceRole> rmcp::transport::Transport<R> for TunnelTransport<R> {
+    type Error = Never;
+
+    fn send(&mut self, item: TxJsonRpcMessage<R>) -> impl Future<Output = Result<(), Never>> + Send + 'static {
+        let sending = match serde_json::to_value(&item) {
+            Ok(message) => Some(self.tunnel.send_on(message)),
+            Err(error) => {
+                tracing::warn!(%error, "an MCP message could not be encoded");
+                None
+            }
+        };
+        async move {
+            if let Some(sending) = sending {
+                sending.await;
+            }
+            Ok(())
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<R>> {
+        loop {
+            let message = self.from_peer.recv().await.flatten()?;
+            match serde_json::from_value(message) {
+                Ok(message) => return Some(message),
+                Err(error) => {
+                    tracing::warn!(%error, connection = self.tunnel.id(), "an unreadable MCP message over ACP was dropped");
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Never> {
+        self.from_peer.close();
+        Ok(())
+    }
+}
+
+/// A connection's open tunnels, by `connectionId`: where an incoming `mcp/message` goes.
+#[derive(Debug, Default)]
+pub(crate) struct Tunnels {
+    open: std::sync::Mutex<HashMap<String, Tunnel>>,
+}
+
+/// The params of an incoming `mcp/message`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageParams {
+    connection_id: String,
+    method: String,
+    #[serde(default)]
+    params: Option<Value>,
+}
+
+impl Tunnels {
+    /// Routes `mcp/message`s of `tunnel`'s connection id to it.
+    pub(crate) fn insert(&self, tunnel: Tunnel) {
+        lock(&self.open).insert(tunnel.id().to_string(), tunnel);
+    }
+
+    /// Stops routing to `connection_id`, and returns its tunnel (ended).
+    pub(crate) fn remove(&self, connection_id: &str) -> Option<Tunnel> {
+        let tunnel = lock(&self.open).remove(connection_id)?;
+        tunnel.end();
+        Some(tunnel)
+    }
+
+    /// Ends every tunnel: the ACP connection is gone.
+    pub(crate) fn end_all(&self) {
+        for (_, tunnel) in lock(&self.open).drain() {
+            tunnel.end();
+        }
+    }
+
+    /// An incoming `mcp/message` request: its tunnel's answer, or `-32602` naming what is
+    /// wrong (bad params, no such connection).
+    pub(crate) async fn request(&self, params: Option<&serde_json::value::RawValue>) -> Result<Value, RpcError> {
+        let (tunnel, message) = self.route(params)?;
+        tunnel.deliver_request(message.method, message.params).await
+    }
+
+    /// An incoming `mcp/message` notification, to its tunnel (dropped, with a log line, when
+    /// it has none).
+    pub(crate) fn notification(&self, params: Option<&serde_json::value::RawValue>) {
+        match self.route(params) {
+            Ok((tunnel, message)) => tunnel.deliver_notification(message.method, message.params),
+            Err(error) => tracing::debug!(%error, "an `mcp/message` notification was dropped"),
+        }
+    }
+
+    fn route(&self, params: Option<&serde_json::value::RawValue>) -> Result<(Tunnel, MessageParams), RpcError> {
+        let text = params.map_or("null", |raw| raw.get());
+        let message: MessageParams = serde_json::from_str(text).map_err(|error| {
+            RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("invalid params for `{MESSAGE}`: {error}"),
+            )
+        })?;
+        let tunnel = lock(&self.open).get(&message.connection_id).cloned().ok_or_else(|| {
+            RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("no open MCP connection `{}`", message.connection_id),
+            )
+        })?;
+        Ok((tunnel, message))
+    }
+}
+
+/// The answer to an ACP request sent with [`Pending::call`](crate::jsonrpc::pending::Pending::call),
+/// as JSON, or the error to give the MCP side.
+pub(crate) fn answer_value(
+    method: &str,
+    timeout: Duration,
+    answer: Result<Box<serde_json::value::RawValue>, RequestFailure>,
+) -> Result<Value, RpcError> {
+    match answer {
+        Ok(raw) => serde_json::from_str(raw.get()).map_err(|error| {
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("an unreadable answer to `{method}`: {error}"),
+            )
+        }),
+        Err(RequestFailure::Rpc(error)) => Err(error),
+        Err(RequestFailure::Closed) => Err(RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!("the ACP connection closed before `{method}` was answered"),
+        )),
+        Err(RequestFailure::TimedOut) => Err(RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!("`{method}` was not answered within {timeout:?}"),
+        )),
+    }
+}
+
+/// The `serverId` of `mcp/connect` params (also read as `id` or `acpId`).
+pub(crate) fn server_id_of(params: &Value) -> Option<&str> {
+    ["serverId", "acpId", "id"]
+        .iter()
+        .find_map(|key| params.get(key).and_then(Value::as_str))
+}
+
+/// The `connectionId` of `mcp/connect`'s result or of `mcp/disconnect`'s params.
+pub(crate) fn connection_id_of(value: &Value) -> Option<&str> {
+    value.get("connectionId").and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::service::RoleClient;
+    use rmcp::transport::Transport;
+
+    use super::*;
+
+    /// A peer that records what is sent to it and answers every request with `answer`.
+    #[derive(Default)]
+    struct Recorder {
+        sent: std::sync::Mutex<Vec<(&'static str, Value, bool)>>,
+    }
+
+    impl AcpPeer for Arc<Recorder> {
+        fn request(
+            &self,
+            method: &'static str,
+            params: Value,
+            _: Duration,
+        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+            lock(&self.sent).push((method, params.clone(), true));
+            Box::pin(async move {
+                match params["method"].as_str() {
+                    Some("ping") => Ok(json!({})),
+                    _ => Err(RpcError::new(-32601, "no such MCP method")),
+                }
+            })
+        }
+
+        fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()> {
+            lock(&self.sent).push((method, params, false));
+            Box::pin(async {})
+        }
+    }
+
+    fn open() -> (Tunnel, TunnelTransport<RoleClient>, Arc<Recorder>) {
+        let recorder = Arc::new(Recorder::default());
+        let (tunnel, transport) =
+            Tunnel::open::<RoleClient>("c-1".into(), Arc::new(recorder.clone()), Duration::from_secs(5));
+        (tunnel, transport, recorder)
+    }
+
+    async fn next(transport: &mut TunnelTransport<RoleClient>) -> Value {
+        let message = tokio::time::timeout(Duration::from_secs(5), transport.receive())
+            .await
+            .expect("a message in time")
+            .expect("the tunnel is open");
+        serde_json::to_value(message).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_mcp_request_goes_out_as_mcp_message_and_its_answer_or_error_comes_back() {
+        let (_tunnel, mut transport, recorder) = open();
+        for (id, method) in [(7, "ping"), (8, "resources/list")] {
+            let request = serde_json::from_value(json!({"jsonrpc": "2.0", "id": id, "method": method})).unwrap();
+            transport.send(request).await.unwrap();
+            let answer = next(&mut transport).await;
+            assert_eq!(answer["id"], id, "{answer}");
+            if method == "ping" {
+                assert_eq!(answer["result"], json!({}), "{answer}");
+            } else {
+                assert_eq!(answer["error"]["code"], -32601, "{answer}");
+            }
+        }
+        let sent = lock(&recorder.sent).clone();
+        assert_eq!(
+            sent[0],
+            (MESSAGE, json!({"connectionId": "c-1", "method": "ping"}), true),
+            "flattened into `mcp/message`, without `params` when it has none"
+        );
+        let notification =
+            serde_json::from_value(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+        transport.send(notification).await.unwrap();
+        assert_eq!(
+            lock(&recorder.sent).last().unwrap(),
+            &(
+                MESSAGE,
+                json!({"connectionId": "c-1", "method": "notifications/initialized"}),
+                false
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_of_the_peers_reaches_the_local_side_and_gets_its_answer() {
+        let (tunnel, mut transport, _) = open();
+        let asking = tokio::spawn({
+            let tunnel = tunnel.clone();
+            async move { tunnel.deliver_request("ping".into(), None).await }
+        });
+        let request = next(&mut transport).await;
+        assert_eq!(request["method"], "ping", "{request}");
+        let reply = serde_json::from_value(json!({"jsonrpc": "2.0", "id": request["id"], "result": {}})).unwrap();
+        transport.send(reply).await.unwrap();
+        assert_eq!(asking.await.unwrap().unwrap(), json!({}));
+
+        // Ended: the local side sees the end, and a waiting request fails at once.
+        let waiting = tokio::spawn({
+            let tunnel = tunnel.clone();
+            async move { tunnel.deliver_request("ping".into(), None).await }
+        });
+        let _ = next(&mut transport).await;
+        tunnel.end();
+        let error = waiting.await.unwrap().unwrap_err();
+        assert!(error.message.contains("closed"), "{error:?}");
+        assert!(transport.receive().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_message_for_no_open_connection_or_with_bad_params_is_refused_naming_why() {
+        let tunnels = Tunnels::default();
+        let raw = |value: Value| serde_json::value::to_raw_value(&value).unwrap();
+        let error = tunnels
+            .request(Some(&raw(json!({"connectionId": "nope", "method": "ping"}))))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+        assert!(error.message.contains("no open MCP connection `nope`"), "{error:?}");
+        let error = tunnels
+            .request(Some(&raw(json!({"method": "ping"}))))
+            .await
+            .unwrap_err();
+        assert!(error.message.contains("connectionId"), "{error:?}");
+        let error = tunnels.request(None).await.unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+    }
+
+    #[test]
+    fn the_server_id_is_read_under_each_of_its_names() {
+        for key in ["serverId", "acpId", "id"] {
+            assert_eq!(server_id_of(&json!({ key: "s-1" })), Some("s-1"), "{key}");
+        }
+        assert_eq!(server_id_of(&json!({"serverId": 1})), None);
+    }
+}
