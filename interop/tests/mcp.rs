@@ -241,13 +241,13 @@ async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stoppe
 /// MCP-over-ACP: our client provides the notes server itself (rmcp's server side, on the ACP
 /// connection); the sandboxed example reaches it through `mcp/connect` and `mcp/message`, and
 /// uses it like any MCP server: listed (a denied tool is not), called, asked, denied, audited.
-/// Closing the session sends `mcp/disconnect`.
+/// Closing the session sends `mcp/disconnect`; a client resuming it is reached again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_server_the_client_provides_over_acp_is_listed_called_governed_and_audited() {
     let dirs = AgentDirs::new();
     let project = dirs.project("p");
     std::fs::write(project.join("hello.txt"), "hello over ACP").unwrap();
-    let folder = project.clone();
+    let (folder, resumed_folder) = (project.clone(), project.clone());
     let methods: Arc<Mutex<Vec<String>>> = Arc::default();
     let seen = methods.clone();
     let (client, asked) = connect_with(&dirs, approve_but_keep_out, move |options| {
@@ -317,8 +317,23 @@ async fn an_mcp_server_the_client_provides_over_acp_is_listed_called_governed_an
         "one connection for the session: {methods:?}"
     );
 
+    // A resumed session lists the client's server again, and reaches it on a new connection.
+    let (client, _) = connect_with(&dirs, approve_but_keep_out, move |options| {
+        options.with_mcp_over_acp("notes", move || Notes {
+            folder: resumed_folder.clone(),
+        })
+    })
+    .await;
+    tokio::time::timeout(WAIT, client.resume_session(&session, &project))
+        .await
+        .expect("session/resume answered in time")
+        .expect("session/resume accepted");
+    let (said, _) = prompt(&client, &session, r#"/mcp call notes read_note {"name":"new.txt"}"#).await;
+    assert_eq!(said, ["completed: over ACP"]);
+    client.close().await;
+
     let read = tool_records(&dirs.audit_log, "mcp/notes/read_note");
-    assert_eq!(read.len(), 1, "{read:?}");
+    assert_eq!(read.len(), 2, "one before the close, one after the resume: {read:?}");
     assert_eq!(read[0]["metadata"]["aip44"]["approval"], "auto", "{read:?}");
     assert_eq!(tool_records(&dirs.audit_log, "mcp/notes/write_note").len(), 1);
     check_audit_log(&dirs.audit_log, |_| true);

@@ -365,7 +365,7 @@ impl Client {
     /// `mcp_servers` and the MCP servers this client provides over ACP
     /// ([`ClientOptions::with_mcp_over_acp`]), when the agent takes them (else they are left
     /// out, with a warning).
-    fn with_own_mcp_servers(&self, mcp_servers: Value) -> Value {
+    pub(super) fn with_own_mcp_servers(&self, mcp_servers: Value) -> Value {
         #[cfg(feature = "mcp")]
         let mcp_servers = {
             let mut mcp_servers = mcp_servers;

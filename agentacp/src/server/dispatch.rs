@@ -171,7 +171,8 @@ fn runtime_params<'a, O: Operator, T: Deserialize<'a>>(
     params: Option<&'a RawValue>,
     notification: bool,
 ) -> Result<T, RpcError> {
-    match params.and_then(without_acp_mcp_servers) {
+    let carries_mcp_servers = matches!(method, "session/new" | "session/load" | "session/resume");
+    match params.filter(|_| carries_mcp_servers).and_then(without_acp_mcp_servers) {
         Some(checked) => O::check_params(method, Some(&checked), notification)?,
         None => O::check_params(method, params, notification)?,
     }
