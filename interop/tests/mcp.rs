@@ -2,16 +2,23 @@
 //! it a real MCP server written with `rmcp` (`src/bin/mcp-test-server.rs`) in `session/new`.
 //! The server's tools are listed (a denied one is not), called as governed tool calls
 //! (allowed, asked and approved, asked and rejected, denied, failing), streamed as
-//! `tool_call` updates and audited; the MCP server is stopped with the agent. Every wait is
-//! bounded.
+//! `tool_call` updates and audited; the MCP server is stopped with the agent. MCP-over-ACP
+//! between our client and our server, and through a sandboxed bridge (governed there). Every
+//! wait is bounded.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agentacp::audit::{AuditLog, FsyncPolicy};
+use agentacp::bridge::BridgeOptions;
+use agentacp::bridge::listen::BridgeListener;
 use agentacp::client::{
     AgentCommand, Client, ClientError, ClientOptions, Direction, PermissionDecision, PromptEvent, Update,
 };
+use agentacp::prelude::*;
+use agentacp::server::websocket::ListenOptions;
+use agentacp::websocket::Dial;
 use agentacp::wire::default as wire;
 use interop::audit::{audit_records, check_audit_log};
 use interop::notes_mcp::Notes;
@@ -249,19 +256,11 @@ async fn an_mcp_server_the_client_provides_over_acp_is_listed_called_governed_an
     std::fs::write(project.join("hello.txt"), "hello over ACP").unwrap();
     let (folder, resumed_folder) = (project.clone(), project.clone());
     let methods: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = methods.clone();
+    let tap = mcp_tap(methods.clone());
     let (client, asked) = connect_with(&dirs, approve_but_keep_out, move |options| {
         options
             .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
-            .with_wire_tap(move |direction, line| {
-                let message: Value = serde_json::from_slice(line).unwrap_or_default();
-                if let Some(method) = message["method"].as_str().filter(|m| m.starts_with("mcp/")) {
-                    let inner = message["params"]["method"].as_str().unwrap_or_default();
-                    seen.lock()
-                        .unwrap()
-                        .push(format!("{direction:?} {method} {inner}").trim_end().to_string());
-                }
-            })
+            .with_wire_tap(tap)
     })
     .await;
     assert!(
@@ -302,7 +301,7 @@ async fn an_mcp_server_the_client_provides_over_acp_is_listed_called_governed_an
         .unwrap();
     client.close().await;
     let methods = methods.lock().unwrap().clone();
-    let first = |wanted: &str| methods.iter().position(|m| m == wanted);
+    let first = |wanted: &str| methods.iter().position(|m| m.starts_with(wanted));
     let connect = first("FromAgent mcp/connect").expect("the agent connected over ACP");
     let initialize = first("FromAgent mcp/message initialize").expect("MCP initialize over ACP");
     let call = first("FromAgent mcp/message tools/call").expect("a tool call over ACP");
@@ -747,4 +746,353 @@ async fn the_clients_mcp_servers_over_acp_are_left_out_for_an_agent_without_it()
     session_with(&client, &project, json!([])).await;
     assert_eq!(*sent.lock().unwrap(), [json!([])]);
     client.close().await;
+}
+
+// ---- MCP-over-ACP through a bridge ------------------------------------------------------------
+
+/// A sandboxed bridge (tests/operators/mcp-bridge): of the editor's MCP server `notes`, the
+/// agent may use `read_note`, `write_note` and `echo`, each asked of the editor.
+#[acp_operator(manifest = "tests/operators/mcp-bridge/ACP.md")]
+struct McpBridge {
+    agent: AgentCommand,
+}
+
+impl McpBridgeBridge for McpBridge {
+    fn downstream(&self) -> AgentCommand {
+        self.agent.clone()
+    }
+}
+
+/// A bridge served over WebSocket on loopback in front of `agent`, auditing to `audit`.
+struct BridgeInFront {
+    url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<agentacp::Result<()>>,
+}
+
+impl BridgeInFront {
+    async fn start(agent: AgentCommand, audit: &Path) -> BridgeInFront {
+        let listen = ListenOptions::new("127.0.0.1:0".parse().unwrap());
+        let listener = BridgeListener::bind(listen).await.expect("the bridge listens");
+        let url = format!("ws://{}/acp", listener.local_addr().unwrap());
+        let options = BridgeOptions {
+            audit: Some(AuditLog::open(audit, FsyncPolicy::Never).unwrap()),
+            ..BridgeOptions::default()
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(listener.serve(McpBridge { agent }, options, async {
+            let _ = stopped.await;
+        }));
+        BridgeInFront { url, stop, task }
+    }
+
+    /// Our client as the editor, through the bridge; permission requests go to `decide` and
+    /// are counted by their title.
+    async fn editor(
+        &self,
+        options: ClientOptions,
+        decide: fn(&wire::RequestPermissionRequest) -> PermissionDecision,
+    ) -> (Client, Arc<Mutex<Vec<String>>>) {
+        let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = asked.clone();
+        let options = options.with_permission(move |request: wire::RequestPermissionRequest| {
+            seen.lock()
+                .unwrap()
+                .push(request.tool_call.title.clone().unwrap_or_default());
+            let decision = decide(&request);
+            async move { decision }
+        });
+        let client = tokio::time::timeout(WAIT, Client::connect_websocket(Dial::new(&self.url), options))
+            .await
+            .expect("connected in time")
+            .expect("connected");
+        (client, asked)
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the bridge stopped in time")
+            .unwrap()
+            .expect("the bridge stopped cleanly");
+    }
+}
+
+/// The editor's MCP messages over ACP, as `Direction method inner-method`.
+fn mcp_tap(seen: Arc<Mutex<Vec<String>>>) -> impl Fn(Direction, &[u8]) + Send + Sync + 'static {
+    move |direction, line| {
+        let message: Value = serde_json::from_slice(line).unwrap_or_default();
+        if let Some(method) = message["method"].as_str().filter(|m| m.starts_with("mcp/")) {
+            let inner = message["params"]["method"].as_str().unwrap_or_default();
+            let name = message["params"]["params"]["name"].as_str().unwrap_or_default();
+            seen.lock()
+                .unwrap()
+                .push(format!("{direction:?} {method} {inner} {name}").trim_end().to_string());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("hello.txt"), "hello through the bridge").unwrap();
+    let bridge_audit = dirs.state_dir.join("bridge.jsonl");
+    let mut agent = AgentCommand::new(example_binary("sandboxed-server"));
+    for (key, value) in dirs.env() {
+        agent = agent.env(key, value);
+    }
+    let bridge = BridgeInFront::start(agent, &bridge_audit).await;
+    let folder = project.clone();
+    let methods: Arc<Mutex<Vec<String>>> = Arc::default();
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+        .with_wire_tap(mcp_tap(methods.clone()));
+    let (client, asked) = bridge.editor(options, approve_but_keep_out).await;
+    assert!(
+        client.takes_mcp_over_acp(),
+        "the sandboxed bridge advertises mcpCapabilities.acp when its agent does"
+    );
+    let session = session_with(&client, &project, json!([])).await;
+
+    // `fail` is the bridge's to deny: the agent never sees it listed.
+    let (listed, _) = prompt(&client, &session, "/mcp tools").await;
+    assert_eq!(
+        listed,
+        [
+            "mcp/notes/echo (other)",
+            "mcp/notes/read_note (read)",
+            "mcp/notes/write_note (delete)",
+        ]
+    );
+    // The agent reads without asking; the bridge asks the editor, and then shows the result.
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes read_note {"name":"hello.txt"}"#).await;
+    assert_eq!(said, ["completed: hello through the bridge"]);
+    assert_eq!(calls.last().unwrap()["status"], "completed", "{calls:?}");
+    // The agent asks to write; the bridge does not ask a second time for the same call.
+    let (said, _) = prompt(
+        &client,
+        &session,
+        r#"/mcp call notes write_note {"name":"new.txt","text":"bridged"}"#,
+    )
+    .await;
+    assert_eq!(said, ["completed: wrote 7 bytes to new.txt"]);
+    assert_eq!(std::fs::read_to_string(project.join("new.txt")).unwrap(), "bridged");
+    let (said, _) = prompt(
+        &client,
+        &session,
+        r#"/mcp call notes write_note {"name":"keep-out.txt","text":"no"}"#,
+    )
+    .await;
+    assert!(said[0].starts_with("rejected"), "{said:?}");
+    assert!(!project.join("keep-out.txt").exists());
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [
+            "Call `read_note` on the MCP server `notes`",
+            "mcp/notes/write_note",
+            "mcp/notes/write_note"
+        ]
+    );
+    client.close().await;
+    bridge.stop().await;
+
+    let methods = methods.lock().unwrap().clone();
+    let calls: Vec<&String> = methods.iter().filter(|m| m.contains("tools/call")).collect();
+    assert_eq!(
+        calls,
+        [
+            "FromAgent mcp/message tools/call read_note",
+            "FromAgent mcp/message tools/call write_note"
+        ],
+        "{methods:?}"
+    );
+    // The bridge's audit: each call over ACP with its approval, the chain whole.
+    let records = |tool: &str| tool_records(&bridge_audit, tool);
+    let read = records("mcp/notes/read_note");
+    assert!(
+        read.iter()
+            .any(|r| r["metadata"]["aip44"]["approval"]["approvedBy"] == "client:agentacp"),
+        "{read:?}"
+    );
+    let writes = records("mcp/notes/write_note");
+    assert!(
+        writes
+            .iter()
+            .any(|r| r["metadata"]["aip44"]["approval"]["rejectedBy"].is_string()),
+        "{writes:?}"
+    );
+    check_audit_log(&bridge_audit, |_| true);
+    check_audit_log(&dirs.audit_log, |_| true);
+}
+
+/// An agent that uses the client's MCP server `notes` over ACP on its own: it lists the tools,
+/// then calls `fail` (which governance denies) and `echo` (which governance asks about), and
+/// says what it was answered: the tool names, then each call's error.
+const UNRULY_AGENT: &str = r#"
+import json, sys
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
+def ask(id, method, params):
+    send({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    for line in sys.stdin:
+        m = json.loads(line)
+        if m.get("id") == id and "method" not in m:
+            return m
+servers = []
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id = m.get("method"), m.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1,
+              "agentCapabilities": {"mcpCapabilities": {"acp": True}}, "authMethods": []}})
+    elif method == "session/new":
+        servers = [s for s in m["params"]["mcpServers"] if s.get("type") == "acp"]
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        connection = ask(100, "mcp/connect", {"serverId": servers[0]["serverId"]})["result"]["connectionId"]
+        def mcp(id, method, params):
+            return ask(id, "mcp/message", {"connectionId": connection, "method": method, "params": params})
+        mcp(110, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "unruly", "version": "0"}})
+        send({"jsonrpc": "2.0", "method": "mcp/message", "params": {"connectionId": connection,
+              "method": "notifications/initialized"}})
+        tools = mcp(111, "tools/list", {}).get("result", {}).get("tools", [])
+        text = " ".join(sorted(t["name"] for t in tools))
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+              "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+        for n, (tool, args) in enumerate([("fail", {}), ("echo", {"text": "unasked"})]):
+            answer = ask(101 + n, "mcp/message", {"connectionId": connection, "method": "tools/call",
+                                                  "params": {"name": tool, "arguments": args}})
+            text = answer.get("error", {}).get("message", "no error")
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+                  "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+        send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+    elif id is not None and method:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_answers_the_agents_mcp_calls_over_acp_that_governance_denies_or_the_editor_rejects() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let bridge_audit = dirs.state_dir.join("bridge.jsonl");
+    let agent = AgentCommand::new("python3").args(["-c", UNRULY_AGENT]);
+    let bridge = BridgeInFront::start(agent, &bridge_audit).await;
+    let folder = project.clone();
+    let methods: Arc<Mutex<Vec<String>>> = Arc::default();
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+        .with_wire_tap(mcp_tap(methods.clone()));
+    let (client, asked) = bridge.editor(options, |_| PermissionDecision::Reject).await;
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "call them").await;
+    assert_eq!(said[0], "echo read_note write_note", "`fail` is not listed");
+    assert!(said[1].contains("`mcp/notes/fail` is denied by governance"), "{said:?}");
+    assert!(
+        said[2].contains("`mcp/notes/echo` was not approved by the client"),
+        "{said:?}"
+    );
+    assert_eq!(*asked.lock().unwrap(), ["Call `echo` on the MCP server `notes`"]);
+    client.close().await;
+    bridge.stop().await;
+    let methods = methods.lock().unwrap().clone();
+    assert!(methods.iter().any(|m| m == "FromAgent mcp/connect"), "{methods:?}");
+    assert!(
+        !methods.iter().any(|m| m.contains("tools/call")),
+        "a refused call reached the editor: {methods:?}"
+    );
+    let fail = tool_records(&bridge_audit, "mcp/notes/fail");
+    assert_eq!(fail.len(), 1, "{fail:?}");
+    assert_eq!(
+        fail[0]["metadata"]["aip44"]["approval"]["deniedBy"], "governance",
+        "{fail:?}"
+    );
+    let echo = tool_records(&bridge_audit, "mcp/notes/echo");
+    assert_eq!(echo.len(), 1, "{echo:?}");
+    assert!(
+        echo[0]["metadata"]["aip44"]["approval"]["rejectedBy"].is_string(),
+        "{echo:?}"
+    );
+    check_audit_log(&bridge_audit, |_| true);
+}
+
+/// What the bridge's manifest says, as a client's own governance binding: of `notes`,
+/// `read_note`, `write_note` and `echo`, each asked.
+fn notes_governance() -> agentacp::governance::ManifestGovernance {
+    let operator = json!({"tools": [{"kind": "mcp", "server": "notes", "allow": ["read_note", "write_note", "echo"]}]});
+    let workspace = json!({"autonomy": {"level": 2, "defaultApproval": "always"}});
+    agentacp::governance::ManifestGovernance::from_documents(Some(&operator), Some(&workspace))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_acp() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let audit = dirs.state_dir.join("client.jsonl");
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = asked.clone();
+    let methods: Arc<Mutex<Vec<String>>> = Arc::default();
+    let folder = project.clone();
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+        .with_governance(notes_governance())
+        .with_audit(AuditLog::open(&audit, FsyncPolicy::Never).unwrap())
+        .with_wire_tap(mcp_tap(methods.clone()))
+        .with_permission(move |request: wire::RequestPermissionRequest| {
+            seen.lock()
+                .unwrap()
+                .push(request.tool_call.title.clone().unwrap_or_default());
+            async move { PermissionDecision::Reject }
+        });
+    let agent = AgentCommand::new("python3").args(["-c", UNRULY_AGENT]);
+    let client = tokio::time::timeout(WAIT, Client::connect(agent, options))
+        .await
+        .expect("started in time")
+        .expect("started");
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "call them").await;
+    assert_eq!(said[0], "echo read_note write_note", "`fail` is not listed");
+    assert!(
+        said[1].contains("`mcp/notes/fail` was not allowed by the client"),
+        "{said:?}"
+    );
+    assert!(
+        said[2].contains("`mcp/notes/echo` was not allowed by the client"),
+        "{said:?}"
+    );
+    assert_eq!(*asked.lock().unwrap(), ["Call `echo` on the MCP server `notes`"]);
+    client.close().await;
+    // Both calls reached the client, which answered them without running them.
+    let calls: Vec<String> = methods
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m.contains("tools/call"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "FromAgent mcp/message tools/call fail",
+            "FromAgent mcp/message tools/call echo"
+        ]
+    );
+    let fail = tool_records(&audit, "mcp/notes/fail");
+    assert_eq!(fail.len(), 1, "{fail:?}");
+    assert_eq!(
+        fail[0]["metadata"]["aip44"]["approval"]["deniedBy"], "governance",
+        "{fail:?}"
+    );
+    let echo = tool_records(&audit, "mcp/notes/echo");
+    assert_eq!(echo.len(), 1, "{echo:?}");
+    assert_eq!(
+        echo[0]["metadata"]["aip44"]["approval"]["rejectedBy"], "user",
+        "{echo:?}"
+    );
+    check_audit_log(&audit, |_| true);
 }

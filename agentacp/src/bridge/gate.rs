@@ -8,7 +8,7 @@
 //! after a call was hidden, never pass. History replayed by `session/load` is gated on
 //! governance alone: it reports calls that ran before, so approvals cannot be checked.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -117,6 +117,10 @@ pub(super) enum Answer {
 #[derive(Debug, Default)]
 pub(super) struct Gate {
     calls: HashMap<(String, String), Call>,
+    /// The tools whose calls the bridge holds at the wire, by session and name prefix (the
+    /// editor's MCP servers over ACP: `mcp/<server>/`): a call of one the agent reports
+    /// running is not yet a violation, as the bridge asks before the call reaches the server.
+    held_at_the_wire: HashSet<(String, String)>,
 }
 
 /// `toolCallId` and the identifying fields of an update or a permission's `toolCall`.
@@ -143,14 +147,7 @@ fn overlay(fields: &Map<String, Value>, update: &Map<String, Value>) -> Map<Stri
 
 fn facts_of(fields: &Map<String, Value>) -> ToolFacts {
     let value = Value::Object(fields.clone());
-    ToolFacts::of(&value).unwrap_or(ToolFacts {
-        id: String::new(),
-        tool: None,
-        kind: None,
-        arguments: None,
-        status: None,
-        output: None,
-    })
+    ToolFacts::of(&value).unwrap_or_default()
 }
 
 /// Whether two views of a call are the same call for governance: tool, kind and arguments.
@@ -278,8 +275,12 @@ impl Gate {
         };
         let status = update.get("status").and_then(Value::as_str);
         let output = update.contains_key("rawOutput");
+        let now = call.facts();
+        let tool = tool_name(&now);
+        let held = (self.held_at_the_wire.iter()).any(|(s, prefix)| s == session && tool.starts_with(prefix.as_str()));
+        let running = matches!(status, Some("in_progress")) && !held;
         let violation = match call.state {
-            State::NeedsApproval if output || matches!(status, Some("in_progress" | "completed" | "failed")) => {
+            State::NeedsApproval if output || running || matches!(status, Some("completed" | "failed")) => {
                 Some("policy violation: the agent ran it without the approval governance requires")
             }
             State::Rejected if matches!(status, Some("in_progress" | "completed")) => {
@@ -431,6 +432,28 @@ impl Gate {
         Answer::Applies
     }
 
+    /// Calls of the editor's MCP server `server` over ACP in `session` are held at the wire.
+    pub(super) fn hold_at_the_wire(&mut self, session: &str, server: &str) {
+        (self.held_at_the_wire).insert((session.to_string(), format!("mcp/{server}/")));
+    }
+
+    /// The editor approved, through the bridge's own permission request, a call of `tool`
+    /// with `arguments` that the agent made without asking (an MCP tool over ACP): the live
+    /// call of `session` that is that call, waiting for an approval, is approved. Its id, if
+    /// there is one.
+    pub(super) fn approved_elsewhere(&mut self, session: &str, tool: &str, arguments: &Value) -> Option<ToolFacts> {
+        let (_, call) = self.calls.iter_mut().find(|((s, _), call)| {
+            let facts = call.facts();
+            s == session
+                && call.state == State::NeedsApproval
+                && !call.replayed
+                && facts.tool.as_deref() == Some(tool)
+                && facts.arguments.as_ref() == Some(arguments)
+        })?;
+        call.state = State::Approved;
+        Some(call.facts())
+    }
+
     /// A permission request about `id` was rejected without the editor (a timeout, the
     /// editor gone): the call may only fail from now on.
     pub(super) fn rejected(&mut self, session: &str, id: &str) {
@@ -472,6 +495,57 @@ mod tests {
             Some("read-file") => Decision::Allow,
             Some("write-file") => Decision::Ask,
             other => Decision::Deny(format!("{other:?} is not allowed")),
+        }
+    }
+
+    /// An MCP tool of the editor's over ACP is held at the wire: reported running before the
+    /// bridge asked is no violation, its result passes once the editor approved the call
+    /// itself, and a call of another tool reported running unasked is still hidden.
+    #[test]
+    fn a_call_held_at_the_wire_may_run_until_the_bridge_has_asked() {
+        let ask = |_: &ToolFacts| Decision::Ask;
+        let mut gate = Gate::default();
+        gate.hold_at_the_wire("s", "notes");
+        let call = json!({"title": "mcp/notes/read", "rawInput": {"p": 1}, "status": "in_progress"});
+        let running = gate.live("s", "c", &object(call), true, ask);
+        assert!(matches!(running, Live::Pass { .. }), "{running:?}");
+        let early = gate.live(
+            "s",
+            "c2",
+            &object(json!({"title": "mcp/notes/read", "status": "in_progress"})),
+            true,
+            ask,
+        );
+        assert!(matches!(early, Live::Pass { .. }), "{early:?}");
+        let result = gate.live(
+            "s",
+            "c2",
+            &object(json!({"status": "completed", "rawOutput": 1})),
+            false,
+            ask,
+        );
+        assert!(
+            matches!(result, Live::Hide { .. }),
+            "a result without an approval: {result:?}"
+        );
+        let approved = gate.approved_elsewhere("s", "mcp/notes/read", &json!({"p": 1}));
+        assert_eq!(approved.map(|facts| facts.id), Some("c".to_string()));
+        let result = gate.live(
+            "s",
+            "c",
+            &object(json!({"status": "completed", "rawOutput": 2})),
+            false,
+            ask,
+        );
+        assert!(matches!(result, Live::Pass { .. }), "{result:?}");
+        for (session, tool) in [
+            ("other", "mcp/notes/read"),
+            ("s", "mcp/other/read"),
+            ("s", "mcp/notes-x/read"),
+        ] {
+            let update = json!({"title": tool, "status": "in_progress"});
+            let unasked = gate.live(session, tool, &object(update), true, ask);
+            assert!(matches!(unasked, Live::Hide { .. }), "{session} {tool}: {unasked:?}");
         }
     }
 

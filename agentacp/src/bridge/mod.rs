@@ -24,6 +24,9 @@
 //! - downstream `session/request_permission`: governance first, on the call as the editor
 //!   would show it — `allow` and `deny` are answered by the bridge, `ask` goes to the editor (a
 //!   timeout or an unreadable answer is a rejection);
+//! - MCP-over-ACP (tier `sandboxed`, feature `mcp`; `docs/mcp.md`): when the agent advertises
+//!   `mcpCapabilities.acp`, so does the bridge, and `mcp/*` pass — the agent's calls of the
+//!   editor's MCP tools governed and audited on the way (`relay/mcp.rs`);
 //! - the agent starts with a cleared environment, plus the variables
 //!   [`BridgeOptions::pass_env`] names (`AGENTACP_BRIDGE_PASS_ENV`);
 //! - every request in either direction, every lifecycle step and every tool call (the AIP-44

@@ -10,7 +10,7 @@
 //!   `sessionCapabilities`, `auth`, ...) stays, narrowed the same way inside;
 //! - any other key (a capability of another revision, an unstable one like
 //!   `sessionCapabilities.fork` or `mcpCapabilities.acp`) is not governed by the bridge and is
-//!   removed;
+//!   removed (`mcpCapabilities.acp` is put back at a sandboxed bridge: `relay/mcp.rs`);
 //! - `_meta` passes unchanged wherever it is, except the keys of `clientCapabilities._meta` the
 //!   table knows to advertise a client ability ([`CLIENT_META`](crate::methods::CLIENT_META),
 //!   `terminal-auth`): removed when the capability they depend on did not pass.

@@ -16,16 +16,20 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::Notify;
 
+mod mcp;
+
 use super::gate::{self, Gate};
 use super::narrow::{self, Passed};
 use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
 use crate::client::downstream::Downstream;
+use crate::client::mcp_governance::AcpMcpServers;
 use crate::client::oversight::{Oversight, ToolFacts};
 use crate::client::permission::{self, PermissionDecision};
 use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::pending::Pending;
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 use crate::methods::{self, Side};
 use crate::spec::OperatorSpec;
@@ -71,6 +75,22 @@ struct Forwarded {
     idle: bool,
     /// For the agent's permission requests: what governance and audit need at the answer.
     permission: Option<(wire::RequestPermissionRequest, ToolFacts)>,
+    /// What its answer means for MCP-over-ACP.
+    mcp: Option<mcp::McpWaiting>,
+}
+
+impl Forwarded {
+    /// A request of the agent's to the editor: it waits as long as a permission may.
+    fn agent_request(relay: &Relay, method: String, session: Option<String>) -> Forwarded {
+        Forwarded {
+            method,
+            session,
+            deadline: Instant::now() + relay.options.permission_timeout,
+            idle: false,
+            permission: None,
+            mcp: None,
+        }
+    }
 }
 
 struct Relay {
@@ -111,7 +131,18 @@ struct Relay {
     /// editor's `initialize` (as a server records it), `client` before that or without a name.
     editor: Mutex<String>,
     process: AgentProcess,
+    /// The bridge's own requests to the editor (permission requests about MCP tool calls),
+    /// numbered from [`OWN_IDS`] so they do not meet the agent's ids.
+    own: Pending,
+    /// The MCP servers the editor offers over ACP, and their connections.
+    mcp: AcpMcpServers,
+    /// Whether MCP-over-ACP passes (see [`mcp`]).
+    mcp_over_acp: AtomicBool,
 }
+
+/// The first id of the bridge's own requests to the editor: far above the ids agents count
+/// from, and still exact in a JavaScript number.
+const OWN_IDS: i64 = 1 << 52;
 
 /// An answer to one of the editor's requests on its way (see [`Relay::take_to_agent`]).
 struct Answering<'a>(&'a Relay);
@@ -192,6 +223,9 @@ where
         editor: Mutex::new("client".to_string()),
         process,
         options,
+        own: Pending::starting_at(OWN_IDS),
+        mcp: AcpMcpServers::default(),
+        mcp_over_acp: AtomicBool::new(false),
     });
     let editor = FrameReader::new(
         BufReader::with_capacity(64 * 1024, input),
@@ -287,6 +321,7 @@ impl Relay {
     /// rejected), running prompts are cancelled downstream and get the shutdown grace.
     async fn editor_gone(&self) {
         self.editor_closed.store(true, Ordering::SeqCst);
+        self.own.close();
         let waiting: Vec<(Id, Forwarded)> = lock(&self.to_editor).drain().collect();
         for (id, forwarded) in waiting {
             self.fail_agent_request(&id, &forwarded, "agentacp", "connection closed")
@@ -314,6 +349,9 @@ impl Relay {
     /// Fails a request of the agent's that the editor will not answer: a permission is
     /// rejected (and audited as rejected by `who` for `reason`), anything else is an error.
     async fn fail_agent_request(&self, id: &Id, forwarded: &Forwarded, who: &str, reason: &str) {
+        if let Some(waiting) = &forwarded.mcp {
+            mcp::failed(self, waiting, reason);
+        }
         match &forwarded.permission {
             Some((request, facts)) => {
                 let session = request.session_id.as_str();
@@ -369,6 +407,9 @@ impl Relay {
     /// passes when it goes to the side that receives it and what offers it passed the
     /// bridge (see [`narrow`]); any other method does not.
     fn refusal(&self, to: Side, method: &str) -> Option<String> {
+        if let Some(refusal) = mcp::refusal(self, to, method) {
+            return refusal;
+        }
         if method.starts_with('_') {
             return None;
         }
@@ -579,6 +620,7 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                 return;
             }
             let session = session_of(params.as_deref());
+            let mcp_waiting = mcp::editor_request(relay, &method, params.as_deref());
             let audited = relay
                 .audit_passage(true, &method, session.as_deref(), Some(&id))
                 .and_then(|()| match (method.as_str(), &session) {
@@ -612,6 +654,7 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                     deadline,
                     idle: is_prompt,
                     permission: None,
+                    mcp: mcp_waiting,
                 },
             );
             if !relay.to_agent_line(line).await {
@@ -633,7 +676,9 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
         }
         Incoming::Response { id, outcome } => {
             let Some(forwarded) = lock(&relay.to_editor).remove(&id) else {
-                tracing::debug!(%id, "an answer from the editor to nothing waiting was dropped");
+                if !relay.own.resolve(&id, outcome) {
+                    tracing::debug!(%id, "an answer from the editor to nothing waiting was dropped");
+                }
                 return;
             };
             if let Some((request, facts)) = &forwarded.permission {
@@ -694,7 +739,11 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                     return;
                 }
             }
-            relay.to_agent_line(with_newline(line)).await;
+            let rewritten =
+                (forwarded.mcp.as_ref()).and_then(|waiting| mcp::editor_answered(relay, &id, waiting, &outcome));
+            relay
+                .to_agent_line(rewritten.unwrap_or_else(|| with_newline(line)))
+                .await;
         }
     }
 }
@@ -801,7 +850,7 @@ async fn from_agent<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: Fram
     }
 }
 
-async fn agent_message(relay: &Relay, line: Vec<u8>) {
+async fn agent_message(relay: &Arc<Relay>, line: Vec<u8>) {
     let message = match jsonrpc::parse(&line) {
         Ok(message) => message,
         Err(unreadable) => {
@@ -860,6 +909,7 @@ fn answered(
         (wire::method_names::SESSION_NEW, Ok(result)) => {
             let created = serde_json::from_str::<Value>(result.get()).ok();
             if let Some(session) = created.as_ref().and_then(|v| v["sessionId"].as_str()) {
+                mcp::session_created(relay, forwarded.mcp.as_ref(), session);
                 relay.lifecycle(session, Lifecycle::Invoked, None)?;
             }
             Ok(None)
@@ -942,9 +992,11 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
         Some(Value::Object(theirs)) => theirs,
         _ => serde_json::Map::new(),
     };
+    let advertised = Value::Object(theirs.clone());
     let passed = narrow::narrow(Side::Agent, &mut theirs, &ours["agentCapabilities"]);
     *lock(&relay.agent_passed) = Some(passed);
     result["agentCapabilities"] = Value::Object(theirs);
+    mcp::advertise(relay, &advertised, &mut result);
     let mut meta = result
         .get("_meta")
         .cloned()
@@ -1091,7 +1143,7 @@ async fn close_on_editor(relay: &Relay, session: &str, id: &str) {
         .await;
 }
 
-async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
+async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
     use wire::method_names as m;
     let session = session_of(params.as_deref());
     if lock(&relay.to_editor).contains_key(&id) {
@@ -1107,8 +1159,8 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
         relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
         return;
     }
-    let deadline = Instant::now() + relay.options.permission_timeout;
     let mut permission = None;
+    let mut mcp_waiting = None;
     match method.as_str() {
         m::SESSION_REQUEST_PERMISSION => {
             let text = params.as_deref().map_or("null", RawValue::get);
@@ -1159,6 +1211,12 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
                 Decision::Ask => permission = Some((request, facts)),
             }
         }
+        mcp::MCP_CONNECT | mcp::MCP_MESSAGE | mcp::MCP_DISCONNECT => {
+            match mcp::agent_request(relay, &id, &method, params.as_deref(), &line).await {
+                mcp::Passage::Forward(waiting) => mcp_waiting = waiting,
+                mcp::Passage::Handled => return,
+            }
+        }
         m::SESSION_UPDATE => {
             // Updates are notifications; one sent as a request would pass the gate unread.
             relay.audit_dropped(&method, session.as_deref(), None, "a notification sent as a request");
@@ -1172,12 +1230,16 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
         _ => {}
     }
     let forwarded = Forwarded {
-        method,
-        session,
-        deadline,
-        idle: false,
         permission,
+        mcp: mcp_waiting,
+        ..Forwarded::agent_request(relay, method, session)
     };
+    forward_to_editor(relay, id, forwarded, with_newline(line)).await;
+}
+
+/// Sends the agent's request (`line`, newline included) to the editor, waiting as
+/// `forwarded` says — unless the editor closed its side, or auditing it failed.
+async fn forward_to_editor(relay: &Relay, id: Id, forwarded: Forwarded, line: Vec<u8>) {
     if relay.editor_closed.load(Ordering::SeqCst) {
         relay
             .fail_agent_request(&id, &forwarded, "agentacp", "connection closed")
@@ -1189,7 +1251,7 @@ async fn agent_request(relay: &Relay, id: Id, method: String, params: Option<Box
         return;
     }
     lock(&relay.to_editor).insert(id, forwarded);
-    relay.to_editor_line(with_newline(line)).await;
+    relay.to_editor_line(line).await;
 }
 
 /// Answers the agent's permission request ourselves.

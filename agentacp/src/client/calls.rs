@@ -117,16 +117,17 @@ impl Client {
         self.session_capability(method, "resume", self.capabilities().resume.is_some())?;
         let cwd = self.confine_cwd(cwd)?;
         let request = wire::ResumeSessionRequest::new(session.clone(), cwd.to_string_lossy().into_owned());
-        let resumed: wire::ResumeSessionResponse = match self.with_own_mcp_servers(serde_json::json!([])) {
-            // The MCP servers this client provides over ACP (the typed request cannot hold them).
-            Value::Array(own) if !own.is_empty() => {
-                let mut params =
-                    serde_json::to_value(&request).map_err(|error| ClientError::InvalidState(error.to_string()))?;
-                params["mcpServers"] = Value::Array(own);
-                self.call(method, &params).await?
-            }
-            _ => self.call(method, &request).await?,
-        };
+        let resumed: wire::ResumeSessionResponse =
+            match self.with_own_mcp_servers(serde_json::json!([]), Some(session)).0 {
+                // The MCP servers this client provides over ACP (the typed request cannot hold them).
+                Value::Array(own) if !own.is_empty() => {
+                    let mut params =
+                        serde_json::to_value(&request).map_err(|error| ClientError::InvalidState(error.to_string()))?;
+                    params["mcpServers"] = Value::Array(own);
+                    self.call(method, &params).await?
+                }
+                _ => self.call(method, &request).await?,
+            };
         self.shared.context.set_session_cwd(session.as_str(), cwd);
         let (modes, options, meta) = (
             resumed.modes.clone(),

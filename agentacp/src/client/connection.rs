@@ -347,7 +347,7 @@ impl Client {
         mcp_servers: Value,
     ) -> Result<wire::SessionId, ClientError> {
         let cwd = self.confine_cwd(cwd)?;
-        let mcp_servers = self.with_own_mcp_servers(mcp_servers);
+        let (mcp_servers, own) = self.with_own_mcp_servers(mcp_servers, None);
         let created: wire::NewSessionResponse = self
             .shared
             .request(
@@ -358,16 +358,22 @@ impl Client {
             .await?;
         self.shared.context.set_session_cwd(created.session_id.as_str(), cwd);
         let session = created.session_id.as_str();
+        own.created(self, session);
         (self.shared.sessions).answered(session, created.modes, created.config_options, created.meta);
         Ok(created.session_id)
     }
 
     /// `mcp_servers` and the MCP servers this client provides over ACP
-    /// ([`ClientOptions::with_mcp_over_acp`]), when the agent takes them (else they are left
-    /// out, with a warning).
-    pub(super) fn with_own_mcp_servers(&self, mcp_servers: Value) -> Value {
+    /// ([`ClientOptions::with_mcp_over_acp`]) for the session `session` (`None`: the one this
+    /// request creates), when the agent takes them (else they are left out, with a warning).
+    pub(super) fn with_own_mcp_servers(
+        &self,
+        mcp_servers: Value,
+        session: Option<&wire::SessionId>,
+    ) -> (Value, OwnMcpServers) {
         #[cfg(feature = "mcp")]
-        let mcp_servers = {
+        let (mcp_servers, listed) = {
+            let mut listed = OwnMcpServers::default();
             let mut mcp_servers = mcp_servers;
             let own = &self.shared.options.mcp_over_acp;
             if !own.is_empty() && !self.mcp_over_acp {
@@ -376,11 +382,18 @@ impl Client {
                     "the agent does not advertise `mcpCapabilities.acp`: the MCP servers this client provides over ACP are left out of the session"
                 );
             } else if let Some(list) = mcp_servers.as_array_mut() {
-                list.extend(own.iter().map(super::mcp::AcpMcpServer::entry));
+                let (entries, ids) = self.shared.mcp.offer(own, session.map(wire::SessionId::as_str));
+                list.extend(entries);
+                listed.0 = ids;
             }
-            mcp_servers
+            (mcp_servers, listed)
         };
-        mcp_servers
+        #[cfg(not(feature = "mcp"))]
+        let listed = {
+            let _ = session;
+            OwnMcpServers::default()
+        };
+        (mcp_servers, listed)
     }
 
     /// Whether the agent takes MCP servers over ACP (`mcpCapabilities.acp` at `initialize`).
@@ -399,7 +412,8 @@ impl Client {
             ));
         }
         let cwd = self.confine_cwd(cwd)?;
-        let params = json!({ "sessionId": session, "cwd": cwd, "mcpServers": self.with_own_mcp_servers(json!([])) });
+        let (mcp_servers, _) = self.with_own_mcp_servers(json!([]), Some(session));
+        let params = json!({ "sessionId": session, "cwd": cwd, "mcpServers": mcp_servers });
         let stream = self
             .start(session, wire::method_names::SESSION_LOAD, &params, StreamKind::Load)
             .await?;
@@ -549,5 +563,20 @@ impl Drop for Client {
         self.shared.oversight.flush();
         self.shared.context.terminals().kill_all();
         self.shared.process.stop_now(self.shared.options.kill_grace);
+    }
+}
+
+/// The ids of the MCP servers this client listed over ACP in a `session/new` (see
+/// [`Client::with_own_mcp_servers`]).
+#[derive(Debug, Default)]
+pub(super) struct OwnMcpServers(Vec<String>);
+
+impl OwnMcpServers {
+    /// The session they were listed for was created as `session`.
+    fn created(&self, client: &Client, session: &str) {
+        #[cfg(feature = "mcp")]
+        client.shared.mcp.session_created(&self.0, session);
+        #[cfg(not(feature = "mcp"))]
+        let _ = (client, session, &self.0);
     }
 }

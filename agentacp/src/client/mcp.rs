@@ -3,10 +3,12 @@
 //!
 //! [`ClientOptions::with_mcp_over_acp`](super::ClientOptions::with_mcp_over_acp) names a
 //! server and how to make its rmcp service. Every session the client opens then lists it in
-//! `mcpServers` as `{"type": "acp", "name", "serverId"}` — when the agent advertises
-//! `mcpCapabilities.acp`; otherwise it is left out, with a warning. Each `mcp/connect` of the
-//! agent's starts a fresh service of that server on a connection of its own; `mcp/message`s
-//! go to it, and `mcp/disconnect` (or the end of the ACP connection) stops it.
+//! `mcpServers` as `{"type": "acp", "name", "serverId"}`, with a `serverId` of that session's
+//! own — when the agent advertises `mcpCapabilities.acp`; otherwise it is left out, with a
+//! warning. Each `mcp/connect` of the agent's starts a fresh service of that server on a
+//! connection of its own; `mcp/message`s go to it, and `mcp/disconnect` (or the end of the ACP
+//! connection) stops it. The agent's tool calls on it are governed like its terminals (see
+//! [`mcp_governance`](super::mcp_governance)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +17,7 @@ use std::time::Duration;
 use rmcp::service::{DynService, RoleServer, ServiceExt};
 use serde_json::{Value, json};
 
+use super::mcp_governance::{AcpMcpServers, McpMessage};
 use crate::jsonrpc::{RpcError, codes};
 use crate::mcp::tunnel::{self, AcpPeer, Tunnel, Tunnels};
 
@@ -64,9 +67,10 @@ impl AcpMcpServer {
         }
     }
 
-    /// Its entry in `mcpServers`.
-    pub fn entry(&self) -> Value {
-        json!({"type": "acp", "name": self.name, "serverId": self.server_id})
+    /// Its entry in `mcpServers`, as the `number`th listing of it (each session lists it
+    /// under a `serverId` of its own, so a connection tells its session).
+    fn entry(&self, number: u64) -> Value {
+        json!({"type": "acp", "name": self.name, "serverId": format!("{}.{number}", self.server_id)})
     }
 }
 
@@ -75,9 +79,36 @@ impl AcpMcpServer {
 pub(crate) struct McpHost {
     tunnels: Arc<Tunnels>,
     next_connection: AtomicU64,
+    /// The servers listed so far, by the `serverId` of each listing.
+    listed: AcpMcpServers,
+    next_listing: AtomicU64,
 }
 
 impl McpHost {
+    /// The `mcpServers` entries that list `servers` for `session` (`None`: the session the
+    /// request creates, told later with [`session_created`](McpHost::session_created)), and
+    /// their server ids.
+    pub(crate) fn offer(&self, servers: &[AcpMcpServer], session: Option<&str>) -> (Vec<Value>, Vec<String>) {
+        let entries: Vec<Value> = servers
+            .iter()
+            .map(|server| server.entry(self.next_listing.fetch_add(1, Ordering::Relaxed)))
+            .collect();
+        let ids = self
+            .listed
+            .offered(&json!({ "sessionId": session, "mcpServers": entries }));
+        (entries, ids)
+    }
+
+    /// The servers listed as `ids` belong to `session`.
+    pub(crate) fn session_created(&self, ids: &[String], session: &str) {
+        self.listed.session_created(ids, session);
+    }
+
+    /// What the agent's `mcp/message` request asks (a tool call, a listing, anything else).
+    pub(crate) fn read(&self, params: &Value) -> McpMessage {
+        self.listed.read(params)
+    }
+
     /// `mcp/connect`: a fresh service of the server `serverId` (one of `servers`), on a new
     /// connection to `peer` whose id is the answer; each request on it waits at most
     /// `timeout`.
@@ -91,15 +122,17 @@ impl McpHost {
         let invalid = |message: String| RpcError::new(codes::INVALID_PARAMS, message);
         let server_id = tunnel::server_id_of(params)
             .ok_or_else(|| invalid(format!("invalid params for `{}`: no `serverId`", tunnel::CONNECT)))?;
-        let server = servers
-            .iter()
-            .find(|server| server.server_id == server_id)
+        let server = self
+            .listed
+            .name_of(server_id)
+            .and_then(|name| servers.iter().find(|server| server.name == name))
             .ok_or_else(|| invalid(format!("this client provides no MCP server `{server_id}`")))?;
         let connection_id = format!(
             "{}-{}",
             server.name,
             self.next_connection.fetch_add(1, Ordering::Relaxed)
         );
+        self.listed.connected(server_id, &connection_id);
         let (tunnel, transport) = Tunnel::open::<RoleServer>(connection_id.clone(), peer, timeout);
         self.tunnels.insert(tunnel);
         let service = (server.make)();
@@ -138,6 +171,7 @@ impl McpHost {
                 format!("invalid params for `{}`: no `connectionId`", tunnel::DISCONNECT),
             )
         })?;
+        self.listed.disconnected(connection_id);
         match self.tunnels.remove(connection_id) {
             Some(_) => Ok(json!({})),
             None => Err(RpcError::new(

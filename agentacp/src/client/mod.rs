@@ -80,6 +80,7 @@ pub mod fs;
 mod handlers;
 #[cfg(feature = "mcp")]
 mod mcp;
+pub(crate) mod mcp_governance;
 mod operator;
 mod options;
 pub(crate) mod oversight;

@@ -26,7 +26,7 @@ struct Tracked {
 }
 
 /// The fields of a tool call (or its permission request) that governance and audit need.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ToolFacts {
     pub(crate) id: String,
     pub(crate) tool: Option<String>,
@@ -51,18 +51,6 @@ impl ToolFacts {
                 status: None,
                 output: None,
             })
-    }
-
-    /// A terminal the agent asked for (see [`TERMINAL_TOOL`]).
-    pub(crate) fn terminal(id: &str, arguments: Value) -> ToolFacts {
-        ToolFacts {
-            id: id.to_string(),
-            tool: Some(TERMINAL_TOOL.to_string()),
-            kind: None,
-            arguments: Some(arguments),
-            status: None,
-            output: None,
-        }
     }
 
     /// Reads a `tool_call`, `tool_call_update` or a permission request's `toolCall`. The
@@ -143,6 +131,28 @@ impl Oversight {
         })
     }
 
+    /// Whether a governance binding decides here (without one, every request is asked).
+    #[cfg(feature = "mcp")]
+    pub(crate) fn governed(&self) -> bool {
+        self.governance.is_some()
+    }
+
+    /// The approval an approved permission request of this session already gave a call of
+    /// the same tool with the same arguments that has not ended: the agent asked about the
+    /// call it is now making, and the answer stands.
+    pub(crate) fn approved_already(&self, session: &str, facts: &ToolFacts) -> Option<Approval> {
+        let calls = lock(&self.calls);
+        calls.iter().find_map(|((call_session, _), tracked)| {
+            let same = call_session == session
+                && Some(&tracked.tool) == facts.tool.as_ref()
+                && Some(&tracked.arguments) == facts.arguments.as_ref();
+            match &tracked.approval {
+                Some(approval @ (Approval::ApprovedBy(_) | Approval::Auto)) if same => Some(approval.clone()),
+                _ => None,
+            }
+        })
+    }
+
     /// Remembers how a permission request was answered, for the tool call's record.
     pub(crate) fn permission_answered(&self, session: &str, facts: &ToolFacts, approval: Approval) {
         let mut calls = lock(&self.calls);
@@ -188,9 +198,10 @@ impl Oversight {
         self.record(session, &facts.id, tracked, outcome)
     }
 
-    /// Records a `terminal/create` decision and its answer (`approval` when it was refused
-    /// before reaching the handler; else the one remembered by `permission_answered`).
-    pub(crate) fn terminal_ended(
+    /// Records a call this side decided itself — a `terminal/create`, an MCP tool call over
+    /// ACP — and its answer (`approval` when given; else the one remembered by
+    /// `permission_answered`).
+    pub(crate) fn call_ended(
         &self,
         session: &str,
         facts: &ToolFacts,
@@ -209,7 +220,7 @@ impl Oversight {
             Err(error) => ToolOutcomeRecord::Error(error.message.clone()),
         };
         if let Err(error) = self.record(session, &facts.id, tracked, outcome) {
-            tracing::error!(%error, "writing a terminal's audit record failed");
+            tracing::error!(%error, "writing a call's audit record failed");
         }
     }
 

@@ -12,6 +12,8 @@ use tokio::io::AsyncBufRead;
 
 use super::events::Update;
 use super::extensions::{is_extension, method_not_found};
+#[cfg(feature = "mcp")]
+use super::mcp_governance::{McpCall, McpMessage, keep_allowed};
 use super::oversight::{TERMINAL_TOOL, ToolFacts};
 use super::permission::{self, PermissionDecision};
 use super::state::{Ended, Shared};
@@ -220,11 +222,7 @@ async fn decide_permission(
 /// [`TERMINAL_TOOL`] (kind unknown, so it counts as changing something) with the request as
 /// its arguments, `ask` goes to the permission handler (default: reject), and the decision and
 /// its result are audited. `Err` is the answer to send when it is not approved.
-async fn authorize_terminal(
-    shared: &Shared,
-    session: &str,
-    arguments: &Value,
-) -> Result<ToolFacts, (ToolFacts, Approval, RpcError)> {
+async fn authorize_terminal(shared: &Shared, session: &str, arguments: &Value) -> Result<ToolFacts, Refused> {
     static TERMINALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let command_line = std::iter::once(&arguments["command"])
         .chain(arguments["args"].as_array().into_iter().flatten())
@@ -249,24 +247,49 @@ async fn authorize_terminal(
             {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
         ],
     });
+    let refused = format!("`terminal/create` of `{command_line}` was not allowed by the client");
+    authorize(shared, request, refused).await
+}
+
+/// Runs a call this client decided itself (`authorized`, see [`authorize`]) with `run`, or
+/// answers its refusal; audits either.
+async fn run_authorized(
+    shared: &Shared,
+    session: &str,
+    authorized: Result<ToolFacts, Refused>,
+    run: impl std::future::Future<Output = Result<Value, RpcError>>,
+) -> Result<Value, RpcError> {
+    let (facts, approval, answer) = match authorized {
+        Ok(facts) => (facts, None, run.await),
+        Err((facts, approval, error)) => (facts, Some(approval), Err(error)),
+    };
+    shared.oversight.call_ended(session, &facts, approval, &answer);
+    answer
+}
+
+/// A call this client would run itself, refused: what the audit records, and the answer.
+type Refused = (ToolFacts, Approval, RpcError);
+
+/// Governance, then (for `ask`) the permission handler, on the call the permission `request`
+/// describes, which this client would run itself; `Err` carries the answer to give
+/// (`refused`, the reason).
+async fn authorize(shared: &Shared, request: Value, refused: String) -> Result<ToolFacts, Refused> {
+    let session = request["sessionId"].as_str().unwrap_or_default().to_string();
+    let described = ToolFacts::of(&request["toolCall"]).unwrap_or_default();
     let request: wire::RequestPermissionRequest = serde_json::from_value(request).map_err(|error| {
-        let facts = ToolFacts::terminal(&id, arguments.clone());
+        let facts = described;
         let approval = Approval::Denied {
-            reason: format!("unreadable terminal request: {error}"),
+            reason: format!("unreadable permission request: {error}"),
         };
         (facts, approval, RpcError::new(codes::INVALID_PARAMS, error.to_string()))
     })?;
     let facts = ToolFacts::of_permission(&request);
     let (outcome, approval) = decide_permission(shared, &request, &facts).await;
     if permission::approves(&request, &outcome) {
-        shared.oversight.permission_answered(session, &facts, approval);
+        shared.oversight.permission_answered(&session, &facts, approval);
         Ok(facts)
     } else {
-        let error = RpcError::new(
-            codes::INVALID_REQUEST,
-            format!("`terminal/create` of `{command_line}` was not allowed by the client"),
-        );
-        Err((facts, approval, error))
+        Err((facts, approval, RpcError::new(codes::INVALID_REQUEST, refused)))
     }
 }
 
@@ -318,23 +341,14 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
             Ok(checked) if method == wire::method_names::TERMINAL_CREATE => {
                 let arguments: Value = serde_json::from_str(checked.get()).unwrap_or(Value::Null);
                 let session = arguments["sessionId"].as_str().unwrap_or_default().to_string();
-                match authorize_terminal(&shared, &session, &arguments).await {
-                    Ok(facts) => {
-                        let answer = match handlers.handle(&shared.context, &method, &checked) {
-                            Some(answer) => answer.await,
-                            None => Err(not_offered()),
-                        };
-                        shared.oversight.terminal_ended(&session, &facts, None, &answer);
-                        answer
+                let authorized = authorize_terminal(&shared, &session, &arguments).await;
+                run_authorized(&shared, &session, authorized, async {
+                    match handlers.handle(&shared.context, &method, &checked) {
+                        Some(answer) => answer.await,
+                        None => Err(not_offered()),
                     }
-                    Err((facts, approval, error)) => {
-                        let refused = Err(error);
-                        shared
-                            .oversight
-                            .terminal_ended(&session, &facts, Some(approval), &refused);
-                        refused
-                    }
-                }
+                })
+                .await
             }
             Ok(checked) => match handlers.handle(&shared.context, &method, &checked) {
                 Some(answer) => answer.await,
@@ -374,7 +388,14 @@ async fn answer_mcp(shared: Arc<Shared>, id: Id, method: String, params: Option<
                 .mcp
                 .connect(servers, peer, shared.options.request_timeout, &value())
         }
-        tunnel::MESSAGE => shared.mcp.message(params.as_deref()).await,
+        tunnel::MESSAGE => match shared.mcp.read(&value()) {
+            McpMessage::Call(call) => own_mcp_call(&shared, call, params.as_deref()).await,
+            McpMessage::List { server } => shared.mcp.message(params.as_deref()).await.map(|mut listed| {
+                keep_allowed(&mut listed, &server, &shared.oversight);
+                listed
+            }),
+            McpMessage::Other => shared.mcp.message(params.as_deref()).await,
+        },
         tunnel::DISCONNECT => shared.mcp.disconnect(&value()),
         _ => Err(method_not_found(&method)),
     };
@@ -383,6 +404,41 @@ async fn answer_mcp(shared: Arc<Shared>, id: Id, method: String, params: Option<
         Err(error) => jsonrpc::encode_error(&id, &error),
     };
     shared.send_line(line).await;
+}
+
+/// The agent's `tools/call` on an MCP server this client provides over ACP: decided like a
+/// terminal (governance on `mcp/<server>/<tool>`, `ask` to the permission handler), then run
+/// and audited.
+#[cfg(feature = "mcp")]
+async fn own_mcp_call(shared: &Shared, call: McpCall, params: Option<&RawValue>) -> Result<Value, RpcError> {
+    let refused = format!("the MCP tool `{}` was not allowed by the client", call.tool_name());
+    let Some(session) = call.session.clone() else {
+        let reason = "its server's session is not known, so it could not be decided";
+        let error = RpcError::new(codes::INVALID_REQUEST, format!("{refused}: {reason}"));
+        let approval = Approval::RejectedBy {
+            who: "agentacp".into(),
+            reason: reason.into(),
+        };
+        let refused = Err(error);
+        (shared.oversight).call_ended(call.session_or_dash(), &call.facts(), Some(approval), &refused);
+        return refused;
+    };
+    // The client chose to offer the tool: without a binding it is allowed; with one, an
+    // `ask` the agent's own permission request already answered is not asked twice.
+    let facts = call.facts();
+    let approved = match shared.oversight.decide(&session, &facts) {
+        Decision::Ask if !shared.oversight.governed() => Some(Approval::Auto),
+        Decision::Ask => shared.oversight.approved_already(&session, &facts),
+        _ => None,
+    };
+    let authorized = match approved {
+        Some(approval) => {
+            shared.oversight.permission_answered(&session, &facts, approval);
+            Ok(facts)
+        }
+        None => authorize(shared, call.permission_request(&session), refused).await,
+    };
+    run_authorized(shared, &session, authorized, shared.mcp.message(params)).await
 }
 
 /// The agent, as the peer of the client's MCP-over-ACP connections (weak: a connection does

@@ -44,8 +44,14 @@ pub struct Waiting {
 impl Pending {
     /// An empty table, open for requests.
     pub fn new() -> Self {
+        Pending::starting_at(0)
+    }
+
+    /// An empty table whose ids count from `first` (to keep them apart from another
+    /// sender's on the same connection).
+    pub fn starting_at(first: i64) -> Self {
         Pending {
-            next_id: AtomicI64::new(0),
+            next_id: AtomicI64::new(first),
             slots: Mutex::new(Some(HashMap::new())),
         }
     }

@@ -17,6 +17,7 @@
 
 pub(crate) mod tunnel;
 
+use crate::client::mcp_governance::governed_name;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -259,11 +260,6 @@ impl McpTool {
             kind,
         }
     }
-}
-
-/// `mcp/<server>/<tool>`.
-pub(crate) fn governed_name(server: &str, tool: &str) -> String {
-    format!("mcp/{server}/{tool}")
 }
 
 /// A connected server: the MCP session, its process (stdio) or tunnel (acp), and its tools.

@@ -28,12 +28,8 @@ use crate::jsonrpc::pending::RequestFailure;
 use crate::jsonrpc::{RpcError, codes};
 use crate::sync::lock;
 
-/// `mcp/connect`: open a connection to the MCP server `serverId`.
-pub const CONNECT: &str = "mcp/connect";
-/// `mcp/message`: one MCP message on a connection, either way.
-pub const MESSAGE: &str = "mcp/message";
-/// `mcp/disconnect`: close a connection.
-pub const DISCONNECT: &str = "mcp/disconnect";
+pub use crate::client::mcp_governance::{CONNECT, DISCONNECT, MESSAGE};
+pub(crate) use crate::client::mcp_governance::{connection_id_of, server_id_of};
 
 /// The ACP peer a tunnel's messages go to: the client (for an agent) or the agent (for a
 /// client). Each side implements it on its connection.
@@ -386,18 +382,6 @@ pub(crate) fn answer_value(
             format!("`{method}` was not answered within {timeout:?}"),
         )),
     }
-}
-
-/// The `serverId` of `mcp/connect` params (also read as `id` or `acpId`).
-pub(crate) fn server_id_of(params: &Value) -> Option<&str> {
-    ["serverId", "acpId", "id"]
-        .iter()
-        .find_map(|key| params.get(key).and_then(Value::as_str))
-}
-
-/// The `connectionId` of `mcp/connect`'s result or of `mcp/disconnect`'s params.
-pub(crate) fn connection_id_of(value: &Value) -> Option<&str> {
-    value.get("connectionId").and_then(Value::as_str)
 }
 
 #[cfg(test)]

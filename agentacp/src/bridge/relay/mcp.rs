@@ -1,0 +1,316 @@
+//! MCP-over-ACP through a bridge (`docs/mcp.md`): at tier `sandboxed` (feature `mcp`), when
+//! the agent advertises `mcpCapabilities.acp`, the bridge advertises it to the editor and passes
+//! `mcp/connect`, `mcp/message` (both ways) and `mcp/disconnect` — governed on the way: the
+//! agent's `tools/call` of a tool of the editor's (`mcp/<server>/<tool>`) is decided by the
+//! bridge's governance (`deny` answered by the bridge, `ask` asked of the editor with a
+//! permission request of the bridge's own, `allow` passed) and audited with its approval and
+//! result; a `tools/list` answer lists only the tools governance does not deny.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::{Forwarded, Relay, forward_to_editor, lock};
+use crate::audit::Approval;
+use crate::client::mcp_governance::{self, CONNECT, DISCONNECT, MESSAGE, McpCall, McpMessage, is_mcp_over_acp};
+pub(super) use crate::client::mcp_governance::{
+    CONNECT as MCP_CONNECT, DISCONNECT as MCP_DISCONNECT, MESSAGE as MCP_MESSAGE,
+};
+use crate::client::permission;
+use crate::governance::Decision;
+use crate::jsonrpc::pending::RequestFailure;
+use crate::jsonrpc::{self, Id, RpcError, codes};
+use crate::methods::Side;
+use crate::spec::OperatorSpec;
+use crate::wire::default as wire;
+
+/// What a forwarded request's answer means for MCP-over-ACP.
+#[derive(Debug)]
+pub(super) enum McpWaiting {
+    /// A session request of the editor's that listed these `"type": "acp"` servers.
+    Session(Vec<String>),
+    /// The agent's `mcp/connect` of this server.
+    Connect(String),
+    /// The agent's `tools/list` on this server.
+    List(String),
+    /// The agent's `tools/call`, approved so.
+    Call(Box<McpCall>, Approval),
+}
+
+/// Whether the bridge can offer MCP-over-ACP: tier `sandboxed`, built with feature `mcp`.
+pub(super) fn offered_by(spec: &OperatorSpec) -> bool {
+    cfg!(feature = "mcp") && spec.tier == "sandboxed"
+}
+
+/// In the agent's `initialize` answer (`result`, narrowed): `mcpCapabilities.acp` put back
+/// when the agent advertised it (`theirs`, before narrowing) and the bridge offers it.
+pub(super) fn advertise(relay: &Relay, theirs: &Value, result: &mut Value) {
+    let advertised = theirs.pointer("/mcpCapabilities/acp") == Some(&Value::Bool(true));
+    if !(advertised && offered_by(relay.spec)) {
+        return;
+    }
+    relay.mcp_over_acp.store(true, Ordering::SeqCst);
+    let capabilities = &mut result["agentCapabilities"];
+    if !capabilities["mcpCapabilities"].is_object() {
+        capabilities["mcpCapabilities"] = json!({});
+    }
+    capabilities["mcpCapabilities"]["acp"] = Value::Bool(true);
+}
+
+/// Why the MCP-over-ACP `method` may not go `to` that side (`None`: it may; not one of
+/// MCP-over-ACP's methods: `Some` is never given for it).
+pub(super) fn refusal(relay: &Relay, to: Side, method: &str) -> Option<Option<String>> {
+    if !is_mcp_over_acp(method) {
+        return None;
+    }
+    if !relay.mcp_over_acp.load(Ordering::SeqCst) {
+        return Some(Some(format!(
+            "`{method}` is not offered: MCP-over-ACP passes a bridge at tier `sandboxed` (built with feature `mcp`) when the agent advertises `mcpCapabilities.acp`"
+        )));
+    }
+    // The agent connects and disconnects; messages go both ways.
+    if to == Side::Agent && method != MESSAGE {
+        return Some(Some(format!("`{method}` is not sent in this direction")));
+    }
+    Some(None)
+}
+
+/// The editor's session request (`session/new`, `load`, `resume`) on its way: the
+/// `"type": "acp"` servers it lists, remembered.
+pub(super) fn editor_request(relay: &Relay, method: &str, params: Option<&RawValue>) -> Option<McpWaiting> {
+    use wire::method_names as m;
+    if !relay.mcp_over_acp.load(Ordering::SeqCst)
+        || !matches!(method, m::SESSION_NEW | m::SESSION_LOAD | "session/resume")
+    {
+        return None;
+    }
+    let params: Value = serde_json::from_str(params?.get()).ok()?;
+    let ids = relay.mcp.offered(&params);
+    if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
+        hold_at_the_wire(relay, &ids, session);
+    }
+    (!ids.is_empty()).then_some(McpWaiting::Session(ids))
+}
+
+/// The agent answered the editor's `session/new`: its servers belong to `session`.
+pub(super) fn session_created(relay: &Relay, waiting: Option<&McpWaiting>, session: &str) {
+    if let Some(McpWaiting::Session(ids)) = waiting {
+        relay.mcp.session_created(ids, session);
+        hold_at_the_wire(relay, ids, session);
+    }
+}
+
+/// The calls of the servers `ids` in `session` are governed here, at the wire: the gate lets
+/// the agent report them running before the bridge has asked about them.
+fn hold_at_the_wire(relay: &Relay, ids: &[String], session: &str) {
+    let mut gate = lock(&relay.gate);
+    for name in ids.iter().filter_map(|id| relay.mcp.name_of(id)) {
+        gate.hold_at_the_wire(session, &name);
+    }
+}
+
+/// What becomes of the agent's MCP-over-ACP request.
+pub(super) enum Passage {
+    /// Forward it, and follow its answer.
+    Forward(Option<McpWaiting>),
+    /// The bridge answers (or will answer) it.
+    Handled,
+}
+
+/// The agent's `mcp/*` request: remembered, governed.
+pub(super) async fn agent_request(
+    relay: &Arc<Relay>,
+    id: &Id,
+    method: &str,
+    params: Option<&RawValue>,
+    line: &[u8],
+) -> Passage {
+    let value: Value = params
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or(Value::Null);
+    match method {
+        CONNECT => Passage::Forward(mcp_governance::server_id_of(&value).map(|id| McpWaiting::Connect(id.to_string()))),
+        DISCONNECT => {
+            if let Some(connection) = mcp_governance::connection_id_of(&value) {
+                relay.mcp.disconnected(connection);
+            }
+            Passage::Forward(None)
+        }
+        MESSAGE => match relay.mcp.read(&value) {
+            McpMessage::Other => Passage::Forward(None),
+            McpMessage::List { server } => Passage::Forward(Some(McpWaiting::List(server))),
+            McpMessage::Call(call) => govern_call(relay, id, call, line).await,
+        },
+        _ => Passage::Forward(None),
+    }
+}
+
+/// A `tools/call`: `allow` passes, `deny` is answered here, `ask` asks the editor first (in
+/// a task of its own, so the agent's other messages keep flowing).
+async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) -> Passage {
+    let facts = call.facts();
+    match relay.oversight.decide(call.session_or_dash(), &facts) {
+        Decision::Allow => Passage::Forward(Some(McpWaiting::Call(Box::new(call), Approval::Auto))),
+        Decision::Deny(reason) => {
+            let error = RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("the MCP tool `{}` is denied by governance: {reason}", call.tool_name()),
+            );
+            refuse(relay, id, &call, Approval::Denied { reason }, error).await;
+            Passage::Handled
+        }
+        Decision::Ask => {
+            // The agent asked about this very call, and the editor (or governance) approved it.
+            if let Some(approval) = relay.oversight.approved_already(call.session_or_dash(), &facts) {
+                return Passage::Forward(Some(McpWaiting::Call(Box::new(call), approval)));
+            }
+            let relay = Arc::clone(relay);
+            let id = id.clone();
+            let line = super::with_newline(line.to_vec());
+            tokio::spawn(async move {
+                match ask_editor(&relay, &call).await {
+                    Ok(approval) => {
+                        approve_the_agents_call(&relay, &call, &approval);
+                        let forwarded = Forwarded::agent_request(&relay, MESSAGE.to_string(), call.session.clone());
+                        let forwarded = Forwarded {
+                            mcp: Some(McpWaiting::Call(Box::new(call), approval)),
+                            ..forwarded
+                        };
+                        forward_to_editor(&relay, id, forwarded, line).await;
+                    }
+                    Err((approval, message)) => {
+                        let error = RpcError::new(codes::INVALID_REQUEST, message);
+                        refuse(&relay, &id, &call, approval, error).await;
+                    }
+                }
+            });
+            Passage::Handled
+        }
+    }
+}
+
+/// The editor approved `call` through the bridge: the tool call the agent announced for it
+/// without asking (if any) is approved with it, so its result reaches the editor.
+fn approve_the_agents_call(relay: &Relay, call: &McpCall, approval: &Approval) {
+    let Some(session) = call.session.as_deref() else { return };
+    let announced = lock(&relay.gate).approved_elsewhere(session, &call.tool_name(), &call.arguments);
+    if let Some(facts) = announced {
+        relay.oversight.permission_answered(session, &facts, approval.clone());
+    }
+}
+
+/// Asks the editor about `call`: the approval, or why it was not approved.
+async fn ask_editor(relay: &Relay, call: &McpCall) -> Result<Approval, (Approval, String)> {
+    let editor = relay.editor();
+    let not_asked = |reason: &str| {
+        (
+            Approval::RejectedBy {
+                who: "agentacp".into(),
+                reason: reason.into(),
+            },
+            format!("the MCP tool `{}` was not approved: {reason}", call.tool_name()),
+        )
+    };
+    let Some(session) = call.session.as_deref() else {
+        return Err(not_asked(
+            "its server's session is not known, so the editor could not be asked",
+        ));
+    };
+    let request = call.permission_request(session);
+    let Ok(typed) = serde_json::from_value::<wire::RequestPermissionRequest>(request.clone()) else {
+        return Err(not_asked("the permission request could not be made"));
+    };
+    let timeout = relay.options.permission_timeout;
+    let answer = relay
+        .own
+        .call(
+            &relay.up,
+            wire::method_names::SESSION_REQUEST_PERMISSION,
+            &request,
+            timeout,
+        )
+        .await;
+    let rejected = |reason: &str| {
+        (
+            Approval::RejectedBy {
+                who: editor.clone(),
+                reason: reason.into(),
+            },
+            format!(
+                "the MCP tool `{}` was not approved by the client ({reason})",
+                call.tool_name()
+            ),
+        )
+    };
+    match answer {
+        Ok(raw) => match serde_json::from_str::<wire::RequestPermissionResponse>(raw.get()) {
+            Ok(response) if permission::approves(&typed, &response.outcome) => Ok(Approval::ApprovedBy(editor.clone())),
+            Ok(response) => Err(rejected(match response.outcome {
+                wire::RequestPermissionOutcome::Cancelled => "cancelled",
+                _ => "rejected",
+            })),
+            Err(_) => Err(rejected("unreadable answer")),
+        },
+        Err(RequestFailure::TimedOut) => Err(rejected("timeout")),
+        Err(RequestFailure::Closed) => Err(rejected("connection closed")),
+        Err(RequestFailure::Rpc(_)) => Err(rejected("error answer")),
+    }
+}
+
+/// Answers the agent's `tools/call` with `error`, and audits it with `approval`.
+async fn refuse(relay: &Relay, id: &Id, call: &McpCall, approval: Approval, error: RpcError) {
+    tracing::warn!(tool = call.tool_name(), message = %error.message, "an MCP tool call over ACP was refused");
+    let refused = Err(error.clone());
+    relay
+        .oversight
+        .call_ended(call.session_or_dash(), &call.facts(), Some(approval), &refused);
+    relay.to_agent_line(jsonrpc::encode_error(id, &error)).await;
+}
+
+/// The editor answered the agent's MCP-over-ACP request: remembered, audited, and the answer
+/// to pass (`tools/list` narrowed to what governance does not deny).
+pub(super) fn editor_answered(
+    relay: &Relay,
+    id: &Id,
+    waiting: &McpWaiting,
+    outcome: &Result<Box<RawValue>, RpcError>,
+) -> Option<Vec<u8>> {
+    match (waiting, outcome) {
+        (McpWaiting::Connect(server), Ok(result)) => {
+            let result: Value = serde_json::from_str(result.get()).ok()?;
+            if let Some(connection) = mcp_governance::connection_id_of(&result) {
+                relay.mcp.connected(server, connection);
+            }
+            None
+        }
+        (McpWaiting::List(server), Ok(result)) => {
+            let mut result: Value = serde_json::from_str(result.get()).ok()?;
+            mcp_governance::keep_allowed(&mut result, server, &relay.oversight)
+                .then(|| jsonrpc::encode_result(id, &result))
+        }
+        (McpWaiting::Call(call, approval), outcome) => {
+            let answer = match outcome {
+                Ok(result) => Ok(serde_json::from_str(result.get()).unwrap_or(Value::Null)),
+                Err(error) => Err(error.clone()),
+            };
+            relay
+                .oversight
+                .call_ended(call.session_or_dash(), &call.facts(), Some(approval.clone()), &answer);
+            None
+        }
+        _ => None,
+    }
+}
+
+/// The agent's MCP-over-ACP request will not be answered by the editor (`reason`): a tool
+/// call is audited as failed.
+pub(super) fn failed(relay: &Relay, waiting: &McpWaiting, reason: &str) {
+    if let McpWaiting::Call(call, approval) = waiting {
+        let failed = Err(RpcError::new(codes::INTERNAL_ERROR, reason));
+        relay
+            .oversight
+            .call_ended(call.session_or_dash(), &call.facts(), Some(approval.clone()), &failed);
+    }
+}
