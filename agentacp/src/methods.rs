@@ -81,3 +81,47 @@ mod tests {
         );
     }
 }
+
+/// MCP-over-ACP (the upstream RFD; the pinned revision's table does not have it, see
+/// `docs/mcp.md`): its methods, and how their params name servers, connections and tools.
+pub mod mcp_over_acp {
+    use serde_json::Value;
+
+    /// `mcp/connect`: open a connection to the MCP server `serverId`.
+    pub const CONNECT: &str = "mcp/connect";
+    /// `mcp/message`: one MCP message on a connection, either way.
+    pub const MESSAGE: &str = "mcp/message";
+    /// `mcp/disconnect`: close a connection.
+    pub const DISCONNECT: &str = "mcp/disconnect";
+
+    /// Whether `method` is one of MCP-over-ACP's.
+    pub fn is_mcp_over_acp(method: &str) -> bool {
+        matches!(method, CONNECT | MESSAGE | DISCONNECT)
+    }
+
+    /// Whether an `mcp/message` sent as a notification carries an MCP notification
+    /// (`notifications/…`). Anything else — a `tools/call` without an id — would skip what
+    /// governs requests, so it is dropped.
+    pub fn is_inner_notification(method: &str) -> bool {
+        method.starts_with("notifications/")
+    }
+
+    /// The name governance, the client and the audit log know an MCP tool by (listed in
+    /// OPERATOR.md as `{kind: mcp, server, allow}`).
+    pub fn governed_name(server: &str, tool: &str) -> String {
+        format!("mcp/{server}/{tool}")
+    }
+
+    /// The `serverId` of `mcp/connect` params or of an `mcpServers` entry (also read as `id` or
+    /// `acpId`, the RFD's first spellings).
+    pub fn server_id_of(params: &Value) -> Option<&str> {
+        ["serverId", "acpId", "id"]
+            .iter()
+            .find_map(|key| params.get(key).and_then(Value::as_str))
+    }
+
+    /// The `connectionId` of `mcp/connect`'s result or of `mcp/disconnect`'s params.
+    pub fn connection_id_of(value: &Value) -> Option<&str> {
+        value.get("connectionId").and_then(Value::as_str)
+    }
+}

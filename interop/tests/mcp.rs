@@ -929,8 +929,9 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
 }
 
 /// An agent that uses the client's MCP server `notes` over ACP on its own: it lists the tools,
-/// then calls `fail` (which governance denies) and `echo` (which governance asks about), and
-/// says what it was answered: the tool names, then each call's error.
+/// sends a `write_note` call as a notification (no id, so nothing would govern it), then calls
+/// `fail` (which governance denies) and `echo` (which governance asks about), and says what it
+/// was answered: the tool names, then each call's error.
 const UNRULY_AGENT: &str = r#"
 import json, sys
 def send(o):
@@ -960,6 +961,10 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "method": "mcp/message", "params": {"connectionId": connection,
               "method": "notifications/initialized"}})
         tools = mcp(111, "tools/list", {}).get("result", {}).get("tools", [])
+        # A call without an id, which would skip what governs requests.
+        send({"jsonrpc": "2.0", "method": "mcp/message", "params": {"connectionId": connection,
+              "method": "tools/call", "params": {"name": "write_note",
+              "arguments": {"name": "sneaky.txt", "text": "unasked"}}}})
         text = " ".join(sorted(t["name"] for t in tools))
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
               "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
@@ -999,6 +1004,10 @@ async fn a_bridge_answers_the_agents_mcp_calls_over_acp_that_governance_denies_o
     assert_eq!(*asked.lock().unwrap(), ["Call `echo` on the MCP server `notes`"]);
     client.close().await;
     bridge.stop().await;
+    assert!(
+        !project.join("sneaky.txt").exists(),
+        "a call sent as a notification ran"
+    );
     let methods = methods.lock().unwrap().clone();
     assert!(methods.iter().any(|m| m == "FromAgent mcp/connect"), "{methods:?}");
     assert!(
@@ -1067,7 +1076,12 @@ async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_
     );
     assert_eq!(*asked.lock().unwrap(), ["Call `echo` on the MCP server `notes`"]);
     client.close().await;
-    // Both calls reached the client, which answered them without running them.
+    // Every call reached the client, which answered them (and dropped the one without an id)
+    // without running them.
+    assert!(
+        !project.join("sneaky.txt").exists(),
+        "a call sent as a notification ran"
+    );
     let calls: Vec<String> = methods
         .lock()
         .unwrap()
@@ -1078,6 +1092,7 @@ async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_
     assert_eq!(
         calls,
         [
+            "FromAgent mcp/message tools/call write_note",
             "FromAgent mcp/message tools/call fail",
             "FromAgent mcp/message tools/call echo"
         ]

@@ -17,9 +17,11 @@ use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::Notify;
 
 mod mcp;
+mod state;
 
-use super::gate::{self, Gate};
-use super::narrow::{self, Passed};
+use self::state::{Forwarded, Relay};
+use super::gate;
+use super::narrow;
 use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
 use crate::client::downstream::Downstream;
@@ -31,9 +33,9 @@ use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::Pending;
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
-use crate::methods::{self, Side};
+use crate::methods::{self, Side, mcp_over_acp};
 use crate::spec::OperatorSpec;
-use crate::subprocess::{AgentProcess, ExitState};
+use crate::subprocess::ExitState;
 use crate::wire::default as wire;
 
 /// How often deadlines are checked.
@@ -64,21 +66,6 @@ impl std::fmt::Display for RelayError {
     }
 }
 
-/// A request forwarded to one side, waiting for its answer.
-struct Forwarded {
-    method: String,
-    session: Option<String>,
-    /// When to give up.
-    deadline: Instant,
-    /// For prompts: the deadline also moves with every message from the agent (until the
-    /// editor closes its side; then a prompt has the shutdown grace).
-    idle: bool,
-    /// For the agent's permission requests: what governance and audit need at the answer.
-    permission: Option<(wire::RequestPermissionRequest, ToolFacts)>,
-    /// What its answer means for MCP-over-ACP.
-    mcp: Option<mcp::McpWaiting>,
-}
-
 impl Forwarded {
     /// A request of the agent's to the editor: it waits as long as a permission may.
     fn agent_request(relay: &Relay, method: String, session: Option<String>) -> Forwarded {
@@ -91,53 +78,6 @@ impl Forwarded {
             mcp: None,
         }
     }
-}
-
-struct Relay {
-    spec: &'static OperatorSpec,
-    options: BridgeOptions,
-    operator: String,
-    /// To the editor.
-    up: Outbox,
-    /// To the agent; `None` once closed.
-    down: RwLock<Option<Outbox>>,
-    audit: AuditLog,
-    /// Governance of tool calls and permission requests, and their audit.
-    oversight: Oversight,
-    /// The agent's capabilities that passed to the editor (`None` until the agent answered
-    /// `initialize`): what the editor may call.
-    agent_passed: Mutex<Option<Passed>>,
-    /// The editor's capabilities that passed to the agent (`None` until the editor's
-    /// `initialize`): what the agent may call.
-    client_passed: Mutex<Option<Passed>>,
-    /// The editor's requests waiting for the agent.
-    to_agent: Mutex<HashMap<Id, Forwarded>>,
-    /// Answers to the editor's requests taken off `to_agent` and not yet queued for the editor
-    /// (changed under the `to_agent` lock when it grows).
-    answering: AtomicUsize,
-    /// Signalled whenever an answer to one of the editor's requests has been queued.
-    answered: Notify,
-    /// The agent's requests waiting for the editor.
-    to_editor: Mutex<HashMap<Id, Forwarded>>,
-    /// When the agent last sent anything: a prompt's deadline is the idle timeout after that.
-    last_from_agent: Mutex<Instant>,
-    /// What the editor may see of each tool call.
-    gate: Mutex<Gate>,
-    /// Whether the editor's `initialize` has been passed on (then a second one is refused).
-    initialized: AtomicBool,
-    /// Whether the editor closed its side: it can no longer answer the agent's requests.
-    editor_closed: AtomicBool,
-    /// Who answers permission requests in audit records: `client:<clientInfo.name>` from the
-    /// editor's `initialize` (as a server records it), `client` before that or without a name.
-    editor: Mutex<String>,
-    process: AgentProcess,
-    /// The bridge's own requests to the editor (permission requests about MCP tool calls),
-    /// numbered from [`OWN_IDS`] so they do not meet the agent's ids.
-    own: Pending,
-    /// The MCP servers the editor offers over ACP, and their connections.
-    mcp: AcpMcpServers,
-    /// Whether MCP-over-ACP passes (see [`mcp`]).
-    mcp_over_acp: AtomicBool,
 }
 
 /// The first id of the bridge's own requests to the editor: far above the ids agents count
@@ -884,6 +824,10 @@ async fn agent_message(relay: &Arc<Relay>, line: Vec<u8>) {
                 relay.audit_refused(false, &method, session.as_deref(), None, &reason);
                 return;
             }
+            if let Some(reason) = mcp::notification_refusal(&method, params.as_deref()) {
+                relay.audit_dropped(&method, None, None, reason);
+                return;
+            }
             if method == wire::method_names::SESSION_UPDATE
                 && let Some(params) = params.as_deref()
                 && !pass_update(relay, params).await
@@ -1211,7 +1155,7 @@ async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Optio
                 Decision::Ask => permission = Some((request, facts)),
             }
         }
-        mcp::MCP_CONNECT | mcp::MCP_MESSAGE | mcp::MCP_DISCONNECT => {
+        mcp_over_acp::CONNECT | mcp_over_acp::MESSAGE | mcp_over_acp::DISCONNECT => {
             match mcp::agent_request(relay, &id, &method, params.as_deref(), &line).await {
                 mcp::Passage::Forward(waiting) => mcp_waiting = waiting,
                 mcp::Passage::Handled => return,
@@ -1234,24 +1178,25 @@ async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Optio
         mcp: mcp_waiting,
         ..Forwarded::agent_request(relay, method, session)
     };
-    forward_to_editor(relay, id, forwarded, with_newline(line)).await;
+    relay.forward_to_editor(id, forwarded, with_newline(line)).await;
 }
 
-/// Sends the agent's request (`line`, newline included) to the editor, waiting as
-/// `forwarded` says — unless the editor closed its side, or auditing it failed.
-async fn forward_to_editor(relay: &Relay, id: Id, forwarded: Forwarded, line: Vec<u8>) {
-    if relay.editor_closed.load(Ordering::SeqCst) {
-        relay
-            .fail_agent_request(&id, &forwarded, "agentacp", "connection closed")
-            .await;
-        return;
+impl Relay {
+    /// Sends the agent's request (`line`, newline included) to the editor, waiting as
+    /// `forwarded` says — unless the editor closed its side, or auditing it failed.
+    async fn forward_to_editor(&self, id: Id, forwarded: Forwarded, line: Vec<u8>) {
+        if self.editor_closed.load(Ordering::SeqCst) {
+            self.fail_agent_request(&id, &forwarded, "agentacp", "connection closed")
+                .await;
+            return;
+        }
+        if let Err(error) = self.audit_passage(false, &forwarded.method, forwarded.session.as_deref(), Some(&id)) {
+            self.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+            return;
+        }
+        lock(&self.to_editor).insert(id, forwarded);
+        self.to_editor_line(line).await;
     }
-    if let Err(error) = relay.audit_passage(false, &forwarded.method, forwarded.session.as_deref(), Some(&id)) {
-        relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
-        return;
-    }
-    lock(&relay.to_editor).insert(id, forwarded);
-    relay.to_editor_line(line).await;
 }
 
 /// Answers the agent's permission request ourselves.

@@ -17,38 +17,8 @@ use serde_json::{Value, json};
 
 use super::oversight::{Oversight, ToolFacts};
 use crate::governance::Decision;
+use crate::methods::mcp_over_acp::{connection_id_of, governed_name, server_id_of};
 use crate::sync::lock;
-
-/// `mcp/connect`: open a connection to the MCP server `serverId`.
-pub const CONNECT: &str = "mcp/connect";
-/// `mcp/message`: one MCP message on a connection, either way.
-pub const MESSAGE: &str = "mcp/message";
-/// `mcp/disconnect`: close a connection.
-pub const DISCONNECT: &str = "mcp/disconnect";
-
-/// Whether `method` is one of MCP-over-ACP's.
-pub(crate) fn is_mcp_over_acp(method: &str) -> bool {
-    matches!(method, CONNECT | MESSAGE | DISCONNECT)
-}
-
-/// The name governance, the client and the audit log know an MCP tool by (listed in
-/// OPERATOR.md as `{kind: mcp, server, allow}`).
-pub(crate) fn governed_name(server: &str, tool: &str) -> String {
-    format!("mcp/{server}/{tool}")
-}
-
-/// The `serverId` of `mcp/connect` params or of an `mcpServers` entry (also read as `id` or
-/// `acpId`, the RFD's first spellings).
-pub(crate) fn server_id_of(params: &Value) -> Option<&str> {
-    ["serverId", "acpId", "id"]
-        .iter()
-        .find_map(|key| params.get(key).and_then(Value::as_str))
-}
-
-/// The `connectionId` of `mcp/connect`'s result or of `mcp/disconnect`'s params.
-pub(crate) fn connection_id_of(value: &Value) -> Option<&str> {
-    value.get("connectionId").and_then(Value::as_str)
-}
 
 /// One MCP server offered over ACP.
 #[derive(Debug)]

@@ -17,7 +17,7 @@
 
 pub(crate) mod tunnel;
 
-use crate::client::mcp_governance::governed_name;
+use crate::methods::mcp_over_acp::governed_name;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

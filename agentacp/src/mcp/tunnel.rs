@@ -28,8 +28,9 @@ use crate::jsonrpc::pending::RequestFailure;
 use crate::jsonrpc::{RpcError, codes};
 use crate::sync::lock;
 
-pub use crate::client::mcp_governance::{CONNECT, DISCONNECT, MESSAGE};
-pub(crate) use crate::client::mcp_governance::{connection_id_of, server_id_of};
+use crate::methods::mcp_over_acp::is_inner_notification;
+pub use crate::methods::mcp_over_acp::{CONNECT, DISCONNECT, MESSAGE};
+pub(crate) use crate::methods::mcp_over_acp::{connection_id_of, server_id_of};
 
 /// The ACP peer a tunnel's messages go to: the client (for an agent) or the agent (for a
 /// client). Each side implements it on its connection.
@@ -335,6 +336,10 @@ impl Tunnels {
     /// it has none).
     pub(crate) fn notification(&self, params: Option<&serde_json::value::RawValue>) {
         match self.route(params) {
+            Ok((_, message)) if !is_inner_notification(&message.method) => tracing::warn!(
+                method = message.method,
+                "an `mcp/message` notification that does not carry an MCP notification was dropped"
+            ),
             Ok((tunnel, message)) => tunnel.deliver_notification(message.method, message.params),
             Err(error) => tracing::debug!(%error, "an `mcp/message` notification was dropped"),
         }
@@ -509,6 +514,22 @@ mod tests {
         assert!(error.message.contains("connectionId"), "{error:?}");
         let error = tunnels.request(None).await.unwrap_err();
         assert_eq!(error.code, codes::INVALID_PARAMS);
+    }
+
+    /// A `tools/call` sent without an id would skip what governs requests: only MCP
+    /// notifications pass as `mcp/message` notifications.
+    #[tokio::test]
+    async fn only_an_mcp_notification_passes_as_an_mcp_message_notification() {
+        let (tunnel, mut transport, _) = open();
+        let tunnels = Tunnels::default();
+        tunnels.insert(tunnel);
+        let raw = |value: Value| serde_json::value::to_raw_value(&value).unwrap();
+        let call = json!({"connectionId": "c-1", "method": "tools/call", "params": {"name": "write"}});
+        tunnels.notification(Some(&raw(call)));
+        let cancelled = json!({"connectionId": "c-1", "method": "notifications/cancelled", "params": {"requestId": 1}});
+        tunnels.notification(Some(&raw(cancelled)));
+        let delivered = next(&mut transport).await;
+        assert_eq!(delivered["method"], "notifications/cancelled", "{delivered}");
     }
 
     #[test]

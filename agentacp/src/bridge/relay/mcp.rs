@@ -12,32 +12,20 @@ use std::sync::atomic::Ordering;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::{Forwarded, Relay, forward_to_editor, lock};
+use super::state::{Forwarded, McpWaiting, Relay};
 use crate::audit::Approval;
-use crate::client::mcp_governance::{self, CONNECT, DISCONNECT, MESSAGE, McpCall, McpMessage, is_mcp_over_acp};
-pub(super) use crate::client::mcp_governance::{
-    CONNECT as MCP_CONNECT, DISCONNECT as MCP_DISCONNECT, MESSAGE as MCP_MESSAGE,
-};
+use crate::client::mcp_governance::{self, McpCall, McpMessage};
 use crate::client::permission;
 use crate::governance::Decision;
 use crate::jsonrpc::pending::RequestFailure;
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::methods::Side;
+use crate::methods::mcp_over_acp::{
+    CONNECT, DISCONNECT, MESSAGE, connection_id_of, is_inner_notification, is_mcp_over_acp, server_id_of,
+};
 use crate::spec::OperatorSpec;
+use crate::sync::lock;
 use crate::wire::default as wire;
-
-/// What a forwarded request's answer means for MCP-over-ACP.
-#[derive(Debug)]
-pub(super) enum McpWaiting {
-    /// A session request of the editor's that listed these `"type": "acp"` servers.
-    Session(Vec<String>),
-    /// The agent's `mcp/connect` of this server.
-    Connect(String),
-    /// The agent's `tools/list` on this server.
-    List(String),
-    /// The agent's `tools/call`, approved so.
-    Call(Box<McpCall>, Approval),
-}
 
 /// Whether the bridge can offer MCP-over-ACP: tier `sandboxed`, built with feature `mcp`.
 pub(super) fn offered_by(spec: &OperatorSpec) -> bool {
@@ -75,6 +63,23 @@ pub(super) fn refusal(relay: &Relay, to: Side, method: &str) -> Option<Option<St
         return Some(Some(format!("`{method}` is not sent in this direction")));
     }
     Some(None)
+}
+
+/// Why the agent's `mcp/message` notification does not pass: it carries no MCP notification
+/// (a `tools/call` without an id would skip governance).
+pub(super) fn notification_refusal(method: &str, params: Option<&RawValue>) -> Option<&'static str> {
+    #[derive(serde::Deserialize)]
+    struct Inner {
+        method: String,
+    }
+    if method != MESSAGE {
+        return None;
+    }
+    let inner = params.and_then(|raw| serde_json::from_str::<Inner>(raw.get()).ok());
+    match inner {
+        Some(inner) if is_inner_notification(&inner.method) => None,
+        _ => Some("an `mcp/message` notification that carries no MCP notification"),
+    }
 }
 
 /// The editor's session request (`session/new`, `load`, `resume`) on its way: the
@@ -131,9 +136,9 @@ pub(super) async fn agent_request(
         .and_then(|raw| serde_json::from_str(raw.get()).ok())
         .unwrap_or(Value::Null);
     match method {
-        CONNECT => Passage::Forward(mcp_governance::server_id_of(&value).map(|id| McpWaiting::Connect(id.to_string()))),
+        CONNECT => Passage::Forward(server_id_of(&value).map(|id| McpWaiting::Connect(id.to_string()))),
         DISCONNECT => {
-            if let Some(connection) = mcp_governance::connection_id_of(&value) {
+            if let Some(connection) = connection_id_of(&value) {
                 relay.mcp.disconnected(connection);
             }
             Passage::Forward(None)
@@ -168,7 +173,8 @@ async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) ->
             }
             let relay = Arc::clone(relay);
             let id = id.clone();
-            let line = super::with_newline(line.to_vec());
+            let mut line = line.to_vec();
+            line.push(b'\n');
             tokio::spawn(async move {
                 match ask_editor(&relay, &call).await {
                     Ok(approval) => {
@@ -178,7 +184,7 @@ async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) ->
                             mcp: Some(McpWaiting::Call(Box::new(call), approval)),
                             ..forwarded
                         };
-                        forward_to_editor(&relay, id, forwarded, line).await;
+                        relay.forward_to_editor(id, forwarded, line).await;
                     }
                     Err((approval, message)) => {
                         let error = RpcError::new(codes::INVALID_REQUEST, message);
@@ -280,7 +286,7 @@ pub(super) fn editor_answered(
     match (waiting, outcome) {
         (McpWaiting::Connect(server), Ok(result)) => {
             let result: Value = serde_json::from_str(result.get()).ok()?;
-            if let Some(connection) = mcp_governance::connection_id_of(&result) {
+            if let Some(connection) = connection_id_of(&result) {
                 relay.mcp.connected(server, connection);
             }
             None
