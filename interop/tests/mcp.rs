@@ -772,12 +772,17 @@ struct BridgeInFront {
 
 impl BridgeInFront {
     async fn start(agent: AgentCommand, audit: &Path) -> BridgeInFront {
+        BridgeInFront::start_with(agent, audit, BridgeOptions::default()).await
+    }
+
+    /// [`BridgeInFront::start`] with these `options` (but the audit log).
+    async fn start_with(agent: AgentCommand, audit: &Path, options: BridgeOptions) -> BridgeInFront {
         let listen = ListenOptions::new("127.0.0.1:0".parse().unwrap());
         let listener = BridgeListener::bind(listen).await.expect("the bridge listens");
         let url = format!("ws://{}/acp", listener.local_addr().unwrap());
         let options = BridgeOptions {
             audit: Some(AuditLog::open(audit, FsyncPolicy::Never).unwrap()),
-            ..BridgeOptions::default()
+            ..options
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(listener.serve(McpBridge { agent }, options, async {
@@ -807,6 +812,24 @@ impl BridgeInFront {
             .expect("connected in time")
             .expect("connected");
         (client, asked)
+    }
+
+    /// [`BridgeInFront::editor`], offering the MCP server `notes` (on `project`) over ACP;
+    /// its MCP-over-ACP messages are tapped ([`mcp_tap`]) into the third value.
+    async fn notes_editor(
+        &self,
+        dirs: &AgentDirs,
+        project: &Path,
+        decide: fn(&wire::RequestPermissionRequest) -> PermissionDecision,
+    ) -> (Client, Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<String>>>) {
+        let folder = project.to_path_buf();
+        let methods: Arc<Mutex<Vec<String>>> = Arc::default();
+        let options = ClientOptions::default()
+            .with_workspace_root(dirs.workspace_root.clone())
+            .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+            .with_wire_tap(mcp_tap(methods.clone()));
+        let (client, asked) = self.editor(options, decide).await;
+        (client, asked, methods)
     }
 
     async fn stop(self) {
@@ -844,13 +867,7 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
         agent = agent.env(key, value);
     }
     let bridge = BridgeInFront::start(agent, &bridge_audit).await;
-    let folder = project.clone();
-    let methods: Arc<Mutex<Vec<String>>> = Arc::default();
-    let options = ClientOptions::default()
-        .with_workspace_root(dirs.workspace_root.clone())
-        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
-        .with_wire_tap(mcp_tap(methods.clone()));
-    let (client, asked) = bridge.editor(options, approve_but_keep_out).await;
+    let (client, asked, methods) = bridge.notes_editor(&dirs, &project, approve_but_keep_out).await;
     assert!(
         client.takes_mcp_over_acp(),
         "the sandboxed bridge advertises mcpCapabilities.acp when its agent does"
@@ -986,13 +1003,9 @@ async fn a_bridge_answers_the_agents_mcp_calls_over_acp_that_governance_denies_o
     let bridge_audit = dirs.state_dir.join("bridge.jsonl");
     let agent = AgentCommand::new("python3").args(["-c", UNRULY_AGENT]);
     let bridge = BridgeInFront::start(agent, &bridge_audit).await;
-    let folder = project.clone();
-    let methods: Arc<Mutex<Vec<String>>> = Arc::default();
-    let options = ClientOptions::default()
-        .with_workspace_root(dirs.workspace_root.clone())
-        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
-        .with_wire_tap(mcp_tap(methods.clone()));
-    let (client, asked) = bridge.editor(options, |_| PermissionDecision::Reject).await;
+    let (client, asked, methods) = bridge
+        .notes_editor(&dirs, &project, |_| PermissionDecision::Reject)
+        .await;
     let session = session_with(&client, &project, json!([])).await;
     let (said, _) = prompt(&client, &session, "call them").await;
     assert_eq!(said[0], "echo read_note write_note", "`fail` is not listed");
@@ -1110,4 +1123,215 @@ async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_
         "{echo:?}"
     );
     check_audit_log(&audit, |_| true);
+}
+
+// ---- MCP-over-ACP translated by a bridge for an agent without it --------------------------------
+
+/// An agent that does not take MCP-over-ACP: it advertises `mcpCapabilities.http` when started
+/// with `http`, nothing otherwise, and uses the servers it is given with plain MCP (over HTTP
+/// with the headers given, or by starting the stdio server). It says what it was given, then
+/// (HTTP) what a request without the header and one with another token get, the tools listed, and each call's text or
+/// error: `read_note` of `hello.txt`, `fail`, `write_note` of `keep-out.txt`.
+const PLAIN_MCP_AGENT: &str = r#"
+import json, os, subprocess, sys, urllib.request, urllib.error
+HTTP = sys.argv[1:] == ["http"]
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
+def say(text):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+          "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+class Http:
+    def __init__(self, server):
+        self.url = server["url"]
+        self.headers = {h["name"]: h["value"] for h in server.get("headers", [])}
+        self.session = None
+    def post(self, message, headers):
+        request = urllib.request.Request(self.url, data=json.dumps(message).encode(), method="POST",
+            headers=dict(headers, **{"Content-Type": "application/json",
+                                     "Accept": "application/json, text/event-stream"}))
+        return urllib.request.urlopen(request, timeout=30)
+    def status_without_token(self):
+        codes = []
+        for headers in [{}, {"Authorization": "Bearer acp_not-the-token"}]:
+            try:
+                self.post({"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers)
+                codes.append("no refusal")
+            except urllib.error.HTTPError as error:
+                codes.append(str(error.code))
+        return " ".join(codes)
+    def call(self, id, method, params):
+        headers = dict(self.headers)
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+            headers["MCP-Protocol-Version"] = "2025-06-18"
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if id is not None:
+            message["id"] = id
+        with self.post(message, headers) as response:
+            self.session = response.headers.get("Mcp-Session-Id") or self.session
+            body = response.read().decode()
+        if id is None:
+            return None
+        if body.lstrip().startswith("{"):
+            return json.loads(body)
+        for line in body.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                m = json.loads(line[5:])
+                if m.get("id") == id:
+                    return m
+class Stdio:
+    def __init__(self, server):
+        env = {e["name"]: e["value"] for e in server.get("env", [])}
+        self.child = subprocess.Popen([server["command"]] + server.get("args", []), env=env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def call(self, id, method, params):
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if id is not None:
+            message["id"] = id
+        self.child.stdin.write(json.dumps(message) + "\n"); self.child.stdin.flush()
+        if id is None:
+            return None
+        for line in self.child.stdout:
+            m = json.loads(line)
+            if m.get("id") == id:
+                return m
+server = None
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id = m.get("method"), m.get("id")
+    if method == "initialize":
+        mcp = {"http": True} if HTTP else {}
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1,
+              "agentCapabilities": {"mcpCapabilities": mcp}, "authMethods": []}})
+    elif method == "session/new":
+        server = m["params"]["mcpServers"][0]
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        if "url" in server:
+            host = server["url"].split("/")[2].split(":")[0]
+            say("http %s %s %s" % (server["name"], host, server["headers"][0]["value"].split(" ")[0]))
+            mcp = Http(server)
+            say(mcp.status_without_token())
+        else:
+            say("stdio %s %s" % (server["name"], sorted(e["name"] for e in server["env"])))
+            mcp = Stdio(server)
+        mcp.call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                   "clientInfo": {"name": "plain", "version": "0"}})
+        mcp.call(None, "notifications/initialized", {})
+        tools = mcp.call(2, "tools/list", {}).get("result", {}).get("tools", [])
+        say(" ".join(sorted(t["name"] for t in tools)))
+        for n, (tool, args) in enumerate([("read_note", {"name": "hello.txt"}), ("fail", {}),
+                                          ("write_note", {"name": "keep-out.txt", "text": "no"})]):
+            answer = mcp.call(3 + n, "tools/call", {"name": tool, "arguments": args})
+            if "error" in answer:
+                say("error: " + answer["error"]["message"])
+            else:
+                say("result: " + answer["result"]["content"][0]["text"])
+        send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+    elif id is not None and method:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
+"#;
+
+/// The editor (our client, offering `notes` over ACP and approving all but writes to
+/// `keep-out.txt`) → the sandboxed bridge → [`PLAIN_MCP_AGENT`] started with `transport`: what
+/// the agent said, the editor's permission requests, the editor's MCP-over-ACP messages, and
+/// the bridge's audit log.
+async fn through_a_translating_bridge(
+    transport: &str,
+) -> (Vec<String>, Vec<String>, Vec<String>, Vec<Value>, AgentDirs) {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("hello.txt"), "hello from the editor").unwrap();
+    let bridge_audit = dirs.state_dir.join("bridge.jsonl");
+    let agent = AgentCommand::new("python3")
+        .args(["-c", PLAIN_MCP_AGENT, transport])
+        .allow_env("PATH");
+    let options = BridgeOptions {
+        mcp_shim: Some(env!("CARGO_BIN_EXE_mcp-shim").into()),
+        ..BridgeOptions::default()
+    };
+    let bridge = BridgeInFront::start_with(agent, &bridge_audit, options).await;
+    let (client, asked, methods) = bridge.notes_editor(&dirs, &project, approve_but_keep_out).await;
+    assert!(
+        client.takes_mcp_over_acp(),
+        "a sandboxed bridge advertises mcpCapabilities.acp for an agent without it"
+    );
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "use the notes").await;
+    client.close().await;
+    bridge.stop().await;
+    assert!(!project.join("keep-out.txt").exists(), "a rejected write ran");
+    check_audit_log(&bridge_audit, |_| true);
+    let records = audit_records(&bridge_audit);
+    let asked = asked.lock().unwrap().clone();
+    let methods = methods.lock().unwrap().clone();
+    (said, asked, methods, records, dirs)
+}
+
+/// What the translated calls have in common, whichever way the agent reached the bridge: the
+/// listing narrowed, the read asked and run, `fail` denied by the bridge, the write to
+/// `keep-out.txt` rejected by the editor; only the read reached the editor; each audited.
+fn assert_governed_through_translation(said: &[String], asked: &[String], methods: &[String], records: &[Value]) {
+    assert_eq!(said.len(), 4, "{said:?}");
+    assert_eq!(said[0], "echo read_note write_note", "`fail` is not listed");
+    assert_eq!(said[1], "result: hello from the editor");
+    assert!(
+        said[2].starts_with("error: the MCP tool `mcp/notes/fail` is denied by governance"),
+        "{said:?}"
+    );
+    assert!(
+        said[3].starts_with("error: the MCP tool `mcp/notes/write_note` was not approved by the client"),
+        "{said:?}"
+    );
+    assert_eq!(
+        asked,
+        [
+            "Call `read_note` on the MCP server `notes`",
+            "Call `write_note` on the MCP server `notes`"
+        ]
+    );
+    let calls: Vec<&String> = methods.iter().filter(|m| m.contains("tools/call")).collect();
+    assert_eq!(calls, ["FromAgent mcp/message tools/call read_note"], "{methods:?}");
+    assert!(methods.iter().any(|m| m == "FromAgent mcp/connect"), "{methods:?}");
+    let tool = |name: &str| -> Vec<&Value> {
+        records
+            .iter()
+            .filter(|r| r["metadata"]["aip44"]["tool"] == name)
+            .collect()
+    };
+    let read = tool("mcp/notes/read_note");
+    assert!(
+        read.iter()
+            .any(|r| r["metadata"]["aip44"]["approval"]["approvedBy"] == "client:agentacp"),
+        "{read:?}"
+    );
+    let fail = tool("mcp/notes/fail");
+    assert_eq!(fail.len(), 1, "{fail:?}");
+    assert_eq!(fail[0]["metadata"]["aip44"]["approval"]["deniedBy"], "governance");
+    let write = tool("mcp/notes/write_note");
+    assert!(
+        write
+            .iter()
+            .any(|r| r["metadata"]["aip44"]["approval"]["rejectedBy"] == "client:agentacp"),
+        "{write:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_serves_the_editors_mcp_over_acp_servers_over_http_to_an_agent_without_it() {
+    let (said, asked, methods, records, _dirs) = through_a_translating_bridge("http").await;
+    // The agent got an `http` server on loopback with a bearer token, and a request without
+    // it or with another was refused.
+    assert_eq!(said[..2], ["http notes 127.0.0.1 Bearer", "401 401"], "{said:?}");
+    assert_governed_through_translation(&said[2..], &asked, &methods, &records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_to_an_agent_without_http() {
+    let (said, asked, methods, records, _dirs) = through_a_translating_bridge("stdio").await;
+    assert_eq!(
+        said[0], "stdio notes ['AGENTACP_MCP_SHIM_TOKEN', 'AGENTACP_MCP_SHIM_URL']",
+        "{said:?}"
+    );
+    assert_governed_through_translation(&said[1..], &asked, &methods, &records);
 }

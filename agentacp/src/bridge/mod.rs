@@ -24,9 +24,12 @@
 //! - downstream `session/request_permission`: governance first, on the call as the editor
 //!   would show it — `allow` and `deny` are answered by the bridge, `ask` goes to the editor (a
 //!   timeout or an unreadable answer is a rejection);
-//! - MCP-over-ACP (tier `sandboxed`, feature `mcp`; `docs/mcp.md`): when the agent advertises
-//!   `mcpCapabilities.acp`, so does the bridge, and `mcp/*` pass — the agent's calls of the
-//!   editor's MCP tools governed and audited on the way (`relay/mcp.rs`);
+//! - MCP-over-ACP (tier `sandboxed`, feature `mcp`; `docs/mcp.md`): the bridge advertises
+//!   `mcpCapabilities.acp`. When the agent does too, `mcp/*` pass (`relay/mcp.rs`); when it
+//!   does not, the editor's `acp` servers reach it as `http` servers on a loopback endpoint of
+//!   the bridge's (bearer token per server), or through the stdio shim
+//!   ([`BridgeOptions::mcp_shim`]) for an agent without HTTP (`relay/translate.rs`). Either
+//!   way the agent's calls of the editor's MCP tools are governed and audited on the way;
 //! - the agent starts with a cleared environment, plus the variables
 //!   [`BridgeOptions::pass_env`] names (`AGENTACP_BRIDGE_PASS_ENV`);
 //! - every request in either direction, every lifecycle step and every tool call (the AIP-44
@@ -151,6 +154,11 @@ pub trait RunBridge: BridgeOperator + Sized {
     fn bridge_stdio_with(self, options: BridgeOptions) -> impl Future<Output = Result<()>> + Send {
         init_logging();
         async move {
+            // Started by an agent as this bridge's stdio MCP shim: that, and nothing else.
+            #[cfg(feature = "mcp")]
+            if let Some(shim) = crate::mcp::shim::serve_if_asked().await {
+                return shim;
+            }
             let mut signals = ShutdownSignals::install()?;
             let (end, ended) = oneshot::channel();
             let input = EndOnSignal {

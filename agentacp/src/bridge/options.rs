@@ -58,6 +58,13 @@ pub struct BridgeOptions {
     /// reaches a remote agent). Default none.
     #[cfg(feature = "websocket")]
     pub connect: Option<crate::websocket::Dial>,
+    /// The program an agent that takes neither MCP-over-ACP nor HTTP MCP servers runs as the
+    /// stdio MCP server for each of the editor's MCP-over-ACP servers (tier `sandboxed`,
+    /// feature `mcp`; `docs/mcp.md`): a program that calls
+    /// [`mcp::shim::serve_if_asked`](crate::mcp::shim::serve_if_asked) first, as
+    /// [`RunBridge::bridge_stdio`](super::RunBridge::bridge_stdio) does. Default: this
+    /// program (`std::env::current_exe`).
+    pub mcp_shim: Option<PathBuf>,
 }
 
 impl Default for BridgeOptions {
@@ -78,6 +85,7 @@ impl Default for BridgeOptions {
             pass_env: Vec::new(),
             #[cfg(feature = "websocket")]
             connect: None,
+            mcp_shim: None,
         }
     }
 }
@@ -93,7 +101,8 @@ impl std::fmt::Debug for BridgeOptions {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("audit_log", &self.audit_log)
             .field("state_dir", &self.state_dir)
-            .field("pass_env", &self.pass_env);
+            .field("pass_env", &self.pass_env)
+            .field("mcp_shim", &self.mcp_shim);
         #[cfg(feature = "websocket")]
         f.field("connect", &self.connect);
         f.finish_non_exhaustive()

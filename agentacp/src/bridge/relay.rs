@@ -18,6 +18,8 @@ use tokio::sync::Notify;
 
 mod mcp;
 mod state;
+#[cfg(feature = "mcp")]
+mod translate;
 
 use self::state::{Forwarded, Relay};
 use super::gate;
@@ -166,6 +168,8 @@ where
         own: Pending::starting_at(OWN_IDS),
         mcp: AcpMcpServers::default(),
         mcp_over_acp: AtomicBool::new(false),
+        #[cfg(feature = "mcp")]
+        translation: std::sync::OnceLock::new(),
     });
     let editor = FrameReader::new(
         BufReader::with_capacity(64 * 1024, input),
@@ -208,6 +212,10 @@ where
     };
     drop(agent_loop);
     sweeper.abort();
+    #[cfg(feature = "mcp")]
+    if let Some(translation) = relay.translation.get() {
+        translation.stop.cancel();
+    }
     relay.close_down();
     let options = &relay.options;
     if let ExitState::Running = relay.process.stop(options.exit_grace, options.kill_grace).await {
@@ -543,7 +551,7 @@ async fn from_editor<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: Fra
     }
 }
 
-async fn editor_message(relay: &Relay, line: Vec<u8>) {
+async fn editor_message(relay: &Arc<Relay>, line: Vec<u8>) {
     let message = match jsonrpc::parse(&line) {
         Ok(message) => message,
         Err(unreadable) => {
@@ -573,10 +581,23 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                 relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
                 return;
             }
+            #[cfg(feature = "mcp")]
+            if translate::editor_message(relay, Some(&id), &method, params.as_deref()) {
+                return;
+            }
             let line = if method == wire::method_names::INITIALIZE {
                 narrow_initialize(relay, &id, params.as_deref())
             } else {
                 with_newline(line)
+            };
+            #[cfg(feature = "mcp")]
+            let line = match translate::session_request(relay, &id, &method, params.as_deref()).await {
+                None => line,
+                Some(Ok(rewritten)) => rewritten,
+                Some(Err(error)) => {
+                    relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+                    return;
+                }
             };
             let timeout = relay.options.request_timeout;
             let is_prompt = method == wire::method_names::SESSION_PROMPT;
@@ -610,6 +631,10 @@ async fn editor_message(relay: &Relay, line: Vec<u8>) {
                 return;
             }
             if relay.audit_passage(true, &method, session.as_deref(), None).is_err() {
+                return;
+            }
+            #[cfg(feature = "mcp")]
+            if translate::editor_message(relay, None, &method, params.as_deref()) {
                 return;
             }
             relay.to_agent_line(with_newline(line)).await;

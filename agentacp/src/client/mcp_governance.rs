@@ -60,6 +60,18 @@ pub(crate) struct McpCall {
 }
 
 impl McpCall {
+    /// A call of `tool` on `server` (listed for `session`, when known), with the next id.
+    pub(crate) fn new(session: Option<String>, server: String, tool: String, arguments: Value) -> McpCall {
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        McpCall {
+            session,
+            server,
+            tool,
+            arguments,
+            id: format!("mcp-{}", CALLS.fetch_add(1, Ordering::Relaxed) + 1),
+        }
+    }
+
     /// The tool's governed name (`mcp/<server>/<tool>`).
     pub(crate) fn tool_name(&self) -> String {
         governed_name(&self.server, &self.tool)
@@ -137,6 +149,14 @@ impl AcpMcpServers {
         }
     }
 
+    /// The name of the offered server `server_id`, and its session when known.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn offered_as(&self, server_id: &str) -> Option<(String, Option<String>)> {
+        lock(&self.servers)
+            .get(server_id)
+            .map(|offered| (offered.name.clone(), offered.session.clone()))
+    }
+
     /// The name of the offered server `server_id`.
     pub(crate) fn name_of(&self, server_id: &str) -> Option<String> {
         lock(&self.servers).get(server_id).map(|offered| offered.name.clone())
@@ -156,7 +176,6 @@ impl AcpMcpServers {
     /// connection this side did not see open still names its server by the connection id, so
     /// governance decides on something (and denies what it does not know).
     pub(crate) fn read(&self, params: &Value) -> McpMessage {
-        static CALLS: AtomicU64 = AtomicU64::new(0);
         let method = params.get("method").and_then(Value::as_str);
         if !matches!(method, Some("tools/call" | "tools/list")) {
             return McpMessage::Other;
@@ -174,13 +193,12 @@ impl AcpMcpServers {
             return McpMessage::List { server };
         }
         let inner = params.get("params").unwrap_or(&Value::Null);
-        McpMessage::Call(McpCall {
+        McpMessage::Call(McpCall::new(
             session,
             server,
-            tool: inner.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
-            arguments: inner.get("arguments").cloned().unwrap_or_else(|| json!({})),
-            id: format!("mcp-{}", CALLS.fetch_add(1, Ordering::Relaxed) + 1),
-        })
+            inner.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+            inner.get("arguments").cloned().unwrap_or_else(|| json!({})),
+        ))
     }
 }
 

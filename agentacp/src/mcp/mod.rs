@@ -15,6 +15,7 @@
 //!
 //! How it fits together: `docs/mcp.md`.
 
+pub mod shim;
 pub(crate) mod tunnel;
 
 use crate::methods::mcp_over_acp::governed_name;
@@ -568,28 +569,7 @@ async fn connect_over_acp(
     link: AcpLink,
     config: ClientConfig,
 ) -> Result<Connected, String> {
-    let answer = link
-        .peer
-        .request(
-            tunnel::CONNECT,
-            serde_json::json!({"serverId": server_id}),
-            CONNECT_TIMEOUT,
-        )
-        .await
-        .map_err(|error| format!("`mcp/connect` failed: {}", error.message))?;
-    let connection_id = tunnel::connection_id_of(&answer)
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| format!("`mcp/connect` answered without a `connectionId`: {answer}"))?
-        .to_string();
-    let (tunnel, transport) = Tunnel::open::<RoleClient>(connection_id, link.peer.clone(), CALL_TIMEOUT);
-    link.tunnels.insert(tunnel.clone());
-    let service = match config.serve(transport).await {
-        Ok(service) => service,
-        Err(error) => {
-            disconnect(&tunnel, &link);
-            return Err(format!("MCP initialize over ACP failed: {error}"));
-        }
-    };
+    let (service, tunnel) = open_over_acp(server_id, &link, config).await?;
     let tools = match list_tools(name, &service).await {
         Ok(tools) => tools,
         Err(why) => {
@@ -606,10 +586,43 @@ async fn connect_over_acp(
     })
 }
 
+/// An MCP connection over ACP to the server `server_id` of the peer `link` reaches:
+/// `mcp/connect`, then the rmcp client `handler` on the tunnel of the `connectionId` it
+/// answers (MCP `initialize` done). The tunnel is routed by `link.tunnels` until
+/// [`disconnect`]ed.
+pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
+    server_id: &str,
+    link: &AcpLink,
+    handler: H,
+) -> Result<(RunningService<RoleClient, H>, Tunnel), String> {
+    let answer = link
+        .peer
+        .request(
+            tunnel::CONNECT,
+            serde_json::json!({"serverId": server_id}),
+            CONNECT_TIMEOUT,
+        )
+        .await
+        .map_err(|error| format!("`mcp/connect` failed: {}", error.message))?;
+    let connection_id = tunnel::connection_id_of(&answer)
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| format!("`mcp/connect` answered without a `connectionId`: {answer}"))?
+        .to_string();
+    let (tunnel, transport) = Tunnel::open::<RoleClient>(connection_id, link.peer.clone(), CALL_TIMEOUT);
+    link.tunnels.insert(tunnel.clone());
+    match handler.serve(transport).await {
+        Ok(service) => Ok((service, tunnel)),
+        Err(error) => {
+            disconnect(&tunnel, link);
+            Err(format!("MCP initialize over ACP failed: {error}"))
+        }
+    }
+}
+
 /// Ends `tunnel` and sends `mcp/disconnect` for it, without waiting for the answer (bounded,
 /// in a task of its own: the session may be closing in the middle of reading the client's
 /// messages, where that answer would be read).
-fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
+pub(crate) fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
     link.tunnels.remove(tunnel.id());
     let params = serde_json::json!({"connectionId": tunnel.id()});
     let peer = link.peer.clone();

@@ -32,13 +32,22 @@ pub(super) fn offered_by(spec: &OperatorSpec) -> bool {
     cfg!(feature = "mcp") && spec.tier == "sandboxed"
 }
 
-/// In the agent's `initialize` answer (`result`, narrowed): `mcpCapabilities.acp` put back
-/// when the agent advertised it (`theirs`, before narrowing) and the bridge offers it.
+/// In the agent's `initialize` answer (`result`, narrowed): `mcpCapabilities.acp` when the
+/// bridge offers it — passed through when the agent advertised it too (`theirs`, before
+/// narrowing), else translated for the agent (`translate.rs`).
 pub(super) fn advertise(relay: &Relay, theirs: &Value, result: &mut Value) {
-    let advertised = theirs.pointer("/mcpCapabilities/acp") == Some(&Value::Bool(true));
-    if !(advertised && offered_by(relay.spec)) {
+    if !offered_by(relay.spec) {
         return;
     }
+    let advertised = |transport: &str| theirs["mcpCapabilities"][transport] == Value::Bool(true);
+    #[cfg(feature = "mcp")]
+    if !advertised("acp") {
+        let _ = relay
+            .translation
+            .set(super::state::Translation::new(advertised("http")));
+    }
+    #[cfg(not(feature = "mcp"))]
+    let _ = advertised;
     relay.mcp_over_acp.store(true, Ordering::SeqCst);
     let capabilities = &mut result["agentCapabilities"];
     if !capabilities["mcpCapabilities"].is_object() {
@@ -55,7 +64,13 @@ pub(super) fn refusal(relay: &Relay, to: Side, method: &str) -> Option<Option<St
     }
     if !relay.mcp_over_acp.load(Ordering::SeqCst) {
         return Some(Some(format!(
-            "`{method}` is not offered: MCP-over-ACP passes a bridge at tier `sandboxed` (built with feature `mcp`) when the agent advertises `mcpCapabilities.acp`"
+            "`{method}` is not offered: MCP-over-ACP passes a bridge at tier `sandboxed` (built with feature `mcp`)"
+        )));
+    }
+    #[cfg(feature = "mcp")]
+    if to == Side::Client && relay.translation.get().is_some() {
+        return Some(Some(format!(
+            "`{method}` is not offered to an agent that does not advertise `mcpCapabilities.acp`"
         )));
     }
     // The agent connects and disconnects; messages go both ways.
@@ -152,33 +167,65 @@ pub(super) async fn agent_request(
     }
 }
 
-/// A `tools/call`: `allow` passes, `deny` is answered here, `ask` asks the editor first (in
-/// a task of its own, so the agent's other messages keep flowing).
-async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) -> Passage {
+/// What governance says of a `tools/call` before anyone is asked.
+pub(super) enum Verdict {
+    /// It may run, approved so.
+    Run(Approval),
+    /// It may not: the answer to give, and the approval to audit.
+    Refuse(Approval, RpcError),
+    /// The editor is to be asked ([`ask`]).
+    Ask,
+}
+
+/// Governance's word on `call`: `allow` runs, `deny` is refused, `ask` asks the editor —
+/// unless the agent asked about this very call and it was approved already.
+pub(super) fn verdict(relay: &Relay, call: &McpCall) -> Verdict {
     let facts = call.facts();
     match relay.oversight.decide(call.session_or_dash(), &facts) {
-        Decision::Allow => Passage::Forward(Some(McpWaiting::Call(Box::new(call), Approval::Auto))),
+        Decision::Allow => Verdict::Run(Approval::Auto),
         Decision::Deny(reason) => {
             let error = RpcError::new(
                 codes::INVALID_REQUEST,
                 format!("the MCP tool `{}` is denied by governance: {reason}", call.tool_name()),
             );
-            refuse(relay, id, &call, Approval::Denied { reason }, error).await;
+            Verdict::Refuse(Approval::Denied { reason }, error)
+        }
+        Decision::Ask => match relay.oversight.approved_already(call.session_or_dash(), &facts) {
+            Some(approval) => Verdict::Run(approval),
+            None => Verdict::Ask,
+        },
+    }
+}
+
+/// Asks the editor about `call` ([`Verdict::Ask`]): the approval (the tool call the agent
+/// announced for it approved with it), or the refusal.
+pub(super) async fn ask(relay: &Relay, call: &McpCall) -> Result<Approval, (Approval, RpcError)> {
+    match ask_editor(relay, call).await {
+        Ok(approval) => {
+            approve_the_agents_call(relay, call, &approval);
+            Ok(approval)
+        }
+        Err((approval, message)) => Err((approval, RpcError::new(codes::INVALID_REQUEST, message))),
+    }
+}
+
+/// A `tools/call`: `allow` passes, `deny` is answered here, `ask` asks the editor first (in
+/// a task of its own, so the agent's other messages keep flowing).
+async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) -> Passage {
+    match verdict(relay, &call) {
+        Verdict::Run(approval) => Passage::Forward(Some(McpWaiting::Call(Box::new(call), approval))),
+        Verdict::Refuse(approval, error) => {
+            refuse(relay, id, &call, approval, error).await;
             Passage::Handled
         }
-        Decision::Ask => {
-            // The agent asked about this very call, and the editor (or governance) approved it.
-            if let Some(approval) = relay.oversight.approved_already(call.session_or_dash(), &facts) {
-                return Passage::Forward(Some(McpWaiting::Call(Box::new(call), approval)));
-            }
+        Verdict::Ask => {
             let relay = Arc::clone(relay);
             let id = id.clone();
             let mut line = line.to_vec();
             line.push(b'\n');
             tokio::spawn(async move {
-                match ask_editor(&relay, &call).await {
+                match ask(&relay, &call).await {
                     Ok(approval) => {
-                        approve_the_agents_call(&relay, &call, &approval);
                         let forwarded = Forwarded::agent_request(&relay, MESSAGE.to_string(), call.session.clone());
                         let forwarded = Forwarded {
                             mcp: Some(McpWaiting::Call(Box::new(call), approval)),
@@ -186,10 +233,7 @@ async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) ->
                         };
                         relay.forward_to_editor(id, forwarded, line).await;
                     }
-                    Err((approval, message)) => {
-                        let error = RpcError::new(codes::INVALID_REQUEST, message);
-                        refuse(&relay, &id, &call, approval, error).await;
-                    }
+                    Err((approval, error)) => refuse(&relay, &id, &call, approval, error).await,
                 }
             });
             Passage::Handled
@@ -267,12 +311,19 @@ async fn ask_editor(relay: &Relay, call: &McpCall) -> Result<Approval, (Approval
 
 /// Answers the agent's `tools/call` with `error`, and audits it with `approval`.
 async fn refuse(relay: &Relay, id: &Id, call: &McpCall, approval: Approval, error: RpcError) {
-    tracing::warn!(tool = call.tool_name(), message = %error.message, "an MCP tool call over ACP was refused");
-    let refused = Err(error.clone());
-    relay
-        .oversight
-        .call_ended(call.session_or_dash(), &call.facts(), Some(approval), &refused);
+    refused(relay, call, approval, &error);
     relay.to_agent_line(jsonrpc::encode_error(id, &error)).await;
+}
+
+/// Logs and audits the refusal of `call` (`error`, approved so).
+pub(super) fn refused(relay: &Relay, call: &McpCall, approval: Approval, error: &RpcError) {
+    tracing::warn!(tool = call.tool_name(), message = %error.message, "an MCP tool call over ACP was refused");
+    relay.oversight.call_ended(
+        call.session_or_dash(),
+        &call.facts(),
+        Some(approval),
+        &Err(error.clone()),
+    );
 }
 
 /// The editor answered the agent's MCP-over-ACP request: remembered, audited, and the answer

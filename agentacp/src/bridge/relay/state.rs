@@ -93,6 +93,69 @@ pub(super) struct Relay {
     pub(super) own: Pending,
     /// The MCP servers the editor offers over ACP, and their connections.
     pub(super) mcp: AcpMcpServers,
-    /// Whether MCP-over-ACP passes (see [`mcp`]).
+    /// Whether the bridge offers MCP-over-ACP to the editor (see `mcp.rs`).
     pub(super) mcp_over_acp: AtomicBool,
+    /// Set when the agent does not take MCP-over-ACP itself: the bridge serves the editor's
+    /// servers to it (see `translate.rs`).
+    #[cfg(feature = "mcp")]
+    pub(super) translation: std::sync::OnceLock<Translation>,
+}
+
+/// The editor's MCP-over-ACP servers, served by the bridge to an agent without MCP-over-ACP
+/// as `"type": "http"` servers on a loopback endpoint (or through a stdio shim when the agent
+/// takes no HTTP either), each reached by an MCP connection of the bridge's own to the editor.
+#[cfg(feature = "mcp")]
+pub(super) struct Translation {
+    /// Whether the agent advertised `mcpCapabilities.http`.
+    pub(super) agent_http: bool,
+    /// The bridge's own MCP connections to the editor, by connection id (the editor's
+    /// `mcp/message`s on them are answered by the bridge).
+    pub(super) tunnels: std::sync::Arc<crate::mcp::tunnel::Tunnels>,
+    /// The loopback endpoint, once started.
+    pub(super) loopback: tokio::sync::OnceCell<Loopback>,
+    /// The served servers, by the key in their URL.
+    pub(super) endpoints: Mutex<HashMap<String, std::sync::Arc<Endpoint>>>,
+    /// Ends the endpoint's accept loop and MCP sessions.
+    pub(super) stop: tokio_util::sync::CancellationToken,
+}
+
+/// The loopback endpoint: where it listens.
+#[cfg(feature = "mcp")]
+pub(super) struct Loopback {
+    pub(super) address: std::net::SocketAddr,
+}
+
+/// One of the editor's servers, as the bridge serves it.
+#[cfg(feature = "mcp")]
+pub(super) struct Endpoint {
+    /// The editor's `serverId`.
+    pub(super) server_id: String,
+    /// The bearer token a request must carry.
+    pub(super) secret: String,
+    /// The bridge's MCP connection to the editor's server (its tunnel in
+    /// [`Translation::tunnels`]), once the agent connected.
+    pub(super) upstream:
+        tokio::sync::OnceCell<rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>>,
+}
+
+#[cfg(feature = "mcp")]
+impl Translation {
+    /// For an agent that takes `"type": "http"` servers (`agent_http`) or not.
+    pub(super) fn new(agent_http: bool) -> Translation {
+        Translation {
+            agent_http,
+            tunnels: std::sync::Arc::default(),
+            loopback: tokio::sync::OnceCell::new(),
+            endpoints: Mutex::default(),
+            stop: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+}
+
+#[cfg(feature = "mcp")]
+impl Drop for Translation {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.tunnels.end_all();
+    }
 }

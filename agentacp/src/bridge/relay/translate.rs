@@ -1,0 +1,538 @@
+//! MCP-over-ACP for an agent that does not take it (tier `sandboxed`, feature `mcp`;
+//! `docs/mcp.md`, "Through a bridge"). The bridge advertises `mcpCapabilities.acp` to the
+//! editor all the same and serves each of the editor's `"type": "acp"` servers to the agent
+//! as a server it does take:
+//!
+//! - the editor's session request (`session/new`, `load`, `resume`) reaches the agent with each
+//!   `acp` entry replaced by an `http` one: a URL on a loopback endpoint of the bridge's (one
+//!   path per server) and an `Authorization: Bearer` header with a token made for it; an agent
+//!   without `mcpCapabilities.http` gets a stdio server instead: the bridge's shim
+//!   ([`BridgeOptions::mcp_shim`](super::super::BridgeOptions::mcp_shim), `crate::mcp::shim`),
+//!   which carries stdio to that same endpoint;
+//! - the endpoint is rmcp's streamable-HTTP service; behind it, a proxy ([`Proxy`]) reaches the
+//!   editor's server over an MCP connection of the bridge's own (`mcp/connect`, `mcp/message`,
+//!   sent with the bridge's request ids, [`OWN_IDS`](super::OWN_IDS) up), opened when the agent
+//!   first connects, and the editor's `mcp/message`s on it are answered by the bridge;
+//! - governance and audit are those of MCP-over-ACP passing the bridge (`mcp.rs`): each
+//!   `tools/call` is decided by `mcp/<server>/<tool>` (`deny` answered, `ask` asked of the
+//!   editor), audited with its approval and result, and `tools/list` lists only what
+//!   governance does not deny. Resources and prompts pass as they are; requests of the
+//!   editor's server to the agent (sampling, roots, elicitation) are not carried.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ErrorCode, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, ServerResult,
+};
+use rmcp::service::{Peer, RequestContext, RoleClient, RoleServer, ServiceError};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+
+use super::mcp::{self as governed, Verdict};
+use super::state::{Endpoint, Loopback, Relay, Translation};
+use crate::client::mcp_governance::{self, McpCall};
+use crate::future::BoxFuture;
+use crate::jsonrpc::{self, Id, RpcError, codes};
+use crate::mcp::shim::{TOKEN_ENV, URL_ENV};
+use crate::mcp::tunnel::{AcpPeer, answer_value};
+use crate::mcp::{AcpLink, CALL_TIMEOUT, open_over_acp};
+use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
+use crate::sync::lock;
+use crate::wire::default as wire;
+
+/// The editor's session request, for an agent without MCP-over-ACP: the line to send the
+/// agent, its `"type": "acp"` servers replaced by servers the agent takes (`None`: nothing to
+/// replace; an error: a server could not be served, answered to the editor).
+pub(super) async fn session_request(
+    relay: &Arc<Relay>,
+    id: &Id,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Option<Result<Vec<u8>, RpcError>> {
+    use wire::method_names as m;
+    let translation = relay.translation.get()?;
+    if !matches!(method, m::SESSION_NEW | m::SESSION_LOAD | "session/resume") {
+        return None;
+    }
+    let mut params: Value = serde_json::from_str(params?.get()).ok()?;
+    let servers = params.get_mut("mcpServers")?.as_array_mut()?;
+    let mut replaced = false;
+    for entry in servers.iter_mut() {
+        if entry.get("type").and_then(Value::as_str) != Some("acp") {
+            continue;
+        }
+        match served_as(relay, translation, entry).await {
+            Ok(served) => *entry = served,
+            Err(why) => {
+                tracing::warn!(%why, "an MCP-over-ACP server could not be served to the agent");
+                return Some(Err(RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    format!("the bridge could not serve an MCP-over-ACP server to its agent: {why}"),
+                )));
+            }
+        }
+        replaced = true;
+    }
+    replaced.then(|| Ok(jsonrpc::encode_request(id, method, &params)))
+}
+
+/// The server the agent gets for the editor's `acp` server `entry`: an endpoint of its own on
+/// the loopback listener, as an `http` server or (an agent without HTTP) the stdio shim.
+async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value) -> Result<Value, String> {
+    let server_id = server_id_of(entry).ok_or("an `acp` server without a `serverId`")?;
+    let name = entry.get("name").and_then(Value::as_str).unwrap_or(server_id);
+    let address = loopback(relay, translation).await?.address;
+    let secret = acp_tokens::generate_token().map_err(|error| format!("no token for the endpoint: {error}"))?;
+    let key = {
+        let mut endpoints = lock(&translation.endpoints);
+        let key = (endpoints.len() + 1).to_string();
+        endpoints.insert(
+            key.clone(),
+            Arc::new(Endpoint {
+                server_id: server_id.to_string(),
+                secret: secret.clone(),
+                upstream: tokio::sync::OnceCell::new(),
+            }),
+        );
+        key
+    };
+    let url = format!("http://{address}/mcp/{key}");
+    if translation.agent_http {
+        return Ok(json!({
+            "type": "http",
+            "name": name,
+            "url": url,
+            "headers": [{"name": "Authorization", "value": format!("Bearer {secret}")}],
+        }));
+    }
+    let shim = match &relay.options.mcp_shim {
+        Some(program) => program.clone(),
+        None => std::env::current_exe().map_err(|error| format!("no program to run as the stdio shim: {error}"))?,
+    };
+    Ok(json!({
+        "name": name,
+        "command": shim,
+        "args": [],
+        "env": [{"name": URL_ENV, "value": url}, {"name": TOKEN_ENV, "value": secret}],
+    }))
+}
+
+/// The loopback listener, started on first use; it stops with [`Translation::stop`].
+async fn loopback<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Result<&'t Loopback, String> {
+    translation
+        .loopback
+        .get_or_try_init(|| async {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .map_err(|error| format!("no loopback port to listen on: {error}"))?;
+            let address = listener.local_addr().map_err(|error| error.to_string())?;
+            let router = Router {
+                relay: Arc::downgrade(relay),
+                services: Arc::default(),
+                stop: translation.stop.clone(),
+                max_body: relay.options.max_frame_bytes,
+            };
+            tokio::spawn(accept(listener, router));
+            tracing::debug!(%address, "serving the editor's MCP-over-ACP servers to the agent");
+            Ok(Loopback { address })
+        })
+        .await
+}
+
+/// Accepts connections to the loopback endpoint until `router.stop`.
+async fn accept(listener: tokio::net::TcpListener, router: Router) {
+    loop {
+        let stream = tokio::select! {
+            () = router.stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of descriptors, say: give the others a moment to close.
+                    tracing::warn!(%error, "the loopback MCP endpoint could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let router = router.clone();
+        tokio::spawn(async move {
+            let stop = router.stop.clone();
+            let service = hyper::service::service_fn(move |request| {
+                let router = router.clone();
+                async move { Ok::<_, Infallible>(router.route(request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                () = stop.cancelled() => {}
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%error, "a connection to the loopback MCP endpoint ended");
+                },
+            }
+        });
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Routes `/mcp/<key>` to its server's streamable-HTTP service, once the bearer token matched.
+#[derive(Clone)]
+struct Router {
+    relay: Weak<Relay>,
+    services: Arc<Mutex<HashMap<String, StreamableHttpService<Proxy, LocalSessionManager>>>>,
+    stop: CancellationToken,
+    max_body: usize,
+}
+
+impl Router {
+    async fn route(&self, request: Request<Incoming>) -> Response<Body> {
+        let Some(relay) = self.relay.upgrade() else {
+            return plain(StatusCode::SERVICE_UNAVAILABLE, "the bridge is closing");
+        };
+        let key = request
+            .uri()
+            .path()
+            .strip_prefix("/mcp/")
+            .unwrap_or_default()
+            .to_string();
+        let endpoint = relay
+            .translation
+            .get()
+            .and_then(|translation| lock(&translation.endpoints).get(&key).cloned());
+        drop(relay);
+        let Some(endpoint) = endpoint else {
+            return plain(StatusCode::NOT_FOUND, "no such MCP server");
+        };
+        if !bearer_matches(&request, &endpoint.secret) {
+            tracing::warn!(
+                path = request.uri().path(),
+                "a request to the loopback MCP endpoint without its token was refused"
+            );
+            let mut response = plain(StatusCode::UNAUTHORIZED, "a bearer token is required");
+            response.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
+        let service = lock(&self.services)
+            .entry(key.clone())
+            .or_insert_with(|| {
+                let relay = self.relay.clone();
+                StreamableHttpService::new(
+                    move || {
+                        Ok(Proxy {
+                            relay: relay.clone(),
+                            key: key.clone(),
+                        })
+                    },
+                    LocalSessionManager::default().into(),
+                    StreamableHttpServerConfig::default()
+                        .with_cancellation_token(self.stop.child_token())
+                        .with_max_request_body_bytes(self.max_body),
+                )
+            })
+            .clone();
+        service.handle(request).await
+    }
+}
+
+/// Whether `request` carries `Authorization: Bearer <secret>` (compared in constant time).
+fn bearer_matches(request: &Request<Incoming>, secret: &str) -> bool {
+    let expected = format!("Bearer {secret}");
+    request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .is_some_and(|given| bool::from(given.as_bytes().ct_eq(expected.as_bytes())))
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response
+}
+
+/// The editor's `mcp/message` on one of the bridge's own MCP connections: handed to it, a
+/// request answered to the editor when its proxy has answered. `false`: not one of those.
+pub(super) fn editor_message(relay: &Arc<Relay>, id: Option<&Id>, method: &str, params: Option<&RawValue>) -> bool {
+    let Some(translation) = relay.translation.get() else {
+        return false;
+    };
+    if method != MESSAGE {
+        return false;
+    }
+    let Some(id) = id else {
+        translation.tunnels.notification(params);
+        return true;
+    };
+    let tunnels = Arc::clone(&translation.tunnels);
+    let relay = Arc::clone(relay);
+    let id = id.clone();
+    let params = params.map(ToOwned::to_owned);
+    tokio::spawn(async move {
+        let line = match tunnels.request(params.as_deref()).await {
+            Ok(result) => jsonrpc::encode_result(&id, &result),
+            Err(error) => jsonrpc::encode_error(&id, &error),
+        };
+        relay.to_editor_line(line).await;
+    });
+    true
+}
+
+/// The editor, as the bridge's MCP connections reach it: requests numbered with the
+/// bridge's own ids.
+struct EditorPeer(Weak<Relay>);
+
+impl AcpPeer for EditorPeer {
+    fn request(
+        &self,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        let relay = self.0.upgrade();
+        Box::pin(async move {
+            let Some(relay) = relay else {
+                return Err(RpcError::new(codes::INTERNAL_ERROR, "the bridge is closing"));
+            };
+            let answer = relay.own.call(&relay.up, method, &params, timeout).await;
+            answer_value(method, timeout, answer)
+        })
+    }
+
+    fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()> {
+        let relay = self.0.upgrade();
+        Box::pin(async move {
+            if let Some(relay) = relay {
+                relay
+                    .to_editor_line(jsonrpc::encode_notification(method, &params))
+                    .await;
+            }
+        })
+    }
+}
+
+/// One of the editor's servers, as the agent reaches it through the endpoint `key`: its
+/// requests passed to the editor's server over the bridge's MCP connection, tool calls
+/// governed and audited.
+#[derive(Clone)]
+struct Proxy {
+    relay: Weak<Relay>,
+    key: String,
+}
+
+/// The editor's server behind a proxy, reached.
+struct Reached {
+    peer: Peer<RoleClient>,
+    /// Its name in the session request.
+    server: String,
+    /// The session that listed it, once known.
+    session: Option<String>,
+}
+
+impl Proxy {
+    fn relay(&self) -> Result<Arc<Relay>, ErrorData> {
+        self.relay
+            .upgrade()
+            .ok_or_else(|| ErrorData::internal_error("the bridge is closing", None))
+    }
+
+    /// The editor's server, over the bridge's MCP connection to it (opened on first use, with
+    /// `client` as the MCP client the editor's server sees).
+    async fn reach(&self, relay: &Arc<Relay>, client: Option<InitializeRequestParams>) -> Result<Reached, ErrorData> {
+        let no_server = || ErrorData::internal_error("this MCP server is no longer served", None);
+        let translation = relay.translation.get().ok_or_else(no_server)?;
+        let endpoint = lock(&translation.endpoints)
+            .get(&self.key)
+            .cloned()
+            .ok_or_else(no_server)?;
+        let upstream = endpoint
+            .upstream
+            .get_or_try_init(|| async {
+                let link = AcpLink {
+                    peer: Arc::new(EditorPeer(Arc::downgrade(relay))),
+                    tunnels: Arc::clone(&translation.tunnels),
+                };
+                let client = client.unwrap_or_else(|| {
+                    ClientConfig::new(
+                        ClientCapabilities::default(),
+                        Implementation::new("agentacp-bridge", env!("CARGO_PKG_VERSION")),
+                    )
+                });
+                let (service, tunnel) = open_over_acp(&endpoint.server_id, &link, client).await?;
+                relay.mcp.connected(&endpoint.server_id, tunnel.id());
+                Ok::<_, String>(service)
+            })
+            .await
+            .map_err(|why| {
+                ErrorData::internal_error(format!("the editor's MCP server could not be reached: {why}"), None)
+            })?;
+        let (server, session) = relay
+            .mcp
+            .offered_as(&endpoint.server_id)
+            .unwrap_or_else(|| (endpoint.server_id.clone(), None));
+        Ok(Reached {
+            peer: upstream.peer().clone(),
+            server,
+            session,
+        })
+    }
+
+    /// The editor's server, reached.
+    async fn reached(&self) -> Result<(Arc<Relay>, Reached), ErrorData> {
+        let relay = self.relay()?;
+        let reached = self.reach(&relay, None).await?;
+        Ok((relay, reached))
+    }
+}
+
+/// `request` to the editor's server, bounded by [`CALL_TIMEOUT`].
+async fn bounded<T>(request: impl Future<Output = Result<T, ServiceError>>) -> Result<T, ErrorData> {
+    match tokio::time::timeout(CALL_TIMEOUT, request).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(ServiceError::McpError(error))) => Err(error),
+        Ok(Err(error)) => Err(ErrorData::internal_error(
+            format!("the editor's MCP server: {error}"),
+            None,
+        )),
+        Err(_) => Err(ErrorData::internal_error(
+            format!("the editor's MCP server did not answer within {CALL_TIMEOUT:?}"),
+            None,
+        )),
+    }
+}
+
+fn mcp_error(error: &RpcError) -> ErrorData {
+    ErrorData::new(ErrorCode(error.code), error.message.clone(), error.data.clone())
+}
+
+impl rmcp::ServerHandler for Proxy {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let relay = self.relay()?;
+        let reached = self.reach(&relay, Some(request)).await?;
+        // What the editor's server said of itself, as the agent's `initialize` answer.
+        let info = (reached.peer.peer_info())
+            .ok_or_else(|| ErrorData::internal_error("the editor's MCP server did not say what it is", None))?;
+        let mut result = InitializeResult::new(info.capabilities.clone());
+        result.protocol_version = info.protocol_version.clone();
+        if let Some(server) = &info.server_info {
+            result.server_info = server.clone();
+        }
+        result.instructions = info.instructions.clone();
+        Ok(result)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let (relay, reached) = self.reached().await?;
+        let listed = bounded(reached.peer.list_tools(request)).await?;
+        let unreadable = |error: serde_json::Error| ErrorData::internal_error(error.to_string(), None);
+        let mut listed = serde_json::to_value(listed).map_err(unreadable)?;
+        mcp_governance::keep_allowed(&mut listed, &reached.server, &relay.oversight);
+        serde_json::from_value(listed).map_err(unreadable)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (relay, reached) = self.reached().await?;
+        let arguments = request.arguments.clone().map_or_else(|| json!({}), Value::Object);
+        let call = McpCall::new(reached.session, reached.server, request.name.to_string(), arguments);
+        let approval = match governed::verdict(&relay, &call) {
+            Verdict::Run(approval) => approval,
+            Verdict::Refuse(approval, error) => {
+                governed::refused(&relay, &call, approval, &error);
+                return Err(mcp_error(&error));
+            }
+            Verdict::Ask => match governed::ask(&relay, &call).await {
+                Ok(approval) => approval,
+                Err((approval, error)) => {
+                    governed::refused(&relay, &call, approval, &error);
+                    return Err(mcp_error(&error));
+                }
+            },
+        };
+        let answer = bounded(reached.peer.call_tool_once(request)).await;
+        let audited = match &answer {
+            Ok(result) => Ok(serde_json::to_value(ServerResult::from(result.clone())).unwrap_or(Value::Null)),
+            Err(error) => Err(RpcError {
+                code: error.code.0,
+                message: error.message.to_string(),
+                data: error.data.clone(),
+            }),
+        };
+        relay
+            .oversight
+            .call_ended(call.session_or_dash(), &call.facts(), Some(approval), &audited);
+        answer
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        bounded(self.reached().await?.1.peer.list_resources(request)).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        bounded(self.reached().await?.1.peer.list_resource_templates(request)).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        bounded(self.reached().await?.1.peer.read_resource_once(request)).await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        bounded(self.reached().await?.1.peer.list_prompts(request)).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        bounded(self.reached().await?.1.peer.get_prompt_once(request)).await
+    }
+}
