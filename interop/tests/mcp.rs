@@ -527,9 +527,14 @@ async fn the_operators_commands_and_its_mcp_servers_run_in_the_sandbox() {
 /// `mcp-test-server --http`: the same tools over streamable HTTP, in `folder`; killed when
 /// dropped. Returns it and its URL.
 async fn http_notes_server(folder: &Path) -> (tokio::process::Child, String) {
+    notes_server_at(folder, &["--http", "127.0.0.1:0"]).await
+}
+
+/// `mcp-test-server` started with `args` (`--http`, `--https`) in `folder`, and its URL.
+async fn notes_server_at(folder: &Path, args: &[&str]) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
     let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-test-server"))
-        .args(["--http", "127.0.0.1:0"])
+        .args(args)
         .current_dir(folder)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -598,6 +603,49 @@ async fn an_http_mcp_server_is_listed_called_governed_and_audited() {
     client.close().await;
     assert_eq!(tool_records(&dirs.audit_log, "mcp/notes/read_note").len(), 1);
     check_audit_log(&dirs.audit_log, |_| true);
+}
+
+/// An MCP server over `https://` (rmcp's server behind TLS, a self-signed certificate for
+/// `localhost`): reached and called when the agent trusts the certificate (`SSL_CERT_FILE`),
+/// reported unavailable when it does not — the certificate is checked, not waved through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_mcp_server_is_reached_when_its_certificate_is_trusted_and_refused_otherwise() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("hello.txt"), "hello over https").unwrap();
+    let cert = dirs.state_dir.join("mcp-server-cert.pem");
+    let (_server, url) = notes_server_at(&project, &["--https", "127.0.0.1:0", cert.to_str().unwrap()]).await;
+    assert!(url.starts_with("https://localhost:"), "{url}");
+    let servers = json!([{"type": "http", "name": "notes", "url": url, "headers": []}]);
+    for trusted in [true, false] {
+        let mut command = AgentCommand::new(example_binary("sandboxed-server"));
+        for (key, value) in dirs.env() {
+            command = command.env(key, value);
+        }
+        if trusted {
+            command = command.env("SSL_CERT_FILE", &cert);
+        }
+        let options = ClientOptions::default().with_workspace_root(dirs.workspace_root.clone());
+        let client = tokio::time::timeout(WAIT, Client::connect(command, options))
+            .await
+            .expect("started in time")
+            .expect("started");
+        let session = session_with(&client, &project, servers.clone()).await;
+        let (said, _) = prompt(&client, &session, r#"/mcp call notes read_note {"name":"hello.txt"}"#).await;
+        if trusted {
+            assert_eq!(said, ["completed: hello over https"]);
+        } else {
+            assert!(said[0].contains("notes"), "{said:?}");
+            assert!(
+                !said[0].starts_with("completed"),
+                "an untrusted certificate was accepted: {said:?}"
+            );
+        }
+        client.close().await;
+    }
 }
 
 /// The reference MCP server from npm (`@modelcontextprotocol/server-everything`, installed in

@@ -633,8 +633,10 @@ pub(crate) fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
     });
 }
 
-/// rmcp's streamable-HTTP client for `url` (plain `http://`; TLS is not built in), sending
-/// `headers` (an `Authorization` among them) with every request.
+/// rmcp's streamable-HTTP client for `url`, sending `headers` (an `Authorization` among them)
+/// with every request. `https://` with feature `tls`: rustls on the ring provider (installed as
+/// the process default unless the application installed one), certificates verified against
+/// the platform's roots (on Linux the system store, or the file `SSL_CERT_FILE` names).
 fn http_transport(
     url: &str,
     headers: &[(String, String)],
@@ -642,11 +644,16 @@ fn http_transport(
     rmcp::transport::StreamableHttpClientTransport<impl rmcp::transport::streamable_http_client::StreamableHttpClient>,
     String,
 > {
-    if !url.starts_with("http://") {
+    if url.starts_with("https://") && cfg!(not(feature = "tls")) {
         return Err(format!(
-            "`{url}`: only `http://` MCP servers are reached (this agent has no TLS for MCP yet)"
+            "`{url}`: an `https://` MCP server needs agentacp's cargo feature `tls` (this agent was built without it)"
         ));
+    } else if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!("`{url}` is not an http:// or https:// URL"));
     }
+    // reqwest builds its TLS configuration for any URL once it has TLS: the provider first.
+    #[cfg(feature = "tls")]
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut custom = std::collections::HashMap::new();
     for (name, value) in headers {
         let header = http::HeaderName::from_bytes(name.as_bytes())
