@@ -583,17 +583,21 @@ impl Plan {
             .built_in_module
             .as_deref()
             .map(|module| feature_check(module, prefix, &self.acp_rev_at, self.span));
-        let sandbox_check = (self.kind() == Kind::Server && self.tier() == Tier::Sandboxed).then(|| {
+        let mcp_check = (self.kind() != Kind::Client && self.tier() == Tier::Sandboxed).then(|| {
+            let what = match self.kind() {
+                Kind::Server => "server takes the session's MCP servers (MCP-over-ACP among them) and runs its programs in the local sandbox",
+                _ => "bridge offers the editor's MCP servers to its agent over ACP",
+            };
             let message = format!(
-                "{}: a `tier: sandboxed` server runs its programs in the local sandbox, whose file rules are behind agentacp's cargo feature `sandbox` (or `mcp`, which includes it); turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"sandbox\"] }}",
+                "{}: a `tier: sandboxed` {what}, which is agentacp's cargo feature `mcp` (the local sandbox included); turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"mcp\"] }}",
                 self.tier_at,
                 env!("CARGO_PKG_VERSION"),
             );
-            quote_spanned! {self.span=> ::agentacp::__require_sandbox!(#message); }
+            quote_spanned! {self.span=> ::agentacp::__require_mcp!(#message); }
         });
         quote_spanned! {wire_span=>
             #feature_check
-            #sandbox_check
+            #mcp_check
             const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
         }
     }
@@ -916,7 +920,7 @@ fn agent_capabilities_literal(agent: AgentCapabilities) -> TokenStream {
                 audio,
                 embedded_context,
             },
-        mcp_capabilities: McpCapabilities { http, sse },
+        mcp_capabilities: McpCapabilities { http, sse, acp },
         session_capabilities:
             SessionCapabilities {
                 list,
@@ -934,7 +938,7 @@ fn agent_capabilities_literal(agent: AgentCapabilities) -> TokenStream {
                 audio: #audio,
                 embedded_context: #embedded_context,
             },
-            mcp_capabilities: ::agentacp::__private::McpCapabilities { http: #http, sse: #sse },
+            mcp_capabilities: ::agentacp::__private::McpCapabilities { http: #http, sse: #sse, acp: #acp },
             session_capabilities: ::agentacp::__private::SessionCapabilities {
                 list: #list,
                 resume: #resume,

@@ -134,6 +134,16 @@ pub struct McpCapabilities {
     pub http: bool,
     /// Server-sent events.
     pub sse: bool,
+    /// MCP-over-ACP (the upstream RFD; not in the pinned revision's schema, so a manifest does
+    /// not declare it): AIP-44 requires it of a runtime that declares `mcpCapabilities`, and
+    /// agentacp gives it at tier `sandboxed`. Left out of the JSON when `false`.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_false"))]
+    pub acp: bool,
+}
+
+#[cfg(feature = "serde")]
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 impl AgentCapabilities {
@@ -148,6 +158,7 @@ impl AgentCapabilities {
         mcp_capabilities: McpCapabilities {
             http: false,
             sse: false,
+            acp: false,
         },
         session_capabilities: SessionCapabilities {
             list: false,

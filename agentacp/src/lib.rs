@@ -55,20 +55,20 @@ pub use agentacp_wire as wire;
 #[doc(hidden)]
 pub use agentacp_wire::{__require_rev_0fc18323, __require_rev_b7f00054, __require_rev_d9072428};
 
-/// `#[acp_operator]` on a `tier: sandboxed` server calls this: nothing with feature `sandbox`
-/// (the local sandbox's file rules), the message as a compile error without it.
-#[cfg(feature = "sandbox")]
+/// `#[acp_operator]` on a `tier: sandboxed` server or bridge calls this: nothing with feature
+/// `mcp` (MCP, MCP-over-ACP and the local sandbox), the message as a compile error without it.
+#[cfg(feature = "mcp")]
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __require_sandbox {
+macro_rules! __require_mcp {
     ($message:literal) => {};
 }
 
-/// See the `sandbox` feature's variant.
-#[cfg(not(feature = "sandbox"))]
+/// See the `mcp` feature's variant.
+#[cfg(not(feature = "mcp"))]
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __require_sandbox {
+macro_rules! __require_mcp {
     ($message:literal) => {
         ::core::compile_error!($message);
     };

@@ -339,11 +339,12 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         return Err(ScaffoldError::Exists(root));
     }
     // A server that offers WebSocket serves it with agentacp's `websocket` feature; a
-    // sandboxed server uses the session's MCP servers with its `mcp` feature.
+    // sandboxed server uses the session's MCP servers, and a sandboxed bridge offers the
+    // editor's to its agent, with its `mcp` feature.
     let features: Vec<&str> = [
         (websocket, "\"websocket\""),
         (
-            options.kind == Kind::Server && options.tier == Tier::Sandboxed,
+            options.kind != Kind::Client && options.tier == Tier::Sandboxed,
             "\"mcp\"",
         ),
     ]

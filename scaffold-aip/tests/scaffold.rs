@@ -90,8 +90,9 @@ fn every_kind_and_tier_generates_a_clean_manifest() {
             assert_clean(&scaffolded.root.join("ACP.md"));
             let cargo = std::fs::read_to_string(scaffolded.root.join("Cargo.toml")).unwrap();
             assert!(cargo.contains(&format!("name = \"{name}\"")), "{cargo}");
-            // A sandboxed server uses the session's MCP servers: agentacp's `mcp` feature.
-            let dependency = if kind == Kind::Server && tier == Tier::Sandboxed {
+            // A sandboxed server uses the session's MCP servers, a sandboxed bridge offers the
+            // editor's to its agent: agentacp's `mcp` feature.
+            let dependency = if kind != Kind::Client && tier == Tier::Sandboxed {
                 r#"agentacp = { version = "0.1", features = ["mcp"] }"#
             } else {
                 r#"agentacp = "0.1""#

@@ -6,7 +6,7 @@
 //! |------------------|----------------------------------------------|
 //! | basic            | nothing beyond the baseline                  |
 //! | governance-aware | `loadSession`                                |
-//! | sandboxed        | `loadSession`, `mcpCapabilities.http`        |
+//! | sandboxed        | `loadSession`, `mcpCapabilities.http`, `.acp` |
 //!
 //! Client-side capabilities (fs, terminal) default to off at every tier. For a client or a
 //! bridge they are what it offers the agent; for a server, the editor methods its operator
@@ -112,6 +112,8 @@ pub fn tier_agent_defaults(tier: Tier) -> AgentCapabilities {
         mcp_capabilities: McpCapabilities {
             http: tier >= Tier::Sandboxed,
             sse: false,
+            // AIP-44: a runtime that declares `mcpCapabilities` takes MCP-over-ACP.
+            acp: tier >= Tier::Sandboxed,
         },
         ..AgentCapabilities::default()
     }

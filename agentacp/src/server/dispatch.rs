@@ -214,10 +214,6 @@ impl<O: Operator> Dispatcher<O> {
         if connection.access.tokens.is_some() {
             access::advertise(&mut initialize_response);
         }
-        if cfg!(feature = "mcp") && spec.tier == <crate::tier::Sandboxed as crate::tier::Tier>::NAME {
-            // AIP-44: a runtime with `mcpCapabilities` takes MCP-over-ACP for its tools.
-            initialize_response["agentCapabilities"]["mcpCapabilities"]["acp"] = Value::Bool(true);
-        }
         if let Some(sandbox) = &connection.sandbox {
             // What this kernel enforces of SANDBOX.md (the manifest's ask is in `explain`).
             initialize_response["_meta"]["aip44"]["sandbox_enforcement"] = sandbox.report();

@@ -1,10 +1,10 @@
-//! A `tier: sandboxed` server built without agentacp's `sandbox` feature (this crate's
-//! agentacp has none): a compile error naming the `tier` line and the feature, never a
-//! server that would run its programs unconfined.
+//! A `tier: sandboxed` server built without agentacp's `mcp` feature (this crate's agentacp
+//! has none): a compile error naming the `tier` line and the feature, never a server that
+//! would advertise MCP it cannot take, or run its programs unconfined.
 
 use agentacp::prelude::*;
 
-#[acp_operator(manifest = "sandboxed-without-sandbox-feature/ACP.md")]
+#[acp_operator(manifest = "sandboxed-without-mcp-feature/ACP.md")]
 pub struct Boxed;
 
 impl BoxedServer for Boxed {
