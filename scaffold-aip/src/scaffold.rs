@@ -11,10 +11,11 @@ use serde_json::json;
 
 use acp_manifest::revisions;
 
-/// The versions a generated `Cargo.toml` asks for when it does not use `--agentacp-path`:
-/// the one reviewed table (crate, TOML value).
+/// The versions a generated `Cargo.toml` asks for when it does not depend on a checkout:
+/// the one reviewed table (crate, TOML value). `agentacp` at this `scaffold-aip`'s own version
+/// (the crates are released together), so the templates meet the API they were written for.
 pub const DEPENDENCIES: &[(&str, &str)] = &[
-    ("agentacp", r#""0.1""#),
+    ("agentacp", concat!("\"", env!("CARGO_PKG_VERSION"), "\"")),
     (
         "tokio",
         r#"{ version = "1", features = ["rt-multi-thread", "macros"] }"#,

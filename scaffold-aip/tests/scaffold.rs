@@ -91,12 +91,14 @@ fn every_kind_and_tier_generates_a_clean_manifest() {
             let cargo = std::fs::read_to_string(scaffolded.root.join("Cargo.toml")).unwrap();
             assert!(cargo.contains(&format!("name = \"{name}\"")), "{cargo}");
             // A sandboxed server uses the session's MCP servers: agentacp's `mcp` feature.
+            // Without a checkout: the crates.io release of scaffold-aip's own version.
+            let version = env!("CARGO_PKG_VERSION");
             let dependency = if kind == Kind::Server && tier == Tier::Sandboxed {
-                r#"agentacp = { version = "0.1", features = ["mcp"] }"#
+                format!(r#"agentacp = {{ version = "{version}", features = ["mcp"] }}"#)
             } else {
-                r#"agentacp = "0.1""#
+                format!(r#"agentacp = "{version}""#)
             };
-            assert!(cargo.contains(dependency), "{cargo}");
+            assert!(cargo.contains(&dependency), "{cargo}");
             assert!(!cargo.contains("[workspace]"), "{cargo}");
             let acp = std::fs::read_to_string(scaffolded.root.join("ACP.md")).unwrap();
             assert!(
