@@ -17,7 +17,7 @@ pub struct Position {
 
 /// The text of one file, as diagnostics see it (a leading byte-order mark removed,
 /// invalid UTF-8 replaced), with an index of line starts and, within lines, of every
-/// [`STRIDE`]-th character (so a position on a long line costs no more than on a short one).
+/// 64th character (so a position on a long line costs no more than on a short one).
 #[derive(Debug, Clone)]
 pub struct SourceFile {
     path: PathBuf,

@@ -1,6 +1,6 @@
-//! Bearer tokens for remote connections (issue #17): the [`Identity`] a connection acts as,
-//! the [`TokenStore`] of accepted tokens (kept only as SHA-256 hashes), and the helpers
-//! `scaffold-aip token` mirrors ([`hash_token`], [`generate_token`]).
+//! Bearer tokens for remote connections (issue #17): the [`Identity`](crate::auth::Identity) a connection acts as,
+//! the [`TokenStore`](crate::auth::TokenStore) of accepted tokens (kept only as SHA-256 hashes), and the helpers
+//! `scaffold-aip token` mirrors ([`hash_token`](crate::auth::hash_token), [`generate_token`](crate::auth::generate_token)).
 //!
 //! A token file holds one entry a line, `<identity> sha256:<64 lowercase hex>`; blank lines
 //! and lines starting with `#` are ignored. The server re-reads it when its modification time

@@ -57,19 +57,35 @@ pub(crate) fn home() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
-/// Logs to stderr (never stdout: that is the protocol channel), filtered by `AGENTACP_LOG`
-/// (default `warn`): a level (`info`), `target=level` pairs, or both, comma-separated
-/// (`warn,agentacp=debug`). A value that does not parse logs at `warn` and says so. Does
-/// nothing if a subscriber is already installed.
+/// The log filter's setting and where it came from: `AGENTACP_LOG`, else `RUST_LOG` (the
+/// first one set and not blank), else `None`.
+#[cfg(any(feature = "stderr-log", test))]
+fn log_setting(var: impl Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
+    ["AGENTACP_LOG", "RUST_LOG"].into_iter().find_map(|name| {
+        var(name)
+            .filter(|value| !value.trim().is_empty())
+            .map(|value| (name, value))
+    })
+}
+
+/// Installs the runtime's logger, unless the application already installed a global `tracing`
+/// subscriber (then it keeps it, and this does nothing): logs to stderr (never stdout: that is
+/// the protocol channel), filtered by `AGENTACP_LOG`, else `RUST_LOG` (default `warn`): a level
+/// (`info`), `target=level` pairs, or both, comma-separated (`warn,agentacp=debug`). A value
+/// that does not parse logs at `warn` and says so. The servers, clients and bridges call it
+/// as they start. Without the default feature `stderr-log` it does nothing (and the crate does
+/// not depend on `tracing-subscriber`): the application's own subscriber, if any, gets the logs.
+#[cfg(feature = "stderr-log")]
 pub fn init_logging() {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
 
-    let setting = std::env::var("AGENTACP_LOG")
-        .ok()
-        .filter(|value| !value.trim().is_empty());
-    let parsed = setting.as_deref().map(str::parse::<Targets>);
+    if tracing::dispatcher::has_been_set() {
+        return;
+    }
+    let setting = log_setting(|name| std::env::var(name).ok());
+    let parsed = setting.as_ref().map(|(_, value)| value.parse::<Targets>());
     let filter = match &parsed {
         Some(Ok(targets)) => targets.clone(),
         _ => Targets::new().with_default(LevelFilter::WARN),
@@ -83,10 +99,14 @@ pub fn init_logging() {
         .with(filter)
         .try_init()
         .is_ok();
-    if let (true, Some(Err(error))) = (installed, parsed) {
-        tracing::warn!(%error, value = setting.as_deref().unwrap_or_default(), "AGENTACP_LOG is not a log filter; logging at `warn`");
+    if let (true, Some((name, value)), Some(Err(error))) = (installed, &setting, parsed) {
+        tracing::warn!(%error, value = value.as_str(), "{name} is not a log filter; logging at `warn`");
     }
 }
+
+/// Without the feature `stderr-log`: nothing (see the feature's version).
+#[cfg(not(feature = "stderr-log"))]
+pub fn init_logging() {}
 
 /// A signal asking the process to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,5 +205,21 @@ mod tests {
         for bad in ["batched:0", "batched:", "batched:x", "sometimes", "Every"] {
             assert_eq!(parse_fsync_policy(bad), None, "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::log_setting;
+
+    #[test]
+    fn agentacp_log_comes_first_then_rust_log() {
+        let both = |name: &str| Some(if name == "RUST_LOG" { "debug" } else { "info" }.to_string());
+        assert_eq!(log_setting(both), Some(("AGENTACP_LOG", "info".to_string())));
+        let rust_only = |name: &str| (name == "RUST_LOG").then(|| "agentacp=debug".to_string());
+        assert_eq!(log_setting(rust_only), Some(("RUST_LOG", "agentacp=debug".to_string())));
+        let blank = |name: &str| Some(if name == "RUST_LOG" { "trace" } else { " " }.to_string());
+        assert_eq!(log_setting(blank), Some(("RUST_LOG", "trace".to_string())));
+        assert_eq!(log_setting(|_| None), None);
     }
 }

@@ -62,7 +62,8 @@ pub struct NewArgs {
     /// The folder to create NAME in.
     #[arg(long, default_value = ".")]
     pub path: PathBuf,
-    /// Depend on this `agentacp` folder (a path dependency) instead of the published version.
+    /// Depend on this `agentacp` folder (a path dependency). Default: the checkout this
+    /// `scaffold-aip` was built from, if it is still there, else the crates.io release.
     #[arg(long, value_name = "PATH")]
     pub agentacp_path: Option<PathBuf>,
 }
@@ -327,11 +328,29 @@ fn run_new(args: &NewArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io:
         tier: args.tier,
         transports: args.transport.clone(),
         dir: args.path.clone(),
-        agentacp_path: args.agentacp_path.clone(),
+        agentacp_path: None,
+    };
+    let (agentacp_path, why) = match &args.agentacp_path {
+        Some(path) => (Some(path.clone()), "--agentacp-path"),
+        None => match scaffold::checkout_agentacp() {
+            Some(path) => (
+                Some(path),
+                "the checkout scaffold-aip was built from; --agentacp-path PATH names another",
+            ),
+            None => (
+                None,
+                "the crates.io release; --agentacp-path PATH depends on a checkout instead",
+            ),
+        },
+    };
+    let options = scaffold::Options {
+        agentacp_path,
+        ..options
     };
     match scaffold::new_crate(&options) {
         Ok(scaffolded) => {
             out.write_all(scaffold::report(&scaffolded).as_bytes())?;
+            writeln!(out, "agentacp = {} ({why})", scaffolded.agentacp_dependency)?;
             Ok(EXIT_OK)
         }
         Err(error) => {

@@ -11,10 +11,11 @@ use serde_json::json;
 
 use acp_manifest::revisions;
 
-/// The versions a generated `Cargo.toml` asks for when it does not use `--agentacp-path`:
-/// the one reviewed table (crate, TOML value).
+/// The versions a generated `Cargo.toml` asks for when it does not depend on a checkout:
+/// the one reviewed table (crate, TOML value). `agentacp` at this `scaffold-aip`'s own version
+/// (the crates are released together), so the templates meet the API they were written for.
 pub const DEPENDENCIES: &[(&str, &str)] = &[
-    ("agentacp", r#""0.1""#),
+    ("agentacp", concat!("\"", env!("CARGO_PKG_VERSION"), "\"")),
     (
         "tokio",
         r#"{ version = "1", features = ["rt-multi-thread", "macros"] }"#,
@@ -101,7 +102,8 @@ pub struct Options {
     pub transports: Vec<Transport>,
     /// The folder the crate folder is created in.
     pub dir: PathBuf,
-    /// This repository's `agentacp` folder, for a path dependency (made absolute).
+    /// An `agentacp` folder, for a path dependency (made absolute); `None` for the crates.io
+    /// release. The CLI fills it from `--agentacp-path` or [`checkout_agentacp`].
     pub agentacp_path: Option<PathBuf>,
 }
 
@@ -323,6 +325,27 @@ pub struct Scaffolded {
     pub files: Vec<PathBuf>,
     /// The crate's kind.
     pub kind: Kind,
+    /// The `agentacp` dependency written to its `Cargo.toml` (the TOML value).
+    pub agentacp_dependency: String,
+}
+
+/// The `agentacp` folder of the checkout this `scaffold-aip` was built from, if that checkout
+/// is still there: what `scaffold-aip new` depends on by path without `--agentacp-path`. An
+/// installed release (built from crates.io's package) finds none and uses the published crate.
+pub fn checkout_agentacp() -> Option<PathBuf> {
+    checkout_agentacp_of(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// The `agentacp` folder beside `package_dir` (a `scaffold-aip` package folder) when both are
+/// members of an agentacp workspace: the root's `Cargo.toml` is a workspace and
+/// `agentacp/Cargo.toml` is the `agentacp` package.
+pub fn checkout_agentacp_of(package_dir: &std::path::Path) -> Option<PathBuf> {
+    let root = package_dir.parent()?;
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
+    let agentacp = root.join("agentacp");
+    let package = std::fs::read_to_string(agentacp.join("Cargo.toml")).ok()?;
+    let is_agentacp = package.lines().any(|line| line.trim() == r#"name = "agentacp""#);
+    (workspace.lines().any(|line| line.trim() == "[workspace]") && is_agentacp).then_some(agentacp)
 }
 
 /// Generates the crate `options.dir/options.name`; refuses to touch an existing folder.
@@ -444,7 +467,7 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         "websocket": websocket,
         "transport_yaml": if websocket { "[stdio, websocket]" } else { "stdio" },
         "acp_rev": default_acp_rev(),
-        "agentacp_dep": agentacp_dep,
+        "agentacp_dep": &agentacp_dep,
         "tokio_dep": dependency("tokio"),
         "description": description,
         "summary": summary,
@@ -493,6 +516,7 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         root,
         files: rendered.into_iter().map(|(path, _)| path).collect(),
         kind,
+        agentacp_dependency: agentacp_dep,
     })
 }
 

@@ -91,13 +91,15 @@ fn every_kind_and_tier_generates_a_clean_manifest() {
             let cargo = std::fs::read_to_string(scaffolded.root.join("Cargo.toml")).unwrap();
             assert!(cargo.contains(&format!("name = \"{name}\"")), "{cargo}");
             // A sandboxed server uses the session's MCP servers, a sandboxed bridge offers the
-            // editor's to its agent: agentacp's `mcp` feature.
+            // editor's to its agent: agentacp's `mcp` feature. Without a checkout: the
+            // crates.io release of scaffold-aip's own version.
+            let version = env!("CARGO_PKG_VERSION");
             let dependency = if kind != Kind::Client && tier == Tier::Sandboxed {
-                r#"agentacp = { version = "0.1", features = ["mcp"] }"#
+                format!(r#"agentacp = {{ version = "{version}", features = ["mcp"] }}"#)
             } else {
-                r#"agentacp = "0.1""#
+                format!(r#"agentacp = "{version}""#)
             };
-            assert!(cargo.contains(dependency), "{cargo}");
+            assert!(cargo.contains(&dependency), "{cargo}");
             assert!(!cargo.contains("[workspace]"), "{cargo}");
             let acp = std::fs::read_to_string(scaffolded.root.join("ACP.md")).unwrap();
             assert!(
@@ -137,6 +139,43 @@ fn an_agentacp_path_becomes_an_absolute_path_dependency() {
     let cargo = std::fs::read_to_string(scaffolded.root.join("Cargo.toml")).unwrap();
     let expected = format!("agentacp = {{ path = {:?} }}", agentacp_folder().to_string_lossy());
     assert!(cargo.contains(&expected), "{cargo}");
+}
+
+#[test]
+fn a_checkout_is_detected_and_a_registry_folder_is_not() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = scaffold::checkout_agentacp_of(here).expect("this checkout");
+    assert_eq!(found.canonicalize().unwrap(), agentacp_folder());
+    // This test binary was built from the checkout, so the CLI's default finds it too.
+    assert_eq!(
+        scaffold::checkout_agentacp().map(|path| path.canonicalize().unwrap()),
+        Some(agentacp_folder())
+    );
+
+    // A crates.io source folder: `scaffold-aip-0.1.0` beside `agentacp-0.1.0`, no workspace.
+    let registry = tempfile::tempdir().unwrap();
+    for (folder, name) in [("scaffold-aip-0.1.0", "scaffold-aip"), ("agentacp-0.1.0", "agentacp")] {
+        std::fs::create_dir(registry.path().join(folder)).unwrap();
+        let text = format!("[package]\nname = \"{name}\"\n");
+        std::fs::write(registry.path().join(folder).join("Cargo.toml"), text).unwrap();
+    }
+    assert_eq!(
+        scaffold::checkout_agentacp_of(&registry.path().join("scaffold-aip-0.1.0")),
+        None
+    );
+    // An `agentacp` folder that is not the package, or no workspace root: no.
+    std::fs::write(registry.path().join("Cargo.toml"), "[workspace]\n").unwrap();
+    std::fs::create_dir(registry.path().join("agentacp")).unwrap();
+    std::fs::write(
+        registry.path().join("agentacp/Cargo.toml"),
+        "[package]\nname = \"other\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        scaffold::checkout_agentacp_of(&registry.path().join("scaffold-aip-0.1.0")),
+        None
+    );
+    assert_eq!(scaffold::checkout_agentacp_of(Path::new("/")), None);
 }
 
 #[test]
@@ -200,6 +239,14 @@ fn the_cli_refuses_bad_names_and_existing_folders() {
     assert_eq!(code, cli::EXIT_OK, "{err}");
     assert!(out.contains("Cargo.toml") && out.contains("ACP.md"), "{out}");
     assert!(out.contains("cargo run") && out.contains("scaffold-aip lint"), "{out}");
+    // Run from this checkout, `new` depends on it by path, and says so.
+    let expected = format!(
+        "agentacp = {{ path = {:?} }} (the checkout",
+        agentacp_folder().to_string_lossy()
+    );
+    assert!(out.contains(&expected), "{out}");
+    let cargo = std::fs::read_to_string(dir.path().join("my-agent/Cargo.toml")).unwrap();
+    assert!(cargo.contains("agentacp = { path = "), "{cargo}");
 
     // A second run, and a run over a folder that merely exists, change nothing.
     let marker = dir.path().join("my-agent/src/lib.rs");

@@ -402,8 +402,8 @@ impl Client {
     }
 
     /// `session/load` of `session` in `cwd`: a stream of the history the agent replays, each
-    /// update as [`PromptEvent::Replay`] (the agent's account of the past: untrusted, and not
-    /// audited as live tool calls), ending with [`PromptEvent::Loaded`]. Refused here, without
+    /// update as [`PromptEvent::Replay`](crate::client::PromptEvent::Replay) (the agent's account of the past: untrusted, and not
+    /// audited as live tool calls), ending with [`PromptEvent::Loaded`](crate::client::PromptEvent::Loaded). Refused here, without
     /// asking, when the agent did not advertise `loadSession` at `initialize`.
     pub async fn load_session(&self, session: &wire::SessionId, cwd: &Path) -> Result<PromptStream, ClientError> {
         if !self.initialize.agent_capabilities.load_session {

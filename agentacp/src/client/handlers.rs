@@ -20,7 +20,7 @@ use crate::wire::default as wire;
 pub type HandlerResult = Result<Value, RpcError>;
 
 /// Answers the agent's `fs/*` and `terminal/*` requests. `#[acp_operator]` implements it for
-/// a `kind: client` struct from the handler trait it generates; [`Fs`] and [`NoHandlers`] are
+/// a `kind: client` struct from the handler trait it generates; [`Builtin`] and [`NoHandlers`] are
 /// ready-made.
 pub trait ClientHandlers: Send + Sync + 'static {
     /// What to offer. Only these methods reach [`handle`](ClientHandlers::handle).

@@ -12,7 +12,7 @@ use super::tap::{Direction, WireTap};
 use crate::audit::AuditLog;
 use crate::governance::Governance;
 
-/// Timeouts and limits of a [`Client`]. Every field has a documented default.
+/// Timeouts and limits of a [`Client`](crate::client::Client). Every field has a documented default.
 #[derive(Clone)]
 pub struct ClientOptions {
     /// The answer to `initialize`. Default 30 s.
@@ -47,7 +47,7 @@ pub struct ClientOptions {
     pub handlers: Arc<dyn ClientHandlers>,
     /// The folder the agent may reach through `fs/*` and `terminal/*`, and that every
     /// session's `cwd` must be inside. Default: the agent's working directory
-    /// ([`AgentCommand::current_dir`]), else ours.
+    /// ([`AgentCommand::current_dir`](crate::client::AgentCommand::current_dir)), else ours.
     pub workspace_root: Option<PathBuf>,
     /// Decides the agent's permission requests before the [`PermissionHandler`] is asked:
     /// `allow` approves, `deny` rejects, `ask` goes to the handler. Default: none (every
@@ -136,7 +136,7 @@ impl ClientOptions {
     }
 
     /// Uses `handlers` for the agent's `fs/*` and `terminal/*` requests (e.g.
-    /// [`Builtin::read_only`]).
+    /// [`Builtin::read_only`](crate::client::Builtin::read_only)).
     pub fn with_handlers(mut self, handlers: impl ClientHandlers) -> Self {
         self.handlers = Arc::new(handlers);
         self

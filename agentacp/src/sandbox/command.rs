@@ -105,11 +105,11 @@ impl From<SandboxError> for crate::Error {
 pub struct SandboxOutput {
     /// How it exited (`None` when it could not be reaped).
     pub status: Option<ExitStatus>,
-    /// Its standard output (at most [`OUTPUT_LIMIT`] bytes).
+    /// Its standard output (at most 8 MiB).
     pub stdout: Vec<u8>,
-    /// Its standard error (at most [`OUTPUT_LIMIT`] bytes).
+    /// Its standard error (at most 8 MiB).
     pub stderr: Vec<u8>,
-    /// Whether stdout or stderr was longer than [`OUTPUT_LIMIT`].
+    /// Whether stdout or stderr was longer than 8 MiB.
     pub truncated: bool,
 }
 
@@ -195,7 +195,7 @@ impl<'c> SandboxCommand<'c> {
     }
 
     /// Runs the command to its end, confined, within `limits.timeout_ms` (default
-    /// [`DEFAULT_TIMEOUT`]). A non-zero exit is an `Ok` output (see
+    /// 10 minutes). A non-zero exit is an `Ok` output (see
     /// [`SandboxOutput::success`]); a command stopped by a limit is [`SandboxError::Limit`].
     pub async fn output(self) -> Result<SandboxOutput, SandboxError> {
         let confinement = self.confinement;

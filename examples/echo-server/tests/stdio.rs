@@ -31,13 +31,16 @@ fn a_session_echoes_the_prompt_and_the_server_exits_when_stdin_closes() {
     assert!(server.finish().success(), "a closed stdin ends the server cleanly");
 }
 
-/// `AGENTACP_LOG` sets what the server logs to stderr (stdout stays the protocol channel); a
-/// value that is not a filter is reported on stderr, and the server still serves.
+/// `AGENTACP_LOG`, else `RUST_LOG`, sets what the server logs to stderr (stdout stays the
+/// protocol channel); a value that is not a filter is reported on stderr, naming the variable,
+/// and the server still serves.
 #[test]
 fn agentacp_log_filters_stderr_and_a_bad_filter_is_reported() {
-    for (setting, expected) in [
-        ("info", " INFO agentacp::server: serving"),
-        ("warn,agentacp=loud", "AGENTACP_LOG is not a log filter"),
+    for (variable, setting, expected) in [
+        ("AGENTACP_LOG", "info", " INFO agentacp::server: serving"),
+        ("AGENTACP_LOG", "warn,agentacp=loud", "AGENTACP_LOG is not a log filter"),
+        ("RUST_LOG", "info", " INFO agentacp::server: serving"),
+        ("RUST_LOG", "warn,agentacp=loud", "RUST_LOG is not a log filter"),
     ] {
         let scratch = Scratch::new("echo-server-log-test");
         let mut server = StdioPeer::spawn(
@@ -46,7 +49,9 @@ fn agentacp_log_filters_stderr_and_a_bad_filter_is_reported() {
             &[
                 ("AGENTACP_WORKSPACE_ROOT", scratch.path()),
                 ("AGENTACP_STATE_DIR", scratch.path()),
-                ("AGENTACP_LOG", std::path::Path::new(setting)),
+                // Blank is unset: the RUST_LOG cases hold even if the caller sets AGENTACP_LOG.
+                ("AGENTACP_LOG", std::path::Path::new("")),
+                (variable, std::path::Path::new(setting)),
             ],
         );
         let (initialized, _session) = server.open_session(scratch.path());
@@ -56,12 +61,12 @@ fn agentacp_log_filters_stderr_and_a_bad_filter_is_reported() {
         let stderr = server.stderr_to_end();
         assert!(
             stderr.contains(expected),
-            "AGENTACP_LOG={setting}: stderr lacks `{expected}`:\n{stderr}"
+            "{variable}={setting}: stderr lacks `{expected}`:\n{stderr}"
         );
         if setting.starts_with("warn") {
             assert!(
                 !stderr.contains(" INFO "),
-                "AGENTACP_LOG={setting} logged info:\n{stderr}"
+                "{variable}={setting} logged info:\n{stderr}"
             );
         }
     }
