@@ -6,7 +6,7 @@
 //! 3. [`emit`] prints the items with `quote`, [`dispatch`] the typed method enums built from
 //!    the [`methods`] table (which binds each method to its types from the `x-method`
 //!    annotations, or, in the early revisions that lack them, from the [`routing`] unions);
-//! 4. [`generate`] puts them in one module and formats it with `prettyplease`.
+//! 4. [`generate()`](fn@generate) puts them in one module and formats it with `prettyplease`.
 //!
 //! See `docs/design/regen.md` for why this is our own generator and not typify.
 

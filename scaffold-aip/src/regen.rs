@@ -27,7 +27,7 @@ pub struct RegenArgs {
     /// Turn the schema's descriptions into doc comments.
     #[arg(long)]
     pub docs: bool,
-    /// Name a method's types where the schema does not bind them: METHOD=ParamsType[:ResultType]
+    /// Name a method's types where the schema does not bind them: `METHOD=ParamsType[:ResultType]`
     /// (repeatable; with a result type the method is a request).
     #[arg(long, value_name = "METHOD=PARAMS[:RESULT]")]
     pub method: Vec<MethodBinding>,

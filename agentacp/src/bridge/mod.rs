@@ -1,7 +1,7 @@
 //! A bridge (`kind: bridge`): an ACP agent to the editor upstream, an ACP client to the agent
 //! it spawns downstream, with governance and audit in between.
 //!
-//! What passes, and how (see [`relay`] for the details):
+//! What passes, and how (see `relay.rs` for the details):
 //! - upstream requests and notifications (`initialize`, `session/*`, `$/cancel_request`, ...)
 //!   go downstream with their ids, params and `_meta` as they were; `initialize` is narrowed
 //!   (the client capabilities passed down, the agent capabilities passed up; see `narrow.rs`): a

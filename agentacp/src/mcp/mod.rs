@@ -11,7 +11,7 @@
 //!   parallel and bounded; a stdio server runs in its own process group with a cleared
 //!   environment (the variables the client gave, and `PATH`), and is stopped (SIGTERM, then
 //!   SIGKILL) when the session or connection ends; a server of `"type": "acp"` is reached
-//!   through the ACP connection itself ([`tunnel`]: MCP-over-ACP).
+//!   through the ACP connection itself (`tunnel.rs`: MCP-over-ACP).
 //!
 //! How it fits together: `docs/mcp.md`.
 
