@@ -1,0 +1,100 @@
+//! `scaffold-aip conform`: reads the arguments and the manifest, runs `acp-conform`'s suite
+//! and prints its report.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use acp_conform::report::{self, Format};
+use acp_conform::{Config, Launch};
+use acp_manifest::{explain, manifest};
+use clap::ValueEnum;
+
+use crate::exit::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+
+/// Arguments of `conform`.
+#[derive(Debug, clap::Args)]
+pub struct ConformArgs {
+    /// The agent's ACP.md: also check that the agent is the one it describes.
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ConformFormat::Human)]
+    pub format: ConformFormat,
+    /// Run only these checks (comma-separated ids).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    pub only: Vec<String>,
+    /// The deadline of every wait on the agent, in milliseconds.
+    #[arg(long, default_value_t = 5000, value_name = "N")]
+    pub timeout_ms: u64,
+    /// A prompt that keeps a turn running until it is cancelled (for `turn.cancel`).
+    #[arg(long, default_value = "/forever", value_name = "TEXT")]
+    pub long_prompt: String,
+    /// The agent and its arguments.
+    #[arg(last = true, required = true, value_name = "AGENT ARGS")]
+    pub agent: Vec<std::ffi::OsString>,
+}
+
+/// Output format of `conform`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConformFormat {
+    /// One line per check.
+    Human,
+    /// One JSON document.
+    Json,
+    /// JUnit XML.
+    Junit,
+    /// GitHub Actions annotations, then the human lines.
+    Github,
+}
+
+/// Runs `conform`; returns the exit status.
+pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    let expected_initialize = match &args.manifest {
+        None => None,
+        Some(path) => match expected(path) {
+            Ok(value) => Some(value),
+            Err(message) => {
+                writeln!(err, "scaffold-aip conform: {}: {message}", path.display())?;
+                return Ok(EXIT_USAGE);
+            }
+        },
+    };
+    let config = Config {
+        launch: Launch {
+            command: args.agent.clone(),
+            env: Vec::new(),
+        },
+        expected_initialize,
+        timeout: Duration::from_millis(args.timeout_ms.max(1)),
+        only: args.only.clone(),
+        long_prompt: args.long_prompt.clone(),
+    };
+    let verdicts = match acp_conform::run(config) {
+        Ok(verdicts) => verdicts,
+        Err(error) => {
+            writeln!(err, "scaffold-aip conform: {error}")?;
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let format = match args.format {
+        ConformFormat::Human => Format::Human,
+        ConformFormat::Json => Format::Json,
+        ConformFormat::Junit => Format::Junit,
+        ConformFormat::Github => Format::Github,
+    };
+    out.write_all(report::render(&verdicts, format).as_bytes())?;
+    Ok(if report::all_passed(&verdicts) {
+        EXIT_OK
+    } else {
+        EXIT_FINDINGS
+    })
+}
+
+/// The `initialize` result `explain` computes for the manifest at `path`.
+fn expected(path: &std::path::Path) -> Result<serde_json::Value, String> {
+    let checked = manifest::check_file(path).map_err(|e| e.to_string())?;
+    explain::explain(&checked)
+        .map(|explanation| explanation.initialize_response)
+        .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())
+}
