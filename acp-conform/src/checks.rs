@@ -572,9 +572,13 @@ fn cancel(context: &Context) -> Result<Outcome, String> {
         )));
     }
     peer.notify("session/cancel", json!({"sessionId": session}))?;
-    let (_, response) = peer
-        .until_response(&id)
-        .map_err(|e| format!("after session/cancel: {e}{}", peer.stderr_hint()))?;
+    let (_, response) = peer.until_response(&id).map_err(|e| {
+        format!(
+            "no cancelled response within {} ms of session/cancel ({e}){}",
+            context.config.timeout.as_millis(),
+            peer.stderr_hint()
+        )
+    })?;
     match response["result"]["stopReason"].as_str() {
         Some("cancelled") => {}
         _ => {

@@ -157,6 +157,15 @@ pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
         .collect())
 }
 
+/// The `initialize` result `scaffold-aip explain` computes for the manifest at `path` (what
+/// [`Config::expected_initialize`] holds).
+pub fn manifest_initialize(path: &std::path::Path) -> Result<Value, String> {
+    let checked = acp_manifest::manifest::check_file(path).map_err(|e| e.to_string())?;
+    acp_manifest::explain::explain(&checked)
+        .map(|explanation| explanation.initialize_response)
+        .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())
+}
+
 /// Evidence is cut to this many characters.
 const EVIDENCE_CHARS: usize = 300;
 

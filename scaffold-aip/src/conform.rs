@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use acp_conform::report::{self, Format};
 use acp_conform::{Config, Launch};
-use acp_manifest::{explain, manifest};
 use clap::ValueEnum;
 
 use crate::exit::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
@@ -52,7 +51,7 @@ pub enum ConformFormat {
 pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
     let expected_initialize = match &args.manifest {
         None => None,
-        Some(path) => match expected(path) {
+        Some(path) => match acp_conform::manifest_initialize(path) {
             Ok(value) => Some(value),
             Err(message) => {
                 writeln!(err, "scaffold-aip conform: {}: {message}", path.display())?;
@@ -89,12 +88,4 @@ pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std:
     } else {
         EXIT_FINDINGS
     })
-}
-
-/// The `initialize` result `explain` computes for the manifest at `path`.
-fn expected(path: &std::path::Path) -> Result<serde_json::Value, String> {
-    let checked = manifest::check_file(path).map_err(|e| e.to_string())?;
-    explain::explain(&checked)
-        .map(|explanation| explanation.initialize_response)
-        .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())
 }

@@ -1,0 +1,106 @@
+//! The kit judges correctly: a small Python agent passes the whole suite, and each mutant of it
+//! (wrong in one way) fails exactly the matching check. Skipped when `python3` is absent.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use acp_conform::{Config, Launch, Outcome, Verdict};
+
+fn python() -> Option<&'static str> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some("python3")
+}
+
+fn echo_manifest() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/echo-server/ACP.md")
+}
+
+/// Runs the suite against the test agent as `mutant` ("" for none), with the echo manifest.
+fn run(python: &str, mutant: &str) -> Vec<Verdict> {
+    let expected = acp_conform::manifest_initialize(&echo_manifest()).expect("the echo manifest explains");
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let init = scratch.path().join("init.json");
+    std::fs::write(&init, expected.to_string()).expect("init.json written");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/mutant.py");
+    let config = Config {
+        launch: Launch {
+            command: vec![python.into(), "-S".into(), agent.into(), init.into(), mutant.into()],
+            env: Vec::new(),
+        },
+        expected_initialize: Some(expected),
+        timeout: Duration::from_millis(1500),
+        only: Vec::new(),
+        long_prompt: "/forever".into(),
+    };
+    acp_conform::run(config).expect("the suite runs")
+}
+
+/// The ids of the checks that did not pass or skip.
+fn failed(verdicts: &[Verdict]) -> Vec<&'static str> {
+    verdicts
+        .iter()
+        .filter(|v| matches!(v.outcome, Outcome::Fail(_)))
+        .map(|v| v.id)
+        .collect()
+}
+
+#[test]
+fn a_correct_agent_passes_and_each_mutant_fails_exactly_its_check() {
+    let Some(python) = python() else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let mutants = [
+        ("answer-notification", "jsonrpc.notification-unanswered"),
+        ("update-after-response", "turn.updates-before-response"),
+        ("ignore-cancel", "turn.cancel"),
+        ("accept-dotdot", "session.cwd-dotdot"),
+        ("extra-capability", "manifest.capabilities"),
+        ("stdout-noise", "jsonrpc.stdout-clean"),
+    ];
+    // Each run has its own agents and folders; running them side by side keeps the test short
+    // (most of the time is the Python interpreter starting).
+    let (correct, runs) = std::thread::scope(|scope| {
+        let correct = scope.spawn(|| run(python, ""));
+        let runs: Vec<_> = mutants
+            .iter()
+            .map(|(mutant, _)| scope.spawn(move || run(python, mutant)))
+            .collect();
+        let correct = correct.join().expect("the correct run");
+        let runs: Vec<_> = runs.into_iter().map(|r| r.join().expect("a mutant run")).collect();
+        (correct, runs)
+    });
+    assert_eq!(failed(&correct), Vec::<&str>::new(), "{correct:#?}");
+    assert!(
+        correct.iter().all(|v| v.outcome == Outcome::Pass),
+        "nothing skipped for the correct agent: {correct:#?}"
+    );
+    for ((mutant, check), verdicts) in mutants.iter().zip(&runs) {
+        assert_eq!(failed(verdicts), vec![*check], "mutant {mutant}: {verdicts:#?}");
+    }
+}
+
+#[test]
+fn an_agent_that_cannot_start_is_a_start_error_and_unknown_ids_are_refused() {
+    let config = |command: Vec<std::ffi::OsString>, only: Vec<String>| Config {
+        launch: Launch {
+            command,
+            env: Vec::new(),
+        },
+        expected_initialize: None,
+        timeout: Duration::from_millis(500),
+        only,
+        long_prompt: "/forever".into(),
+    };
+    let missing = acp_conform::run(config(vec!["/nonexistent/acp-agent".into()], Vec::new()));
+    assert!(missing.is_err(), "{missing:?}");
+    let unknown = acp_conform::run(config(vec!["true".into()], vec!["no.such-check".into()]));
+    assert!(unknown.is_err(), "{unknown:?}");
+    // `true` exits at once: no initialize answer, a start-up error rather than a hang.
+    let silent = acp_conform::run(config(vec!["true".into()], Vec::new()));
+    assert!(silent.is_err(), "{silent:?}");
+}
