@@ -248,13 +248,43 @@ fn expect_error(response: &Value, what: &str) -> Result<(), String> {
     }
 }
 
-/// Fails if any message arrives within [`QUIET`] (other than a request of the agent's own).
+/// The `session/update` kinds that carry a turn's (or a replayed conversation's) content;
+/// the others (available commands, mode, config, session info) may come at any time.
+const CONVERSATION_UPDATES: [&str; 6] = [
+    "user_message_chunk",
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "tool_call",
+    "tool_call_update",
+    "plan",
+];
+
+/// Whether `message` is a `session/update` carrying conversation content.
+fn is_conversation_update(message: &Value) -> bool {
+    message["method"] == "session/update"
+        && message["params"]["update"]["sessionUpdate"]
+            .as_str()
+            .is_some_and(|kind| CONVERSATION_UPDATES.contains(&kind))
+}
+
+/// Fails if any message arrives within [`QUIET`].
 fn expect_silence(peer: &mut Peer, what: &str) -> Result<(), String> {
+    expect_quiet(peer, what, |_| true)
+}
+
+/// Fails if a conversation update arrives within [`QUIET`].
+fn expect_no_conversation_update(peer: &mut Peer, what: &str) -> Result<(), String> {
+    expect_quiet(peer, what, is_conversation_update)
+}
+
+/// Fails if a message for which `offending` holds arrives within [`QUIET`].
+fn expect_quiet(peer: &mut Peer, what: &str, offending: fn(&Value) -> bool) -> Result<(), String> {
     let deadline = Instant::now() + QUIET;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match peer.recv_within(left) {
-            Ok(message) => return Err(format!("{what}: {}", trim(&message.to_string()))),
+            Ok(message) if offending(&message) => return Err(format!("{what}: {}", trim(&message.to_string()))),
+            Ok(_) => {}
             Err(ReadError::Timeout) => return Ok(()),
             Err(ReadError::Closed) => return Err(format!("the agent closed stdout{}", peer.stderr_hint())),
         }
@@ -523,6 +553,9 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
         return Ok(Outcome::Pass);
     }
     peer.call(json!(3), "session/prompt", prompt_params(&session, "remember this"))?;
+    // Let the agent persist the session the way it does at the end of a connection.
+    peer.close_stdin();
+    peer.wait_exit(context.config.timeout);
     drop(peer);
     let (mut peer, _) = ready(context)?;
     let (before, response) = peer.call(
@@ -533,10 +566,10 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
     if response.get("error").is_some() {
         return Err(format!("session/load refused: {}", trim(&response.to_string())));
     }
-    if !before.iter().any(|m| m["method"] == "session/update") {
+    if !before.iter().any(is_conversation_update) {
         return Err("no history replayed before the session/load response".into());
     }
-    expect_silence(&mut peer, "a message after the session/load response")?;
+    expect_no_conversation_update(&mut peer, "history after the session/load response")?;
     Ok(Outcome::Pass)
 }
 
@@ -546,10 +579,10 @@ fn updates_before_response(context: &Context) -> Result<Outcome, String> {
     if response.get("result").is_none() {
         return Err(format!("the prompt failed: {}", trim(&response.to_string())));
     }
-    if !before.iter().any(|m| m["method"] == "session/update") {
+    if !before.iter().any(is_conversation_update) {
         return Ok(Outcome::Skip("the turn sent no session/update".into()));
     }
-    expect_silence(&mut peer, "a message after the prompt response")?;
+    expect_no_conversation_update(&mut peer, "an update after the prompt response")?;
     Ok(Outcome::Pass)
 }
 
@@ -588,7 +621,7 @@ fn cancel(context: &Context) -> Result<Outcome, String> {
             ));
         }
     }
-    expect_silence(&mut peer, "a message after the cancelled response")?;
+    expect_no_conversation_update(&mut peer, "an update after the cancelled response")?;
     Ok(Outcome::Pass)
 }
 

@@ -53,6 +53,32 @@ pub struct Config {
     pub long_prompt: String,
 }
 
+impl Config {
+    /// The defaults for `command`: no manifest, every check, a 5 s timeout, `/forever` as the
+    /// long prompt (agentacp's examples read it as "stream until cancelled").
+    pub fn new(command: Vec<std::ffi::OsString>) -> Config {
+        Config {
+            launch: Launch {
+                command,
+                env: Vec::new(),
+            },
+            expected_initialize: None,
+            timeout: Duration::from_secs(5),
+            only: Vec::new(),
+            long_prompt: "/forever".into(),
+        }
+    }
+}
+
+/// The ids of the checks that failed.
+pub fn failed(verdicts: &[Verdict]) -> Vec<&'static str> {
+    verdicts
+        .iter()
+        .filter(|v| matches!(v.outcome, Outcome::Fail(_)))
+        .map(|v| v.id)
+        .collect()
+}
+
 /// The result of one check.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use acp_conform::{Config, Launch, Outcome, Verdict};
+use acp_conform::{Config, Outcome, Verdict, failed};
 
 fn python() -> Option<&'static str> {
     let ok = Command::new("python3")
@@ -27,25 +27,17 @@ fn run(python: &str, mutant: &str) -> Vec<Verdict> {
     std::fs::write(&init, expected.to_string()).expect("init.json written");
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/mutant.py");
     let config = Config {
-        launch: Launch {
-            command: vec![python.into(), "-S".into(), agent.into(), init.into(), mutant.into()],
-            env: Vec::new(),
-        },
         expected_initialize: Some(expected),
         timeout: Duration::from_millis(1500),
-        only: Vec::new(),
-        long_prompt: "/forever".into(),
+        ..Config::new(vec![
+            python.into(),
+            "-S".into(),
+            agent.into(),
+            init.into(),
+            mutant.into(),
+        ])
     };
     acp_conform::run(config).expect("the suite runs")
-}
-
-/// The ids of the checks that did not pass or skip.
-fn failed(verdicts: &[Verdict]) -> Vec<&'static str> {
-    verdicts
-        .iter()
-        .filter(|v| matches!(v.outcome, Outcome::Fail(_)))
-        .map(|v| v.id)
-        .collect()
 }
 
 #[test]
