@@ -153,7 +153,7 @@ impl Peer {
     }
 
     /// Reads until the response to `id`; returns the messages before it and the response.
-    /// Requests from the agent are answered with a -32601 error so that it is not left waiting.
+    /// Requests from the agent are collected with the rest, not answered.
     pub fn until_response(&mut self, id: &Value) -> Result<(Vec<Value>, Value), ReadError> {
         let deadline = Instant::now() + self.timeout;
         let mut before = Vec::new();
