@@ -79,14 +79,9 @@ fn a_correct_agent_passes_and_each_mutant_fails_exactly_its_check() {
 #[test]
 fn an_agent_that_cannot_start_is_a_start_error_and_unknown_ids_are_refused() {
     let config = |command: Vec<std::ffi::OsString>, only: Vec<String>| Config {
-        launch: Launch {
-            command,
-            env: Vec::new(),
-        },
-        expected_initialize: None,
         timeout: Duration::from_millis(500),
         only,
-        long_prompt: "/forever".into(),
+        ..Config::new(command)
     };
     let missing = acp_conform::run(config(vec!["/nonexistent/acp-agent".into()], Vec::new()));
     assert!(missing.is_err(), "{missing:?}");
