@@ -149,6 +149,24 @@ pub fn all() -> Vec<Check> {
             cancel,
         ),
         check(
+            "turn.busy-session",
+            "a second prompt on a busy session is refused",
+            "AIP-44 runtime contract: a second session/prompt while one runs on the session is answered -32602; the running turn goes on",
+            busy_session,
+        ),
+        check(
+            "jsonrpc.oversized-frame",
+            "a frame over the limit is refused, the connection survives",
+            "AIP-44 runtime contract: a message over AGENTACP_MAX_FRAME_BYTES is answered -32600 and the connection goes on",
+            oversized_frame,
+        ),
+        check(
+            "turn.sigterm",
+            "SIGTERM ends the agent promptly",
+            "ACP stdio transport / runtime contract: the client may stop the agent; SIGTERM ends it within the timeout",
+            sigterm,
+        ),
+        check(
             "turn.eof-exit",
             "EOF on stdin ends the agent with status 0",
             "AIP-44 runtime contract (ACP stdio transport): when stdin closes the agent exits cleanly and promptly",
@@ -503,13 +521,19 @@ fn relative_cwd(context: &Context) -> Result<Outcome, String> {
     refused_cwd(context, std::path::Path::new("relative/folder"), "a relative cwd")
 }
 
-/// Workspace confinement is AIP-44's rule; plain ACP agents have no workspace root.
-fn confinement_applies(context: &Context) -> Option<Outcome> {
+/// A skip when no manifest was given: the check enforces an AIP-44 rule (`why`) that plain
+/// ACP does not have.
+fn manifest_only(context: &Context, why: &str) -> Option<Outcome> {
     context
         .config
         .expected_initialize
         .is_none()
-        .then(|| Outcome::Skip("workspace confinement is an AIP-44 rule; give --manifest".into()))
+        .then(|| Outcome::Skip(format!("{why}; give --manifest")))
+}
+
+/// Workspace confinement is AIP-44's rule; plain ACP agents have no workspace root.
+fn confinement_applies(context: &Context) -> Option<Outcome> {
+    manifest_only(context, "workspace confinement is an AIP-44 rule")
 }
 
 fn cwd_dotdot(context: &Context) -> Result<Outcome, String> {
@@ -589,20 +613,9 @@ fn updates_before_response(context: &Context) -> Result<Outcome, String> {
 fn cancel(context: &Context) -> Result<Outcome, String> {
     let (mut peer, _, session) = with_session(context)?;
     let id = json!(3);
-    peer.request(
-        id.clone(),
-        "session/prompt",
-        prompt_params(&session, &context.config.long_prompt),
-    )?;
-    // Cancel once the turn is under way (its first update), or answer whatever comes first.
-    let first = peer
-        .recv()
-        .map_err(|e| format!("the turn neither updated nor answered: {e}"))?;
-    if first.get("id") == Some(&id) && first.get("method").is_none() {
-        return Ok(Outcome::Skip(format!(
-            "the turn ended before it could be cancelled: {}",
-            trim(&first.to_string())
-        )));
+    // Cancel once the turn is under way (its first message).
+    if !running_turn(&mut peer, context, &session, &id)? {
+        return Ok(Outcome::Skip("the turn ended before it could be cancelled".into()));
     }
     peer.notify("session/cancel", json!({"sessionId": session}))?;
     let (_, response) = peer.until_response(&id).map_err(|e| {
@@ -623,6 +636,98 @@ fn cancel(context: &Context) -> Result<Outcome, String> {
     }
     expect_no_conversation_update(&mut peer, "an update after the cancelled response")?;
     Ok(Outcome::Pass)
+}
+
+/// Starts a turn of `--long-prompt` on `session` and waits for its first message: `Ok(true)`
+/// when the turn is under way, `Ok(false)` when it answered before it could be caught running.
+fn running_turn(peer: &mut Peer, context: &Context, session: &str, id: &Value) -> Result<bool, String> {
+    peer.request(
+        id.clone(),
+        "session/prompt",
+        prompt_params(session, &context.config.long_prompt),
+    )?;
+    let first = peer
+        .recv()
+        .map_err(|e| format!("the turn neither updated nor answered: {e}"))?;
+    Ok(!(first.get("id") == Some(id) && first.get("method").is_none()))
+}
+
+fn busy_session(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = manifest_only(context, "what a busy session does is the AIP-44 runtime contract's") {
+        return Ok(skip);
+    }
+    let (mut peer, _, session) = with_session(context)?;
+    let first = json!(3);
+    if !running_turn(&mut peer, context, &session, &first)? {
+        return Ok(Outcome::Skip(
+            "the turn ended before a second prompt could be sent".into(),
+        ));
+    }
+    let (_, second) = peer.call(json!(4), "session/prompt", prompt_params(&session, "a second prompt"))?;
+    expect_code(&second, -32602)?;
+    // The refusal does not end the running turn: it still streams (ending it is turn.cancel's).
+    loop {
+        let message = peer
+            .recv()
+            .map_err(|e| format!("the first turn stopped after the refusal: {e}"))?;
+        if message.get("id") == Some(&first) && message.get("method").is_none() {
+            return Err(format!(
+                "the first turn ended after the refusal: {}",
+                trim(&message.to_string())
+            ));
+        }
+        if is_conversation_update(&message) {
+            break;
+        }
+    }
+    Ok(Outcome::Pass)
+}
+
+/// The frame limit the kit sets for `jsonrpc.oversized-frame`.
+pub const FRAME_LIMIT: usize = 64 * 1024;
+
+fn oversized_frame(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = manifest_only(context, "the frame limit is the AIP-44 runtime contract's") {
+        return Ok(skip);
+    }
+    let mut peer = context.spawn_with(&[("AGENTACP_MAX_FRAME_BYTES", &FRAME_LIMIT.to_string())])?;
+    initialize(&mut peer)?;
+    let padding = "x".repeat(FRAME_LIMIT * 2);
+    peer.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": {"cwd": context.root(), "mcpServers": [], "_meta": {"padding": padding}}}))?;
+    let response = peer.recv().map_err(|e| {
+        format!(
+            "no answer to a frame of {} bytes: {e}{}",
+            FRAME_LIMIT * 2,
+            peer.stderr_hint()
+        )
+    })?;
+    expect_code(&response, -32600)?;
+    still_serves(context, &mut peer, "the oversized frame")?;
+    Ok(Outcome::Pass)
+}
+
+#[cfg(unix)]
+fn sigterm(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _, _) = with_session(context)?;
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &peer.pid().to_string()])
+        .status()
+        .map_err(|e| format!("cannot run kill: {e}"))?;
+    if !sent.success() {
+        return Err(format!("kill -TERM failed: {sent}"));
+    }
+    match peer.wait_exit(context.config.timeout) {
+        Some(_) => Ok(Outcome::Pass),
+        None => Err(format!(
+            "still running {} ms after SIGTERM",
+            context.config.timeout.as_millis()
+        )),
+    }
+}
+
+#[cfg(not(unix))]
+fn sigterm(_: &Context) -> Result<Outcome, String> {
+    Ok(Outcome::Skip("signals are only sent on Unix".into()))
 }
 
 fn eof_exit(context: &Context) -> Result<Outcome, String> {

@@ -174,6 +174,11 @@ impl Peer {
             .map_err(|e| format!("{method} (id {id}): {e}{}", self.stderr_hint()))
     }
 
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Closes the agent's stdin (EOF).
     pub fn close_stdin(&mut self) {
         self.stdin = None;

@@ -139,11 +139,17 @@ impl Context {
 
     /// Starts a fresh agent.
     pub fn spawn(&self) -> Result<Peer, String> {
+        self.spawn_with(&[])
+    }
+
+    /// Starts a fresh agent with extra environment variables.
+    pub fn spawn_with(&self, env: &[(&str, &str)]) -> Result<Peer, String> {
         let mut launch = self.config.launch.clone();
         launch.env.push(("AGENTACP_WORKSPACE_ROOT".into(), self.root().into()));
         launch
             .env
             .push(("AGENTACP_STATE_DIR".into(), self.outside.path().into()));
+        launch.env.extend(env.iter().map(|(k, v)| ((*k).into(), (*v).into())));
         Peer::spawn(&launch, self.config.timeout)
     }
 }

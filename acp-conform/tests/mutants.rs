@@ -53,6 +53,9 @@ fn a_correct_agent_passes_and_each_mutant_fails_exactly_its_check() {
         ("accept-dotdot", "session.cwd-dotdot"),
         ("extra-capability", "manifest.capabilities"),
         ("stdout-noise", "jsonrpc.stdout-clean"),
+        ("accept-busy", "turn.busy-session"),
+        ("ignore-frame-limit", "jsonrpc.oversized-frame"),
+        ("ignore-sigterm", "turn.sigterm"),
     ];
     // Each run has its own agents and folders; running them side by side keeps the test short
     // (most of the time is the Python interpreter starting).

@@ -2,7 +2,8 @@
 
 python3 mutant.py INIT.json [MUTANT]: INIT.json is the initialize result to answer with; MUTANT
 is one of answer-notification, update-after-response, ignore-cancel, accept-dotdot,
-extra-capability, stdout-noise (or nothing: a correct agent).
+extra-capability, stdout-noise, accept-busy, ignore-frame-limit, ignore-sigterm (or nothing: a
+correct agent).
 """
 import json
 import os
@@ -40,7 +41,14 @@ def update(session, text):
         "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
 
 
+LIMIT = int(os.environ.get("AGENTACP_MAX_FRAME_BYTES", "4194304"))
+if MUTANT == "ignore-frame-limit":
+    LIMIT = 1 << 40
+if MUTANT == "ignore-sigterm":
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 initialized = False
+busy = set()
 sessions = set()
 cancelled = set()
 
@@ -84,9 +92,12 @@ def handle(message):
         session = params.get("sessionId")
         if session not in sessions:
             return error(id, -32602, "unknown session")
+        if session in busy and MUTANT != "accept-busy":
+            return error(id, -32602, "a prompt is running on this session")
         text = params["prompt"][0].get("text", "")
         cancelled.discard(session)
         if text == "/forever":
+            busy.add(session)
             while True:
                 update(session, ".")
                 try:
@@ -95,8 +106,12 @@ def handle(message):
                     continue
                 if line is None:
                     return
+                if len(line.encode()) > LIMIT:
+                    error(None, -32600, "frame too large")
+                    continue
                 handle(json.loads(line))
                 if session in cancelled and MUTANT != "ignore-cancel":
+                    busy.discard(session)
                     return send({"id": id, "result": {"stopReason": "cancelled"}})
         update(session, text)
         send({"id": id, "result": {"stopReason": "end_turn"}})
@@ -113,6 +128,9 @@ while True:
     line = inbox.get()
     if line is None:
         sys.exit(0)
+    if len(line.encode()) > LIMIT:
+        error(None, -32600, "frame too large")
+        continue
     try:
         message = json.loads(line)
     except ValueError:
