@@ -6,8 +6,8 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -44,7 +44,8 @@ impl std::fmt::Display for ReadError {
 /// A running agent process spoken to over stdio.
 pub struct Peer {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Frames for the writer thread; `None` once stdin is closed.
+    stdin: Option<Sender<Vec<u8>>>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<String>>,
     /// Stdout lines that were not JSON-RPC messages.
@@ -55,6 +56,9 @@ pub struct Peer {
 
 /// Stderr kept per agent, at most this many bytes.
 const STDERR_KEEP: usize = 64 * 1024;
+/// A stdout line is kept up to this many bytes; the rest of it is dropped (and the line is
+/// then not JSON-RPC).
+const LINE_KEEP: usize = 16 * 1024 * 1024;
 
 impl Peer {
     /// Starts the agent; an error names what could not be started.
@@ -71,14 +75,16 @@ impl Peer {
         let stdout = child.stdout.take().ok_or("no stdout pipe")?;
         let stderr_pipe = child.stderr.take().ok_or("no stderr pipe")?;
         let (tx, lines) = channel();
+        thread::spawn(move || read_lines(BufReader::new(stdout), &tx));
+        // Writes happen on their own thread, so an agent that stops reading its stdin cannot
+        // block the kit (the pipe holds 64 KiB); a read's deadline still applies.
+        let mut stdin_pipe = child.stdin.take().ok_or("no stdin pipe")?;
+        let (stdin, frames) = channel::<Vec<u8>>();
         thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = Vec::new();
-            while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
-                if tx.send(String::from_utf8_lossy(&line).trim_end().to_string()).is_err() {
+            for frame in frames {
+                if stdin_pipe.write_all(&frame).and_then(|()| stdin_pipe.flush()).is_err() {
                     break;
                 }
-                line.clear();
             }
         });
         let stderr = Arc::new(Mutex::new(String::new()));
@@ -96,7 +102,7 @@ impl Peer {
             }
         });
         Ok(Peer {
-            stdin: child.stdin.take(),
+            stdin: Some(stdin),
             child,
             lines,
             stderr,
@@ -105,14 +111,16 @@ impl Peer {
         })
     }
 
-    /// Writes one frame as given, followed by a newline.
+    /// Queues one frame, as given and followed by a newline, for the agent's stdin; an error
+    /// when stdin is closed or the agent stopped reading it for good (its pipe broke).
     pub fn send_raw(&mut self, frame: &str) -> Result<(), String> {
-        let stdin = self.stdin.as_mut().ok_or("stdin is closed")?;
+        let stdin = self.stdin.as_ref().ok_or("stdin is closed")?;
+        let mut bytes = Vec::with_capacity(frame.len() + 1);
+        bytes.extend_from_slice(frame.as_bytes());
+        bytes.push(b'\n');
         stdin
-            .write_all(frame.as_bytes())
-            .and_then(|()| stdin.write_all(b"\n"))
-            .and_then(|()| stdin.flush())
-            .map_err(|e| format!("cannot write to the agent: {e}"))
+            .send(bytes)
+            .map_err(|_| format!("cannot write to the agent: its stdin is closed{}", self.stderr_hint()))
     }
 
     /// Sends a JSON-RPC message.
@@ -218,6 +226,40 @@ impl Drop for Peer {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+}
+
+/// Sends each line of `reader` (without its line ending) to `lines`, each cut to
+/// [`LINE_KEEP`] bytes, until EOF, a read error, or no one listening.
+fn read_lines(mut reader: impl BufRead, lines: &Sender<String>) {
+    let mut line = Vec::new();
+    loop {
+        let (used, ended) = match reader.fill_buf() {
+            Ok([]) | Err(_) => break,
+            Ok(buffer) => match buffer.iter().position(|&b| b == b'\n') {
+                Some(at) => {
+                    let keep = (LINE_KEEP.saturating_sub(line.len())).min(at);
+                    line.extend_from_slice(&buffer[..keep]);
+                    (at + 1, true)
+                }
+                None => {
+                    let keep = LINE_KEEP.saturating_sub(line.len()).min(buffer.len());
+                    line.extend_from_slice(&buffer[..keep]);
+                    (buffer.len(), false)
+                }
+            },
+        };
+        reader.consume(used);
+        if ended {
+            let text = String::from_utf8_lossy(&line).trim_end().to_string();
+            line.clear();
+            if lines.send(text).is_err() {
+                return;
+            }
+        }
+    }
+    if !line.is_empty() {
+        let _ = lines.send(String::from_utf8_lossy(&line).trim_end().to_string());
     }
 }
 

@@ -94,3 +94,25 @@ fn an_agent_that_cannot_start_is_a_start_error_and_unknown_ids_are_refused() {
     let silent = acp_conform::run(config(vec!["true".into()], Vec::new()));
     assert!(silent.is_err(), "{silent:?}");
 }
+
+/// An agent that answers `initialize` and then never reads its stdin again: a frame bigger
+/// than the pipe cannot block the kit; the check fails on its deadline and the agent is killed.
+#[cfg(unix)]
+#[test]
+fn an_agent_that_stops_reading_fails_on_the_deadline_instead_of_hanging() {
+    let script = r#"read line; printf '%s\n' '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'; exec sleep 60"#;
+    let config = Config {
+        expected_initialize: Some(serde_json::json!({})),
+        timeout: Duration::from_millis(500),
+        only: vec!["jsonrpc.oversized-frame".into()],
+        ..Config::new(vec!["sh".into(), "-c".into(), script.into()])
+    };
+    let started = std::time::Instant::now();
+    let verdicts = acp_conform::run(config).expect("the preflight passes");
+    assert_eq!(failed(&verdicts), vec!["jsonrpc.oversized-frame"], "{verdicts:#?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
