@@ -167,6 +167,12 @@ pub fn all() -> Vec<Check> {
             sigterm,
         ),
         check(
+            "audit.chain",
+            "the audit log's hash chain verifies after a turn",
+            "AIP-44 / AIP-7 audit: every record is hash-chained (seq, prevHash, hash over the canonical JSON) and written before the matching wire message; the log verifies after a turn (scaffold-aip audit verify)",
+            audit_chain,
+        ),
+        check(
             "turn.eof-exit",
             "EOF on stdin ends the agent with status 0",
             "AIP-44 runtime contract (ACP stdio transport): when stdin closes the agent exits cleanly and promptly",
@@ -728,6 +734,62 @@ fn sigterm(context: &Context) -> Result<Outcome, String> {
 #[cfg(not(unix))]
 fn sigterm(_: &Context) -> Result<Outcome, String> {
     Ok(Outcome::Skip("signals are only sent on Unix".into()))
+}
+
+/// Reads until the response to `id`, answering the agent's permission requests with their first
+/// allow option and its other requests with -32601.
+fn until_response_answering(peer: &mut Peer, id: &Value) -> Result<Value, String> {
+    let deadline = Instant::now() + peer.timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = peer
+            .recv_within(left)
+            .map_err(|e| format!("no answer to the prompt: {e}{}", peer.stderr_hint()))?;
+        let (Some(method), Some(request)) = (message["method"].as_str(), message.get("id")) else {
+            if message.get("method").is_none() && message.get("id") == Some(id) {
+                return Ok(message);
+            }
+            continue;
+        };
+        let answer = if method == "session/request_permission" {
+            let allow = message["params"]["options"]
+                .as_array()
+                .and_then(|options| {
+                    options
+                        .iter()
+                        .find(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("allow")))
+                })
+                .map(|option| option["optionId"].clone());
+            match allow {
+                Some(option) => {
+                    json!({"jsonrpc": "2.0", "id": request, "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+                }
+                None => json!({"jsonrpc": "2.0", "id": request, "result": {"outcome": {"outcome": "cancelled"}}}),
+            }
+        } else {
+            json!({"jsonrpc": "2.0", "id": request, "error": {"code": -32601, "message": "not offered by the conformance kit"}})
+        };
+        peer.send(&answer)?;
+    }
+}
+
+fn audit_chain(context: &Context) -> Result<Outcome, String> {
+    let Some(log) = &context.config.audit_log else {
+        return Ok(Outcome::Skip("no --audit-log".into()));
+    };
+    let (mut peer, _, session) = with_session(context)?;
+    let prompt = context.config.tool_prompt.as_deref().unwrap_or("hello, conform");
+    let id = json!(3);
+    peer.request(id.clone(), "session/prompt", prompt_params(&session, prompt))?;
+    until_response_answering(&mut peer, &id)?;
+    peer.close_stdin();
+    peer.wait_exit(context.config.timeout);
+    match acp_audit::verify_file(log) {
+        Ok(summary) if summary.records > 0 => Ok(Outcome::Pass),
+        Ok(_) => Err(format!("{}: no audit record after a session and a turn", log.display())),
+        Err(acp_audit::AuditError::Broken(error)) => Err(format!("{}: the chain is broken: {error}", log.display())),
+        Err(error) => Err(format!("{}: {error}", log.display())),
+    }
 }
 
 fn eof_exit(context: &Context) -> Result<Outcome, String> {

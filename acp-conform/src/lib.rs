@@ -51,6 +51,10 @@ pub struct Config {
     pub only: Vec<String>,
     /// A prompt that keeps a turn running until it is cancelled.
     pub long_prompt: String,
+    /// The audit log the agent writes (for `audit.chain`).
+    pub audit_log: Option<std::path::PathBuf>,
+    /// A prompt that drives the agent to a tool call (for `audit.chain`; a plain prompt without).
+    pub tool_prompt: Option<String>,
 }
 
 impl Config {
@@ -66,6 +70,8 @@ impl Config {
             timeout: Duration::from_secs(5),
             only: Vec::new(),
             long_prompt: "/forever".into(),
+            audit_log: None,
+            tool_prompt: None,
         }
     }
 }

@@ -26,9 +26,11 @@ fn run(python: &str, mutant: &str) -> Vec<Verdict> {
     let init = scratch.path().join("init.json");
     std::fs::write(&init, expected.to_string()).expect("init.json written");
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/mutant.py");
-    let config = Config {
+    let audit = scratch.path().join("audit.jsonl");
+    let mut config = Config {
         expected_initialize: Some(expected),
         timeout: Duration::from_millis(1500),
+        audit_log: Some(audit.clone()),
         ..Config::new(vec![
             python.into(),
             "-S".into(),
@@ -37,6 +39,7 @@ fn run(python: &str, mutant: &str) -> Vec<Verdict> {
             mutant.into(),
         ])
     };
+    config.launch.env.push(("AGENTACP_AUDIT_LOG".into(), audit.into()));
     acp_conform::run(config).expect("the suite runs")
 }
 
@@ -53,6 +56,7 @@ fn a_correct_agent_passes_and_each_mutant_fails_exactly_its_check() {
         ("accept-dotdot", "session.cwd-dotdot"),
         ("extra-capability", "manifest.capabilities"),
         ("stdout-noise", "jsonrpc.stdout-clean"),
+        ("break-chain", "audit.chain"),
         ("accept-busy", "turn.busy-session"),
         ("ignore-frame-limit", "jsonrpc.oversized-frame"),
         ("ignore-sigterm", "turn.sigterm"),

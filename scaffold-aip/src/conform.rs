@@ -29,6 +29,12 @@ pub struct ConformArgs {
     /// A prompt that keeps a turn running until it is cancelled (for `turn.cancel`).
     #[arg(long, default_value = "/forever", value_name = "TEXT")]
     pub long_prompt: String,
+    /// The audit log the agent writes: `audit.chain` verifies it after a turn.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// A prompt that drives the agent to a tool call (for `audit.chain`).
+    #[arg(long, value_name = "TEXT")]
+    pub tool_prompt: Option<String>,
     /// The agent and its arguments.
     #[arg(last = true, required = true, value_name = "AGENT ARGS")]
     pub agent: Vec<std::ffi::OsString>,
@@ -68,6 +74,8 @@ pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std:
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
         only: args.only.clone(),
         long_prompt: args.long_prompt.clone(),
+        audit_log: args.audit_log.clone(),
+        tool_prompt: args.tool_prompt.clone(),
     };
     let verdicts = match acp_conform::run(config) {
         Ok(verdicts) => verdicts,

@@ -2,7 +2,7 @@
 
 python3 mutant.py INIT.json [MUTANT]: INIT.json is the initialize result to answer with; MUTANT
 is one of answer-notification, update-after-response, ignore-cancel, accept-dotdot,
-extra-capability, stdout-noise, accept-busy, ignore-frame-limit, ignore-sigterm (or nothing: a
+extra-capability, stdout-noise, break-chain, accept-busy, ignore-frame-limit, ignore-sigterm (or nothing: a
 correct agent).
 """
 import json
@@ -47,10 +47,33 @@ if MUTANT == "ignore-frame-limit":
 if MUTANT == "ignore-sigterm":
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+AUDIT = os.environ.get("AGENTACP_AUDIT_LOG")
 initialized = False
 busy = set()
 sessions = set()
 cancelled = set()
+
+
+def audit(action, session):
+    """Appends a hash-chained record to $AGENTACP_AUDIT_LOG, if set (break-chain: a wrong link)."""
+    if not AUDIT:
+        return
+    import hashlib
+    seq, prev = 0, "GENESIS"
+    if os.path.exists(AUDIT):
+        with open(AUDIT) as log:
+            for line in log:
+                record = json.loads(line)
+                seq, prev = record["seq"] + 1, record["hash"]
+    if MUTANT == "break-chain" and seq > 0:
+        prev = "0" * 64
+    record = {"$schema": "agentgovernance/v1", "doctype": "audit-event", "seq": seq,
+              "ts": "2026-11-26T00:00:00.000Z", "actor": {"id": "operator:mutant", "role": "operator"},
+              "action": action, "subject": {"kind": "session", "ref": session}, "prevHash": prev}
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    record["hash"] = hashlib.sha256(canonical.encode()).hexdigest()
+    with open(AUDIT, "a") as log:
+        log.write(json.dumps(record) + "\n")
 
 
 def inside(cwd):
@@ -87,6 +110,7 @@ def handle(message):
             return error(id, -32602, "bad cwd")
         session = "s%d" % len(sessions)
         sessions.add(session)
+        audit("operator.invoked", session)
         return send({"id": id, "result": {"sessionId": session}})
     if method == "session/prompt":
         session = params.get("sessionId")

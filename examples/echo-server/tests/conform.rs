@@ -13,5 +13,11 @@ fn the_example_passes_the_conformance_suite_with_its_manifest() {
     };
     let verdicts = acp_conform::run(config).expect("the suite runs");
     assert_eq!(failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
-    assert!(verdicts.iter().all(|v| v.outcome == Outcome::Pass), "{verdicts:#?}");
+    // Tier basic writes no audit log: `audit.chain` is the one check that does not apply.
+    let skipped: Vec<_> = verdicts
+        .iter()
+        .filter(|v| v.outcome != Outcome::Pass)
+        .map(|v| v.id)
+        .collect();
+    assert_eq!(skipped, vec!["audit.chain"], "{verdicts:#?}");
 }
