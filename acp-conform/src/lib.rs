@@ -92,6 +92,8 @@ pub struct Verdict {
     pub id: &'static str,
     /// The check's title.
     pub title: &'static str,
+    /// The rule it enforces.
+    pub rule: &'static str,
     /// What it concluded.
     #[serde(flatten)]
     pub outcome: Outcome,
@@ -188,6 +190,7 @@ pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
             Verdict {
                 id: check.id,
                 title: check.title,
+                rule: check.rule,
                 outcome,
                 millis: started.elapsed().as_millis(),
             }

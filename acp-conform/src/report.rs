@@ -109,3 +109,46 @@ fn escape_xml(text: &str) -> String {
 fn escape_github(text: &str) -> String {
     text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdicts() -> Vec<Verdict> {
+        let verdict = |id, outcome| Verdict {
+            id,
+            title: "t",
+            rule: "r",
+            outcome,
+            millis: 1,
+        };
+        vec![
+            verdict("a.pass", Outcome::Pass),
+            verdict("b.fail", Outcome::Fail("got <\"x\" & y>\nnext line".into())),
+            verdict("c.skip", Outcome::Skip("no --manifest".into())),
+        ]
+    }
+
+    #[test]
+    fn every_format_carries_each_outcome_and_escapes_the_evidence() {
+        let verdicts = verdicts();
+        assert!(!all_passed(&verdicts));
+        assert_eq!(counts(&verdicts), (1, 1, 1));
+        let human = render(&verdicts, Format::Human);
+        assert_eq!(human.lines().count(), 4, "{human}");
+        assert!(human.contains("FAIL b.fail: got <\"x\" & y> next line"), "{human}");
+        let json: serde_json::Value = serde_json::from_str(&render(&verdicts, Format::Json)).expect("JSON");
+        assert_eq!(json["checks"][1]["outcome"], "fail");
+        assert_eq!(json["checks"][2]["outcome"], "skip");
+        assert_eq!(json["summary"]["fail"], 1);
+        let junit = render(&verdicts, Format::Junit);
+        assert!(junit.contains("failures=\"1\" skipped=\"1\""), "{junit}");
+        assert!(junit.contains("&lt;&quot;x&quot; &amp; y&gt;"), "{junit}");
+        let github = render(&verdicts, Format::Github);
+        assert_eq!(
+            github.lines().filter(|l| l.starts_with("::error")).count(),
+            1,
+            "{github}"
+        );
+    }
+}
