@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::conform;
 use crate::lint;
 use crate::regen::{self, RegenArgs};
 use crate::scaffold;
@@ -43,6 +44,9 @@ pub enum Command {
     New(NewArgs),
     /// Bearer tokens for servers reached over WebSocket: generate, hash, revoke.
     Token(TokenArgs),
+    /// Run the conformance suite against an agent started as `-- AGENT ARGS…`; exit 0 when
+    /// every check that applies passes, 1 on a failure, 2 on usage or start-up errors.
+    Conform(conform::ConformArgs),
 }
 
 /// Arguments of `new`.
@@ -191,6 +195,7 @@ where
         }) => run_audit_verify(&args, out, err),
         Command::New(args) => run_new(&args, out, err),
         Command::Token(args) => token::run(&args, &mut std::io::stdin().lock(), out, err),
+        Command::Conform(args) => conform::run(&args, out, err),
     };
     result.unwrap_or_else(|error| {
         let _ = writeln!(err, "scaffold-aip: {error}");

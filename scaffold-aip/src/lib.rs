@@ -1,11 +1,12 @@
 //! `scaffold-aip`: the command line of agentacp, as a library so that its tests and benches
 //! drive it in-process. [`cli::run`] parses the arguments and runs one command:
 //! `lint` ([`lint`] finds and checks manifests), `explain`, `schema`, `regen` ([`regen`], over
-//! `acp-wire-gen`), `new` ([`scaffold`], the handlebars templates), `audit verify` and `token` ([`token`]).
+//! `acp-wire-gen`), `new` ([`scaffold`], the handlebars templates), `audit verify`, `token` ([`token`]) and `conform` ([`conform`], over `acp-conform`).
 //! What a manifest means is `acp-manifest`'s job; this crate only reads arguments and prints.
 
 pub mod atomic;
 pub mod cli;
+pub mod conform;
 pub mod exit;
 pub mod lint;
 pub mod regen;

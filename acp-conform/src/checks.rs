@@ -1,0 +1,806 @@
+//! The checks. Each starts its own agent process through [`Context::spawn`]; a check returns
+//! `Ok(Outcome)` or `Err(evidence)` (a failure).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::driver::{ReadError, error_code};
+use crate::{Check, Context, Outcome, Peer, trim};
+
+/// The protocol version the kit speaks.
+const PROTOCOL_VERSION: u64 = 1;
+/// How long the kit listens for a message that must not come.
+const QUIET: Duration = Duration::from_millis(100);
+
+/// Every check, in order.
+pub fn all() -> Vec<Check> {
+    vec![
+        check(
+            "handshake.initialize-first",
+            "a session before initialize is refused",
+            "Initialization: the client must call initialize before anything else; a session/new first gets an error response, and the connection survives",
+            initialize_first,
+        ),
+        check(
+            "handshake.version-current",
+            "the current protocol version is echoed",
+            "Initialization, protocol version: an agent that supports the requested version answers with it",
+            version_current,
+        ),
+        check(
+            "handshake.version-newer",
+            "a newer client version is negotiated down",
+            "Initialization, protocol version: an agent that does not support the requested version answers with the latest one it supports (an integer no greater than asked)",
+            version_newer,
+        ),
+        check(
+            "handshake.version-older",
+            "an older client version gets the same or the agent's latest",
+            "Initialization, protocol version: the answer is the requested version or the agent's latest",
+            version_older,
+        ),
+        check(
+            "handshake.agent-info",
+            "agentInfo names the agent",
+            "Initialization, implementation information: agentInfo carries a name and a version",
+            agent_info,
+        ),
+        check(
+            "manifest.capabilities",
+            "agentCapabilities are the manifest's, exactly",
+            "AIP-44 / runtime contract: initialize advertises exactly the manifest's effective capabilities (scaffold-aip explain)",
+            manifest_capabilities,
+        ),
+        check(
+            "manifest.agent-info",
+            "agentInfo is the manifest's",
+            "AIP-44 / runtime contract: agentInfo comes from the manifest (scaffold-aip explain)",
+            manifest_agent_info,
+        ),
+        check(
+            "manifest.meta-aip44",
+            "_meta.aip44 is the manifest's",
+            "AIP-44 / runtime contract: _meta.aip44 (acp_rev, tier, ...) equals what scaffold-aip explain computes",
+            manifest_meta,
+        ),
+        check(
+            "jsonrpc.parse-error",
+            "a frame that is not JSON gets -32700 with id null",
+            "JSON-RPC 2.0 §5.1: a parse error is answered with code -32700 and id null",
+            parse_error,
+        ),
+        check(
+            "jsonrpc.invalid-request",
+            "a request that is not a request gets -32600",
+            "JSON-RPC 2.0 §5.1: an object that is not a valid Request is answered with -32600",
+            invalid_request,
+        ),
+        check(
+            "jsonrpc.unknown-method",
+            "an unknown method gets -32601",
+            "JSON-RPC 2.0 §5.1: a method that does not exist is answered with -32601",
+            unknown_method,
+        ),
+        check(
+            "jsonrpc.invalid-params",
+            "bad params get -32602",
+            "JSON-RPC 2.0 §5.1 and ACP session/new: params of the wrong shape are answered with -32602",
+            invalid_params,
+        ),
+        check(
+            "jsonrpc.notification-unanswered",
+            "notifications are never answered",
+            "JSON-RPC 2.0 §4.1: the server must not reply to a notification, not even an unknown or malformed one",
+            notification_unanswered,
+        ),
+        check(
+            "jsonrpc.ids-echoed",
+            "string and number ids come back exactly",
+            "JSON-RPC 2.0 §5: the response carries the same id as the request, of the same type",
+            ids_echoed,
+        ),
+        check(
+            "jsonrpc.stdout-clean",
+            "stdout carries only JSON-RPC",
+            "ACP transports, stdio: the agent must not write anything to stdout that is not a valid ACP message",
+            stdout_clean,
+        ),
+        check(
+            "session.unknown-session",
+            "a prompt for an unknown session is refused",
+            "ACP session/prompt: the sessionId must name a session the agent created; otherwise an error response",
+            unknown_session,
+        ),
+        check(
+            "session.relative-cwd",
+            "a relative cwd is refused",
+            "ACP session setup: cwd must be an absolute path",
+            relative_cwd,
+        ),
+        check(
+            "session.cwd-dotdot",
+            "a cwd escaping the workspace root with .. is refused",
+            "AIP-44 runtime contract: cwd must lie inside the workspace root after canonicalisation",
+            cwd_dotdot,
+        ),
+        check(
+            "session.cwd-symlink",
+            "a cwd escaping the workspace root through a symlink is refused",
+            "AIP-44 runtime contract: cwd must lie inside the workspace root with symlinks resolved",
+            cwd_symlink,
+        ),
+        check(
+            "session.load",
+            "session/load replays history first, or is refused when not advertised",
+            "ACP session setup, loading sessions: with loadSession the agent replays the conversation as session/update before answering; without it, session/load is not offered",
+            session_load,
+        ),
+        check(
+            "turn.updates-before-response",
+            "every update of a turn precedes its response",
+            "ACP prompt turn: the turn's session/update notifications are sent before the session/prompt response, none after",
+            updates_before_response,
+        ),
+        check(
+            "turn.cancel",
+            "session/cancel ends the turn with cancelled",
+            "ACP prompt turn, cancellation: after session/cancel the agent answers the prompt with stopReason cancelled, promptly, and sends no update after it",
+            cancel,
+        ),
+        check(
+            "turn.busy-session",
+            "a second prompt on a busy session is refused",
+            "AIP-44 runtime contract: a second session/prompt while one runs on the session is answered -32602; the running turn goes on",
+            busy_session,
+        ),
+        check(
+            "jsonrpc.oversized-frame",
+            "a frame over the limit is refused, the connection survives",
+            "AIP-44 runtime contract: a message over AGENTACP_MAX_FRAME_BYTES is answered -32600 and the connection goes on",
+            oversized_frame,
+        ),
+        check(
+            "turn.sigterm",
+            "SIGTERM ends the agent promptly",
+            "ACP stdio transport / runtime contract: the client may stop the agent; SIGTERM ends it within the timeout",
+            sigterm,
+        ),
+        check(
+            "audit.chain",
+            "the audit log's hash chain verifies after a turn",
+            "AIP-44 / AIP-7 audit: every record is hash-chained (seq, prevHash, hash over the canonical JSON) and written before the matching wire message; the log verifies after a turn (scaffold-aip audit verify)",
+            audit_chain,
+        ),
+        check(
+            "turn.eof-exit",
+            "EOF on stdin ends the agent with status 0",
+            "AIP-44 runtime contract (ACP stdio transport): when stdin closes the agent exits cleanly and promptly",
+            eof_exit,
+        ),
+    ]
+}
+
+fn check(
+    id: &'static str,
+    title: &'static str,
+    rule: &'static str,
+    run: fn(&Context) -> Result<Outcome, String>,
+) -> Check {
+    Check { id, title, rule, run }
+}
+
+/// Starts an agent and initializes it; the failure of this is a start-up error.
+pub fn preflight(context: &Context) -> Result<(), String> {
+    let mut peer = context.spawn()?;
+    initialize(&mut peer).map(|_| ())
+}
+
+/// `initialize` params of the kit's client.
+fn init_params(version: u64) -> Value {
+    json!({
+        "protocolVersion": version,
+        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+        "clientInfo": {"name": "scaffold-aip-conform", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+/// `initialize` at `version`; the result.
+fn initialize_at(peer: &mut Peer, version: u64) -> Result<Value, String> {
+    let (_, response) = peer.call(json!(0), "initialize", init_params(version))?;
+    response
+        .get("result")
+        .cloned()
+        .ok_or_else(|| format!("initialize failed: {}", trim(&response.to_string())))
+}
+
+fn initialize(peer: &mut Peer) -> Result<Value, String> {
+    initialize_at(peer, PROTOCOL_VERSION)
+}
+
+/// A started, initialized agent and its `initialize` result.
+fn ready(context: &Context) -> Result<(Peer, Value), String> {
+    let mut peer = context.spawn()?;
+    let result = initialize(&mut peer)?;
+    Ok((peer, result))
+}
+
+fn new_session_params(cwd: &std::path::Path) -> Value {
+    json!({"cwd": cwd, "mcpServers": []})
+}
+
+/// A started agent with a session in the workspace root.
+fn with_session(context: &Context) -> Result<(Peer, Value, String), String> {
+    let (mut peer, init) = ready(context)?;
+    let session = new_session(&mut peer, &context.root())?;
+    Ok((peer, init, session))
+}
+
+fn new_session(peer: &mut Peer, cwd: &std::path::Path) -> Result<String, String> {
+    let (_, response) = peer.call(json!("new-session"), "session/new", new_session_params(cwd))?;
+    response["result"]["sessionId"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("session/new failed: {}", trim(&response.to_string())))
+}
+
+fn prompt_params(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+/// The connection still serves: `session/new` in the workspace root succeeds.
+fn still_serves(context: &Context, peer: &mut Peer, after: &str) -> Result<(), String> {
+    new_session(peer, &context.root())
+        .map(|_| ())
+        .map_err(|e| format!("after {after}, the connection no longer serves: {e}"))
+}
+
+/// Fails unless `response` is an error with code `code`.
+fn expect_code(response: &Value, code: i64) -> Result<(), String> {
+    match error_code(response) {
+        Some(got) if got == code => Ok(()),
+        _ => Err(format!("expected error {code}, got {}", trim(&response.to_string()))),
+    }
+}
+
+/// Fails unless `response` is an error (any code).
+fn expect_error(response: &Value, what: &str) -> Result<(), String> {
+    if response.get("error").is_some() {
+        Ok(())
+    } else {
+        Err(format!("{what} was accepted: {}", trim(&response.to_string())))
+    }
+}
+
+/// The `session/update` kinds that carry a turn's (or a replayed conversation's) content;
+/// the others (available commands, mode, config, session info) may come at any time.
+const CONVERSATION_UPDATES: [&str; 6] = [
+    "user_message_chunk",
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "tool_call",
+    "tool_call_update",
+    "plan",
+];
+
+/// Whether `message` is a `session/update` carrying conversation content.
+fn is_conversation_update(message: &Value) -> bool {
+    message["method"] == "session/update"
+        && message["params"]["update"]["sessionUpdate"]
+            .as_str()
+            .is_some_and(|kind| CONVERSATION_UPDATES.contains(&kind))
+}
+
+/// Fails if any message arrives within [`QUIET`].
+fn expect_silence(peer: &mut Peer, what: &str) -> Result<(), String> {
+    expect_quiet(peer, what, |_| true)
+}
+
+/// Fails if a conversation update arrives within [`QUIET`].
+fn expect_no_conversation_update(peer: &mut Peer, what: &str) -> Result<(), String> {
+    expect_quiet(peer, what, is_conversation_update)
+}
+
+/// Fails if a message for which `offending` holds arrives within [`QUIET`].
+fn expect_quiet(peer: &mut Peer, what: &str, offending: fn(&Value) -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + QUIET;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match peer.recv_within(left) {
+            Ok(message) if offending(&message) => return Err(format!("{what}: {}", trim(&message.to_string()))),
+            Ok(_) => {}
+            Err(ReadError::Timeout) => return Ok(()),
+            Err(ReadError::Closed) => return Err(format!("the agent closed stdout{}", peer.stderr_hint())),
+        }
+    }
+}
+
+fn initialize_first(context: &Context) -> Result<Outcome, String> {
+    let mut peer = context.spawn()?;
+    let (_, response) = peer.call(json!(1), "session/new", new_session_params(&context.root()))?;
+    expect_error(&response, "session/new before initialize")?;
+    initialize(&mut peer).map_err(|e| format!("after the refusal: {e}"))?;
+    Ok(Outcome::Pass)
+}
+
+fn negotiated(result: &Value) -> Result<u64, String> {
+    result["protocolVersion"]
+        .as_u64()
+        .ok_or_else(|| format!("protocolVersion is not an integer: {}", trim(&result.to_string())))
+}
+
+fn version_current(context: &Context) -> Result<Outcome, String> {
+    let (_, result) = ready(context)?;
+    match negotiated(&result)? {
+        PROTOCOL_VERSION => Ok(Outcome::Pass),
+        other => Err(format!("asked for {PROTOCOL_VERSION}, answered {other}")),
+    }
+}
+
+fn version_newer(context: &Context) -> Result<Outcome, String> {
+    let mut peer = context.spawn()?;
+    let asked = PROTOCOL_VERSION + 98;
+    let got = negotiated(&initialize_at(&mut peer, asked)?)?;
+    if got <= asked {
+        Ok(Outcome::Pass)
+    } else {
+        Err(format!("asked for {asked}, answered a newer {got}"))
+    }
+}
+
+fn version_older(context: &Context) -> Result<Outcome, String> {
+    let (_, current) = ready(context)?;
+    let latest = negotiated(&current)?;
+    let mut peer = context.spawn()?;
+    let got = negotiated(&initialize_at(&mut peer, 0)?)?;
+    if got == 0 || got == latest {
+        Ok(Outcome::Pass)
+    } else {
+        Err(format!(
+            "asked for 0, answered {got}, neither 0 nor its latest {latest}"
+        ))
+    }
+}
+
+fn agent_info(context: &Context) -> Result<Outcome, String> {
+    let (_, result) = ready(context)?;
+    let info = &result["agentInfo"];
+    if info["name"].is_string() && info["version"].is_string() {
+        Ok(Outcome::Pass)
+    } else {
+        Err(format!(
+            "agentInfo lacks a name or version: {}",
+            trim(&result.to_string())
+        ))
+    }
+}
+
+/// Compares one part of the `initialize` result with the manifest's.
+fn manifest_part(context: &Context, pointer: &str) -> Result<Outcome, String> {
+    let Some(expected) = &context.config.expected_initialize else {
+        return Ok(Outcome::Skip("no --manifest".into()));
+    };
+    let (_, result) = ready(context)?;
+    let want = expected.pointer(pointer).unwrap_or(&Value::Null);
+    let got = result.pointer(pointer).unwrap_or(&Value::Null);
+    if want == got {
+        Ok(Outcome::Pass)
+    } else {
+        Err(format!(
+            "{pointer}: the manifest says {}, the agent says {}",
+            trim(&want.to_string()),
+            trim(&got.to_string())
+        ))
+    }
+}
+
+fn manifest_capabilities(context: &Context) -> Result<Outcome, String> {
+    manifest_part(context, "/agentCapabilities")
+}
+
+fn manifest_agent_info(context: &Context) -> Result<Outcome, String> {
+    manifest_part(context, "/agentInfo")
+}
+
+fn manifest_meta(context: &Context) -> Result<Outcome, String> {
+    manifest_part(context, "/_meta/aip44")
+}
+
+/// Sends a raw frame after `initialize`, expects an error with `code`, whose id satisfies
+/// `id_ok`, then that the connection still serves.
+fn bad_frame(
+    context: &Context,
+    frame: &str,
+    code: i64,
+    id_ok: fn(&Value) -> bool,
+    what: &str,
+) -> Result<Outcome, String> {
+    let (mut peer, _) = ready(context)?;
+    peer.send_raw(frame)?;
+    let response = peer
+        .recv()
+        .map_err(|e| format!("no answer to {what}: {e}{}", peer.stderr_hint()))?;
+    expect_code(&response, code)?;
+    if !id_ok(&response["id"]) {
+        return Err(format!("wrong id: {}", trim(&response.to_string())));
+    }
+    still_serves(context, &mut peer, what)?;
+    Ok(Outcome::Pass)
+}
+
+fn parse_error(context: &Context) -> Result<Outcome, String> {
+    bad_frame(
+        context,
+        r#"{"jsonrpc": "2.0", "id": 5, "method": "#,
+        -32700,
+        Value::is_null,
+        "a truncated frame",
+    )
+}
+
+fn invalid_request(context: &Context) -> Result<Outcome, String> {
+    bad_frame(
+        context,
+        r#"{"jsonrpc": "2.0", "id": 6, "method": 42}"#,
+        -32600,
+        |id| id.is_null() || id == &json!(6),
+        "a non-string method",
+    )
+}
+
+fn unknown_method(context: &Context) -> Result<Outcome, String> {
+    bad_frame(
+        context,
+        r#"{"jsonrpc": "2.0", "id": 7, "method": "conform/no-such-method", "params": {}}"#,
+        -32601,
+        |id| id == &json!(7),
+        "an unknown method",
+    )
+}
+
+fn invalid_params(context: &Context) -> Result<Outcome, String> {
+    bad_frame(
+        context,
+        r#"{"jsonrpc": "2.0", "id": 8, "method": "session/new", "params": {"cwd": 42}}"#,
+        -32602,
+        |id| id == &json!(8),
+        "session/new with a numeric cwd",
+    )
+}
+
+fn notification_unanswered(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _) = ready(context)?;
+    peer.notify("conform/no-such-notification", json!({}))?;
+    peer.notify("session/cancel", json!({"sessionId": "conform-no-such-session"}))?;
+    peer.notify("session/cancel", json!({"sessionId": 42}))?;
+    expect_silence(&mut peer, "a notification was answered")?;
+    still_serves(context, &mut peer, "the notifications")?;
+    Ok(Outcome::Pass)
+}
+
+fn ids_echoed(context: &Context) -> Result<Outcome, String> {
+    let mut peer = context.spawn()?;
+    for id in [json!("conform-id-ä 1"), json!(9_007_199_254_740_991_u64)] {
+        peer.request(id.clone(), "initialize", init_params(PROTOCOL_VERSION))?;
+        let response = peer
+            .recv()
+            .map_err(|e| format!("no answer to initialize (id {id}): {e}"))?;
+        if response.get("id") != Some(&id) {
+            return Err(format!("sent id {id}, got {}", trim(&response.to_string())));
+        }
+    }
+    Ok(Outcome::Pass)
+}
+
+fn stdout_clean(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _, session) = with_session(context)?;
+    peer.call(json!(3), "session/prompt", prompt_params(&session, "hello"))?;
+    let _ = peer.call(json!(4), "conform/no-such-method", json!({}));
+    match peer.junk.first() {
+        None => Ok(Outcome::Pass),
+        Some(line) => Err(format!("not JSON-RPC on stdout: {}", trim(line))),
+    }
+}
+
+fn unknown_session(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _) = ready(context)?;
+    let (_, response) = peer.call(
+        json!(2),
+        "session/prompt",
+        prompt_params("conform-no-such-session", "hello"),
+    )?;
+    expect_error(&response, "a prompt for an unknown session")?;
+    still_serves(context, &mut peer, "the refusal")?;
+    Ok(Outcome::Pass)
+}
+
+/// `session/new` in `cwd` must be refused.
+fn refused_cwd(context: &Context, cwd: &std::path::Path, what: &str) -> Result<Outcome, String> {
+    let (mut peer, _) = ready(context)?;
+    let (_, response) = peer.call(json!(2), "session/new", new_session_params(cwd))?;
+    expect_error(&response, what)?;
+    still_serves(context, &mut peer, "the refusal")?;
+    Ok(Outcome::Pass)
+}
+
+fn relative_cwd(context: &Context) -> Result<Outcome, String> {
+    refused_cwd(context, std::path::Path::new("relative/folder"), "a relative cwd")
+}
+
+/// A skip when no manifest was given: the check enforces an AIP-44 rule (`why`) that plain
+/// ACP does not have.
+fn manifest_only(context: &Context, why: &str) -> Option<Outcome> {
+    context
+        .config
+        .expected_initialize
+        .is_none()
+        .then(|| Outcome::Skip(format!("{why}; give --manifest")))
+}
+
+/// Workspace confinement is AIP-44's rule; plain ACP agents have no workspace root.
+fn confinement_applies(context: &Context) -> Option<Outcome> {
+    manifest_only(context, "workspace confinement is an AIP-44 rule")
+}
+
+fn cwd_dotdot(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = confinement_applies(context) {
+        return Ok(skip);
+    }
+    let escape = context
+        .root()
+        .join("..")
+        .join(context.outside().file_name().unwrap_or_default());
+    refused_cwd(context, &escape, "a cwd escaping with ..")
+}
+
+#[cfg(unix)]
+fn cwd_symlink(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = confinement_applies(context) {
+        return Ok(skip);
+    }
+    let link = context.root().join("conform-link-out");
+    if !link.exists() {
+        std::os::unix::fs::symlink(context.outside(), &link).map_err(|e| format!("cannot make the symlink: {e}"))?;
+    }
+    refused_cwd(context, &link, "a cwd escaping through a symlink")
+}
+
+#[cfg(not(unix))]
+fn cwd_symlink(_: &Context) -> Result<Outcome, String> {
+    Ok(Outcome::Skip("symlinks are only made on Unix".into()))
+}
+
+fn session_load(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, init, session) = with_session(context)?;
+    let advertised = init["agentCapabilities"]["loadSession"] == json!(true);
+    if !advertised {
+        let (_, response) = peer.call(
+            json!(3),
+            "session/load",
+            json!({"sessionId": session, "cwd": context.root(), "mcpServers": []}),
+        )?;
+        expect_error(&response, "session/load without loadSession")?;
+        return Ok(Outcome::Pass);
+    }
+    peer.call(json!(3), "session/prompt", prompt_params(&session, "remember this"))?;
+    // Let the agent persist the session the way it does at the end of a connection.
+    peer.close_stdin();
+    peer.wait_exit(context.config.timeout);
+    drop(peer);
+    let (mut peer, _) = ready(context)?;
+    let (before, response) = peer.call(
+        json!(4),
+        "session/load",
+        json!({"sessionId": session, "cwd": context.root(), "mcpServers": []}),
+    )?;
+    if response.get("error").is_some() {
+        return Err(format!("session/load refused: {}", trim(&response.to_string())));
+    }
+    if !before.iter().any(is_conversation_update) {
+        return Err("no history replayed before the session/load response".into());
+    }
+    expect_no_conversation_update(&mut peer, "history after the session/load response")?;
+    Ok(Outcome::Pass)
+}
+
+fn updates_before_response(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _, session) = with_session(context)?;
+    let (before, response) = peer.call(json!(3), "session/prompt", prompt_params(&session, "hello, conform"))?;
+    if response.get("result").is_none() {
+        return Err(format!("the prompt failed: {}", trim(&response.to_string())));
+    }
+    if !before.iter().any(is_conversation_update) {
+        return Ok(Outcome::Skip("the turn sent no session/update".into()));
+    }
+    expect_no_conversation_update(&mut peer, "an update after the prompt response")?;
+    Ok(Outcome::Pass)
+}
+
+fn cancel(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _, session) = with_session(context)?;
+    let id = json!(3);
+    // Cancel once the turn is under way (its first message).
+    if !running_turn(&mut peer, context, &session, &id)? {
+        return Ok(Outcome::Skip("the turn ended before it could be cancelled".into()));
+    }
+    peer.notify("session/cancel", json!({"sessionId": session}))?;
+    let (_, response) = peer.until_response(&id).map_err(|e| {
+        format!(
+            "no cancelled response within {} ms of session/cancel ({e}){}",
+            context.config.timeout.as_millis(),
+            peer.stderr_hint()
+        )
+    })?;
+    match response["result"]["stopReason"].as_str() {
+        Some("cancelled") => {}
+        _ => {
+            return Err(format!(
+                "the prompt was not answered cancelled: {}",
+                trim(&response.to_string())
+            ));
+        }
+    }
+    expect_no_conversation_update(&mut peer, "an update after the cancelled response")?;
+    Ok(Outcome::Pass)
+}
+
+/// Starts a turn of `--long-prompt` on `session` and waits for its first message: `Ok(true)`
+/// when the turn is under way, `Ok(false)` when it answered before it could be caught running.
+fn running_turn(peer: &mut Peer, context: &Context, session: &str, id: &Value) -> Result<bool, String> {
+    peer.request(
+        id.clone(),
+        "session/prompt",
+        prompt_params(session, &context.config.long_prompt),
+    )?;
+    let first = peer
+        .recv()
+        .map_err(|e| format!("the turn neither updated nor answered: {e}"))?;
+    Ok(!(first.get("id") == Some(id) && first.get("method").is_none()))
+}
+
+fn busy_session(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = manifest_only(context, "what a busy session does is the AIP-44 runtime contract's") {
+        return Ok(skip);
+    }
+    let (mut peer, _, session) = with_session(context)?;
+    let first = json!(3);
+    if !running_turn(&mut peer, context, &session, &first)? {
+        return Ok(Outcome::Skip(
+            "the turn ended before a second prompt could be sent".into(),
+        ));
+    }
+    let (_, second) = peer.call(json!(4), "session/prompt", prompt_params(&session, "a second prompt"))?;
+    expect_code(&second, -32602)?;
+    // The refusal does not end the running turn: it still streams (ending it is turn.cancel's).
+    loop {
+        let message = peer
+            .recv()
+            .map_err(|e| format!("the first turn stopped after the refusal: {e}"))?;
+        if message.get("id") == Some(&first) && message.get("method").is_none() {
+            return Err(format!(
+                "the first turn ended after the refusal: {}",
+                trim(&message.to_string())
+            ));
+        }
+        if is_conversation_update(&message) {
+            break;
+        }
+    }
+    Ok(Outcome::Pass)
+}
+
+/// The frame limit the kit sets for `jsonrpc.oversized-frame`.
+pub const FRAME_LIMIT: usize = 64 * 1024;
+
+fn oversized_frame(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = manifest_only(context, "the frame limit is the AIP-44 runtime contract's") {
+        return Ok(skip);
+    }
+    let mut peer = context.spawn_with(&[("AGENTACP_MAX_FRAME_BYTES", &FRAME_LIMIT.to_string())])?;
+    initialize(&mut peer)?;
+    let padding = "x".repeat(FRAME_LIMIT * 2);
+    peer.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": {"cwd": context.root(), "mcpServers": [], "_meta": {"padding": padding}}}))?;
+    let response = peer.recv().map_err(|e| {
+        format!(
+            "no answer to a frame of {} bytes: {e}{}",
+            FRAME_LIMIT * 2,
+            peer.stderr_hint()
+        )
+    })?;
+    expect_code(&response, -32600)?;
+    still_serves(context, &mut peer, "the oversized frame")?;
+    Ok(Outcome::Pass)
+}
+
+#[cfg(unix)]
+fn sigterm(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _, _) = with_session(context)?;
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &peer.pid().to_string()])
+        .status()
+        .map_err(|e| format!("cannot run kill: {e}"))?;
+    if !sent.success() {
+        return Err(format!("kill -TERM failed: {sent}"));
+    }
+    match peer.wait_exit(context.config.timeout) {
+        Some(_) => Ok(Outcome::Pass),
+        None => Err(format!(
+            "still running {} ms after SIGTERM",
+            context.config.timeout.as_millis()
+        )),
+    }
+}
+
+#[cfg(not(unix))]
+fn sigterm(_: &Context) -> Result<Outcome, String> {
+    Ok(Outcome::Skip("signals are only sent on Unix".into()))
+}
+
+/// Reads until the response to `id`, answering the agent's permission requests with their first
+/// allow option and its other requests with -32601.
+fn until_response_answering(peer: &mut Peer, id: &Value) -> Result<Value, String> {
+    let deadline = Instant::now() + peer.timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = peer
+            .recv_within(left)
+            .map_err(|e| format!("no answer to the prompt: {e}{}", peer.stderr_hint()))?;
+        let (Some(method), Some(request)) = (message["method"].as_str(), message.get("id")) else {
+            if message.get("method").is_none() && message.get("id") == Some(id) {
+                return Ok(message);
+            }
+            continue;
+        };
+        let answer = if method == "session/request_permission" {
+            let allow = message["params"]["options"]
+                .as_array()
+                .and_then(|options| {
+                    options
+                        .iter()
+                        .find(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("allow")))
+                })
+                .map(|option| option["optionId"].clone());
+            match allow {
+                Some(option) => {
+                    json!({"jsonrpc": "2.0", "id": request, "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+                }
+                None => json!({"jsonrpc": "2.0", "id": request, "result": {"outcome": {"outcome": "cancelled"}}}),
+            }
+        } else {
+            json!({"jsonrpc": "2.0", "id": request, "error": {"code": -32601, "message": "not offered by the conformance kit"}})
+        };
+        peer.send(&answer)?;
+    }
+}
+
+fn audit_chain(context: &Context) -> Result<Outcome, String> {
+    let Some(log) = &context.config.audit_log else {
+        return Ok(Outcome::Skip("no --audit-log".into()));
+    };
+    let (mut peer, _, session) = with_session(context)?;
+    let prompt = context.config.tool_prompt.as_deref().unwrap_or("hello, conform");
+    let id = json!(3);
+    peer.request(id.clone(), "session/prompt", prompt_params(&session, prompt))?;
+    until_response_answering(&mut peer, &id)?;
+    peer.close_stdin();
+    peer.wait_exit(context.config.timeout);
+    match acp_audit::verify_file(log) {
+        Ok(summary) if summary.records > 0 => Ok(Outcome::Pass),
+        Ok(_) => Err(format!("{}: no audit record after a session and a turn", log.display())),
+        Err(acp_audit::AuditError::Broken(error)) => Err(format!("{}: the chain is broken: {error}", log.display())),
+        Err(error) => Err(format!("{}: {error}", log.display())),
+    }
+}
+
+fn eof_exit(context: &Context) -> Result<Outcome, String> {
+    let (mut peer, _, _) = with_session(context)?;
+    peer.close_stdin();
+    match peer.wait_exit(context.config.timeout) {
+        Some(status) if status.success() => Ok(Outcome::Pass),
+        Some(status) => Err(format!("exited with {status}{}", peer.stderr_hint())),
+        None => Err(format!(
+            "still running {} ms after EOF",
+            context.config.timeout.as_millis()
+        )),
+    }
+}

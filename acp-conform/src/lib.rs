@@ -1,0 +1,223 @@
+//! `acp-conform`: a conformance kit for ACP agents. It starts the agent under test over stdio,
+//! runs a suite of [`Check`]s (each in a fresh process, so one crash poisons nothing else) and
+//! reports pass / fail (with the offending message) / skip for each. `scaffold-aip conform` is
+//! a thin command over [`run`] and [`report`]; `docs/conform.md` lists the checks.
+
+pub mod checks;
+pub mod driver;
+pub mod report;
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use driver::{Launch, Peer};
+
+/// What a check concluded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "detail", rename_all = "lowercase")]
+pub enum Outcome {
+    /// The agent behaved as the rule says.
+    Pass,
+    /// It did not; the evidence (the offending message, trimmed).
+    Fail(String),
+    /// The check does not apply; why.
+    Skip(String),
+}
+
+/// One check: an id, a title, the rule it enforces, and the function that judges.
+pub struct Check {
+    /// A stable id, `group.name`.
+    pub id: &'static str,
+    /// A one-line title.
+    pub title: &'static str,
+    /// The rule enforced, in our words, with the spec section it comes from.
+    pub rule: &'static str,
+    /// Runs the check; `Err` is a failure with its evidence.
+    pub run: fn(&Context) -> Result<Outcome, String>,
+}
+
+/// What the kit needs to know to run the suite.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How to start the agent.
+    pub launch: Launch,
+    /// The `initialize` result the manifest leads to (`scaffold-aip explain`), when one is given.
+    pub expected_initialize: Option<Value>,
+    /// The deadline of every wait on the agent.
+    pub timeout: Duration,
+    /// Run only these check ids (all when empty).
+    pub only: Vec<String>,
+    /// A prompt that keeps a turn running until it is cancelled.
+    pub long_prompt: String,
+    /// The audit log the agent writes (for `audit.chain`).
+    pub audit_log: Option<std::path::PathBuf>,
+    /// A prompt that drives the agent to a tool call (for `audit.chain`; a plain prompt without).
+    pub tool_prompt: Option<String>,
+}
+
+impl Config {
+    /// The defaults for `command`: no manifest, every check, a 5 s timeout, `/forever` as the
+    /// long prompt (agentacp's examples read it as "stream until cancelled").
+    pub fn new(command: Vec<std::ffi::OsString>) -> Config {
+        Config {
+            launch: Launch {
+                command,
+                env: Vec::new(),
+            },
+            expected_initialize: None,
+            timeout: Duration::from_secs(5),
+            only: Vec::new(),
+            long_prompt: "/forever".into(),
+            audit_log: None,
+            tool_prompt: None,
+        }
+    }
+}
+
+/// The ids of the checks that failed.
+pub fn failed(verdicts: &[Verdict]) -> Vec<&'static str> {
+    verdicts
+        .iter()
+        .filter(|v| matches!(v.outcome, Outcome::Fail(_)))
+        .map(|v| v.id)
+        .collect()
+}
+
+/// The result of one check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// The check's id.
+    pub id: &'static str,
+    /// The check's title.
+    pub title: &'static str,
+    /// The rule it enforces.
+    pub rule: &'static str,
+    /// What it concluded.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// How long it took, in milliseconds.
+    pub millis: u128,
+}
+
+/// Why the suite could not run at all (exit status 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The per-run state the checks share: the configuration and a workspace root (a temporary
+/// folder passed to each agent as `AGENTACP_WORKSPACE_ROOT`).
+pub struct Context {
+    /// The configuration.
+    pub config: Config,
+    root: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+impl Context {
+    /// Makes the workspace root and a sibling folder outside it.
+    pub fn new(config: Config) -> Result<Context, StartError> {
+        let make = || tempfile::Builder::new().prefix("acp-conform-").tempdir();
+        let io = |e: std::io::Error| StartError(format!("cannot create a temporary folder: {e}"));
+        Ok(Context {
+            config,
+            root: make().map_err(io)?,
+            outside: make().map_err(io)?,
+        })
+    }
+
+    /// The workspace root (canonical).
+    pub fn root(&self) -> std::path::PathBuf {
+        self.root
+            .path()
+            .canonicalize()
+            .unwrap_or_else(|_| self.root.path().to_path_buf())
+    }
+
+    /// A folder outside the workspace root.
+    pub fn outside(&self) -> &std::path::Path {
+        self.outside.path()
+    }
+
+    /// Starts a fresh agent.
+    pub fn spawn(&self) -> Result<Peer, String> {
+        self.spawn_with(&[])
+    }
+
+    /// Starts a fresh agent with extra environment variables.
+    pub fn spawn_with(&self, env: &[(&str, &str)]) -> Result<Peer, String> {
+        let mut launch = self.config.launch.clone();
+        launch.env.push(("AGENTACP_WORKSPACE_ROOT".into(), self.root().into()));
+        launch
+            .env
+            .push(("AGENTACP_STATE_DIR".into(), self.outside.path().into()));
+        launch.env.extend(env.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+        Peer::spawn(&launch, self.config.timeout)
+    }
+}
+
+/// Every check, in the order they run.
+pub fn all_checks() -> Vec<Check> {
+    checks::all()
+}
+
+/// Runs the suite: a preflight (start the agent, `initialize`) whose failure is a
+/// [`StartError`], then each selected check in a fresh agent process.
+pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
+    let checks = all_checks();
+    if let Some(unknown) = config
+        .only
+        .iter()
+        .find(|id| !checks.iter().any(|c| c.id == id.as_str()))
+    {
+        return Err(StartError(format!("--only: no check `{unknown}`")));
+    }
+    let context = Context::new(config)?;
+    checks::preflight(&context).map_err(StartError)?;
+    let selected = checks
+        .iter()
+        .filter(|c| context.config.only.is_empty() || context.config.only.iter().any(|id| id == c.id));
+    Ok(selected
+        .map(|check| {
+            let started = Instant::now();
+            let outcome = (check.run)(&context).unwrap_or_else(Outcome::Fail);
+            Verdict {
+                id: check.id,
+                title: check.title,
+                rule: check.rule,
+                outcome,
+                millis: started.elapsed().as_millis(),
+            }
+        })
+        .collect())
+}
+
+/// The `initialize` result `scaffold-aip explain` computes for the manifest at `path` (what
+/// [`Config::expected_initialize`] holds).
+pub fn manifest_initialize(path: &std::path::Path) -> Result<Value, String> {
+    let checked = acp_manifest::manifest::check_file(path).map_err(|e| e.to_string())?;
+    acp_manifest::explain::explain(&checked)
+        .map(|explanation| explanation.initialize_response)
+        .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())
+}
+
+/// Evidence is cut to this many characters.
+const EVIDENCE_CHARS: usize = 300;
+
+/// `text` on one line, cut to a readable length.
+pub fn trim(text: &str) -> String {
+    let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let flat = flat.trim();
+    if flat.chars().count() <= EVIDENCE_CHARS {
+        flat.to_string()
+    } else {
+        let cut: String = flat.chars().take(EVIDENCE_CHARS).collect();
+        format!("{cut}…")
+    }
+}

@@ -1,0 +1,99 @@
+//! `scaffold-aip conform`: reads the arguments and the manifest, runs `acp-conform`'s suite
+//! and prints its report.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use acp_conform::report::{self, Format};
+use acp_conform::{Config, Launch};
+use clap::ValueEnum;
+
+use crate::exit::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+
+/// Arguments of `conform`.
+#[derive(Debug, clap::Args)]
+pub struct ConformArgs {
+    /// The agent's ACP.md: also check that the agent is the one it describes.
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ConformFormat::Human)]
+    pub format: ConformFormat,
+    /// Run only these checks (comma-separated ids).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    pub only: Vec<String>,
+    /// The deadline of every wait on the agent, in milliseconds.
+    #[arg(long, default_value_t = 5000, value_name = "N")]
+    pub timeout_ms: u64,
+    /// A prompt that keeps a turn running until it is cancelled (for `turn.cancel`).
+    #[arg(long, default_value = "/forever", value_name = "TEXT")]
+    pub long_prompt: String,
+    /// The audit log the agent writes: `audit.chain` verifies it after a turn.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+    /// A prompt that drives the agent to a tool call (for `audit.chain`).
+    #[arg(long, value_name = "TEXT")]
+    pub tool_prompt: Option<String>,
+    /// The agent and its arguments.
+    #[arg(last = true, required = true, value_name = "AGENT ARGS")]
+    pub agent: Vec<std::ffi::OsString>,
+}
+
+/// Output format of `conform`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConformFormat {
+    /// One line per check.
+    Human,
+    /// One JSON document.
+    Json,
+    /// JUnit XML.
+    Junit,
+    /// GitHub Actions annotations, then the human lines.
+    Github,
+}
+
+/// Runs `conform`; returns the exit status.
+pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    let expected_initialize = match &args.manifest {
+        None => None,
+        Some(path) => match acp_conform::manifest_initialize(path) {
+            Ok(value) => Some(value),
+            Err(message) => {
+                writeln!(err, "scaffold-aip conform: {}: {message}", path.display())?;
+                return Ok(EXIT_USAGE);
+            }
+        },
+    };
+    let config = Config {
+        launch: Launch {
+            command: args.agent.clone(),
+            env: Vec::new(),
+        },
+        expected_initialize,
+        timeout: Duration::from_millis(args.timeout_ms.max(1)),
+        only: args.only.clone(),
+        long_prompt: args.long_prompt.clone(),
+        audit_log: args.audit_log.clone(),
+        tool_prompt: args.tool_prompt.clone(),
+    };
+    let verdicts = match acp_conform::run(config) {
+        Ok(verdicts) => verdicts,
+        Err(error) => {
+            writeln!(err, "scaffold-aip conform: {error}")?;
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let format = match args.format {
+        ConformFormat::Human => Format::Human,
+        ConformFormat::Json => Format::Json,
+        ConformFormat::Junit => Format::Junit,
+        ConformFormat::Github => Format::Github,
+    };
+    out.write_all(report::render(&verdicts, format).as_bytes())?;
+    Ok(if report::all_passed(&verdicts) {
+        EXIT_OK
+    } else {
+        EXIT_FINDINGS
+    })
+}
