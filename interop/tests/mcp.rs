@@ -638,7 +638,10 @@ async fn an_https_mcp_server_is_reached_when_its_certificate_is_trusted_and_refu
         if trusted {
             assert_eq!(said, ["completed: hello over https"]);
         } else {
-            assert!(said[0].contains("notes"), "{said:?}");
+            assert!(
+                said[0].contains("the MCP server `notes` could not be connected"),
+                "{said:?}"
+            );
             assert!(
                 !said[0].starts_with("completed"),
                 "an untrusted certificate was accepted: {said:?}"

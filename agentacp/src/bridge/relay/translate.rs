@@ -374,8 +374,7 @@ impl Proxy {
                         Implementation::new("agentacp-bridge", env!("CARGO_PKG_VERSION")),
                     )
                 });
-                let (service, tunnel) = open_over_acp(&endpoint.server_id, &link, client).await?;
-                relay.mcp.connected(&endpoint.server_id, tunnel.id());
+                let (service, _tunnel) = open_over_acp(&endpoint.server_id, &link, client).await?;
                 Ok::<_, String>(service)
             })
             .await
