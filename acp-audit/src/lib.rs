@@ -47,6 +47,25 @@ pub use sink::{AuditSink, FileSink, MemorySink};
 pub use time::rfc3339_millis;
 pub use verify::{MAX_LINE_BYTES, VerifyError, VerifySummary, verify, verify_file};
 
+/// The file name of a governance channel's log in the operator's state folder:
+/// `<name>.jsonl` for the AIP-9 channel `audit:<name>` (characters other than ASCII letters,
+/// digits, `-` and `_` become `_`), `audit.jsonl` without such a channel. The runtime opens it,
+/// and `scaffold-aip conform` finds it, by this name.
+pub fn channel_log_name(channel: Option<&str>) -> String {
+    let name = channel.and_then(|c| c.strip_prefix("audit:")).unwrap_or("audit");
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{name}.jsonl")
+}
+
 /// When the log makes written records durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FsyncPolicy {

@@ -1098,3 +1098,13 @@ fn logs_hashed_in_the_pre_rfc8785_number_form_still_verify() {
         assert!(error.reason.contains("hash mismatch"), "{error}");
     }
 }
+
+#[test]
+fn a_channel_log_name_is_a_plain_file_name() {
+    assert_eq!(crate::channel_log_name(None), "audit.jsonl");
+    assert_eq!(crate::channel_log_name(Some("audit:reviewer")), "reviewer.jsonl");
+    // Nothing in a channel can lead out of the state folder.
+    assert_eq!(crate::channel_log_name(Some("audit:../x/y")), "___x_y.jsonl");
+    // A channel of another form is not a file name: the default.
+    assert_eq!(crate::channel_log_name(Some("other")), "audit.jsonl");
+}

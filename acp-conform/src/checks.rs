@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use crate::driver::{ReadError, error_code};
 use crate::{Check, Context, Outcome, Peer, trim};
 
+pub mod audit;
+
 /// The protocol version the kit speaks.
 const PROTOCOL_VERSION: u64 = 1;
 /// How long the kit listens for a message that must not come.
@@ -167,16 +169,40 @@ pub fn all() -> Vec<Check> {
             sigterm,
         ),
         check(
-            "audit.chain",
-            "the audit log's hash chain verifies after a turn",
-            "AIP-44 / AIP-7 audit: every record is hash-chained (seq, prevHash, hash over the canonical JSON) and written before the matching wire message; the log verifies after a turn (scaffold-aip audit verify)",
-            audit_chain,
-        ),
-        check(
             "turn.eof-exit",
             "EOF on stdin ends the agent with status 0",
             "AIP-44 runtime contract (ACP stdio transport): when stdin closes the agent exits cleanly and promptly",
             eof_exit,
+        ),
+        check(
+            "audit.chain",
+            "the audit log's hash chain verifies after the turns",
+            "AIP-44 / AIP-7 audit: every record is hash-chained (seq, prevHash, hash over the canonical JSON); the log holds the session's records and verifies after its turns (scaffold-aip audit verify)",
+            audit::chain,
+        ),
+        check(
+            "audit.tool-calls",
+            "every tool_call on the wire has its audit record, with its approval",
+            "AIP-44 governed tiers: each tool call is mirrored to the audit log (tool, arguments, result or error, approval); conformance tests must exercise the audit emit path",
+            audit::tool_calls,
+        ),
+        check(
+            "audit.denied-not-on-wire",
+            "a tool call governance denies never reaches the wire",
+            "AIP-44 governance: a denied tool is never emitted as a tool_call (nor asked about); the denial is audited",
+            audit::denied_not_on_wire,
+        ),
+        check(
+            "audit.rejected-not-run",
+            "a rejected permission request does not run the tool",
+            "AIP-44 governance / ACP permission requests: a call the client rejects does not run; its record says rejectedBy, with an error",
+            audit::rejected_not_run,
+        ),
+        check(
+            "audit.unanswered-not-run",
+            "an unanswered permission request does not run the tool",
+            "AIP-44 governance: permission requests fail closed (timeout or cancel = reject, never auto-approve); the cancelled turn still ends",
+            audit::unanswered_not_run,
         ),
     ]
 }
@@ -734,62 +760,6 @@ fn sigterm(context: &Context) -> Result<Outcome, String> {
 #[cfg(not(unix))]
 fn sigterm(_: &Context) -> Result<Outcome, String> {
     Ok(Outcome::Skip("signals are only sent on Unix".into()))
-}
-
-/// Reads until the response to `id`, answering the agent's permission requests with their first
-/// allow option and its other requests with -32601.
-fn until_response_answering(peer: &mut Peer, id: &Value) -> Result<Value, String> {
-    let deadline = Instant::now() + peer.timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let message = peer
-            .recv_within(left)
-            .map_err(|e| format!("no answer to the prompt: {e}{}", peer.stderr_hint()))?;
-        let (Some(method), Some(request)) = (message["method"].as_str(), message.get("id")) else {
-            if message.get("method").is_none() && message.get("id") == Some(id) {
-                return Ok(message);
-            }
-            continue;
-        };
-        let answer = if method == "session/request_permission" {
-            let allow = message["params"]["options"]
-                .as_array()
-                .and_then(|options| {
-                    options
-                        .iter()
-                        .find(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("allow")))
-                })
-                .map(|option| option["optionId"].clone());
-            match allow {
-                Some(option) => {
-                    json!({"jsonrpc": "2.0", "id": request, "result": {"outcome": {"outcome": "selected", "optionId": option}}})
-                }
-                None => json!({"jsonrpc": "2.0", "id": request, "result": {"outcome": {"outcome": "cancelled"}}}),
-            }
-        } else {
-            json!({"jsonrpc": "2.0", "id": request, "error": {"code": -32601, "message": "not offered by the conformance kit"}})
-        };
-        peer.send(&answer)?;
-    }
-}
-
-fn audit_chain(context: &Context) -> Result<Outcome, String> {
-    let Some(log) = &context.config.audit_log else {
-        return Ok(Outcome::Skip("no --audit-log".into()));
-    };
-    let (mut peer, _, session) = with_session(context)?;
-    let prompt = context.config.tool_prompt.as_deref().unwrap_or("hello, conform");
-    let id = json!(3);
-    peer.request(id.clone(), "session/prompt", prompt_params(&session, prompt))?;
-    until_response_answering(&mut peer, &id)?;
-    peer.close_stdin();
-    peer.wait_exit(context.config.timeout);
-    match acp_audit::verify_file(log) {
-        Ok(summary) if summary.records > 0 => Ok(Outcome::Pass),
-        Ok(_) => Err(format!("{}: no audit record after a session and a turn", log.display())),
-        Err(acp_audit::AuditError::Broken(error)) => Err(format!("{}: the chain is broken: {error}", log.display())),
-        Err(error) => Err(format!("{}: {error}", log.display())),
-    }
 }
 
 fn eof_exit(context: &Context) -> Result<Outcome, String> {

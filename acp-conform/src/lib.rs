@@ -51,10 +51,24 @@ pub struct Config {
     pub only: Vec<String>,
     /// A prompt that keeps a turn running until it is cancelled.
     pub long_prompt: String,
-    /// The audit log the agent writes (for `audit.chain`).
-    pub audit_log: Option<std::path::PathBuf>,
-    /// A prompt that drives the agent to a tool call (for `audit.chain`; a plain prompt without).
-    pub tool_prompt: Option<String>,
+    /// Where the agent writes its audit log (for the `audit.*` checks; skipped without).
+    pub audit_log: Option<AuditSource>,
+    /// Prompts that drive the agent to tool calls, one turn each (for the `audit.*` checks:
+    /// best one that runs without asking, one that asks permission and one governance denies).
+    pub tool_prompts: Vec<String>,
+}
+
+/// Where the kit finds the agent's audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditSource {
+    /// A file: `--audit-log`, or the manifest's `audit.kind: external` with its `ref`.
+    File(std::path::PathBuf),
+    /// The manifest's default, `audit.kind: governance`: this file name (see
+    /// [`acp_audit::channel_log_name`]) in the state folder the kit gives the agent
+    /// (`AGENTACP_STATE_DIR`).
+    StateFolder(String),
+    /// The manifest turns the log off (`audit.kind: off`, tier basic only).
+    Off,
 }
 
 impl Config {
@@ -71,7 +85,7 @@ impl Config {
             only: Vec::new(),
             long_prompt: "/forever".into(),
             audit_log: None,
-            tool_prompt: None,
+            tool_prompts: Vec::new(),
         }
     }
 }
@@ -118,6 +132,9 @@ pub struct Context {
     pub config: Config,
     root: tempfile::TempDir,
     outside: tempfile::TempDir,
+    /// The run of the tool prompts with every permission allowed, shared by the audit checks
+    /// that judge it.
+    allowed_run: std::sync::OnceLock<Result<checks::audit::ToolRun, String>>,
 }
 
 impl Context {
@@ -129,6 +146,7 @@ impl Context {
             config,
             root: make().map_err(io)?,
             outside: make().map_err(io)?,
+            allowed_run: std::sync::OnceLock::new(),
         })
     }
 
@@ -143,6 +161,16 @@ impl Context {
     /// A folder outside the workspace root.
     pub fn outside(&self) -> &std::path::Path {
         self.outside.path()
+    }
+
+    /// The agent's audit log: `Err` is why the audit checks do not apply.
+    pub fn audit_log(&self) -> Result<std::path::PathBuf, String> {
+        match &self.config.audit_log {
+            None => Err("no --audit-log, and no --manifest to find it from".into()),
+            Some(AuditSource::File(path)) => Ok(path.clone()),
+            Some(AuditSource::StateFolder(name)) => Ok(self.outside.path().join(name)),
+            Some(AuditSource::Off) => Err("the manifest turns the audit log off".into()),
+        }
     }
 
     /// Starts a fresh agent.
@@ -205,6 +233,22 @@ pub fn manifest_initialize(path: &std::path::Path) -> Result<Value, String> {
     acp_manifest::explain::explain(&checked)
         .map(|explanation| explanation.initialize_response)
         .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())
+}
+
+/// Where the manifest at `path` says the agent's audit log is (what [`Config::audit_log`]
+/// holds when `--audit-log` is not given): the `ref` of `audit.kind: external`, resolved
+/// against the manifest's folder, or the governance channel's file in the state folder.
+pub fn manifest_audit(path: &std::path::Path) -> Result<AuditSource, String> {
+    let checked = acp_manifest::manifest::check_file(path).map_err(|e| e.to_string())?;
+    let resolved = acp_manifest::resolved::Resolved::of(&checked)
+        .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())?;
+    Ok(match resolved.audit {
+        acp_manifest::resolved::AuditTarget::Off => AuditSource::Off,
+        acp_manifest::resolved::AuditTarget::External { path } => AuditSource::File(path),
+        acp_manifest::resolved::AuditTarget::Governance { channel } => {
+            AuditSource::StateFolder(acp_audit::channel_log_name(channel.as_deref()))
+        }
+    })
 }
 
 /// Evidence is cut to this many characters.

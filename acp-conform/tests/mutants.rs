@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use acp_conform::{Config, Outcome, Verdict, failed};
+use acp_conform::{AuditSource, Config, Outcome, Verdict, failed};
 
 fn python() -> Option<&'static str> {
     let ok = Command::new("python3")
@@ -30,7 +30,8 @@ fn run(python: &str, mutant: &str) -> Vec<Verdict> {
     let mut config = Config {
         expected_initialize: Some(expected),
         timeout: Duration::from_millis(1500),
-        audit_log: Some(audit.clone()),
+        audit_log: Some(AuditSource::File(audit.clone())),
+        tool_prompts: ["/tool read", "/tool write", "/tool delete"].map(String::from).to_vec(),
         ..Config::new(vec![
             python.into(),
             "-S".into(),
@@ -60,6 +61,10 @@ fn a_correct_agent_passes_and_each_mutant_fails_exactly_its_check() {
         ("accept-busy", "turn.busy-session"),
         ("ignore-frame-limit", "jsonrpc.oversized-frame"),
         ("ignore-sigterm", "turn.sigterm"),
+        ("skip-audit-record", "audit.tool-calls"),
+        ("announce-denied", "audit.denied-not-on-wire"),
+        ("run-after-reject", "audit.rejected-not-run"),
+        ("run-unanswered", "audit.unanswered-not-run"),
     ];
     // Each run has its own agents and folders; running them side by side keeps the test short
     // (most of the time is the Python interpreter starting).

@@ -222,20 +222,7 @@ impl OperatorSpec {
             (Some(path), _) => path.to_path_buf(),
             (None, AuditTarget::Off) => return Ok(AuditLog::off()),
             (None, AuditTarget::External { path }) => std::path::PathBuf::from(path),
-            (None, AuditTarget::Governance { channel }) => {
-                let name = channel.and_then(|c| c.strip_prefix("audit:")).unwrap_or("audit");
-                let name: String = name
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                state_dir.join(format!("{name}.jsonl"))
-            }
+            (None, AuditTarget::Governance { channel }) => state_dir.join(crate::audit::channel_log_name(channel)),
         };
         let log = AuditLog::open(&path, fsync).map_err(|error| match error {
             // Names the log and who holds it already.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use acp_conform::report::{self, Format};
-use acp_conform::{Config, Launch};
+use acp_conform::{AuditSource, Config, Launch};
 use clap::ValueEnum;
 
 use crate::exit::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
@@ -29,12 +29,13 @@ pub struct ConformArgs {
     /// A prompt that keeps a turn running until it is cancelled (for `turn.cancel`).
     #[arg(long, default_value = "/forever", value_name = "TEXT")]
     pub long_prompt: String,
-    /// The audit log the agent writes: `audit.chain` verifies it after a turn.
+    /// The audit log the agent writes (default: where `--manifest` says it is).
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
-    /// A prompt that drives the agent to a tool call (for `audit.chain`).
+    /// A prompt that drives the agent to a tool call, for the `audit.*` checks; repeat it
+    /// (each is a turn): best one tool that runs unasked, one that needs approval, one denied.
     #[arg(long, value_name = "TEXT")]
-    pub tool_prompt: Option<String>,
+    pub tool_prompt: Vec<String>,
     /// The agent and its arguments.
     #[arg(last = true, required = true, value_name = "AGENT ARGS")]
     pub agent: Vec<std::ffi::OsString>,
@@ -55,10 +56,12 @@ pub enum ConformFormat {
 
 /// Runs `conform`; returns the exit status.
 pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
-    let expected_initialize = match &args.manifest {
-        None => None,
-        Some(path) => match acp_conform::manifest_initialize(path) {
-            Ok(value) => Some(value),
+    let (expected_initialize, manifest_audit) = match &args.manifest {
+        None => (None, None),
+        Some(path) => match acp_conform::manifest_initialize(path)
+            .and_then(|initialize| Ok((Some(initialize), Some(acp_conform::manifest_audit(path)?))))
+        {
+            Ok(found) => found,
             Err(message) => {
                 writeln!(err, "scaffold-aip conform: {}: {message}", path.display())?;
                 return Ok(EXIT_USAGE);
@@ -74,8 +77,8 @@ pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std:
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
         only: args.only.clone(),
         long_prompt: args.long_prompt.clone(),
-        audit_log: args.audit_log.clone(),
-        tool_prompt: args.tool_prompt.clone(),
+        audit_log: args.audit_log.clone().map(AuditSource::File).or(manifest_audit),
+        tool_prompts: args.tool_prompt.clone(),
     };
     let verdicts = match acp_conform::run(config) {
         Ok(verdicts) => verdicts,

@@ -2,8 +2,12 @@
 
 python3 mutant.py INIT.json [MUTANT]: INIT.json is the initialize result to answer with; MUTANT
 is one of answer-notification, update-after-response, ignore-cancel, accept-dotdot,
-extra-capability, stdout-noise, break-chain, accept-busy, ignore-frame-limit, ignore-sigterm (or nothing: a
-correct agent).
+extra-capability, stdout-noise, break-chain, accept-busy, ignore-frame-limit, ignore-sigterm,
+skip-audit-record, announce-denied, run-after-reject, run-unanswered (or nothing: a correct
+agent).
+
+Its tools, for the prompts `/tool read` (runs unasked), `/tool write` (asks permission) and
+`/tool delete` (governance denies it).
 """
 import json
 import os
@@ -54,7 +58,7 @@ sessions = set()
 cancelled = set()
 
 
-def audit(action, session):
+def audit(action, session, subject=None, extra=None):
     """Appends a hash-chained record to $AGENTACP_AUDIT_LOG, if set (break-chain: a wrong link)."""
     if not AUDIT:
         return
@@ -69,11 +73,81 @@ def audit(action, session):
         prev = "0" * 64
     record = {"$schema": "agentgovernance/v1", "doctype": "audit-event", "seq": seq,
               "ts": "2026-11-26T00:00:00.000Z", "actor": {"id": "operator:mutant", "role": "operator"},
-              "action": action, "subject": {"kind": "session", "ref": session}, "prevHash": prev}
+              "action": action, "subject": subject or {"kind": "session", "ref": session}, "prevHash": prev}
+    record.update(extra or {})
     canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     record["hash"] = hashlib.sha256(canonical.encode()).hexdigest()
     with open(AUDIT, "a") as log:
         log.write(json.dumps(record) + "\n")
+
+
+calls = [0]
+
+
+def audit_call(session, call, tool, approval, result=None, error=None):
+    """The tool.call record of one call, with the AIP-44 mirror."""
+    outcome = {"result": result} if error is None else {"error": error}
+    mirror = {"audit-event-kind": "tool-call", "operator": "mutant", "session": session, "tool": tool,
+              "arguments": {}, "approval": approval}
+    mirror.update(outcome)
+    audit("tool.call", session, {"kind": "tool-call", "ref": call},
+          {"input": {"tool": tool, "arguments": {}}, "output": outcome, "metadata": {"aip44": mirror}})
+
+
+def tool_update(session, call, status, kind="tool_call_update", title=None):
+    update = {"sessionUpdate": kind, "toolCallId": call, "status": status}
+    if title:
+        update["title"] = title
+    send({"method": "session/update", "params": {"sessionId": session, "update": update}})
+
+
+def permission(session, call):
+    """Asks the client about `call`; returns "allow", "reject" or "cancelled" (None on EOF)."""
+    request = "perm-" + call
+    send({"id": request, "method": "session/request_permission", "params": {
+        "sessionId": session, "toolCall": {"toolCallId": call, "title": "write", "status": "pending"},
+        "options": [{"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "no", "name": "Reject", "kind": "reject_once"}]}})
+    while True:
+        line = inbox.get()
+        if line is None:
+            return None
+        message = json.loads(line)
+        if message.get("id") == request and "method" not in message:
+            outcome = (message.get("result") or {}).get("outcome") or {}
+            return "allow" if outcome.get("optionId") == "yes" else "reject"
+        handle(message)
+        if session in cancelled:
+            return "cancelled"
+
+
+def run_tool(session, tool):
+    """One governed tool call; returns the stop reason."""
+    calls[0] += 1
+    call = "call_%d" % calls[0]
+    if tool == "delete":
+        audit_call(session, call, tool, {"deniedBy": "governance", "reason": "not allowed"}, error="denied")
+        if MUTANT == "announce-denied":
+            tool_update(session, call, "pending", "tool_call", tool)
+        return "end_turn"
+    if tool == "read":
+        if MUTANT != "skip-audit-record":
+            audit_call(session, call, tool, "auto", result={"text": "hi"})
+        tool_update(session, call, "in_progress", "tool_call", tool)
+        tool_update(session, call, "completed")
+        return "end_turn"
+    tool_update(session, call, "pending", "tool_call", tool)
+    answer = permission(session, call)
+    if answer is None:
+        sys.exit(0)
+    if answer == "allow" or (answer == "reject" and MUTANT == "run-after-reject") or (
+            answer == "cancelled" and MUTANT == "run-unanswered"):
+        audit_call(session, call, tool, {"approvedBy": "client"}, result={"written": 2})
+        tool_update(session, call, "completed")
+        return "cancelled" if answer == "cancelled" else "end_turn"
+    audit_call(session, call, tool, {"rejectedBy": "client", "reason": answer}, error="rejected: " + answer)
+    tool_update(session, call, "failed")
+    return "cancelled" if answer == "cancelled" else "end_turn"
 
 
 def inside(cwd):
@@ -137,6 +211,11 @@ def handle(message):
                 if session in cancelled and MUTANT != "ignore-cancel":
                     busy.discard(session)
                     return send({"id": id, "result": {"stopReason": "cancelled"}})
+        if text.startswith("/tool "):
+            busy.add(session)
+            reason = run_tool(session, text.split()[1])
+            busy.discard(session)
+            return send({"id": id, "result": {"stopReason": reason}})
         update(session, text)
         send({"id": id, "result": {"stopReason": "end_turn"}})
         if MUTANT == "update-after-response":
