@@ -401,35 +401,84 @@ fn agent_info(context: &Context) -> Result<Outcome, String> {
     }
 }
 
-/// Compares one part of the `initialize` result with the manifest's.
-fn manifest_part(context: &Context, pointer: &str) -> Result<Outcome, String> {
+/// Compares one part of the `initialize` result with the manifest's: equal, or for a bridge
+/// `narrower` (see [`within`]); `adjust` first removes from the agent's part what the
+/// manifest cannot know.
+fn manifest_part(
+    context: &Context,
+    pointer: &str,
+    narrower: bool,
+    adjust: fn(&Context, &mut Value),
+) -> Result<Outcome, String> {
     let Some(expected) = &context.config.expected_initialize else {
         return Ok(Outcome::Skip("no --manifest".into()));
     };
     let (_, result) = ready(context)?;
     let want = expected.pointer(pointer).unwrap_or(&Value::Null);
-    let got = result.pointer(pointer).unwrap_or(&Value::Null);
-    if want == got {
+    let mut got = result.pointer(pointer).cloned().unwrap_or(Value::Null);
+    adjust(context, &mut got);
+    let bridge = narrower && context.config.bridge;
+    if want == &got || (bridge && within(&got, want)) {
         Ok(Outcome::Pass)
     } else {
+        let says = if bridge { "allows at most" } else { "says" };
         Err(format!(
-            "{pointer}: the manifest says {}, the agent says {}",
+            "{pointer}: the manifest {says} {}, the agent says {}",
             trim(&want.to_string()),
             trim(&got.to_string())
         ))
     }
 }
 
+/// Whether the capabilities `got` offer nothing `want` does not: every `true` in `got` is
+/// `true` in `want`, every object in `got` (ACP marks some capabilities by an object's
+/// presence, `{}`) is an object in `want` and within it, other values are equal; `false`, `null`
+/// and what `got` leaves out are not offered. A bridge advertises its agent's capabilities
+/// narrowed to its manifest's, so it may offer less.
+fn within(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::Bool(false) | Value::Null, _) => true,
+        (Value::Object(got), Value::Object(want)) => got
+            .iter()
+            .all(|(key, value)| within(value, want.get(key).unwrap_or(&Value::Null))),
+        (got, want) => got == want,
+    }
+}
+
+fn as_is(_: &Context, _: &mut Value) {}
+
 fn manifest_capabilities(context: &Context) -> Result<Outcome, String> {
-    manifest_part(context, "/agentCapabilities")
+    manifest_part(context, "/agentCapabilities", true, as_is)
 }
 
 fn manifest_agent_info(context: &Context) -> Result<Outcome, String> {
-    manifest_part(context, "/agentInfo")
+    manifest_part(context, "/agentInfo", false, as_is)
 }
 
 fn manifest_meta(context: &Context) -> Result<Outcome, String> {
-    manifest_part(context, "/_meta/aip44")
+    // What the runtime reports that the manifest cannot know: a bridge's `downstream` (the
+    // agentInfo of the agent behind it) and, at tier sandboxed, `sandbox_enforcement` (what
+    // this kernel enforces). Each is left out of the comparison when it has its shape.
+    fn without_reports(context: &Context, meta: &mut Value) {
+        let sandboxed = context
+            .config
+            .expected_initialize
+            .as_ref()
+            .is_some_and(|expected| expected["_meta"]["aip44"]["tier"] == "sandboxed");
+        let downstream = context.config.bridge && meta["downstream"]["name"].is_string();
+        let enforcement = sandboxed
+            && meta["sandbox_enforcement"]["provider"].is_string()
+            && meta["sandbox_enforcement"]["enforcement"].is_string();
+        if let Some(meta) = meta.as_object_mut() {
+            if downstream {
+                meta.remove("downstream");
+            }
+            if enforcement {
+                meta.remove("sandbox_enforcement");
+            }
+        }
+    }
+    manifest_part(context, "/_meta/aip44", false, without_reports)
 }
 
 /// Sends a raw frame after `initialize`, expects an error with `code`, whose id satisfies
@@ -647,7 +696,10 @@ fn cancel(context: &Context) -> Result<Outcome, String> {
     let id = json!(3);
     // Cancel once the turn is under way (its first message).
     if !running_turn(&mut peer, context, &session, &id)? {
-        return Ok(Outcome::Skip("the turn ended before it could be cancelled".into()));
+        return Ok(Outcome::Skip(format!(
+            "the turn of `{}` ended at once, so there was nothing to cancel (give a --long-prompt that keeps a turn running)",
+            trim(&context.config.long_prompt)
+        )));
     }
     peer.notify("session/cancel", json!({"sessionId": session}))?;
     let (_, response) = peer.until_response(&id).map_err(|e| {
@@ -670,18 +722,32 @@ fn cancel(context: &Context) -> Result<Outcome, String> {
     Ok(Outcome::Pass)
 }
 
-/// Starts a turn of `--long-prompt` on `session` and waits for its first message: `Ok(true)`
-/// when the turn is under way, `Ok(false)` when it answered before it could be caught running.
+/// Starts a turn of `--long-prompt` on `session` and sees whether it keeps running:
+/// `Ok(true)` when its first message is not its response and no response follows within
+/// [`QUIET`]; `Ok(false)` when it answered by then. A turn that simply ends (an agent that
+/// echoes the prompt) is not mistaken for one that ignores a cancel sent after its response.
 fn running_turn(peer: &mut Peer, context: &Context, session: &str, id: &Value) -> Result<bool, String> {
     peer.request(
         id.clone(),
         "session/prompt",
         prompt_params(session, &context.config.long_prompt),
     )?;
+    let is_response = |message: &Value| message.get("id") == Some(id) && message.get("method").is_none();
     let first = peer
         .recv()
         .map_err(|e| format!("the turn neither updated nor answered: {e}"))?;
-    Ok(!(first.get("id") == Some(id) && first.get("method").is_none()))
+    if is_response(&first) {
+        return Ok(false);
+    }
+    let deadline = Instant::now() + QUIET;
+    loop {
+        match peer.recv_within(deadline.saturating_duration_since(Instant::now())) {
+            Ok(message) if is_response(&message) => return Ok(false),
+            Ok(_) => {}
+            Err(ReadError::Timeout) => return Ok(true),
+            Err(ReadError::Closed) => return Err(format!("the agent closed stdout{}", peer.stderr_hint())),
+        }
+    }
 }
 
 fn busy_session(context: &Context) -> Result<Outcome, String> {
@@ -691,9 +757,10 @@ fn busy_session(context: &Context) -> Result<Outcome, String> {
     let (mut peer, _, session) = with_session(context)?;
     let first = json!(3);
     if !running_turn(&mut peer, context, &session, &first)? {
-        return Ok(Outcome::Skip(
-            "the turn ended before a second prompt could be sent".into(),
-        ));
+        return Ok(Outcome::Skip(format!(
+            "the turn of `{}` ended at once, so no session was busy (give a --long-prompt that keeps a turn running)",
+            trim(&context.config.long_prompt)
+        )));
     }
     let (_, second) = peer.call(json!(4), "session/prompt", prompt_params(&session, "a second prompt"))?;
     expect_code(&second, -32602)?;
@@ -772,5 +839,31 @@ fn eof_exit(context: &Context) -> Result<Outcome, String> {
             "still running {} ms after EOF",
             context.config.timeout.as_millis()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+    use serde_json::json;
+
+    #[test]
+    fn a_bridge_may_offer_less_than_its_manifest_never_more() {
+        let manifest = json!({"loadSession": true, "promptCapabilities": {"image": false, "audio": true}, "mcpCapabilities": {"http": true}});
+        // Less: fewer trues, left-out keys.
+        assert!(within(
+            &json!({"loadSession": false, "promptCapabilities": {"audio": true}}),
+            &manifest
+        ));
+        assert!(within(&json!({}), &manifest));
+        // More: a capability the manifest does not allow, nested or unknown to it.
+        assert!(!within(&json!({"promptCapabilities": {"image": true}}), &manifest));
+        assert!(!within(&json!({"sessionCapabilities": {"list": {}}}), &manifest));
+        assert!(within(
+            &json!({"sessionCapabilities": {"list": {}}}),
+            &json!({"sessionCapabilities": {"list": {}}})
+        ));
+        assert!(!within(&json!({"mcpCapabilities": {"sse": true}}), &manifest));
+        assert!(!within(&json!({"x": 1}), &manifest));
     }
 }

@@ -45,6 +45,9 @@ pub struct Config {
     pub launch: Launch,
     /// The `initialize` result the manifest leads to (`scaffold-aip explain`), when one is given.
     pub expected_initialize: Option<Value>,
+    /// The manifest describes a bridge: its capabilities are its agent's narrowed to the
+    /// manifest's (so they may be fewer), and `_meta.aip44.downstream` names that agent.
+    pub bridge: bool,
     /// The deadline of every wait on the agent.
     pub timeout: Duration,
     /// Run only these check ids (all when empty).
@@ -81,12 +84,29 @@ impl Config {
                 env: Vec::new(),
             },
             expected_initialize: None,
+            bridge: false,
             timeout: Duration::from_secs(5),
             only: Vec::new(),
             long_prompt: "/forever".into(),
             audit_log: None,
             tool_prompts: Vec::new(),
         }
+    }
+}
+
+impl Config {
+    /// Reads the manifest at `path`: what `initialize` should answer, whether it is a bridge,
+    /// and (unless one is set already) where the audit log is.
+    pub fn with_manifest(mut self, path: &std::path::Path) -> Result<Config, String> {
+        let resolved = resolve(path)?;
+        let explanation = acp_manifest::explain::explain(&resolved.0)
+            .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())?;
+        self.expected_initialize = Some(explanation.initialize_response);
+        self.bridge = resolved.1.kind() == acp_manifest::manifest::Kind::Bridge;
+        if self.audit_log.is_none() {
+            self.audit_log = Some(audit_source(resolved.1.audit));
+        }
+        Ok(self)
     }
 }
 
@@ -229,26 +249,36 @@ pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
 /// The `initialize` result `scaffold-aip explain` computes for the manifest at `path` (what
 /// [`Config::expected_initialize`] holds).
 pub fn manifest_initialize(path: &std::path::Path) -> Result<Value, String> {
-    let checked = acp_manifest::manifest::check_file(path).map_err(|e| e.to_string())?;
-    acp_manifest::explain::explain(&checked)
-        .map(|explanation| explanation.initialize_response)
-        .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())
+    Config::new(Vec::new())
+        .with_manifest(path)
+        .map(|config| config.expected_initialize.unwrap_or_default())
 }
 
 /// Where the manifest at `path` says the agent's audit log is (what [`Config::audit_log`]
 /// holds when `--audit-log` is not given): the `ref` of `audit.kind: external`, resolved
 /// against the manifest's folder, or the governance channel's file in the state folder.
 pub fn manifest_audit(path: &std::path::Path) -> Result<AuditSource, String> {
+    resolve(path).map(|(_, resolved)| audit_source(resolved.audit))
+}
+
+/// The manifest at `path`, checked and resolved.
+fn resolve(
+    path: &std::path::Path,
+) -> Result<(acp_manifest::manifest::Checked, acp_manifest::resolved::Resolved), String> {
     let checked = acp_manifest::manifest::check_file(path).map_err(|e| e.to_string())?;
     let resolved = acp_manifest::resolved::Resolved::of(&checked)
         .ok_or_else(|| "the manifest has errors (see `scaffold-aip lint`) or an unknown revision".to_string())?;
-    Ok(match resolved.audit {
+    Ok((checked, resolved))
+}
+
+fn audit_source(target: acp_manifest::resolved::AuditTarget) -> AuditSource {
+    match target {
         acp_manifest::resolved::AuditTarget::Off => AuditSource::Off,
         acp_manifest::resolved::AuditTarget::External { path } => AuditSource::File(path),
         acp_manifest::resolved::AuditTarget::Governance { channel } => {
             AuditSource::StateFolder(acp_audit::channel_log_name(channel.as_deref()))
         }
-    })
+    }
 }
 
 /// Evidence is cut to this many characters.

@@ -56,29 +56,27 @@ pub enum ConformFormat {
 
 /// Runs `conform`; returns the exit status.
 pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
-    let (expected_initialize, manifest_audit) = match &args.manifest {
-        None => (None, None),
-        Some(path) => match acp_conform::manifest_initialize(path)
-            .and_then(|initialize| Ok((Some(initialize), Some(acp_conform::manifest_audit(path)?))))
-        {
-            Ok(found) => found,
-            Err(message) => {
-                writeln!(err, "scaffold-aip conform: {}: {message}", path.display())?;
-                return Ok(EXIT_USAGE);
-            }
-        },
-    };
     let config = Config {
         launch: Launch {
             command: args.agent.clone(),
             env: Vec::new(),
         },
-        expected_initialize,
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
         only: args.only.clone(),
         long_prompt: args.long_prompt.clone(),
-        audit_log: args.audit_log.clone().map(AuditSource::File).or(manifest_audit),
+        audit_log: args.audit_log.clone().map(AuditSource::File),
         tool_prompts: args.tool_prompt.clone(),
+        ..Config::new(Vec::new())
+    };
+    let config = match &args.manifest {
+        None => config,
+        Some(path) => match config.with_manifest(path) {
+            Ok(config) => config,
+            Err(message) => {
+                writeln!(err, "scaffold-aip conform: {}: {message}", path.display())?;
+                return Ok(EXIT_USAGE);
+            }
+        },
     };
     let verdicts = match acp_conform::run(config) {
         Ok(verdicts) => verdicts,

@@ -275,6 +275,19 @@ fn generated_crates_build_and_pass_their_tests() {
             let mut options = options(&name, kind, tier, dir.path());
             options.agentacp_path = Some(agentacp_folder());
             scaffold::new_crate(&options).unwrap();
+            if tier == Tier::Sandboxed {
+                // The workspace mount must be a folder of this machine that holds the
+                // conformance kit's workspace root (a temporary folder).
+                let sandbox = dir.path().join(&name).join("SANDBOX.md");
+                let text = std::fs::read_to_string(&sandbox).unwrap();
+                let temp = std::env::temp_dir().canonicalize().unwrap();
+                assert!(text.contains("at: /workspace"), "{text}");
+                std::fs::write(
+                    &sandbox,
+                    text.replace("at: /workspace", &format!("at: {}", temp.display())),
+                )
+                .unwrap();
+            }
             // As generated with the path dependency, the manifest is still lint-clean.
             assert_clean(&dir.path().join(&name).join("ACP.md"));
             members.push(format!("{name:?}"));
@@ -307,6 +320,76 @@ fn generated_crates_build_and_pass_their_tests() {
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("test result: ok"), "{stdout}");
+    conform_servers_and_bridges(dir.path(), &target.join("debug"));
+}
+
+/// Issue #19: every server and bridge `scaffold-aip new` makes passes `scaffold-aip conform`
+/// with its manifest (a bridge with the server of its tier behind it). A governed server is
+/// driven to its `read-file` tool call with `/read`. The suites run side by side.
+fn conform_servers_and_bridges(dir: &Path, binaries: &Path) {
+    let runs: Vec<(String, Vec<std::ffi::OsString>, PathBuf, Tier)> = TIERS
+        .into_iter()
+        .flat_map(|tier| {
+            let server = binaries.join(crate_name(Kind::Server, tier));
+            let bridge = binaries.join(crate_name(Kind::Bridge, tier));
+            [
+                (Kind::Server, vec![server.clone().into_os_string()]),
+                (Kind::Bridge, vec![bridge.into_os_string(), server.into_os_string()]),
+            ]
+            .map(|(kind, command)| {
+                let name = crate_name(kind, tier);
+                let manifest = dir.join(&name).join("ACP.md");
+                (name, command, manifest, tier)
+            })
+        })
+        .collect();
+    let verdicts = std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|(name, command, manifest, tier)| {
+                scope.spawn(move || {
+                    let config = acp_conform::Config {
+                        tool_prompts: if *tier == Tier::Basic {
+                            Vec::new()
+                        } else {
+                            vec!["/read conform.txt".into()]
+                        },
+                        ..acp_conform::Config::new(command.clone())
+                    }
+                    .with_manifest(manifest)
+                    .unwrap();
+                    (name, acp_conform::run(config))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    for (name, result) in verdicts {
+        let verdicts = match result {
+            Ok(verdicts) => verdicts,
+            // A kernel without Landlock or user namespaces refuses the required sandbox.
+            Err(e) if name.ends_with("-sandboxed") && e.0.contains("cannot be enforced on this kernel") => {
+                eprintln!("{name}: not run through the suite: {e}");
+                continue;
+            }
+            Err(e) => panic!("{name}: the suite could not run: {e}"),
+        };
+        assert_eq!(
+            acp_conform::failed(&verdicts),
+            Vec::<&str>::new(),
+            "{name}: {verdicts:#?}"
+        );
+        // The audit emit path was exercised: the chain, and at the governed tiers a tool call.
+        let passed = |id: &str| {
+            verdicts
+                .iter()
+                .any(|v| v.id == id && v.outcome == acp_conform::Outcome::Pass)
+        };
+        assert!(passed("audit.chain"), "{name}: {verdicts:#?}");
+        if !name.ends_with("-basic") {
+            assert!(passed("audit.tool-calls"), "{name}: {verdicts:#?}");
+        }
+    }
 }
 
 /// Issue #14: the built-in revisions other than the default are cargo features of agentacp. A
