@@ -415,6 +415,8 @@ fn pump(
     let pending = |error: &Error| matches!(error, Error::Io(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
     // Set once the kit is done sending: by then a close frame is on its way.
     let mut closing: Option<Instant> = None;
+    // Whether a frame is queued that did not go out whole (the server was not reading).
+    let mut unflushed = false;
     loop {
         if closing.is_none() {
             loop {
@@ -424,21 +426,26 @@ fn pump(
                             frame.pop();
                         }
                         let text = String::from_utf8_lossy(&frame).into_owned();
-                        // A frame that does not go out at once stays queued; reads flush it.
+                        // A frame that does not go out at once stays queued (flushed below).
                         match socket.send(Message::text(text)) {
-                            Err(error) if !pending(&error) => {
+                            Ok(()) => {}
+                            Err(error) if pending(&error) => unflushed = true,
+                            Err(error) => {
                                 note(format!("cannot send: {error}"));
                                 return;
                             }
-                            _ => {}
                         }
                     }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         closing = Some(Instant::now() + timeout);
                         match socket.close(None) {
-                            Err(error) if !pending(&error) => return,
-                            _ => break,
+                            Ok(()) => break,
+                            Err(error) if pending(&error) => {
+                                unflushed = true;
+                                break;
+                            }
+                            Err(_) => return,
                         }
                     }
                 }
@@ -446,6 +453,17 @@ fn pump(
         } else if closing.is_some_and(|deadline| Instant::now() >= deadline) {
             note("the server did not close the connection in time".into());
             return;
+        }
+        if unflushed {
+            match socket.flush() {
+                Ok(()) => unflushed = false,
+                Err(error) if pending(&error) => {}
+                Err(Error::ConnectionClosed | Error::AlreadyClosed) => return,
+                Err(error) => {
+                    note(format!("cannot send: {error}"));
+                    return;
+                }
+            }
         }
         match socket.read() {
             Ok(Message::Text(text)) => {
@@ -471,14 +489,7 @@ fn pump(
                 }
             }
             Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
-            Err(error) if pending(&error) => {
-                if let Err(error) = socket.flush()
-                    && !pending(&error)
-                {
-                    note(format!("cannot send: {error}"));
-                    return;
-                }
-            }
+            Err(error) if pending(&error) => {}
             Err(Error::ConnectionClosed | Error::AlreadyClosed) => return,
             Err(error) => {
                 note(format!("the connection failed: {error}"));
