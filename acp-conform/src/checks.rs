@@ -219,7 +219,21 @@ fn check(
 /// Starts an agent and initializes it; the failure of this is a start-up error.
 pub fn preflight(context: &Context) -> Result<(), String> {
     let mut peer = context.spawn()?;
-    initialize(&mut peer).map(|_| ())
+    initialize(&mut peer)?;
+    if let Some(connect) = &context.config.connect {
+        // A server with tokens admits a connection that shows none on the upgrade, but serves
+        // it nothing but `authenticate` (-32000): every check would fail for want of a token.
+        let (_, response) = peer.call(json!(1), "conform/no-such-method", json!({}))?;
+        if error_code(&response) == Some(-32000) {
+            let why = match connect.token {
+                None => "the server wants a token (--token or AGENTACP_CONFORM_TOKEN)",
+                Some(_) => "the server still wants authentication after the token on the upgrade",
+            };
+            let answer = trim(&response["error"].to_string());
+            return Err(format!("{}: {why}: it answers {answer}", connect.url));
+        }
+    }
+    Ok(())
 }
 
 /// `initialize` params of the kit's client.
@@ -448,7 +462,22 @@ fn within(got: &Value, want: &Value) -> bool {
 fn as_is(_: &Context, _: &mut Value) {}
 
 fn manifest_capabilities(context: &Context) -> Result<Outcome, String> {
-    manifest_part(context, "/agentCapabilities", true, as_is)
+    // A server with tokens advertises `auth.logout` (docs/remote.md): its transport's, not
+    // the manifest's.
+    fn without_transport_auth(context: &Context, capabilities: &mut Value) {
+        let in_manifest = context
+            .config
+            .expected_initialize
+            .as_ref()
+            .is_some_and(|expected| !expected["agentCapabilities"]["auth"].is_null());
+        if context.remote()
+            && !in_manifest
+            && let Some(capabilities) = capabilities.as_object_mut()
+        {
+            capabilities.remove("auth");
+        }
+    }
+    manifest_part(context, "/agentCapabilities", true, without_transport_auth)
 }
 
 fn manifest_agent_info(context: &Context) -> Result<Outcome, String> {
@@ -573,7 +602,7 @@ fn stdout_clean(context: &Context) -> Result<Outcome, String> {
     let _ = peer.call(json!(4), "conform/no-such-method", json!({}));
     match peer.junk.first() {
         None => Ok(Outcome::Pass),
-        Some(line) => Err(format!("not JSON-RPC on stdout: {}", trim(line))),
+        Some(line) => Err(format!("not JSON-RPC on {}: {}", peer.channel(), trim(line))),
     }
 }
 
@@ -612,6 +641,13 @@ fn manifest_only(context: &Context, why: &str) -> Option<Outcome> {
         .then(|| Outcome::Skip(format!("{why}; give --manifest")))
 }
 
+/// A skip over `--connect`: the check needs the agent's process (`why`), which is not the kit's.
+fn process_only(context: &Context, why: &str) -> Option<Outcome> {
+    context
+        .remote()
+        .then(|| Outcome::Skip(format!("{why}; over --connect the agent's process is not the kit's")))
+}
+
 /// Workspace confinement is AIP-44's rule; plain ACP agents have no workspace root.
 fn confinement_applies(context: &Context) -> Option<Outcome> {
     manifest_only(context, "workspace confinement is an AIP-44 rule")
@@ -621,10 +657,18 @@ fn cwd_dotdot(context: &Context) -> Result<Outcome, String> {
     if let Some(skip) = confinement_applies(context) {
         return Ok(skip);
     }
-    let escape = context
-        .root()
-        .join("..")
-        .join(context.outside().file_name().unwrap_or_default());
+    let escape = if context.remote() {
+        // The kit's folders are not the server's: the root's parent is outside it everywhere.
+        if context.root().parent().is_none() {
+            return Ok(Outcome::Skip("the workspace root has no parent folder".into()));
+        }
+        context.root().join("..")
+    } else {
+        context
+            .root()
+            .join("..")
+            .join(context.outside().file_name().unwrap_or_default())
+    };
     refused_cwd(context, &escape, "a cwd escaping with ..")
 }
 
@@ -633,11 +677,21 @@ fn cwd_symlink(context: &Context) -> Result<Outcome, String> {
     if let Some(skip) = confinement_applies(context) {
         return Ok(skip);
     }
+    if context.remote() && !context.root().is_dir() {
+        return Ok(Outcome::Skip(
+            "the --workspace-root is not a local folder: the kit cannot make a symlink in it".into(),
+        ));
+    }
     let link = context.root().join("conform-link-out");
     if !link.exists() {
         std::os::unix::fs::symlink(context.outside(), &link).map_err(|e| format!("cannot make the symlink: {e}"))?;
     }
-    refused_cwd(context, &link, "a cwd escaping through a symlink")
+    let outcome = refused_cwd(context, &link, "a cwd escaping through a symlink");
+    if context.remote() {
+        // The root is the server's, not a temporary folder of the kit's.
+        let _ = std::fs::remove_file(&link);
+    }
+    outcome
 }
 
 #[cfg(not(unix))]
@@ -658,7 +712,8 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
         return Ok(Outcome::Pass);
     }
     peer.call(json!(3), "session/prompt", prompt_params(&session, "remember this"))?;
-    // Let the agent persist the session the way it does at the end of a connection.
+    // Let the agent persist the session the way it does at the end of a connection (over
+    // --connect: close it; the next connection, with the same token, is the same identity).
     peer.close_stdin();
     peer.wait_exit(context.config.timeout);
     drop(peer);
@@ -789,6 +844,9 @@ fn oversized_frame(context: &Context) -> Result<Outcome, String> {
     if let Some(skip) = manifest_only(context, "the frame limit is the AIP-44 runtime contract's") {
         return Ok(skip);
     }
+    if let Some(skip) = process_only(context, "the kit sets the frame limit in the agent's environment") {
+        return Ok(skip);
+    }
     let mut peer = context.spawn_with(&[("AGENTACP_MAX_FRAME_BYTES", &FRAME_LIMIT.to_string())])?;
     initialize(&mut peer)?;
     let padding = "x".repeat(FRAME_LIMIT * 2);
@@ -807,9 +865,13 @@ fn oversized_frame(context: &Context) -> Result<Outcome, String> {
 
 #[cfg(unix)]
 fn sigterm(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = process_only(context, "the kit signals the agent's process") {
+        return Ok(skip);
+    }
     let (mut peer, _, _) = with_session(context)?;
+    let pid = peer.pid().ok_or("the agent has no process of the kit's")?;
     let sent = std::process::Command::new("kill")
-        .args(["-TERM", &peer.pid().to_string()])
+        .args(["-TERM", &pid.to_string()])
         .status()
         .map_err(|e| format!("cannot run kill: {e}"))?;
     if !sent.success() {
@@ -830,6 +892,9 @@ fn sigterm(_: &Context) -> Result<Outcome, String> {
 }
 
 fn eof_exit(context: &Context) -> Result<Outcome, String> {
+    if let Some(skip) = process_only(context, "the kit closes the agent's stdin and waits for its exit") {
+        return Ok(skip);
+    }
     let (mut peer, _, _) = with_session(context)?;
     peer.close_stdin();
     match peer.wait_exit(context.config.timeout) {

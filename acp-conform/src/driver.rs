@@ -1,13 +1,15 @@
-//! The low-level driver: newline-delimited JSON-RPC over a child's stdio. Frames are written
-//! as raw text (a check may send malformed ones), every read has a deadline, stderr is kept,
-//! any stdout line that is not a JSON-RPC message is recorded, and the child is killed and
-//! reaped on drop.
+//! The low-level driver: newline-delimited JSON-RPC over a child's stdio, or JSON-RPC as
+//! WebSocket text messages (`--connect`). Frames are written as raw text (a check may send
+//! malformed ones), every read has a deadline, stderr is kept, any stdout line (or line of a
+//! text message) that is not a JSON-RPC message is recorded, and on drop the child is killed
+//! and reaped, or the connection closed.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,6 +23,28 @@ pub struct Launch {
     pub command: Vec<OsString>,
     /// Extra environment variables.
     pub env: Vec<(OsString, OsString)>,
+}
+
+/// A remote agent the kit connects to instead of starting one (`--connect`).
+#[derive(Clone)]
+pub struct Connect {
+    /// The server's WebSocket URL, `ws://HOST:PORT/acp` (`wss://` is not supported yet).
+    pub url: String,
+    /// The bearer token shown on the upgrade (`Authorization: Bearer …`); never printed.
+    pub token: Option<String>,
+    /// The server's workspace root, as the server sees it: sessions are opened there, and the
+    /// confinement checks escape from it. The kit cannot choose a remote server's root.
+    pub workspace_root: PathBuf,
+}
+
+impl std::fmt::Debug for Connect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connect")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("workspace_root", &self.workspace_root)
+            .finish()
+    }
 }
 
 /// Why a read gave no message.
@@ -41,18 +65,33 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-/// A running agent process spoken to over stdio.
+/// A running agent process spoken to over stdio, or a WebSocket connection to a remote one.
 pub struct Peer {
-    child: Child,
-    /// Frames for the writer thread; `None` once stdin is closed.
+    end: End,
+    /// Frames for the writer thread; `None` once stdin is closed (or the connection closing).
     stdin: Option<Sender<Vec<u8>>>,
     lines: Receiver<String>,
+    /// The agent's stderr; over WebSocket, what the kit learnt of the connection's end.
     stderr: Arc<Mutex<String>>,
     /// Stdout lines that were not JSON-RPC messages.
     pub junk: Vec<String>,
     /// The deadline of each read.
     pub timeout: Duration,
 }
+
+/// The other end of a [`Peer`].
+enum End {
+    /// A child process.
+    Process(Child),
+    /// A WebSocket connection, owned by a thread; `done` disconnects when the thread has ended
+    /// (and so the connection is closed).
+    Socket { done: Receiver<()> },
+}
+
+/// How long the WebSocket thread blocks in one read or write before it looks at the other: a
+/// frame the kit queues waits at most this long to be sent (1 ms: a check over WebSocket takes
+/// a few ms more than over stdio; at 5 ms, the suite took 40% longer).
+const SOCKET_POLL: Duration = Duration::from_millis(1);
 
 /// Stderr kept per agent, at most this many bytes.
 const STDERR_KEEP: usize = 64 * 1024;
@@ -103,9 +142,101 @@ impl Peer {
         });
         Ok(Peer {
             stdin: Some(stdin),
-            child,
+            end: End::Process(child),
             lines,
             stderr,
+            junk: Vec::new(),
+            timeout,
+        })
+    }
+
+    /// Opens a WebSocket connection to `target` (`ws://` only), showing its token on the
+    /// upgrade; every step (name lookup aside) waits at most `timeout`. An error says why:
+    /// unreachable, refused (`401`: a token is wanted or wrong), not a WebSocket server.
+    pub fn connect(target: &Connect, timeout: Duration) -> Result<Peer, String> {
+        use tungstenite::client::IntoClientRequest;
+        use tungstenite::handshake::HandshakeError;
+        use tungstenite::http::{HeaderValue, StatusCode, header};
+
+        let url = &target.url;
+        let mut request = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| format!("--connect {url}: not a WebSocket URL: {e}"))?;
+        match request.uri().scheme_str() {
+            Some("ws") => {}
+            Some("wss") => {
+                return Err(format!(
+                    "--connect {url}: wss:// is not supported by the kit yet (it has no TLS); \
+                     connect over ws://, e.g. to a loopback port or through a tunnel"
+                ));
+            }
+            _ => return Err(format!("--connect {url}: not a ws:// URL")),
+        }
+        let host = request
+            .uri()
+            .host()
+            .ok_or_else(|| format!("--connect {url}: no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = request.uri().port_u16().unwrap_or(80);
+        if let Some(token) = &target.token {
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| "the token is not a valid header value".to_string())?;
+            request.headers_mut().insert(header::AUTHORIZATION, value);
+        }
+        let addrs = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+        let mut last = format!("cannot connect to {url}: {host} has no address");
+        let mut stream = None;
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, timeout) {
+                Ok(connected) => {
+                    stream = Some(connected);
+                    break;
+                }
+                Err(e) => last = format!("cannot connect to {url}: {e}"),
+            }
+        }
+        let stream = stream.ok_or(last)?;
+        let io = |e: std::io::Error| format!("cannot connect to {url}: {e}");
+        stream.set_read_timeout(Some(timeout)).map_err(io)?;
+        stream.set_write_timeout(Some(timeout)).map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        let (socket, _) = tungstenite::client(request, stream).map_err(|error| match error {
+            HandshakeError::Interrupted(_) => format!(
+                "{url}: no answer to the WebSocket upgrade within {} ms",
+                timeout.as_millis()
+            ),
+            HandshakeError::Failure(tungstenite::Error::Http(response)) => match response.status() {
+                StatusCode::UNAUTHORIZED if target.token.is_some() => {
+                    format!("{url}: 401 Unauthorized: the server refused the token (--token)")
+                }
+                StatusCode::UNAUTHORIZED => {
+                    format!("{url}: 401 Unauthorized: the server wants a token (--token or AGENTACP_CONFORM_TOKEN)")
+                }
+                status => format!("{url}: the server refused the WebSocket upgrade: {status}"),
+            },
+            HandshakeError::Failure(error) => format!("{url}: the WebSocket upgrade failed: {error}"),
+        })?;
+        socket.get_ref().set_read_timeout(Some(SOCKET_POLL)).map_err(io)?;
+        socket.get_ref().set_write_timeout(Some(SOCKET_POLL)).map_err(io)?;
+        let (tx, lines) = channel();
+        let (stdin, frames) = channel::<Vec<u8>>();
+        let (finished, done) = channel();
+        let notes = Arc::new(Mutex::new(String::new()));
+        let kept = Arc::clone(&notes);
+        thread::spawn(move || {
+            pump(socket, &frames, &tx, &kept, timeout);
+            drop(finished);
+        });
+        Ok(Peer {
+            stdin: Some(stdin),
+            end: End::Socket { done },
+            lines,
+            stderr: notes,
             junk: Vec::new(),
             timeout,
         })
@@ -182,24 +313,46 @@ impl Peer {
             .map_err(|e| format!("{method} (id {id}): {e}{}", self.stderr_hint()))
     }
 
-    /// The agent's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// The agent's process id; `None` over WebSocket.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.end {
+            End::Process(child) => Some(child.id()),
+            End::Socket { .. } => None,
+        }
     }
 
-    /// Closes the agent's stdin (EOF).
+    /// Whether this is a WebSocket connection (no process of the kit's).
+    pub fn is_remote(&self) -> bool {
+        matches!(self.end, End::Socket { .. })
+    }
+
+    /// Where the agent's messages come from, for evidence: `stdout` or `the WebSocket`.
+    pub fn channel(&self) -> &'static str {
+        if self.is_remote() { "the WebSocket" } else { "stdout" }
+    }
+
+    /// Closes the agent's stdin (EOF); over WebSocket, starts closing the connection (a close
+    /// frame), reading on until the server closes its side.
     pub fn close_stdin(&mut self) {
         self.stdin = None;
     }
 
-    /// Waits at most `within` for the agent to exit.
+    /// Waits at most `within` for the agent to exit. Over WebSocket: for the connection to be
+    /// closed (after [`Peer::close_stdin`], or by the server); there is no exit status, so
+    /// this is always `None`.
     pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + within;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(2)),
-                _ => return None,
+        match &mut self.end {
+            End::Process(child) => loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => return Some(status),
+                    Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(2)),
+                    _ => return None,
+                }
+            },
+            End::Socket { done } => {
+                let _ = done.recv_timeout(within);
+                None
             }
         }
     }
@@ -212,8 +365,9 @@ impl Peer {
     /// The last stderr line, as a hint for an error message (empty when there is none).
     pub fn stderr_hint(&self) -> String {
         let stderr = self.stderr();
+        let label = if self.is_remote() { "connection" } else { "stderr" };
         match stderr.lines().rev().find(|l| !l.trim().is_empty()) {
-            Some(line) => format!(" (stderr: {})", crate::trim(line)),
+            Some(line) => format!(" ({label}: {})", crate::trim(line)),
             None => String::new(),
         }
     }
@@ -222,10 +376,128 @@ impl Peer {
 impl Drop for Peer {
     fn drop(&mut self) {
         self.stdin = None;
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
+        match &mut self.end {
+            End::Process(child) => {
+                if matches!(child.try_wait(), Ok(None)) {
+                    let _ = child.kill();
+                }
+                let _ = child.wait();
+            }
+            // The thread closes the connection (a close frame, then the server's) and ends; the
+            // next check's connection does not overlap this one.
+            End::Socket { done } => {
+                let _ = done.recv_timeout(self.timeout);
+            }
         }
-        let _ = self.child.wait();
+    }
+}
+
+/// Owns a WebSocket connection: sends the frames of `frames` as text messages and the lines
+/// of each text message it receives to `lines` (a binary message as one line that is not
+/// JSON-RPC), blocking at most [`SOCKET_POLL`] on either side. When `frames` is closed (the
+/// peer closes or is dropped), it sends a close frame and reads on until the server closes,
+/// at most `timeout`. What ends the connection is noted in `notes`.
+fn pump(
+    mut socket: tungstenite::WebSocket<TcpStream>,
+    frames: &Receiver<Vec<u8>>,
+    lines: &Sender<String>,
+    notes: &Mutex<String>,
+    timeout: Duration,
+) {
+    use tungstenite::{Error, Message};
+
+    let note = |text: String| {
+        if let Ok(mut kept) = notes.lock()
+            && kept.len() < STDERR_KEEP
+        {
+            kept.push_str(&text);
+            kept.push('\n');
+        }
+    };
+    let pending = |error: &Error| matches!(error, Error::Io(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
+    // Set once the kit is done sending: by then a close frame is on its way.
+    let mut closing: Option<Instant> = None;
+    // Whether a frame is queued that did not go out whole (the server was not reading).
+    let mut unflushed = false;
+    loop {
+        if closing.is_none() {
+            loop {
+                match frames.try_recv() {
+                    Ok(mut frame) => {
+                        if frame.last() == Some(&b'\n') {
+                            frame.pop();
+                        }
+                        let text = String::from_utf8_lossy(&frame).into_owned();
+                        // A frame that does not go out at once stays queued (flushed below).
+                        match socket.send(Message::text(text)) {
+                            Ok(()) => {}
+                            Err(error) if pending(&error) => unflushed = true,
+                            Err(error) => {
+                                note(format!("cannot send: {error}"));
+                                return;
+                            }
+                        }
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        closing = Some(Instant::now() + timeout);
+                        match socket.close(None) {
+                            Ok(()) => break,
+                            Err(error) if pending(&error) => {
+                                unflushed = true;
+                                break;
+                            }
+                            Err(_) => return,
+                        }
+                    }
+                }
+            }
+        } else if closing.is_some_and(|deadline| Instant::now() >= deadline) {
+            note("the server did not close the connection in time".into());
+            return;
+        }
+        if unflushed {
+            match socket.flush() {
+                Ok(()) => unflushed = false,
+                Err(error) if pending(&error) => {}
+                Err(Error::ConnectionClosed | Error::AlreadyClosed) => return,
+                Err(error) => {
+                    note(format!("cannot send: {error}"));
+                    return;
+                }
+            }
+        }
+        match socket.read() {
+            Ok(Message::Text(text)) => {
+                let text = text.as_str();
+                let text = text.strip_suffix('\n').unwrap_or(text);
+                for line in text.split('\n') {
+                    let line = line.strip_suffix('\r').unwrap_or(line);
+                    let cut = line.len().min(LINE_KEEP);
+                    let line = String::from_utf8_lossy(&line.as_bytes()[..cut]).into_owned();
+                    // (After the kit is done, no one may listen: the server's lines are dropped.)
+                    let _ = lines.send(line);
+                }
+            }
+            Ok(Message::Binary(bytes)) => {
+                let _ = lines.send(format!("<a binary message of {} bytes>", bytes.len()));
+            }
+            Ok(Message::Close(frame)) => {
+                if closing.is_none() {
+                    note(match frame {
+                        Some(frame) => format!("the server closed the connection: {} {}", frame.code, frame.reason),
+                        None => "the server closed the connection".into(),
+                    });
+                }
+            }
+            Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
+            Err(error) if pending(&error) => {}
+            Err(Error::ConnectionClosed | Error::AlreadyClosed) => return,
+            Err(error) => {
+                note(format!("the connection failed: {error}"));
+                return;
+            }
+        }
     }
 }
 

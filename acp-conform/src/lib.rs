@@ -1,6 +1,7 @@
-//! `acp-conform`: a conformance kit for ACP agents. It starts the agent under test over stdio,
-//! runs a suite of [`Check`]s (each in a fresh process, so one crash poisons nothing else) and
-//! reports pass / fail (with the offending message) / skip for each. `scaffold-aip conform` is
+//! `acp-conform`: a conformance kit for ACP agents. It starts the agent under test over stdio
+//! (or connects to a remote one over WebSocket, [`Connect`]), runs a suite of [`Check`]s (each
+//! in a fresh process or connection, so one crash poisons nothing else) and reports pass /
+//! fail (with the offending message) / skip for each. `scaffold-aip conform` is
 //! a thin command over [`run`] and [`report`]; `docs/conform.md` lists the checks.
 
 pub mod checks;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use driver::{Launch, Peer};
+pub use driver::{Connect, Launch, Peer};
 
 /// What a check concluded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -43,6 +44,9 @@ pub struct Check {
 pub struct Config {
     /// How to start the agent.
     pub launch: Launch,
+    /// A remote agent to connect to instead (`--connect`): then `launch` is not used, and the
+    /// checks that need the agent's process are skipped.
+    pub connect: Option<Connect>,
     /// The `initialize` result the manifest leads to (`scaffold-aip explain`), when one is given.
     pub expected_initialize: Option<Value>,
     /// The manifest describes a bridge: its capabilities are its agent's narrowed to the
@@ -83,6 +87,7 @@ impl Config {
                 command,
                 env: Vec::new(),
             },
+            connect: None,
             expected_initialize: None,
             bridge: false,
             timeout: Duration::from_secs(5),
@@ -146,7 +151,8 @@ impl std::fmt::Display for StartError {
 }
 
 /// The per-run state the checks share: the configuration and a workspace root (a temporary
-/// folder passed to each agent as `AGENTACP_WORKSPACE_ROOT`).
+/// folder passed to each agent as `AGENTACP_WORKSPACE_ROOT`; with [`Config::connect`], the
+/// server's root it names).
 pub struct Context {
     /// The configuration.
     pub config: Config,
@@ -170,12 +176,18 @@ impl Context {
         })
     }
 
-    /// The workspace root (canonical).
+    /// The workspace root (canonical, when it is a local folder).
     pub fn root(&self) -> std::path::PathBuf {
-        self.root
-            .path()
-            .canonicalize()
-            .unwrap_or_else(|_| self.root.path().to_path_buf())
+        let root = match &self.config.connect {
+            Some(connect) => connect.workspace_root.as_path(),
+            None => self.root.path(),
+        };
+        root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
+    }
+
+    /// Whether the agent is remote ([`Config::connect`]): no process of the kit's.
+    pub fn remote(&self) -> bool {
+        self.config.connect.is_some()
     }
 
     /// A folder outside the workspace root.
@@ -188,18 +200,28 @@ impl Context {
         match &self.config.audit_log {
             None => Err("no --audit-log, and no --manifest to find it from".into()),
             Some(AuditSource::File(path)) => Ok(path.clone()),
+            Some(AuditSource::StateFolder(_)) if self.config.connect.is_some() => {
+                Err("the remote agent's state folder is unknown: give --audit-log".into())
+            }
             Some(AuditSource::StateFolder(name)) => Ok(self.outside.path().join(name)),
             Some(AuditSource::Off) => Err("the manifest turns the audit log off".into()),
         }
     }
 
-    /// Starts a fresh agent.
+    /// Starts a fresh agent (with [`Config::connect`]: opens a fresh connection).
     pub fn spawn(&self) -> Result<Peer, String> {
         self.spawn_with(&[])
     }
 
-    /// Starts a fresh agent with extra environment variables.
+    /// Starts a fresh agent with extra environment variables (a remote agent's cannot be set:
+    /// an error unless `env` is empty).
     pub fn spawn_with(&self, env: &[(&str, &str)]) -> Result<Peer, String> {
+        if let Some(connect) = &self.config.connect {
+            if !env.is_empty() {
+                return Err("the environment of a remote agent cannot be set".into());
+            }
+            return Peer::connect(connect, self.config.timeout);
+        }
         let mut launch = self.config.launch.clone();
         launch.env.push(("AGENTACP_WORKSPACE_ROOT".into(), self.root().into()));
         launch
@@ -215,8 +237,8 @@ pub fn all_checks() -> Vec<Check> {
     checks::all()
 }
 
-/// Runs the suite: a preflight (start the agent, `initialize`) whose failure is a
-/// [`StartError`], then each selected check in a fresh agent process.
+/// Runs the suite: a preflight (start the agent or connect to it, `initialize`) whose failure
+/// is a [`StartError`], then each selected check in a fresh agent process or connection.
 pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
     let checks = all_checks();
     if let Some(unknown) = config

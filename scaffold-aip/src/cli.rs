@@ -44,8 +44,9 @@ pub enum Command {
     New(NewArgs),
     /// Bearer tokens for servers reached over WebSocket: generate, hash, revoke.
     Token(TokenArgs),
-    /// Run the conformance suite against an agent started as `-- AGENT ARGS…`; exit 0 when
-    /// every check that applies passes, 1 on a failure, 2 on usage or start-up errors.
+    /// Run the conformance suite against an agent started as `-- AGENT ARGS…` (or a remote
+    /// one, `--connect URL`); exit 0 when every check that applies passes, 1 on a failure, 2
+    /// on usage or start-up errors.
     Conform(conform::ConformArgs),
 }
 

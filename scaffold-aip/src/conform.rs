@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use acp_conform::report::{self, Format};
-use acp_conform::{AuditSource, Config, Launch};
+use acp_conform::{AuditSource, Config, Connect, Launch};
 use clap::ValueEnum;
 
 use crate::exit::{EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
@@ -36,10 +36,23 @@ pub struct ConformArgs {
     /// (each is a turn): best one tool that runs unasked, one that needs approval, one denied.
     #[arg(long, value_name = "TEXT")]
     pub tool_prompt: Vec<String>,
+    /// Connect to a remote agent (`ws://HOST:PORT/acp`) instead of starting one; needs
+    /// `--workspace-root`, takes no `-- AGENT ARGS`.
+    #[arg(long, value_name = "URL", requires = "workspace_root", conflicts_with = "agent")]
+    pub connect: Option<String>,
+    /// The bearer token for `--connect` (default: `AGENTACP_CONFORM_TOKEN`); never printed.
+    #[arg(long, value_name = "TOKEN", requires = "connect")]
+    pub token: Option<String>,
+    /// The remote agent's workspace root, as the server sees it: sessions are opened there.
+    #[arg(long, value_name = "PATH", requires = "connect")]
+    pub workspace_root: Option<PathBuf>,
     /// The agent and its arguments.
-    #[arg(last = true, required = true, value_name = "AGENT ARGS")]
+    #[arg(last = true, required_unless_present = "connect", value_name = "AGENT ARGS")]
     pub agent: Vec<std::ffi::OsString>,
 }
+
+/// The variable `--token` defaults to.
+pub const TOKEN_VAR: &str = "AGENTACP_CONFORM_TOKEN";
 
 /// Output format of `conform`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -56,11 +69,20 @@ pub enum ConformFormat {
 
 /// Runs `conform`; returns the exit status.
 pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    let connect = args.connect.as_ref().map(|url| Connect {
+        url: url.clone(),
+        token: args
+            .token
+            .clone()
+            .or_else(|| std::env::var(TOKEN_VAR).ok().filter(|token| !token.is_empty())),
+        workspace_root: args.workspace_root.clone().unwrap_or_default(),
+    });
     let config = Config {
         launch: Launch {
             command: args.agent.clone(),
             env: Vec::new(),
         },
+        connect,
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
         only: args.only.clone(),
         long_prompt: args.long_prompt.clone(),
