@@ -24,6 +24,8 @@ const RUNS: usize = 7;
 struct Target {
     label: &'static str,
     config: Box<dyn Fn() -> Config>,
+    /// Ours: every check must pass (the SDK agent fails two, see the README).
+    ours: bool,
 }
 
 fn manifest(example: &str) -> PathBuf {
@@ -42,12 +44,10 @@ fn run(target: &Target) -> (f64, Vec<Verdict>) {
     let started = Instant::now();
     let verdicts = acp_conform::run((target.config)()).expect("the suite runs");
     let elapsed = started.elapsed().as_secs_f64() * 1e3;
-    assert_eq!(
-        acp_conform::failed(&verdicts),
-        Vec::<&str>::new(),
-        "{}: {verdicts:#?}",
-        target.label
-    );
+    if target.ours {
+        let failed = acp_conform::failed(&verdicts);
+        assert_eq!(failed, Vec::<&str>::new(), "{}: {verdicts:#?}", target.label);
+    }
     (elapsed, verdicts)
 }
 
@@ -64,6 +64,7 @@ fn main() {
                 audit_log: Some(acp_conform::manifest_audit(&manifest("echo-server")).expect("resolves")),
                 ..with_manifest(echo.clone(), "echo-server")
             }),
+            ours: true,
         },
         Target {
             label: "governed-server, --manifest, 3 tool prompts (31 checks)",
@@ -83,6 +84,7 @@ fn main() {
                     .push(("AGENTACP_AUDIT_LOG".into(), governed_log.clone().into()));
                 config
             }),
+            ours: true,
         },
         Target {
             label: "Rust SDK agent, plain ACP (31 checks)",
@@ -90,6 +92,7 @@ fn main() {
                 long_prompt: "/wait".into(),
                 ..Config::new(vec![OsString::from(sdk.clone())])
             }),
+            ours: false,
         },
     ];
     for target in &targets {

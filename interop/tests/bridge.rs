@@ -301,3 +301,39 @@ async fn the_official_rust_sdk_client_reaches_a_remote_agent_through_the_bridge(
     verify_file(&bridge_audit).expect("the bridge's audit log verifies");
     interop::audit::check_identity_in_audit_log(&dirs.audit_log, IDENTITY);
 }
+
+/// Issue #19: the bridge, with the governed server behind it, passes `scaffold-aip conform`
+/// with its manifest, the audit emit path included: `read-file` and `write-file` reach the
+/// editor (one asked), `run-tests` is one the bridge's governance denies.
+#[test]
+fn the_bridge_passes_the_conformance_suite_with_its_manifest() {
+    let dirs = AgentDirs::new();
+    let bridge_audit = dirs.state_dir.join("bridge-audit.jsonl");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/bridge/ACP.md");
+    let bridge = example_binary("governance-bridge");
+    assert_eq!(bridge.parent(), example_binary("governed-server").parent());
+    let mut config = acp_conform::Config {
+        audit_log: Some(acp_conform::AuditSource::File(bridge_audit.clone())),
+        tool_prompts: vec![
+            r#"/tool read-file {"path": "conform.txt"}"#.into(),
+            r#"/tool write-file {"path": "conform.txt", "content": "hi"}"#.into(),
+            "/tool run-tests {}".into(),
+        ],
+        ..acp_conform::Config::new(vec![bridge.into()])
+    }
+    .with_manifest(&manifest)
+    .expect("the manifest explains");
+    // The logs of both (the kit gives the workspace root and the state folder).
+    config.launch.env.extend(
+        dirs.bridge_env(&bridge_audit)
+            .into_iter()
+            .filter(|(name, _)| name.contains("AUDIT"))
+            .map(|(name, value)| (name.into(), value)),
+    );
+    let verdicts = acp_conform::run(config).expect("the suite runs");
+    assert_eq!(acp_conform::failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
+    assert!(
+        verdicts.iter().all(|v| v.outcome == acp_conform::Outcome::Pass),
+        "every check applies to the bridge: {verdicts:#?}"
+    );
+}

@@ -1386,3 +1386,37 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_t
     );
     assert_governed_through_translation(&said[1..], &asked, &methods, &records);
 }
+
+/// Issue #19: the sandboxed example passes `scaffold-aip conform` with its manifest. A `/run`
+/// needs approval, so it is the turn the kit cancels and the call it rejects or leaves
+/// unanswered; a tool of a server it was not given is denied.
+#[test]
+fn the_sandboxed_example_passes_the_conformance_suite_with_its_manifest() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sandboxed-server/ACP.md");
+    let config = acp_conform::Config {
+        audit_log: Some(acp_conform::AuditSource::File(dirs.audit_log.clone())),
+        long_prompt: "/run sleep 30".into(),
+        tool_prompts: vec!["/run true".into(), "/mcp call notes delete_note {}".into()],
+        ..acp_conform::Config::new(vec![example_binary("sandboxed-server").into()])
+    }
+    .with_manifest(&manifest)
+    .expect("the manifest explains");
+    let mut config = config;
+    config
+        .launch
+        .env
+        .push(("AGENTACP_AUDIT_LOG".into(), dirs.audit_log.clone().into()));
+    let verdicts = acp_conform::run(config).expect("the suite runs");
+    assert_eq!(acp_conform::failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
+    let skipped: Vec<_> = verdicts
+        .iter()
+        .filter(|v| v.outcome != acp_conform::Outcome::Pass)
+        .map(|v| (v.id, &v.outcome))
+        .collect();
+    println!("skipped: {skipped:#?}");
+    assert!(skipped.is_empty(), "{skipped:#?}");
+}
