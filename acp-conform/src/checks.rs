@@ -444,17 +444,31 @@ fn manifest_part(
     }
 }
 
-/// Whether the capabilities `got` offer nothing `want` does not: every `true` in `got` is
+/// Whether the agent capabilities `got` offer nothing `want` does not: every `true` in `got` is
 /// `true` in `want`, every object in `got` (ACP marks some capabilities by an object's
-/// presence, `{}`) is an object in `want` and within it, other values are equal; `false`, `null`
-/// and what `got` leaves out are not offered. A bridge advertises its agent's capabilities
-/// narrowed to its manifest's, so it may offer less.
+/// presence, `{}`) is an object in `want` and within it, other values are equal; `false`,
+/// `null`, `_meta` and what `got` leaves out offer nothing, and neither does an object that
+/// only holds capabilities (`sessionCapabilities`, per the method table) when nothing inside
+/// it is offered. A bridge advertises its agent's capabilities narrowed to its manifest's, so
+/// it may offer less.
 fn within(got: &Value, want: &Value) -> bool {
+    within_at(&mut Vec::new(), got, want)
+}
+
+fn within_at(path: &mut Vec<String>, got: &Value, want: &Value) -> bool {
     match (got, want) {
         (Value::Bool(false) | Value::Null, _) => true,
-        (Value::Object(got), Value::Object(want)) => got
-            .iter()
-            .all(|(key, value)| within(value, want.get(key).unwrap_or(&Value::Null))),
+        (Value::Object(got), want) => {
+            let names: Vec<&str> = path.iter().map(String::as_str).collect();
+            let holder = want.is_object() || acp_methods::Capability::holds(acp_methods::Side::Agent, &names);
+            holder
+                && got.iter().filter(|(key, _)| *key != "_meta").all(|(key, value)| {
+                    path.push(key.clone());
+                    let inside = within_at(path, value, want.get(key).unwrap_or(&Value::Null));
+                    path.pop();
+                    inside
+                })
+        }
         (got, want) => got == want,
     }
 }
@@ -819,19 +833,21 @@ fn busy_session(context: &Context) -> Result<Outcome, String> {
     }
     let (_, second) = peer.call(json!(4), "session/prompt", prompt_params(&session, "a second prompt"))?;
     expect_code(&second, -32602)?;
-    // The refusal does not end the running turn: it still streams (ending it is turn.cancel's).
+    // The refusal does not end the running turn: no response to it for a while (it may
+    // stream, or wait on a permission request). Ending it is turn.cancel's.
+    let is_first = |message: &Value| message.get("id") == Some(&first) && message.get("method").is_none();
+    let deadline = Instant::now() + QUIET;
     loop {
-        let message = peer
-            .recv()
-            .map_err(|e| format!("the first turn stopped after the refusal: {e}"))?;
-        if message.get("id") == Some(&first) && message.get("method").is_none() {
-            return Err(format!(
-                "the first turn ended after the refusal: {}",
-                trim(&message.to_string())
-            ));
-        }
-        if is_conversation_update(&message) {
-            break;
+        match peer.recv_within(deadline.saturating_duration_since(Instant::now())) {
+            Ok(message) if is_first(&message) => {
+                return Err(format!(
+                    "the first turn ended after the refusal: {}",
+                    trim(&message.to_string())
+                ));
+            }
+            Ok(_) => {}
+            Err(ReadError::Timeout) => break,
+            Err(ReadError::Closed) => return Err(format!("the agent closed stdout{}", peer.stderr_hint())),
         }
     }
     Ok(Outcome::Pass)

@@ -110,7 +110,7 @@ fn main() {
         println!("  {:<58} {:>7.0} ms  (min {min:.0} ms)", target.label, median(times));
     }
     let (_, mut verdicts) = run(&targets[0]);
-    verdicts.sort_by(|a, b| b.millis.cmp(&a.millis));
+    verdicts.sort_by_key(|v| std::cmp::Reverse(v.millis));
     let ran = verdicts.iter().filter(|v| v.outcome == Outcome::Pass).count();
     println!("echo-server: {ran} checks passed; the slowest:");
     for verdict in verdicts.iter().take(5) {

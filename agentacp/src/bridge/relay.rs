@@ -1177,7 +1177,10 @@ async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Optio
                     }
                     return;
                 }
-                Decision::Ask => permission = Some((request, facts)),
+                Decision::Ask => {
+                    relay.oversight.permission_asked(&session_id, &facts);
+                    permission = Some((request, facts));
+                }
             }
         }
         mcp_over_acp::CONNECT | mcp_over_acp::MESSAGE | mcp_over_acp::DISCONNECT => {

@@ -23,6 +23,8 @@ struct Tracked {
     arguments: Value,
     /// The answer to its permission request, if it had one.
     approval: Option<Approval>,
+    /// Its permission request went to the user and is not answered yet.
+    asked: bool,
 }
 
 /// The fields of a tool call (or its permission request) that governance and audit need.
@@ -159,6 +161,16 @@ impl Oversight {
         let tracked = calls.entry((session.to_string(), facts.id.clone())).or_default();
         merge(tracked, facts);
         tracked.approval = Some(approval);
+        tracked.asked = false;
+    }
+
+    /// Remembers that a tool call's permission request went to the user: if its turn ends
+    /// before the answer, the call was rejected (fail closed), not run unasked.
+    pub(crate) fn permission_asked(&self, session: &str, facts: &ToolFacts) {
+        let mut calls = lock(&self.calls);
+        let tracked = calls.entry((session.to_string(), facts.id.clone())).or_default();
+        merge(tracked, facts);
+        tracked.asked = true;
     }
 
     /// Follows a tool call through the updates; writes its record when it ends (`completed`
@@ -233,7 +245,13 @@ impl Oversight {
                 .filter_map(|key| calls.remove(&key).map(|tracked| (key.1, tracked)))
                 .collect()
         };
-        for (id, tracked) in unfinished {
+        for (id, mut tracked) in unfinished {
+            if tracked.asked && tracked.approval.is_none() {
+                tracked.approval = Some(Approval::RejectedBy {
+                    who: "agentacp".into(),
+                    reason: "cancelled: the turn ended while its permission request was unanswered".into(),
+                });
+            }
             let outcome = ToolOutcomeRecord::Error("the turn ended before the tool call did".into());
             if let Err(error) = self.record(session, &id, tracked, outcome) {
                 tracing::error!(%error, "writing a tool call's audit record failed");
@@ -316,5 +334,61 @@ fn merge(tracked: &mut Tracked, facts: &ToolFacts) {
     }
     if let Some(arguments) = &facts.arguments {
         tracked.arguments.clone_from(arguments);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use super::{Oversight, ToolFacts};
+    use crate::audit::{AuditLog, MemorySink};
+    use crate::governance::{Decision, Governance, ToolRequest};
+
+    struct AlwaysAsk;
+
+    impl Governance for AlwaysAsk {
+        fn decide(&self, _: &ToolRequest<'_>) -> Decision {
+            Decision::Ask
+        }
+    }
+
+    fn approval_of_unfinished(asked: bool) -> Value {
+        let sink = MemorySink::default();
+        let oversight = Oversight::new(
+            Some(Arc::new(AlwaysAsk)),
+            AuditLog::with_sink(Box::new(sink.clone())),
+            "gate".into(),
+        );
+        let facts = ToolFacts::of(&json!({"toolCallId": "call_1", "name": "write-file", "status": "pending"})).unwrap();
+        if asked {
+            oversight.permission_asked("s1", &facts);
+        } else {
+            let call = serde_json::from_value(json!({
+                "toolCallId": "call_1", "title": "write-file", "status": "in_progress"
+            }))
+            .unwrap();
+            oversight.observe("s1", &super::Update::ToolCall(call)).unwrap();
+        }
+        oversight.turn_ended("s1");
+        let records = sink.lines();
+        assert_eq!(records.len(), 1, "{records:?}");
+        let record: Value = serde_json::from_str(&records[0]).unwrap();
+        record["metadata"]["aip44"]["approval"].clone()
+    }
+
+    /// A permission request still unanswered when the turn ends was a rejection (fail closed),
+    /// not a call run without asking.
+    #[test]
+    fn a_call_whose_permission_request_was_never_answered_is_recorded_rejected() {
+        let approval = approval_of_unfinished(true);
+        assert_eq!(approval["rejectedBy"], "agentacp", "{approval}");
+        let unasked = approval_of_unfinished(false);
+        assert!(
+            unasked["reason"].as_str().is_some_and(|r| r.contains("without asking")),
+            "{unasked}"
+        );
     }
 }
