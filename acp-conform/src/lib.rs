@@ -117,11 +117,16 @@ impl Config {
 
 /// The ids of the checks that failed.
 pub fn failed(verdicts: &[Verdict]) -> Vec<&'static str> {
-    verdicts
-        .iter()
-        .filter(|v| matches!(v.outcome, Outcome::Fail(_)))
-        .map(|v| v.id)
-        .collect()
+    ids_where(verdicts, |outcome| matches!(outcome, Outcome::Fail(_)))
+}
+
+/// The ids of the checks that were skipped.
+pub fn skipped(verdicts: &[Verdict]) -> Vec<&'static str> {
+    ids_where(verdicts, |outcome| matches!(outcome, Outcome::Skip(_)))
+}
+
+fn ids_where(verdicts: &[Verdict], keep: fn(&Outcome) -> bool) -> Vec<&'static str> {
+    verdicts.iter().filter(|v| keep(&v.outcome)).map(|v| v.id).collect()
 }
 
 /// The result of one check.

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use acp_conform::{Config, Outcome, failed};
+use acp_conform::{Config, failed};
 
 #[test]
 fn the_example_passes_the_conformance_suite_with_its_manifest() {
@@ -17,13 +17,8 @@ fn the_example_passes_the_conformance_suite_with_its_manifest() {
     assert_eq!(failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
     // Tier basic has no tool calls: the chain of its lifecycle records is checked, the tool
     // call checks have no --tool-prompt and do not apply.
-    let skipped: Vec<_> = verdicts
-        .iter()
-        .filter(|v| v.outcome != Outcome::Pass)
-        .map(|v| v.id)
-        .collect();
     assert_eq!(
-        skipped,
+        acp_conform::skipped(&verdicts),
         vec![
             "audit.tool-calls",
             "audit.denied-not-on-wire",
@@ -79,13 +74,8 @@ fn the_example_passes_the_conformance_suite_over_websocket() {
     let verdicts = acp_conform::run(config).expect("the suite runs");
     assert_eq!(failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
     // The three checks that need the agent's process, and the `audit.*` checks (no audit log).
-    let skipped: Vec<_> = verdicts
-        .iter()
-        .filter(|v| v.outcome != Outcome::Pass)
-        .map(|v| v.id)
-        .collect();
     assert_eq!(
-        skipped,
+        acp_conform::skipped(&verdicts),
         vec![
             "jsonrpc.oversized-frame",
             "turn.sigterm",

@@ -72,13 +72,8 @@ fn the_example_passes_the_conformance_suite_over_websocket() {
     assert_eq!(failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
     // `session.load` passes across two connections of the same identity; only the checks
     // that need the agent's process are skipped.
-    let skipped: Vec<_> = verdicts
-        .iter()
-        .filter(|v| v.outcome != Outcome::Pass)
-        .map(|v| v.id)
-        .collect();
     assert_eq!(
-        skipped,
+        acp_conform::skipped(&verdicts),
         vec!["jsonrpc.oversized-frame", "turn.sigterm", "turn.eof-exit"],
         "{verdicts:#?}"
     );
