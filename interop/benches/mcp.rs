@@ -13,7 +13,11 @@
 //!   the audit batched: against (c) batched, MCP-over-ACP against stdio MCP.
 //!
 //! The runtime's cost of a call is (c) − (b): governance, two tool-call updates, the audit
-//! records and the MCP call; its overhead is that over (a). (b) and (c) run twice, with the
+//! records and the MCP call; its overhead is that over (a). That difference also holds the
+//! client reading two more updates. So (e) times the call where the operator makes it: the
+//! example's `/mcp repeat CALLS ...` makes the governed call `CALLS` times in one turn and
+//! reports the mean time from `turn.mcp().call()` to its outcome (governance, the updates
+//! queued, the audit records written, the MCP round trip), while the client reads the updates. (b) and (c) run twice, with the
 //! audit log synced after every record (`AGENTACP_AUDIT_FSYNC=every`, the default) and every
 //! 64 (`batched:64`). `CALLS` calls each, `ROUNDS` rounds interleaved after a warm-up; medians
 //! of the per-call times.
@@ -37,6 +41,37 @@ use serde_json::json;
 const CALLS: usize = 200;
 const ROUNDS: usize = 3;
 const WAIT: Duration = Duration::from_secs(60);
+
+/// Seconds per call, as the operator timed `CALLS` governed calls in one turn of
+/// `/mcp repeat` (its last message: `N calls, X µs per call; ...`).
+async fn repeated(client: &Client, session: &wire::SessionId, call: &str) -> f64 {
+    let text = format!("/mcp repeat {CALLS} {call}");
+    let mut turn = tokio::time::timeout(WAIT, client.prompt_text(session, &text))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut report = String::new();
+    loop {
+        match tokio::time::timeout(WAIT, turn.next()).await.unwrap() {
+            Some(Ok(PromptEvent::Stop(_))) => break,
+            Some(Ok(PromptEvent::Update(agentacp::client::Update::MessageChunk(chunk)))) => {
+                if let wire::ContentBlock::Text(text) = chunk.content {
+                    report = text.text;
+                }
+            }
+            Some(Ok(_)) => {}
+            other => panic!("`{text}`: {other:?}"),
+        }
+    }
+    let micros = report
+        .split(" µs per call")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|number| number.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no timing in {report:?}"));
+    assert!(report.contains("the last completed"), "{report}");
+    micros / 1e6
+}
 
 /// Seconds per call of `CALLS` prompts of `text`, each checked to end `end_turn`.
 async fn prompts(client: &Client, session: &wire::SessionId, text: &str) -> f64 {
@@ -95,7 +130,9 @@ fn main() {
         };
 
         // (b), (c): through the sandboxed example, with each audit fsync policy.
-        let governed = r#"/mcp call notes read_note {"name":"hello.txt"}"#;
+        let call = r#"notes read_note {"name":"hello.txt"}"#;
+        let governed = format!("/mcp call {call}");
+        let governed = governed.as_str();
         let mut agents = Vec::new();
         for (fsync, over_acp) in [("every", false), ("batched:64", false), ("batched:64", true)] {
             let mut command = AgentCommand::new(&agent).env("AGENTACP_AUDIT_FSYNC", fsync);
@@ -124,23 +161,24 @@ fn main() {
             prompts(&client, &session, "hello").await;
             prompts(&client, &session, governed).await;
             let how = if over_acp { "over ACP" } else { "over stdio" };
-            agents.push((fsync, how, client, session, Vec::new(), Vec::new()));
+            agents.push((fsync, how, client, session, Vec::new(), Vec::new(), Vec::new()));
         }
         call_direct().await;
         let mut a = Vec::new();
         for _ in 0..ROUNDS {
             a.push(call_direct().await);
-            for (_, _, client, session, b, c) in &mut agents {
+            for (_, _, client, session, b, c, e) in &mut agents {
                 b.push(prompts(client, session, "hello").await);
                 c.push(prompts(client, session, governed).await);
+                e.push(repeated(client, session, call).await);
             }
         }
         let a = median(a);
         let us = |seconds: f64| seconds * 1e6;
         println!("\nMCP read_note on mcp-test-server (release), {CALLS} calls × {ROUNDS} rounds, medians per call");
         println!("  (a) direct rmcp call: {:.1} µs", us(a));
-        for (fsync, how, client, _, b, c) in agents {
-            let (b, c) = (median(b), median(c));
+        for (fsync, how, client, _, b, c, e) in agents {
+            let (b, c, e) = (median(b), median(c), median(e));
             println!("  AGENTACP_AUDIT_FSYNC={fsync}, the MCP server {how}:");
             println!(
                 "    (b) ACP prompt, no tool (sandboxed-server)         {:>9.1} µs",
@@ -154,6 +192,11 @@ fn main() {
                 "    the runtime's cost of the call, (c) − (b): {:.1} µs, {:.2}× the direct call (target ≤ 1.2×)",
                 us(c - b),
                 (c - b) / a
+            );
+            println!(
+                "    (e) the governed call timed in the operator: {:.1} µs, {:.2}× the direct call (target ≤ 1.2×)",
+                us(e),
+                e / a
             );
             drop(client);
         }

@@ -8,7 +8,9 @@
 //! network.
 //!
 //! A prompt's first text block is a command: `/mcp tools`, `/mcp call SERVER TOOL {JSON}`,
-//! `/run PROGRAM ARGS…`; anything else is echoed back.
+//! `/mcp repeat N SERVER TOOL {JSON}` (the same call N times, then the time each took, as the
+//! operator saw it: governance, audit and the MCP round trip), `/run PROGRAM ARGS…`; anything
+//! else is echoed back.
 
 use agentacp::prelude::*;
 use agentacp::server::turn::ToolOutcome;
@@ -25,6 +27,9 @@ impl NoteKeeperServer for NoteKeeper {
         };
         if text == "/mcp tools" {
             list_tools(turn).await?;
+        } else if let Some(repeat) = text.strip_prefix("/mcp repeat ") {
+            let report = repeat_tool(turn, repeat).await?;
+            turn.message(report).await?;
         } else if let Some(call) = text.strip_prefix("/mcp call ") {
             let report = call_tool(turn, call).await?;
             turn.message(report).await?;
@@ -97,6 +102,21 @@ async fn call_tool(turn: &mut Turn<'_, Sandboxed>, call: &str) -> Result<String>
         Err(Error::InvalidParams(why)) => format!("no such tool: {why}"),
         Err(error) => return Err(error),
     })
+}
+
+/// `N SERVER TOOL {JSON}`: the call made N times in a row; the mean time of one call (from
+/// `turn.mcp().call()` to its outcome) and the last outcome.
+async fn repeat_tool(turn: &mut Turn<'_, Sandboxed>, repeat: &str) -> Result<String> {
+    let Some((Ok(times), call)) = repeat.split_once(' ').map(|(n, call)| (n.parse::<u32>(), call)) else {
+        return Ok("usage: /mcp repeat N SERVER TOOL {JSON arguments}".into());
+    };
+    let started = std::time::Instant::now();
+    let mut last = String::new();
+    for _ in 0..times {
+        last = call_tool(turn, call).await?;
+    }
+    let micros = started.elapsed().as_secs_f64() * 1e6 / f64::from(times.max(1));
+    Ok(format!("{times} calls, {micros:.1} µs per call; the last {last}"))
 }
 
 /// `PROGRAM ARGS…` (split on spaces) run in the sandbox as the governed tool call `run`:
