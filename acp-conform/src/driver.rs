@@ -270,10 +270,16 @@ impl Peer {
     }
 
     /// The next JSON-RPC message, waiting at most `within`.
+    ///
+    /// A deadline that has passed (`within` zero) is a timeout even when messages are queued:
+    /// a loop that reads until its deadline ends on time however fast the agent writes.
     pub fn recv_within(&mut self, within: Duration) -> Result<Value, ReadError> {
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ReadError::Timeout);
+            }
             let line = match self.lines.recv_timeout(left) {
                 Ok(line) => line,
                 Err(RecvTimeoutError::Timeout) => return Err(ReadError::Timeout),

@@ -125,3 +125,30 @@ fn an_agent_that_stops_reading_fails_on_the_deadline_instead_of_hanging() {
         started.elapsed()
     );
 }
+
+/// An agent that floods updates faster than the kit reads them: every wait still ends on its
+/// deadline (a wait that took a queued message for "time left" never ended, and wedged CI).
+#[cfg(unix)]
+#[test]
+fn a_flooding_agent_cannot_keep_a_check_past_its_deadline() {
+    let update = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"."}}}}"#;
+    let script = format!(
+        r#"read line; printf '%s\n' '{{"jsonrpc":"2.0","id":0,"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}'
+read line; printf '%s\n' '{{"jsonrpc":"2.0","id":"new-session","result":{{"sessionId":"s"}}}}'
+read line; exec yes '{update}'"#
+    );
+    let config = Config {
+        timeout: Duration::from_millis(500),
+        only: vec!["turn.cancel".into()],
+        ..Config::new(vec!["sh".into(), "-c".into(), script.into()])
+    };
+    // On its own thread, so a kit that never ends fails this test rather than hanging it.
+    let (done, verdicts) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(acp_conform::run(config)));
+    let verdicts = verdicts
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the suite ends within 20 s")
+        .expect("the preflight passes");
+    // It never answers the cancel: a failure, found on the deadline.
+    assert_eq!(failed(&verdicts), vec!["turn.cancel"], "{verdicts:#?}");
+}
