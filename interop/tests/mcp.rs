@@ -1398,7 +1398,7 @@ fn the_sandboxed_example_passes_the_conformance_suite_with_its_manifest() {
     }
     let dirs = AgentDirs::new();
     let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sandboxed-server/ACP.md");
-    let config = acp_conform::Config {
+    let mut config = acp_conform::Config {
         audit_log: Some(acp_conform::AuditSource::File(dirs.audit_log.clone())),
         long_prompt: "/run sleep 30".into(),
         tool_prompts: vec!["/run true".into()],
@@ -1406,7 +1406,6 @@ fn the_sandboxed_example_passes_the_conformance_suite_with_its_manifest() {
     }
     .with_manifest(&manifest)
     .expect("the manifest explains");
-    let mut config = config;
     config
         .launch
         .env

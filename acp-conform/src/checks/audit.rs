@@ -243,16 +243,23 @@ fn has_error(record: &Value) -> bool {
     !record["output"]["error"].is_null() || !record["metadata"]["aip44"]["error"].is_null()
 }
 
-/// The log, or the skip that says why the audit checks do not apply; `with_prompts` also
-/// skips without `--tool-prompt`.
-fn applies(context: &Context, with_prompts: bool) -> Result<std::path::PathBuf, Outcome> {
-    let log = context.audit_log().map_err(Outcome::Skip)?;
+/// Judges the agent's audit log with `judge`, or skips saying why the audit checks do not
+/// apply; `with_prompts` also skips without `--tool-prompt`.
+fn with_log(
+    context: &Context,
+    with_prompts: bool,
+    judge: impl FnOnce(&Path) -> Result<Outcome, String>,
+) -> Result<Outcome, String> {
+    let log = match context.audit_log() {
+        Ok(log) => log,
+        Err(why) => return Ok(Outcome::Skip(why)),
+    };
     if with_prompts && context.config.tool_prompts.is_empty() {
-        return Err(Outcome::Skip(
+        return Ok(Outcome::Skip(
             "no --tool-prompt to drive the agent to a tool call".into(),
         ));
     }
-    Ok(log)
+    judge(&log)
 }
 
 /// The run with every permission allowed, made once and shared by the checks that judge it.
@@ -266,126 +273,120 @@ fn allowed_run<'a>(context: &'a Context, log: &Path) -> Result<&'a ToolRun, Stri
 
 /// `audit.chain`: after the run, the log verifies and holds the run's records.
 pub fn chain(context: &Context) -> Result<Outcome, String> {
-    let log = match applies(context, false) {
-        Ok(log) => log,
-        Err(skip) => return Ok(skip),
-    };
-    let run = allowed_run(context, &log)?;
-    run.chain.as_ref().map_err(|e| format!("{}: {e}", log.display()))?;
-    if run.records.is_empty() {
-        return Err(format!(
-            "{}: no audit record after a session and its turns",
-            log.display()
-        ));
-    }
-    Ok(Outcome::Pass)
+    with_log(context, false, |log| {
+        let run = allowed_run(context, log)?;
+        run.chain.as_ref().map_err(|e| format!("{}: {e}", log.display()))?;
+        if run.records.is_empty() {
+            return Err(format!(
+                "{}: no audit record after a session and its turns",
+                log.display()
+            ));
+        }
+        Ok(Outcome::Pass)
+    })
 }
 
 /// `audit.tool-calls`: every tool call on the wire has its record, with its approval.
 pub fn tool_calls(context: &Context) -> Result<Outcome, String> {
-    let log = match applies(context, true) {
-        Ok(log) => log,
-        Err(skip) => return Ok(skip),
-    };
-    let run = allowed_run(context, &log)?;
-    let announced = run.announced();
-    if announced.is_empty() {
-        return Ok(Outcome::Skip(
-            "the --tool-prompt turns put no tool_call on the wire".into(),
-        ));
-    }
-    for (id, update) in announced {
-        let call = format!("tool_call `{id}` ({})", trim(&update["title"].to_string()));
-        let record = run.record(id).ok_or_else(|| {
-            format!(
-                "{call} is on the wire, but {} has no tool.call record of it",
-                log.display()
-            )
-        })?;
-        let approval = approval(record);
-        let shown = trim(&approval.to_string());
-        // A denied call on the wire is audit.denied-not-on-wire's finding.
-        if !approval["deniedBy"].is_null() {
-            continue;
+    with_log(context, true, |log| {
+        let run = allowed_run(context, log)?;
+        let announced = run.announced();
+        if announced.is_empty() {
+            return Ok(Outcome::Skip(
+                "the --tool-prompt turns put no tool_call on the wire".into(),
+            ));
         }
-        let approved = !approval["approvedBy"].is_null();
-        match run.answer(id) {
-            Some(_) if !approved => {
-                return Err(format!("{call}: the kit approved it, the record's approval is {shown}"));
+        for (id, update) in announced {
+            let call = format!("tool_call `{id}` ({})", trim(&update["title"].to_string()));
+            let record = run.record(id).ok_or_else(|| {
+                format!(
+                    "{call} is on the wire, but {} has no tool.call record of it",
+                    log.display()
+                )
+            })?;
+            let approval = approval(record);
+            let shown = trim(&approval.to_string());
+            // A denied call on the wire is audit.denied-not-on-wire's finding.
+            if !approval["deniedBy"].is_null() {
+                continue;
             }
-            None if !(approved || approval == "auto") => {
-                return Err(format!(
-                    "{call}: it ran without asking, the record's approval is {shown} (expected \"auto\")"
-                ));
+            let approved = !approval["approvedBy"].is_null();
+            match run.answer(id) {
+                Some(_) if !approved => {
+                    return Err(format!("{call}: the kit approved it, the record's approval is {shown}"));
+                }
+                None if !(approved || approval == "auto") => {
+                    return Err(format!(
+                        "{call}: it ran without asking, the record's approval is {shown} (expected \"auto\")"
+                    ));
+                }
+                _ => {}
             }
-            _ => {}
+            match run.status(id) {
+                Some("completed") if !has_result(record) => {
+                    return Err(format!(
+                        "{call} completed, but its record has no result: {}",
+                        trim(&record.to_string())
+                    ));
+                }
+                Some("failed") if !has_error(record) => {
+                    return Err(format!(
+                        "{call} failed, but its record has no error: {}",
+                        trim(&record.to_string())
+                    ));
+                }
+                _ => {}
+            }
         }
-        match run.status(id) {
-            Some("completed") if !has_result(record) => {
-                return Err(format!(
-                    "{call} completed, but its record has no result: {}",
-                    trim(&record.to_string())
-                ));
-            }
-            Some("failed") if !has_error(record) => {
-                return Err(format!(
-                    "{call} failed, but its record has no error: {}",
-                    trim(&record.to_string())
-                ));
-            }
-            _ => {}
-        }
-    }
-    Ok(Outcome::Pass)
+        Ok(Outcome::Pass)
+    })
 }
 
 /// `audit.denied-not-on-wire`: a call governance denied was neither announced nor asked about.
 pub fn denied_not_on_wire(context: &Context) -> Result<Outcome, String> {
-    let log = match applies(context, true) {
-        Ok(log) => log,
-        Err(skip) => return Ok(skip),
-    };
-    let run = allowed_run(context, &log)?;
-    let denied: Vec<&Value> = run
-        .tool_records()
-        .filter(|r| !approval(r)["deniedBy"].is_null())
-        .collect();
-    if denied.is_empty() {
-        return Ok(Outcome::Skip(
-            "no tool call was denied: add a --tool-prompt that asks for a tool governance denies".into(),
-        ));
-    }
-    for record in denied {
-        let id = record["subject"]["ref"].as_str().unwrap_or_default();
-        let tool = &record["metadata"]["aip44"]["tool"];
-        let on_wire = run.wire.iter().find(|m| {
-            let update = &m["params"]["update"];
-            let asked = &m["params"]["toolCall"];
-            (m["method"] == "session/update"
-                && update["toolCallId"] == id
-                && (update["sessionUpdate"] == "tool_call" || update["sessionUpdate"] == "tool_call_update"))
-                || (m["method"] == "session/request_permission" && asked["toolCallId"] == id)
-                || (m["method"] == "session/update"
-                    && update["sessionUpdate"] == "tool_call"
-                    && tool.is_string()
-                    && (update["title"] == *tool || update["name"] == *tool))
-        });
-        if let Some(message) = on_wire {
-            return Err(format!(
-                "governance denied `{}` (record {}), yet it reached the wire: {}",
-                tool.as_str().unwrap_or(id),
-                record["seq"],
-                trim(&message.to_string())
+    with_log(context, true, |log| {
+        let run = allowed_run(context, log)?;
+        let denied: Vec<&Value> = run
+            .tool_records()
+            .filter(|r| !approval(r)["deniedBy"].is_null())
+            .collect();
+        if denied.is_empty() {
+            return Ok(Outcome::Skip(
+                "no tool call was denied: add a --tool-prompt that asks for a tool governance denies".into(),
             ));
         }
-        if has_result(record) {
-            return Err(format!(
-                "a denied call's record has a result: {}",
-                trim(&record.to_string())
-            ));
+        for record in denied {
+            let id = record["subject"]["ref"].as_str().unwrap_or_default();
+            let tool = &record["metadata"]["aip44"]["tool"];
+            let on_wire = run.wire.iter().find(|m| {
+                let update = &m["params"]["update"];
+                let asked = &m["params"]["toolCall"];
+                (m["method"] == "session/update"
+                    && update["toolCallId"] == id
+                    && (update["sessionUpdate"] == "tool_call" || update["sessionUpdate"] == "tool_call_update"))
+                    || (m["method"] == "session/request_permission" && asked["toolCallId"] == id)
+                    || (m["method"] == "session/update"
+                        && update["sessionUpdate"] == "tool_call"
+                        && tool.is_string()
+                        && (update["title"] == *tool || update["name"] == *tool))
+            });
+            if let Some(message) = on_wire {
+                return Err(format!(
+                    "governance denied `{}` (record {}), yet it reached the wire: {}",
+                    tool.as_str().unwrap_or(id),
+                    record["seq"],
+                    trim(&message.to_string())
+                ));
+            }
+            if has_result(record) {
+                return Err(format!(
+                    "a denied call's record has a result: {}",
+                    trim(&record.to_string())
+                ));
+            }
         }
-    }
-    Ok(Outcome::Pass)
+        Ok(Outcome::Pass)
+    })
 }
 
 /// Judges the calls the kit did not approve in `run`: none ran, each has a record that says
@@ -427,21 +428,17 @@ fn not_run(run: &ToolRun, log: &Path, how: &str) -> Result<Outcome, String> {
 
 /// `audit.rejected-not-run`: a permission request answered reject does not run the tool.
 pub fn rejected_not_run(context: &Context) -> Result<Outcome, String> {
-    let log = match applies(context, true) {
-        Ok(log) => log,
-        Err(skip) => return Ok(skip),
-    };
-    let run = drive(context, &log, Answer::Reject)?;
-    not_run(&run, &log, "was rejected by the kit")
+    with_log(context, true, |log| {
+        let run = drive(context, log, Answer::Reject)?;
+        not_run(&run, log, "was rejected by the kit")
+    })
 }
 
 /// `audit.unanswered-not-run`: a permission request left unanswered (the turn cancelled
 /// instead) does not run the tool, and the turn still ends.
 pub fn unanswered_not_run(context: &Context) -> Result<Outcome, String> {
-    let log = match applies(context, true) {
-        Ok(log) => log,
-        Err(skip) => return Ok(skip),
-    };
-    let run = drive(context, &log, Answer::Unanswered)?;
-    not_run(&run, &log, "was left unanswered and its turn cancelled")
+    with_log(context, true, |log| {
+        let run = drive(context, log, Answer::Unanswered)?;
+        not_run(&run, log, "was left unanswered and its turn cancelled")
+    })
 }
