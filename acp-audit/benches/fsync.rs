@@ -3,14 +3,17 @@
 //!
 //! `cargo bench -p acp-audit --bench fsync` appends tool-call records of about 1 KB to a log
 //! in the system temp folder under each policy (median of 5 runs), then verifies the largest
-//! log. The figures depend on the disk: run it where the logs will live.
+//! log, and times the records in memory (their CPU cost alone). The figures depend on the
+//! disk: run it where the logs will live.
 
 #![allow(clippy::print_stdout, reason = "a benchmark reports its figures on stdout")]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use acp_audit::{Approval, AuditEvent, AuditLog, FsyncPolicy, ToolCallMirror, ToolOutcomeRecord, verify_file};
+use acp_audit::{
+    Approval, AuditEvent, AuditLog, FsyncPolicy, MemorySink, ToolCallMirror, ToolOutcomeRecord, verify_file,
+};
 use serde_json::json;
 
 const RUNS: usize = 5;
@@ -58,6 +61,26 @@ fn main() {
         let rate = records as f64 / time.as_secs_f64();
         println!("{name:<22} {rate:>9.0} records/s ({records} records in {time:.2?}, median of {RUNS})");
     }
+    // What a record costs without the disk: building, hashing, serialising.
+    let records = 20_000;
+    let time = median(
+        (0..RUNS)
+            .map(|_| {
+                let log = AuditLog::with_sink(Box::new(MemorySink::new()));
+                let started = Instant::now();
+                for i in 0..records {
+                    log.record(event(i)).expect("record");
+                }
+                started.elapsed()
+            })
+            .collect(),
+    );
+    let rate = records as f64 / time.as_secs_f64();
+    println!(
+        "{:<22} {rate:>9.0} records/s ({:.2?} per record: the CPU cost without the disk)",
+        "in memory",
+        time / records as u32
+    );
     let bytes = std::fs::metadata(&path).expect("the log").len();
     let time = median(
         (0..RUNS)

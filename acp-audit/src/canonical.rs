@@ -20,6 +20,8 @@
 //! (`1.0`, `1e-6`); [`legacy_object_without`] reproduces that form so the verifier
 //! still accepts those records (see `docs/audit.md`, "The chain").
 
+use std::fmt::Write as _;
+
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
@@ -97,9 +99,9 @@ fn write_value(value: &Value, numbers: Numbers, out: &mut String) {
 fn write_number(number: &Number, numbers: Numbers, out: &mut String) {
     // Integers are exact in both forms, whatever their size (see the module documentation).
     if let Some(n) = number.as_u64() {
-        out.push_str(&n.to_string());
+        let _ = write!(out, "{n}");
     } else if let Some(n) = number.as_i64() {
-        out.push_str(&n.to_string());
+        let _ = write!(out, "{n}");
     } else if let (Numbers::Jcs, Some(f)) = (numbers, number.as_f64()) {
         // Always finite (a `Number` holds no NaN or infinity); `format` would still write
         // `NaN` / `Infinity` rather than panic.
@@ -113,7 +115,7 @@ fn write_object(map: &Map<String, Value>, skip: Option<&str>, numbers: Numbers, 
     // The workspace's serde_json keeps insertion order, so sort here, by UTF-16 code units
     // (which differs from byte order for characters above U+FFFF vs U+E000..U+FFFF).
     let mut members: Vec<(&String, &Value)> = map.iter().filter(|(key, _)| Some(key.as_str()) != skip).collect();
-    members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+    members.sort_by(|(a, _), (b, _)| utf16_order(a, b));
     out.push('{');
     for (i, (key, value)) in members.into_iter().enumerate() {
         if i > 0 {
@@ -126,26 +128,45 @@ fn write_object(map: &Map<String, Value>, skip: Option<&str>, numbers: Numbers, 
     out.push('}');
 }
 
+/// The order of `a` and `b` by UTF-16 code units. It is their byte order unless one holds a
+/// character at U+E000 or above (UTF-8 lead byte 0xEE or higher), which is rare in keys.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let wide = |text: &str| text.bytes().any(|byte| byte >= 0xee);
+    if wide(a) || wide(b) {
+        a.encode_utf16().cmp(b.encode_utf16())
+    } else {
+        a.cmp(b)
+    }
+}
+
 fn write_string(text: &str, out: &mut String) {
     out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let code = u32::from(c) as usize;
-                out.push_str("\\u00");
-                out.push(HEX[code >> 4] as char);
-                out.push(HEX[code & 0xf] as char);
-            }
-            c => out.push(c),
+    // Only ASCII characters are escaped, so the text is copied in runs between them.
+    let mut run_start = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[run_start..i]);
+        run_start = i + 1;
+        if escape.is_empty() {
+            let code = usize::from(byte);
+            out.push_str("\\u00");
+            out.push(HEX[code >> 4] as char);
+            out.push(HEX[code & 0xf] as char);
+        } else {
+            out.push_str(escape);
         }
     }
+    out.push_str(&text[run_start..]);
     out.push('"');
 }
 

@@ -403,17 +403,11 @@ impl AuditRecord {
         record.insert("hashAlg".into(), json!(HASH_ALG));
         let hash = sha256_hex(&canonical_object_without(&record, "hash"));
         // `hash` is written between prevHash and hashAlg, for readability (order is not hashed).
-        let mut written = Map::new();
-        for (key, value) in record {
-            if key == "hashAlg" {
-                written.insert("hash".into(), json!(hash));
-            }
-            written.insert(key, value);
-        }
+        record.shift_insert(record.len() - 1, "hash".into(), json!(hash));
         AuditRecord {
             seq,
             hash,
-            value: Value::Object(written),
+            value: Value::Object(record),
         }
     }
 
