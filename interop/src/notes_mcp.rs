@@ -6,12 +6,16 @@
 //! - `write_note` (destructive): writes a file in its folder;
 //! - `echo`: its `text` back (no annotations: kind `other`);
 //! - `fail`: always a tool error;
-//! - `env`: the value of a variable in its environment (empty when unset).
+//! - `env`: the value of a variable in its environment (empty when unset);
+//! - `roots`: tells its client that its tools changed, then asks it for its roots
+//!   (`roots/list`) and answers their URIs: a request and a notification of the server to its
+//!   client, for what a bridge carries.
 
 use std::path::PathBuf;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::{Peer, RoleServer};
 use rmcp::{ErrorData, schemars, tool, tool_router};
 use serde::Deserialize;
 
@@ -102,5 +106,18 @@ impl Notes {
     )]
     fn env(&self, Parameters(Variable { name }): Parameters<Variable>) -> CallToolResult {
         text(std::env::var(name).unwrap_or_default())
+    }
+
+    #[tool(description = "Tells its client its tools changed, then lists the client's roots")]
+    #[allow(deprecated, reason = "roots are deprecated by MCP, still what a bridge must carry")]
+    async fn roots(&self, client: Peer<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let failed = |error: rmcp::service::ServiceError| ErrorData::internal_error(error.to_string(), None);
+        client.notify_tool_list_changed().await.map_err(failed)?;
+        let roots = tokio::time::timeout(std::time::Duration::from_secs(30), client.list_roots())
+            .await
+            .map_err(|_| ErrorData::internal_error("the client did not list its roots within 30 s", None))?
+            .map_err(failed)?;
+        let uris: Vec<&str> = roots.roots.iter().map(|root| root.uri.as_str()).collect();
+        Ok(text(uris.join(" ")))
     }
 }

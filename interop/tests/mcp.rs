@@ -802,7 +802,7 @@ async fn the_clients_mcp_servers_over_acp_are_left_out_for_an_agent_without_it()
 // ---- MCP-over-ACP through a bridge ------------------------------------------------------------
 
 /// A sandboxed bridge (tests/operators/mcp-bridge): of the editor's MCP server `notes`, the
-/// agent may use `read_note`, `write_note` and `echo`, each asked of the editor.
+/// agent may use `read_note`, `write_note`, `echo` and `roots`, each asked of the editor.
 #[acp_operator(manifest = "tests/operators/mcp-bridge/ACP.md")]
 struct McpBridge {
     agent: AgentCommand,
@@ -1059,7 +1059,7 @@ async fn a_bridge_answers_the_agents_mcp_calls_over_acp_that_governance_denies_o
         .await;
     let session = session_with(&client, &project, json!([])).await;
     let (said, _) = prompt(&client, &session, "call them").await;
-    assert_eq!(said[0], "echo read_note write_note", "`fail` is not listed");
+    assert_eq!(said[0], "echo read_note roots write_note", "`fail` is not listed");
     assert!(said[1].contains("`mcp/notes/fail` is denied by governance"), "{said:?}");
     assert!(
         said[2].contains("`mcp/notes/echo` was not approved by the client"),
@@ -1184,7 +1184,7 @@ async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_
 /// (HTTP) what a request without the header and one with another token get, the tools listed, and each call's text or
 /// error: `read_note` of `hello.txt`, `fail`, `write_note` of `keep-out.txt`.
 const PLAIN_MCP_AGENT: &str = r#"
-import json, os, subprocess, sys, urllib.request, urllib.error
+import json, os, queue, subprocess, sys, threading, urllib.request, urllib.error
 HTTP = sys.argv[1:] == ["http"]
 def send(o):
     sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
@@ -1231,21 +1231,43 @@ class Http:
                 if m.get("id") == id:
                     return m
 class Stdio:
+    """The server started by the agent; its messages read by a thread of their own, the
+    requests it makes of the agent answered (`roots/list`), its notifications kept."""
     def __init__(self, server):
         env = {e["name"]: e["value"] for e in server.get("env", [])}
         self.child = subprocess.Popen([server["command"]] + server.get("args", []), env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.told, self.asked_of_us, self.answers = [], [], queue.Queue()
+        threading.Thread(target=self.read, daemon=True).start()
+    def write(self, message):
+        self.child.stdin.write(json.dumps(message) + "\n"); self.child.stdin.flush()
+    def read(self):
+        for line in self.child.stdout:
+            m = json.loads(line)
+            if "method" in m and "id" in m:
+                self.asked_of_us.append(m["method"])
+                if m["method"] == "roots/list":
+                    self.write({"jsonrpc": "2.0", "id": m["id"], "result": {"roots": [
+                        {"uri": "file:///agent-root", "name": "agent"}]}})
+                else:
+                    self.write({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}})
+            elif "method" in m:
+                self.told.append(m["method"])
+                self.answers.put(None)
+            else:
+                self.answers.put(m)
     def call(self, id, method, params):
         message = {"jsonrpc": "2.0", "method": method, "params": params}
         if id is not None:
             message["id"] = id
-        self.child.stdin.write(json.dumps(message) + "\n"); self.child.stdin.flush()
-        if id is None:
-            return None
-        for line in self.child.stdout:
-            m = json.loads(line)
-            if m.get("id") == id:
+        self.write(message)
+        while id is not None:
+            m = self.answers.get(timeout=60)
+            if m is not None and m.get("id") == id:
                 return m
+    def wait_told(self, method):
+        while method not in self.told:
+            self.answers.get(timeout=60)
 server = None
 for line in sys.stdin:
     m = json.loads(line)
@@ -1266,7 +1288,8 @@ for line in sys.stdin:
         else:
             say("stdio %s %s" % (server["name"], sorted(e["name"] for e in server["env"])))
             mcp = Stdio(server)
-        mcp.call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+        capabilities = {} if HTTP else {"roots": {"listChanged": False}}
+        mcp.call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": capabilities,
                                    "clientInfo": {"name": "plain", "version": "0"}})
         mcp.call(None, "notifications/initialized", {})
         tools = mcp.call(2, "tools/list", {}).get("result", {}).get("tools", [])
@@ -1278,6 +1301,13 @@ for line in sys.stdin:
                 say("error: " + answer["error"]["message"])
             else:
                 say("result: " + answer["result"]["content"][0]["text"])
+        if not HTTP:
+            # The editor's server asks the agent for its roots, and tells it its tools changed.
+            answer = mcp.call(6, "tools/call", {"name": "roots", "arguments": {}})
+            mcp.wait_told("notifications/tools/list_changed")
+            say("roots: %s; asked of the agent: %s; told: %s" % (
+                answer.get("result", {}).get("content", [{}])[0].get("text", answer.get("error")),
+                " ".join(mcp.asked_of_us), " ".join(mcp.told)))
         send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
     elif id is not None and method:
         send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
@@ -1324,7 +1354,7 @@ async fn through_a_translating_bridge(
 /// `keep-out.txt` rejected by the editor; only the read reached the editor; each audited.
 fn assert_governed_through_translation(said: &[String], asked: &[String], methods: &[String], records: &[Value]) {
     assert_eq!(said.len(), 4, "{said:?}");
-    assert_eq!(said[0], "echo read_note write_note", "`fail` is not listed");
+    assert_eq!(said[0], "echo read_note roots write_note", "`fail` is not listed");
     assert_eq!(said[1], "result: hello from the editor");
     assert!(
         said[2].starts_with("error: the MCP tool `mcp/notes/fail` is denied by governance"),
@@ -1384,7 +1414,21 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_t
         said[0], "stdio notes ['AGENTACP_MCP_SHIM_TOKEN', 'AGENTACP_MCP_SHIM_URL']",
         "{said:?}"
     );
-    assert_governed_through_translation(&said[1..], &asked, &methods, &records);
+    // Then `roots`: the editor's server asked the agent (through the bridge's endpoint and
+    // the shim) for its roots and got the agent's answer, and told it its tools changed.
+    assert_eq!(
+        said.last().map(String::as_str),
+        Some("roots: file:///agent-root; asked of the agent: roots/list; told: notifications/tools/list_changed"),
+        "{said:?}"
+    );
+    let roots = "Call `roots` on the MCP server `notes`";
+    assert_eq!(asked.last().map(String::as_str), Some(roots), "{asked:?}");
+    let asked: Vec<String> = asked.into_iter().filter(|title| title != roots).collect();
+    let methods: Vec<String> = methods
+        .into_iter()
+        .filter(|m| !m.ends_with("tools/call roots"))
+        .collect();
+    assert_governed_through_translation(&said[1..said.len() - 1], &asked, &methods, &records);
 }
 
 /// Issue #19: the sandboxed example passes `scaffold-aip conform` with its manifest. A `/run`

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::Notify;
 
+#[cfg(feature = "mcp")]
+mod carry;
 mod mcp;
 mod state;
 #[cfg(feature = "mcp")]

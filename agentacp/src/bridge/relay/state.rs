@@ -135,7 +135,10 @@ pub(super) struct Endpoint {
     /// The bridge's MCP connection to the editor's server (its tunnel in
     /// [`Translation::tunnels`]), once the agent connected.
     pub(super) upstream:
-        tokio::sync::OnceCell<rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>>,
+        tokio::sync::OnceCell<rmcp::service::RunningService<rmcp::RoleClient, super::carry::AgentSide>>,
+    /// The agent's MCP session on this endpoint (the latest, when it opened several): where
+    /// what the editor's server asks of its client, or tells it, is carried.
+    pub(super) agent: super::carry::AgentSlot,
 }
 
 #[cfg(feature = "mcp")]

@@ -16,8 +16,10 @@
 //! - governance and audit are those of MCP-over-ACP passing the bridge (`mcp.rs`): each
 //!   `tools/call` is decided by `mcp/<server>/<tool>` (`deny` answered, `ask` asked of the
 //!   editor), audited with its approval and result, and `tools/list` lists only what
-//!   governance does not deny. Resources and prompts pass as they are; requests of the
-//!   editor's server to the agent (sampling, roots, elicitation) are not carried.
+//!   governance does not deny. Resources and prompts pass as they are;
+//! - what the editor's server asks of its client (sampling, roots, elicitation) and tells it
+//!   (progress, log messages, changed lists, an updated resource) is carried to the agent's
+//!   MCP session, as it is (`carry.rs`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -43,6 +45,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
+use super::carry::{AgentSide, AgentSlot};
 use super::mcp::{self as governed, Verdict};
 use super::state::{Endpoint, Loopback, Relay, Translation};
 use crate::client::mcp_governance::{self, McpCall};
@@ -107,6 +110,7 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
                 server_id: server_id.to_string(),
                 secret: secret.clone(),
                 upstream: tokio::sync::OnceCell::new(),
+                agent: AgentSlot::default(),
             }),
         );
         key
@@ -368,12 +372,13 @@ impl Proxy {
                     peer: Arc::new(EditorPeer(Arc::downgrade(relay))),
                     tunnels: Arc::clone(&translation.tunnels),
                 };
-                let client = client.unwrap_or_else(|| {
+                let info = client.unwrap_or_else(|| {
                     ClientConfig::new(
                         ClientCapabilities::default(),
                         Implementation::new("agentacp-bridge", env!("CARGO_PKG_VERSION")),
                     )
                 });
+                let client = AgentSide::new(info, endpoint.agent.clone());
                 let (service, _tunnel) = open_over_acp(&endpoint.server_id, &link, client).await?;
                 Ok::<_, String>(service)
             })
@@ -402,15 +407,20 @@ impl Proxy {
 
 /// `request` to the editor's server, bounded by [`CALL_TIMEOUT`].
 async fn bounded<T>(request: impl Future<Output = Result<T, ServiceError>>) -> Result<T, ErrorData> {
+    within("the editor's MCP server", request).await
+}
+
+/// `request` to `peer`, bounded by [`CALL_TIMEOUT`]; its failure as an MCP error.
+pub(super) async fn within<T>(
+    peer: &str,
+    request: impl Future<Output = Result<T, ServiceError>>,
+) -> Result<T, ErrorData> {
     match tokio::time::timeout(CALL_TIMEOUT, request).await {
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(ServiceError::McpError(error))) => Err(error),
-        Ok(Err(error)) => Err(ErrorData::internal_error(
-            format!("the editor's MCP server: {error}"),
-            None,
-        )),
+        Ok(Err(error)) => Err(ErrorData::internal_error(format!("{peer}: {error}"), None)),
         Err(_) => Err(ErrorData::internal_error(
-            format!("the editor's MCP server did not answer within {CALL_TIMEOUT:?}"),
+            format!("{peer} did not answer within {CALL_TIMEOUT:?}"),
             None,
         )),
     }
@@ -432,6 +442,13 @@ impl rmcp::ServerHandler for Proxy {
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let relay = self.relay()?;
+        if let Some(endpoint) = relay
+            .translation
+            .get()
+            .and_then(|translation| lock(&translation.endpoints).get(&self.key).cloned())
+        {
+            *lock(&endpoint.agent) = Some(context.peer.clone());
+        }
         let reached = self.reach(&relay, Some(request)).await?;
         // What the editor's server said of itself, as the agent's `initialize` answer.
         let info = (reached.peer.peer_info())
