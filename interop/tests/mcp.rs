@@ -1184,7 +1184,7 @@ async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_
 /// (HTTP) what a request without the header and one with another token get, the tools listed, and each call's text or
 /// error: `read_note` of `hello.txt`, `fail`, `write_note` of `keep-out.txt`.
 const PLAIN_MCP_AGENT: &str = r#"
-import json, os, queue, subprocess, sys, threading, urllib.request, urllib.error
+import json, os, queue, socket, subprocess, sys, threading, urllib.request, urllib.error
 HTTP = sys.argv[1:] == ["http"]
 def send(o):
     sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
@@ -1268,6 +1268,18 @@ class Stdio:
     def wait_told(self, method):
         while method not in self.told:
             self.answers.get(timeout=60)
+def socket_without_token(server):
+    """What the shims' socket does with a connection that sends another token, then MCP."""
+    path = {e["name"]: e["value"] for e in server["env"]}["AGENTACP_MCP_SHIM_SOCKET"]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(path)
+    sock.sendall(b"acp_not-the-token\n" + json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "intruder", "version": "0"}}}).encode() + b"\n")
+    answer = sock.recv(65536)
+    sock.close()
+    return ("closed " if answer == b"" else "answered ") + path
 server = None
 for line in sys.stdin:
     m = json.loads(line)
@@ -1287,6 +1299,7 @@ for line in sys.stdin:
             say(mcp.status_without_token())
         else:
             say("stdio %s %s" % (server["name"], sorted(e["name"] for e in server["env"])))
+            say(socket_without_token(server))
             mcp = Stdio(server)
         capabilities = {} if HTTP else {"roots": {"listChanged": False}}
         mcp.call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": capabilities,
@@ -1410,10 +1423,17 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_over_http_to_an_agent_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_to_an_agent_without_http() {
     let (said, asked, methods, records, _dirs) = through_a_translating_bridge("stdio").await;
+    // The agent got the shim, pointed at the bridge's socket; a connection to the socket
+    // with another token was closed without an answer.
     assert_eq!(
-        said[0], "stdio notes ['AGENTACP_MCP_SHIM_TOKEN', 'AGENTACP_MCP_SHIM_URL']",
+        said[0], "stdio notes ['AGENTACP_MCP_SHIM_SOCKET', 'AGENTACP_MCP_SHIM_TOKEN']",
         "{said:?}"
     );
+    let socket = said[1].strip_prefix("closed ").expect("closed without an answer");
+    // The bridge has stopped: its socket and the socket's folder are gone.
+    let socket = std::path::Path::new(socket);
+    assert!(!socket.exists(), "{} is left behind", socket.display());
+    assert!(!socket.parent().unwrap().exists(), "the socket's folder is left behind");
     // Then `roots`: the editor's server asked the agent (through the bridge's endpoint and
     // the shim) for its roots and got the agent's answer, and told it its tools changed.
     assert_eq!(
@@ -1428,7 +1448,7 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_t
         .into_iter()
         .filter(|m| !m.ends_with("tools/call roots"))
         .collect();
-    assert_governed_through_translation(&said[1..said.len() - 1], &asked, &methods, &records);
+    assert_governed_through_translation(&said[2..said.len() - 1], &asked, &methods, &records);
 }
 
 /// Issue #19: the sandboxed example passes `scaffold-aip conform` with its manifest. A `/run`

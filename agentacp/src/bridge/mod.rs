@@ -28,7 +28,8 @@
 //!   `mcpCapabilities.acp`. When the agent does too, `mcp/*` pass (`relay/mcp.rs`); when it
 //!   does not, the editor's `acp` servers reach it as `http` servers on a loopback endpoint of
 //!   the bridge's (bearer token per server), or through the stdio shim
-//!   ([`BridgeOptions::mcp_shim`]) for an agent without HTTP (`relay/translate.rs`). Either
+//!   ([`BridgeOptions::mcp_shim`], reaching the bridge by a Unix socket) for an agent without
+//!   HTTP (`relay/translate.rs`). Either
 //!   way the agent's calls of the editor's MCP tools are governed and audited on the way;
 //! - the agent starts with a cleared environment, plus the variables
 //!   [`BridgeOptions::pass_env`] names (`AGENTACP_BRIDGE_PASS_ENV`);

@@ -1,54 +1,62 @@
 //! The stdio shim of a bridge (`docs/mcp.md`, "Through a bridge"): for an agent that takes
 //! neither MCP-over-ACP nor HTTP MCP servers, the bridge lists each of the editor's
 //! MCP-over-ACP servers as a stdio server whose program is the bridge's own executable, with
-//! [`URL_ENV`] and [`TOKEN_ENV`] set. Run so, that program carries the MCP messages on its
-//! stdin and stdout to the bridge's loopback endpoint (rmcp's stdio and streamable-HTTP
-//! transports, message by message) until either side ends, and exits.
+//! [`SOCKET_ENV`] and [`TOKEN_ENV`] set. Run so, that program connects to the bridge's Unix
+//! socket, sends the token on a line of its own, then carries the bytes of its stdin to the
+//! socket and those of the socket to its stdout (MCP, one message per line) until either side
+//! ends, and exits.
 
-use rmcp::service::RoleServer;
-use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
+use std::path::Path;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
 
-/// The variable that names the endpoint a shim carries its stdio to.
-pub const URL_ENV: &str = "AGENTACP_MCP_SHIM_URL";
-/// The variable that holds the endpoint's bearer token.
+/// The variable that names the bridge's socket a shim carries its stdio to.
+pub const SOCKET_ENV: &str = "AGENTACP_MCP_SHIM_SOCKET";
+/// The variable that holds the token of the server the shim stands for.
 pub const TOKEN_ENV: &str = "AGENTACP_MCP_SHIM_TOKEN";
 
-/// When this process was started as a bridge's stdio shim ([`URL_ENV`] is set): carries its
-/// stdio to the endpoint until either side ends, and returns `Some` with how it ended. `None`
+/// When this process was started as a bridge's stdio shim ([`SOCKET_ENV`] is set): carries its
+/// stdio to the bridge until either side ends, and returns `Some` with how it ended. `None`
 /// at once otherwise. A bridge's `bridge_stdio` calls it first; a bridge served some other way
 /// whose program is its shim (the default) calls it at the start of `main`.
 pub async fn serve_if_asked() -> Option<Result<()>> {
-    let url = std::env::var(URL_ENV).ok()?;
+    let socket = std::env::var_os(SOCKET_ENV)?;
     let token = std::env::var(TOKEN_ENV).unwrap_or_default();
-    Some(carry(&url, &token).await)
+    Some(carry(Path::new(&socket), &token).await)
 }
 
-/// Carries MCP between stdio (as the agent's server) and the endpoint at `url` (as its client).
-async fn carry(url: &str, token: &str) -> Result<()> {
-    let headers = [("Authorization".to_string(), format!("Bearer {token}"))];
-    let mut endpoint = super::http_transport(url, &headers).map_err(Error::msg)?;
-    let mut stdio = AsyncRwTransport::<RoleServer, _, _>::new_server(tokio::io::stdin(), tokio::io::stdout());
-    loop {
-        tokio::select! {
-            from_agent = stdio.receive() => match from_agent {
-                Some(message) => endpoint
-                    .send(message)
-                    .await
-                    .map_err(|error| Error::msg(format!("the bridge's MCP endpoint: {error}")))?,
-                None => break,
-            },
-            from_endpoint = endpoint.receive() => match from_endpoint {
-                Some(message) => stdio
-                    .send(message)
-                    .await
-                    .map_err(|error| Error::msg(format!("writing to stdout failed: {error}")))?,
-                None => break,
-            },
-        }
+/// Carries stdio to the bridge's socket at `socket`, as the server `token` names.
+async fn carry(socket: &Path, token: &str) -> Result<()> {
+    let connect = tokio::net::UnixStream::connect(socket);
+    let stream = tokio::time::timeout(super::CONNECT_TIMEOUT, connect)
+        .await
+        .map_err(|_| {
+            Error::msg(format!(
+                "the bridge's socket {} did not accept in time",
+                socket.display()
+            ))
+        })?
+        .map_err(|error| Error::msg(format!("the bridge's socket {}: {error}", socket.display())))?;
+    let (from_bridge, mut to_bridge) = stream.into_split();
+    to_bridge.write_all(format!("{token}\n").as_bytes()).await?;
+    tokio::select! {
+        sent = pass(tokio::io::stdin(), to_bridge) => sent,
+        received = pass(from_bridge, tokio::io::stdout()) => received,
     }
-    let _ = endpoint.close().await;
-    Ok(())
+}
+
+/// Copies `from` to `to`, flushing after each read, until `from` ends; then shuts `to` down.
+async fn pass(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin) -> Result<()> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = from.read(&mut buffer).await?;
+        if read == 0 {
+            to.shutdown().await?;
+            return Ok(());
+        }
+        to.write_all(&buffer[..read]).await?;
+        to.flush().await?;
+    }
 }

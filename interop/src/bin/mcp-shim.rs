@@ -16,7 +16,7 @@ async fn main() -> ExitCode {
         None => {
             eprintln!(
                 "mcp-shim: {} is not set; this program is started by a bridge's agent",
-                agentacp::mcp::shim::URL_ENV
+                agentacp::mcp::shim::SOCKET_ENV
             );
             ExitCode::from(2)
         }

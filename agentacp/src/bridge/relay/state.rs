@@ -102,8 +102,8 @@ pub(super) struct Relay {
 }
 
 /// The editor's MCP-over-ACP servers, served by the bridge to an agent without MCP-over-ACP
-/// as `"type": "http"` servers on a loopback endpoint (or through a stdio shim when the agent
-/// takes no HTTP either), each reached by an MCP connection of the bridge's own to the editor.
+/// as `"type": "http"` servers on a loopback endpoint (or through a stdio shim and a Unix
+/// socket when the agent takes no HTTP either), each reached by an MCP connection of the bridge's own to the editor.
 #[cfg(feature = "mcp")]
 pub(super) struct Translation {
     /// Whether the agent advertised `mcpCapabilities.http`.
@@ -113,6 +113,8 @@ pub(super) struct Translation {
     pub(super) tunnels: std::sync::Arc<crate::mcp::tunnel::Tunnels>,
     /// The loopback endpoint, once started.
     pub(super) loopback: tokio::sync::OnceCell<Loopback>,
+    /// The Unix socket the stdio shims reach the servers through, once listening.
+    pub(super) socket: tokio::sync::OnceCell<ShimSocket>,
     /// The served servers, by the key in their URL.
     pub(super) endpoints: Mutex<HashMap<String, std::sync::Arc<Endpoint>>>,
     /// Ends the endpoint's accept loop and MCP sessions.
@@ -123,6 +125,22 @@ pub(super) struct Translation {
 #[cfg(feature = "mcp")]
 pub(super) struct Loopback {
     pub(super) address: std::net::SocketAddr,
+}
+
+/// The Unix socket of the stdio shims, in a folder of its own that only this user may enter;
+/// both are removed when it is dropped (with the [`Translation`]).
+#[cfg(feature = "mcp")]
+pub(super) struct ShimSocket {
+    pub(super) path: std::path::PathBuf,
+    pub(super) folder: std::path::PathBuf,
+}
+
+#[cfg(feature = "mcp")]
+impl Drop for ShimSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.folder);
+    }
 }
 
 /// One of the editor's servers, as the bridge serves it.
@@ -149,6 +167,7 @@ impl Translation {
             agent_http,
             tunnels: std::sync::Arc::default(),
             loopback: tokio::sync::OnceCell::new(),
+            socket: tokio::sync::OnceCell::new(),
             endpoints: Mutex::default(),
             stop: tokio_util::sync::CancellationToken::new(),
         }

@@ -8,7 +8,8 @@
 //!   path per server) and an `Authorization: Bearer` header with a token made for it; an agent
 //!   without `mcpCapabilities.http` gets a stdio server instead: the bridge's shim
 //!   ([`BridgeOptions::mcp_shim`](super::super::BridgeOptions::mcp_shim), `crate::mcp::shim`),
-//!   which carries stdio to that same endpoint;
+//!   which carries its stdio to a Unix socket of the bridge's (in a folder only this user may
+//!   enter), where the same proxy serves it after the shim sent its server's token;
 //! - the endpoint is rmcp's streamable-HTTP service; behind it, a proxy ([`Proxy`]) reaches the
 //!   editor's server over an MCP connection of the bridge's own (`mcp/connect`, `mcp/message`,
 //!   sent with the bridge's request ids, [`OWN_IDS`](super::OWN_IDS) up), opened when the agent
@@ -23,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -47,13 +49,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry::{AgentSide, AgentSlot};
 use super::mcp::{self as governed, Verdict};
-use super::state::{Endpoint, Loopback, Relay, Translation};
+use super::state::{Endpoint, Loopback, Relay, ShimSocket, Translation};
 use crate::client::mcp_governance::{self, McpCall};
 use crate::future::BoxFuture;
 use crate::jsonrpc::{self, Id, RpcError, codes};
-use crate::mcp::shim::{TOKEN_ENV, URL_ENV};
+use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
 use crate::mcp::tunnel::{AcpPeer, answer_value};
-use crate::mcp::{AcpLink, CALL_TIMEOUT, open_over_acp};
+use crate::mcp::{AcpLink, CALL_TIMEOUT, CONNECT_TIMEOUT, open_over_acp};
 use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
 use crate::sync::lock;
 use crate::wire::default as wire;
@@ -94,12 +96,12 @@ pub(super) async fn session_request(
     replaced.then(|| Ok(jsonrpc::encode_request(id, method, &params)))
 }
 
-/// The server the agent gets for the editor's `acp` server `entry`: an endpoint of its own on
-/// the loopback listener, as an `http` server or (an agent without HTTP) the stdio shim.
+/// The server the agent gets for the editor's `acp` server `entry`: an `http` server on the
+/// loopback listener, or (an agent without HTTP) the stdio shim, which reaches the bridge
+/// through its Unix socket. Either way with a token made for this server alone.
 async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value) -> Result<Value, String> {
     let server_id = server_id_of(entry).ok_or("an `acp` server without a `serverId`")?;
     let name = entry.get("name").and_then(Value::as_str).unwrap_or(server_id);
-    let address = loopback(relay, translation).await?.address;
     let secret = acp_tokens::generate_token().map_err(|error| format!("no token for the endpoint: {error}"))?;
     let key = {
         let mut endpoints = lock(&translation.endpoints);
@@ -115,15 +117,16 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
         );
         key
     };
-    let url = format!("http://{address}/mcp/{key}");
     if translation.agent_http {
+        let address = loopback(relay, translation).await?.address;
         return Ok(json!({
             "type": "http",
             "name": name,
-            "url": url,
+            "url": format!("http://{address}/mcp/{key}"),
             "headers": [{"name": "Authorization", "value": format!("Bearer {secret}")}],
         }));
     }
+    let socket = shim_socket(relay, translation).await?;
     let shim = match &relay.options.mcp_shim {
         Some(program) => program.clone(),
         None => std::env::current_exe().map_err(|error| format!("no program to run as the stdio shim: {error}"))?,
@@ -132,8 +135,109 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
         "name": name,
         "command": shim,
         "args": [],
-        "env": [{"name": URL_ENV, "value": url}, {"name": TOKEN_ENV, "value": secret}],
+        "env": [
+            {"name": SOCKET_ENV, "value": socket.path},
+            {"name": TOKEN_ENV, "value": secret},
+        ],
     }))
+}
+
+/// The Unix socket of the stdio shims, listening from first use until [`Translation::stop`]
+/// (removed, with its folder, when the translation ends).
+async fn shim_socket<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Result<&'t ShimSocket, String> {
+    translation
+        .socket
+        .get_or_try_init(|| async {
+            let folder = private_folder()?;
+            let path = folder.join("mcp.sock");
+            let listener = match tokio::net::UnixListener::bind(&path) {
+                Ok(listener) => listener,
+                Err(error) => {
+                    let _ = std::fs::remove_dir(&folder);
+                    return Err(format!("no Unix socket at {}: {error}", path.display()));
+                }
+            };
+            tokio::spawn(accept_shims(listener, Arc::downgrade(relay), translation.stop.clone()));
+            tracing::debug!(socket = %path.display(), "serving the editor's MCP-over-ACP servers to the agent's shims");
+            Ok(ShimSocket { path, folder })
+        })
+        .await
+}
+
+/// A new folder in the temporary folder that only this user may enter.
+fn private_folder() -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let random = acp_tokens::generate_token().map_err(|error| format!("no name for the socket's folder: {error}"))?;
+    let suffix: String = random.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+    let folder = std::env::temp_dir().join(format!("agentacp-mcp-{suffix}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&folder)
+        .map_err(|error| format!("no folder for the shims' socket at {}: {error}", folder.display()))?;
+    Ok(folder)
+}
+
+/// Accepts the shims' connections until `stop`.
+async fn accept_shims(listener: tokio::net::UnixListener, relay: Weak<Relay>, stop: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "the shims' socket could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let relay = relay.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = serve_shim(stream, relay) => {}
+            }
+        });
+    }
+}
+
+/// The longest first line a shim may send: its token.
+const TOKEN_LINE_BYTES: u64 = 256;
+
+/// One shim's connection: its first line is the token of the server it wants (within
+/// [`CONNECT_TIMEOUT`]); then MCP, one message per line, served by that server's [`Proxy`]
+/// until either side ends. A wrong token closes the connection.
+async fn serve_shim(stream: tokio::net::UnixStream, relay: Weak<Relay>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut stream = tokio::io::BufReader::new(stream);
+    let mut line = Vec::new();
+    let mut first_line = (&mut stream).take(TOKEN_LINE_BYTES);
+    let read = first_line.read_until(b'\n', &mut line);
+    if !matches!(tokio::time::timeout(CONNECT_TIMEOUT, read).await, Ok(Ok(_))) {
+        tracing::debug!("a shim sent no token");
+        return;
+    }
+    let token = line.strip_suffix(b"\n").unwrap_or(&line);
+    let key = relay.upgrade().and_then(|relay| {
+        let translation = relay.translation.get()?;
+        let endpoints = lock(&translation.endpoints);
+        endpoints
+            .iter()
+            .find(|(_, endpoint)| bool::from(endpoint.secret.as_bytes().ct_eq(token)))
+            .map(|(key, _)| key.clone())
+    });
+    let Some(key) = key else {
+        tracing::warn!("a connection to the shims' socket without a server's token was refused");
+        return;
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, rmcp::ServiceExt::serve(Proxy { relay, key }, stream)).await {
+        Ok(Ok(service)) => {
+            let _ = service.waiting().await;
+        }
+        Ok(Err(error)) => tracing::debug!(%error, "a shim's MCP session did not start"),
+        Err(_) => tracing::debug!("a shim did not initialize within {CONNECT_TIMEOUT:?}"),
+    }
 }
 
 /// The loopback listener, started on first use; it stops with [`Translation::stop`].
