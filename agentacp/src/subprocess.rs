@@ -33,8 +33,11 @@ pub struct AgentCommand {
     env: Vec<(OsString, OsString)>,
     env_allow: Vec<OsString>,
     cwd: Option<PathBuf>,
-    /// The sandbox it runs in (a stdio MCP server of a sandboxed session).
+    /// The sandbox it runs in (a stdio MCP server of a sandboxed session, a sandboxed
+    /// bridge's agent).
     sandbox: Option<Arc<Confinement>>,
+    /// What it may use in that sandbox beyond the mounts, and whether read-only.
+    sandbox_granted: Vec<(PathBuf, bool)>,
 }
 
 impl AgentCommand {
@@ -47,6 +50,7 @@ impl AgentCommand {
             env_allow: DEFAULT_ENV_ALLOW.iter().map(OsString::from).collect(),
             cwd: None,
             sandbox: None,
+            sandbox_granted: Vec::new(),
         }
     }
 
@@ -86,11 +90,32 @@ impl AgentCommand {
         self
     }
 
+    /// The sandbox it will run in, if any, with what it is granted beyond the mounts.
+    pub(crate) fn sandbox(&self) -> Option<Confinement> {
+        self.sandbox
+            .as_ref()
+            .map(|sandbox| sandbox.granting(&self.sandbox_granted))
+    }
+
     /// Runs the program in `sandbox` (its files, memory and network; the environment is
     /// the caller's to give).
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn confined(mut self, sandbox: Arc<Confinement>) -> Self {
         self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Lets the agent read (and execute) `path`, a file or a folder, when it runs in a
+    /// sandbox (a sandboxed bridge's agent: e.g. where its program keeps its code). Outside
+    /// a sandbox, nothing changes.
+    pub fn sandbox_read(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sandbox_granted.push((path.into(), true));
+        self
+    }
+
+    /// Lets the agent read and write `path`, a file or a folder, when it runs in a sandbox
+    /// (e.g. its state folder). Outside a sandbox, nothing changes.
+    pub fn sandbox_write(mut self, path: impl Into<PathBuf>) -> Self {
+        self.sandbox_granted.push((path.into(), false));
         self
     }
 
@@ -135,7 +160,7 @@ impl AgentCommand {
             // A backstop should everything else be dropped with the runtime.
             .kill_on_drop(true);
         die_with_parent(&mut command);
-        if let Some(sandbox) = &self.sandbox {
+        if let Some(sandbox) = self.sandbox() {
             let path = self.agent_env("PATH");
             sandbox.apply(&mut command, Path::new(&self.program), path.as_deref(), false)?;
         }

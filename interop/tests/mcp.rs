@@ -814,6 +814,19 @@ impl McpBridgeBridge for McpBridge {
     }
 }
 
+/// [`McpBridge`] whose agent keeps the network (tests/operators/mcp-bridge-open: egress to a
+/// named host, best effort), so it can reach the bridge's loopback HTTP endpoint.
+#[acp_operator(manifest = "tests/operators/mcp-bridge-open/ACP.md")]
+struct OpenMcpBridge {
+    agent: AgentCommand,
+}
+
+impl OpenMcpBridgeBridge for OpenMcpBridge {
+    fn downstream(&self) -> AgentCommand {
+        self.agent.clone()
+    }
+}
+
 /// A bridge served over WebSocket on loopback in front of `agent`, auditing to `audit`.
 struct BridgeInFront {
     url: String,
@@ -828,6 +841,15 @@ impl BridgeInFront {
 
     /// [`BridgeInFront::start`] with these `options` (but the audit log).
     async fn start_with(agent: AgentCommand, audit: &Path, options: BridgeOptions) -> BridgeInFront {
+        BridgeInFront::serve(McpBridge { agent }, audit, options).await
+    }
+
+    /// `bridge` served with these `options` (but the audit log, `audit`).
+    async fn serve(
+        bridge: impl agentacp::bridge::BridgeOperator,
+        audit: &Path,
+        options: BridgeOptions,
+    ) -> BridgeInFront {
         let listen = ListenOptions::new("127.0.0.1:0".parse().unwrap());
         let listener = BridgeListener::bind(listen).await.expect("the bridge listens");
         let url = format!("ws://{}/acp", listener.local_addr().unwrap());
@@ -836,7 +858,7 @@ impl BridgeInFront {
             ..options
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(listener.serve(McpBridge { agent }, options, async {
+        let task = tokio::spawn(listener.serve(bridge, options, async {
             let _ = stopped.await;
         }));
         BridgeInFront { url, stop, task }
@@ -909,6 +931,9 @@ fn mcp_tap(seen: Arc<Mutex<Vec<String>>>) -> impl Fn(Direction, &[u8]) + Send + 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it() {
+    if !sandbox_enforceable() {
+        return;
+    }
     let dirs = AgentDirs::new();
     let project = dirs.project("p");
     std::fs::write(project.join("hello.txt"), "hello through the bridge").unwrap();
@@ -1049,10 +1074,13 @@ for line in sys.stdin:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_answers_the_agents_mcp_calls_over_acp_that_governance_denies_or_the_editor_rejects() {
+    if !sandbox_enforceable() {
+        return;
+    }
     let dirs = AgentDirs::new();
     let project = dirs.project("p");
     let bridge_audit = dirs.state_dir.join("bridge.jsonl");
-    let agent = AgentCommand::new("python3").args(["-c", UNRULY_AGENT]);
+    let agent = sandboxed_python().args(["-c", UNRULY_AGENT]);
     let bridge = BridgeInFront::start(agent, &bridge_audit).await;
     let (client, asked, methods) = bridge
         .notes_editor(&dirs, &project, |_| PermissionDecision::Reject)
@@ -1337,14 +1365,20 @@ async fn through_a_translating_bridge(
     let project = dirs.project("p");
     std::fs::write(project.join("hello.txt"), "hello from the editor").unwrap();
     let bridge_audit = dirs.state_dir.join("bridge.jsonl");
-    let agent = AgentCommand::new("python3")
+    let agent = sandboxed_python()
         .args(["-c", PLAIN_MCP_AGENT, transport])
         .allow_env("PATH");
     let options = BridgeOptions {
         mcp_shim: Some(env!("CARGO_BIN_EXE_mcp-shim").into()),
         ..BridgeOptions::default()
     };
-    let bridge = BridgeInFront::start_with(agent, &bridge_audit, options).await;
+    // The agent runs in the bridge's sandbox. For the loopback HTTP endpoint it must keep the
+    // network; the shim reaches the bridge without it.
+    let bridge = if transport == "http" {
+        BridgeInFront::serve(OpenMcpBridge { agent }, &bridge_audit, options).await
+    } else {
+        BridgeInFront::start_with(agent, &bridge_audit, options).await
+    };
     let (client, asked, methods) = bridge.notes_editor(&dirs, &project, approve_but_keep_out).await;
     assert!(
         client.takes_mcp_over_acp(),
@@ -1411,6 +1445,117 @@ fn assert_governed_through_translation(said: &[String], asked: &[String], method
     );
 }
 
+/// Python, for an agent run in a bridge's sandbox: the interpreter itself (not a shim that
+/// `PATH` may name, such as pyenv's) and its installation granted to read, since the sandbox
+/// lets a program read only the system's folders and the mounts.
+fn sandboxed_python() -> AgentCommand {
+    let (program, prefix) = python();
+    AgentCommand::new(program).sandbox_read(prefix)
+}
+
+/// The Python interpreter `python3` runs, and the folder it is installed in.
+fn python() -> (String, String) {
+    let output = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable); print(sys.base_prefix)"])
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut lines = text.lines().map(str::to_string);
+    (lines.next().unwrap(), lines.next().unwrap())
+}
+
+/// An agent that, asked anything, says whether it can read `argv[1]` (in the workspace) and
+/// `argv[2]` (outside it), and connect to TCP port `argv[3]` on loopback.
+const CONFINED_AGENT: &str = r#"
+import json, socket, sys
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
+def say(text):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+          "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+inside, outside, port = sys.argv[1:4]
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id = m.get("method"), m.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1, "agentCapabilities": {},
+              "authMethods": []}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        for name, path in [("inside", inside), ("outside", outside)]:
+            try:
+                say("%s: %s" % (name, open(path).read()))
+            except OSError as error:
+                say("%s: %s" % (name, type(error).__name__))
+        try:
+            socket.create_connection(("127.0.0.1", int(port)), timeout=5).close()
+            say("tcp: connected")
+        except OSError as error:
+            say("tcp: %s" % type(error).__name__)
+        send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+    elif id is not None and method:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_bridge_runs_its_agent_in_its_sandbox_and_says_so() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    std::fs::write(project.join("hello.txt"), "in the workspace").unwrap();
+    let secret = dirs.state_dir.join("secret.txt");
+    std::fs::write(&secret, "outside the workspace").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let agent = sandboxed_python().args([
+        "-c".as_ref(),
+        CONFINED_AGENT.as_ref(),
+        project.join("hello.txt").as_os_str(),
+        secret.as_os_str(),
+        port.as_ref(),
+    ]);
+    // The workspace mount (`at: /tmp`) narrowed to the project.
+    let options = BridgeOptions {
+        workspace_root: Some(project.clone()),
+        ..BridgeOptions::default()
+    };
+    let bridge = BridgeInFront::start_with(agent, &dirs.state_dir.join("bridge.jsonl"), options).await;
+    let editor = ClientOptions::default().with_workspace_root(dirs.workspace_root.clone());
+    let (client, _) = bridge.editor(editor, |_| PermissionDecision::Reject).await;
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "try").await;
+    let meta = serde_json::to_value(&client.initialize_response().meta).unwrap();
+    client.close().await;
+    bridge.stop().await;
+    assert_eq!(
+        said[..2],
+        ["inside: in the workspace", "outside: PermissionError"],
+        "{said:?}"
+    );
+    assert!(said[2].starts_with("tcp: ") && said[2] != "tcp: connected", "{said:?}");
+    // What is enforced, in the bridge's `initialize` answer.
+    let enforced = &meta["aip44"]["sandbox_enforcement"];
+    assert_eq!(
+        enforced["files"]["mounts"],
+        json!([{"path": project, "mode": "read-write"}]),
+        "{enforced}"
+    );
+    assert_eq!(enforced["network"], "namespace", "{enforced}");
+    assert_eq!(enforced["limits"]["memory_mb"], 1024, "{enforced}");
+    // Beyond the mounts, to read and run: the program it may be given as the stdio MCP shim
+    // (by default the bridge's own: here, this test), and what the agent's command grants
+    // (Python's installation).
+    let shim = std::env::current_exe().unwrap();
+    assert_eq!(
+        enforced["files"]["granted"],
+        json!([{"path": shim, "mode": "read-only"}, {"path": python().1, "mode": "read-only"}]),
+        "{enforced}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_serves_the_editors_mcp_over_acp_servers_over_http_to_an_agent_without_it() {
     let (said, asked, methods, records, _dirs) = through_a_translating_bridge("http").await;
@@ -1422,6 +1567,9 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_over_http_to_an_agent_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_to_an_agent_without_http() {
+    if !sandbox_enforceable() {
+        return;
+    }
     let (said, asked, methods, records, _dirs) = through_a_translating_bridge("stdio").await;
     // The agent got the shim, pointed at the bridge's socket; a connection to the socket
     // with another token was closed without an answer.

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::options::BridgeOptions;
-use super::{BridgeOperator, downstream, oversight, relay};
+use super::{BridgeOperator, agent_sandbox, downstream, oversight, relay};
 use crate::error::Result;
 use crate::server::websocket::{ListenOptions, Listener, Upgraded};
 
@@ -59,15 +59,21 @@ impl BridgeListener {
         shutdown: impl Future<Output = ()>,
     ) -> Result<()> {
         let (audit, governance) = oversight::<B>(&options)?;
+        let sandbox = agent_sandbox::<B>(&options)?;
         let bridge = Arc::new(bridge);
         let options = Arc::new(options);
         self.listener
             .run(shutdown, move |connection: Upgraded| {
-                let (bridge, options, audit, governance) =
-                    (bridge.clone(), options.clone(), audit.clone(), governance.clone());
+                let (bridge, options, audit, governance, sandbox) = (
+                    bridge.clone(),
+                    options.clone(),
+                    audit.clone(),
+                    governance.clone(),
+                    sandbox.clone(),
+                );
                 async move {
                     tracing::debug!(peer = %connection.peer, identity = ?connection.identity.as_ref().map(|i| i.to_string()), "bridging a connection");
-                    let downstream = downstream(bridge.as_ref(), &options);
+                    let downstream = downstream(bridge.as_ref(), &options, sandbox.as_ref());
                     // Every record of this connection names who it serves.
                     let audit = match &connection.identity {
                         Some(identity) => audit.stamped("aip44", identity.audit_fields()),

@@ -33,6 +33,9 @@
 //!   way the agent's calls of the editor's MCP tools are governed and audited on the way;
 //! - the agent starts with a cleared environment, plus the variables
 //!   [`BridgeOptions::pass_env`] names (`AGENTACP_BRIDGE_PASS_ENV`);
+//! - at tier `sandboxed` the agent runs in the SANDBOX.md sandbox (`docs/sandbox.md`, "A
+//!   sandboxed bridge's agent"): the mounts, the memory limit, the network, plus what its
+//!   command grants ([`AgentCommand::sandbox_read`], [`AgentCommand::sandbox_write`]);
 //! - every request in either direction, every lifecycle step and every tool call (the AIP-44
 //!   mirror, with its approval) is audited before it is forwarded;
 //! - when the editor closes its side, what it asked is still answered (a running prompt is
@@ -73,6 +76,7 @@ use crate::client::downstream::Downstream;
 use crate::env::{ShutdownSignals, default_state_dir, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
+use crate::sandbox::Confinement;
 use crate::spec::OperatorSpec;
 use crate::tier::Tier;
 
@@ -103,7 +107,8 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (audit, governance) = oversight::<B>(&options)?;
-    let downstream = downstream(&bridge, &options);
+    let sandbox = agent_sandbox::<B>(&options)?;
+    let downstream = downstream(&bridge, &options, sandbox.as_ref());
     relay::run(B::spec(), downstream, options, governance, audit, input, output)
         .await
         .map_err(|error| Error::msg(error.to_string()))
@@ -128,15 +133,57 @@ fn oversight<B: BridgeOperator>(options: &BridgeOptions) -> Result<(AuditLog, Op
     Ok((audit, governance))
 }
 
+/// The sandbox a sandboxed bridge runs its agent in (SANDBOX.md, planned for this kernel),
+/// granting the stdio shim the agent may be given to run; `None` without one. An error when
+/// it cannot be enforced and the profile does not accept best effort — a remote agent
+/// ([`BridgeOptions::connect`]) cannot be confined at all.
+fn agent_sandbox<B: BridgeOperator>(options: &BridgeOptions) -> Result<Option<Arc<Confinement>>> {
+    let spec = B::spec();
+    let Some(sandbox) = crate::sandbox::from_spec(spec, options.workspace_root.as_deref()).map_err(Error::msg)? else {
+        return Ok(None);
+    };
+    #[cfg(feature = "websocket")]
+    if options.connect.is_some() {
+        let gap = "the agent is reached over WebSocket, so nothing of it is confined";
+        if !sandbox.profile().best_effort {
+            return Err(Error::msg(format!(
+                "`{}`: the sandbox cannot be enforced: {gap}. Refusing to run unconfined; a profile that accepts this says `metadata: {{agentacp: {{enforcement: best-effort}}}}` in SANDBOX.md",
+                spec.id
+            )));
+        }
+        tracing::warn!(gap, "sandbox not fully enforced (best effort)");
+    }
+    let shim = options
+        .shim_program()
+        .map_err(|error| Error::msg(format!("no program to run as the stdio MCP shim: {error}")))?;
+    Ok(Some(Arc::new(sandbox.granting(&[(shim, true)]))))
+}
+
 /// The agent to relay to: the remote one [`BridgeOptions::connect`] names, else the
-/// bridge's command.
-fn downstream<B: BridgeOperator>(bridge: &B, options: &BridgeOptions) -> Downstream {
+/// bridge's command — in `sandbox` when there is one: confined like a sandboxed server's
+/// stdio MCP servers (the mounts, the memory limit, the network; no timer and no CPU limit,
+/// as it lives for the connection), and passed `env.passthrough` besides what the bridge's
+/// code passes.
+fn downstream<B: BridgeOperator>(
+    bridge: &B,
+    options: &BridgeOptions,
+    sandbox: Option<&Arc<Confinement>>,
+) -> Downstream {
     #[cfg(feature = "websocket")]
     if let Some(dial) = &options.connect {
         return Downstream::Remote(dial.clone());
     }
     let _ = options;
-    Downstream::Process(bridge.downstream())
+    let command = bridge.downstream();
+    Downstream::Process(match sandbox {
+        Some(sandbox) => sandbox
+            .profile()
+            .env_passthrough
+            .iter()
+            .fold(command, |command, name| command.allow_env(name))
+            .confined(Arc::clone(sandbox)),
+        None => command,
+    })
 }
 
 /// Running a bridge over stdio. Implemented for every [`BridgeOperator`].

@@ -45,6 +45,10 @@ pub struct BridgeOptions {
     /// Where a governance channel's audit log is kept (`AGENTACP_STATE_DIR`; default
     /// `~/.local/state/agentacp/<id>`).
     pub state_dir: Option<PathBuf>,
+    /// The workspace root (`AGENTACP_WORKSPACE_ROOT`): at tier `sandboxed`, the folder the
+    /// SANDBOX.md workspace mount is narrowed to for the agent (`docs/sandbox.md`). Default
+    /// none: the mount's `at`.
+    pub workspace_root: Option<PathBuf>,
     /// Variables passed through from the bridge's environment to the agent, when set, besides
     /// what its [`AgentCommand`](crate::client::AgentCommand) allows (the agent starts with a
     /// cleared environment): an API key the agent reads, say. `AGENTACP_BRIDGE_PASS_ENV`,
@@ -67,6 +71,17 @@ pub struct BridgeOptions {
     pub mcp_shim: Option<PathBuf>,
 }
 
+impl BridgeOptions {
+    /// The program run as the stdio MCP shim: [`mcp_shim`](BridgeOptions::mcp_shim), else this
+    /// program.
+    pub(crate) fn shim_program(&self) -> std::io::Result<PathBuf> {
+        match &self.mcp_shim {
+            Some(program) => Ok(program.clone()),
+            None => std::env::current_exe(),
+        }
+    }
+}
+
 impl Default for BridgeOptions {
     fn default() -> Self {
         BridgeOptions {
@@ -82,6 +97,7 @@ impl Default for BridgeOptions {
             audit: None,
             audit_log: None,
             state_dir: None,
+            workspace_root: None,
             pass_env: Vec::new(),
             #[cfg(feature = "websocket")]
             connect: None,
@@ -102,7 +118,8 @@ impl std::fmt::Debug for BridgeOptions {
             .field("audit_log", &self.audit_log)
             .field("state_dir", &self.state_dir)
             .field("pass_env", &self.pass_env)
-            .field("mcp_shim", &self.mcp_shim);
+            .field("mcp_shim", &self.mcp_shim)
+            .field("workspace_root", &self.workspace_root);
         #[cfg(feature = "websocket")]
         f.field("connect", &self.connect);
         f.finish_non_exhaustive()
@@ -115,6 +132,7 @@ impl BridgeOptions {
         let mut options = BridgeOptions {
             audit_log: env_path("AGENTACP_AUDIT_LOG"),
             state_dir: env_path("AGENTACP_STATE_DIR"),
+            workspace_root: env_path("AGENTACP_WORKSPACE_ROOT"),
             pass_env: std::env::var("AGENTACP_BRIDGE_PASS_ENV")
                 .map(|names| parse_names(&names))
                 .unwrap_or_default(),

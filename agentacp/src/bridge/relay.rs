@@ -140,6 +140,14 @@ where
         #[cfg(feature = "websocket")]
         remote @ Downstream::Remote(_) => remote,
     };
+    let sandbox = match &downstream {
+        Downstream::Process(command) => command.sandbox().map(Arc::new),
+        #[cfg(feature = "websocket")]
+        Downstream::Remote(_) => None,
+    };
+    if let Some(sandbox) = &sandbox {
+        tracing::info!(granted = %sandbox.report_granted(), "the agent runs in the sandbox");
+    }
     let (process, stdin, stdout) = downstream
         .open(STDERR_LINES)
         .await
@@ -172,6 +180,7 @@ where
         mcp_over_acp: AtomicBool::new(false),
         #[cfg(feature = "mcp")]
         translation: std::sync::OnceLock::new(),
+        sandbox,
     });
     let editor = FrameReader::new(
         BufReader::with_capacity(64 * 1024, input),
@@ -976,6 +985,9 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
     meta["aip44"] = ours["_meta"]["aip44"].clone();
     if let Some(downstream) = result.get("agentInfo").cloned() {
         meta["aip44"]["downstream"] = downstream;
+    }
+    if let Some(sandbox) = &relay.sandbox {
+        meta["aip44"]["sandbox_enforcement"] = sandbox.report();
     }
     result["_meta"] = meta;
     result["agentInfo"] = ours["agentInfo"].clone();

@@ -161,16 +161,9 @@ fn landlock_rules(
     if confinement.network == NetworkConfinement::LandlockTcp && confinement.kernel.landlock_abi >= LANDLOCK_TCP_ABI {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
     }
-    let writable = confinement
-        .paths
-        .iter()
-        .filter(|(_, read_only)| !read_only)
-        .map(|(path, _)| path);
-    let readable = confinement
-        .paths
-        .iter()
-        .filter(|(_, read_only)| *read_only)
-        .map(|(path, _)| path);
+    let usable = || confinement.paths.iter().chain(&confinement.granted);
+    let writable = usable().filter(|(_, read_only)| !read_only).map(|(path, _)| path);
+    let readable = usable().filter(|(_, read_only)| *read_only).map(|(path, _)| path);
     let created = ruleset
         .create()?
         .add_rules(path_beneath_rules(SYSTEM_READ, read))?

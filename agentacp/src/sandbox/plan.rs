@@ -33,6 +33,9 @@ pub struct Confinement {
     pub(super) workspace: PathBuf,
     pub(super) network: NetworkConfinement,
     pub(super) gaps: Vec<String>,
+    /// Paths the runtime lets one program use beyond the mounts, and whether each is
+    /// read-only (a bridge's agent: the stdio shim, what the bridge's code grants).
+    pub(super) granted: Vec<(PathBuf, bool)>,
 }
 
 impl Confinement {
@@ -125,7 +128,16 @@ impl Confinement {
             workspace,
             network,
             gaps,
+            granted: Vec::new(),
         })
+    }
+
+    /// This confinement, with `granted` usable too (each path and whether it is read-only):
+    /// for one program that needs more than the mounts (a bridge's agent).
+    pub(crate) fn granting(&self, granted: &[(PathBuf, bool)]) -> Confinement {
+        let mut confinement = self.clone();
+        confinement.granted.extend(granted.iter().cloned());
+        confinement
     }
 
     /// The profile this confinement enforces.
@@ -162,14 +174,15 @@ impl Confinement {
             "provider": "local",
             "enforcement": if self.profile.best_effort { "best-effort" } else { "required" },
             "files": if self.confines_files() {
-                json!({
+                let mut files = json!({
                     "mechanism": "landlock",
                     "abi": self.kernel.landlock_abi,
-                    "mounts": self.paths.iter().map(|(path, read_only)| json!({
-                        "path": path,
-                        "mode": if *read_only { "read-only" } else { "read-write" },
-                    })).collect::<Vec<_>>(),
-                })
+                    "mounts": modes(&self.paths),
+                });
+                if !self.granted.is_empty() {
+                    files["granted"] = Value::Array(modes(&self.granted));
+                }
+                files
             } else {
                 Value::Null
             },
@@ -189,6 +202,12 @@ impl Confinement {
         })
     }
 
+    /// What the program this confinement was made for is granted beyond the mounts, as the
+    /// log reports it.
+    pub(crate) fn report_granted(&self) -> Value {
+        Value::Array(modes(&self.granted))
+    }
+
     /// The environment a confined program gets from ours: `env.passthrough`, where set.
     pub(crate) fn passed_env(&self) -> impl Iterator<Item = (&str, std::ffi::OsString)> {
         self.profile
@@ -196,6 +215,19 @@ impl Confinement {
             .iter()
             .filter_map(|key| std::env::var_os(key).map(|value| (key.as_str(), value)))
     }
+}
+
+/// Paths with their mode, as reported.
+fn modes(paths: &[(PathBuf, bool)]) -> Vec<Value> {
+    paths
+        .iter()
+        .map(|(path, read_only)| {
+            json!({
+                "path": path,
+                "mode": if *read_only { "read-only" } else { "read-write" },
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -42,9 +42,15 @@ pub(super) fn advertise(relay: &Relay, theirs: &Value, result: &mut Value) {
     let advertised = |transport: &str| theirs["mcpCapabilities"][transport] == Value::Bool(true);
     #[cfg(feature = "mcp")]
     if !advertised("acp") {
+        // An agent whose network the sandbox cuts off cannot reach the loopback endpoint: it
+        // gets the stdio shim, which reaches the bridge by its Unix socket.
+        let network_open = relay
+            .sandbox
+            .as_ref()
+            .is_none_or(|sandbox| sandbox.network() == crate::sandbox::NetworkConfinement::Open);
         let _ = relay
             .translation
-            .set(super::state::Translation::new(advertised("http")));
+            .set(super::state::Translation::new(advertised("http") && network_open));
     }
     #[cfg(not(feature = "mcp"))]
     let _ = advertised;

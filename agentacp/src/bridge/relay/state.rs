@@ -99,6 +99,8 @@ pub(super) struct Relay {
     /// servers to it (see `translate.rs`).
     #[cfg(feature = "mcp")]
     pub(super) translation: std::sync::OnceLock<Translation>,
+    /// The sandbox the agent runs in (tier sandboxed, a started agent).
+    pub(super) sandbox: Option<std::sync::Arc<crate::sandbox::Confinement>>,
 }
 
 /// The editor's MCP-over-ACP servers, served by the bridge to an agent without MCP-over-ACP

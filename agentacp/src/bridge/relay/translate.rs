@@ -127,10 +127,8 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
         }));
     }
     let socket = shim_socket(relay, translation).await?;
-    let shim = match &relay.options.mcp_shim {
-        Some(program) => program.clone(),
-        None => std::env::current_exe().map_err(|error| format!("no program to run as the stdio shim: {error}"))?,
-    };
+    let shim =
+        (relay.options.shim_program()).map_err(|error| format!("no program to run as the stdio shim: {error}"))?;
     Ok(json!({
         "name": name,
         "command": shim,
