@@ -175,20 +175,31 @@ fn private_folder() -> Result<PathBuf, String> {
     Ok(folder)
 }
 
-/// Accepts the shims' connections until `stop`.
-async fn accept_shims(listener: tokio::net::UnixListener, relay: Weak<Relay>, stop: CancellationToken) {
+/// The next connection `accept` gives, retried after a failure (out of descriptors, say: the
+/// others get a moment to close); `None` once `stop` is cancelled. `what` names the listener.
+async fn next_connection<S, A, F>(stop: &CancellationToken, what: &str, mut accept: A) -> Option<S>
+where
+    A: FnMut() -> F,
+    F: Future<Output = std::io::Result<S>>,
+{
     loop {
-        let stream = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+        tokio::select! {
+            () = stop.cancelled() => return None,
+            accepted = accept() => match accepted {
+                Ok(stream) => return Some(stream),
                 Err(error) => {
-                    tracing::warn!(%error, "the shims' socket could not accept a connection");
+                    tracing::warn!(%error, "{what} could not accept a connection");
                     tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
                 }
             },
-        };
+        }
+    }
+}
+
+/// Accepts the shims' connections until `stop`.
+async fn accept_shims(listener: tokio::net::UnixListener, relay: Weak<Relay>, stop: CancellationToken) {
+    let accept = || async { listener.accept().await.map(|(stream, _)| stream) };
+    while let Some(stream) = next_connection(&stop, "the shims' socket", accept).await {
         let relay = relay.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
@@ -262,19 +273,8 @@ async fn loopback<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Resul
 
 /// Accepts connections to the loopback endpoint until `router.stop`.
 async fn accept(listener: tokio::net::TcpListener, router: Router) {
-    loop {
-        let stream = tokio::select! {
-            () = router.stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of descriptors, say: give the others a moment to close.
-                    tracing::warn!(%error, "the loopback MCP endpoint could not accept a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+    let accept = || async { listener.accept().await.map(|(stream, _)| stream) };
+    while let Some(stream) = next_connection(&router.stop, "the loopback MCP endpoint", accept).await {
         let router = router.clone();
         tokio::spawn(async move {
             let stop = router.stop.clone();
