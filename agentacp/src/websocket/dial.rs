@@ -51,6 +51,19 @@ impl Dial {
         }
     }
 
+    /// Whether the URL names this machine (`localhost`, a loopback address): whether the agent
+    /// can reach what the dialer serves on loopback (a bridge's MCP endpoints). An unreadable
+    /// URL does not.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn is_loopback(&self) -> bool {
+        let Ok(uri) = self.url.parse::<tokio_tungstenite::tungstenite::http::Uri>() else {
+            return false;
+        };
+        let host = uri.host().unwrap_or_default();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// Sends `token` on the upgrade.
     pub fn token(mut self, token: impl Into<String>) -> Dial {
         self.token = Some(token.into());
@@ -129,5 +142,32 @@ fn refused(url: &str, error: tokio_tungstenite::tungstenite::Error) -> std::io::
         }
         Error::Io(error) => std::io::Error::new(error.kind(), format!("cannot connect to {url}: {error}")),
         other => std::io::Error::other(format!("cannot connect to {url}: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dial;
+
+    #[test]
+    fn loopback_urls_are_told_from_others() {
+        for url in [
+            "ws://127.0.0.1:8080/acp",
+            "ws://localhost/acp",
+            "wss://LOCALHOST:9/acp",
+            "ws://[::1]:9000/acp",
+            "ws://127.0.0.2/acp",
+        ] {
+            assert!(Dial::new(url).is_loopback(), "{url}");
+        }
+        for url in [
+            "wss://agent.example.com/acp",
+            "ws://10.0.0.2:80/acp",
+            "ws://[2001:db8::1]/acp",
+            "ws://localhost.example.com/acp",
+            "not a url",
+        ] {
+            assert!(!Dial::new(url).is_loopback(), "{url}");
+        }
     }
 }

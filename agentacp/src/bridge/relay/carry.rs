@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer, ServiceError};
 
-use super::translate::within;
+use crate::mcp::CALL_TIMEOUT;
 use crate::sync::lock;
 /// Where an endpoint's [`AgentSide`] finds the agent's MCP session.
 pub(super) type AgentSlot = Arc<Mutex<Option<Peer<RoleServer>>>>;
@@ -25,7 +25,7 @@ pub(super) type AgentSlot = Arc<Mutex<Option<Peer<RoleServer>>>>;
 /// tells it (progress, log messages, changed lists, an updated resource) to the agent's MCP
 /// session on the endpoint, as it is: the agent decides, as it would with the server itself.
 /// A request that comes before the agent connected, or that the agent does not answer within
-/// [`CALL_TIMEOUT`](crate::mcp::CALL_TIMEOUT), is answered with an error. Cancellations are not carried: the ids they
+/// [`CALL_TIMEOUT`], is answered with an error. Cancellations are not carried: the ids they
 /// name are the editor's server's, not those the bridge gave the agent.
 #[derive(Clone)]
 pub(super) struct AgentSide {
@@ -122,5 +122,21 @@ impl rmcp::ClientHandler for AgentSide {
             self.tell("prompt list changed", agent.notify_prompt_list_changed())
                 .await;
         }
+    }
+}
+
+/// `request` to `peer`, bounded by [`CALL_TIMEOUT`]; its failure as an MCP error.
+pub(super) async fn within<T>(
+    peer: &str,
+    request: impl Future<Output = Result<T, ServiceError>>,
+) -> Result<T, ErrorData> {
+    match tokio::time::timeout(CALL_TIMEOUT, request).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(ServiceError::McpError(error))) => Err(error),
+        Ok(Err(error)) => Err(ErrorData::internal_error(format!("{peer}: {error}"), None)),
+        Err(_) => Err(ErrorData::internal_error(
+            format!("{peer} did not answer within {CALL_TIMEOUT:?}"),
+            None,
+        )),
     }
 }

@@ -42,6 +42,13 @@ pub(super) fn advertise(relay: &Relay, theirs: &Value, result: &mut Value) {
     let advertised = |transport: &str| theirs["mcpCapabilities"][transport] == Value::Bool(true);
     #[cfg(feature = "mcp")]
     if !advertised("acp") {
+        #[cfg(feature = "websocket")]
+        if relay.options.connect.as_ref().is_some_and(|dial| !dial.is_loopback()) {
+            tracing::info!(
+                "not offering MCP-over-ACP to the editor: the agent does not take it, and, on another machine, it could not reach the bridge's endpoints"
+            );
+            return;
+        }
         // An agent whose network the sandbox cuts off cannot reach the loopback endpoint: it
         // gets the stdio shim, which reaches the bridge by its Unix socket.
         let network_open = relay

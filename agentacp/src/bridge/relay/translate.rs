@@ -47,7 +47,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-use super::carry::{AgentSide, AgentSlot};
+use super::carry::{AgentSide, AgentSlot, within};
 use super::mcp::{self as governed, Verdict};
 use super::state::{Endpoint, Loopback, Relay, ShimSocket, Translation};
 use crate::client::mcp_governance::{self, McpCall};
@@ -55,7 +55,7 @@ use crate::future::BoxFuture;
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
 use crate::mcp::tunnel::{AcpPeer, answer_value};
-use crate::mcp::{AcpLink, CALL_TIMEOUT, CONNECT_TIMEOUT, open_over_acp};
+use crate::mcp::{AcpLink, CONNECT_TIMEOUT, open_over_acp};
 use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
 use crate::sync::lock;
 use crate::wire::default as wire;
@@ -507,25 +507,9 @@ impl Proxy {
     }
 }
 
-/// `request` to the editor's server, bounded by [`CALL_TIMEOUT`].
+/// `request` to the editor's server, bounded by [`CALL_TIMEOUT`](crate::mcp::CALL_TIMEOUT).
 async fn bounded<T>(request: impl Future<Output = Result<T, ServiceError>>) -> Result<T, ErrorData> {
     within("the editor's MCP server", request).await
-}
-
-/// `request` to `peer`, bounded by [`CALL_TIMEOUT`]; its failure as an MCP error.
-pub(super) async fn within<T>(
-    peer: &str,
-    request: impl Future<Output = Result<T, ServiceError>>,
-) -> Result<T, ErrorData> {
-    match tokio::time::timeout(CALL_TIMEOUT, request).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(ServiceError::McpError(error))) => Err(error),
-        Ok(Err(error)) => Err(ErrorData::internal_error(format!("{peer}: {error}"), None)),
-        Err(_) => Err(ErrorData::internal_error(
-            format!("{peer} did not answer within {CALL_TIMEOUT:?}"),
-            None,
-        )),
-    }
 }
 
 fn mcp_error(error: &RpcError) -> ErrorData {
