@@ -161,6 +161,9 @@ impl AgentCommand {
             .kill_on_drop(true);
         die_with_parent(&mut command);
         if let Some(sandbox) = self.sandbox() {
+            for (missing, _) in self.sandbox_granted.iter().filter(|(path, _)| !path.exists()) {
+                tracing::warn!(path = %missing.display(), program = ?self.program, "granted to a sandboxed program but does not exist: not granted");
+            }
             let path = self.agent_env("PATH");
             sandbox.apply(&mut command, Path::new(&self.program), path.as_deref(), false)?;
         }

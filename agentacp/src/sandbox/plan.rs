@@ -133,10 +133,12 @@ impl Confinement {
     }
 
     /// This confinement, with `granted` usable too (each path and whether it is read-only):
-    /// for one program that needs more than the mounts (a bridge's agent).
+    /// for one program that needs more than the mounts (a bridge's agent). A path that does
+    /// not exist is left out: Landlock could not grant it, so it is not reported either.
     pub(crate) fn granting(&self, granted: &[(PathBuf, bool)]) -> Confinement {
         let mut confinement = self.clone();
-        confinement.granted.extend(granted.iter().cloned());
+        let existing = granted.iter().filter(|(path, _)| path.exists()).cloned();
+        confinement.granted.extend(existing);
         confinement
     }
 
@@ -245,6 +247,20 @@ mod tests {
         landlock_abi: 6,
         network_namespace: true,
     };
+
+    #[test]
+    fn what_is_granted_beyond_the_mounts_is_reported_when_it_exists() {
+        let confinement = Confinement::plan(profile(json!({})), None, FULL).unwrap();
+        let here = std::env::temp_dir();
+        let missing = here.join("agentacp-no-such-folder-for-this-test");
+        let granted = confinement.granting(&[(here.clone(), true), (missing, false)]);
+        assert_eq!(
+            granted.report()["files"]["granted"],
+            json!([{"path": here, "mode": "read-only"}])
+        );
+        // Nothing granted: no `granted` key.
+        assert!(confinement.report()["files"].get("granted").is_none());
+    }
 
     #[test]
     fn a_kernel_without_landlock_refuses_a_required_sandbox_and_names_the_gap() {
