@@ -1556,6 +1556,43 @@ async fn a_sandboxed_bridge_runs_its_agent_in_its_sandbox_and_says_so() {
     );
 }
 
+/// A sandboxed bridge cannot confine an agent it dials over WebSocket: a profile that requires
+/// enforcement refuses to serve, naming the gap; a best-effort one serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_bridge_refuses_a_remote_agent_unless_its_profile_accepts_best_effort() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let remote = |log: &str| BridgeOptions {
+        connect: Some(Dial::new("ws://127.0.0.1:9/acp")),
+        audit: Some(AuditLog::open(&dirs.state_dir.join(log), FsyncPolicy::Never).unwrap()),
+        ..BridgeOptions::default()
+    };
+    let listen = || ListenOptions::new("127.0.0.1:0".parse().unwrap());
+    let agent = || AgentCommand::new("true");
+
+    let listener = BridgeListener::bind(listen()).await.expect("the bridge listens");
+    let served = listener.serve(McpBridge { agent: agent() }, remote("required.jsonl"), async {});
+    let error = tokio::time::timeout(WAIT, served)
+        .await
+        .expect("answered in time")
+        .expect_err("a required sandbox cannot take a remote agent");
+    assert!(
+        error
+            .to_string()
+            .contains("the agent is reached over WebSocket, so nothing of it is confined"),
+        "{error}"
+    );
+
+    let listener = BridgeListener::bind(listen()).await.expect("the bridge listens");
+    let served = listener.serve(OpenMcpBridge { agent: agent() }, remote("best-effort.jsonl"), async {});
+    tokio::time::timeout(WAIT, served)
+        .await
+        .expect("stopped in time")
+        .expect("a best-effort profile accepts the gap");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_serves_the_editors_mcp_over_acp_servers_over_http_to_an_agent_without_it() {
     let (said, asked, methods, records, _dirs) = through_a_translating_bridge("http").await;

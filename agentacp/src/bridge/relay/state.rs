@@ -105,7 +105,8 @@ pub(super) struct Relay {
 
 /// The editor's MCP-over-ACP servers, served by the bridge to an agent without MCP-over-ACP
 /// as `"type": "http"` servers on a loopback endpoint (or through a stdio shim and a Unix
-/// socket when the agent takes no HTTP either), each reached by an MCP connection of the bridge's own to the editor.
+/// socket when the agent takes no HTTP either), each reached by an MCP connection of the
+/// bridge's own to the editor.
 #[cfg(feature = "mcp")]
 pub(super) struct Translation {
     /// Whether the agent advertised `mcpCapabilities.http`.
@@ -173,6 +174,11 @@ impl Translation {
             endpoints: Mutex::default(),
             stop: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// The served server whose URL or shim names `key`.
+    pub(super) fn endpoint(&self, key: &str) -> Option<std::sync::Arc<Endpoint>> {
+        crate::sync::lock(&self.endpoints).get(key).cloned()
     }
 }
 

@@ -127,8 +127,10 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
         }));
     }
     let socket = shim_socket(relay, translation).await?;
-    let shim =
-        (relay.options.shim_program()).map_err(|error| format!("no program to run as the stdio shim: {error}"))?;
+    let shim = relay
+        .options
+        .shim_program()
+        .map_err(|error| format!("no program to run as the stdio shim: {error}"))?;
     Ok(json!({
         "name": name,
         "command": shim,
@@ -319,7 +321,7 @@ impl Router {
         let endpoint = relay
             .translation
             .get()
-            .and_then(|translation| lock(&translation.endpoints).get(&key).cloned());
+            .and_then(|translation| translation.endpoint(&key));
         drop(relay);
         let Some(endpoint) = endpoint else {
             return plain(StatusCode::NOT_FOUND, "no such MCP server");
@@ -463,10 +465,7 @@ impl Proxy {
     async fn reach(&self, relay: &Arc<Relay>, client: Option<InitializeRequestParams>) -> Result<Reached, ErrorData> {
         let no_server = || ErrorData::internal_error("this MCP server is no longer served", None);
         let translation = relay.translation.get().ok_or_else(no_server)?;
-        let endpoint = lock(&translation.endpoints)
-            .get(&self.key)
-            .cloned()
-            .ok_or_else(no_server)?;
+        let endpoint = translation.endpoint(&self.key).ok_or_else(no_server)?;
         let upstream = endpoint
             .upstream
             .get_or_try_init(|| async {
@@ -531,7 +530,7 @@ impl rmcp::ServerHandler for Proxy {
         if let Some(endpoint) = relay
             .translation
             .get()
-            .and_then(|translation| lock(&translation.endpoints).get(&self.key).cloned())
+            .and_then(|translation| translation.endpoint(&self.key))
         {
             *lock(&endpoint.agent) = Some(context.peer.clone());
         }
