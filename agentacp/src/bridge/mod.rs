@@ -210,10 +210,10 @@ pub trait RunBridge: BridgeOperator + Sized {
             let mut signals = ShutdownSignals::install()?;
             let (end, ended) = oneshot::channel();
             let input = EndOnSignal {
-                inner: tokio::io::stdin(),
+                inner: crate::jsonrpc::stdio::stdin(),
                 end: Some(ended),
             };
-            let run = bridge(self, options, input, tokio::io::stdout());
+            let run = bridge(self, options, input, crate::jsonrpc::stdio::stdout());
             tokio::pin!(run);
             tokio::select! {
                 result = &mut run => return result,

@@ -2,11 +2,13 @@
 //! responses in both directions.
 //!
 //! [`frame`] reads lines with a size limit, [`outbox`] is the one ordered writer, [`pending`]
-//! matches responses to the requests we sent. This module parses and encodes messages.
+//! matches responses to the requests we sent, [`stdio`] is stdin and stdout as the channel. This
+//! module parses and encodes messages.
 
 pub mod frame;
 pub mod outbox;
 pub mod pending;
+pub mod stdio;
 
 use std::fmt;
 

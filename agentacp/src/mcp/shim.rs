@@ -42,8 +42,8 @@ async fn carry(socket: &Path, token: &str) -> Result<()> {
     let (from_bridge, mut to_bridge) = stream.into_split();
     to_bridge.write_all(format!("{token}\n").as_bytes()).await?;
     tokio::select! {
-        sent = pass(tokio::io::stdin(), to_bridge) => sent,
-        received = pass(from_bridge, tokio::io::stdout()) => received,
+        sent = pass(crate::jsonrpc::stdio::stdin(), to_bridge) => sent,
+        received = pass(from_bridge, crate::jsonrpc::stdio::stdout()) => received,
     }
 }
 

@@ -406,7 +406,16 @@ pub trait Serve: Operator + Sized {
     /// Serves over stdin/stdout with the given options, logging to stderr.
     fn serve_stdio_with(self, options: ServerOptions) -> impl Future<Output = Result<()>> + Send {
         init_logging();
-        serve(self, options, tokio::io::stdin(), tokio::io::stdout())
+        // The streams are made when the future first runs: on the runtime's reactor.
+        async move {
+            serve(
+                self,
+                options,
+                crate::jsonrpc::stdio::stdin(),
+                crate::jsonrpc::stdio::stdout(),
+            )
+            .await
+        }
     }
 
     /// Like [`serve_stdio`](Serve::serve_stdio), on a runtime of its own, for a plain `main`.
