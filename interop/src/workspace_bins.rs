@@ -6,8 +6,10 @@
 //! (`cargo test --workspace --no-run --message-format=json`): after the outer build it is fresh,
 //! so it costs a fingerprint check, where a `cargo build --bin NAME` would resolve features
 //! differently and rebuild the dependency tree. A binary that build does not produce falls back
-//! to `cargo build --bin NAME`, and so does every binary when that build fails. `cargo test` does not hold cargo's build lock while tests run, so
-//! the nested command shares the target folder.
+//! to `cargo build --bin NAME`, and so does every binary when that build fails. `cargo test`
+//! does not hold cargo's build lock while tests run, so the nested command shares the target
+//! folder. It runs without the variables cargo sets for the test (`CARGO_MANIFEST_DIR`, ...):
+//! a build script that watches one would otherwise run again and rebuild everything above it.
 //!
 //! Also compiled into `agentacp/tests/client.rs` with `#[path]`: keep it free of this crate's
 //! other modules.
@@ -77,9 +79,17 @@ fn built_alone(name: &str, release: bool) -> Result<PathBuf, String> {
 /// Runs `$CARGO ARGS` from the workspace root; its stdout, or an error with cargo's output.
 fn cargo(args: &[&str]) -> Result<String, String> {
     let program = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-    let output = Command::new(&program)
-        .current_dir(workspace_root())
-        .args(args)
+    let mut command = Command::new(&program);
+    command.current_dir(workspace_root()).args(args);
+    // What cargo sets for the running test, not for a build: left in, `CARGO_MANIFEST_DIR`
+    // reruns the build scripts that watch it (ring's) and so rebuilds everything above them,
+    // minutes on two cores, and again for the outer build.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_for_the_test) {
+            command.env_remove(&name);
+        }
+    }
+    let output = command
         .output()
         .map_err(|e| format!("cannot run {}: {e}", program.to_string_lossy()))?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -96,6 +106,23 @@ fn cargo(args: &[&str]) -> Result<String, String> {
         String::from_utf8_lossy(&output.stderr),
         diagnostics.join("\n")
     ))
+}
+
+/// Whether `name` is one of the variables cargo sets for a test it runs (and not one the
+/// user set for cargo itself, such as `CARGO_TARGET_DIR` or `CARGO_INCREMENTAL`).
+fn set_for_the_test(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+            "OUT_DIR",
+        ]
+        .contains(&name)
 }
 
 fn messages(stdout: &str) -> impl Iterator<Item = Value> + '_ {
