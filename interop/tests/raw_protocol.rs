@@ -347,6 +347,46 @@ async fn unknown_session_and_a_second_concurrent_prompt_are_invalid_params() {
     }
 }
 
+/// A prompt sent the moment the previous one's answer arrives is a new turn, never "already
+/// running": the server ends the turn before it answers. With stdout written by the turn's own
+/// thread, a client on the other core used to win that race now and then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_as_soon_as_the_last_one_is_answered_is_taken() {
+    let binaries = SERVERS.map(example_binary);
+    // Busy threads make the scheduler preempt the server's thread right after its write, which
+    // is when the race was lost (within the first 250 prompts in every run before the fix).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    for (server, binary) in SERVERS.iter().zip(&binaries) {
+        let dirs = AgentDirs::new();
+        let mut client = RawClient::spawn(binary, &dirs);
+        client.initialize(json!(1)).await;
+        let session = client.new_session(json!(2), &dirs.project("p")).await;
+        for id in 3..600 {
+            let response = client
+                .request(json!(id), "session/prompt", prompt(&session, "hi"))
+                .await;
+            if response["result"]["stopReason"] != "end_turn" {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                client.fail(format!("{server}: prompt {id} answered {response}"));
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for thread in busy {
+        thread.join().unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_frame_limit_is_configurable() {
     for server in SERVERS {

@@ -3,12 +3,23 @@
 //!
 //! The task writes whatever has queued up since its last write in one go and flushes once per
 //! batch, so a burst of updates costs one system call per batch rather than one per message.
+//!
+//! When the output is stdout and stdout is a pipe ([`stdio::Stdout::line_writer`]), a line
+//! sent while nothing is waiting to be written is written by the sender itself, whole, from
+//! its own thread (a pipe takes up to `PIPE_BUF` bytes whole or not at all): no wake-up of
+//! the writer task. A count of the lines handed to the task and not yet written keeps the
+//! order: a sender writes itself only when it is zero.
 
+use std::any::Any;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use super::stdio::{self, LineWriter, WriteNow};
+use crate::sync::lock;
 
 /// How many lines may wait before senders wait (backpressure).
 pub const QUEUE_LINES: usize = 1024;
@@ -31,6 +42,16 @@ impl std::error::Error for Closed {}
 #[derive(Debug, Clone)]
 pub struct Outbox {
     tx: mpsc::Sender<Vec<u8>>,
+    direct: Option<Arc<Direct>>,
+}
+
+/// Senders writing lines themselves (stdout as a pipe).
+#[derive(Debug)]
+struct Direct {
+    writer: LineWriter,
+    /// Lines handed to the writer task and not yet written. A sender writes itself only when
+    /// this is zero, holding the lock while it writes.
+    unwritten: Mutex<usize>,
 }
 
 impl Outbox {
@@ -43,12 +64,47 @@ impl Outbox {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (tx, rx) = mpsc::channel(QUEUE_LINES);
-        (Outbox { tx }, tokio::spawn(write_all(rx, output, write_timeout)))
+        let direct = (&output as &dyn Any)
+            .downcast_ref::<stdio::Stdout>()
+            .and_then(stdio::Stdout::line_writer)
+            .map(|writer| {
+                Arc::new(Direct {
+                    writer,
+                    unwritten: Mutex::new(0),
+                })
+            });
+        let task = tokio::spawn(write_all(rx, output, write_timeout, direct.clone()));
+        (Outbox { tx, direct }, task)
     }
 
-    /// Queues one line (it must end with `\n`); waits while the queue is full.
+    /// Queues one line (it must end with `\n`); waits while the queue is full. With stdout a
+    /// pipe and nothing waiting to be written, writes it at once instead.
     pub async fn send(&self, line: Vec<u8>) -> Result<(), Closed> {
-        self.tx.send(line).await.map_err(|_| Closed)
+        let Some(direct) = &self.direct else {
+            return self.tx.send(line).await.map_err(|_| Closed);
+        };
+        {
+            let mut unwritten = lock(&direct.unwritten);
+            if *unwritten == 0 && !self.tx.is_closed() {
+                match direct.writer.try_write_line(&line) {
+                    WriteNow::Written => return Ok(()),
+                    WriteNow::Later => {}
+                    WriteNow::Partly(written) => {
+                        // The rest goes next. Nothing is queued, so the queue has room unless
+                        // senders hold every place; the line is then lost with the connection.
+                        *unwritten += 1;
+                        return self.tx.try_send(line[written..].to_vec()).map_err(|_| {
+                            *unwritten -= 1;
+                            Closed
+                        });
+                    }
+                }
+            }
+        }
+        let place = self.tx.reserve().await.map_err(|_| Closed)?;
+        *lock(&direct.unwritten) += 1;
+        place.send(line);
+        Ok(())
     }
 
     /// Resolves once the writer task has ended (the peer stopped reading, or a write failed):
@@ -62,14 +118,19 @@ async fn write_all<W: AsyncWrite + Unpin>(
     mut rx: mpsc::Receiver<Vec<u8>>,
     mut output: W,
     write_timeout: Duration,
+    direct: Option<Arc<Direct>>,
 ) -> std::io::Result<()> {
     // Grown on demand: an idle connection (one of hundreds over WebSocket) holds no batch.
     let mut batch = Vec::new();
     while let Some(first) = rx.recv().await {
         batch.extend_from_slice(&first);
+        let mut lines = 1;
         while batch.len() < BATCH_BYTES {
             match rx.try_recv() {
-                Ok(line) => batch.extend_from_slice(&line),
+                Ok(line) => {
+                    batch.extend_from_slice(&line);
+                    lines += 1;
+                }
                 Err(_) => break,
             }
         }
@@ -88,6 +149,9 @@ async fn write_all<W: AsyncWrite + Unpin>(
             // Dropping the receiver makes every later `send` fail with `Closed`.
             tracing::debug!(%error, "writing to the peer failed");
             return Err(error);
+        }
+        if let Some(direct) = &direct {
+            *lock(&direct.unwritten) -= lines;
         }
         batch.clear();
     }
@@ -150,5 +214,83 @@ mod tests {
             }
         }
         assert!(closed);
+    }
+
+    /// Stdout's writer over the write end of a fresh pipe, and its read end.
+    fn pipe_stdout() -> (std::io::PipeReader, std::io::PipeWriter, stdio::Stdout) {
+        use std::os::fd::AsFd;
+        let (reader, writer) = std::io::pipe().unwrap();
+        let out = stdio::writer_for(writer.as_fd(), || stdio::Writer::Blocking(tokio::io::stdout()));
+        (reader, writer, out)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_line_sent_while_nothing_waits_is_written_by_the_sender_itself() {
+        use std::io::Read;
+        let (mut reader, writer, out) = pipe_stdout();
+        let (outbox, task) = Outbox::start(out, Duration::from_secs(10));
+        outbox.send(b"{\"a\":1}\n".to_vec()).await.unwrap();
+        // On this one thread the writer task has not run since: the sender wrote the line.
+        rustix::fs::fcntl_setfl(&reader, rustix::fs::OFlags::NONBLOCK).unwrap();
+        let mut got = [0u8; 64];
+        let read = reader.read(&mut got).expect("the line is in the pipe already");
+        assert_eq!(&got[..read], b"{\"a\":1}\n");
+        drop(outbox);
+        task.await.unwrap().unwrap();
+        drop(writer);
+    }
+
+    /// How long line `n` of a sender is: some longer than `PIPE_BUF`, which always go through
+    /// the queue.
+    fn padding_of(n: usize) -> usize {
+        if n.is_multiple_of(97) { 5000 } else { n % 50 }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn senders_writing_themselves_and_the_queue_keep_each_senders_order_and_whole_lines() {
+        use std::io::Read;
+        let (mut reader, writer, out) = pipe_stdout();
+        let (outbox, task) = Outbox::start(out, Duration::from_secs(30));
+        // A slow reader keeps the pipe full at times, so both ways are taken.
+        let collector = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let mut chunk = vec![0u8; 1000];
+            loop {
+                match reader.read(&mut chunk).unwrap() {
+                    0 => return all,
+                    read => all.extend_from_slice(&chunk[..read]),
+                }
+            }
+        });
+        let mut senders = Vec::new();
+        for sender in 0..4 {
+            let outbox = outbox.clone();
+            senders.push(tokio::spawn(async move {
+                for n in 0..3000 {
+                    let padding = padding_of(n);
+                    let line = format!("{sender} {n} {}\n", "x".repeat(padding));
+                    outbox.send(line.into_bytes()).await.unwrap();
+                }
+            }));
+        }
+        for sender in senders {
+            sender.await.unwrap();
+        }
+        drop(outbox);
+        task.await.unwrap().unwrap();
+        drop(writer);
+        let all = String::from_utf8(collector.join().unwrap()).unwrap();
+        let mut next = [0usize; 4];
+        for line in all.lines() {
+            let mut fields = line.split(' ');
+            let sender: usize = fields.next().unwrap().parse().unwrap();
+            let n: usize = fields.next().unwrap().parse().unwrap();
+            let padding = fields.next().unwrap();
+            assert_eq!(n, next[sender], "sender {sender}'s lines out of order");
+            assert_eq!(padding.len(), padding_of(n), "a torn line");
+            assert!(padding.bytes().all(|b| b == b'x'), "a torn line");
+            next[sender] += 1;
+        }
+        assert_eq!(next, [3000; 4]);
     }
 }

@@ -13,7 +13,8 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use rustix::fs::{FileType, OFlags};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -99,10 +100,48 @@ pub struct Stdout {
 }
 
 #[derive(Debug)]
-enum Writer {
-    Pipe(pipe::Sender),
+pub(crate) enum Writer {
+    // Shared with the senders that write whole lines themselves (`LineWriter`).
+    Pipe(Arc<pipe::Sender>),
     Socket(UnixStream),
+    /// tokio's stdout, through a blocking thread.
     Blocking(tokio::io::Stdout),
+}
+
+/// Stdout as a pipe, shared so that a sender can write a short line itself, from its own
+/// thread, when nothing else is waiting to be written ([`Outbox`](super::outbox::Outbox)
+/// does). A pipe takes a write of up to `PIPE_BUF` bytes whole or not at all, so a line
+/// written so never tears.
+#[derive(Debug, Clone)]
+pub struct LineWriter(Arc<pipe::Sender>);
+
+/// What [`LineWriter::try_write_line`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteNow {
+    /// The whole line was written.
+    Written,
+    /// Nothing was written (the pipe is full, the line is longer than `PIPE_BUF`, or the write
+    /// failed, which the next ordinary write will report).
+    Later,
+    /// Only these first bytes were written. A pipe does not do this for a line of up to
+    /// `PIPE_BUF` bytes; the rest must still go first.
+    Partly(usize),
+}
+
+impl LineWriter {
+    /// Writes `line` now, whole, or says why not; never waits.
+    pub fn try_write_line(&self, line: &[u8]) -> WriteNow {
+        if line.len() > rustix::pipe::PIPE_BUF {
+            return WriteNow::Later;
+        }
+        // The system call itself, not tokio's `try_write`: that one would not even try until
+        // the reactor has seen the pipe writable, which it learns only when the writer task polls.
+        match rustix::io::write(&*self.0, line) {
+            Ok(written) if written == line.len() => WriteNow::Written,
+            Ok(0) | Err(_) => WriteNow::Later,
+            Ok(written) => WriteNow::Partly(written),
+        }
+    }
 }
 
 /// Stdin, read on the reactor when it is a pipe or a Unix stream socket (called outside a
@@ -138,10 +177,13 @@ fn reader_for(fd: BorrowedFd<'_>, blocking: impl FnOnce() -> Reader) -> Stdin {
     }
 }
 
-fn writer_for(fd: BorrowedFd<'_>, blocking: impl FnOnce() -> Writer) -> Stdout {
+/// `fd` as [`Stdout`] is stdout: through the reactor when it is a pipe or a socket.
+pub(crate) fn writer_for(fd: BorrowedFd<'_>, blocking: impl FnOnce() -> Writer) -> Stdout {
     let direct = duplicate(fd).and_then(|(copy, restore)| {
         let writer = match StreamKind::of(fd) {
-            StreamKind::Pipe => pipe::Sender::from_owned_fd(copy).ok().map(Writer::Pipe),
+            StreamKind::Pipe => pipe::Sender::from_owned_fd(copy)
+                .ok()
+                .map(|pipe| Writer::Pipe(Arc::new(pipe))),
             StreamKind::UnixSocket => unix_stream(copy).map(Writer::Socket),
             StreamKind::Other => None,
         }?;
@@ -177,6 +219,14 @@ impl Stdout {
     pub fn is_direct(&self) -> bool {
         !matches!(self.inner, Writer::Blocking(_))
     }
+
+    /// When stdout is a pipe: a handle that writes short lines whole from any thread.
+    pub fn line_writer(&self) -> Option<LineWriter> {
+        match &self.inner {
+            Writer::Pipe(pipe) => Some(LineWriter(pipe.clone())),
+            _ => None,
+        }
+    }
 }
 
 impl AsyncRead for Stdin {
@@ -189,29 +239,33 @@ impl AsyncRead for Stdin {
     }
 }
 
-impl Stdout {
-    fn writer(self: Pin<&mut Self>) -> Pin<&mut (dyn AsyncWrite + Unpin)> {
-        match &mut self.get_mut().inner {
-            Writer::Pipe(pipe) => Pin::new(pipe),
-            Writer::Socket(socket) => Pin::new(socket),
-            Writer::Blocking(stdout) => Pin::new(stdout),
-        }
-    }
-}
-
 impl AsyncWrite for Stdout {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.writer().poll_write(cx, buf)
+        match &mut self.get_mut().inner {
+            Writer::Pipe(pipe) => loop {
+                ready!(pipe.poll_write_ready(cx))?;
+                match pipe.try_write(buf) {
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+                    written => return Poll::Ready(written),
+                }
+            },
+            Writer::Socket(socket) => Pin::new(socket).poll_write(cx, buf),
+            Writer::Blocking(stdout) => Pin::new(stdout).poll_write(cx, buf),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.writer().poll_flush(cx)
+        match &mut self.get_mut().inner {
+            Writer::Pipe(_) => Poll::Ready(Ok(())),
+            Writer::Socket(socket) => Pin::new(socket).poll_flush(cx),
+            Writer::Blocking(stdout) => Pin::new(stdout).poll_flush(cx),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         // Shutting a socket down would end the peer's input while fd 1 is still ours; only
         // flush, as tokio's own stdout does.
-        self.writer().poll_flush(cx)
+        self.poll_flush(cx)
     }
 }
 

@@ -1244,7 +1244,7 @@ impl<O: Operator> PromptTask<O> {
     async fn run(self) {
         let session_id = self.scope.session.id().to_string();
         // However this task ends, the session can take the next prompt.
-        let _running = ClearRunning(&self.sessions, &session_id);
+        let running = ClearRunning(&self.sessions, &session_id);
         if self.connection.record_history {
             self.record_prompt();
         }
@@ -1294,6 +1294,9 @@ impl<O: Operator> PromptTask<O> {
         self.memory
             .persist(&session_id, self.scope.session.memory(), Some(&*self.connection));
         lock(&self.in_flight).remove(&self.id);
+        // The turn is over before the client hears so: a prompt sent the moment the answer
+        // arrives is a new turn, not a second one.
+        drop(running);
         if self.answered.swap(true, Ordering::SeqCst) {
             return;
         }
