@@ -157,48 +157,33 @@ pub fn stdout() -> Stdout {
 }
 
 fn reader_for(fd: BorrowedFd<'_>, blocking: impl FnOnce() -> Reader) -> Stdin {
-    let direct = duplicate(fd).and_then(|(copy, restore)| {
-        let reader = match StreamKind::of(fd) {
-            StreamKind::Pipe => pipe::Receiver::from_owned_fd(copy).ok().map(Reader::Pipe),
-            StreamKind::UnixSocket => unix_stream(copy).map(Reader::Socket),
-            StreamKind::Other => None,
-        }?;
-        Some((reader, restore))
+    let reader = on_reactor(fd, |copy, kind| match kind {
+        StreamKind::Pipe => pipe::Receiver::from_owned_fd(copy).ok().map(Reader::Pipe),
+        StreamKind::UnixSocket => unix_stream(copy).map(Reader::Socket),
+        StreamKind::Other => None,
     });
-    match direct {
-        Some((inner, restore)) => Stdin {
-            inner,
-            _restore: Some(restore),
-        },
-        None => Stdin {
-            inner: blocking(),
-            _restore: None,
-        },
-    }
+    let (inner, _restore) = reader.map_or_else(|| (blocking(), None), |(reader, restore)| (reader, Some(restore)));
+    Stdin { inner, _restore }
 }
 
 /// `fd` as [`Stdout`] is stdout: through the reactor when it is a pipe or a socket.
 pub(crate) fn writer_for(fd: BorrowedFd<'_>, blocking: impl FnOnce() -> Writer) -> Stdout {
-    let direct = duplicate(fd).and_then(|(copy, restore)| {
-        let writer = match StreamKind::of(fd) {
-            StreamKind::Pipe => pipe::Sender::from_owned_fd(copy)
-                .ok()
-                .map(|pipe| Writer::Pipe(Arc::new(pipe))),
-            StreamKind::UnixSocket => unix_stream(copy).map(Writer::Socket),
-            StreamKind::Other => None,
-        }?;
-        Some((writer, restore))
+    let writer = on_reactor(fd, |copy, kind| match kind {
+        StreamKind::Pipe => pipe::Sender::from_owned_fd(copy)
+            .ok()
+            .map(|pipe| Writer::Pipe(Arc::new(pipe))),
+        StreamKind::UnixSocket => unix_stream(copy).map(Writer::Socket),
+        StreamKind::Other => None,
     });
-    match direct {
-        Some((inner, restore)) => Stdout {
-            inner,
-            _restore: Some(restore),
-        },
-        None => Stdout {
-            inner: blocking(),
-            _restore: None,
-        },
-    }
+    let (inner, _restore) = writer.map_or_else(|| (blocking(), None), |(writer, restore)| (writer, Some(restore)));
+    Stdout { inner, _restore }
+}
+
+/// `open` given a copy of `fd` and what `fd` is, and the guard that restores its flags;
+/// `None` when `fd` cannot be read or written on the reactor.
+fn on_reactor<T>(fd: BorrowedFd<'_>, open: impl FnOnce(OwnedFd, StreamKind) -> Option<T>) -> Option<(T, RestoreFlags)> {
+    let (copy, restore) = duplicate(fd)?;
+    Some((open(copy, StreamKind::of(fd))?, restore))
 }
 
 fn unix_stream(fd: OwnedFd) -> Option<UnixStream> {
