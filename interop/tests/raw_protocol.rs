@@ -347,6 +347,39 @@ async fn unknown_session_and_a_second_concurrent_prompt_are_invalid_params() {
     }
 }
 
+/// Threads that keep the CPUs busy while alive; stopped and joined on drop, a failing
+/// assertion's unwinding included.
+struct BusyThreads {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyThreads {
+    fn start(count: usize) -> BusyThreads {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..count)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        BusyThreads { stop, threads }
+    }
+}
+
+impl Drop for BusyThreads {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A prompt sent the moment the previous one's answer arrives is a new turn, never "already
 /// running": the server ends the turn before it answers. With stdout written by the turn's own
 /// thread, a client on the other core used to win that race now and then.
@@ -355,17 +388,7 @@ async fn a_prompt_sent_as_soon_as_the_last_one_is_answered_is_taken() {
     let binaries = SERVERS.map(example_binary);
     // Busy threads make the scheduler preempt the server's thread right after its write, which
     // is when the race was lost (within the first 250 prompts in every run before the fix).
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let busy: Vec<_> = (0..3)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-            })
-        })
-        .collect();
+    let _busy = BusyThreads::start(3);
     for (server, binary) in SERVERS.iter().zip(&binaries) {
         let dirs = AgentDirs::new();
         let mut client = RawClient::spawn(binary, &dirs);
@@ -376,14 +399,9 @@ async fn a_prompt_sent_as_soon_as_the_last_one_is_answered_is_taken() {
                 .request(json!(id), "session/prompt", prompt(&session, "hi"))
                 .await;
             if response["result"]["stopReason"] != "end_turn" {
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 client.fail(format!("{server}: prompt {id} answered {response}"));
             }
         }
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for thread in busy {
-        thread.join().unwrap();
     }
 }
 
