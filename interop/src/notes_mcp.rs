@@ -4,18 +4,21 @@
 //!
 //! - `read_note` (read-only): the text of a file in its folder;
 //! - `write_note` (destructive): writes a file in its folder;
-//! - `echo`: its `text` back (no annotations: kind `other`);
+//! - `echo`: its `text` back (no annotations: kind `other`). With `hold: true` it answers
+//!   only once its call is cancelled (at most a minute), and then leaves the file
+//!   `echo-cancelled` (holding the text) in its folder: what a cancellation reached it;
 //! - `fail`: always a tool error;
 //! - `env`: the value of a variable in its environment (empty when unset);
 //! - `roots`: tells its client that its tools changed, then asks it for its roots
 //!   (`roots/list`) and answers their URIs: a request and a notification of the server to its
-//!   client, for what a bridge carries.
+//!   client, for what a bridge carries. With `cancel: true` it cancels that request at once
+//!   (`notifications/cancelled`) and answers `cancelled`.
 
 use std::path::PathBuf;
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock};
-use rmcp::service::{Peer, RoleServer};
+use rmcp::model::{CallToolResult, ContentBlock, ServerRequest};
+use rmcp::service::{Peer, PeerRequestOptions, RequestContext, RoleServer};
 use rmcp::{ErrorData, schemars, tool, tool_router};
 use serde::Deserialize;
 
@@ -37,6 +40,16 @@ struct NoteText {
 struct Text {
     /// Anything.
     text: String,
+    /// Answer only once the call is cancelled.
+    #[serde(default)]
+    hold: bool,
+}
+
+#[derive(Deserialize, schemars::JsonSchema, Default)]
+struct RootsRequest {
+    /// Cancel the `roots/list` request as soon as it is sent.
+    #[serde(default)]
+    cancel: bool,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -91,8 +104,20 @@ impl Notes {
     }
 
     #[tool(description = "Says the text back")]
-    fn echo(&self, Parameters(Text { text: said }): Parameters<Text>) -> CallToolResult {
-        text(said)
+    async fn echo(
+        &self,
+        asked: RequestContext<RoleServer>,
+        Parameters(Text { text: said, hold }): Parameters<Text>,
+    ) -> CallToolResult {
+        if !hold {
+            return text(said);
+        }
+        let held = tokio::time::timeout(std::time::Duration::from_secs(60), asked.ct.cancelled()).await;
+        if held.is_err() {
+            return CallToolResult::error(vec![ContentBlock::text("held for a minute, never cancelled")]);
+        }
+        let _ = std::fs::write(self.folder.join("echo-cancelled"), &said);
+        CallToolResult::error(vec![ContentBlock::text("cancelled")])
     }
 
     #[tool(description = "Always fails")]
@@ -110,9 +135,28 @@ impl Notes {
 
     #[tool(description = "Tells its client its tools changed, then lists the client's roots")]
     #[allow(deprecated, reason = "roots are deprecated by MCP, still what a bridge must carry")]
-    async fn roots(&self, client: Peer<RoleServer>) -> Result<CallToolResult, ErrorData> {
+    async fn roots(
+        &self,
+        client: Peer<RoleServer>,
+        Parameters(RootsRequest { cancel }): Parameters<RootsRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
         let failed = |error: rmcp::service::ServiceError| ErrorData::internal_error(error.to_string(), None);
         client.notify_tool_list_changed().await.map_err(failed)?;
+        if cancel {
+            let request = ServerRequest::ListRootsRequest(rmcp::model::ListRootsRequest {
+                method: Default::default(),
+                extensions: Default::default(),
+            });
+            let asked = client
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await
+                .map_err(failed)?;
+            asked
+                .cancel(Some("the notes server changed its mind".into()))
+                .await
+                .map_err(failed)?;
+            return Ok(text("cancelled"));
+        }
         let roots = tokio::time::timeout(std::time::Duration::from_secs(30), client.list_roots())
             .await
             .map_err(|_| ErrorData::internal_error("the client did not list its roots within 30 s", None))?

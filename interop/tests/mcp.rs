@@ -338,6 +338,90 @@ async fn an_mcp_server_the_client_provides_over_acp_is_listed_called_governed_an
     check_audit_log(&dirs.audit_log, |_| true);
 }
 
+/// A turn cancelled while the client's MCP server over ACP runs a tool: the agent's MCP side
+/// cancels the call, and the cancellation reaches the tool although its MCP id never crossed
+/// (the agent cancels the `mcp/message` carrying it with `$/cancel_request`; the client tells
+/// its server under the id the server got, and answers the `mcp/message` with `-32800`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_turn_cancels_the_tool_running_on_the_clients_mcp_server_over_acp() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let folder = project.clone();
+    let lines: Arc<Mutex<Vec<(Direction, Value)>>> = Arc::default();
+    let called = Arc::new(tokio::sync::Notify::new());
+    let tap = {
+        let (lines, called) = (lines.clone(), called.clone());
+        move |direction: Direction, line: &[u8]| {
+            let message: Value = serde_json::from_slice(line).unwrap_or_default();
+            if message["method"] == "mcp/message" && message["params"]["method"] == "tools/call" {
+                called.notify_one();
+            }
+            lines.lock().unwrap().push((direction, message));
+        }
+    };
+    let (client, _) = connect_with(&dirs, approve_but_keep_out, move |options| {
+        options
+            .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+            .with_wire_tap(tap)
+    })
+    .await;
+    let session = session_with(&client, &project, json!([])).await;
+    let mut turn = tokio::time::timeout(
+        WAIT,
+        client.prompt_text(&session, r#"/mcp call notes echo {"text":"held","hold":true}"#),
+    )
+    .await
+    .expect("prompted in time")
+    .expect("prompted");
+    let cancelling = async {
+        tokio::time::timeout(WAIT, called.notified())
+            .await
+            .expect("the call reached the client's server");
+        client.cancel(&session).await.expect("session/cancel sent");
+    };
+    let ending = async {
+        loop {
+            match tokio::time::timeout(WAIT, turn.next()).await.expect("an event in time") {
+                Some(Ok(PromptEvent::Stop(reason))) => return reason,
+                Some(Ok(_)) => {}
+                other => panic!("the turn ended without a stop reason: {other:?}"),
+            }
+        }
+    };
+    let ((), stop) = tokio::join!(cancelling, ending);
+    assert_eq!(stop, wire::StopReason::Cancelled);
+
+    // The tool saw its call cancelled; the `mcp/message` was cancelled by its ACP id, and
+    // answered `-32800`.
+    let cancelled = project.join("echo-cancelled");
+    let answered_cancelled = |lines: &[(Direction, Value)]| {
+        let call = lines.iter().find(|(direction, message)| {
+            matches!(direction, Direction::FromAgent) && message["params"]["method"] == "tools/call"
+        });
+        let id = &call.expect("the call is on the wire").1["id"];
+        let cancel = lines.iter().any(|(direction, message)| {
+            matches!(direction, Direction::FromAgent)
+                && message["method"] == "$/cancel_request"
+                && message["params"]["requestId"] == *id
+        });
+        let answer = lines.iter().any(|(direction, message)| {
+            matches!(direction, Direction::ToAgent) && message["id"] == *id && message["error"]["code"] == -32800
+        });
+        cancel && answer
+    };
+    let deadline = Instant::now() + WAIT;
+    while !(cancelled.exists() && answered_cancelled(&lines.lock().unwrap())) {
+        assert!(
+            Instant::now() < deadline,
+            "the tool's cancellation or the `-32800` answer never came: {:?}",
+            lines.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&cancelled).unwrap(), "held");
+    client.close().await;
+}
+
 /// Waits (bounded) until no process's command line holds `tag`.
 async fn gone(tag: &str, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -1266,6 +1350,9 @@ class Stdio:
         self.child = subprocess.Popen([server["command"]] + server.get("args", []), env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.told, self.asked_of_us, self.answers = [], [], queue.Queue()
+        # With `hold` set, a `roots/list` is left unanswered (its id kept in `held`): the
+        # server is to cancel it; the ids of the cancellations it sends go to `cancelled`.
+        self.hold, self.held, self.cancelled = False, None, []
         threading.Thread(target=self.read, daemon=True).start()
     def write(self, message):
         self.child.stdin.write(json.dumps(message) + "\n"); self.child.stdin.flush()
@@ -1274,13 +1361,17 @@ class Stdio:
             m = json.loads(line)
             if "method" in m and "id" in m:
                 self.asked_of_us.append(m["method"])
-                if m["method"] == "roots/list":
+                if m["method"] == "roots/list" and self.hold:
+                    self.held = m["id"]
+                elif m["method"] == "roots/list":
                     self.write({"jsonrpc": "2.0", "id": m["id"], "result": {"roots": [
                         {"uri": "file:///agent-root", "name": "agent"}]}})
                 else:
                     self.write({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}})
             elif "method" in m:
                 self.told.append(m["method"])
+                if m["method"] == "notifications/cancelled":
+                    self.cancelled.append(m["params"].get("requestId"))
                 self.answers.put(None)
             else:
                 self.answers.put(m)
@@ -1293,9 +1384,13 @@ class Stdio:
             m = self.answers.get(timeout=60)
             if m is not None and m.get("id") == id:
                 return m
-    def wait_told(self, method):
-        while method not in self.told:
-            self.answers.get(timeout=60)
+    def wait_told(self, method, timeout=60):
+        try:
+            while method not in self.told:
+                self.answers.get(timeout=timeout)
+            return True
+        except queue.Empty:
+            return False
 def socket_without_token(server):
     """What the shims' socket does with a connection that sends another token, then MCP."""
     path = {e["name"]: e["value"] for e in server["env"]}["AGENTACP_MCP_SHIM_SOCKET"]
@@ -1349,6 +1444,13 @@ for line in sys.stdin:
             say("roots: %s; asked of the agent: %s; told: %s" % (
                 answer.get("result", {}).get("content", [{}])[0].get("text", answer.get("error")),
                 " ".join(mcp.asked_of_us), " ".join(mcp.told)))
+            # It asks again and cancels at once: the agent is told, naming the request it got.
+            mcp.hold = True
+            answer = mcp.call(7, "tools/call", {"name": "roots", "arguments": {"cancel": True}})
+            told = mcp.wait_told("notifications/cancelled", timeout=15)
+            say("roots cancelled: %s; the held request cancelled: %s" % (
+                answer.get("result", {}).get("content", [{}])[0].get("text", answer.get("error")),
+                told and mcp.held is not None and mcp.cancelled == [mcp.held]))
         send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
     elif id is not None and method:
         send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
@@ -1622,8 +1724,15 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_t
     // Then `roots`: the editor's server asked the agent (through the bridge's endpoint and
     // the shim) for its roots and got the agent's answer, and told it its tools changed.
     assert_eq!(
+        said[said.len() - 2],
+        "roots: file:///agent-root; asked of the agent: roots/list; told: notifications/tools/list_changed",
+        "{said:?}"
+    );
+    // Asked again, the editor's server cancelled its request at once: the agent, which had
+    // not answered, was told so, with the id of the request it got from the bridge.
+    assert_eq!(
         said.last().map(String::as_str),
-        Some("roots: file:///agent-root; asked of the agent: roots/list; told: notifications/tools/list_changed"),
+        Some("roots cancelled: cancelled; the held request cancelled: True"),
         "{said:?}"
     );
     let roots = "Call `roots` on the MCP server `notes`";
@@ -1633,7 +1742,7 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_t
         .into_iter()
         .filter(|m| !m.ends_with("tools/call roots"))
         .collect();
-    assert_governed_through_translation(&said[2..said.len() - 1], &asked, &methods, &records);
+    assert_governed_through_translation(&said[2..said.len() - 2], &asked, &methods, &records);
 }
 
 /// Issue #19: the sandboxed example passes `scaffold-aip conform` with its manifest. A `/run`

@@ -104,6 +104,10 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
                 shared.mcp.notification(params.as_deref());
                 return;
             }
+            #[cfg(feature = "mcp")]
+            if method == jsonrpc::pending::CANCEL_REQUEST && shared.mcp.cancel(params.as_deref()) {
+                return;
+            }
             if is_extension(&method) {
                 extension_notification(shared, &method, params.as_deref());
                 return;
@@ -139,7 +143,8 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
         Incoming::Request { id, method, params } => {
             #[cfg(feature = "mcp")]
             if method.starts_with("mcp/") && !shared.options.mcp_over_acp.is_empty() {
-                tokio::spawn(answer_mcp(Arc::clone(shared), id, method, params));
+                let cancellable = (method == crate::mcp::tunnel::MESSAGE).then(|| shared.mcp.cancellable(&id));
+                tokio::spawn(answer_mcp(Arc::clone(shared), id, method, params, cancellable));
                 return;
             }
             if method == wire::method_names::SESSION_REQUEST_PERMISSION {
@@ -372,7 +377,13 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
 /// Answers the agent's `mcp/connect`, `mcp/message` and `mcp/disconnect` (MCP-over-ACP, to
 /// the MCP servers this client provides).
 #[cfg(feature = "mcp")]
-async fn answer_mcp(shared: Arc<Shared>, id: Id, method: String, params: Option<Box<RawValue>>) {
+async fn answer_mcp(
+    shared: Arc<Shared>,
+    id: Id,
+    method: String,
+    params: Option<Box<RawValue>>,
+    cancellable: Option<crate::mcp::tunnel::Cancellable>,
+) {
     use crate::mcp::tunnel;
     let value = || {
         params
@@ -389,12 +400,18 @@ async fn answer_mcp(shared: Arc<Shared>, id: Id, method: String, params: Option<
                 .connect(servers, peer, shared.options.request_timeout, &value())
         }
         tunnel::MESSAGE => match shared.mcp.read(&value()) {
-            McpMessage::Call(call) => own_mcp_call(&shared, call, params.as_deref()).await,
-            McpMessage::List { server } => shared.mcp.message(params.as_deref()).await.map(|mut listed| {
-                keep_allowed(&mut listed, &server, &shared.oversight);
-                listed
-            }),
-            McpMessage::Other => shared.mcp.message(params.as_deref()).await,
+            McpMessage::Call(call) => own_mcp_call(&shared, call, params.as_deref(), cancellable).await,
+            McpMessage::List { server } => {
+                shared
+                    .mcp
+                    .message(params.as_deref(), cancellable)
+                    .await
+                    .map(|mut listed| {
+                        keep_allowed(&mut listed, &server, &shared.oversight);
+                        listed
+                    })
+            }
+            McpMessage::Other => shared.mcp.message(params.as_deref(), cancellable).await,
         },
         tunnel::DISCONNECT => shared.mcp.disconnect(&value()),
         _ => Err(method_not_found(&method)),
@@ -410,7 +427,12 @@ async fn answer_mcp(shared: Arc<Shared>, id: Id, method: String, params: Option<
 /// terminal (governance on `mcp/<server>/<tool>`, `ask` to the permission handler), then run
 /// and audited.
 #[cfg(feature = "mcp")]
-async fn own_mcp_call(shared: &Shared, call: McpCall, params: Option<&RawValue>) -> Result<Value, RpcError> {
+async fn own_mcp_call(
+    shared: &Shared,
+    call: McpCall,
+    params: Option<&RawValue>,
+    cancellable: Option<crate::mcp::tunnel::Cancellable>,
+) -> Result<Value, RpcError> {
     let refused = format!("the MCP tool `{}` was not allowed by the client", call.tool_name());
     let Some(session) = call.session.clone() else {
         let reason = "its server's session is not known, so it could not be decided";
@@ -438,7 +460,7 @@ async fn own_mcp_call(shared: &Shared, call: McpCall, params: Option<&RawValue>)
         }
         None => authorize(shared, call.permission_request(&session), refused).await,
     };
-    run_authorized(shared, &session, authorized, shared.mcp.message(params)).await
+    run_authorized(shared, &session, authorized, shared.mcp.message(params, cancellable)).await
 }
 
 /// The agent, as the peer of the client's MCP-over-ACP connections (weak: a connection does
@@ -453,6 +475,7 @@ impl crate::mcp::tunnel::AcpPeer for AgentPeer {
         method: &'static str,
         params: Value,
         timeout: std::time::Duration,
+        cancelled: crate::future::BoxFuture<'static, ()>,
     ) -> crate::future::BoxFuture<'static, Result<Value, RpcError>> {
         let shared = self.0.upgrade();
         Box::pin(async move {
@@ -460,7 +483,11 @@ impl crate::mcp::tunnel::AcpPeer for AgentPeer {
                 return Err(RpcError::new(codes::INTERNAL_ERROR, "the client is gone"));
             };
             let answer = match shared.outbox() {
-                Ok(outbox) => shared.pending.call(&outbox, method, &params, timeout).await,
+                Ok(outbox) => {
+                    (shared.pending)
+                        .call_unless(&outbox, method, &params, timeout, cancelled)
+                        .await
+                }
                 Err(_) => Err(jsonrpc::pending::RequestFailure::Closed),
             };
             crate::mcp::tunnel::answer_value(method, timeout, answer)

@@ -105,17 +105,53 @@ impl Pending {
         params: &impl Serialize,
         timeout: Duration,
     ) -> Result<Box<RawValue>, RequestFailure> {
+        self.call_unless(outbox, method, params, timeout, std::future::pending())
+            .await
+    }
+
+    /// [`call`](Self::call), unless `cancelled` completes first: then the peer is told
+    /// (`$/cancel_request` naming the request) and the call fails with `-32800`, whatever
+    /// the peer answers later.
+    pub async fn call_unless(
+        &self,
+        outbox: &Outbox,
+        method: &str,
+        params: &impl Serialize,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+    ) -> Result<Box<RawValue>, RequestFailure> {
         let waiting = self.register().ok_or(RequestFailure::Closed)?;
         let id = waiting.id.clone();
         let _forget = Forget(self, id.clone());
         if outbox.send(super::encode_request(&id, method, params)).await.is_err() {
             return Err(RequestFailure::Closed);
         }
-        match tokio::time::timeout(timeout, waiting.answer()).await {
-            Ok(answer) => answer,
-            Err(_) => Err(RequestFailure::TimedOut),
+        tokio::select! {
+            answer = tokio::time::timeout(timeout, waiting.answer()) => match answer {
+                Ok(answer) => answer,
+                Err(_) => Err(RequestFailure::TimedOut),
+            },
+            () = cancelled => {
+                let cancel = super::encode_notification(CANCEL_REQUEST, &CancelRequest { request_id: &id });
+                // The request fails either way; a closed connection needs no telling.
+                let _ = outbox.send(cancel).await;
+                Err(RequestFailure::Rpc(RpcError::new(
+                    super::codes::REQUEST_CANCELLED,
+                    format!("`{method}` was cancelled"),
+                )))
+            }
         }
     }
+}
+
+/// The notification that cancels a request (either way).
+pub const CANCEL_REQUEST: &str = "$/cancel_request";
+
+/// The params of [`CANCEL_REQUEST`].
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelRequest<'a> {
+    request_id: &'a Id,
 }
 
 struct Forget<'a>(&'a Pending, Id);
@@ -157,5 +193,38 @@ mod tests {
         pending.close();
         assert!(matches!(a.answer().await, Err(RequestFailure::Closed)));
         assert!(pending.register().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_call_cancelled_before_its_answer_tells_the_peer_and_forgets_the_request() {
+        let (ours, theirs) = tokio::io::duplex(4096);
+        let (outbox, _writer) = Outbox::start(ours, Duration::from_secs(5));
+        let pending = Pending::starting_at(40);
+        let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+        let params = serde_json::json!({});
+        let call = pending.call_unless(&outbox, "mcp/message", &params, Duration::from_secs(30), async {
+            let _ = cancelled.await;
+        });
+        let peer = async {
+            let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(theirs));
+            let request = lines.next_line().await.unwrap().unwrap();
+            cancel.send(()).unwrap();
+            let told = lines.next_line().await.unwrap().unwrap();
+            (request, told)
+        };
+        let (answer, (request, told)) = tokio::join!(call, peer);
+        let Err(RequestFailure::Rpc(error)) = answer else {
+            panic!("cancelled: {answer:?}")
+        };
+        assert_eq!(error.code, super::super::codes::REQUEST_CANCELLED, "{error:?}");
+        assert!(request.contains(r#""id":40"#), "{request}");
+        let told: serde_json::Value = serde_json::from_str(&told).unwrap();
+        assert_eq!(told["method"], CANCEL_REQUEST, "{told}");
+        assert_eq!(told["params"], serde_json::json!({"requestId": 40}), "{told}");
+        let late = RawValue::from_string("{}".into()).unwrap();
+        assert!(
+            !pending.resolve(&Id::Number(40), Ok(late)),
+            "a late answer reaches nothing"
+        );
     }
 }

@@ -601,6 +601,7 @@ pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
             tunnel::CONNECT,
             serde_json::json!({"serverId": server_id}),
             CONNECT_TIMEOUT,
+            Box::pin(std::future::pending()),
         )
         .await
         .map_err(|error| format!("`mcp/connect` failed: {}", error.message))?;
@@ -627,7 +628,10 @@ pub(crate) fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
     let params = serde_json::json!({"connectionId": tunnel.id()});
     let peer = link.peer.clone();
     tokio::spawn(async move {
-        if let Err(error) = peer.request(tunnel::DISCONNECT, params, STOP_GRACE).await {
+        if let Err(error) = peer
+            .request(tunnel::DISCONNECT, params, STOP_GRACE, Box::pin(std::future::pending()))
+            .await
+        {
             tracing::debug!(%error, "`mcp/disconnect` was not answered");
         }
     });

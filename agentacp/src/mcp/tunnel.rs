@@ -13,6 +13,14 @@
 //! an rmcp client (the agent's side) or server (the client's side) runs on. MCP itself is
 //! rmcp's; this module only moves its messages. [`Tunnels`] routes incoming `mcp/message`s
 //! to their connection.
+//!
+//! An inner request's MCP id does not cross: the far side's rmcp gets the request under an
+//! id of the tunnel's own (`acp-N`). So a cancellation does not travel as MCP's
+//! `notifications/cancelled`, whose `requestId` the far side never saw; it travels as ACP's:
+//! the local side's `notifications/cancelled` for a request still waiting cancels the
+//! `mcp/message` request that carries it (`$/cancel_request`), and a carried request whose
+//! `mcp/message` is cancelled (or given up on) is cancelled at the local side under the id
+//! that side got.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,12 +28,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::future::BoxFuture;
 use crate::jsonrpc::pending::RequestFailure;
-use crate::jsonrpc::{RpcError, codes};
+use crate::jsonrpc::{Id, RpcError, codes};
 use crate::sync::lock;
 
 use crate::methods::mcp_over_acp::is_inner_notification;
@@ -35,12 +44,14 @@ pub(crate) use crate::methods::mcp_over_acp::{connection_id_of, server_id_of};
 /// The ACP peer a tunnel's messages go to: the client (for an agent) or the agent (for a
 /// client). Each side implements it on its connection.
 pub(crate) trait AcpPeer: Send + Sync + 'static {
-    /// Sends an ACP request and waits for its result, at most `timeout`.
+    /// Sends an ACP request and waits for its result, at most `timeout`; when `cancelled`
+    /// completes first, cancels it at the peer (`$/cancel_request`) and fails.
     fn request(
         &self,
         method: &'static str,
         params: Value,
         timeout: Duration,
+        cancelled: BoxFuture<'static, ()>,
     ) -> BoxFuture<'static, Result<Value, RpcError>>;
     /// Sends an ACP notification.
     fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()>;
@@ -61,6 +72,9 @@ struct Inner {
     to_mcp: ToMcp,
     /// The peer's requests the local rmcp side has not answered yet, by the MCP id given them.
     answering: std::sync::Mutex<HashMap<String, oneshot::Sender<Result<Value, RpcError>>>>,
+    /// The local rmcp side's requests the peer has not answered yet, by their MCP id: what
+    /// cancels each.
+    asking: std::sync::Mutex<HashMap<String, oneshot::Sender<()>>>,
     next_id: AtomicU64,
     /// How long one request may wait for its answer, either way.
     timeout: Duration,
@@ -89,6 +103,7 @@ impl Tunnel {
                 peer,
                 to_mcp,
                 answering: std::sync::Mutex::new(HashMap::new()),
+                asking: std::sync::Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(0),
                 timeout,
             }),
@@ -119,8 +134,14 @@ impl Tunnel {
     }
 
     /// A request of the peer's (`mcp/message` with an id): handed to the local rmcp side,
-    /// whose answer is the result.
-    pub(crate) async fn deliver_request(&self, method: String, params: Option<Value>) -> Result<Value, RpcError> {
+    /// whose answer is the result. When `cancelled` completes first, or no answer comes in
+    /// time, the local side is told the request is cancelled.
+    pub(crate) async fn deliver_request(
+        &self,
+        method: String,
+        params: Option<Value>,
+        cancelled: impl Future<Output = ()>,
+    ) -> Result<Value, RpcError> {
         let id = format!("acp-{}", self.inner.next_id.fetch_add(1, Ordering::Relaxed));
         let (sender, receiver) = oneshot::channel();
         lock(&self.inner.answering).insert(id.clone(), sender);
@@ -132,15 +153,21 @@ impl Tunnel {
         if self.inner.to_mcp.send(Some(message)).is_err() {
             return Err(closed());
         }
-        match tokio::time::timeout(self.inner.timeout, receiver).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => Err(closed()),
-            Err(_) => Err(RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!(
-                    "the MCP server did not answer `{method}` within {:?}",
-                    self.inner.timeout
-                ),
+        tokio::select! {
+            answer = tokio::time::timeout(self.inner.timeout, receiver) => match answer {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Err(closed()),
+                Err(_) => Err(RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    format!(
+                        "the MCP server did not answer `{method}` within {:?}",
+                        self.inner.timeout
+                    ),
+                )),
+            },
+            () = cancelled => Err(RpcError::new(
+                codes::REQUEST_CANCELLED,
+                format!("`{method}` was cancelled"),
             )),
         }
     }
@@ -169,10 +196,23 @@ impl Tunnel {
         match (id, method) {
             (Some(id), Some(Value::String(method))) => {
                 let outer = wrap(&inner.connection_id, method, params);
+                let key = id_key(&id);
+                let (cancel, cancelled) = oneshot::channel();
+                lock(&inner.asking).insert(key.clone(), cancel);
+                let cancelled = Box::pin(async move {
+                    // Its sender dropped unused: the request was answered, never cancelled.
+                    if cancelled.await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                });
                 // In a task of its own: rmcp may send the next message before this one is
                 // answered.
                 tokio::spawn(async move {
-                    let answer = inner.peer.request(MESSAGE, outer, inner.timeout).await;
+                    let answer = inner.peer.request(MESSAGE, outer, inner.timeout, cancelled).await;
+                    if lock(&inner.asking).remove(&key).is_none() {
+                        // Cancelled by the local side, which no longer waits for an answer.
+                        return;
+                    }
                     let reply = match answer {
                         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
                         Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
@@ -181,15 +221,21 @@ impl Tunnel {
                 });
                 Box::pin(async {})
             }
+            (None, Some(Value::String(method))) if method == CANCELLED => {
+                // Names one of the local side's requests: its `mcp/message` is cancelled
+                // instead (the peer never saw this id). An answered one needs nothing.
+                let named = params.as_ref().and_then(|params| params.get("requestId"));
+                if let Some(cancel) = named.and_then(|id| lock(&inner.asking).remove(&id_key(id))) {
+                    let _ = cancel.send(());
+                }
+                Box::pin(async {})
+            }
             (None, Some(Value::String(method))) => {
                 let outer = wrap(&inner.connection_id, method, params);
                 Box::pin(async move { inner.peer.notify(MESSAGE, outer).await })
             }
             (Some(id), None) => {
-                let key = match &id {
-                    Value::String(id) => id.clone(),
-                    other => other.to_string(),
-                };
+                let key = id_key(&id);
                 let answer = match object.remove("error") {
                     Some(error) => Err(serde_json::from_value(error)
                         .unwrap_or_else(|_| RpcError::new(codes::INTERNAL_ERROR, "the MCP server failed"))),
@@ -224,11 +270,31 @@ fn closed() -> RpcError {
     RpcError::new(codes::INTERNAL_ERROR, "the MCP connection was closed")
 }
 
+/// MCP's notification that cancels a request.
+const CANCELLED: &str = "notifications/cancelled";
+
+/// An MCP id as a map key: a string as it is, a number in digits.
+fn id_key(id: &Value) -> String {
+    match id {
+        Value::String(id) => id.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Forgets a request of the peer's however its wait ends; one still unanswered then
+/// (cancelled, timed out, or its `mcp/message` dropped) is cancelled at the local side.
 struct ForgetAnswer<'a>(&'a Tunnel, String);
 
 impl Drop for ForgetAnswer<'_> {
     fn drop(&mut self) {
-        lock(&self.0.inner.answering).remove(&self.1);
+        if lock(&self.0.inner.answering).remove(&self.1).is_some() {
+            let cancelled = json!({
+                "jsonrpc": "2.0",
+                "method": CANCELLED,
+                "params": {"requestId": self.1, "reason": "the ACP peer no longer waits for the answer"},
+            });
+            let _ = self.0.inner.to_mcp.send(Some(cancelled));
+        }
     }
 }
 
@@ -293,6 +359,8 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for TunnelTransport<R> {
 #[derive(Debug, Default)]
 pub(crate) struct Tunnels {
     open: std::sync::Mutex<HashMap<String, Tunnel>>,
+    /// The peer's `mcp/message` requests being answered, by their ACP id: what cancels each.
+    cancels: std::sync::Mutex<HashMap<Id, oneshot::Sender<()>>>,
 }
 
 /// The params of an incoming `mcp/message`.
@@ -325,16 +393,62 @@ impl Tunnels {
         }
     }
 
+    /// Makes the incoming `mcp/message` request `id` one that [`cancel`](Self::cancel) can
+    /// cancel, until the [`Cancellable`] is dropped. Taken as the request is read, before the
+    /// next message is: the peer may cancel it at once.
+    pub(crate) fn cancellable(self: &Arc<Self>, id: &Id) -> Cancellable {
+        let (cancel, cancelled) = oneshot::channel();
+        if lock(&self.cancels).insert(id.clone(), cancel).is_some() {
+            tracing::warn!(%id, "a second `mcp/message` under an id still being answered: only it can be cancelled");
+        }
+        Cancellable {
+            tunnels: Arc::downgrade(self),
+            id: id.clone(),
+            cancelled,
+        }
+    }
+
     /// An incoming `mcp/message` request: its tunnel's answer, or `-32602` naming what is
-    /// wrong (bad params, no such connection).
-    pub(crate) async fn request(&self, params: Option<&serde_json::value::RawValue>) -> Result<Value, RpcError> {
+    /// wrong (bad params, no such connection), or `-32800` when it is cancelled first (see
+    /// [`cancellable`](Self::cancellable); `None`: it cannot be).
+    pub(crate) async fn request(
+        &self,
+        params: Option<&RawValue>,
+        cancellable: Option<Cancellable>,
+    ) -> Result<Value, RpcError> {
         let (tunnel, message) = self.route(params)?;
-        tunnel.deliver_request(message.method, message.params).await
+        let cancelled = async move {
+            match cancellable {
+                Some(mut cancellable) => cancellable.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tunnel.deliver_request(message.method, message.params, cancelled).await
+    }
+
+    /// `$/cancel_request` (its params): cancels the `mcp/message` request it names, when
+    /// that is one of these tunnels'. `false`: it names none of theirs.
+    pub(crate) fn cancel(&self, params: Option<&RawValue>) -> bool {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct CancelRequest {
+            request_id: Id,
+        }
+        let Ok(named) = serde_json::from_str::<CancelRequest>(params.map_or("null", RawValue::get)) else {
+            return false;
+        };
+        match lock(&self.cancels).remove(&named.request_id) {
+            Some(cancel) => {
+                let _ = cancel.send(());
+                true
+            }
+            None => false,
+        }
     }
 
     /// An incoming `mcp/message` notification, to its tunnel (dropped, with a log line, when
     /// it has none).
-    pub(crate) fn notification(&self, params: Option<&serde_json::value::RawValue>) {
+    pub(crate) fn notification(&self, params: Option<&RawValue>) {
         match self.route(params) {
             Ok((_, message)) if !is_inner_notification(&message.method) => tracing::warn!(
                 method = message.method,
@@ -345,7 +459,7 @@ impl Tunnels {
         }
     }
 
-    fn route(&self, params: Option<&serde_json::value::RawValue>) -> Result<(Tunnel, MessageParams), RpcError> {
+    fn route(&self, params: Option<&RawValue>) -> Result<(Tunnel, MessageParams), RpcError> {
         let text = params.map_or("null", |raw| raw.get());
         let message: MessageParams = serde_json::from_str(text).map_err(|error| {
             RpcError::new(
@@ -360,6 +474,31 @@ impl Tunnels {
             )
         })?;
         Ok((tunnel, message))
+    }
+}
+
+/// An incoming `mcp/message` request that `$/cancel_request` may cancel (see
+/// [`Tunnels::cancellable`]); dropped, it no longer can be.
+pub(crate) struct Cancellable {
+    tunnels: std::sync::Weak<Tunnels>,
+    id: Id,
+    cancelled: oneshot::Receiver<()>,
+}
+
+impl Cancellable {
+    /// Completes when the request is cancelled (never, if it is not).
+    async fn cancelled(&mut self) {
+        if (&mut self.cancelled).await.is_err() {
+            std::future::pending().await
+        }
+    }
+}
+
+impl Drop for Cancellable {
+    fn drop(&mut self) {
+        if let Some(tunnels) = self.tunnels.upgrade() {
+            lock(&tunnels.cancels).remove(&self.id);
+        }
     }
 }
 
@@ -396,10 +535,12 @@ mod tests {
 
     use super::*;
 
-    /// A peer that records what is sent to it and answers every request with `answer`.
+    /// A peer that records what is sent to it. It answers `ping`, holds `hold` until it is
+    /// cancelled (recording that as a `$/cancel_request`), and knows no other method.
     #[derive(Default)]
     struct Recorder {
         sent: std::sync::Mutex<Vec<(&'static str, Value, bool)>>,
+        cancelled: tokio::sync::Notify,
     }
 
     impl AcpPeer for Arc<Recorder> {
@@ -408,11 +549,19 @@ mod tests {
             method: &'static str,
             params: Value,
             _: Duration,
+            cancelled: BoxFuture<'static, ()>,
         ) -> BoxFuture<'static, Result<Value, RpcError>> {
             lock(&self.sent).push((method, params.clone(), true));
+            let recorder = self.clone();
             Box::pin(async move {
                 match params["method"].as_str() {
                     Some("ping") => Ok(json!({})),
+                    Some("hold") => {
+                        cancelled.await;
+                        lock(&recorder.sent).push(("$/cancel_request", params, false));
+                        recorder.cancelled.notify_one();
+                        Err(RpcError::new(codes::REQUEST_CANCELLED, "cancelled"))
+                    }
                     _ => Err(RpcError::new(-32601, "no such MCP method")),
                 }
             })
@@ -477,7 +626,11 @@ mod tests {
         let (tunnel, mut transport, _) = open();
         let asking = tokio::spawn({
             let tunnel = tunnel.clone();
-            async move { tunnel.deliver_request("ping".into(), None).await }
+            async move {
+                tunnel
+                    .deliver_request("ping".into(), None, std::future::pending())
+                    .await
+            }
         });
         let request = next(&mut transport).await;
         assert_eq!(request["method"], "ping", "{request}");
@@ -488,7 +641,11 @@ mod tests {
         // Ended: the local side sees the end, and a waiting request fails at once.
         let waiting = tokio::spawn({
             let tunnel = tunnel.clone();
-            async move { tunnel.deliver_request("ping".into(), None).await }
+            async move {
+                tunnel
+                    .deliver_request("ping".into(), None, std::future::pending())
+                    .await
+            }
         });
         let _ = next(&mut transport).await;
         tunnel.end();
@@ -502,17 +659,17 @@ mod tests {
         let tunnels = Tunnels::default();
         let raw = |value: Value| serde_json::value::to_raw_value(&value).unwrap();
         let error = tunnels
-            .request(Some(&raw(json!({"connectionId": "nope", "method": "ping"}))))
+            .request(Some(&raw(json!({"connectionId": "nope", "method": "ping"}))), None)
             .await
             .unwrap_err();
         assert_eq!(error.code, codes::INVALID_PARAMS);
         assert!(error.message.contains("no open MCP connection `nope`"), "{error:?}");
         let error = tunnels
-            .request(Some(&raw(json!({"method": "ping"}))))
+            .request(Some(&raw(json!({"method": "ping"}))), None)
             .await
             .unwrap_err();
         assert!(error.message.contains("connectionId"), "{error:?}");
-        let error = tunnels.request(None).await.unwrap_err();
+        let error = tunnels.request(None, None).await.unwrap_err();
         assert_eq!(error.code, codes::INVALID_PARAMS);
     }
 
@@ -530,6 +687,74 @@ mod tests {
         tunnels.notification(Some(&raw(cancelled)));
         let delivered = next(&mut transport).await;
         assert_eq!(delivered["method"], "notifications/cancelled", "{delivered}");
+    }
+
+    /// The peer never saw the local side's MCP id, so a cancellation naming it cannot travel
+    /// as it is: the `mcp/message` carrying the request is cancelled instead, and the local
+    /// side, which no longer waits, gets no answer.
+    #[tokio::test]
+    async fn the_local_sides_cancellation_cancels_the_mcp_message_that_carries_its_request() {
+        let (_tunnel, mut transport, recorder) = open();
+        let hold = serde_json::from_value(json!({"jsonrpc": "2.0", "id": 9, "method": "hold"})).unwrap();
+        transport.send(hold).await.unwrap();
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}});
+        transport
+            .send(serde_json::from_value(cancelled).unwrap())
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), recorder.cancelled.notified())
+            .await
+            .expect("the `mcp/message` carrying request 9 is cancelled");
+        // No answer to 9 reaches the local side: the next is the answer to 10.
+        let ping = serde_json::from_value(json!({"jsonrpc": "2.0", "id": 10, "method": "ping"})).unwrap();
+        transport.send(ping).await.unwrap();
+        assert_eq!(next(&mut transport).await["id"], 10);
+        let sent: Vec<_> = lock(&recorder.sent)
+            .iter()
+            .map(|(method, params, _)| (*method, params["method"].clone()))
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                (MESSAGE, json!("hold")),
+                ("$/cancel_request", json!("hold")),
+                (MESSAGE, json!("ping"))
+            ],
+            "the cancellation itself is not sent as an `mcp/message`"
+        );
+    }
+
+    /// The peer cancels its `mcp/message` (`$/cancel_request`): the local side is told, under
+    /// the id it got the request with, and the `mcp/message` is answered `-32800`.
+    #[tokio::test]
+    async fn a_cancelled_mcp_message_cancels_its_request_at_the_local_side_under_the_id_it_got() {
+        let (tunnel, mut transport, _) = open();
+        let tunnels = Arc::new(Tunnels::default());
+        tunnels.insert(tunnel);
+        let raw = |value: Value| serde_json::value::to_raw_value(&value).unwrap();
+        let asking = tokio::spawn({
+            let tunnels = tunnels.clone();
+            let params = raw(json!({"connectionId": "c-1", "method": "tools/call", "params": {"name": "slow"}}));
+            let cancellable = tunnels.cancellable(&Id::Number(5));
+            async move { tunnels.request(Some(&params), Some(cancellable)).await }
+        });
+        // Cancelled as soon as it was read, maybe before its task ran: it is cancelled all the same.
+        assert!(
+            !tunnels.cancel(Some(&raw(json!({"requestId": 6})))),
+            "6 is not being answered"
+        );
+        assert!(tunnels.cancel(Some(&raw(json!({"requestId": 5})))));
+        let request = next(&mut transport).await;
+        assert_eq!(request["method"], "tools/call", "{request}");
+        let error = asking.await.unwrap().unwrap_err();
+        assert_eq!(error.code, codes::REQUEST_CANCELLED, "{error:?}");
+        let told = next(&mut transport).await;
+        assert_eq!(told["method"], "notifications/cancelled", "{told}");
+        assert_eq!(told["params"]["requestId"], request["id"], "{told}");
+        assert!(
+            !tunnels.cancel(Some(&raw(json!({"requestId": 5})))),
+            "answered: nothing left to cancel"
+        );
     }
 
     #[test]

@@ -404,9 +404,11 @@ impl<O: Operator> Dispatcher<O> {
             }
             #[cfg(feature = "mcp")]
             crate::mcp::tunnel::MESSAGE if self.offers_mcp_over_acp() => {
+                // `$/cancel_request` stops the task (see `cancel_request`), which the tunnel
+                // tells its MCP side.
                 let tunnels = self.connection.tunnels.clone();
                 self.answer_in_task(id, async move {
-                    tunnels.request(params.as_deref()).await.map_err(Error::Rpc)
+                    tunnels.request(params.as_deref(), None).await.map_err(Error::Rpc)
                 });
                 Ok(())
             }

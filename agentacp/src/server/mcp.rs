@@ -118,10 +118,13 @@ impl mcp::tunnel::AcpPeer for ClientPeer {
         method: &'static str,
         params: Value,
         timeout: Duration,
+        cancelled: BoxFuture<'static, ()>,
     ) -> BoxFuture<'static, Result<Value, RpcError>> {
         let connection = self.0.clone();
         Box::pin(async move {
-            let answer = connection.request(method, &params, timeout).await;
+            let answer = (connection.pending)
+                .call_unless(&connection.outbox, method, &params, timeout, cancelled)
+                .await;
             mcp::tunnel::answer_value(method, timeout, answer)
         })
     }

@@ -9,10 +9,14 @@
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ErrorData,
+    CancelledNotificationParam, ClientConfig, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, ListRootsRequest,
     ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
+    ServerRequest,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer, ServiceError};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, ServiceError,
+};
 
 use crate::mcp::CALL_TIMEOUT;
 use crate::sync::lock;
@@ -25,8 +29,8 @@ pub(super) type AgentSlot = Arc<Mutex<Option<Peer<RoleServer>>>>;
 /// tells it (progress, log messages, changed lists, an updated resource) to the agent's MCP
 /// session on the endpoint, as it is: the agent decides, as it would with the server itself.
 /// A request that comes before the agent connected, or that the agent does not answer within
-/// [`CALL_TIMEOUT`], is answered with an error. Cancellations are not carried: the ids they
-/// name are the editor's server's, not those the bridge gave the agent.
+/// [`CALL_TIMEOUT`], is answered with an error. A request the editor's server cancels is
+/// cancelled at the agent too: `notifications/cancelled` naming the id the bridge gave it.
 #[derive(Clone)]
 pub(super) struct AgentSide {
     info: ClientConfig,
@@ -51,6 +55,29 @@ impl AgentSide {
             .ok_or_else(|| ErrorData::internal_error("the agent has not connected to this MCP server yet", None))
     }
 
+    /// Asks the agent `request`, bounded by [`CALL_TIMEOUT`]; when the editor's server cancels
+    /// it (`asked.ct`), cancels it at the agent and stops waiting.
+    async fn ask(&self, request: ServerRequest, asked: &RequestContext<RoleClient>) -> Result<ClientResult, ErrorData> {
+        let agent = self.connected()?;
+        let sent = within(
+            AGENT,
+            agent.send_cancellable_request(request, PeerRequestOptions::no_options()),
+        )
+        .await?;
+        let id = sent.id.clone();
+        tokio::select! {
+            answer = within(AGENT, sent.await_response()) => answer,
+            () = asked.ct.cancelled() => {
+                let cancelled = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the editor's MCP server".into()),
+                );
+                self.tell("cancellation", agent.notify_cancelled(cancelled)).await;
+                Err(ErrorData::internal_error("the editor's MCP server cancelled the request", None))
+            }
+        }
+    }
+
     /// Tells the agent `notification` (bounded; a failure is logged, as a notification has
     /// no answer to carry it).
     async fn tell(&self, what: &str, notification: impl Future<Output = Result<(), ServiceError>>) {
@@ -68,21 +95,36 @@ impl rmcp::ClientHandler for AgentSide {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _: RequestContext<RoleClient>,
+        asked: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        within(AGENT, self.connected()?.create_message(params)).await
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match self.ask(request, &asked).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(unexpected("sampling/createMessage")),
+        }
     }
 
-    async fn list_roots(&self, _: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
-        within(AGENT, self.connected()?.list_roots()).await
+    async fn list_roots(&self, asked: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        match self.ask(request, &asked).await? {
+            ClientResult::ListRootsResult(result) => Ok(result),
+            _ => Err(unexpected("roots/list")),
+        }
     }
 
     async fn create_elicitation(
         &self,
-        request: ElicitRequestParams,
-        _: RequestContext<RoleClient>,
+        params: ElicitRequestParams,
+        asked: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        within(AGENT, self.connected()?.create_elicitation(request)).await
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match self.ask(request, &asked).await? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(unexpected("elicitation/create")),
+        }
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
@@ -123,6 +165,11 @@ impl rmcp::ClientHandler for AgentSide {
                 .await;
         }
     }
+}
+
+/// The agent answered `method` with the result of another request.
+fn unexpected(method: &str) -> ErrorData {
+    ErrorData::internal_error(format!("{AGENT} answered {method} with another kind of result"), None)
 }
 
 /// `request` to `peer`, bounded by [`CALL_TIMEOUT`]; its failure as an MCP error.

@@ -52,6 +52,7 @@ use super::mcp::{self as governed, Verdict};
 use super::state::{Endpoint, Loopback, Relay, ShimSocket, Translation};
 use crate::client::mcp_governance::{self, McpCall};
 use crate::future::BoxFuture;
+use crate::jsonrpc::pending::CANCEL_REQUEST;
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
 use crate::mcp::tunnel::{AcpPeer, answer_value};
@@ -376,11 +377,15 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 }
 
 /// The editor's `mcp/message` on one of the bridge's own MCP connections: handed to it, a
-/// request answered to the editor when its proxy has answered. `false`: not one of those.
+/// request answered to the editor when its proxy has answered; or the editor's
+/// `$/cancel_request` of such a request. `false`: not one of those.
 pub(super) fn editor_message(relay: &Arc<Relay>, id: Option<&Id>, method: &str, params: Option<&RawValue>) -> bool {
     let Some(translation) = relay.translation.get() else {
         return false;
     };
+    if id.is_none() && method == CANCEL_REQUEST {
+        return translation.tunnels.cancel(params);
+    }
     if method != MESSAGE {
         return false;
     }
@@ -389,11 +394,12 @@ pub(super) fn editor_message(relay: &Arc<Relay>, id: Option<&Id>, method: &str, 
         return true;
     };
     let tunnels = Arc::clone(&translation.tunnels);
+    let cancellable = tunnels.cancellable(id);
     let relay = Arc::clone(relay);
     let id = id.clone();
     let params = params.map(ToOwned::to_owned);
     tokio::spawn(async move {
-        let line = match tunnels.request(params.as_deref()).await {
+        let line = match tunnels.request(params.as_deref(), Some(cancellable)).await {
             Ok(result) => jsonrpc::encode_result(&id, &result),
             Err(error) => jsonrpc::encode_error(&id, &error),
         };
@@ -412,13 +418,16 @@ impl AcpPeer for EditorPeer {
         method: &'static str,
         params: Value,
         timeout: Duration,
+        cancelled: BoxFuture<'static, ()>,
     ) -> BoxFuture<'static, Result<Value, RpcError>> {
         let relay = self.0.upgrade();
         Box::pin(async move {
             let Some(relay) = relay else {
                 return Err(RpcError::new(codes::INTERNAL_ERROR, "the bridge is closing"));
             };
-            let answer = relay.own.call(&relay.up, method, &params, timeout).await;
+            let answer = (relay.own)
+                .call_unless(&relay.up, method, &params, timeout, cancelled)
+                .await;
             answer_value(method, timeout, answer)
         })
     }
