@@ -261,6 +261,20 @@ impl AuditEvent {
         }
     }
 
+    /// The same tool call as the one the agent reported under `tool_call_id` (whose own
+    /// record has that `subject.ref`): for a call a client or bridge ran or passed itself, such
+    /// as an MCP call over ACP, that the agent also reported as a `tool_call`. Written as
+    /// `metadata.agentacp.reportedAs`, beside the AIP-44 mirror, so a reader counts the call once.
+    #[must_use]
+    pub fn reported_as(mut self, tool_call_id: impl Into<String>) -> Self {
+        let metadata = self.metadata.get_or_insert_with(Map::new);
+        let ours = metadata.entry("agentacp").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(ours) = ours {
+            ours.insert("reportedAs".into(), Value::String(tool_call_id.into()));
+        }
+        self
+    }
+
     /// Checks what the AIP-7 `auditEvent` schema says about the caller-supplied fields, so that
     /// every written record validates.
     pub(crate) fn validate(&self) -> Result<(), String> {
@@ -474,6 +488,19 @@ mod tests {
         assert_eq!(aip44["operator"], "echo");
         assert_eq!(aip44["session"], "sess-1");
         assert_eq!(aip44["approval"], json!({"approvedBy": "client-user"}));
+    }
+
+    #[test]
+    fn a_call_reported_by_the_agent_too_names_its_report_beside_the_mirror() {
+        let plain = AuditEvent::tool_call(mirror(ToolOutcomeRecord::Result(json!(1)), Approval::Auto));
+        let linked = plain.clone().reported_as("call_3");
+        let metadata = linked.metadata.expect("metadata");
+        assert_eq!(metadata["agentacp"], json!({"reportedAs": "call_3"}));
+        assert_eq!(
+            metadata["aip44"],
+            plain.metadata.expect("metadata")["aip44"],
+            "the AIP-44 mirror is untouched"
+        );
     }
 
     #[test]

@@ -1094,6 +1094,18 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
             .any(|r| r["metadata"]["aip44"]["approval"]["approvedBy"] == "client:agentacp"),
         "{read:?}"
     );
+    // The agent reported the read as its tool call, and the bridge passed it over ACP: of the
+    // two records of that one call, the bridge's own names the agent's report.
+    let linked: Vec<&Value> = read
+        .iter()
+        .filter(|r| r["metadata"]["agentacp"]["reportedAs"].is_string())
+        .collect();
+    assert_eq!(linked.len(), 1, "{read:?}");
+    let report = &linked[0]["metadata"]["agentacp"]["reportedAs"];
+    assert!(
+        read.iter().any(|r| r["subject"]["ref"] == *report),
+        "the report it names is recorded: {read:?}"
+    );
     let writes = records("mcp/notes/write_note");
     assert!(
         writes

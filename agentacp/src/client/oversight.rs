@@ -25,6 +25,10 @@ struct Tracked {
     approval: Option<Approval>,
     /// Its permission request went to the user and is not answered yet.
     asked: bool,
+    /// The agent reported it (a `tool_call` update), as opposed to a call this side runs.
+    reported: bool,
+    /// A call this side ran was linked to it as the same call (see [`Oversight::call_ended`]).
+    linked: bool,
 }
 
 /// The fields of a tool call (or its permission request) that governance and audit need.
@@ -189,6 +193,7 @@ impl Oversight {
             let mut calls = lock(&self.calls);
             let tracked = calls.entry(key.clone()).or_default();
             merge(tracked, &facts);
+            tracked.reported = true;
             match facts.status.as_deref() {
                 Some("completed" | "failed") => calls.remove(&key),
                 _ => None,
@@ -207,12 +212,14 @@ impl Oversight {
                 None => "failed".to_string(),
             }),
         };
-        self.record(session, &facts.id, tracked, outcome)
+        self.record(session, &facts.id, tracked, outcome, None)
     }
 
     /// Records a call this side decided itself — a `terminal/create`, an MCP tool call over
     /// ACP — and its answer (`approval` when given; else the one remembered by
-    /// `permission_answered`).
+    /// `permission_answered`). When the agent reported the same call as a tool call of its
+    /// own (same session, tool and arguments; reported, not ended, and not linked yet), the
+    /// record names that report (`reportedAs`), so the call is not counted twice.
     pub(crate) fn call_ended(
         &self,
         session: &str,
@@ -220,10 +227,25 @@ impl Oversight {
         approval: Option<Approval>,
         answer: &Result<Value, crate::jsonrpc::RpcError>,
     ) {
-        let mut tracked = lock(&self.calls)
-            .remove(&(session.to_string(), facts.id.clone()))
-            .unwrap_or_default();
-        merge(&mut tracked, facts);
+        let (mut tracked, reported_as) = {
+            let mut calls = lock(&self.calls);
+            let mut tracked = calls
+                .remove(&(session.to_string(), facts.id.clone()))
+                .unwrap_or_default();
+            merge(&mut tracked, facts);
+            let report = calls.iter_mut().find(|((call_session, _), report)| {
+                call_session == session
+                    && report.reported
+                    && !report.linked
+                    && report.tool == tracked.tool
+                    && report.arguments == tracked.arguments
+            });
+            let reported_as = report.map(|((_, id), report)| {
+                report.linked = true;
+                id.clone()
+            });
+            (tracked, reported_as)
+        };
         if approval.is_some() {
             tracked.approval = approval;
         }
@@ -231,7 +253,7 @@ impl Oversight {
             Ok(result) => ToolOutcomeRecord::Result(result.clone()),
             Err(error) => ToolOutcomeRecord::Error(error.message.clone()),
         };
-        if let Err(error) = self.record(session, &facts.id, tracked, outcome) {
+        if let Err(error) = self.record(session, &facts.id, tracked, outcome, reported_as) {
             tracing::error!(%error, "writing a call's audit record failed");
         }
     }
@@ -253,13 +275,20 @@ impl Oversight {
                 });
             }
             let outcome = ToolOutcomeRecord::Error("the turn ended before the tool call did".into());
-            if let Err(error) = self.record(session, &id, tracked, outcome) {
+            if let Err(error) = self.record(session, &id, tracked, outcome, None) {
                 tracing::error!(%error, "writing a tool call's audit record failed");
             }
         }
     }
 
-    fn record(&self, session: &str, id: &str, tracked: Tracked, outcome: ToolOutcomeRecord) -> Result<(), String> {
+    fn record(
+        &self,
+        session: &str,
+        id: &str,
+        tracked: Tracked,
+        outcome: ToolOutcomeRecord,
+        reported_as: Option<String>,
+    ) -> Result<(), String> {
         if self.audit.is_off() {
             return Ok(());
         }
@@ -276,10 +305,12 @@ impl Oversight {
             outcome,
             approval,
         };
-        self.audit
-            .record(AuditEvent::tool_call(mirror))
-            .map(|_| ())
-            .map_err(|error| error.to_string())
+        let event = AuditEvent::tool_call(mirror);
+        let event = match reported_as {
+            Some(report) => event.reported_as(report),
+            None => event,
+        };
+        self.audit.record(event).map(|_| ()).map_err(|error| error.to_string())
     }
 
     /// The approval of a tool call the agent ran without asking: `auto` when nothing here
@@ -377,6 +408,56 @@ mod tests {
         assert_eq!(records.len(), 1, "{records:?}");
         let record: Value = serde_json::from_str(&records[0]).unwrap();
         record["metadata"]["aip44"]["approval"].clone()
+    }
+
+    /// An MCP call this side passed, which the agent also reported as its tool call: the
+    /// call's record names the report, once; another session's or another call's does not.
+    #[test]
+    fn a_call_the_agent_reported_too_is_linked_to_its_report_once() {
+        let sink = MemorySink::default();
+        let oversight = Oversight::new(None, AuditLog::with_sink(Box::new(sink.clone())), "gate".into());
+        let report = |session: &str, id: &str, status: &str| {
+            let call = serde_json::from_value(json!({
+                "toolCallId": id, "title": "read", "status": status,
+                "rawInput": {"name": "a.txt"}, "_meta": {"aip44": {"tool": "mcp/notes/read_note"}},
+            }))
+            .unwrap();
+            oversight.observe(session, &super::Update::ToolCall(call)).unwrap();
+        };
+        let passed = |session: &str, id: &str, arguments: Value| {
+            let facts = ToolFacts {
+                id: id.into(),
+                tool: Some("mcp/notes/read_note".into()),
+                arguments: Some(arguments),
+                ..ToolFacts::default()
+            };
+            oversight.call_ended(session, &facts, None, &Ok(json!("text")));
+        };
+        report("s1", "call_1", "in_progress");
+        report("s2", "call_2", "in_progress");
+        passed("s1", "mcp-1", json!({"name": "b.txt"}));
+        passed("s1", "mcp-2", json!({"name": "a.txt"}));
+        passed("s1", "mcp-3", json!({"name": "a.txt"}));
+        report("s1", "call_1", "completed");
+        let links: Vec<(String, Value)> = sink
+            .lines()
+            .iter()
+            .map(|line| {
+                let record: Value = serde_json::from_str(line).unwrap();
+                let id = record["subject"]["ref"].as_str().unwrap().to_string();
+                (id, record["metadata"]["agentacp"]["reportedAs"].clone())
+            })
+            .collect();
+        assert_eq!(
+            links,
+            [
+                ("mcp-1".to_string(), Value::Null),
+                ("mcp-2".to_string(), json!("call_1")),
+                ("mcp-3".to_string(), Value::Null),
+                ("call_1".to_string(), Value::Null),
+            ],
+            "other arguments, a report already linked, and s2's report are not linked"
+        );
     }
 
     /// A permission request still unanswered when the turn ends was a rejection (fail closed),
