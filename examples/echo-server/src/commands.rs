@@ -13,12 +13,16 @@ pub async fn stream<T: Tier>(turn: &mut Turn<'_, T>, count: u64, size: usize) ->
     Ok(())
 }
 
-/// `/forever`: `tick 0`, `tick 1`, … until the turn is cancelled (then the send fails with
-/// `Error::Cancelled`, which ends the turn).
+/// `/forever`: `tick 0`, `tick 1`, … one a millisecond, until the turn is cancelled (then the
+/// send fails with `Error::Cancelled`, which ends the turn). Paced like a fast model's stream:
+/// unpaced, it floods a slow client with tens of thousands of chunks before its cancel gets
+/// through, and a `session/load` afterwards replays them all.
 pub async fn forever<T: Tier>(turn: &mut Turn<'_, T>) -> agentacp::Result<()> {
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(1));
+    pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for tick in 0u64.. {
+        pace.tick().await;
         turn.message(format!("tick {tick}")).await?;
-        tokio::task::yield_now().await;
     }
     Ok(())
 }
