@@ -13,12 +13,15 @@ use crate::TIMEOUT;
 /// accepts (another process took the port between picking and binding it).
 const ATTEMPTS: usize = 3;
 
-/// A server process listening on a loopback port, killed when dropped.
+/// A server process listening on a port (on loopback unless started with
+/// [`WsServer::start_on`]), killed when dropped.
 #[derive(Debug)]
 pub struct WsServer {
     child: Child,
-    /// The port it listens on (`127.0.0.1`).
+    /// The port it listens on.
     pub port: u16,
+    /// Where it is reached: `127.0.0.1`, unless it listens on one other address only.
+    host: Ipv4Addr,
     stderr: tempfile::NamedTempFile,
 }
 
@@ -29,20 +32,37 @@ impl WsServer {
     /// Panics, with the server's stderr, when it exits first or does not accept within
     /// [`TIMEOUT`].
     pub fn start(binary: &Path, env: &[(&str, OsString)]) -> Self {
+        Self::start_on(binary, env, Ipv4Addr::LOCALHOST)
+    }
+
+    /// [`WsServer::start`], listening on `address` (`0.0.0.0`: every address of the
+    /// machine; then it is reached on loopback). A server that listens beyond loopback wants
+    /// a token: give it one in `env`.
+    pub fn start_on(binary: &Path, env: &[(&str, OsString)], address: Ipv4Addr) -> Self {
+        let host = if address.is_unspecified() {
+            Ipv4Addr::LOCALHOST
+        } else {
+            address
+        };
         let mut last = String::new();
         for _ in 0..ATTEMPTS {
             let port = free_port();
             let stderr = tempfile::NamedTempFile::new().expect("a temporary stderr file");
             let child = Command::new(binary)
                 .arg("--listen")
-                .arg(format!("127.0.0.1:{port}"))
+                .arg(format!("{address}:{port}"))
                 .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(stderr.reopen().expect("reopen the stderr file"))
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", binary.display()));
-            let mut server = Self { child, port, stderr };
+            let mut server = Self {
+                child,
+                port,
+                host,
+                stderr,
+            };
             match server.wait_until_accepting() {
                 Ok(()) => return server,
                 Err(why) => last = format!("{why}\n--- server stderr\n{}---", server.stderr_text()),
@@ -57,7 +77,7 @@ impl WsServer {
     /// Connecting is the readiness check: retried until the port accepts, the process exits,
     /// or [`TIMEOUT`] passes.
     fn wait_until_accepting(&mut self) -> Result<(), String> {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let addr = SocketAddr::from((self.host, self.port));
         let started = Instant::now();
         loop {
             if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
@@ -73,9 +93,9 @@ impl WsServer {
         }
     }
 
-    /// `ws://127.0.0.1:PORT/acp`.
+    /// `ws://127.0.0.1:PORT/acp` (or the one address it listens on).
     pub fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}/acp", self.port)
+        format!("ws://{}:{}/acp", self.host, self.port)
     }
 
     /// Whether the process is still running.
@@ -135,4 +155,16 @@ pub fn test_token() -> String {
             .as_nanos(),
     );
     format!("interop-{:016x}{:08x}", hasher.finish(), std::process::id())
+}
+
+/// An IPv4 address of this machine that is not loopback: the source address of its route
+/// to a documentation address (a UDP socket's `connect` picks it; nothing is sent). `None`
+/// on a machine with no such route.
+pub fn non_loopback_ipv4() -> Option<Ipv4Addr> {
+    let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    socket.connect((Ipv4Addr::new(203, 0, 113, 1), 9)).ok()?;
+    match socket.local_addr().ok()?.ip() {
+        std::net::IpAddr::V4(address) if !address.is_loopback() && !address.is_unspecified() => Some(address),
+        _ => None,
+    }
 }

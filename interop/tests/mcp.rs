@@ -6,6 +6,7 @@
 //! between our client and our server, and through a sandboxed bridge (governed there). Every
 //! wait is bounded.
 
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use agentacp::websocket::Dial;
 use agentacp::wire::default as wire;
 use interop::audit::{audit_records, check_audit_log};
 use interop::notes_mcp::Notes;
+use interop::websocket::{WsServer, non_loopback_ipv4, test_token};
 use interop::{AgentDirs, example_binary};
 use serde_json::{Value, json};
 
@@ -1705,6 +1707,54 @@ async fn a_sandboxed_bridge_refuses_a_remote_agent_unless_its_profile_accepts_be
         .await
         .expect("stopped in time")
         .expect("a best-effort profile accepts the gap");
+}
+
+/// A bridge that dials its agent offers the editor MCP-over-ACP it translates (the agent does
+/// not take it) only when the agent is on this machine: one on another machine could not reach
+/// the bridge's loopback endpoints. The same agent, listening on every address, dialed once
+/// over loopback and once over this machine's other address (which counts as remote).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_offers_translated_mcp_over_acp_only_to_an_agent_it_dials_on_this_machine() {
+    let Some(address) = non_loopback_ipv4() else {
+        eprintln!("skipped: this machine has no IPv4 address besides loopback");
+        return;
+    };
+    let dirs = AgentDirs::new();
+    let token = test_token();
+    let mut env = dirs.env();
+    env.push(("AGENTACP_TOKEN", token.clone().into()));
+    let agent = WsServer::start_on(&example_binary("governed-server"), &env, Ipv4Addr::UNSPECIFIED);
+    for (host, offered) in [(Ipv4Addr::LOCALHOST, true), (address, false)] {
+        let options = BridgeOptions {
+            connect: Some(Dial::new(format!("ws://{host}:{}/acp", agent.port)).token(token.clone())),
+            ..BridgeOptions::default()
+        };
+        let audit = dirs.state_dir.join(format!("bridge-{host}.jsonl"));
+        let bridge = BridgeInFront::serve(
+            OpenMcpBridge {
+                agent: AgentCommand::new("true"),
+            },
+            &audit,
+            options,
+        )
+        .await;
+        let options = ClientOptions::default().with_workspace_root(dirs.workspace_root.clone());
+        let (client, _) = bridge.editor(options, approve_but_keep_out).await;
+        let initialize = client.initialize_response();
+        assert_eq!(
+            initialize.agent_info.as_ref().map(|info| info.name.as_str()),
+            Some("mcp-bridge-open"),
+            "through the bridge"
+        );
+        assert_eq!(
+            client.takes_mcp_over_acp(),
+            offered,
+            "dialing the agent at {host}: {:?}",
+            initialize.agent_capabilities
+        );
+        client.close().await;
+        bridge.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
