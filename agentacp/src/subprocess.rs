@@ -36,8 +36,8 @@ pub struct AgentCommand {
     /// The sandbox it runs in (a stdio MCP server of a sandboxed session, a sandboxed
     /// bridge's agent).
     sandbox: Option<Arc<Confinement>>,
-    /// What it may use in that sandbox beyond the mounts, and whether read-only.
-    sandbox_granted: Vec<(PathBuf, bool)>,
+    /// What it may use in that sandbox beyond the mounts, and how.
+    sandbox_granted: Vec<(PathBuf, crate::sandbox::Grant)>,
 }
 
 impl AgentCommand {
@@ -108,14 +108,15 @@ impl AgentCommand {
     /// sandbox (a sandboxed bridge's agent: e.g. where its program keeps its code). Outside
     /// a sandbox, nothing changes.
     pub fn sandbox_read(mut self, path: impl Into<PathBuf>) -> Self {
-        self.sandbox_granted.push((path.into(), true));
+        self.sandbox_granted.push((path.into(), crate::sandbox::Grant::Read));
         self
     }
 
     /// Lets the agent read and write `path`, a file or a folder, when it runs in a sandbox
     /// (e.g. its state folder). Outside a sandbox, nothing changes.
     pub fn sandbox_write(mut self, path: impl Into<PathBuf>) -> Self {
-        self.sandbox_granted.push((path.into(), false));
+        self.sandbox_granted
+            .push((path.into(), crate::sandbox::Grant::ReadWrite));
         self
     }
 

@@ -1663,11 +1663,28 @@ async fn a_sandboxed_bridge_runs_its_agent_in_its_sandbox_and_says_so() {
     assert_eq!(enforced["limits"]["memory_mb"], 1024, "{enforced}");
     // Beyond the mounts, to read and run: the program it may be given as the stdio MCP shim
     // (by default the bridge's own: here, this test), and what the agent's command grants
-    // (Python's installation).
+    // (Python's installation); to connect to Unix sockets in, the folder the shims' socket
+    // will be made in (a private folder, made before the agent started).
     let shim = std::env::current_exe().unwrap();
+    let granted = enforced["files"]["granted"].as_array().expect("granted");
+    assert_eq!(granted.len(), 3, "{enforced}");
+    assert_eq!(granted[0], json!({"path": shim, "mode": "read-only"}), "{enforced}");
     assert_eq!(
-        enforced["files"]["granted"],
-        json!([{"path": shim, "mode": "read-only"}, {"path": python().1, "mode": "read-only"}]),
+        granted[2],
+        json!({"path": python().1, "mode": "read-only"}),
+        "{enforced}"
+    );
+    assert_eq!(granted[1]["mode"], "connect-unix", "{enforced}");
+    let socket_folder = granted[1]["path"].as_str().unwrap();
+    assert!(
+        socket_folder.contains("agentacp-mcp-"),
+        "the shims' private folder: {enforced}"
+    );
+    // Whether this kernel confines connecting to pathname Unix sockets (Landlock ABI 9).
+    let confined = enforced["files"]["abi"].as_u64().unwrap() >= 9;
+    assert_eq!(
+        enforced["files"]["unix_sockets"],
+        if confined { "confined" } else { "not confined" },
         "{enforced}"
     );
 }

@@ -59,7 +59,8 @@ impl BridgeListener {
         shutdown: impl Future<Output = ()>,
     ) -> Result<()> {
         let (audit, governance) = oversight::<B>(&options)?;
-        let sandbox = agent_sandbox::<B>(&options)?;
+        // One folder for the shims' sockets of every connection, removed when serving ends.
+        let (sandbox, _socket_folder) = agent_sandbox::<B>(&options)?;
         let bridge = Arc::new(bridge);
         let options = Arc::new(options);
         self.listener

@@ -76,7 +76,7 @@ use crate::client::downstream::Downstream;
 use crate::env::{ShutdownSignals, default_state_dir, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
-use crate::sandbox::Confinement;
+use crate::sandbox::{Confinement, Grant};
 use crate::spec::OperatorSpec;
 use crate::tier::Tier;
 
@@ -107,12 +107,19 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (audit, governance) = oversight::<B>(&options)?;
-    let sandbox = agent_sandbox::<B>(&options)?;
+    // The shims' socket folder outlives the relay: it is removed when this returns.
+    let (sandbox, _socket_folder) = agent_sandbox::<B>(&options)?;
     let downstream = downstream(&bridge, &options, sandbox.as_ref());
     relay::run(B::spec(), downstream, options, governance, audit, input, output)
         .await
         .map_err(|error| Error::msg(error.to_string()))
 }
+
+/// The folder a sandboxed bridge's stdio MCP shims reach it in (feature `mcp`).
+#[cfg(feature = "mcp")]
+type SocketFolder = relay::SocketFolder;
+#[cfg(not(feature = "mcp"))]
+type SocketFolder = ();
 
 /// The audit log and governance of a bridge: the options', else the manifest's (no
 /// governance for a `basic` one).
@@ -134,13 +141,17 @@ fn oversight<B: BridgeOperator>(options: &BridgeOptions) -> Result<(AuditLog, Op
 }
 
 /// The sandbox a sandboxed bridge runs its agent in (SANDBOX.md, planned for this kernel),
-/// granting the stdio shim the agent may be given to run; `None` without one. An error when
-/// it cannot be enforced and the profile does not accept best effort — a remote agent
-/// ([`BridgeOptions::connect`]) cannot be confined at all.
-fn agent_sandbox<B: BridgeOperator>(options: &BridgeOptions) -> Result<Option<Arc<Confinement>>> {
+/// granting the stdio shim the agent may be given to run, and the folder its Unix socket will
+/// be in, made now (Landlock's rules are fixed when the agent starts; from ABI 9 they confine
+/// connecting to pathname sockets); `None` without one. An error when it cannot be enforced
+/// and the profile does not accept best effort — a remote agent ([`BridgeOptions::connect`])
+/// cannot be confined at all.
+fn agent_sandbox<B: BridgeOperator>(
+    options: &BridgeOptions,
+) -> Result<(Option<Arc<Confinement>>, Option<SocketFolder>)> {
     let spec = B::spec();
     let Some(sandbox) = crate::sandbox::from_spec(spec, options.workspace_root.as_deref()).map_err(Error::msg)? else {
-        return Ok(None);
+        return Ok((None, None));
     };
     #[cfg(feature = "websocket")]
     if options.connect.is_some() {
@@ -156,7 +167,14 @@ fn agent_sandbox<B: BridgeOperator>(options: &BridgeOptions) -> Result<Option<Ar
     let shim = options
         .shim_program()
         .map_err(|error| Error::msg(format!("no program to run as the stdio MCP shim: {error}")))?;
-    Ok(Some(Arc::new(sandbox.granting(&[(shim, true)]))))
+    #[cfg(feature = "mcp")]
+    {
+        let folder = SocketFolder::create().map_err(Error::msg)?;
+        let granted = [(shim, Grant::Read), (folder.path().to_path_buf(), Grant::ConnectUnix)];
+        Ok((Some(Arc::new(sandbox.granting(&granted))), Some(folder)))
+    }
+    #[cfg(not(feature = "mcp"))]
+    Ok((Some(Arc::new(sandbox.granting(&[(shim, Grant::Read)]))), None))
 }
 
 /// The agent to relay to: the remote one [`BridgeOptions::connect`] names, else the

@@ -23,6 +23,9 @@ mod state;
 #[cfg(feature = "mcp")]
 mod translate;
 
+#[cfg(feature = "mcp")]
+pub(super) use translate::SocketFolder;
+
 use self::state::{Forwarded, Relay};
 use super::gate;
 use super::narrow;

@@ -11,7 +11,7 @@ use landlock::{
 };
 use rustix::process::{Resource, Rlimit};
 
-use super::plan::{Confinement, LANDLOCK_TCP_ABI, NetworkConfinement};
+use super::plan::{Confinement, Grant, LANDLOCK_TCP_ABI, NetworkConfinement};
 
 /// The system's folders a program needs to run, readable (and executable) by every confined
 /// program. Missing ones are skipped.
@@ -30,8 +30,9 @@ const DEVICES: &[&str] = &[
 ];
 
 /// The Landlock ABI the rules are written for; an older kernel gets what it supports (the
-/// plan reported which).
-const RULES_ABI: ABI = ABI::V6;
+/// plan reported which). From ABI 9 that includes connecting to pathname Unix sockets, which
+/// the read-write mounts and grants allow, and the [`Grant::ConnectUnix`] folders alone.
+const RULES_ABI: ABI = ABI::V9;
 
 impl Confinement {
     /// Applies the confinement to `command`, which will run `program` (resolved against the
@@ -140,8 +141,10 @@ fn write_proc(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// The Landlock ruleset: every file access handled; the system's folders and the program
-/// readable, the devices and the read-write mounts writable, read-only mounts readable; TCP
-/// cut off when the network is confined that way; signals scoped to the sandbox.
+/// readable, the devices and the read-write mounts writable, read-only mounts readable,
+/// pathname Unix sockets reachable in the read-write mounts and the sockets' grants; TCP cut
+/// off when the network is confined that way; signals and abstract sockets scoped to the
+/// sandbox.
 fn ruleset(confinement: &Confinement, program: Option<&Path>) -> std::io::Result<OwnedFd> {
     let fd = landlock_rules(confinement, program)
         .map_err(|error| std::io::Error::other(format!("the sandbox's Landlock rules: {error}")))?;
@@ -161,15 +164,26 @@ fn landlock_rules(
     if confinement.network == NetworkConfinement::LandlockTcp && confinement.kernel.landlock_abi >= LANDLOCK_TCP_ABI {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
     }
-    let usable = || confinement.paths.iter().chain(&confinement.granted);
-    let writable = usable().filter(|(_, read_only)| !read_only).map(|(path, _)| path);
-    let readable = usable().filter(|(_, read_only)| *read_only).map(|(path, _)| path);
+    let mounts = confinement.paths.iter().map(|(path, read_only)| {
+        let grant = if *read_only { Grant::Read } else { Grant::ReadWrite };
+        (path, grant)
+    });
+    let granted = confinement.granted.iter().map(|(path, grant)| (path, *grant));
+    let usable: Vec<(&PathBuf, Grant)> = mounts.chain(granted).collect();
+    let with = |wanted: Grant| {
+        usable
+            .iter()
+            .filter(move |(_, grant)| *grant == wanted)
+            .map(|(path, _)| *path)
+    };
+    // Unsupported by this kernel (before ABI 9), the socket rule is left out: best effort.
     let created = ruleset
         .create()?
         .add_rules(path_beneath_rules(SYSTEM_READ, read))?
         .add_rules(path_beneath_rules(program, read))?
-        .add_rules(path_beneath_rules(readable, read))?
+        .add_rules(path_beneath_rules(with(Grant::Read), read))?
         .add_rules(path_beneath_rules(DEVICES, all))?
-        .add_rules(path_beneath_rules(writable, all))?;
+        .add_rules(path_beneath_rules(with(Grant::ReadWrite), all))?
+        .add_rules(path_beneath_rules(with(Grant::ConnectUnix), AccessFs::ResolveUnix))?;
     Ok(created.into())
 }

@@ -33,6 +33,7 @@ use serde_json::Value;
 
 pub use command::{LimitExceeded, SandboxCommand, SandboxError, SandboxOutput};
 pub use kernel::KernelSupport;
+pub(crate) use plan::Grant;
 pub use plan::{Confinement, NetworkConfinement};
 pub use profile::{Limits, Mount, MountSource, SandboxProfile};
 

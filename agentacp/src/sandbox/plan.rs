@@ -10,6 +10,25 @@ use super::profile::{MountSource, SandboxProfile};
 /// The lowest Landlock ABI that confines TCP.
 pub(super) const LANDLOCK_TCP_ABI: u32 = 4;
 
+/// The lowest Landlock ABI that confines connecting to a pathname Unix socket (Linux 7.1).
+pub(super) const LANDLOCK_UNIX_ABI: u32 = 9;
+
+/// What a program is granted on a path beyond the mounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// Read (and execute) it.
+    Read,
+    /// Read and write it.
+    ReadWrite,
+    /// Connect to the Unix sockets beneath it, and nothing else (where Landlock confines
+    /// that; elsewhere connecting is not confined at all).
+    #[cfg_attr(
+        not(feature = "mcp"),
+        allow(dead_code, reason = "granted to a bridge's stdio MCP shims (feature `mcp`)")
+    )]
+    ConnectUnix,
+}
+
 /// How a confined program's network is cut off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetworkConfinement {
@@ -33,9 +52,9 @@ pub struct Confinement {
     pub(super) workspace: PathBuf,
     pub(super) network: NetworkConfinement,
     pub(super) gaps: Vec<String>,
-    /// Paths the runtime lets one program use beyond the mounts, and whether each is
-    /// read-only (a bridge's agent: the stdio shim, what the bridge's code grants).
-    pub(super) granted: Vec<(PathBuf, bool)>,
+    /// Paths the runtime lets one program use beyond the mounts, and how (a bridge's agent:
+    /// the stdio shim and its socket's folder, what the bridge's code grants).
+    pub(super) granted: Vec<(PathBuf, Grant)>,
 }
 
 impl Confinement {
@@ -132,10 +151,10 @@ impl Confinement {
         })
     }
 
-    /// This confinement, with `granted` usable too (each path and whether it is read-only):
-    /// for one program that needs more than the mounts (a bridge's agent). A path that does
-    /// not exist is left out: Landlock could not grant it, so it is not reported either.
-    pub(crate) fn granting(&self, granted: &[(PathBuf, bool)]) -> Confinement {
+    /// This confinement, with `granted` usable too (each path and how): for one program that
+    /// needs more than the mounts (a bridge's agent). A path that does not exist is left
+    /// out: Landlock could not grant it, so it is not reported either.
+    pub(crate) fn granting(&self, granted: &[(PathBuf, Grant)]) -> Confinement {
         let mut confinement = self.clone();
         let existing = granted.iter().filter(|(path, _)| path.exists()).cloned();
         confinement.granted.extend(existing);
@@ -162,6 +181,22 @@ impl Confinement {
         self.kernel.landlock_abi > 0
     }
 
+    /// Whether Landlock confines connecting to pathname Unix sockets to the read-write mounts
+    /// and grants (Landlock ABI 9, Linux 7.1). Before it, such a connection is not confined.
+    pub fn confines_unix_sockets(&self) -> bool {
+        self.kernel.landlock_abi >= LANDLOCK_UNIX_ABI
+    }
+
+    /// The folders granted [`Grant::ConnectUnix`]: where a Unix socket the program is meant
+    /// to reach is made.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn unix_socket_folders(&self) -> impl Iterator<Item = &Path> {
+        self.granted
+            .iter()
+            .filter(|(_, grant)| *grant == Grant::ConnectUnix)
+            .map(|(path, _)| path.as_path())
+    }
+
     /// The mounts as folders of this machine, and whether each is read-only.
     pub fn mounts(&self) -> &[(PathBuf, bool)] {
         &self.paths
@@ -179,10 +214,11 @@ impl Confinement {
                 let mut files = json!({
                     "mechanism": "landlock",
                     "abi": self.kernel.landlock_abi,
-                    "mounts": modes(&self.paths),
+                    "mounts": mount_modes(&self.paths),
+                    "unix_sockets": if self.confines_unix_sockets() { "confined" } else { "not confined" },
                 });
                 if !self.granted.is_empty() {
-                    files["granted"] = Value::Array(modes(&self.granted));
+                    files["granted"] = Value::Array(grant_modes(&self.granted));
                 }
                 files
             } else {
@@ -207,7 +243,7 @@ impl Confinement {
     /// What the program this confinement was made for is granted beyond the mounts, as the
     /// log reports it.
     pub(crate) fn report_granted(&self) -> Value {
-        Value::Array(modes(&self.granted))
+        Value::Array(grant_modes(&self.granted))
     }
 
     /// The environment a confined program gets from ours: `env.passthrough`, where set.
@@ -219,15 +255,26 @@ impl Confinement {
     }
 }
 
-/// Paths with their mode, as reported.
-fn modes(paths: &[(PathBuf, bool)]) -> Vec<Value> {
+/// Mounts with their mode, as reported.
+fn mount_modes(paths: &[(PathBuf, bool)]) -> Vec<Value> {
+    let grants: Vec<(PathBuf, Grant)> = paths
+        .iter()
+        .map(|(path, read_only)| (path.clone(), if *read_only { Grant::Read } else { Grant::ReadWrite }))
+        .collect();
+    grant_modes(&grants)
+}
+
+/// Grants with their mode, as reported.
+fn grant_modes(paths: &[(PathBuf, Grant)]) -> Vec<Value> {
     paths
         .iter()
-        .map(|(path, read_only)| {
-            json!({
-                "path": path,
-                "mode": if *read_only { "read-only" } else { "read-write" },
-            })
+        .map(|(path, grant)| {
+            let mode = match grant {
+                Grant::Read => "read-only",
+                Grant::ReadWrite => "read-write",
+                Grant::ConnectUnix => "connect-unix",
+            };
+            json!({"path": path, "mode": mode})
         })
         .collect()
 }
@@ -253,11 +300,17 @@ mod tests {
         let confinement = Confinement::plan(profile(json!({})), None, FULL).unwrap();
         let here = std::env::temp_dir();
         let missing = here.join("agentacp-no-such-folder-for-this-test");
-        let granted = confinement.granting(&[(here.clone(), true), (missing, false)]);
+        let granted = confinement.granting(&[
+            (here.clone(), Grant::Read),
+            (missing, Grant::ReadWrite),
+            (here.clone(), Grant::ConnectUnix),
+        ]);
         assert_eq!(
             granted.report()["files"]["granted"],
-            json!([{"path": here, "mode": "read-only"}])
+            json!([{"path": here, "mode": "read-only"}, {"path": here, "mode": "connect-unix"}])
         );
+        #[cfg(feature = "mcp")]
+        assert_eq!(granted.unix_socket_folders().collect::<Vec<_>>(), [here.as_path()]);
         // Nothing granted: no `granted` key.
         assert!(confinement.report()["files"].get("granted").is_none());
     }
@@ -310,6 +363,21 @@ mod tests {
         assert_eq!(confinement.mounts(), [(PathBuf::from("/srv/project"), false)]);
         assert_eq!(confinement.report()["network"], "namespace");
         assert_eq!(confinement.report()["files"]["abi"], 6);
+    }
+
+    /// Pathname Unix sockets are confined from Landlock ABI 9 on; before, the report says they
+    /// are not, and that is no reason to refuse (it never was confined before ABI 9).
+    #[test]
+    fn unix_sockets_are_reported_confined_only_where_landlock_confines_them() {
+        let report = |landlock_abi| {
+            let kernel = KernelSupport {
+                landlock_abi,
+                network_namespace: true,
+            };
+            Confinement::plan(profile(json!({})), None, kernel).unwrap().report()["files"]["unix_sockets"].clone()
+        };
+        assert_eq!(report(LANDLOCK_UNIX_ABI - 1), "not confined");
+        assert_eq!(report(LANDLOCK_UNIX_ABI), "confined");
     }
 
     #[test]

@@ -130,19 +130,19 @@ pub(super) struct Loopback {
     pub(super) address: std::net::SocketAddr,
 }
 
-/// The Unix socket of the stdio shims, in a folder of its own that only this user may enter;
-/// both are removed when it is dropped (with the [`Translation`]).
+/// The Unix socket of the stdio shims, in a folder only this user may enter; removed when it
+/// is dropped (with the [`Translation`]), and its folder too when the folder is its own.
 #[cfg(feature = "mcp")]
 pub(super) struct ShimSocket {
     pub(super) path: std::path::PathBuf,
-    pub(super) folder: std::path::PathBuf,
+    /// Its own folder (dropped after the socket is removed), if it has one.
+    pub(super) _folder: Option<super::translate::SocketFolder>,
 }
 
 #[cfg(feature = "mcp")]
 impl Drop for ShimSocket {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.folder);
     }
 }
 

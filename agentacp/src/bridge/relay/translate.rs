@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -144,38 +144,69 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
 }
 
 /// The Unix socket of the stdio shims, listening from first use until [`Translation::stop`]
-/// (removed, with its folder, when the translation ends).
+/// (removed when the translation ends). It is made in the folder the agent's sandbox lets it
+/// connect to sockets in (made before the agent started, see `bridge::agent_sandbox`, and
+/// shared by a listener's connections), else in a folder of its own, removed with it.
 async fn shim_socket<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Result<&'t ShimSocket, String> {
     translation
         .socket
         .get_or_try_init(|| async {
-            let folder = private_folder()?;
-            let path = folder.join("mcp.sock");
-            let listener = match tokio::net::UnixListener::bind(&path) {
-                Ok(listener) => listener,
-                Err(error) => {
-                    let _ = std::fs::remove_dir(&folder);
-                    return Err(format!("no Unix socket at {}: {error}", path.display()));
+            let granted = relay
+                .sandbox
+                .as_ref()
+                .and_then(|sandbox| sandbox.unix_socket_folders().next().map(Path::to_path_buf));
+            let (folder, own) = match granted {
+                Some(folder) => (folder, None),
+                None => {
+                    let own = SocketFolder::create()?;
+                    (own.path().to_path_buf(), Some(own))
                 }
             };
+            // A name of its own: the folder may be shared by the connections of a listener.
+            let random = acp_tokens::generate_token().map_err(|error| format!("no name for the socket: {error}"))?;
+            let name: String = random.chars().filter(char::is_ascii_alphanumeric).take(12).collect();
+            let path = folder.join(format!("mcp-{name}.sock"));
+            let listener = tokio::net::UnixListener::bind(&path)
+                .map_err(|error| format!("no Unix socket at {}: {error}", path.display()))?;
             tokio::spawn(accept_shims(listener, Arc::downgrade(relay), translation.stop.clone()));
             tracing::debug!(socket = %path.display(), "serving the editor's MCP-over-ACP servers to the agent's shims");
-            Ok(ShimSocket { path, folder })
+            Ok(ShimSocket { path, _folder: own })
         })
         .await
 }
 
-/// A new folder in the temporary folder that only this user may enter.
-fn private_folder() -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let random = acp_tokens::generate_token().map_err(|error| format!("no name for the socket's folder: {error}"))?;
-    let suffix: String = random.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
-    let folder = std::env::temp_dir().join(format!("agentacp-mcp-{suffix}"));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&folder)
-        .map_err(|error| format!("no folder for the shims' socket at {}: {error}", folder.display()))?;
-    Ok(folder)
+/// A new folder in the temporary folder that only this user may enter, for the shims' Unix
+/// socket; removed, with what is in it, when dropped.
+#[derive(Debug)]
+pub(crate) struct SocketFolder {
+    path: PathBuf,
+}
+
+impl SocketFolder {
+    /// Makes the folder.
+    pub(crate) fn create() -> Result<SocketFolder, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let random =
+            acp_tokens::generate_token().map_err(|error| format!("no name for the socket's folder: {error}"))?;
+        let suffix: String = random.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+        let path = std::env::temp_dir().join(format!("agentacp-mcp-{suffix}"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|error| format!("no folder for the shims' socket at {}: {error}", path.display()))?;
+        Ok(SocketFolder { path })
+    }
+
+    /// Where it is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SocketFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 /// The next connection `accept` gives, retried after a failure (out of descriptors, say: the
