@@ -24,7 +24,7 @@ mod state;
 mod translate;
 
 #[cfg(feature = "mcp")]
-pub(super) use translate::SocketFolder;
+pub(super) use state::SocketFolder;
 
 use self::state::{Forwarded, Relay};
 use super::gate;

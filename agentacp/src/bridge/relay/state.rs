@@ -136,7 +136,44 @@ pub(super) struct Loopback {
 pub(super) struct ShimSocket {
     pub(super) path: std::path::PathBuf,
     /// Its own folder (dropped after the socket is removed), if it has one.
-    pub(super) _folder: Option<super::translate::SocketFolder>,
+    pub(super) _folder: Option<SocketFolder>,
+}
+
+/// A new folder in the temporary folder that only this user may enter, for the shims' Unix
+/// socket; removed, with what is in it, when dropped.
+#[cfg(feature = "mcp")]
+#[derive(Debug)]
+pub(crate) struct SocketFolder {
+    path: std::path::PathBuf,
+}
+
+#[cfg(feature = "mcp")]
+impl SocketFolder {
+    /// Makes the folder.
+    pub(crate) fn create() -> Result<SocketFolder, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let random =
+            acp_tokens::generate_token().map_err(|error| format!("no name for the socket's folder: {error}"))?;
+        let suffix: String = random.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+        let path = std::env::temp_dir().join(format!("agentacp-mcp-{suffix}"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|error| format!("no folder for the shims' socket at {}: {error}", path.display()))?;
+        Ok(SocketFolder { path })
+    }
+
+    /// Where it is.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+#[cfg(feature = "mcp")]
+impl Drop for SocketFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 #[cfg(feature = "mcp")]

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry::{AgentSide, AgentSlot, within};
 use super::mcp::{self as governed, Verdict};
-use super::state::{Endpoint, Loopback, Relay, ShimSocket, Translation};
+use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translation};
 use crate::client::mcp_governance::{self, McpCall};
 use crate::future::BoxFuture;
 use crate::jsonrpc::pending::CANCEL_REQUEST;
@@ -173,40 +173,6 @@ async fn shim_socket<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Re
             Ok(ShimSocket { path, _folder: own })
         })
         .await
-}
-
-/// A new folder in the temporary folder that only this user may enter, for the shims' Unix
-/// socket; removed, with what is in it, when dropped.
-#[derive(Debug)]
-pub(crate) struct SocketFolder {
-    path: PathBuf,
-}
-
-impl SocketFolder {
-    /// Makes the folder.
-    pub(crate) fn create() -> Result<SocketFolder, String> {
-        use std::os::unix::fs::DirBuilderExt;
-        let random =
-            acp_tokens::generate_token().map_err(|error| format!("no name for the socket's folder: {error}"))?;
-        let suffix: String = random.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
-        let path = std::env::temp_dir().join(format!("agentacp-mcp-{suffix}"));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .map_err(|error| format!("no folder for the shims' socket at {}: {error}", path.display()))?;
-        Ok(SocketFolder { path })
-    }
-
-    /// Where it is.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for SocketFolder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
 }
 
 /// The next connection `accept` gives, retried after a failure (out of descriptors, say: the
