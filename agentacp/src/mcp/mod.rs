@@ -15,6 +15,7 @@
 //!
 //! How it fits together: `docs/mcp.md`.
 
+pub(crate) mod in_order;
 pub mod shim;
 pub(crate) mod tunnel;
 
@@ -505,7 +506,10 @@ async fn connect(
             let program = program.current_dir(cwd);
             let (process, stdin, stdout) = subprocess::spawn(&program, STDERR_LINES)
                 .map_err(|error| format!("cannot start `{}`: {error}", command.display()))?;
-            let service = match config.serve((stdout, stdin)).await {
+            // In order: a cancellation must not overtake the call it cancels.
+            let transport =
+                in_order::InOrder::new(rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin));
+            let service = match config.serve(transport).await {
                 Ok(service) => service,
                 Err(error) => {
                     // Its exit and last words, when it is going away (bounded).

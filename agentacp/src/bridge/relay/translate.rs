@@ -54,6 +54,7 @@ use crate::client::mcp_governance::{self, McpCall};
 use crate::future::BoxFuture;
 use crate::jsonrpc::pending::CANCEL_REQUEST;
 use crate::jsonrpc::{self, Id, RpcError, codes};
+use crate::mcp::in_order::InOrder;
 use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
 use crate::mcp::tunnel::{AcpPeer, answer_value};
 use crate::mcp::{AcpLink, CONNECT_TIMEOUT, open_over_acp};
@@ -240,7 +241,15 @@ async fn serve_shim(stream: tokio::net::UnixStream, relay: Weak<Relay>) {
         tracing::warn!("a connection to the shims' socket without a server's token was refused");
         return;
     };
-    match tokio::time::timeout(CONNECT_TIMEOUT, rmcp::ServiceExt::serve(Proxy { relay, key }, stream)).await {
+    // In order: a cancellation must not overtake the request it cancels.
+    let (read, write) = tokio::io::split(stream);
+    let transport = InOrder::new(rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write));
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        rmcp::ServiceExt::serve(Proxy { relay, key }, transport),
+    )
+    .await
+    {
         Ok(Ok(service)) => {
             let _ = service.waiting().await;
         }
