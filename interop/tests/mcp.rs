@@ -1122,7 +1122,9 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
 /// An agent that uses the client's MCP server `notes` over ACP on its own: it lists the tools,
 /// sends a `write_note` call as a notification (no id, so nothing would govern it), then calls
 /// `fail` (which governance denies) and `echo` (which governance asks about), and says what it
-/// was answered: the tool names, then each call's error.
+/// was answered: the tool names, then each call's error. With the argument `cancel`, after the
+/// tool names it calls `echo` instead, cancels that call at once (`$/cancel_request`), and says
+/// the answer's error code and message.
 const UNRULY_AGENT: &str = r#"
 import json, sys
 def send(o):
@@ -1159,7 +1161,21 @@ for line in sys.stdin:
         text = " ".join(sorted(t["name"] for t in tools))
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
               "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
-        for n, (tool, args) in enumerate([("fail", {}), ("echo", {"text": "unasked"})]):
+        calls = [("fail", {}), ("echo", {"text": "unasked"})]
+        if sys.argv[1:] == ["cancel"]:
+            # An asked call, cancelled at once: only the answer's code and message are said.
+            calls, text = [], None
+            send({"jsonrpc": "2.0", "id": 120, "method": "mcp/message", "params": {"connectionId": connection,
+                  "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "cancel me"}}}})
+            send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 120}})
+            for line in sys.stdin:
+                a = json.loads(line)
+                if a.get("id") == 120 and "method" not in a:
+                    text = "%s %s" % (a.get("error", {}).get("code"), a.get("error", {}).get("message", "no error"))
+                    break
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+                  "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+        for n, (tool, args) in enumerate(calls):
             answer = ask(101 + n, "mcp/message", {"connectionId": connection, "method": "tools/call",
                                                   "params": {"name": tool, "arguments": args}})
             text = answer.get("error", {}).get("message", "no error")
@@ -1214,6 +1230,98 @@ async fn a_bridge_answers_the_agents_mcp_calls_over_acp_that_governance_denies_o
     assert_eq!(echo.len(), 1, "{echo:?}");
     assert!(
         echo[0]["metadata"]["aip44"]["approval"]["rejectedBy"].is_string(),
+        "{echo:?}"
+    );
+    check_audit_log(&bridge_audit, |_| true);
+}
+
+/// The agent cancels (`$/cancel_request`) an MCP call over ACP that the bridge holds while it
+/// asks the editor: the bridge answers the call `-32800` and cancels its permission request at
+/// the editor; the call never reaches the editor, and its record says the agent cancelled it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_agent_cancels_while_the_bridge_asks_about_it_is_cancelled_at_the_editor_and_never_runs() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let bridge_audit = dirs.state_dir.join("bridge.jsonl");
+    let agent = sandboxed_python().args(["-c", UNRULY_AGENT, "cancel"]);
+    let bridge = BridgeInFront::start(agent, &bridge_audit).await;
+    // The editor answers no permission request until the test lets it.
+    let release = Arc::new(tokio::sync::Notify::new());
+    let lines: Arc<Mutex<Vec<(Direction, Value)>>> = Arc::default();
+    let folder = project.clone();
+    let tap = {
+        let lines = lines.clone();
+        move |direction: Direction, line: &[u8]| {
+            let message = serde_json::from_slice(line).unwrap_or_default();
+            lines.lock().unwrap().push((direction, message));
+        }
+    };
+    let held = release.clone();
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+        .with_wire_tap(tap)
+        .with_permission(move |_: wire::RequestPermissionRequest| {
+            let held = held.clone();
+            async move {
+                held.notified().await;
+                PermissionDecision::Reject
+            }
+        });
+    let client = tokio::time::timeout(WAIT, Client::connect_websocket(Dial::new(&bridge.url), options))
+        .await
+        .expect("connected in time")
+        .expect("connected");
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "call it and cancel it").await;
+    assert_eq!(
+        said,
+        [
+            "echo read_note roots write_note",
+            "-32800 the MCP tool `mcp/notes/echo` was cancelled before the editor answered"
+        ]
+    );
+    {
+        let lines = lines.lock().unwrap();
+        let from_bridge = |method: &str| {
+            lines
+                .iter()
+                .filter(|(direction, message)| matches!(direction, Direction::FromAgent) && message["method"] == method)
+                .map(|(_, message)| message.clone())
+                .collect::<Vec<Value>>()
+        };
+        let asked = from_bridge("session/request_permission");
+        assert_eq!(asked.len(), 1, "the editor was asked once: {asked:?}");
+        let cancels = from_bridge("$/cancel_request");
+        assert_eq!(
+            cancels
+                .iter()
+                .map(|c| c["params"]["requestId"].clone())
+                .collect::<Vec<_>>(),
+            [asked[0]["id"].clone()],
+            "the bridge cancelled its permission request, and nothing else reached the editor"
+        );
+        assert!(
+            !from_bridge("mcp/message")
+                .iter()
+                .any(|m| m["params"]["method"] == "tools/call"),
+            "the cancelled call reached the editor"
+        );
+    }
+    release.notify_one();
+    client.close().await;
+    bridge.stop().await;
+    let echo = tool_records(&bridge_audit, "mcp/notes/echo");
+    assert_eq!(echo.len(), 1, "{echo:?}");
+    let approval = &echo[0]["metadata"]["aip44"]["approval"];
+    assert_eq!(approval["rejectedBy"], "agentacp", "{echo:?}");
+    assert!(
+        approval["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cancelled by the agent")),
         "{echo:?}"
     );
     check_audit_log(&bridge_audit, |_| true);

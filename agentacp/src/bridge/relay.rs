@@ -38,7 +38,7 @@ use crate::client::permission::{self, PermissionDecision};
 use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
-use crate::jsonrpc::pending::Pending;
+use crate::jsonrpc::pending::{CANCEL_REQUEST, Pending};
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 use crate::methods::{self, Side, mcp_over_acp};
 use crate::spec::OperatorSpec;
@@ -180,6 +180,7 @@ where
         options,
         own: Pending::starting_at(OWN_IDS),
         mcp: AcpMcpServers::default(),
+        held_calls: Mutex::default(),
         mcp_over_acp: AtomicBool::new(false),
         #[cfg(feature = "mcp")]
         translation: std::sync::OnceLock::new(),
@@ -865,6 +866,10 @@ async fn agent_message(relay: &Arc<Relay>, line: Vec<u8>) {
             }
             if let Some(reason) = mcp::notification_refusal(&method, params.as_deref()) {
                 relay.audit_dropped(&method, None, None, reason);
+                return;
+            }
+            // A cancel of a call the bridge still holds: the editor has not seen that id.
+            if method == CANCEL_REQUEST && mcp::cancel_held(relay, params.as_deref()).await {
                 return;
             }
             if method == wire::method_names::SESSION_UPDATE

@@ -154,6 +154,18 @@ struct CancelRequest<'a> {
     request_id: &'a Id,
 }
 
+/// The request a [`CANCEL_REQUEST`] names (its params); `None` when they name none.
+pub fn cancelled_request(params: Option<&RawValue>) -> Option<Id> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Named {
+        request_id: Id,
+    }
+    serde_json::from_str::<Named>(params.map_or("null", RawValue::get))
+        .ok()
+        .map(|named| named.request_id)
+}
+
 struct Forget<'a>(&'a Pending, Id);
 
 impl Drop for Forget<'_> {

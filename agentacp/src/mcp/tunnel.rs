@@ -429,15 +429,10 @@ impl Tunnels {
     /// `$/cancel_request` (its params): cancels the `mcp/message` request it names, when
     /// that is one of these tunnels'. `false`: it names none of theirs.
     pub(crate) fn cancel(&self, params: Option<&RawValue>) -> bool {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct CancelRequest {
-            request_id: Id,
-        }
-        let Ok(named) = serde_json::from_str::<CancelRequest>(params.map_or("null", RawValue::get)) else {
+        let Some(named) = crate::jsonrpc::pending::cancelled_request(params) else {
             return false;
         };
-        match lock(&self.cancels).remove(&named.request_id) {
+        match lock(&self.cancels).remove(&named) {
             Some(cancel) => {
                 let _ = cancel.send(());
                 true

@@ -11,13 +11,14 @@ use std::sync::atomic::Ordering;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tokio::sync::{oneshot, watch};
 
-use super::state::{Forwarded, McpWaiting, Relay};
+use super::state::{Forwarded, HeldCall, McpWaiting, Relay};
 use crate::audit::Approval;
 use crate::client::mcp_governance::{self, McpCall, McpMessage};
 use crate::client::permission;
 use crate::governance::Decision;
-use crate::jsonrpc::pending::RequestFailure;
+use crate::jsonrpc::pending::{RequestFailure, cancelled_request};
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::methods::Side;
 use crate::methods::mcp_over_acp::{
@@ -211,14 +212,76 @@ pub(super) fn verdict(relay: &Relay, call: &McpCall) -> Verdict {
 }
 
 /// Asks the editor about `call` ([`Verdict::Ask`]): the approval (the tool call the agent
-/// announced for it approved with it), or the refusal.
-pub(super) async fn ask(relay: &Relay, call: &McpCall) -> Result<Approval, (Approval, RpcError)> {
-    match ask_editor(relay, call).await {
+/// announced for it approved with it), or the refusal. When the agent cancels the call first
+/// (`cancelled`), the editor's permission request is cancelled too, and the refusal is `-32800`.
+pub(super) async fn ask(
+    relay: &Relay,
+    call: &McpCall,
+    cancelled: impl Future<Output = ()>,
+) -> Result<Approval, (Approval, RpcError)> {
+    let by_the_agent = std::sync::atomic::AtomicBool::new(false);
+    let cancelled = async {
+        cancelled.await;
+        by_the_agent.store(true, Ordering::SeqCst);
+    };
+    match ask_editor(relay, call, cancelled).await {
         Ok(approval) => {
             approve_the_agents_call(relay, call, &approval);
             Ok(approval)
         }
+        Err(_) if by_the_agent.load(Ordering::SeqCst) => Err(cancelled_by_the_agent(call)),
         Err((approval, message)) => Err((approval, RpcError::new(codes::INVALID_REQUEST, message))),
+    }
+}
+
+/// The refusal of a call the agent cancelled before the editor answered: `-32800`.
+fn cancelled_by_the_agent(call: &McpCall) -> (Approval, RpcError) {
+    (
+        Approval::RejectedBy {
+            who: "agentacp".into(),
+            reason: "cancelled by the agent before the editor answered".into(),
+        },
+        RpcError::new(
+            codes::REQUEST_CANCELLED,
+            format!(
+                "the MCP tool `{}` was cancelled before the editor answered",
+                call.tool_name()
+            ),
+        ),
+    )
+}
+
+/// The agent's `$/cancel_request` (its params), for a `tools/call` the bridge holds: before the
+/// decision, the call is cancelled here (`true`: the editor never sees it, nor this cancel);
+/// after it, the cancel waits until the call is passed on, and then follows it (`false`, as
+/// for any request the bridge does not hold).
+pub(super) async fn cancel_held(relay: &Relay, params: Option<&RawValue>) -> bool {
+    let Some(named) = cancelled_request(params) else {
+        return false;
+    };
+    let mut settled = {
+        let mut held = lock(&relay.held_calls);
+        let Some(call) = held.get_mut(&named) else {
+            return false;
+        };
+        if let Some(cancel) = call.cancel.take() {
+            let _ = cancel.send(());
+            return true;
+        }
+        call.settled.clone()
+    };
+    // An error: the task is gone, so the call is settled too.
+    let _ = settled.wait_for(|settled| *settled).await;
+    false
+}
+
+/// Settles a held call however its task ends: forgotten, and a cancel waiting on it let go.
+struct Settled<'a>(&'a Relay, Id, watch::Sender<bool>);
+
+impl Drop for Settled<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.held_calls).remove(&self.1);
+        self.2.send_replace(true);
     }
 }
 
@@ -232,12 +295,35 @@ async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) ->
             Passage::Handled
         }
         Verdict::Ask => {
+            // Cancellable from now on: the agent's next message may be its cancel.
+            let (cancel, cancelled) = oneshot::channel();
+            let (settle, settled) = watch::channel(false);
+            let held = HeldCall {
+                cancel: Some(cancel),
+                settled,
+            };
+            lock(&relay.held_calls).insert(id.clone(), held);
             let relay = Arc::clone(relay);
             let id = id.clone();
             let mut line = line.to_vec();
             line.push(b'\n');
             tokio::spawn(async move {
-                match ask(&relay, &call).await {
+                let _settled = Settled(&relay, id.clone(), settle);
+                let cancelled = async {
+                    if cancelled.await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                let mut decided = ask(&relay, &call, cancelled).await;
+                // Decided, unless the agent's cancel took the call first (then it stands,
+                // whatever the editor said): one of the two, under the lock.
+                let cancelled_first = lock(&relay.held_calls)
+                    .get_mut(&id)
+                    .is_some_and(|held| held.cancel.take().is_none());
+                if cancelled_first && decided.is_ok() {
+                    decided = Err(cancelled_by_the_agent(&call));
+                }
+                match decided {
                     Ok(approval) => {
                         let forwarded = Forwarded::agent_request(&relay, MESSAGE.to_string(), call.session.clone());
                         let forwarded = Forwarded {
@@ -264,8 +350,13 @@ fn approve_the_agents_call(relay: &Relay, call: &McpCall, approval: &Approval) {
     }
 }
 
-/// Asks the editor about `call`: the approval, or why it was not approved.
-async fn ask_editor(relay: &Relay, call: &McpCall) -> Result<Approval, (Approval, String)> {
+/// Asks the editor about `call`: the approval, or why it was not approved. When `cancelled`
+/// completes first, the permission request is cancelled at the editor (`$/cancel_request`).
+async fn ask_editor(
+    relay: &Relay,
+    call: &McpCall,
+    cancelled: impl Future<Output = ()>,
+) -> Result<Approval, (Approval, String)> {
     let editor = relay.editor();
     let not_asked = |reason: &str| {
         (
@@ -288,11 +379,12 @@ async fn ask_editor(relay: &Relay, call: &McpCall) -> Result<Approval, (Approval
     let timeout = relay.options.permission_timeout;
     let answer = relay
         .own
-        .call(
+        .call_unless(
             &relay.up,
             wire::method_names::SESSION_REQUEST_PERMISSION,
             &request,
             timeout,
+            cancelled,
         )
         .await;
     let rejected = |reason: &str| {

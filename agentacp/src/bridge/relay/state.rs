@@ -93,6 +93,9 @@ pub(super) struct Relay {
     pub(super) own: Pending,
     /// The MCP servers the editor offers over ACP, and their connections.
     pub(super) mcp: AcpMcpServers,
+    /// The agent's MCP `tools/call`s held while the editor is asked about them, by the
+    /// agent's request id: what cancels each (the agent's `$/cancel_request`).
+    pub(super) held_calls: Mutex<HashMap<Id, HeldCall>>,
     /// Whether the bridge offers MCP-over-ACP to the editor (see `mcp.rs`).
     pub(super) mcp_over_acp: AtomicBool,
     /// Set when the agent does not take MCP-over-ACP itself: the bridge serves the editor's
@@ -101,6 +104,14 @@ pub(super) struct Relay {
     pub(super) translation: std::sync::OnceLock<Translation>,
     /// The sandbox the agent runs in (tier sandboxed, a started agent).
     pub(super) sandbox: Option<std::sync::Arc<crate::sandbox::Confinement>>,
+}
+
+/// A `tools/call` of the agent's that the bridge holds while it asks the editor (`mcp.rs`).
+pub(super) struct HeldCall {
+    /// Cancels the asking; `None` once taken: by the agent's cancel, or by the decision.
+    pub(super) cancel: Option<tokio::sync::oneshot::Sender<()>>,
+    /// `true` once the decided call is passed on or answered (or its task is gone).
+    pub(super) settled: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The editor's MCP-over-ACP servers, served by the bridge to an agent without MCP-over-ACP

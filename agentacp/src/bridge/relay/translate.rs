@@ -578,7 +578,7 @@ impl rmcp::ServerHandler for Proxy {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _: RequestContext<RoleServer>,
+        asked: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (relay, reached) = self.reached().await?;
         let arguments = request.arguments.clone().map_or_else(|| json!({}), Value::Object);
@@ -589,7 +589,7 @@ impl rmcp::ServerHandler for Proxy {
                 governed::refused(&relay, &call, approval, &error);
                 return Err(mcp_error(&error));
             }
-            Verdict::Ask => match governed::ask(&relay, &call).await {
+            Verdict::Ask => match governed::ask(&relay, &call, asked.ct.cancelled()).await {
                 Ok(approval) => approval,
                 Err((approval, error)) => {
                     governed::refused(&relay, &call, approval, &error);
@@ -597,7 +597,15 @@ impl rmcp::ServerHandler for Proxy {
                 }
             },
         };
-        let answer = bounded(reached.peer.call_tool_once(request)).await;
+        // Cancelled by the agent: the call is dropped, which rmcp cancels at the editor's server.
+        let answer = tokio::select! {
+            answer = bounded(reached.peer.call_tool_once(request)) => answer,
+            () = asked.ct.cancelled() => Err(ErrorData::new(
+                rmcp::model::ErrorCode(codes::REQUEST_CANCELLED),
+                "the agent cancelled the call",
+                None,
+            )),
+        };
         let audited = match &answer {
             Ok(result) => Ok(serde_json::to_value(ServerResult::from(result.clone())).unwrap_or(Value::Null)),
             Err(error) => Err(RpcError {
