@@ -163,9 +163,7 @@ impl SocketFolder {
     /// Makes the folder.
     pub(crate) fn create() -> Result<SocketFolder, String> {
         use std::os::unix::fs::DirBuilderExt;
-        let random =
-            acp_tokens::generate_token().map_err(|error| format!("no name for the socket's folder: {error}"))?;
-        let suffix: String = random.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+        let suffix = random_name(16).map_err(|error| format!("no name for the socket's folder: {error}"))?;
         let path = std::env::temp_dir().join(format!("agentacp-mcp-{suffix}"));
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -178,6 +176,13 @@ impl SocketFolder {
     pub(crate) fn path(&self) -> &std::path::Path {
         &self.path
     }
+}
+
+/// `len` random letters and digits, for a file name no one can guess or meet.
+#[cfg(feature = "mcp")]
+pub(super) fn random_name(len: usize) -> std::io::Result<String> {
+    let random = acp_tokens::generate_token()?;
+    Ok(random.chars().filter(char::is_ascii_alphanumeric).take(len).collect())
 }
 
 #[cfg(feature = "mcp")]

@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry::{AgentSide, AgentSlot, within};
 use super::mcp::{self as governed, Verdict};
-use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translation};
+use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translation, random_name};
 use crate::client::mcp_governance::{self, McpCall};
 use crate::future::BoxFuture;
 use crate::jsonrpc::pending::CANCEL_REQUEST;
@@ -164,8 +164,7 @@ async fn shim_socket<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Re
                 }
             };
             // A name of its own: the folder may be shared by the connections of a listener.
-            let random = acp_tokens::generate_token().map_err(|error| format!("no name for the socket: {error}"))?;
-            let name: String = random.chars().filter(char::is_ascii_alphanumeric).take(12).collect();
+            let name = random_name(12).map_err(|error| format!("no name for the socket: {error}"))?;
             let path = folder.join(format!("mcp-{name}.sock"));
             let listener = tokio::net::UnixListener::bind(&path)
                 .map_err(|error| format!("no Unix socket at {}: {error}", path.display()))?;
