@@ -342,16 +342,20 @@ for line in sys.stdin:
                 + "x" * 10_000_000 + '"}}}\n')
             continue
         if mode == "requests":
-            # The prompt's text is a JSON list of [method, params]: ask the client each one
-            # and stream its answer back as a message chunk.
+            # The prompt's text is a JSON list of [method, params] or [method, params,
+            # "cancel"]: ask the client each one (and cancel it right after) and stream its
+            # answer back as a message chunk.
             asks = json.loads(msg["params"]["prompt"][0]["text"])
-            for n, (ask_method, ask_params) in enumerate(asks):
+            for n, ask in enumerate(asks):
+                ask_method, ask_params = ask[0], ask[1]
                 if ask_method == "$clientCapabilities":
                     # Not a request: what the client advertised at initialize.
                     update(json.dumps({"result": client_capabilities}, sort_keys=True))
                     continue
                 ask_id = "ask-%d" % n
                 send({"jsonrpc": "2.0", "id": ask_id, "method": ask_method, "params": ask_params})
+                if ask[2:] == ["cancel"]:
+                    send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ask_id}})
                 for answer_line in sys.stdin:
                     answer = json.loads(answer_line)
                     if answer.get("id") == ask_id and "method" not in answer:
@@ -1210,6 +1214,116 @@ async fn terminal_create_needs_permission_and_is_audited() {
         let answers = agent_requests(options, &dirs.workspace, asks).await;
         assert_eq!(answers[1]["result"]["exitCode"], 0, "{answers:?}");
         assert!(target.exists(), "the approved command ran");
+    })
+    .await;
+}
+
+/// Counts its drops: a permission question or handler the client gave up on.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// An extension handler that never answers (until the request is cancelled and it is dropped).
+struct NeverAnswers(Arc<AtomicUsize>);
+
+impl agentacp::client::ExtensionHandler for NeverAnswers {
+    fn request(
+        &self,
+        _: &str,
+        _: Value,
+    ) -> std::pin::Pin<Box<dyn Future<Output = agentacp::client::HandlerResult> + Send>> {
+        let guard = DropCount(self.0.clone());
+        Box::pin(async move {
+            let _guard = guard;
+            std::future::pending().await
+        })
+    }
+}
+
+/// The agent cancels its own requests (`$/cancel_request`) while the client still works on
+/// them: each is answered at once, and what waited for it is dropped. A permission question
+/// the user has not answered is answered `cancelled`; a `terminal/create` still being decided
+/// is refused with `-32800`, never runs, and is audited as rejected by the agent; an extension
+/// request and a `terminal/wait_for_exit` still waiting are answered `-32800`. Without it,
+/// each waited for its timeout (minutes) and the question stayed open.
+#[tokio::test]
+async fn requests_the_agent_cancels_are_answered_at_once_and_what_waits_on_them_is_dropped() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("x");
+        let script = format!("echo x > {}", target.display());
+        let (asked, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (asks_counter, drops_counter) = (asked.clone(), dropped.clone());
+        let sink = agentacp::audit::MemorySink::new();
+        // Every timeout far beyond the test's bound: only the cancel can end these requests.
+        let options = ClientOptions {
+            permission_timeout: Duration::from_secs(600),
+            request_timeout: Duration::from_secs(600),
+            ..ClientOptions::default()
+        }
+        .with_handlers(agentacp::client::Builtin::default().with_terminal())
+        .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())))
+        .with_extensions(NeverAnswers(dropped.clone()))
+        .with_permission(move |_| {
+            asks_counter.fetch_add(1, Ordering::SeqCst);
+            let guard = DropCount(drops_counter.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<PermissionDecision>().await
+            }
+        });
+        let asks = serde_json::json!([
+            ["session/request_permission", {
+                "sessionId": "s1",
+                "toolCall": {"toolCallId": "c1", "title": "Edit a file", "kind": "edit"},
+                "options": [
+                    {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "no", "name": "Reject", "kind": "reject_once"}
+                ]
+            }, "cancel"],
+            ["terminal/create", {"sessionId": "s1", "command": "sh", "args": ["-c", script]}, "cancel"],
+            ["_example/slow", {}, "cancel"],
+        ]);
+        let answers = agent_requests(options, &dirs.workspace, asks).await;
+        assert_eq!(answers[0]["result"]["outcome"]["outcome"], "cancelled", "{answers:?}");
+        assert_eq!(answers[1]["error"]["code"], -32800, "{answers:?}");
+        assert_eq!(answers[2]["error"]["code"], -32800, "{answers:?}");
+        assert!(!target.exists(), "the cancelled command never ran");
+        // Both questions were withdrawn from the user, and the extension handler dropped.
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        assert_eq!(dropped.load(Ordering::SeqCst), 3);
+        let records = audited(&sink);
+        let terminal = &records
+            .iter()
+            .find(|r| r["metadata"]["aip44"]["tool"] == agentacp::client::TERMINAL_TOOL)
+            .unwrap_or_else(|| panic!("no terminal record: {records:#?}"))["metadata"]["aip44"];
+        assert_eq!(terminal["approval"]["rejectedBy"], "agent", "{terminal}");
+        assert_eq!(terminal["approval"]["reason"], "cancelled", "{terminal}");
+
+        // An approved command that runs on: waiting for its exit is cancelled, the wait answered.
+        let options = ClientOptions {
+            request_timeout: Duration::from_secs(600),
+            ..ClientOptions::default()
+        }
+        .with_handlers(agentacp::client::Builtin::default().with_terminal())
+        .with_permission(|_| async { PermissionDecision::Approve });
+        let asks = serde_json::json!([
+            ["terminal/create", {"sessionId": "s1", "command": "sleep", "args": ["600"]}],
+            ["terminal/wait_for_exit", {"sessionId": "s1", "terminalId": "term-1"}, "cancel"],
+            ["terminal/kill", {"sessionId": "s1", "terminalId": "term-1"}],
+        ]);
+        let answers = agent_requests(options, &dirs.workspace, asks).await;
+        assert!(answers[0]["result"]["terminalId"].is_string(), "{answers:?}");
+        assert_eq!(answers[1]["error"]["code"], -32800, "{answers:?}");
+        assert!(
+            answers[2]["result"].is_object(),
+            "the terminal is still there: {answers:?}"
+        );
     })
     .await;
 }

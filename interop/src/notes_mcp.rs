@@ -4,9 +4,10 @@
 //!
 //! - `read_note` (read-only): the text of a file in its folder;
 //! - `write_note` (destructive): writes a file in its folder;
-//! - `echo`: its `text` back (no annotations: kind `other`). With `hold: true` it answers
-//!   only once its call is cancelled (at most a minute), and then leaves the file
-//!   `echo-cancelled` (holding the text) in its folder: what a cancellation reached it;
+//! - `echo`: its `text` back (no annotations: kind `other`). With `hold: true` it leaves the
+//!   file `echo-holding` in its folder (the call has reached it), answers only once its call
+//!   is cancelled (at most a minute), and then leaves the file `echo-cancelled` (holding the
+//!   text): what a cancellation reached it;
 //! - `fail`: always a tool error;
 //! - `env`: the value of a variable in its environment (empty when unset);
 //! - `roots`: tells its client that its tools changed, then asks it for its roots
@@ -112,6 +113,7 @@ impl Notes {
         if !hold {
             return text(said);
         }
+        let _ = std::fs::write(self.folder.join("echo-holding"), &said);
         let held = tokio::time::timeout(std::time::Duration::from_secs(60), asked.ct.cancelled()).await;
         if held.is_err() {
             return CallToolResult::error(vec![ContentBlock::text("held for a minute, never cancelled")]);

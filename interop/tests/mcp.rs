@@ -121,6 +121,16 @@ fn approve_but_keep_out(request: &wire::RequestPermissionRequest) -> PermissionD
     }
 }
 
+/// A question the editor holds: a permission request for `echo` whose `text` is a path
+/// ending in `held-question`. The editor writes that file, the agent's sign that the question
+/// is being asked, and never answers it; `None` for every other request.
+fn held_question(request: &wire::RequestPermissionRequest) -> Option<()> {
+    let input = request.tool_call.raw_input.clone().unwrap_or_default();
+    let path = input["text"].as_str().filter(|text| text.ends_with("/held-question"))?;
+    std::fs::write(path, "asked").expect("the held question's marker is written");
+    Some(())
+}
+
 /// The processes whose command line holds `tag`.
 fn processes_tagged(tag: &str) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -963,8 +973,15 @@ impl BridgeInFront {
             seen.lock()
                 .unwrap()
                 .push(request.tool_call.title.clone().unwrap_or_default());
+            let held = held_question(&request);
             let decision = decide(&request);
-            async move { decision }
+            async move {
+                match held {
+                    // Never answered: only the asker's cancel ends it (our client drops it).
+                    Some(()) => std::future::pending().await,
+                    None => decision,
+                }
+            }
         });
         let client = tokio::time::timeout(WAIT, Client::connect_websocket(Dial::new(&self.url), options))
             .await
@@ -1001,11 +1018,13 @@ impl BridgeInFront {
     }
 }
 
-/// The editor's MCP messages over ACP, as `Direction method inner-method`.
+/// The editor's MCP messages over ACP, as `Direction method inner-method`, and its
+/// cancellations (`Direction $/cancel_request`).
 fn mcp_tap(seen: Arc<Mutex<Vec<String>>>) -> impl Fn(Direction, &[u8]) + Send + Sync + 'static {
     move |direction, line| {
         let message: Value = serde_json::from_slice(line).unwrap_or_default();
-        if let Some(method) = message["method"].as_str().filter(|m| m.starts_with("mcp/")) {
+        let method = message["method"].as_str();
+        if let Some(method) = method.filter(|m| m.starts_with("mcp/") || *m == "$/cancel_request") {
             let inner = message["params"]["method"].as_str().unwrap_or_default();
             let name = message["params"]["params"]["name"].as_str().unwrap_or_default();
             seen.lock()
@@ -1418,8 +1437,16 @@ async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_
 /// (HTTP) what a request without the header and one with another token get, the tools listed, and each call's text or
 /// error: `read_note` of `hello.txt`, `fail`, `write_note` of `keep-out.txt`.
 const PLAIN_MCP_AGENT: &str = r#"
-import json, os, queue, socket, subprocess, sys, threading, urllib.request, urllib.error
+import json, os, queue, socket, subprocess, sys, threading, time, urllib.request, urllib.error
 HTTP = sys.argv[1:] == ["http"]
+def wait_for(path, timeout=30):
+    """Whether the file `path` appears within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 def send(o):
     sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
 def say(text):
@@ -1464,6 +1491,14 @@ class Http:
                 m = json.loads(line[5:])
                 if m.get("id") == id:
                     return m
+    def start(self, id, method, params):
+        """Sends a request from a thread of its own, not waiting for its answer."""
+        def call():
+            try:
+                self.call(id, method, params)
+            except Exception:
+                pass  # a cancelled call's stream is left open until it times out
+        threading.Thread(target=call, daemon=True).start()
 class Stdio:
     """The server started by the agent; its messages read by a thread of their own, the
     requests it makes of the agent answered (`roots/list`), its notifications kept."""
@@ -1506,6 +1541,9 @@ class Stdio:
             m = self.answers.get(timeout=60)
             if m is not None and m.get("id") == id:
                 return m
+    def start(self, id, method, params):
+        """Sends a request, not waiting for its answer."""
+        self.write({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
     def wait_told(self, method, timeout=60):
         try:
             while method not in self.told:
@@ -1534,7 +1572,7 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1,
               "agentCapabilities": {"mcpCapabilities": mcp}, "authMethods": []}})
     elif method == "session/new":
-        server = m["params"]["mcpServers"][0]
+        server, cwd = m["params"]["mcpServers"][0], m["params"]["cwd"]
         send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
     elif method == "session/prompt":
         if "url" in server:
@@ -1573,6 +1611,18 @@ for line in sys.stdin:
             say("roots cancelled: %s; the held request cancelled: %s" % (
                 answer.get("result", {}).get("content", [{}])[0].get("text", answer.get("error")),
                 told and mcp.held is not None and mcp.cancelled == [mcp.held]))
+        # Two calls it cancels: one while the bridge asks the editor about it (the editor
+        # holds that question and says so with a file), one while it runs at the editor's
+        # server (which says so with a file, and leaves another when it is cancelled).
+        question = os.path.join(cwd, "held-question")
+        mcp.start(8, "tools/call", {"name": "echo", "arguments": {"text": question}})
+        asked = wait_for(question)
+        mcp.call(None, "notifications/cancelled", {"requestId": 8, "reason": "changed my mind"})
+        mcp.start(9, "tools/call", {"name": "echo", "arguments": {"text": "held", "hold": True}})
+        running = wait_for(os.path.join(cwd, "echo-holding"))
+        mcp.call(None, "notifications/cancelled", {"requestId": 9, "reason": "changed my mind"})
+        cancelled = wait_for(os.path.join(cwd, "echo-cancelled"))
+        say("cancelled while asked: %s; while running: %s; the run told: %s" % (asked, running, cancelled))
         send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
     elif id is not None and method:
         send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
@@ -1615,9 +1665,60 @@ async fn through_a_translating_bridge(
     assert!(!project.join("keep-out.txt").exists(), "a rejected write ran");
     check_audit_log(&bridge_audit, |_| true);
     let records = audit_records(&bridge_audit);
-    let asked = asked.lock().unwrap().clone();
-    let methods = methods.lock().unwrap().clone();
+    let mut asked = asked.lock().unwrap().clone();
+    let mut methods = methods.lock().unwrap().clone();
+    let mut said = said;
+    assert_cancelled_through_translation(&mut said, &mut asked, &mut methods, &records, &project);
     (said, asked, methods, records, dirs)
+}
+
+/// The agent's last two calls, both to `echo`, which it cancels: the first while the bridge
+/// asks the editor about it, the second while it runs at the editor's server. The first is
+/// never run: the bridge cancels its question at the editor (which drops it) and records the
+/// call rejected; the second is cancelled at the editor's server, over ACP. What they said,
+/// asked and sent is then taken out, for the checks the translated calls have in common.
+fn assert_cancelled_through_translation(
+    said: &mut Vec<String>,
+    asked: &mut Vec<String>,
+    methods: &mut Vec<String>,
+    records: &[Value],
+    project: &Path,
+) {
+    assert_eq!(
+        said.pop().as_deref(),
+        Some("cancelled while asked: True; while running: True; the run told: True"),
+        "{said:?}"
+    );
+    assert_eq!(std::fs::read_to_string(project.join("echo-cancelled")).unwrap(), "held");
+    let echo = "Call `echo` on the MCP server `notes`";
+    assert_eq!(asked.iter().filter(|title| *title == echo).count(), 2, "{asked:?}");
+    asked.retain(|title| title != echo);
+    // Only the second call reached the editor's server; the bridge cancelled two requests at
+    // the editor: its question about the first call, and the `mcp/message` of the second.
+    let echoed = "FromAgent mcp/message tools/call echo";
+    assert_eq!(methods.iter().filter(|m| *m == echoed).count(), 1, "{methods:?}");
+    let cancels = "FromAgent $/cancel_request";
+    assert_eq!(methods.iter().filter(|m| *m == cancels).count(), 2, "{methods:?}");
+    methods.retain(|m| m != echoed && m != cancels);
+    let records: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["metadata"]["aip44"]["tool"] == "mcp/notes/echo")
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let approval = &records[0]["metadata"]["aip44"]["approval"];
+    assert_eq!(approval["rejectedBy"], "agentacp", "{records:?}");
+    assert_eq!(
+        approval["reason"], "cancelled by the agent before the editor answered",
+        "{records:?}"
+    );
+    assert_eq!(
+        records[1]["metadata"]["aip44"]["approval"]["approvedBy"], "client:agentacp",
+        "{records:?}"
+    );
+    assert_eq!(
+        records[1]["metadata"]["aip44"]["error"], "the agent cancelled the call",
+        "{records:?}"
+    );
 }
 
 /// What the translated calls have in common, whichever way the agent reached the bridge: the

@@ -18,6 +18,7 @@ use rmcp::service::{DynService, RoleServer, ServiceExt};
 use serde_json::{Value, json};
 
 use super::mcp_governance::{AcpMcpServers, McpMessage};
+use crate::jsonrpc::cancels::Cancellable;
 use crate::jsonrpc::{RpcError, codes};
 use crate::mcp::tunnel::{self, AcpPeer, Tunnel, Tunnels};
 
@@ -153,26 +154,14 @@ impl McpHost {
         Ok(json!({ "connectionId": connection_id }))
     }
 
-    /// Makes the `mcp/message` request `id` cancellable by the agent (`$/cancel_request`),
-    /// as long as the answer is worked on: taken as the request is read.
-    pub(crate) fn cancellable(&self, id: &crate::jsonrpc::Id) -> tunnel::Cancellable {
-        self.tunnels.cancellable(id)
-    }
-
     /// An `mcp/message` request: the answer of its connection's service (`-32800` when it
     /// is cancelled first).
     pub(crate) async fn message(
         &self,
         params: Option<&serde_json::value::RawValue>,
-        cancellable: Option<tunnel::Cancellable>,
+        cancellable: Cancellable,
     ) -> Result<Value, RpcError> {
-        self.tunnels.request(params, cancellable).await
-    }
-
-    /// `$/cancel_request` (its params): cancels the `mcp/message` request it names, if it is
-    /// being answered; `false` when it is not one of those.
-    pub(crate) fn cancel(&self, params: Option<&serde_json::value::RawValue>) -> bool {
-        self.tunnels.cancel(params)
+        self.tunnels.request(params, Some(cancellable)).await
     }
 
     /// An `mcp/message` notification, to its connection's service.

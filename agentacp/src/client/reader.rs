@@ -20,6 +20,7 @@ use super::state::{Ended, Shared};
 use super::tap::Direction;
 use crate::audit::Approval;
 use crate::governance::Decision;
+use crate::jsonrpc::cancels::Cancellable;
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 use crate::sync::lock;
@@ -104,8 +105,10 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
                 shared.mcp.notification(params.as_deref());
                 return;
             }
-            #[cfg(feature = "mcp")]
-            if method == jsonrpc::pending::CANCEL_REQUEST && shared.mcp.cancel(params.as_deref()) {
+            if method == jsonrpc::pending::CANCEL_REQUEST {
+                if !shared.answering.cancel(params.as_deref()) {
+                    tracing::debug!("a `$/cancel_request` for no request being answered was ignored");
+                }
                 return;
             }
             if is_extension(&method) {
@@ -141,9 +144,10 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
             }
         }
         Incoming::Request { id, method, params } => {
+            // Cancellable from now on: the agent's next message may be its cancel.
+            let cancellable = shared.answering.cancellable(&id);
             #[cfg(feature = "mcp")]
             if method.starts_with("mcp/") && !shared.options.mcp_over_acp.is_empty() {
-                let cancellable = (method == crate::mcp::tunnel::MESSAGE).then(|| shared.mcp.cancellable(&id));
                 tokio::spawn(answer_mcp(Arc::clone(shared), id, method, params, cancellable));
                 return;
             }
@@ -151,7 +155,7 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
                 let text = params.as_deref().map_or("null", RawValue::get);
                 match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
                     Ok(request) => {
-                        tokio::spawn(answer_permission(Arc::clone(shared), id, request));
+                        tokio::spawn(answer_permission(Arc::clone(shared), id, request, cancellable));
                     }
                     Err(error) => {
                         let error =
@@ -164,10 +168,10 @@ async fn handle(shared: &Arc<Shared>, line: &[u8]) {
                     .as_deref()
                     .and_then(|raw| serde_json::from_str(raw.get()).ok())
                     .unwrap_or(Value::Null);
-                tokio::spawn(answer_extension(Arc::clone(shared), id, method, params));
+                tokio::spawn(answer_extension(Arc::clone(shared), id, method, params, cancellable));
             } else {
                 let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
-                tokio::spawn(answer_request(Arc::clone(shared), id, method, params));
+                tokio::spawn(answer_request(Arc::clone(shared), id, method, params, cancellable));
             }
         }
     }
@@ -179,12 +183,17 @@ struct PermissionResponse {
 }
 
 /// Governance first: `allow` approves and `deny` rejects without asking anyone; `ask` goes to
-/// the handler, where a timeout or a cancel of the session rejects. The answer is remembered
-/// for the tool call's audit record.
-async fn answer_permission(shared: Arc<Shared>, id: Id, request: wire::RequestPermissionRequest) {
+/// the handler, where a timeout, a cancel of the session or the agent's cancel of the request
+/// rejects. The answer is remembered for the tool call's audit record.
+async fn answer_permission(
+    shared: Arc<Shared>,
+    id: Id,
+    request: wire::RequestPermissionRequest,
+    mut cancellable: Cancellable,
+) {
     let session = request.session_id.as_str().to_string();
     let facts = ToolFacts::of_permission(&request);
-    let (outcome, approval) = decide_permission(&shared, &request, &facts).await;
+    let (outcome, approval) = decide_permission(&shared, &request, &facts, &mut cancellable).await;
     shared.oversight.permission_answered(&session, &facts, approval);
     tracing::debug!(%id, ?outcome, "permission answered");
     shared
@@ -198,6 +207,7 @@ async fn decide_permission(
     shared: &Shared,
     request: &wire::RequestPermissionRequest,
     facts: &ToolFacts,
+    cancellable: &mut Cancellable,
 ) -> (wire::RequestPermissionOutcome, Approval) {
     let session = request.session_id.as_str();
     let (outcome, approval) = match shared.oversight.decide(session, facts) {
@@ -209,7 +219,7 @@ async fn decide_permission(
             permission::outcome(request, &PermissionDecision::Reject),
             Approval::Denied { reason },
         ),
-        Decision::Ask => ask_handler(shared, request).await,
+        Decision::Ask => ask_handler(shared, request, cancellable).await,
     };
     // An `allow` that the request did not offer is a rejection: record what was answered.
     let approval = match (&approval, permission::approves(request, &outcome)) {
@@ -227,7 +237,12 @@ async fn decide_permission(
 /// [`TERMINAL_TOOL`] (kind unknown, so it counts as changing something) with the request as
 /// its arguments, `ask` goes to the permission handler (default: reject), and the decision and
 /// its result are audited. `Err` is the answer to send when it is not approved.
-async fn authorize_terminal(shared: &Shared, session: &str, arguments: &Value) -> Result<ToolFacts, Refused> {
+async fn authorize_terminal(
+    shared: &Shared,
+    session: &str,
+    arguments: &Value,
+    cancellable: &mut Cancellable,
+) -> Result<ToolFacts, Refused> {
     static TERMINALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let command_line = std::iter::once(&arguments["command"])
         .chain(arguments["args"].as_array().into_iter().flatten())
@@ -253,7 +268,7 @@ async fn authorize_terminal(shared: &Shared, session: &str, arguments: &Value) -
         ],
     });
     let refused = format!("`terminal/create` of `{command_line}` was not allowed by the client");
-    authorize(shared, request, refused).await
+    authorize(shared, request, refused, cancellable).await
 }
 
 /// Runs a call this client decided itself (`authorized`, see [`authorize`]) with `run`, or
@@ -277,8 +292,13 @@ type Refused = (ToolFacts, Approval, RpcError);
 
 /// Governance, then (for `ask`) the permission handler, on the call the permission `request`
 /// describes, which this client would run itself; `Err` carries the answer to give
-/// (`refused`, the reason).
-async fn authorize(shared: &Shared, request: Value, refused: String) -> Result<ToolFacts, Refused> {
+/// (`refused`, the reason; `-32800` when the agent cancelled its request before it was run).
+async fn authorize(
+    shared: &Shared,
+    request: Value,
+    refused: String,
+    cancellable: &mut Cancellable,
+) -> Result<ToolFacts, Refused> {
     let session = request["sessionId"].as_str().unwrap_or_default().to_string();
     let described = ToolFacts::of(&request["toolCall"]).unwrap_or_default();
     let request: wire::RequestPermissionRequest = serde_json::from_value(request).map_err(|error| {
@@ -289,7 +309,12 @@ async fn authorize(shared: &Shared, request: Value, refused: String) -> Result<T
         (facts, approval, RpcError::new(codes::INVALID_PARAMS, error.to_string()))
     })?;
     let facts = ToolFacts::of_permission(&request);
-    let (outcome, approval) = decide_permission(shared, &request, &facts).await;
+    let (outcome, approval) = decide_permission(shared, &request, &facts, cancellable).await;
+    if cancellable.is_cancelled() {
+        // Whatever was decided, the agent no longer wants it run.
+        let error = RpcError::new(codes::REQUEST_CANCELLED, format!("{refused}: the agent cancelled it"));
+        return Err((facts, cancelled_by_the_agent(), error));
+    }
     if permission::approves(&request, &outcome) {
         shared.oversight.permission_answered(&session, &facts, approval);
         Ok(facts)
@@ -298,10 +323,21 @@ async fn authorize(shared: &Shared, request: Value, refused: String) -> Result<T
     }
 }
 
-/// The permission handler's answer, bounded by the permission timeout and the session's cancel.
+/// What the audit records for a request the agent cancelled (`$/cancel_request`) before it
+/// was decided or run.
+fn cancelled_by_the_agent() -> Approval {
+    Approval::RejectedBy {
+        who: "agent".into(),
+        reason: "cancelled".into(),
+    }
+}
+
+/// The permission handler's answer, bounded by the permission timeout, the session's cancel
+/// and the agent's cancel of the request.
 async fn ask_handler(
     shared: &Shared,
     request: &wire::RequestPermissionRequest,
+    cancellable: &mut Cancellable,
 ) -> (wire::RequestPermissionOutcome, Approval) {
     let mut cancelled = shared.cancel_receiver(request.session_id.as_str());
     cancelled.mark_unchanged();
@@ -328,12 +364,47 @@ async fn ask_handler(
         },
         // The turn was cancelled: ACP's `cancelled` outcome (a rejection).
         _ = cancelled.changed() => (wire::RequestPermissionOutcome::Cancelled, rejected("cancelled")),
+        // So was the request: answered with the same marker, which `$/cancel_request` allows.
+        () = cancellable.cancelled() => (wire::RequestPermissionOutcome::Cancelled, cancelled_by_the_agent()),
+    }
+}
+
+/// The agent's requests whose handler is dropped, and the request answered `-32800`, when the
+/// agent cancels it: the ones that only read or wait. A write, a command started, a kill or a
+/// release runs to its end (cut short it could leave half a file or a terminal no one can
+/// release) and is answered as usual, which `$/cancel_request` allows.
+const DROPPED_WHEN_CANCELLED: [&str; 3] = [
+    wire::method_names::FS_READ_TEXT_FILE,
+    wire::method_names::TERMINAL_OUTPUT,
+    wire::method_names::TERMINAL_WAIT_FOR_EXIT,
+];
+
+/// `answer`, unless the agent cancels its request first: then `-32800`.
+async fn unless_cancelled(
+    method: &str,
+    cancellable: &mut Cancellable,
+    answer: impl std::future::Future<Output = Result<Value, RpcError>>,
+) -> Result<Value, RpcError> {
+    tokio::select! {
+        biased;
+        answer = answer => answer,
+        () = cancellable.cancelled() => Err(RpcError::new(
+            codes::REQUEST_CANCELLED,
+            format!("`{method}` was cancelled by the agent"),
+        )),
     }
 }
 
 /// Answers one of the agent's `fs/*` or `terminal/*` requests: `-32601` unless offered, the
-/// runtime's checks (see [`ClientContext`]), then the handler.
-async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box<RawValue>) {
+/// runtime's checks (see [`ClientContext`]), then the handler; see [`DROPPED_WHEN_CANCELLED`]
+/// for the agent's cancel.
+async fn answer_request(
+    shared: Arc<Shared>,
+    id: Id,
+    method: String,
+    params: Box<RawValue>,
+    mut cancellable: Cancellable,
+) {
     let handlers = Arc::clone(&shared.options.handlers);
     let not_offered = || {
         RpcError::new(
@@ -346,7 +417,7 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
             Ok(checked) if method == wire::method_names::TERMINAL_CREATE => {
                 let arguments: Value = serde_json::from_str(checked.get()).unwrap_or(Value::Null);
                 let session = arguments["sessionId"].as_str().unwrap_or_default().to_string();
-                let authorized = authorize_terminal(&shared, &session, &arguments).await;
+                let authorized = authorize_terminal(&shared, &session, &arguments, &mut cancellable).await;
                 run_authorized(&shared, &session, authorized, async {
                     match handlers.handle(&shared.context, &method, &checked) {
                         Some(answer) => answer.await,
@@ -356,6 +427,9 @@ async fn answer_request(shared: Arc<Shared>, id: Id, method: String, params: Box
                 .await
             }
             Ok(checked) => match handlers.handle(&shared.context, &method, &checked) {
+                Some(answer) if DROPPED_WHEN_CANCELLED.contains(&method.as_str()) => {
+                    unless_cancelled(&method, &mut cancellable, answer).await
+                }
                 Some(answer) => answer.await,
                 None => Err(not_offered()),
             },
@@ -382,7 +456,7 @@ async fn answer_mcp(
     id: Id,
     method: String,
     params: Option<Box<RawValue>>,
-    cancellable: Option<crate::mcp::tunnel::Cancellable>,
+    cancellable: Cancellable,
 ) {
     use crate::mcp::tunnel;
     let value = || {
@@ -431,7 +505,7 @@ async fn own_mcp_call(
     shared: &Shared,
     call: McpCall,
     params: Option<&RawValue>,
-    cancellable: Option<crate::mcp::tunnel::Cancellable>,
+    mut cancellable: Cancellable,
 ) -> Result<Value, RpcError> {
     let refused = format!("the MCP tool `{}` was not allowed by the client", call.tool_name());
     let Some(session) = call.session.clone() else {
@@ -458,7 +532,7 @@ async fn own_mcp_call(
             shared.oversight.permission_answered(&session, &facts, approval);
             Ok(facts)
         }
-        None => authorize(shared, call.permission_request(&session), refused).await,
+        None => authorize(shared, call.permission_request(&session), refused, &mut cancellable).await,
     };
     run_authorized(shared, &session, authorized, shared.mcp.message(params, cancellable)).await
 }
@@ -517,19 +591,23 @@ fn extension_notification(shared: &Shared, method: &str, params: Option<&RawValu
 }
 
 /// Answers an extension request of the agent's: its [`ExtensionHandler`](super::ExtensionHandler)'s
-/// answer within the request timeout, else `-32601` (no handler) or `-32603` (too slow).
-async fn answer_extension(shared: Arc<Shared>, id: Id, method: String, params: Value) {
+/// answer within the request timeout, else `-32601` (no handler), `-32603` (too slow) or
+/// `-32800` (the agent cancelled it first: the handler's future is dropped).
+async fn answer_extension(shared: Arc<Shared>, id: Id, method: String, params: Value, mut cancellable: Cancellable) {
     let answer = match &shared.options.extensions {
         None => Err(method_not_found(&method)),
         Some(handler) => {
             let timeout = shared.options.request_timeout;
-            match tokio::time::timeout(timeout, handler.request(&method, params)).await {
-                Ok(answer) => answer,
-                Err(_) => Err(RpcError::new(
-                    codes::INTERNAL_ERROR,
-                    format!("the client did not answer `{method}` within {timeout:?}"),
-                )),
-            }
+            let answered = async {
+                match tokio::time::timeout(timeout, handler.request(&method, params)).await {
+                    Ok(answer) => answer,
+                    Err(_) => Err(RpcError::new(
+                        codes::INTERNAL_ERROR,
+                        format!("the client did not answer `{method}` within {timeout:?}"),
+                    )),
+                }
+            };
+            unless_cancelled(&method, &mut cancellable, answered).await
         }
     };
     let line = match answer {

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) subscribers: Mutex<HashMap<String, Subscriber>>,
     /// Per session: bumped by `cancel`, so waiting permission requests end.
     pub(super) cancels: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// The agent's requests being answered, which its `$/cancel_request` may cancel.
+    pub(super) answering: Arc<crate::jsonrpc::cancels::Cancels>,
     pub(super) permission: Arc<dyn PermissionHandler>,
     pub(crate) options: ClientOptions,
     pub(crate) process: AgentProcess,
@@ -76,6 +78,7 @@ impl Shared {
             pending: Pending::new(),
             subscribers: Mutex::default(),
             cancels: Mutex::default(),
+            answering: Arc::default(),
             permission,
             options,
             process,

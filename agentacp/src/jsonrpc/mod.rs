@@ -1,10 +1,11 @@
 //! JSON-RPC 2.0 as ACP uses it: one JSON object per line, requests, notifications and
 //! responses in both directions.
 //!
-//! [`frame`] reads lines with a size limit, [`outbox`] is the one ordered writer, [`pending`]
+//! [`frame`] reads lines with a size limit, [`cancels`] holds the peer's requests it may cancel, [`outbox`] is the one ordered writer, [`pending`]
 //! matches responses to the requests we sent, [`stdio`] is stdin and stdout as the channel. This
 //! module parses and encodes messages.
 
+pub mod cancels;
 pub mod frame;
 pub mod outbox;
 pub mod pending;

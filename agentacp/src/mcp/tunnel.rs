@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::future::BoxFuture;
+use crate::jsonrpc::cancels::{Cancellable, Cancels};
 use crate::jsonrpc::pending::RequestFailure;
 use crate::jsonrpc::{Id, RpcError, codes};
 use crate::sync::lock;
@@ -360,7 +361,7 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for TunnelTransport<R> {
 pub(crate) struct Tunnels {
     open: std::sync::Mutex<HashMap<String, Tunnel>>,
     /// The peer's `mcp/message` requests being answered, by their ACP id: what cancels each.
-    cancels: std::sync::Mutex<HashMap<Id, oneshot::Sender<()>>>,
+    cancels: Arc<Cancels>,
 }
 
 /// The params of an incoming `mcp/message`.
@@ -396,16 +397,8 @@ impl Tunnels {
     /// Makes the incoming `mcp/message` request `id` one that [`cancel`](Self::cancel) can
     /// cancel, until the [`Cancellable`] is dropped. Taken as the request is read, before the
     /// next message is: the peer may cancel it at once.
-    pub(crate) fn cancellable(self: &Arc<Self>, id: &Id) -> Cancellable {
-        let (cancel, cancelled) = oneshot::channel();
-        if lock(&self.cancels).insert(id.clone(), cancel).is_some() {
-            tracing::warn!(%id, "a second `mcp/message` under an id still being answered: only it can be cancelled");
-        }
-        Cancellable {
-            tunnels: Arc::downgrade(self),
-            id: id.clone(),
-            cancelled,
-        }
+    pub(crate) fn cancellable(&self, id: &Id) -> Cancellable {
+        self.cancels.cancellable(id)
     }
 
     /// An incoming `mcp/message` request: its tunnel's answer, or `-32602` naming what is
@@ -429,16 +422,7 @@ impl Tunnels {
     /// `$/cancel_request` (its params): cancels the `mcp/message` request it names, when
     /// that is one of these tunnels'. `false`: it names none of theirs.
     pub(crate) fn cancel(&self, params: Option<&RawValue>) -> bool {
-        let Some(named) = crate::jsonrpc::pending::cancelled_request(params) else {
-            return false;
-        };
-        match lock(&self.cancels).remove(&named) {
-            Some(cancel) => {
-                let _ = cancel.send(());
-                true
-            }
-            None => false,
-        }
+        self.cancels.cancel(params)
     }
 
     /// An incoming `mcp/message` notification, to its tunnel (dropped, with a log line, when
@@ -469,31 +453,6 @@ impl Tunnels {
             )
         })?;
         Ok((tunnel, message))
-    }
-}
-
-/// An incoming `mcp/message` request that `$/cancel_request` may cancel (see
-/// [`Tunnels::cancellable`]); dropped, it no longer can be.
-pub(crate) struct Cancellable {
-    tunnels: std::sync::Weak<Tunnels>,
-    id: Id,
-    cancelled: oneshot::Receiver<()>,
-}
-
-impl Cancellable {
-    /// Completes when the request is cancelled (never, if it is not).
-    async fn cancelled(&mut self) {
-        if (&mut self.cancelled).await.is_err() {
-            std::future::pending().await
-        }
-    }
-}
-
-impl Drop for Cancellable {
-    fn drop(&mut self) {
-        if let Some(tunnels) = self.tunnels.upgrade() {
-            lock(&tunnels.cancels).remove(&self.id);
-        }
     }
 }
 
