@@ -263,6 +263,47 @@ async fn a_permission_handler_that_takes_too_long_counts_as_a_rejection() {
     .await;
 }
 
+/// The server gives up on its permission request (its own timeout, 200 ms here): it cancels
+/// the request at the client (`$/cancel_request`), which withdraws the question (the handler's
+/// future is dropped) instead of leaving it open until the client's own timeout.
+#[tokio::test]
+async fn a_permission_request_the_server_gives_up_on_is_withdrawn_at_the_client() {
+    bounded(async {
+        let (question, withdrawn) = tokio::sync::oneshot::channel::<()>();
+        let question = std::sync::Mutex::new(Some(question));
+        let options = ClientOptions {
+            permission_timeout: Duration::from_secs(600),
+            ..ClientOptions::default()
+        }
+        .with_permission(move |_| {
+            // Held by the question: dropped with it.
+            let asked = question.lock().unwrap().take();
+            async move {
+                let _asked = asked;
+                std::future::pending::<PermissionDecision>().await
+            }
+        });
+        let dirs = Dirs::new();
+        let command = dirs
+            .command("governed-server")
+            .env("AGENTACP_PERMISSION_TIMEOUT_MS", "200");
+        let client = Client::connect(command, options).await.unwrap();
+        let session = client.new_session(&dirs.workspace).await.unwrap();
+        let (updates, _) = client
+            .prompt_text(&session, r#"/tool write-file {"path":"x.txt","content":"y"}"#)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert!(texts(&updates).iter().any(|t| t.starts_with("rejected")), "{updates:?}");
+        assert!(withdrawn.await.is_err(), "the question was dropped, not answered");
+        assert!(!dirs.workspace.join("x.txt").exists());
+        client.close().await;
+    })
+    .await;
+}
+
 // ---- fake agents ---------------------------------------------------------------------------
 
 const FAKE_AGENT: &str = r#"

@@ -1,5 +1,7 @@
 //! Requests we sent and are waiting on: each gets a fresh numeric id and a slot its response
-//! fills. When the peer goes away every slot fails at once, so no await hangs.
+//! fills. When the peer goes away every slot fails at once, so no await hangs. A request we
+//! stop waiting for before its answer came (a timeout, a cancel, the caller dropped the
+//! future) is cancelled at the peer with `$/cancel_request`, so it can stop working on it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -81,14 +83,12 @@ impl Pending {
         }
     }
 
-    /// Forgets a request (after a timeout or when the caller gave up).
-    pub fn forget(&self, id: &Id) {
-        if let Id::Number(number) = id {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(slots) = slots.as_mut() {
-                slots.remove(number);
-            }
-        }
+    /// Forgets a request (after a timeout or when the caller gave up); `true` when it was
+    /// still waiting for its answer.
+    pub fn forget(&self, id: &Id) -> bool {
+        let Id::Number(number) = id else { return false };
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.as_mut().and_then(|slots| slots.remove(number)).is_some()
     }
 
     /// Fails every waiting request and refuses new ones: the peer is gone.
@@ -97,7 +97,8 @@ impl Pending {
     }
 
     /// Sends a request through `outbox` and waits for its answer, at most `timeout`. The slot
-    /// is forgotten however this ends (answer, timeout, or the caller dropped the future).
+    /// is forgotten however this ends (answer, timeout, or the caller dropped the future); when
+    /// no answer came, the peer is told (`$/cancel_request`).
     pub async fn call(
         &self,
         outbox: &Outbox,
@@ -111,7 +112,8 @@ impl Pending {
 
     /// [`call`](Self::call), unless `cancelled` completes first: then the peer is told
     /// (`$/cancel_request` naming the request) and the call fails with `-32800`, whatever
-    /// the peer answers later.
+    /// the peer answers later. A timeout tells the peer the same way, and so does dropping
+    /// this future before the answer came (from a task of its own, since a drop cannot wait).
     pub async fn call_unless(
         &self,
         outbox: &Outbox,
@@ -122,26 +124,38 @@ impl Pending {
     ) -> Result<Box<RawValue>, RequestFailure> {
         let waiting = self.register().ok_or(RequestFailure::Closed)?;
         let id = waiting.id.clone();
-        let _forget = Forget(self, id.clone());
+        let mut forget = Forget {
+            pending: self,
+            id: id.clone(),
+            outbox: None,
+        };
         if outbox.send(super::encode_request(&id, method, params)).await.is_err() {
             return Err(RequestFailure::Closed);
         }
-        tokio::select! {
+        // Sent: from now on the peer works on it, and a drop tells it to stop.
+        forget.outbox = Some(outbox);
+        let failure = tokio::select! {
             answer = tokio::time::timeout(timeout, waiting.answer()) => match answer {
-                Ok(answer) => answer,
-                Err(_) => Err(RequestFailure::TimedOut),
+                Ok(answer) => return answer,
+                Err(_) => RequestFailure::TimedOut,
             },
-            () = cancelled => {
-                let cancel = super::encode_notification(CANCEL_REQUEST, &CancelRequest { request_id: &id });
-                // The request fails either way; a closed connection needs no telling.
-                let _ = outbox.send(cancel).await;
-                Err(RequestFailure::Rpc(RpcError::new(
-                    super::codes::REQUEST_CANCELLED,
-                    format!("`{method}` was cancelled"),
-                )))
-            }
+            () = cancelled => RequestFailure::Rpc(RpcError::new(
+                super::codes::REQUEST_CANCELLED,
+                format!("`{method}` was cancelled"),
+            )),
+        };
+        forget.outbox = None;
+        if self.forget(&id) {
+            // The request fails either way; a closed connection needs no telling.
+            let _ = outbox.send(cancel_request(&id)).await;
         }
+        Err(failure)
     }
+}
+
+/// The `$/cancel_request` line that cancels our request `id`.
+fn cancel_request(id: &Id) -> Vec<u8> {
+    super::encode_notification(CANCEL_REQUEST, &CancelRequest { request_id: id })
 }
 
 /// The notification that cancels a request (either way).
@@ -166,11 +180,28 @@ pub fn cancelled_request(params: Option<&RawValue>) -> Option<Id> {
         .map(|named| named.request_id)
 }
 
-struct Forget<'a>(&'a Pending, Id);
+/// Forgets a request however its call ends; with `outbox` set (the request was sent, and its
+/// call did not end in its own way), a request still waiting is cancelled at the peer.
+struct Forget<'a> {
+    pending: &'a Pending,
+    id: Id,
+    outbox: Option<&'a Outbox>,
+}
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        self.0.forget(&self.1);
+        if !self.pending.forget(&self.id) {
+            return;
+        }
+        let Some(outbox) = self.outbox else { return };
+        // Dropped while waiting: tell the peer from a task of its own (outside a runtime, as
+        // at its shutdown, nothing can be sent any more).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (outbox, cancel) = (outbox.clone(), cancel_request(&self.id));
+            runtime.spawn(async move {
+                let _ = outbox.send(cancel).await;
+            });
+        }
     }
 }
 
@@ -205,6 +236,68 @@ mod tests {
         pending.close();
         assert!(matches!(a.answer().await, Err(RequestFailure::Closed)));
         assert!(pending.register().is_none());
+    }
+
+    /// The lines the peer got, once every sender is gone.
+    async fn lines_of(theirs: tokio::io::DuplexStream) -> Vec<serde_json::Value> {
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(theirs));
+        let mut read = Vec::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            read.push(serde_json::from_str(&line).unwrap());
+        }
+        read
+    }
+
+    /// A call that times out, and one whose future is dropped while it waits, cancel their
+    /// request at the peer; an answered call tells the peer nothing more.
+    #[tokio::test]
+    async fn a_request_given_up_on_is_cancelled_at_the_peer_and_an_answered_one_is_not() {
+        let (ours, theirs) = tokio::io::duplex(4096);
+        let (outbox, writer) = Outbox::start(ours, Duration::from_secs(5));
+        let pending = Pending::starting_at(1);
+        let params = serde_json::json!({});
+        let timed_out = pending.call(&outbox, "slow", &params, Duration::from_millis(1)).await;
+        assert!(matches!(timed_out, Err(RequestFailure::TimedOut)), "{timed_out:?}");
+        // Dropped once its request is sent (the peer answers nothing).
+        {
+            let call = pending.call(&outbox, "dropped", &params, Duration::from_secs(30));
+            tokio::pin!(call);
+            assert!(futures_poll_once(call.as_mut()).await.is_none(), "still waiting");
+        }
+        // The drop's cancel is sent by a task of its own: let it run.
+        tokio::task::yield_now().await;
+        let answered = pending.call(&outbox, "answered", &params, Duration::from_secs(30));
+        let answer = async {
+            tokio::task::yield_now().await;
+            assert!(pending.resolve(&Id::Number(3), Ok(RawValue::from_string("{}".into()).unwrap())));
+        };
+        let (answered, ()) = tokio::join!(answered, answer);
+        assert!(answered.is_ok(), "{answered:?}");
+        drop(outbox);
+        writer.await.unwrap().unwrap();
+        let sent: Vec<String> = lines_of(theirs)
+            .await
+            .iter()
+            .map(|line| match line["method"].as_str() {
+                Some(CANCEL_REQUEST) => format!("cancel {}", line["params"]["requestId"]),
+                Some(method) => format!("{method} {}", line["id"]),
+                None => format!("{line}"),
+            })
+            .collect();
+        assert_eq!(sent, ["slow 1", "cancel 1", "dropped 2", "cancel 2", "answered 3"]);
+    }
+
+    /// Polls `future` once: its output if it is ready.
+    async fn futures_poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Option<F::Output> {
+        let mut future = Some(future);
+        std::future::poll_fn(|cx| {
+            let polled = future.take().expect("polled once").poll(cx);
+            std::task::Poll::Ready(match polled {
+                std::task::Poll::Ready(output) => Some(output),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
     }
 
     #[tokio::test]
