@@ -200,9 +200,15 @@ async fn load_session_returns_the_replayed_history() {
     .await;
 }
 
-async fn write_file_tool(options: ClientOptions) -> (Vec<String>, Dirs) {
+/// A turn of governed-server (its environment plus `env`) that runs `/tool write-file`,
+/// which asks for permission: the client, still open, the turn's updates, and the folders.
+async fn write_file_turn(options: ClientOptions, env: &[(&str, &str)]) -> (Client, Vec<Update>, Dirs) {
     let dirs = Dirs::new();
-    let client = Client::connect(dirs.command("governed-server"), options).await.unwrap();
+    let mut command = dirs.command("governed-server");
+    for (key, value) in env {
+        command = command.env(key, value);
+    }
+    let client = Client::connect(command, options).await.unwrap();
     let session = client.new_session(&dirs.workspace).await.unwrap();
     let (updates, stop) = client
         .prompt_text(&session, r#"/tool write-file {"path":"x.txt","content":"y"}"#)
@@ -216,6 +222,11 @@ async fn write_file_tool(options: ClientOptions) -> (Vec<String>, Dirs) {
         updates.iter().any(|u| matches!(u, Update::ToolCall(_))),
         "a tool_call was announced: {updates:?}"
     );
+    (client, updates, dirs)
+}
+
+async fn write_file_tool(options: ClientOptions) -> (Vec<String>, Dirs) {
+    let (client, updates, dirs) = write_file_turn(options, &[]).await;
     client.close().await;
     (texts(&updates), dirs)
 }
@@ -283,19 +294,7 @@ async fn a_permission_request_the_server_gives_up_on_is_withdrawn_at_the_client(
                 std::future::pending::<PermissionDecision>().await
             }
         });
-        let dirs = Dirs::new();
-        let command = dirs
-            .command("governed-server")
-            .env("AGENTACP_PERMISSION_TIMEOUT_MS", "200");
-        let client = Client::connect(command, options).await.unwrap();
-        let session = client.new_session(&dirs.workspace).await.unwrap();
-        let (updates, _) = client
-            .prompt_text(&session, r#"/tool write-file {"path":"x.txt","content":"y"}"#)
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (client, updates, dirs) = write_file_turn(options, &[("AGENTACP_PERMISSION_TIMEOUT_MS", "200")]).await;
         assert!(texts(&updates).iter().any(|t| t.starts_with("rejected")), "{updates:?}");
         assert!(withdrawn.await.is_err(), "the question was dropped, not answered");
         assert!(!dirs.workspace.join("x.txt").exists());
