@@ -23,6 +23,7 @@
 //!
 //! `docs/audit.md` describes the format, the mirror mapping and the durability guarantees.
 
+mod background;
 mod canonical;
 mod file;
 mod record;
@@ -37,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+pub use background::BackgroundSync;
 pub use canonical::canonical_json;
 pub use record::{
     Actor, Approval, AuditEvent, AuditRecord, DOCTYPE, GENESIS, HASH_ALG, Lifecycle, PolicyRef, SCHEMA_TAG, Subject,
@@ -75,7 +77,10 @@ pub enum FsyncPolicy {
     EveryRecord,
     /// Sync after every `every` records (0 counts as 1), on [`AuditLog::flush`] and when the
     /// last handle is dropped. A crash can lose up to `every - 1` records; the records before
-    /// them stay intact and verifiable.
+    /// them stay intact and verifiable. From a batch of 4, with a sink that offers it
+    /// ([`AuditSink::background_sync`]; a file does), the syncs are made by a thread of the
+    /// log's own, asked for once half a batch waits: a writer waits for the disk only when
+    /// its record would leave a whole batch unsynced.
     Batched {
         /// How many records to write between syncs.
         every: usize,
@@ -162,17 +167,53 @@ struct Chain {
     policy: FsyncPolicy,
     next_seq: u64,
     prev_hash: String,
-    /// Records appended since the last sync.
+    /// Records appended since the last sync (made in line; see `syncer`).
     unsynced: usize,
     /// Set once a write or sync fails: the log then refuses every call.
     failed: Option<String>,
+    /// The thread that makes a batched log's syncs, which then counts what is unsynced.
+    syncer: Option<background::Syncer>,
 }
 
 impl Chain {
+    /// A chain that continues after record `next_seq - 1` (hash `prev_hash`) in `sink`.
+    fn new(sink: Box<dyn AuditSink>, policy: FsyncPolicy, next_seq: u64, prev_hash: String) -> Chain {
+        let syncer = match policy {
+            FsyncPolicy::Batched { every } if every >= background::LEAST_BATCH => sink
+                .background_sync()
+                // Without a thread, the syncs are made in line, as for a smaller batch.
+                .and_then(|sync| background::Syncer::start(sync).ok()),
+            _ => None,
+        };
+        Chain {
+            sink,
+            policy,
+            next_seq,
+            prev_hash,
+            unsynced: 0,
+            failed: None,
+            syncer,
+        }
+    }
+
+    /// How many records are not known to be durable.
+    fn unsynced(&mut self) -> Result<u64, AuditError> {
+        let Some(syncer) = &self.syncer else {
+            return Ok(self.unsynced as u64);
+        };
+        syncer.unsynced().map_err(|reason| {
+            self.failed = Some(reason.clone());
+            AuditError::Failed(reason)
+        })
+    }
+
     fn sync(&mut self) -> Result<(), AuditError> {
         match self.sink.sync() {
             Ok(()) => {
                 self.unsynced = 0;
+                if let Some(syncer) = &self.syncer {
+                    syncer.synced_all();
+                }
                 Ok(())
             }
             Err(error) => {
@@ -188,7 +229,11 @@ impl Chain {
 
 impl Drop for Chain {
     fn drop(&mut self) {
-        if self.unsynced > 0 && self.failed.is_none() {
+        let unsynced = match self.syncer.take() {
+            Some(syncer) => syncer.stop(),
+            None => self.unsynced as u64,
+        };
+        if unsynced > 0 && self.failed.is_none() {
             let _ = self.sink.sync();
         }
     }
@@ -243,14 +288,7 @@ impl AuditLog {
                 Some(Arc::new(recovery))
             }
         };
-        let chain = Chain {
-            sink: Box::new(FileSink::from_file(file)),
-            policy,
-            next_seq,
-            prev_hash,
-            unsynced: 0,
-            failed: None,
-        };
+        let chain = Chain::new(Box::new(FileSink::from_file(file)), policy, next_seq, prev_hash);
         Ok(AuditLog {
             chain: Some(Arc::new(Mutex::new(chain))),
             recovery,
@@ -265,14 +303,7 @@ impl AuditLog {
 
     /// A new chain (from `GENESIS`) written to `sink`, synced as `policy` says.
     pub fn with_sink_and_policy(sink: Box<dyn AuditSink>, policy: FsyncPolicy) -> AuditLog {
-        let chain = Chain {
-            sink,
-            policy,
-            next_seq: 0,
-            prev_hash: GENESIS.to_string(),
-            unsynced: 0,
-            failed: None,
-        };
+        let chain = Chain::new(sink, policy, 0, GENESIS.to_string());
         AuditLog {
             chain: Some(Arc::new(Mutex::new(chain))),
             recovery: None,
@@ -345,6 +376,8 @@ impl AuditLog {
         if let Some(reason) = &chain.failed {
             return Err(AuditError::Failed(reason.clone()));
         }
+        // A background sync that failed stops the log before its next record.
+        chain.unsynced()?;
         let record = AuditRecord::build(
             event,
             chain.next_seq,
@@ -365,6 +398,13 @@ impl AuditLog {
         }
         chain.next_seq += 1;
         chain.prev_hash.clone_from(&record.hash);
+        if let (Some(syncer), FsyncPolicy::Batched { every }) = (&chain.syncer, chain.policy) {
+            if let Err(reason) = syncer.appended(every) {
+                chain.failed = Some(reason.clone());
+                return Err(AuditError::Failed(reason));
+            }
+            return Ok(record);
+        }
         chain.unsynced += 1;
         let due = match chain.policy {
             FsyncPolicy::EveryRecord => true,
@@ -388,7 +428,7 @@ impl AuditLog {
         if let Some(reason) = &chain.failed {
             return Err(AuditError::Failed(reason.clone()));
         }
-        if chain.unsynced > 0 { chain.sync() } else { Ok(()) }
+        if chain.unsynced()? > 0 { chain.sync() } else { Ok(()) }
     }
 }
 

@@ -15,6 +15,13 @@ pub trait AuditSink: Send + 'static {
     fn append(&mut self, line: &str) -> io::Result<()>;
     /// Makes everything appended so far durable (fsync, for a file).
     fn sync(&mut self) -> io::Result<()>;
+
+    /// What makes everything appended so far durable from another thread, while appends go
+    /// on, for a batched log's syncs (see [`FsyncPolicy::Batched`](super::FsyncPolicy::Batched)).
+    /// Default `None`: every sync is [`sync`](AuditSink::sync), made in line.
+    fn background_sync(&self) -> Option<super::BackgroundSync> {
+        None
+    }
 }
 
 /// Appends to a file; [`sync`](AuditSink::sync) is `fdatasync`.
@@ -50,6 +57,13 @@ impl AuditSink for FileSink {
 
     fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    /// `fdatasync` through a second handle on the same file: it covers what was written
+    /// through this one before it started.
+    fn background_sync(&self) -> Option<super::BackgroundSync> {
+        let file = self.file.try_clone().ok()?;
+        Some(Box::new(move || file.sync_data()))
     }
 }
 

@@ -529,6 +529,104 @@ fn batched_policy_syncs_every_n_and_on_flush() {
     assert_eq!(check(&join(synced)).unwrap().records, 4);
 }
 
+/// A sink whose background syncs wait for the test's go (one `()` each; a dropped sender
+/// lets every later one through) and then make durable what was written when they started;
+/// or fail, with `fails`.
+struct Gated {
+    inner: MemorySink,
+    go: Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
+    durable: Arc<AtomicUsize>,
+    fails: bool,
+}
+
+impl AuditSink for Gated {
+    fn append(&mut self, line: &str) -> io::Result<()> {
+        self.inner.append(line)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.durable.fetch_max(self.inner.lines().len(), Ordering::SeqCst);
+        self.inner.sync()
+    }
+
+    fn background_sync(&self) -> Option<BackgroundSync> {
+        let (inner, go, durable, fails) = (self.inner.clone(), self.go.clone(), self.durable.clone(), self.fails);
+        Some(Box::new(move || {
+            let written = inner.lines().len();
+            let _ = go.lock().unwrap().recv();
+            if fails {
+                return Err(io::Error::other("the disk went away"));
+            }
+            durable.fetch_max(written, Ordering::SeqCst);
+            Ok(())
+        }))
+    }
+}
+
+/// A [`Gated`] sink, its gate, how many records are durable, and its lines (whose
+/// [`syncs`](MemorySink::syncs) count the syncs made in line).
+fn gated(fails: bool) -> (Gated, std::sync::mpsc::Sender<()>, Arc<AtomicUsize>, MemorySink) {
+    let (go, gate) = std::sync::mpsc::channel();
+    let durable = Arc::new(AtomicUsize::new(0));
+    let inner = MemorySink::new();
+    let sink = Gated {
+        inner: inner.clone(),
+        go: Arc::new(Mutex::new(gate)),
+        durable: durable.clone(),
+        fails,
+    };
+    (sink, go, durable, inner)
+}
+
+/// With a batch of 8 and a sync that the disk holds up: the 4th record asks for the sync, the
+/// 5th to 7th are written while it is held (their writers do not wait for the disk), and the
+/// 8th, which would leave a whole batch unsynced, waits until the sync is done, but does not
+/// sync itself: no writer syncs in line (as the 8th did before).
+#[test]
+fn a_batched_logs_writers_do_not_wait_for_a_sync_held_up_but_never_leave_a_batch_unsynced() {
+    let (sink, go, durable, lines) = gated(false);
+    let log = AuditLog::with_sink_and_policy(Box::new(sink), FsyncPolicy::Batched { every: 8 });
+    for n in 0..7 {
+        log.record(note(n)).unwrap();
+    }
+    assert_eq!(durable.load(Ordering::SeqCst), 0, "the sync is still held up");
+    let eighth = std::thread::spawn({
+        let log = log.clone();
+        let durable = durable.clone();
+        move || {
+            log.record(note(7)).unwrap();
+            durable.load(Ordering::SeqCst)
+        }
+    });
+    go.send(()).unwrap();
+    let durable_then = eighth.join().unwrap();
+    assert!(durable_then >= 4, "the 8th returned with {durable_then} of 8 durable");
+    assert_eq!(lines.syncs(), 0, "a writer synced in line");
+    drop(go);
+    log.flush().unwrap();
+    assert_eq!(durable.load(Ordering::SeqCst), 8);
+}
+
+/// A background sync that fails stops the log: the record that waits for it, and every later
+/// one, is refused.
+#[test]
+fn a_failed_background_sync_fails_the_log() {
+    let (sink, go, _, _) = gated(true);
+    let log = AuditLog::with_sink_and_policy(Box::new(sink), FsyncPolicy::Batched { every: 4 });
+    // The sync asked for at the 2nd record is held up until the 3rd is written.
+    for n in 0..3 {
+        log.record(note(n)).unwrap();
+    }
+    drop(go);
+    let fourth = log.record(note(3));
+    assert!(
+        matches!(&fourth, Err(AuditError::Failed(reason)) if reason.contains("the disk went away")),
+        "{fourth:?}"
+    );
+    assert!(matches!(log.record(note(4)), Err(AuditError::Failed(_))));
+    assert!(log.flush().is_err());
+}
+
 #[test]
 fn batched_records_are_synced_when_the_last_handle_drops() {
     let sink = MemorySink::new();
