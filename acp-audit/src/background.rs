@@ -102,23 +102,24 @@ impl Syncer {
     /// Stops the thread, once it has made the syncs asked of it: how many records are still
     /// not durable (0 after a failure, when nothing more should be tried).
     pub(crate) fn stop(mut self) -> u64 {
-        self.lock().stop = true;
-        self.shared.changed.notify_all();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.join();
         let state = self.lock();
         if state.failed.is_some() { 0 } else { state.unsynced() }
     }
-}
 
-impl Drop for Syncer {
-    fn drop(&mut self) {
+    /// Tells the thread to stop once it has made the syncs asked of it, and waits for it.
+    fn join(&mut self) {
         if let Some(thread) = self.thread.take() {
             self.lock().stop = true;
             self.shared.changed.notify_all();
             let _ = thread.join();
         }
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.join();
     }
 }
 

@@ -109,11 +109,6 @@ impl Cancellable {
         }
         matches!(self.state, State::Cancelled)
     }
-
-    /// The request's id.
-    pub fn id(&self) -> &Id {
-        &self.id
-    }
 }
 
 impl Drop for Cancellable {
