@@ -298,19 +298,7 @@ fn generated_crates_build_and_pass_their_tests() {
     // Reuse this workspace's lock file so the build resolves offline to the same versions.
     let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
     std::fs::copy(lock, dir.path().join("Cargo.lock")).unwrap();
-    // This build's own target folder (`cargo test` does not hold its lock while tests run):
-    // the dependencies whose features match are reused, not rebuilt.
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("CARGO_TARGET_TMPDIR is inside the target folder")
-        .to_path_buf();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = std::process::Command::new(cargo)
-        .args(["test", "--workspace"])
-        .current_dir(dir.path())
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .unwrap();
+    let output = nested_cargo(dir.path()).args(["test", "--workspace"]).output().unwrap();
     assert!(
         output.status.success(),
         "cargo test --workspace failed in {}:\n{}\n{}",
@@ -320,7 +308,7 @@ fn generated_crates_build_and_pass_their_tests() {
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("test result: ok"), "{stdout}");
-    conform_servers_and_bridges(dir.path(), &target.join("debug"));
+    conform_servers_and_bridges(dir.path(), &nested_target().join("debug"));
 }
 
 /// Issue #19: every server and bridge `scaffold-aip new` makes passes `scaffold-aip conform`
@@ -416,19 +404,7 @@ fn a_non_default_revision_builds_only_with_its_feature() {
     std::fs::write(&manifest, pinned).unwrap();
     let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
     std::fs::copy(lock, crate_dir.join("Cargo.lock")).unwrap();
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("CARGO_TARGET_TMPDIR is inside the target folder")
-        .to_path_buf();
-    let check = || {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        std::process::Command::new(cargo)
-            .args(["check", "--quiet"])
-            .current_dir(&crate_dir)
-            .env("CARGO_TARGET_DIR", &target)
-            .output()
-            .unwrap()
-    };
+    let check = || nested_cargo(&crate_dir).args(["check", "--quiet"]).output().unwrap();
     let without = check();
     let stderr = String::from_utf8_lossy(&without.stderr);
     assert!(!without.status.success(), "built without the feature:\n{stderr}");
@@ -465,4 +441,25 @@ fn a_non_default_revision_builds_only_with_its_feature() {
         "did not build with the feature on:\n{}",
         String::from_utf8_lossy(&with.stderr)
     );
+}
+
+/// The target folder of the builds of generated crates: this build's own.
+fn nested_target() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is inside the target folder")
+}
+
+/// Cargo for a build of generated crates in `dir`, into this build's own target folder
+/// (`cargo test` does not hold its lock while tests run), with this workspace's dev profile
+/// (`debug = "line-tables-only"` in its `Cargo.toml`; a generated workspace has the default),
+/// so that the dependencies whose features match are reused, not rebuilt.
+fn nested_cargo(dir: &Path) -> std::process::Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = std::process::Command::new(cargo);
+    command
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", nested_target())
+        .env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
+    command
 }

@@ -98,9 +98,10 @@ struct NewSessionParams {
     mcp_servers: Value,
 }
 
+/// `session/load` and `session/resume`: a stored session, reopened in a folder.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct LoadSessionParams {
+struct ReopenSessionParams {
     session_id: String,
     cwd: String,
     #[serde(default)]
@@ -116,17 +117,6 @@ struct ListSessionsParams {
     cwd: Option<String>,
     #[serde(default)]
     cursor: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ResumeSessionParams {
-    session_id: String,
-    cwd: String,
-    #[serde(default)]
-    additional_directories: Vec<String>,
-    #[serde(default)]
-    mcp_servers: Value,
 }
 
 #[derive(Deserialize)]
@@ -545,7 +535,7 @@ impl<O: Operator> Dispatcher<O> {
 
     fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
-        let params: LoadSessionParams = read_params("session/load", Some(&raw))?;
+        let params: ReopenSessionParams = read_params("session/load", Some(&raw))?;
         self.check_mcp_servers(&params.mcp_servers)?;
         self.room_for_a_session(Some(&params.session_id))?;
         let workspace = self.confine_cwd(&params.cwd)?;
@@ -699,7 +689,7 @@ impl<O: Operator> Dispatcher<O> {
     /// usable on this connection again, without its history being replayed (that is
     /// `session/load`) and without the operator's `load_session`.
     async fn resume_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let params: ResumeSessionParams = runtime_params::<O, _>("session/resume", params, false)?;
+        let params: ReopenSessionParams = runtime_params::<O, _>("session/resume", params, false)?;
         self.check_mcp_servers(&params.mcp_servers)?;
         if lock(&self.sessions).contains_key(&params.session_id) {
             let _ = self.connection.respond(id, &json!({})).await;
