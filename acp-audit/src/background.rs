@@ -9,6 +9,7 @@
 //! than half a batch of records.
 
 use std::io;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Makes what was appended so far durable, from another thread than the one appending.
@@ -131,11 +132,19 @@ fn run(shared: &Shared, mut sync: BackgroundSync) {
         if state.failed.is_none() && state.requested > state.synced {
             let covers = state.requested;
             drop(state);
-            let outcome = sync();
+            // A sync that panics fails the log like one that errs (and is not called again):
+            // a writer waiting for it must not wait forever.
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(&mut sync));
             state = lock();
             match outcome {
-                Ok(()) => state.synced = state.synced.max(covers),
-                Err(error) => state.failed = Some(format!("a background sync failed: {error}")),
+                Ok(Ok(())) => state.synced = state.synced.max(covers),
+                Ok(Err(error)) => state.failed = Some(format!("a background sync failed: {error}")),
+                Err(panic) => {
+                    let why = (panic.downcast_ref::<&str>().copied())
+                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                        .unwrap_or("no message");
+                    state.failed = Some(format!("a background sync panicked: {why}"));
+                }
             }
             shared.changed.notify_all();
         } else if state.stop {

@@ -9,7 +9,9 @@ use super::{AuditError, file};
 
 /// A destination for audit lines. The log calls [`append`](AuditSink::append) once per record
 /// and [`sync`](AuditSink::sync) when its [`FsyncPolicy`](super::FsyncPolicy) asks for
-/// durability; both are called with the log's lock held, one at a time.
+/// durability; both are called with the log's lock held, one at a time. A
+/// [`background_sync`](AuditSink::background_sync) runs on a thread of its own, at the same
+/// time as `append` and `sync`: what it shares with the sink must allow that.
 pub trait AuditSink: Send + 'static {
     /// Writes one whole line (a record's JSON and its terminating `\n`).
     fn append(&mut self, line: &str) -> io::Result<()>;
@@ -18,7 +20,9 @@ pub trait AuditSink: Send + 'static {
 
     /// What makes everything appended so far durable from another thread, while appends go
     /// on, for a batched log's syncs (see [`FsyncPolicy::Batched`](super::FsyncPolicy::Batched)).
-    /// Default `None`: every sync is [`sync`](AuditSink::sync), made in line.
+    /// Default `None`: every sync is [`sync`](AuditSink::sync), made in line. One that errs or
+    /// panics stops the log ([`AuditError::Failed`](super::AuditError::Failed)), and is not
+    /// called again.
     fn background_sync(&self) -> Option<super::BackgroundSync> {
         None
     }

@@ -3,6 +3,7 @@
 use std::io::{self, Cursor};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -530,13 +531,23 @@ fn batched_policy_syncs_every_n_and_on_flush() {
 }
 
 /// A sink whose background syncs wait for the test's go (one `()` each; a dropped sender
-/// lets every later one through) and then make durable what was written when they started;
-/// or fail, with `fails`.
+/// lets every later one through) and then end as `ends` says.
 struct Gated {
     inner: MemorySink,
     go: Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
     durable: Arc<AtomicUsize>,
-    fails: bool,
+    ends: SyncEnds,
+}
+
+/// How a [`Gated`] sink's background sync ends.
+#[derive(Clone, Copy)]
+enum SyncEnds {
+    /// What was written when it started is durable.
+    Durable,
+    /// It fails: "the disk went away".
+    Fails,
+    /// It panics: "the sink's own bug".
+    Panics,
 }
 
 impl AuditSink for Gated {
@@ -550,22 +561,25 @@ impl AuditSink for Gated {
     }
 
     fn background_sync(&self) -> Option<BackgroundSync> {
-        let (inner, go, durable, fails) = (self.inner.clone(), self.go.clone(), self.durable.clone(), self.fails);
+        let (inner, go, durable, ends) = (self.inner.clone(), self.go.clone(), self.durable.clone(), self.ends);
         Some(Box::new(move || {
             let written = inner.lines().len();
-            let _ = go.lock().unwrap().recv();
-            if fails {
-                return Err(io::Error::other("the disk went away"));
+            let _ = go.lock().unwrap_or_else(|e| e.into_inner()).recv();
+            match ends {
+                SyncEnds::Durable => {
+                    durable.fetch_max(written, Ordering::SeqCst);
+                    Ok(())
+                }
+                SyncEnds::Fails => Err(io::Error::other("the disk went away")),
+                SyncEnds::Panics => panic!("the sink's own bug"),
             }
-            durable.fetch_max(written, Ordering::SeqCst);
-            Ok(())
         }))
     }
 }
 
 /// A [`Gated`] sink, its gate, how many records are durable, and its lines (whose
 /// [`syncs`](MemorySink::syncs) count the syncs made in line).
-fn gated(fails: bool) -> (Gated, std::sync::mpsc::Sender<()>, Arc<AtomicUsize>, MemorySink) {
+fn gated(ends: SyncEnds) -> (Gated, std::sync::mpsc::Sender<()>, Arc<AtomicUsize>, MemorySink) {
     let (go, gate) = std::sync::mpsc::channel();
     let durable = Arc::new(AtomicUsize::new(0));
     let inner = MemorySink::new();
@@ -573,7 +587,7 @@ fn gated(fails: bool) -> (Gated, std::sync::mpsc::Sender<()>, Arc<AtomicUsize>, 
         inner: inner.clone(),
         go: Arc::new(Mutex::new(gate)),
         durable: durable.clone(),
-        fails,
+        ends,
     };
     (sink, go, durable, inner)
 }
@@ -584,7 +598,7 @@ fn gated(fails: bool) -> (Gated, std::sync::mpsc::Sender<()>, Arc<AtomicUsize>, 
 /// sync itself: no writer syncs in line (as the 8th did before).
 #[test]
 fn a_batched_logs_writers_do_not_wait_for_a_sync_held_up_but_never_leave_a_batch_unsynced() {
-    let (sink, go, durable, lines) = gated(false);
+    let (sink, go, durable, lines) = gated(SyncEnds::Durable);
     let log = AuditLog::with_sink_and_policy(Box::new(sink), FsyncPolicy::Batched { every: 8 });
     for n in 0..7 {
         log.record(note(n)).unwrap();
@@ -611,16 +625,36 @@ fn a_batched_logs_writers_do_not_wait_for_a_sync_held_up_but_never_leave_a_batch
 /// one, is refused.
 #[test]
 fn a_failed_background_sync_fails_the_log() {
-    let (sink, go, _, _) = gated(true);
+    a_stopped_sync_fails_the_log(SyncEnds::Fails, "a background sync failed: the disk went away");
+}
+
+/// A background sync that panics (a custom sink's bug) stops the log the same way; the
+/// record waiting for it is refused, not left waiting for a thread that is gone.
+#[test]
+fn a_background_sync_that_panics_fails_the_log() {
+    a_stopped_sync_fails_the_log(SyncEnds::Panics, "a background sync panicked: the sink's own bug");
+}
+
+fn a_stopped_sync_fails_the_log(ends: SyncEnds, reason: &str) {
+    let (sink, go, _, _) = gated(ends);
     let log = AuditLog::with_sink_and_policy(Box::new(sink), FsyncPolicy::Batched { every: 4 });
     // The sync asked for at the 2nd record is held up until the 3rd is written.
     for n in 0..3 {
         log.record(note(n)).unwrap();
     }
     drop(go);
-    let fourth = log.record(note(3));
+    // The 4th waits for that sync: from a thread of its own, so a writer left waiting fails
+    // the test instead of hanging it.
+    let (done, fourth) = std::sync::mpsc::channel();
+    std::thread::spawn({
+        let log = log.clone();
+        move || done.send(log.record(note(3)))
+    });
+    let fourth = fourth
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the 4th record still waits for a sync that ended");
     assert!(
-        matches!(&fourth, Err(AuditError::Failed(reason)) if reason.contains("the disk went away")),
+        matches!(&fourth, Err(AuditError::Failed(why)) if why.contains(reason)),
         "{fourth:?}"
     );
     assert!(matches!(log.record(note(4)), Err(AuditError::Failed(_))));

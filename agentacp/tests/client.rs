@@ -383,8 +383,9 @@ for line in sys.stdin:
             continue
         if mode == "requests":
             # The prompt's text is a JSON list of [method, params] or [method, params,
-            # "cancel"]: ask the client each one (and cancel it right after) and stream its
-            # answer back as a message chunk.
+            # "cancel"]: ask the client each one (and cancel it right after; with
+            # "cancel-at-once", in the same write, so the client reads both together) and
+            # stream its answer back as a message chunk.
             asks = json.loads(msg["params"]["prompt"][0]["text"])
             for n, ask in enumerate(asks):
                 ask_method, ask_params = ask[0], ask[1]
@@ -393,9 +394,14 @@ for line in sys.stdin:
                     update(json.dumps({"result": client_capabilities}, sort_keys=True))
                     continue
                 ask_id = "ask-%d" % n
-                send({"jsonrpc": "2.0", "id": ask_id, "method": ask_method, "params": ask_params})
+                request = {"jsonrpc": "2.0", "id": ask_id, "method": ask_method, "params": ask_params}
+                cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ask_id}}
+                if ask[2:] == ["cancel-at-once"]:
+                    raw(json.dumps(request) + "\n" + json.dumps(cancel) + "\n")
+                else:
+                    send(request)
                 if ask[2:] == ["cancel"]:
-                    send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ask_id}})
+                    send(cancel)
                 for answer_line in sys.stdin:
                     answer = json.loads(answer_line)
                     if answer.get("id") == ask_id and "method" not in answer:
@@ -1334,9 +1340,10 @@ async fn requests_the_agent_cancels_are_answered_at_once_and_what_waits_on_them_
         assert_eq!(answers[1]["error"]["code"], -32800, "{answers:?}");
         assert_eq!(answers[2]["error"]["code"], -32800, "{answers:?}");
         assert!(!target.exists(), "the cancelled command never ran");
-        // Both questions were withdrawn from the user, and the extension handler dropped.
-        assert_eq!(asked.load(Ordering::SeqCst), 2);
-        assert_eq!(dropped.load(Ordering::SeqCst), 3);
+        // Each question the user was asked was withdrawn, and the extension handler dropped.
+        // (A question whose cancel is read before it is asked is never asked: the next test.)
+        let asked = asked.load(Ordering::SeqCst);
+        assert_eq!(dropped.load(Ordering::SeqCst), asked + 1, "{asked} asked");
         let records = audited(&sink);
         let terminal = &records
             .iter()
@@ -1364,6 +1371,50 @@ async fn requests_the_agent_cancels_are_answered_at_once_and_what_waits_on_them_
             answers[2]["result"].is_object(),
             "the terminal is still there: {answers:?}"
         );
+    })
+    .await;
+}
+
+/// A request the agent cancels in the same write that sends it (the client reads both
+/// together, and the single-threaded test runtime runs the request's task only after the
+/// reader has read the cancel): the user is never asked about it. Before, the permission
+/// handler was called for it, then dropped.
+#[tokio::test]
+async fn a_question_the_agent_cancelled_before_it_was_read_is_never_asked() {
+    bounded(async {
+        let dirs = Dirs::new();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("x");
+        let script = format!("echo x > {}", target.display());
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
+        let sink = agentacp::audit::MemorySink::new();
+        let options = ClientOptions::default()
+            .with_handlers(agentacp::client::Builtin::default().with_terminal())
+            .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())))
+            .with_permission(move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { PermissionDecision::Approve }
+            });
+        let asks = serde_json::json!([
+            ["session/request_permission", {
+                "sessionId": "s1",
+                "toolCall": {"toolCallId": "c1", "title": "Edit a file", "kind": "edit"},
+                "options": [{"optionId": "yes", "name": "Allow", "kind": "allow_once"}]
+            }, "cancel-at-once"],
+            ["terminal/create", {"sessionId": "s1", "command": "sh", "args": ["-c", script]}, "cancel-at-once"],
+        ]);
+        let answers = agent_requests(options, &dirs.workspace, asks).await;
+        assert_eq!(answers[0]["result"]["outcome"]["outcome"], "cancelled", "{answers:?}");
+        assert_eq!(answers[1]["error"]["code"], -32800, "{answers:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 0, "a cancelled question was asked");
+        assert!(!target.exists(), "the cancelled command ran");
+        let records = audited(&sink);
+        let terminal = &records
+            .iter()
+            .find(|r| r["metadata"]["aip44"]["tool"] == agentacp::client::TERMINAL_TOOL)
+            .unwrap_or_else(|| panic!("no terminal record: {records:#?}"))["metadata"]["aip44"];
+        assert_eq!(terminal["approval"]["rejectedBy"], "agent", "{terminal}");
     })
     .await;
 }

@@ -1143,7 +1143,8 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
 /// `fail` (which governance denies) and `echo` (which governance asks about), and says what it
 /// was answered: the tool names, then each call's error. With the argument `cancel`, after the
 /// tool names it calls `echo` instead, cancels that call at once (`$/cancel_request`), and says
-/// the answer's error code and message.
+/// the answer's error code and message; with `cancel-write-at-once`, the same with a
+/// `write_note` of `cancelled.txt` whose cancel goes in the same write as the call.
 const UNRULY_AGENT: &str = r#"
 import json, sys
 def send(o):
@@ -1181,12 +1182,18 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
               "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
         calls = [("fail", {}), ("echo", {"text": "unasked"})]
-        if sys.argv[1:] == ["cancel"]:
+        if sys.argv[1:] in (["cancel"], ["cancel-write-at-once"]):
             # An asked call, cancelled at once: only the answer's code and message are said.
             calls, text = [], None
-            send({"jsonrpc": "2.0", "id": 120, "method": "mcp/message", "params": {"connectionId": connection,
-                  "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "cancel me"}}}})
-            send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 120}})
+            call = {"jsonrpc": "2.0", "id": 120, "method": "mcp/message", "params": {"connectionId": connection,
+                    "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "cancel me"}}}}
+            cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 120}}
+            if sys.argv[1:] == ["cancel"]:
+                send(call)
+                send(cancel)
+            else:
+                call["params"]["params"] = {"name": "write_note", "arguments": {"name": "cancelled.txt", "text": "x"}}
+                sys.stdout.write(json.dumps(call) + "\n" + json.dumps(cancel) + "\n"); sys.stdout.flush()
             for line in sys.stdin:
                 a = json.loads(line)
                 if a.get("id") == 120 and "method" not in a:
@@ -1425,6 +1432,40 @@ async fn a_client_governs_and_audits_the_agents_calls_of_its_own_mcp_tools_over_
     assert_eq!(
         echo[0]["metadata"]["aip44"]["approval"]["rejectedBy"], "user",
         "{echo:?}"
+    );
+    check_audit_log(&audit, |_| true);
+}
+
+/// A client without governance runs the agent's calls of its own MCP tools without asking;
+/// one the agent cancels in the same write that sends it (read together by the client, whose
+/// single-threaded runtime runs the call's task only after reading the cancel) is refused
+/// `-32800` and never reaches the server. Before, it was sent to the server, and the cancel
+/// came behind it: the note was written.
+#[tokio::test]
+async fn a_call_the_agent_cancels_before_the_client_reads_it_never_reaches_the_clients_mcp_server() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let audit = dirs.state_dir.join("client.jsonl");
+    let folder = project.clone();
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_mcp_over_acp("notes", move || Notes { folder: folder.clone() })
+        .with_audit(AuditLog::open(&audit, FsyncPolicy::Never).unwrap());
+    let agent = AgentCommand::new("python3").args(["-c", UNRULY_AGENT, "cancel-write-at-once"]);
+    let client = tokio::time::timeout(WAIT, Client::connect(agent, options))
+        .await
+        .expect("started in time")
+        .expect("started");
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "write and cancel").await;
+    client.close().await;
+    assert!(said[1].starts_with("-32800 "), "{said:?}");
+    assert!(!project.join("cancelled.txt").exists(), "the cancelled call ran");
+    let writes = tool_records(&audit, "mcp/notes/write_note");
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(
+        writes[0]["metadata"]["aip44"]["approval"]["rejectedBy"], "agent",
+        "{writes:?}"
     );
     check_audit_log(&audit, |_| true);
 }

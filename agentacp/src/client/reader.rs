@@ -312,8 +312,7 @@ async fn authorize(
     let (outcome, approval) = decide_permission(shared, &request, &facts, cancellable).await;
     if cancellable.is_cancelled() {
         // Whatever was decided, the agent no longer wants it run.
-        let error = RpcError::new(codes::REQUEST_CANCELLED, format!("{refused}: the agent cancelled it"));
-        return Err((facts, cancelled_by_the_agent(), error));
+        return Err(cancelled_before_it_ran(facts, &refused));
     }
     if permission::approves(&request, &outcome) {
         shared.oversight.permission_answered(&session, &facts, approval);
@@ -321,6 +320,13 @@ async fn authorize(
     } else {
         Err((facts, approval, RpcError::new(codes::INVALID_REQUEST, refused)))
     }
+}
+
+/// A call this client would run itself, refused because the agent cancelled its request
+/// before it was run: `-32800`.
+fn cancelled_before_it_ran(facts: ToolFacts, refused: &str) -> Refused {
+    let error = RpcError::new(codes::REQUEST_CANCELLED, format!("{refused}: the agent cancelled it"));
+    (facts, cancelled_by_the_agent(), error)
 }
 
 /// What the audit records for a request the agent cancelled (`$/cancel_request`) before it
@@ -339,6 +345,10 @@ async fn ask_handler(
     request: &wire::RequestPermissionRequest,
     cancellable: &mut Cancellable,
 ) -> (wire::RequestPermissionOutcome, Approval) {
+    if cancellable.is_cancelled() {
+        // Cancelled before it was read: the user is never asked.
+        return (wire::RequestPermissionOutcome::Cancelled, cancelled_by_the_agent());
+    }
     let mut cancelled = shared.cancel_receiver(request.session_id.as_str());
     cancelled.mark_unchanged();
     let timeout = shared.options.permission_timeout;
@@ -528,6 +538,8 @@ async fn own_mcp_call(
         _ => None,
     };
     let authorized = match approved {
+        // Nothing to decide, but cancelled already: it never reaches the server.
+        Some(_) if cancellable.is_cancelled() => Err(cancelled_before_it_ran(facts, &refused)),
         Some(approval) => {
             shared.oversight.permission_answered(&session, &facts, approval);
             Ok(facts)
