@@ -73,6 +73,22 @@ fn texts(updates: &[Update]) -> Vec<String> {
     updates.iter().filter_map(|u| u.text().map(str::to_string)).collect()
 }
 
+/// Connects to the agent `command` with `options` and opens a session in `cwd`.
+async fn start_session(command: AgentCommand, options: ClientOptions, cwd: &Path) -> (Client, wire::SessionId) {
+    let client = Client::connect(command, options).await.unwrap();
+    let session = client.new_session(cwd).await.unwrap();
+    (client, session)
+}
+
+/// Runs the prompt `text` in `session` to its end: the turn's updates and its stop reason.
+async fn run_prompt(
+    client: &Client,
+    session: &wire::SessionId,
+    text: &str,
+) -> Result<(Vec<Update>, wire::StopReason), ClientError> {
+    client.prompt_text(session, text).await.unwrap().collect().await
+}
+
 #[tokio::test]
 async fn the_handshake_reports_the_agents_capabilities_and_info() {
     bounded(async {
@@ -100,17 +116,9 @@ async fn the_handshake_reports_the_agents_capabilities_and_info() {
 async fn a_streamed_prompt_yields_every_chunk_in_order_then_end_turn() {
     bounded(async {
         let dirs = Dirs::new();
-        let client = Client::connect(dirs.command("echo-server"), ClientOptions::default())
-            .await
-            .unwrap();
-        let session = client.new_session(&dirs.workspace).await.unwrap();
-        let (updates, stop) = client
-            .prompt_text(&session, "/stream 100 64")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (client, session) =
+            start_session(dirs.command("echo-server"), ClientOptions::default(), &dirs.workspace).await;
+        let (updates, stop) = run_prompt(&client, &session, "/stream 100 64").await.unwrap();
         assert_eq!(stop, wire::StopReason::EndTurn);
         let texts = texts(&updates);
         assert_eq!(texts.len(), 100);
@@ -127,10 +135,8 @@ async fn a_streamed_prompt_yields_every_chunk_in_order_then_end_turn() {
 async fn cancel_ends_a_running_turn_with_cancelled_and_the_session_goes_on() {
     bounded(async {
         let dirs = Dirs::new();
-        let client = Client::connect(dirs.command("echo-server"), ClientOptions::default())
-            .await
-            .unwrap();
-        let session = client.new_session(&dirs.workspace).await.unwrap();
+        let (client, session) =
+            start_session(dirs.command("echo-server"), ClientOptions::default(), &dirs.workspace).await;
         let mut turn = client.prompt_text(&session, "/forever").await.unwrap();
         // Wait for the turn to run (3 ticks), then cancel it.
         let mut ticks = 0;
@@ -151,13 +157,7 @@ async fn cancel_ends_a_running_turn_with_cancelled_and_the_session_goes_on() {
         assert_eq!(stop, wire::StopReason::Cancelled);
         assert!(turn.next().await.is_none(), "nothing after the stop");
         drop(turn);
-        let (updates, stop) = client
-            .prompt_text(&session, "hello again")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (updates, stop) = run_prompt(&client, &session, "hello again").await.unwrap();
         assert_eq!(stop, wire::StopReason::EndTurn);
         assert_eq!(texts(&updates), ["hello again"]);
         client.close().await;
@@ -169,17 +169,13 @@ async fn cancel_ends_a_running_turn_with_cancelled_and_the_session_goes_on() {
 async fn load_session_returns_the_replayed_history() {
     bounded(async {
         let dirs = Dirs::new();
-        let first = Client::connect(dirs.command("governed-server"), ClientOptions::default())
-            .await
-            .unwrap();
-        let session = first.new_session(&dirs.workspace).await.unwrap();
-        let (_, stop) = first
-            .prompt_text(&session, "remember me")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (first, session) = start_session(
+            dirs.command("governed-server"),
+            ClientOptions::default(),
+            &dirs.workspace,
+        )
+        .await;
+        let (_, stop) = run_prompt(&first, &session, "remember me").await.unwrap();
         assert_eq!(stop, wire::StopReason::EndTurn);
         first.close().await;
         let second = Client::connect(dirs.command("governed-server"), ClientOptions::default())
@@ -208,13 +204,8 @@ async fn write_file_turn(options: ClientOptions, env: &[(&str, &str)]) -> (Clien
     for (key, value) in env {
         command = command.env(key, value);
     }
-    let client = Client::connect(command, options).await.unwrap();
-    let session = client.new_session(&dirs.workspace).await.unwrap();
-    let (updates, stop) = client
-        .prompt_text(&session, r#"/tool write-file {"path":"x.txt","content":"y"}"#)
-        .await
-        .unwrap()
-        .collect()
+    let (client, session) = start_session(command, options, &dirs.workspace).await;
+    let (updates, stop) = run_prompt(&client, &session, r#"/tool write-file {"path":"x.txt","content":"y"}"#)
         .await
         .unwrap();
     assert_eq!(stop, wire::StopReason::EndTurn);
@@ -229,6 +220,19 @@ async fn write_file_tool(options: ClientOptions) -> (Vec<String>, Dirs) {
     let (client, updates, dirs) = write_file_turn(options, &[]).await;
     client.close().await;
     (texts(&updates), dirs)
+}
+
+/// `options` with a permission handler that answers every question `decision`; how many
+/// questions it was asked.
+fn counting_permission(options: ClientOptions, decision: PermissionDecision) -> (ClientOptions, Arc<AtomicUsize>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let options = options.with_permission(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let decision = decision.clone();
+        async move { decision }
+    });
+    (options, asked)
 }
 
 #[tokio::test]
@@ -489,6 +493,11 @@ impl Fake {
             .current_dir(self.dir.path())
     }
 
+    /// A client of the fake agent in `mode` with `options`, and a session in the fake's folder.
+    async fn session(&self, mode: &str, options: ClientOptions) -> (Client, wire::SessionId) {
+        start_session(self.python(mode), options, self.dir.path()).await
+    }
+
     /// The launcher's command line for the fake agent in `mode`, which writes its pid to the
     /// returned file and lingers after its input ends.
     fn launched_args(&self, mode: &str) -> (Vec<std::ffi::OsString>, PathBuf) {
@@ -573,11 +582,8 @@ async fn an_agent_choosing_another_protocol_version_is_refused() {
 async fn an_agent_crashing_mid_turn_fails_the_prompt_with_its_stderr_and_is_reaped() {
     bounded(async {
         let fake = Fake::new();
-        let client = Client::connect(fake.python("crash"), ClientOptions::default())
-            .await
-            .unwrap();
+        let (client, session) = fake.session("crash", ClientOptions::default()).await;
         let pid = client.pid().unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
         let mut turn = client.prompt_text(&session, "go").await.unwrap();
         let first = turn.next().await.unwrap().unwrap();
         assert!(
@@ -640,17 +646,8 @@ async fn an_agent_ignoring_sigterm_is_killed_after_the_grace_period() {
 async fn an_oversized_update_is_discarded_and_the_turn_goes_on() {
     bounded(async {
         let fake = Fake::new();
-        let client = Client::connect(fake.python("huge"), ClientOptions::default())
-            .await
-            .unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
-        let (updates, stop) = client
-            .prompt_text(&session, "go")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (client, session) = fake.session("huge", ClientOptions::default()).await;
+        let (updates, stop) = run_prompt(&client, &session, "go").await.unwrap();
         assert_eq!(texts(&updates), ["after"]);
         assert_eq!(stop, wire::StopReason::EndTurn);
         client.close().await;
@@ -662,28 +659,13 @@ async fn an_oversized_update_is_discarded_and_the_turn_goes_on() {
 async fn an_oversized_answer_fails_its_request_and_the_next_one_works() {
     bounded(async {
         let fake = Fake::new();
-        let client = Client::connect(fake.python("huge-response"), ClientOptions::default())
-            .await
-            .unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
-        let error = client
-            .prompt_text(&session, "go")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap_err();
+        let (client, session) = fake.session("huge-response", ClientOptions::default()).await;
+        let error = run_prompt(&client, &session, "go").await.unwrap_err();
         assert!(
             matches!(&error, ClientError::Rpc { error, .. } if error.message.contains("over the limit")),
             "{error:?}"
         );
-        let (updates, stop) = client
-            .prompt_text(&session, "again")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (updates, stop) = run_prompt(&client, &session, "again").await.unwrap();
         assert_eq!(texts(&updates), ["after"]);
         assert_eq!(stop, wire::StopReason::EndTurn);
         client.close().await;
@@ -695,17 +677,8 @@ async fn an_oversized_answer_fails_its_request_and_the_next_one_works() {
 async fn lines_that_are_not_json_rpc_are_ignored() {
     bounded(async {
         let fake = Fake::new();
-        let client = Client::connect(fake.python("garbage"), ClientOptions::default())
-            .await
-            .unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
-        let (updates, stop) = client
-            .prompt_text(&session, "go")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (client, session) = fake.session("garbage", ClientOptions::default()).await;
+        let (updates, stop) = run_prompt(&client, &session, "go").await.unwrap();
         assert_eq!(texts(&updates), ["after"]);
         assert_eq!(stop, wire::StopReason::EndTurn);
         // And the connection still works.
@@ -721,17 +694,8 @@ async fn lines_that_are_not_json_rpc_are_ignored() {
 /// streams back each answer (`{"result": ...}` or `{"error": ...}`) as JSON.
 async fn agent_requests(options: ClientOptions, root: &Path, asks: Value) -> Vec<Value> {
     let fake = Fake::new();
-    let client = Client::connect(fake.python("requests"), options.with_workspace_root(root))
-        .await
-        .unwrap();
-    let session = client.new_session(root).await.unwrap();
-    let (updates, stop) = client
-        .prompt_text(&session, &asks.to_string())
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let (client, session) = start_session(fake.python("requests"), options.with_workspace_root(root), root).await;
+    let (updates, stop) = run_prompt(&client, &session, &asks.to_string()).await.unwrap();
     assert_eq!(stop, wire::StopReason::EndTurn);
     client.close().await;
     texts(&updates)
@@ -906,21 +870,11 @@ async fn a_session_cwd_outside_the_workspace_root_is_refused() {
 async fn an_answer_sent_twice_is_ignored_and_the_connection_goes_on() {
     bounded(async {
         let fake = Fake::new();
-        let client = Client::connect(
-            fake.python("twice"),
-            ClientOptions::default().with_workspace_root(fake.dir.path()),
-        )
-        .await
-        .unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let (client, session) = fake
+            .session("twice", ClientOptions::default().with_workspace_root(fake.dir.path()))
+            .await;
         assert_eq!(session.as_str(), "s1", "the first answer counts");
-        let (updates, stop) = client
-            .prompt_text(&session, "hi")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (updates, stop) = run_prompt(&client, &session, "hi").await.unwrap();
         assert_eq!(stop, wire::StopReason::EndTurn);
         assert_eq!(texts(&updates), ["after"]);
         client.close().await;
@@ -958,33 +912,18 @@ async fn governance_decides_before_the_permission_handler_and_every_tool_call_is
     bounded(async {
         let dirs = Dirs::new();
         std::fs::write(dirs.workspace.join("r.txt"), "content").unwrap();
-        let asked = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&asked);
         let sink = agentacp::audit::MemorySink::new();
-        let options = ClientOptions::default()
-            .with_governance(Policy)
-            .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())))
-            .with_permission(move |_| {
-                counter.fetch_add(1, Ordering::SeqCst);
-                async { PermissionDecision::Approve }
-            });
-        let client = Client::connect(dirs.command("governed-server"), options).await.unwrap();
-        let session = client.new_session(&dirs.workspace).await.unwrap();
+        let (options, asked) = counting_permission(
+            ClientOptions::default()
+                .with_governance(Policy)
+                .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone()))),
+            PermissionDecision::Approve,
+        );
+        let (client, session) = start_session(dirs.command("governed-server"), options, &dirs.workspace).await;
         let run = |text: &'static str| {
             let client = &client;
             let session = &session;
-            async move {
-                texts(
-                    &client
-                        .prompt_text(session, text)
-                        .await
-                        .unwrap()
-                        .collect()
-                        .await
-                        .unwrap()
-                        .0,
-                )
-            }
+            async move { texts(&run_prompt(client, session, text).await.unwrap().0) }
         };
         let written = run(r#"/tool write-file {"path":"x.txt","content":"y"}"#).await;
         assert!(written.iter().any(|t| t.starts_with("rejected")), "{written:?}");
@@ -1030,15 +969,16 @@ async fn replayed_history_is_marked_and_not_audited_as_live_tool_calls() {
     bounded(async {
         let dirs = Dirs::new();
         std::fs::write(dirs.workspace.join("r.txt"), "content").unwrap();
-        let first = Client::connect(dirs.command("governed-server"), ClientOptions::default())
+        let (first, session) = start_session(
+            dirs.command("governed-server"),
+            ClientOptions::default(),
+            &dirs.workspace,
+        )
+        .await;
+        let (_, stop) = run_prompt(&first, &session, r#"/tool read-file {"path":"r.txt"}"#)
             .await
             .unwrap();
-        let session = first.new_session(&dirs.workspace).await.unwrap();
-        let turn = first
-            .prompt_text(&session, r#"/tool read-file {"path":"r.txt"}"#)
-            .await
-            .unwrap();
-        assert_eq!(turn.collect().await.unwrap().1, wire::StopReason::EndTurn);
+        assert_eq!(stop, wire::StopReason::EndTurn);
         first.close().await;
 
         let sink = agentacp::audit::MemorySink::new();
@@ -1131,8 +1071,7 @@ async fn mode_command_and_usage_updates_are_typed_and_the_turn_is_a_stream() {
     bounded(async {
         let fake = Fake::new();
         let options = ClientOptions::default().with_workspace_root(fake.dir.path());
-        let client = Client::connect(fake.python("updates"), options).await.unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let (client, session) = fake.session("updates", options).await;
         let mut turn = client.prompt_text(&session, "go").await.unwrap();
         // Read it through `futures_core::Stream`, as stream combinators would.
         let mut events = Vec::new();
@@ -1179,21 +1118,13 @@ async fn a_prompt_fails_after_the_idle_timeout_without_messages_but_not_while_up
             ..ClientOptions::default().with_workspace_root(fake.dir.path())
         };
         // Updates every 100 ms for 600 ms: longer than the idle timeout, never idle that long.
-        let client = Client::connect(fake.python("trickle"), options()).await.unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
-        let (updates, stop) = client
-            .prompt_text(&session, "go")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+        let (client, session) = fake.session("trickle", options()).await;
+        let (updates, stop) = run_prompt(&client, &session, "go").await.unwrap();
         assert_eq!(stop, wire::StopReason::EndTurn);
         assert_eq!(texts(&updates).len(), 7, "{updates:?}");
         client.close().await;
         // One update, then silence: the stream fails with a timeout after the update.
-        let client = Client::connect(fake.python("stall"), options()).await.unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
+        let (client, session) = fake.session("stall", options()).await;
         let mut turn = client.prompt_text(&session, "go").await.unwrap();
         assert!(matches!(turn.next().await, Some(Ok(PromptEvent::Update(_)))));
         let started = Instant::now();
@@ -1206,15 +1137,30 @@ async fn a_prompt_fails_after_the_idle_timeout_without_messages_but_not_while_up
     .await;
 }
 
+/// A shell script that writes the file `x` in a new folder outside the workspace: the folder
+/// (removed when dropped), the file, and the script.
+fn writes_outside() -> (tempfile::TempDir, PathBuf, String) {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("x");
+    let script = format!("echo x > {}", target.display());
+    (outside, target, script)
+}
+
+/// The audit mirror (`metadata.aip44`) of the `terminal/create` among `records`.
+fn terminal_record(records: &[Value]) -> &Value {
+    &records
+        .iter()
+        .find(|r| r["metadata"]["aip44"]["tool"] == agentacp::client::TERMINAL_TOOL)
+        .unwrap_or_else(|| panic!("no terminal record: {records:#?}"))["metadata"]["aip44"]
+}
+
 /// Issue #23.5: `terminal/create` ran any command with no permission step. Now it is a
 /// permission decision (default: rejected) and audited either way.
 #[tokio::test]
 async fn terminal_create_needs_permission_and_is_audited() {
     bounded(async {
         let dirs = Dirs::new();
-        let outside = tempfile::tempdir().unwrap();
-        let target = outside.path().join("x");
-        let script = format!("echo x > {}", target.display());
+        let (_outside, target, script) = writes_outside();
         let asks = serde_json::json!([
             ["terminal/create", {"sessionId": "s1", "command": "sh", "args": ["-c", script]}],
         ]);
@@ -1226,24 +1172,18 @@ async fn terminal_create_needs_permission_and_is_audited() {
         assert!(answers[0]["error"]["message"].as_str().unwrap_or_default().contains("not allowed"), "{answers:?}");
         assert!(!target.exists(), "the command did not run");
         let records = audited(&sink);
-        let mirror = &records
-            .iter()
-            .find(|r| r["metadata"]["aip44"]["tool"] == agentacp::client::TERMINAL_TOOL)
-            .unwrap_or_else(|| panic!("no terminal record: {records:#?}"))["metadata"]["aip44"];
+        let mirror = terminal_record(&records);
         assert_eq!(mirror["approval"]["rejectedBy"], "user", "{mirror}");
         assert_eq!(mirror["arguments"]["command"], "sh", "{mirror}");
 
         // Governance that denies it answers without asking anyone.
-        let asked = Arc::new(AtomicUsize::new(0));
-        let counter = asked.clone();
         let deny = serde_json::json!({"doctype": "policy", "slug": "no-shell", "match": {"subject": "tool:terminal/*"}, "decision": "deny"});
-        let options = ClientOptions::default()
-            .with_handlers(agentacp::client::Builtin::default().with_terminal())
-            .with_governance(agentacp::governance::ManifestGovernance::from_documents(None, Some(&deny)))
-            .with_permission(move |_| {
-                counter.fetch_add(1, Ordering::SeqCst);
-                async { PermissionDecision::Approve }
-            });
+        let (options, asked) = counting_permission(
+            ClientOptions::default()
+                .with_handlers(agentacp::client::Builtin::default().with_terminal())
+                .with_governance(agentacp::governance::ManifestGovernance::from_documents(None, Some(&deny))),
+            PermissionDecision::Approve,
+        );
         let answers = agent_requests(options, &dirs.workspace, asks.clone()).await;
         assert!(answers[0]["error"].is_object(), "{answers:?}");
         assert_eq!(asked.load(Ordering::SeqCst), 0);
@@ -1300,9 +1240,7 @@ impl agentacp::client::ExtensionHandler for NeverAnswers {
 async fn requests_the_agent_cancels_are_answered_at_once_and_what_waits_on_them_is_dropped() {
     bounded(async {
         let dirs = Dirs::new();
-        let outside = tempfile::tempdir().unwrap();
-        let target = outside.path().join("x");
-        let script = format!("echo x > {}", target.display());
+        let (_outside, target, script) = writes_outside();
         let (asked, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (asks_counter, drops_counter) = (asked.clone(), dropped.clone());
         let sink = agentacp::audit::MemorySink::new();
@@ -1345,10 +1283,7 @@ async fn requests_the_agent_cancels_are_answered_at_once_and_what_waits_on_them_
         let asked = asked.load(Ordering::SeqCst);
         assert_eq!(dropped.load(Ordering::SeqCst), asked + 1, "{asked} asked");
         let records = audited(&sink);
-        let terminal = &records
-            .iter()
-            .find(|r| r["metadata"]["aip44"]["tool"] == agentacp::client::TERMINAL_TOOL)
-            .unwrap_or_else(|| panic!("no terminal record: {records:#?}"))["metadata"]["aip44"];
+        let terminal = terminal_record(&records);
         assert_eq!(terminal["approval"]["rejectedBy"], "agent", "{terminal}");
         assert_eq!(terminal["approval"]["reason"], "cancelled", "{terminal}");
 
@@ -1383,19 +1318,14 @@ async fn requests_the_agent_cancels_are_answered_at_once_and_what_waits_on_them_
 async fn a_question_the_agent_cancelled_before_it_was_read_is_never_asked() {
     bounded(async {
         let dirs = Dirs::new();
-        let outside = tempfile::tempdir().unwrap();
-        let target = outside.path().join("x");
-        let script = format!("echo x > {}", target.display());
-        let asked = Arc::new(AtomicUsize::new(0));
-        let counter = asked.clone();
+        let (_outside, target, script) = writes_outside();
         let sink = agentacp::audit::MemorySink::new();
-        let options = ClientOptions::default()
-            .with_handlers(agentacp::client::Builtin::default().with_terminal())
-            .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone())))
-            .with_permission(move |_| {
-                counter.fetch_add(1, Ordering::SeqCst);
-                async { PermissionDecision::Approve }
-            });
+        let (options, asked) = counting_permission(
+            ClientOptions::default()
+                .with_handlers(agentacp::client::Builtin::default().with_terminal())
+                .with_audit(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone()))),
+            PermissionDecision::Approve,
+        );
         let asks = serde_json::json!([
             ["session/request_permission", {
                 "sessionId": "s1",
@@ -1410,10 +1340,7 @@ async fn a_question_the_agent_cancelled_before_it_was_read_is_never_asked() {
         assert_eq!(asked.load(Ordering::SeqCst), 0, "a cancelled question was asked");
         assert!(!target.exists(), "the cancelled command ran");
         let records = audited(&sink);
-        let terminal = &records
-            .iter()
-            .find(|r| r["metadata"]["aip44"]["tool"] == agentacp::client::TERMINAL_TOOL)
-            .unwrap_or_else(|| panic!("no terminal record: {records:#?}"))["metadata"]["aip44"];
+        let terminal = terminal_record(&records);
         assert_eq!(terminal["approval"]["rejectedBy"], "agent", "{terminal}");
     })
     .await;
@@ -1427,14 +1354,11 @@ async fn a_permission_labelled_read_by_the_agent_is_still_asked() {
         let dirs = Dirs::new();
         let workspace = serde_json::json!({"autonomy": {"level": 2, "defaultApproval": "on-mutate"}});
         for kind in ["read", "think", "search"] {
-            let asked = Arc::new(AtomicUsize::new(0));
-            let counter = asked.clone();
-            let options = ClientOptions::default()
-                .with_governance(agentacp::governance::ManifestGovernance::from_documents(None, Some(&workspace)))
-                .with_permission(move |_| {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    async { PermissionDecision::Reject }
-                });
+            let (options, asked) = counting_permission(
+                ClientOptions::default()
+                    .with_governance(agentacp::governance::ManifestGovernance::from_documents(None, Some(&workspace))),
+                PermissionDecision::Reject,
+            );
             let asks = serde_json::json!([["session/request_permission", {
                 "sessionId": "s1",
                 "toolCall": {"toolCallId": "c1", "title": "rm -rf ~", "kind": kind, "rawInput": {"command": "rm -rf ~"}},
@@ -1726,20 +1650,13 @@ async fn error_data_and_non_standard_codes_are_kept_and_shown() {
         );
         client.close().await;
 
-        let client = Client::connect(
-            fake.python("prompt-error"),
-            ClientOptions::default().with_workspace_root(fake.dir.path()),
-        )
-        .await
-        .unwrap();
-        let session = client.new_session(fake.dir.path()).await.unwrap();
-        let error = client
-            .prompt_text(&session, "hi")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap_err();
+        let (client, session) = fake
+            .session(
+                "prompt-error",
+                ClientOptions::default().with_workspace_root(fake.dir.path()),
+            )
+            .await;
+        let error = run_prompt(&client, &session, "hi").await.unwrap_err();
         let shown = error.to_string();
         assert!(
             shown.contains("Internal error (-32603)") && shown.contains("stream disconnected before completion"),
