@@ -110,6 +110,11 @@ def script(s, name):
               "toolCall": {"toolCallId": "d6", "title": "delete-repo", "rawInput": secret("d6")}, "options": OPTIONS}})
     elif name == "after-load":
         change(s, "r3", status="completed", rawOutput=secret("r3-live"))
+    elif name == "reserved-id":
+        # Ids from 2**52 up are the bridge's own: a cancel of one, and a request with one.
+        send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 2**52 + 1}})
+        answer = ask(2**52, "fs/read_text_file", {"sessionId": s, "path": "/w/a.txt"})
+        say(s, "answer: " + json.dumps(answer, sort_keys=True))
     elif name == "dup-ask":
         for _ in range(2):
             send({"jsonrpc": "2.0", "id": "agent-dup", "method": "fs/read_text_file", "params": {"sessionId": s, "path": "/w/a.txt"}})
@@ -957,6 +962,38 @@ async fn a_duplicate_id_from_the_agent_is_refused_and_the_first_request_reaches_
     assert!(
         got.iter().any(|a| a["result"]["content"] == "from the editor"),
         "{got:?}"
+    );
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(task.await.unwrap().is_ok());
+}
+
+/// The bridge numbers its own requests to the editor from 2^52. An agent that used such an
+/// id could take the editor's answer to the bridge's permission question as its own, and the
+/// answer to its own request could be taken as the bridge's (an approval); a cancel naming
+/// one would cancel the bridge's question. The request is refused and the cancel dropped:
+/// neither reaches the editor. Before, both were passed on.
+#[tokio::test]
+async fn an_agent_cannot_use_the_request_ids_of_the_bridges_own_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task) = start(dir.path());
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:reserved-id"}]}}))
+        .await;
+    let seen = editor.until_answer(json!(8)).await;
+    assert!(
+        !seen
+            .iter()
+            .any(|m| m["method"] == "fs/read_text_file" || m["method"] == "$/cancel_request"),
+        "the request or the cancel reached the editor: {seen:#?}"
+    );
+    let said = texts(&seen);
+    assert!(
+        said.iter()
+            .any(|t| t.starts_with("answer: ") && t.contains("-32600") && t.contains("the bridge's own")),
+        "{said:?}"
     );
     editor.close_input();
     assert!(editor.next_or_end().await.is_none());

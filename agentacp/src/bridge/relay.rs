@@ -88,8 +88,15 @@ impl Forwarded {
 }
 
 /// The first id of the bridge's own requests to the editor: far above the ids agents count
-/// from, and still exact in a JavaScript number.
+/// from, and still exact in a JavaScript number. The range is the bridge's: an agent's
+/// request with such an id is refused, and its cancel of one dropped, so the agent cannot
+/// take an answer meant for the bridge, or cancel the bridge's question.
 const OWN_IDS: i64 = 1 << 52;
+
+/// Whether `id` is in the range of the bridge's own requests ([`OWN_IDS`] up).
+fn is_the_bridges(id: &Id) -> bool {
+    matches!(id, Id::Number(n) if *n >= OWN_IDS)
+}
 
 /// An answer to one of the editor's requests on its way (see [`Relay::take_to_agent`]).
 struct Answering<'a>(&'a Relay);
@@ -868,6 +875,17 @@ async fn agent_message(relay: &Arc<Relay>, line: Vec<u8>) {
                 relay.audit_dropped(&method, None, None, reason);
                 return;
             }
+            if method == CANCEL_REQUEST
+                && jsonrpc::pending::cancelled_request(params.as_deref()).is_some_and(|id| is_the_bridges(&id))
+            {
+                relay.audit_dropped(
+                    &method,
+                    None,
+                    None,
+                    "a cancel of a request id in the bridge's own range",
+                );
+                return;
+            }
             // A cancel of a call the bridge still holds: the editor has not seen that id.
             if method == CANCEL_REQUEST && mcp::cancel_held(relay, params.as_deref()).await {
                 return;
@@ -1137,7 +1155,15 @@ async fn close_on_editor(relay: &Relay, session: &str, id: &str) {
 async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
     use wire::method_names as m;
     let session = session_of(params.as_deref());
-    if lock(&relay.to_editor).contains_key(&id) {
+    if is_the_bridges(&id) {
+        let reason = format!("request ids from {OWN_IDS} up are the bridge's own (its requests to the editor)");
+        relay.audit_refused(false, &method, session.as_deref(), Some(&id), &reason);
+        let error = RpcError::new(codes::INVALID_REQUEST, reason);
+        relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+        return;
+    }
+    // In flight: passed on to the editor, or an MCP call held while the editor is asked.
+    if lock(&relay.to_editor).contains_key(&id) || lock(&relay.held_calls).contains_key(&id) {
         relay
             .to_agent_line(jsonrpc::encode_error(&id, &duplicate_id(&id)))
             .await;

@@ -29,6 +29,8 @@ struct Tracked {
     reported: bool,
     /// A call this side ran was linked to it as the same call (see [`Oversight::call_ended`]).
     linked: bool,
+    /// Its approval let a call this side runs go ahead already: an approval is for one call.
+    spent: bool,
 }
 
 /// The fields of a tool call (or its permission request) that governance and audit need.
@@ -143,17 +145,22 @@ impl Oversight {
         self.governance.is_some()
     }
 
-    /// The approval an approved permission request of this session already gave a call of
-    /// the same tool with the same arguments that has not ended: the agent asked about the
-    /// call it is now making, and the answer stands.
-    pub(crate) fn approved_already(&self, session: &str, facts: &ToolFacts) -> Option<Approval> {
-        let calls = lock(&self.calls);
-        calls.iter().find_map(|((call_session, _), tracked)| {
+    /// The approval a permission request of this session already gave a call of the same
+    /// tool with the same arguments that has not ended — the agent asked about the call it is
+    /// now making, and the answer stands — used up by this call: a second call on it is asked
+    /// again. Only an answer counts (`approvedBy`), never `auto`: that is governance judging
+    /// the kind the agent reported, which approves nothing.
+    pub(crate) fn take_approval(&self, session: &str, facts: &ToolFacts) -> Option<Approval> {
+        let mut calls = lock(&self.calls);
+        calls.iter_mut().find_map(|((call_session, _), tracked)| {
             let same = call_session == session
                 && Some(&tracked.tool) == facts.tool.as_ref()
                 && Some(&tracked.arguments) == facts.arguments.as_ref();
             match &tracked.approval {
-                Some(approval @ (Approval::ApprovedBy(_) | Approval::Auto)) if same => Some(approval.clone()),
+                Some(approval @ Approval::ApprovedBy(_)) if same && !tracked.spent => {
+                    tracked.spent = true;
+                    Some(approval.clone())
+                }
                 _ => None,
             }
         })
@@ -166,6 +173,16 @@ impl Oversight {
         merge(tracked, facts);
         tracked.approval = Some(approval);
         tracked.asked = false;
+    }
+
+    /// Remembers the approval a call this side ran was given, for the tool call the agent
+    /// reported for it: its record says so, and it approves no other call
+    /// ([`take_approval`](Oversight::take_approval)).
+    pub(crate) fn approved_with_a_call(&self, session: &str, facts: &ToolFacts, approval: Approval) {
+        self.permission_answered(session, facts, approval);
+        if let Some(tracked) = lock(&self.calls).get_mut(&(session.to_string(), facts.id.clone())) {
+            tracked.spent = true;
+        }
     }
 
     /// Remembers that a tool call's permission request went to the user: if its turn ends
@@ -375,7 +392,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::{Oversight, ToolFacts};
-    use crate::audit::{AuditLog, MemorySink};
+    use crate::audit::{Approval, AuditLog, MemorySink};
     use crate::governance::{Decision, Governance, ToolRequest};
 
     struct AlwaysAsk;
@@ -408,6 +425,55 @@ mod tests {
         assert_eq!(records.len(), 1, "{records:?}");
         let record: Value = serde_json::from_str(&records[0]).unwrap();
         record["metadata"]["aip44"]["approval"].clone()
+    }
+
+    /// The agent's answered permission request lets the one MCP call it asked about run
+    /// without asking again, once: a second identical call is asked. A report that
+    /// governance let through by the kind the agent gave it (`auto`) approves no call, nor
+    /// does an approval a call this side ran was given. Before, `auto` counted, and an
+    /// approval was never used up.
+    #[test]
+    fn an_approval_lets_one_call_run_and_auto_lets_none() {
+        let oversight = Oversight::new(Some(Arc::new(AlwaysAsk)), AuditLog::off(), "gate".into());
+        let facts = |id: &str, arguments: Value| ToolFacts {
+            id: id.into(),
+            tool: Some("mcp/notes/write_note".into()),
+            arguments: Some(arguments),
+            ..ToolFacts::default()
+        };
+        let user = || Approval::ApprovedBy("user".into());
+        oversight.permission_answered("s1", &facts("call_1", json!({"a": 0})), Approval::Auto);
+        assert_eq!(
+            oversight.take_approval("s1", &facts("mcp-1", json!({"a": 0}))),
+            None,
+            "auto approves nothing"
+        );
+        oversight.permission_answered("s1", &facts("call_2", json!({"a": 1})), user());
+        assert_eq!(
+            oversight.take_approval("s2", &facts("mcp-2", json!({"a": 1}))),
+            None,
+            "another session"
+        );
+        assert_eq!(
+            oversight.take_approval("s1", &facts("mcp-2", json!({"a": 2}))),
+            None,
+            "other arguments"
+        );
+        assert_eq!(
+            oversight.take_approval("s1", &facts("mcp-2", json!({"a": 1}))),
+            Some(user())
+        );
+        assert_eq!(
+            oversight.take_approval("s1", &facts("mcp-3", json!({"a": 1}))),
+            None,
+            "used up"
+        );
+        oversight.approved_with_a_call("s1", &facts("call_3", json!({"a": 3})), user());
+        assert_eq!(
+            oversight.take_approval("s1", &facts("mcp-4", json!({"a": 3}))),
+            None,
+            "spent by its call"
+        );
     }
 
     /// An MCP call this side passed, which the agent also reported as its tool call: the

@@ -534,7 +534,7 @@ async fn own_mcp_call(
     let facts = call.facts();
     let approved = match shared.oversight.decide(&session, &facts) {
         Decision::Ask if !shared.oversight.governed() => Some(Approval::Auto),
-        Decision::Ask => shared.oversight.approved_already(&session, &facts),
+        Decision::Ask => shared.oversight.take_approval(&session, &facts),
         _ => None,
     };
     let authorized = match approved {

@@ -204,7 +204,7 @@ pub(super) fn verdict(relay: &Relay, call: &McpCall) -> Verdict {
             );
             Verdict::Refuse(Approval::Denied { reason }, error)
         }
-        Decision::Ask => match relay.oversight.approved_already(call.session_or_dash(), &facts) {
+        Decision::Ask => match relay.oversight.take_approval(call.session_or_dash(), &facts) {
             Some(approval) => Verdict::Run(approval),
             None => Verdict::Ask,
         },
@@ -308,7 +308,7 @@ async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) ->
             let mut line = line.to_vec();
             line.push(b'\n');
             tokio::spawn(async move {
-                let _settled = Settled(&relay, id.clone(), settle);
+                let settled = Settled(&relay, id.clone(), settle);
                 let cancelled = async {
                     if cancelled.await.is_err() {
                         std::future::pending::<()>().await;
@@ -332,7 +332,11 @@ async fn govern_call(relay: &Arc<Relay>, id: &Id, call: McpCall, line: &[u8]) ->
                         };
                         relay.forward_to_editor(id, forwarded, line).await;
                     }
-                    Err((approval, error)) => refuse(&relay, &id, &call, approval, error).await,
+                    Err((approval, error)) => {
+                        // Free the id before the answer: the agent may use it again at once.
+                        drop(settled);
+                        refuse(&relay, &id, &call, approval, error).await;
+                    }
                 }
             });
             Passage::Handled
@@ -346,7 +350,7 @@ fn approve_the_agents_call(relay: &Relay, call: &McpCall, approval: &Approval) {
     let Some(session) = call.session.as_deref() else { return };
     let announced = lock(&relay.gate).approved_elsewhere(session, &call.tool_name(), &call.arguments);
     if let Some(facts) = announced {
-        relay.oversight.permission_answered(session, &facts, approval.clone());
+        relay.oversight.approved_with_a_call(session, &facts, approval.clone());
     }
 }
 
