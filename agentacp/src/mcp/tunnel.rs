@@ -341,10 +341,20 @@ impl<R: ServiceRole> rmcp::transport::Transport<R> for TunnelTransport<R> {
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<R>> {
         loop {
             let message = self.from_peer.recv().await.flatten()?;
+            // A request's id, to answer it if the local side cannot read it.
+            let request = message.get("method").and(message.get("id")).cloned();
             match serde_json::from_value(message) {
                 Ok(message) => return Some(message),
                 Err(error) => {
                     tracing::warn!(%error, connection = self.tunnel.id(), "an unreadable MCP message over ACP was dropped");
+                    // Answered at once, not left to wait for the tunnel's timeout.
+                    if let Some(id) = request {
+                        let message = format!("an unreadable MCP request: {error}");
+                        let error = RpcError::new(codes::INVALID_PARAMS, message);
+                        self.tunnel
+                            .send_on(json!({"jsonrpc": "2.0", "id": id, "error": error}))
+                            .await;
+                    }
                 }
             }
         }
@@ -606,6 +616,26 @@ mod tests {
         let error = waiting.await.unwrap().unwrap_err();
         assert!(error.message.contains("closed"), "{error:?}");
         assert!(transport.receive().await.is_none());
+    }
+
+    /// A request of the peer's that the local side cannot read is answered `-32602` at once.
+    /// Before, it was dropped, and its `mcp/message` waited for the tunnel's timeout.
+    #[tokio::test]
+    async fn a_request_the_local_side_cannot_read_is_answered_at_once() {
+        let (tunnel, mut transport, _) = open();
+        let reading = tokio::spawn(async move { transport.receive().await.map(|_| ()) });
+        // Params that are not an object: no MCP request reads so.
+        let params = json!("not an object");
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            tunnel.deliver_request("sampling/createMessage".into(), Some(params), std::future::pending()),
+        )
+        .await
+        .expect("answered before the tunnel's timeout (5 s)");
+        let error = answer.unwrap_err();
+        assert_eq!(error.code, codes::INVALID_PARAMS, "{error:?}");
+        assert!(error.message.contains("unreadable MCP request"), "{error:?}");
+        reading.abort();
     }
 
     #[tokio::test]
