@@ -615,11 +615,43 @@ pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
         .to_string();
     let (tunnel, transport) = Tunnel::open::<RoleClient>(connection_id, link.peer.clone(), CALL_TIMEOUT);
     link.tunnels.insert(tunnel.clone());
-    match handler.serve(transport).await {
+    // Disconnected unless it opens: on an error, and when this future is dropped before
+    // (a connect timeout, a cancelled turn).
+    let mut opening = Opening {
+        tunnel: &tunnel,
+        link,
+        settled: false,
+    };
+    let served = handler.serve(transport).await;
+    opening.settled = true;
+    drop(opening);
+    match served {
         Ok(service) => Ok((service, tunnel)),
         Err(error) => {
             disconnect(&tunnel, link);
             Err(format!("MCP initialize over ACP failed: {error}"))
+        }
+    }
+}
+
+/// A tunnel being opened ([`open_over_acp`]): disconnected if dropped before it settled.
+struct Opening<'a> {
+    tunnel: &'a Tunnel,
+    link: &'a AcpLink,
+    /// MCP `initialize` was answered, or failed: the caller takes it from there.
+    settled: bool,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            disconnect(self.tunnel, self.link);
+        } else {
+            // Outside a runtime (its shutdown) nothing can be sent any more.
+            self.link.tunnels.remove(self.tunnel.id());
         }
     }
 }
@@ -688,6 +720,60 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::future::BoxFuture;
+    use crate::jsonrpc::{RpcError, codes};
+
+    /// A peer that answers `mcp/connect`, never answers an `mcp/message` (until it is
+    /// cancelled), and says when it is asked `mcp/disconnect`.
+    struct NeverInitializes(tokio::sync::mpsc::UnboundedSender<Value>);
+
+    impl AcpPeer for NeverInitializes {
+        fn request(
+            &self,
+            method: &'static str,
+            params: Value,
+            _: Duration,
+            cancelled: BoxFuture<'static, ()>,
+        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+            let disconnected = self.0.clone();
+            Box::pin(async move {
+                match method {
+                    tunnel::CONNECT => Ok(json!({"connectionId": "c-1"})),
+                    tunnel::DISCONNECT => {
+                        let _ = disconnected.send(params);
+                        Ok(json!({}))
+                    }
+                    _ => {
+                        cancelled.await;
+                        Err(RpcError::new(codes::REQUEST_CANCELLED, "cancelled"))
+                    }
+                }
+            })
+        }
+
+        fn notify(&self, _: &'static str, _: Value) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    /// Given up on while MCP `initialize` waits (a connect timeout, a cancelled turn), an
+    /// MCP connection over ACP is disconnected: `mcp/disconnect` sent, the tunnel no longer
+    /// routed. Before, both stayed until the connection ended.
+    #[tokio::test]
+    async fn an_mcp_connection_over_acp_given_up_on_while_opening_is_disconnected() {
+        let (disconnected, mut disconnects) = tokio::sync::mpsc::unbounded_channel();
+        let link = AcpLink {
+            peer: Arc::new(NeverInitializes(disconnected)),
+            tunnels: Arc::default(),
+        };
+        let opening = tokio::time::timeout(Duration::from_millis(200), open_over_acp("s-1", &link, ()));
+        assert!(opening.await.is_err(), "initialize is never answered");
+        let disconnect = tokio::time::timeout(Duration::from_secs(10), disconnects.recv())
+            .await
+            .expect("mcp/disconnect sent in time");
+        assert_eq!(disconnect, Some(json!({"connectionId": "c-1"})));
+        assert!(link.tunnels.remove("c-1").is_none(), "the tunnel is still routed");
+    }
 
     #[test]
     fn a_stdio_and_an_http_server_are_read_with_their_fields() {
