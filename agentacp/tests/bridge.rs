@@ -115,6 +115,10 @@ def script(s, name):
         send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 2**52 + 1}})
         answer = ask(2**52, "fs/read_text_file", {"sessionId": s, "path": "/w/a.txt"})
         say(s, "answer: " + json.dumps(answer, sort_keys=True))
+    elif name == "key-twice":
+        # A read the bridge would see as one path, and an editor that keeps the first key as another.
+        raw('{"jsonrpc":"2.0","id":"twice","method":"fs/read_text_file","params":{"sessionId":"%s","path":"/etc/passwd","path":"/w/a.txt"}}' % s)
+        say(s, "answer: " + json.dumps(answers("twice", 1)[0], sort_keys=True))
     elif name == "dup-ask":
         for _ in range(2):
             send({"jsonrpc": "2.0", "id": "agent-dup", "method": "fs/read_text_file", "params": {"sessionId": s, "path": "/w/a.txt"}})
@@ -993,6 +997,34 @@ async fn an_agent_cannot_use_the_request_ids_of_the_bridges_own_requests() {
     assert!(
         said.iter()
             .any(|t| t.starts_with("answer: ") && t.contains("-32600") && t.contains("the bridge's own")),
+        "{said:?}"
+    );
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(task.await.unwrap().is_ok());
+}
+
+/// A request whose params give a key twice reads differently to different parsers (the
+/// bridge keeps the last `path`, an editor may keep the first): the bridge refuses it rather
+/// than pass on what it did not decide on. Before, it was passed on as it was.
+#[tokio::test]
+async fn an_agents_request_that_gives_a_key_twice_is_refused_not_passed_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task) = start(dir.path());
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:key-twice"}]}}))
+        .await;
+    let seen = editor.until_answer(json!(8)).await;
+    assert!(
+        !seen.iter().any(|m| m["method"] == "fs/read_text_file"),
+        "the request reached the editor: {seen:#?}"
+    );
+    let said = texts(&seen);
+    assert!(
+        said.iter()
+            .any(|t| t.starts_with("answer: ") && t.contains("-32600") && t.contains("a key twice")),
         "{said:?}"
     );
     editor.close_input();

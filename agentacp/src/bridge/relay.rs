@@ -1155,6 +1155,18 @@ async fn close_on_editor(relay: &Relay, session: &str, id: &str) {
 async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
     use wire::method_names as m;
     let session = session_of(params.as_deref());
+    // What the bridge decides on must be what the editor reads: a key given twice is read
+    // differently by different parsers (a tool's name, a command, a server id).
+    if params
+        .as_deref()
+        .is_some_and(|params| jsonrpc::gives_a_key_twice(params.get()))
+    {
+        let reason = "a request whose params give a key twice (parsers read it differently)";
+        relay.audit_refused(false, &method, session.as_deref(), Some(&id), reason);
+        let error = RpcError::new(codes::INVALID_REQUEST, reason);
+        relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
+        return;
+    }
     if is_the_bridges(&id) {
         let reason = format!("request ids from {OWN_IDS} up are the bridge's own (its requests to the editor)");
         relay.audit_refused(false, &method, session.as_deref(), Some(&id), &reason);

@@ -310,12 +310,95 @@ pub fn encode_error(id: &Id, error: &RpcError) -> Vec<u8> {
     })
 }
 
+/// Whether the JSON `text` gives a key twice in one of its objects, at any depth (or cannot
+/// be read). Parsers disagree on such a text (this crate's keeps the last value, others the
+/// first), so what a peer decides on and what it passes on could differ: a bridge refuses
+/// to pass it.
+pub(crate) fn gives_a_key_twice(text: &str) -> bool {
+    serde_json::from_str::<KeysOnce>(text).is_err()
+}
+
+/// A JSON value in which no object gives a key twice (its content is not kept).
+struct KeysOnce;
+
+impl<'de> Deserialize<'de> for KeysOnce {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(KeysOnceVisitor)
+    }
+}
+
+struct KeysOnceVisitor;
+
+impl<'de> serde::de::Visitor<'de> for KeysOnceVisitor {
+    type Value = KeysOnce;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<KeysOnce, E> {
+        Ok(KeysOnce)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<KeysOnce, E> {
+        Ok(KeysOnce)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<KeysOnce, E> {
+        Ok(KeysOnce)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<KeysOnce, E> {
+        Ok(KeysOnce)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<KeysOnce, E> {
+        Ok(KeysOnce)
+    }
+    fn visit_unit<E>(self) -> Result<KeysOnce, E> {
+        Ok(KeysOnce)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<KeysOnce, A::Error> {
+        while items.next_element::<KeysOnce>()?.is_some() {}
+        Ok(KeysOnce)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut entries: A) -> Result<KeysOnce, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        while let Some(key) = entries.next_key::<std::borrow::Cow<'de, str>>()? {
+            if !keys.insert(key.to_string()) {
+                return Err(serde::de::Error::custom(format_args!("the key `{key}` is given twice")));
+            }
+            entries.next_value::<KeysOnce>()?;
+        }
+        Ok(KeysOnce)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parsed(text: &str) -> Result<Incoming, Box<Unreadable>> {
         parse(text.as_bytes())
+    }
+
+    #[test]
+    fn a_key_given_twice_is_found_at_any_depth_and_escaped_alike() {
+        for twice in [
+            r#"{"a": 1, "a": 2}"#,
+            r#"{"params": {"name": "read", "name": "write"}}"#,
+            r#"[{"x": {"y": [1, {"k": 1, "k": 1}]}}]"#,
+            r#"{"name": 1, "n\u0061me": 2}"#,
+            "{not json",
+        ] {
+            assert!(gives_a_key_twice(twice), "{twice}");
+        }
+        for once in [
+            r#"{"a": 1, "b": {"a": 2}}"#,
+            r#"[{"a": 1}, {"a": 2}]"#,
+            "null",
+            r#""s""#,
+        ] {
+            assert!(!gives_a_key_twice(once), "{once}");
+        }
     }
 
     #[test]

@@ -95,7 +95,7 @@ pub(super) fn refusal(relay: &Relay, to: Side, method: &str) -> Option<Option<St
 }
 
 /// Why the agent's `mcp/message` notification does not pass: it carries no MCP notification
-/// (a `tools/call` without an id would skip governance).
+/// (a `tools/call` without an id would skip governance), or gives a key twice.
 pub(super) fn notification_refusal(method: &str, params: Option<&RawValue>) -> Option<&'static str> {
     #[derive(serde::Deserialize)]
     struct Inner {
@@ -103,6 +103,9 @@ pub(super) fn notification_refusal(method: &str, params: Option<&RawValue>) -> O
     }
     if method != MESSAGE {
         return None;
+    }
+    if params.is_some_and(|params| jsonrpc::gives_a_key_twice(params.get())) {
+        return Some("an `mcp/message` notification that gives a key twice (parsers read it differently)");
     }
     let inner = params.and_then(|raw| serde_json::from_str::<Inner>(raw.get()).ok());
     match inner {
