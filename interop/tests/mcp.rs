@@ -1144,7 +1144,9 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
 /// was answered: the tool names, then each call's error. With the argument `cancel`, after the
 /// tool names it calls `echo` instead, cancels that call at once (`$/cancel_request`), and says
 /// the answer's error code and message; with `cancel-write-at-once`, the same with a
-/// `write_note` of `cancelled.txt` whose cancel goes in the same write as the call.
+/// `write_note` of `cancelled.txt` whose cancel goes in the same write as the call. With
+/// `approved-twice`, it reports an `echo` call, asks the client's permission for it, then
+/// makes that call twice and says each answer.
 const UNRULY_AGENT: &str = r#"
 import json, sys
 def send(o):
@@ -1201,6 +1203,23 @@ for line in sys.stdin:
                     break
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
                   "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+        if sys.argv[1:] == ["approved-twice"]:
+            # Reports the call `echo` and asks about it, then makes it twice: only the first
+            # runs on that answer. Says "ok" or the error of each.
+            calls, args = [], {"text": "twice"}
+            reported = {"toolCallId": "t0", "title": "echo", "rawInput": args,
+                        "_meta": {"aip44": {"tool": "mcp/notes/echo"}}}
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+                  "update": dict(reported, sessionUpdate="tool_call", status="pending")}})
+            ask(140, "session/request_permission", {"sessionId": "s1", "toolCall": reported, "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]})
+            results = []
+            for n in range(2):
+                answer = mcp(141 + n, "tools/call", {"name": "echo", "arguments": args})
+                results.append(answer.get("error", {}).get("message", "ok"))
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+                  "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": " | ".join(results)}}}})
         for n, (tool, args) in enumerate(calls):
             answer = ask(101 + n, "mcp/message", {"connectionId": connection, "method": "tools/call",
                                                   "params": {"name": tool, "arguments": args}})
@@ -1258,6 +1277,43 @@ async fn a_bridge_answers_the_agents_mcp_calls_over_acp_that_governance_denies_o
         echo[0]["metadata"]["aip44"]["approval"]["rejectedBy"].is_string(),
         "{echo:?}"
     );
+    check_audit_log(&bridge_audit, |_| true);
+}
+
+/// The agent asks the editor about a call it reports (the editor approves), then makes that
+/// MCP call twice: the first runs on the answer, unasked; the second is asked again. An
+/// answer approves one call. Before, the approval stood for every identical call while the
+/// report stayed open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_the_agent_got_for_an_mcp_call_lets_it_run_once_through_the_bridge() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let bridge_audit = dirs.state_dir.join("bridge.jsonl");
+    let agent = sandboxed_python().args(["-c", UNRULY_AGENT, "approved-twice"]);
+    let bridge = BridgeInFront::start(agent, &bridge_audit).await;
+    let (client, asked, methods) = bridge
+        .notes_editor(&dirs, &project, |_| PermissionDecision::Approve)
+        .await;
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "ask once, call twice").await;
+    client.close().await;
+    bridge.stop().await;
+    assert_eq!(said[1], "ok | ok", "{said:?}");
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["echo", "Call `echo` on the MCP server `notes`"],
+        "the agent's question, then the bridge's for the second call"
+    );
+    let calls = methods
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m.contains("tools/call echo"))
+        .count();
+    assert_eq!(calls, 2, "{methods:?}");
     check_audit_log(&bridge_audit, |_| true);
 }
 
