@@ -1667,10 +1667,13 @@ for line in sys.stdin:
     if method == "initialize":
         mcp = {"http": True} if HTTP else {}
         send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1,
-              "agentCapabilities": {"mcpCapabilities": mcp}, "authMethods": []}})
+              "agentCapabilities": {"mcpCapabilities": mcp, "sessionCapabilities": {"close": {}}},
+              "authMethods": []}})
     elif method == "session/new":
         server, cwd = m["params"]["mcpServers"][0], m["params"]["cwd"]
         send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/close":
+        send({"jsonrpc": "2.0", "id": id, "result": {}})
     elif method == "session/prompt":
         if "url" in server:
             host = server["url"].split("/")[2].split(":")[0]
@@ -1757,6 +1760,18 @@ async fn through_a_translating_bridge(
     );
     let session = session_with(&client, &project, json!([])).await;
     let (said, _) = prompt(&client, &session, "use the notes").await;
+    // Closed, the session's server is served no more: the bridge disconnects its own MCP
+    // connection to the editor's server (from a task of its own, so perhaps after the answer).
+    tokio::time::timeout(WAIT, client.close_session(&session))
+        .await
+        .expect("closed in time")
+        .expect("closed");
+    let disconnected = || methods.lock().unwrap().iter().any(|m| m == "FromAgent mcp/disconnect");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !disconnected() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(disconnected(), "the bridge kept its MCP connection of a closed session");
     client.close().await;
     bridge.stop().await;
     assert!(!project.join("keep-out.txt").exists(), "a rejected write ran");

@@ -904,7 +904,7 @@ async fn agent_message(relay: &Arc<Relay>, line: Vec<u8>) {
 
 /// Audits the agent's answer to a request of the editor's; `Some(line)` when it is rewritten.
 fn answered(
-    relay: &Relay,
+    relay: &Arc<Relay>,
     id: &Id,
     forwarded: &Forwarded,
     outcome: &Result<Box<RawValue>, RpcError>,
@@ -917,6 +917,13 @@ fn answered(
             if let Some(session) = created.as_ref().and_then(|v| v["sessionId"].as_str()) {
                 mcp::session_created(relay, forwarded.mcp.as_ref(), session);
                 relay.lifecycle(session, Lifecycle::Invoked, None)?;
+            }
+            Ok(None)
+        }
+        #[cfg(feature = "mcp")]
+        (wire::method_names::SESSION_CLOSE, Ok(_)) => {
+            if let Some(session) = session {
+                translate::session_closed(relay, session);
             }
             Ok(None)
         }

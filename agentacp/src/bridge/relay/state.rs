@@ -129,8 +129,10 @@ pub(super) struct Translation {
     pub(super) loopback: tokio::sync::OnceCell<Loopback>,
     /// The Unix socket the stdio shims reach the servers through, once listening.
     pub(super) socket: tokio::sync::OnceCell<ShimSocket>,
-    /// The served servers, by the key in their URL.
+    /// The served servers, by the key in their URL; removed when their session closes.
     pub(super) endpoints: Mutex<HashMap<String, std::sync::Arc<Endpoint>>>,
+    /// The last key given to an endpoint (keys are never given twice).
+    pub(super) last_key: std::sync::atomic::AtomicU64,
     /// Ends the endpoint's accept loop and MCP sessions.
     pub(super) stop: tokio_util::sync::CancellationToken,
 }
@@ -206,13 +208,20 @@ pub(super) struct Endpoint {
     pub(super) server_id: String,
     /// The bearer token a request must carry.
     pub(super) secret: String,
-    /// The bridge's MCP connection to the editor's server (its tunnel in
-    /// [`Translation::tunnels`]), once the agent connected.
-    pub(super) upstream:
-        tokio::sync::OnceCell<rmcp::service::RunningService<rmcp::RoleClient, super::carry::AgentSide>>,
+    /// The bridge's MCP connection to the editor's server, once the agent connected.
+    pub(super) upstream: tokio::sync::OnceCell<Upstream>,
     /// The agent's MCP session on this endpoint (the latest, when it opened several): where
     /// what the editor's server asks of its client, or tells it, is carried.
     pub(super) agent: super::carry::AgentSlot,
+}
+
+/// The bridge's MCP connection to one of the editor's servers.
+#[cfg(feature = "mcp")]
+pub(super) struct Upstream {
+    /// The rmcp client on it (stopped when dropped).
+    pub(super) service: rmcp::service::RunningService<rmcp::RoleClient, super::carry::AgentSide>,
+    /// Its tunnel in [`Translation::tunnels`].
+    pub(super) tunnel: crate::mcp::tunnel::Tunnel,
 }
 
 #[cfg(feature = "mcp")]
@@ -225,6 +234,7 @@ impl Translation {
             loopback: tokio::sync::OnceCell::new(),
             socket: tokio::sync::OnceCell::new(),
             endpoints: Mutex::default(),
+            last_key: std::sync::atomic::AtomicU64::new(0),
             stop: tokio_util::sync::CancellationToken::new(),
         }
     }

@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -49,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry::{AgentSide, AgentSlot, within};
 use super::mcp::{self as governed, Verdict};
-use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translation, random_name};
+use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translation, Upstream, random_name};
 use crate::client::mcp_governance::{self, McpCall};
 use crate::future::BoxFuture;
 use crate::jsonrpc::pending::CANCEL_REQUEST;
@@ -57,7 +58,7 @@ use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::mcp::in_order::InOrder;
 use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
 use crate::mcp::tunnel::{AcpPeer, answer_value};
-use crate::mcp::{AcpLink, CONNECT_TIMEOUT, open_over_acp};
+use crate::mcp::{AcpLink, CONNECT_TIMEOUT, disconnect, open_over_acp};
 use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
 use crate::sync::lock;
 use crate::wire::default as wire;
@@ -98,6 +99,45 @@ pub(super) async fn session_request(
     replaced.then(|| Ok(jsonrpc::encode_request(id, method, &params)))
 }
 
+/// The editor closed `session` (the agent said so): the servers served for it are served no
+/// more. Their endpoints and tokens are gone (a request on them is refused), and the bridge's
+/// MCP connections to the editor's servers for them are disconnected (`mcp/disconnect`).
+pub(super) fn session_closed(relay: &Arc<Relay>, session: &str) {
+    let Some(translation) = relay.translation.get() else {
+        return;
+    };
+    let closed: Vec<Arc<Endpoint>> = {
+        let mut endpoints = lock(&translation.endpoints);
+        let keys: Vec<String> = endpoints
+            .iter()
+            .filter(|(_, endpoint)| {
+                relay
+                    .mcp
+                    .offered_as(&endpoint.server_id)
+                    .and_then(|(_, of)| of)
+                    .as_deref()
+                    == Some(session)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        keys.iter().filter_map(|key| endpoints.remove(key)).collect()
+    };
+    let link = AcpLink {
+        peer: Arc::new(EditorPeer(Arc::downgrade(relay))),
+        tunnels: Arc::clone(&translation.tunnels),
+    };
+    for endpoint in closed {
+        if let Some(upstream) = endpoint.upstream.get() {
+            disconnect(&upstream.tunnel, &link);
+        }
+        tracing::debug!(
+            server = endpoint.server_id,
+            session,
+            "an MCP-over-ACP server is served no more"
+        );
+    }
+}
+
 /// The server the agent gets for the editor's `acp` server `entry`: an `http` server on the
 /// loopback listener, or (an agent without HTTP) the stdio shim, which reaches the bridge
 /// through its Unix socket. Either way with a token made for this server alone.
@@ -107,7 +147,7 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
     let secret = acp_tokens::generate_token().map_err(|error| format!("no token for the endpoint: {error}"))?;
     let key = {
         let mut endpoints = lock(&translation.endpoints);
-        let key = (endpoints.len() + 1).to_string();
+        let key = (translation.last_key.fetch_add(1, Ordering::Relaxed) + 1).to_string();
         endpoints.insert(
             key.clone(),
             Arc::new(Endpoint {
@@ -494,8 +534,8 @@ impl Proxy {
                     )
                 });
                 let client = AgentSide::new(info, endpoint.agent.clone());
-                let (service, _tunnel) = open_over_acp(&endpoint.server_id, &link, client).await?;
-                Ok::<_, String>(service)
+                let (service, tunnel) = open_over_acp(&endpoint.server_id, &link, client).await?;
+                Ok::<_, String>(Upstream { service, tunnel })
             })
             .await
             .map_err(|why| {
@@ -506,7 +546,7 @@ impl Proxy {
             .offered_as(&endpoint.server_id)
             .unwrap_or_else(|| (endpoint.server_id.clone(), None));
         Ok(Reached {
-            peer: upstream.peer().clone(),
+            peer: upstream.service.peer().clone(),
             server,
             session,
         })
