@@ -916,6 +916,8 @@ fn answered(
             let created = serde_json::from_str::<Value>(result.get()).ok();
             if let Some(session) = created.as_ref().and_then(|v| v["sessionId"].as_str()) {
                 mcp::session_created(relay, forwarded.mcp.as_ref(), session);
+                #[cfg(feature = "mcp")]
+                translate::session_created(relay, id, session);
                 relay.lifecycle(session, Lifecycle::Invoked, None)?;
             }
             Ok(None)

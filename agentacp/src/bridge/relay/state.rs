@@ -206,6 +206,10 @@ impl Drop for ShimSocket {
 pub(super) struct Endpoint {
     /// The editor's `serverId`.
     pub(super) server_id: String,
+    /// The editor's session request it was made for.
+    pub(super) made_for: crate::jsonrpc::Id,
+    /// Its session: from the request (`session/load`, `resume`), else from the answer.
+    pub(super) session: Mutex<Option<String>>,
     /// The bearer token a request must carry.
     pub(super) secret: String,
     /// The bridge's MCP connection to the editor's server, once the agent connected.

@@ -78,13 +78,14 @@ pub(super) async fn session_request(
         return None;
     }
     let mut params: Value = serde_json::from_str(params?.get()).ok()?;
+    let session = params.get("sessionId").and_then(Value::as_str).map(str::to_string);
     let servers = params.get_mut("mcpServers")?.as_array_mut()?;
     let mut replaced = false;
     for entry in servers.iter_mut() {
         if entry.get("type").and_then(Value::as_str) != Some("acp") {
             continue;
         }
-        match served_as(relay, translation, entry).await {
+        match served_as(relay, translation, entry, id, session.as_deref()).await {
             Ok(served) => *entry = served,
             Err(why) => {
                 tracing::warn!(%why, "an MCP-over-ACP server could not be served to the agent");
@@ -99,6 +100,20 @@ pub(super) async fn session_request(
     replaced.then(|| Ok(jsonrpc::encode_request(id, method, &params)))
 }
 
+/// The agent answered the editor's `session/new` (`request`) with `session`: the servers
+/// served for that request are that session's.
+pub(super) fn session_created(relay: &Relay, request: &Id, session: &str) {
+    let Some(translation) = relay.translation.get() else {
+        return;
+    };
+    for endpoint in lock(&translation.endpoints).values() {
+        let mut of = lock(&endpoint.session);
+        if of.is_none() && endpoint.made_for == *request {
+            *of = Some(session.to_string());
+        }
+    }
+}
+
 /// The editor closed `session` (the agent said so): the servers served for it are served no
 /// more. Their endpoints and tokens are gone (a request on them is refused), and the bridge's
 /// MCP connections to the editor's servers for them are disconnected (`mcp/disconnect`).
@@ -110,14 +125,7 @@ pub(super) fn session_closed(relay: &Arc<Relay>, session: &str) {
         let mut endpoints = lock(&translation.endpoints);
         let keys: Vec<String> = endpoints
             .iter()
-            .filter(|(_, endpoint)| {
-                relay
-                    .mcp
-                    .offered_as(&endpoint.server_id)
-                    .and_then(|(_, of)| of)
-                    .as_deref()
-                    == Some(session)
-            })
+            .filter(|(_, endpoint)| lock(&endpoint.session).as_deref() == Some(session))
             .map(|(key, _)| key.clone())
             .collect();
         keys.iter().filter_map(|key| endpoints.remove(key)).collect()
@@ -141,7 +149,13 @@ pub(super) fn session_closed(relay: &Arc<Relay>, session: &str) {
 /// The server the agent gets for the editor's `acp` server `entry`: an `http` server on the
 /// loopback listener, or (an agent without HTTP) the stdio shim, which reaches the bridge
 /// through its Unix socket. Either way with a token made for this server alone.
-async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value) -> Result<Value, String> {
+async fn served_as(
+    relay: &Arc<Relay>,
+    translation: &Translation,
+    entry: &Value,
+    request: &Id,
+    session: Option<&str>,
+) -> Result<Value, String> {
     let server_id = server_id_of(entry).ok_or("an `acp` server without a `serverId`")?;
     let name = entry.get("name").and_then(Value::as_str).unwrap_or(server_id);
     let secret = acp_tokens::generate_token().map_err(|error| format!("no token for the endpoint: {error}"))?;
@@ -152,6 +166,8 @@ async fn served_as(relay: &Arc<Relay>, translation: &Translation, entry: &Value)
             key.clone(),
             Arc::new(Endpoint {
                 server_id: server_id.to_string(),
+                made_for: request.clone(),
+                session: Mutex::new(session.map(str::to_string)),
                 secret: secret.clone(),
                 upstream: tokio::sync::OnceCell::new(),
                 agent: AgentSlot::default(),
