@@ -979,14 +979,7 @@ async fn a_duplicate_id_from_the_agent_is_refused_and_the_first_request_reaches_
 /// neither reaches the editor. Before, both were passed on.
 #[tokio::test]
 async fn an_agent_cannot_use_the_request_ids_of_the_bridges_own_requests() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut editor, task) = start(dir.path());
-    initialize_and_open(&mut editor).await;
-    editor
-        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "session/prompt",
-            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:reserved-id"}]}}))
-        .await;
-    let seen = editor.until_answer(json!(8)).await;
+    let seen = scripted_turn("reserved-id").await;
     assert!(
         !seen
             .iter()
@@ -999,9 +992,6 @@ async fn an_agent_cannot_use_the_request_ids_of_the_bridges_own_requests() {
             .any(|t| t.starts_with("answer: ") && t.contains("-32600") && t.contains("the bridge's own")),
         "{said:?}"
     );
-    editor.close_input();
-    assert!(editor.next_or_end().await.is_none());
-    assert!(task.await.unwrap().is_ok());
 }
 
 /// A request whose params give a key twice reads differently to different parsers (the
@@ -1009,14 +999,7 @@ async fn an_agent_cannot_use_the_request_ids_of_the_bridges_own_requests() {
 /// than pass on what it did not decide on. Before, it was passed on as it was.
 #[tokio::test]
 async fn an_agents_request_that_gives_a_key_twice_is_refused_not_passed_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut editor, task) = start(dir.path());
-    initialize_and_open(&mut editor).await;
-    editor
-        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "session/prompt",
-            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:key-twice"}]}}))
-        .await;
-    let seen = editor.until_answer(json!(8)).await;
+    let seen = scripted_turn("key-twice").await;
     assert!(
         !seen.iter().any(|m| m["method"] == "fs/read_text_file"),
         "the request reached the editor: {seen:#?}"
@@ -1027,9 +1010,19 @@ async fn an_agents_request_that_gives_a_key_twice_is_refused_not_passed_on() {
             .any(|t| t.starts_with("answer: ") && t.contains("-32600") && t.contains("a key twice")),
         "{said:?}"
     );
+}
+
+/// The fake agent's `script` run in a session of the basic bridge, which then ends cleanly:
+/// what the editor saw of the turn.
+async fn scripted_turn(script: &str) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task) = start(dir.path());
+    initialize_and_open(&mut editor).await;
+    let seen = editor.prompt(json!(8), "s1", &format!("script:{script}")).await;
     editor.close_input();
     assert!(editor.next_or_end().await.is_none());
     assert!(task.await.unwrap().is_ok());
+    seen
 }
 
 /// Issue #23.17, for the bridge: an editor that stops reading (but keeps its side open) got a
