@@ -10,6 +10,12 @@ use super::profile::{MountSource, SandboxProfile};
 /// The lowest Landlock ABI that confines TCP.
 pub(super) const LANDLOCK_TCP_ABI: u32 = 4;
 
+/// The lowest Landlock ABI that confines truncating a file (Linux 6.2).
+const LANDLOCK_TRUNCATE_ABI: u32 = 3;
+
+/// The lowest Landlock ABI that scopes signals and abstract Unix sockets (Linux 6.12).
+const LANDLOCK_SCOPE_ABI: u32 = 6;
+
 /// The lowest Landlock ABI that confines connecting to a pathname Unix socket (Linux 7.1).
 pub(super) const LANDLOCK_UNIX_ABI: u32 = 9;
 
@@ -134,6 +140,24 @@ impl Confinement {
             gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
             NetworkConfinement::Open
         };
+        // An older Landlock enforces less of the same rules, silently: each part it lacks is
+        // a gap like the others.
+        let abi = kernel.landlock_abi;
+        if abi > 0 && abi < LANDLOCK_TRUNCATE_ABI {
+            gaps.push(format!(
+                "files: this kernel's Landlock (ABI {abi}) does not confine truncating a file, so a program may empty files outside the mounts"
+            ));
+        }
+        if abi > 0 && abi < LANDLOCK_SCOPE_ABI {
+            let sockets = if network == NetworkConfinement::Namespace {
+                ""
+            } else {
+                " and reach their abstract Unix sockets"
+            };
+            gaps.push(format!(
+                "processes: this kernel's Landlock (ABI {abi}) does not scope signals, so a program may signal this user's other processes (this one among them){sockets}"
+            ));
+        }
         if !gaps.is_empty() && !profile.best_effort {
             return Err(format!(
                 "the sandbox cannot be enforced on this kernel: {}. Refusing to run unconfined; a profile that accepts this says `metadata: {{agentacp: {{enforcement: best-effort}}}}` in SANDBOX.md",
@@ -330,6 +354,25 @@ mod tests {
         .unwrap();
         assert_eq!(lenient.gaps().len(), 2, "files and network: {:?}", lenient.gaps());
         assert_eq!(lenient.report()["files"], Value::Null);
+    }
+
+    /// An older Landlock silently enforces less of the same rules: before ABI 3 it does not
+    /// confine truncating, before ABI 6 it does not scope signals. Each is a gap, so a
+    /// required sandbox refuses to start there. Before, it started without saying.
+    #[test]
+    fn what_an_older_landlock_cannot_enforce_is_a_gap() {
+        let plan = |landlock_abi| {
+            let kernel = KernelSupport {
+                landlock_abi,
+                network_namespace: true,
+            };
+            Confinement::plan(profile(json!({})), None, kernel)
+        };
+        let error = plan(2).unwrap_err();
+        assert!(error.contains("truncating") && error.contains("signal"), "{error}");
+        let error = plan(5).unwrap_err();
+        assert!(!error.contains("truncating") && error.contains("signal"), "{error}");
+        assert!(plan(6).unwrap().gaps().is_empty());
     }
 
     #[test]
