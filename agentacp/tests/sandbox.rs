@@ -139,6 +139,19 @@ async fn files_outside_the_mounts_cannot_be_read_and_a_read_only_mount_cannot_be
     assert!(!ro.join("new").exists() && rw.join("new").exists());
 }
 
+/// The terminal the server was started from is not the program's: `/dev/tty` cannot be
+/// opened (through it a program could type commands into the operator's shell with
+/// `TIOCSTI`). Before, it was granted read-write.
+#[tokio::test]
+async fn the_controlling_terminal_cannot_be_opened() {
+    if !landlock() {
+        return;
+    }
+    let sandbox = confinement(json!({}));
+    let denied = run(&sandbox, "read:/dev/tty").await.unwrap();
+    assert!(denied.starts_with("err Permission denied"), "{denied}");
+}
+
 #[tokio::test]
 async fn a_variable_not_passed_through_is_not_seen() {
     let path_seen = |sandbox: Confinement| async move { run(&sandbox, "env:PATH").await.unwrap() };

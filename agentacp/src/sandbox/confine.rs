@@ -19,15 +19,10 @@ const SYSTEM_READ: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc", "/sys",
 ];
 
-/// Devices a program may read and write.
-const DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-];
+/// Devices a program may read and write. Not `/dev/tty`: through the terminal the server was
+/// started from, a program could type commands into its shell (`TIOCSTI`), to run
+/// unconfined once the server exits; and a program that prompts there would hang.
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// The Landlock ABI the rules are written for; an older kernel gets what it supports (the
 /// plan reported which). From ABI 9 that includes connecting to pathname Unix sockets, which
