@@ -4,7 +4,7 @@
 //!
 //! - **Files**: Landlock confines a program to the declared mounts (read-write or read-only)
 //!   plus the system's folders, read-only (`/usr`, `/bin`, `/lib*`, `/etc`, `/proc`, `/sys`),
-//!   a few devices (`/dev/null`, `/dev/zero`, `/dev/random`, `/dev/urandom`, `/dev/tty`) and
+//!   a few devices (`/dev/null`, `/dev/zero`, `/dev/random`, `/dev/urandom`; not `/dev/tty`) and
 //!   the program's own file.
 //! - **Limits**: `timeout_ms` is a timer (the process group is killed), `memory_mb` is
 //!   `RLIMIT_DATA` (what the heap and private mappings may grow to), `cpu_ms` is
