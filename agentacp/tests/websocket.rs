@@ -647,6 +647,15 @@ async fn a_binary_message_closes_the_connection_and_an_unauthenticated_one_is_dr
     // No token and no authenticate: closed after the auth timeout.
     let mut idle = server.connect(None).await.unwrap();
     assert!(idle.next().await.is_none(), "an unauthenticated connection stayed open");
+    // Authenticated at the upgrade, logged out once the first auth timeout has passed:
+    // unauthenticated again, so closed an auth timeout later. Before, the timeout was
+    // checked once, at the start, and such a connection stayed open.
+    let mut left = server.connect(Some(ALICE)).await.unwrap();
+    left.initialize().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let out = left.call("logout", json!({})).await.1;
+    assert!(out.get("result").is_some(), "{out}");
+    assert!(left.next().await.is_none(), "a logged-out connection stayed open");
     server.shut_down().await;
 }
 

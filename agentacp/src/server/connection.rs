@@ -28,8 +28,9 @@ pub(crate) struct Access {
     /// The tokens `authenticate` checks; `None`: the transport needs no authentication (stdio,
     /// or a loopback listener with no tokens configured).
     pub(crate) tokens: Option<Arc<TokenStore>>,
-    /// The identity the client proved (at the WebSocket upgrade, or with `authenticate`).
-    identity: Mutex<Option<Identity>>,
+    /// The identity the client proved (at the WebSocket upgrade, or with `authenticate`),
+    /// watched by what closes a connection left unauthenticated.
+    identity: tokio::sync::watch::Sender<Option<Identity>>,
 }
 
 impl Access {
@@ -39,23 +40,46 @@ impl Access {
     pub(crate) fn required(tokens: Arc<TokenStore>, identity: Option<Identity>) -> Access {
         Access {
             tokens: Some(tokens),
-            identity: Mutex::new(identity),
+            identity: tokio::sync::watch::Sender::new(identity),
         }
     }
 
     /// The client's identity, once authenticated.
     pub(crate) fn identity(&self) -> Option<Identity> {
-        lock(&self.identity).clone()
+        self.identity.borrow().clone()
     }
 
     pub(crate) fn set_identity(&self, identity: Option<Identity>) {
-        *lock(&self.identity) = identity;
+        self.identity.send_replace(identity);
     }
 
     /// Whether requests other than `initialize` and `authenticate` must wait for
     /// authentication.
     pub(crate) fn pending(&self) -> bool {
-        self.tokens.is_some() && lock(&self.identity).is_none()
+        self.tokens.is_some() && self.identity.borrow().is_none()
+    }
+
+    /// Completes once the connection has been unauthenticated (pending) for `limit` at a
+    /// stretch: from its start, or from a `logout`. Never, where no authentication is needed.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
+    pub(crate) async fn unauthenticated_for(&self, limit: Duration) {
+        if self.tokens.is_none() {
+            return std::future::pending().await;
+        }
+        let mut identity = self.identity.subscribe();
+        loop {
+            // Authenticated: wait for a logout.
+            if identity.wait_for(Option::is_none).await.is_err() {
+                return std::future::pending().await;
+            }
+            // Unauthenticated: closed unless it authenticates within `limit`.
+            if tokio::time::timeout(limit, identity.wait_for(Option::is_some))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
     }
 }
 

@@ -207,7 +207,7 @@ impl Listener {
                             tracing::warn!(peer = %connection.peer, %error, "a connection ended with an error");
                         }
                     }
-                    () = unauthenticated_for(&access, auth_timeout) => {
+                    () = access.unauthenticated_for(auth_timeout) => {
                         tracing::warn!(peer = %connection.peer, "closing a connection that did not authenticate in {auth_timeout:?}");
                     }
                 }
@@ -440,13 +440,4 @@ async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
         let _ = stream.shutdown().await;
     })
     .await;
-}
-
-/// Resolves when `access` is still unauthenticated after `limit`.
-async fn unauthenticated_for(access: &Access, limit: Duration) {
-    tokio::time::sleep(limit).await;
-    if access.pending() {
-        return;
-    }
-    std::future::pending::<()>().await;
 }
