@@ -79,14 +79,25 @@ impl Workspace {
         if !path.is_absolute() {
             return Err(format!("`cwd` must be an absolute path, got `{cwd}`"));
         }
-        let canonical = path
-            .canonicalize()
-            .map_err(|error| format!("`cwd` `{cwd}` cannot be used: {error}"))?;
-        let Ok(relative) = canonical.strip_prefix(&self.root_path) else {
-            return Err(format!(
+        let outside = || {
+            format!(
                 "`cwd` `{cwd}` is outside the workspace root `{}`",
                 self.root_path.display()
-            ));
+            )
+        };
+        let canonical = match path.canonicalize() {
+            Ok(canonical) => canonical,
+            // Why only for a path inside the root as written: for one outside, "no such file"
+            // against "outside" would tell the client what exists beyond the workspace.
+            Err(error)
+                if path.starts_with(&self.root_path) && !path.components().any(|part| part == Component::ParentDir) =>
+            {
+                return Err(format!("`cwd` `{cwd}` cannot be used: {error}"));
+            }
+            Err(_) => return Err(outside()),
+        };
+        let Ok(relative) = canonical.strip_prefix(&self.root_path) else {
+            return Err(outside());
         };
         let base = normalise(relative).ok_or_else(|| format!("`cwd` `{cwd}` cannot be resolved"))?;
         // The folder must be reachable beneath the handle, without links (this also catches a
@@ -443,6 +454,22 @@ mod tests {
         assert!(workspace.confine_cwd(&sneaky).unwrap_err().contains("outside"));
         assert!(workspace.confine_cwd("/definitely/not/here").is_err());
         assert!(workspace.confine_cwd(root.to_str().unwrap()).is_ok(), "the root itself");
+        // Outside, a path that exists and one that does not get the same answer (else the
+        // answer tells what exists there); inside, a missing folder is named as missing.
+        let (existing, missing) = (outside.join("file.txt"), outside.join("no-such-file"));
+        std::fs::write(&existing, "x").unwrap();
+        let refusal = |path: &Path| workspace.confine_cwd(path.to_str().unwrap()).unwrap_err();
+        assert_eq!(
+            refusal(&existing).replace("file.txt", "X"),
+            refusal(&missing).replace("no-such-file", "X")
+        );
+        let sneaky_missing = root.join("../outside/no-such-file");
+        assert!(
+            refusal(&sneaky_missing).contains("outside"),
+            "{}",
+            refusal(&sneaky_missing)
+        );
+        assert!(refusal(&root.join("no-such-folder")).contains("No such file"));
     }
 
     #[test]
