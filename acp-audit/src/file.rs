@@ -17,14 +17,23 @@ pub(crate) fn open_for_reading(path: &Path) -> io::Result<File> {
 
 /// Opens `path` for reading and appending, creating the file and its parents when absent (a
 /// new file's folder is synced, so the file cannot vanish with records synced into it).
-/// Anything but a regular file is refused.
+/// Anything but a regular file is refused. On Unix what it creates is its user's alone
+/// (folders `0700`, the file `0600`): a log records what sessions did.
 pub(crate) fn open_for_append(path: &Path) -> io::Result<File> {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
     if let Some(parent) = parent {
-        std::fs::create_dir_all(parent)?;
+        let mut folders = std::fs::DirBuilder::new();
+        folders.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut folders, 0o700);
+        folders.create(parent)?;
     }
     let existed = path.exists();
-    let file = open_regular(path, OpenOptions::new().read(true).append(true).create(true))?;
+    let mut options = OpenOptions::new();
+    options.read(true).append(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = open_regular(path, &mut options)?;
     if !existed {
         sync_dir(parent.unwrap_or(Path::new(".")))?;
     }

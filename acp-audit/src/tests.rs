@@ -661,6 +661,21 @@ fn a_stopped_sync_fails_the_log(ends: SyncEnds, reason: &str) {
     assert!(log.flush().is_err());
 }
 
+/// A log file and the folders made for it are their user's alone: the log records what
+/// sessions did. Before, they got the umask's modes (`0644`, `0755`).
+#[cfg(unix)]
+#[test]
+fn a_new_log_and_its_folders_are_for_their_user_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new();
+    let path = dir.path().join("state/audit/log.jsonl");
+    AuditLog::open(&path, FsyncPolicy::Never).unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.path().join("state")), 0o700);
+    assert_eq!(mode(&dir.path().join("state/audit")), 0o700);
+}
+
 #[test]
 fn batched_records_are_synced_when_the_last_handle_drops() {
     let sink = MemorySink::new();

@@ -496,10 +496,11 @@ impl Writers {
 }
 
 impl FileStore {
-    /// A store in `dir` (created when missing).
+    /// A store in `dir` (created when missing, with its missing parents, as its user's alone:
+    /// `0700`, since sessions hold what was said in them).
     pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir)?;
+        create_private_folder(&dir)?;
         Ok(FileStore {
             dir,
             writers: Mutex::new(Writers::default()),
@@ -651,6 +652,13 @@ fn end_with_newline(file: &mut File) -> std::io::Result<()> {
         file.write_all(b"\n")?;
     }
     Ok(())
+}
+
+/// Creates `dir` and its missing parents, each readable by its user alone (`0700`); an
+/// existing folder is left as it is.
+pub(crate) fn create_private_folder(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// Session ids the runtime makes are `sess_` + hex; anything that could name another file is
@@ -805,6 +813,20 @@ impl SessionStore for FileStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The folders a store creates are its user's alone: sessions hold what was said in them.
+    /// Before, they got the umask's mode (`0755`), readable by every user of the machine.
+    #[test]
+    fn a_store_creates_its_folders_for_its_user_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        FileStore::open(state.join("sessions")).unwrap();
+        for folder in [&state, &state.join("sessions")] {
+            let mode = std::fs::metadata(folder).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", folder.display());
+        }
+    }
 
     fn roundtrip(store: &dyn SessionStore) {
         store.create("sess_1", Path::new("/w")).unwrap();
