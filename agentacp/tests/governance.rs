@@ -67,6 +67,10 @@ impl PolicyTesterServer for PolicyTester {
         Ok(wire::StopReason::EndTurn)
     }
 
+    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+        Ok(wire::AuthenticateResponse::default())
+    }
+
     async fn load_session(
         &self,
         _session: &SessionContext,
@@ -227,4 +231,94 @@ async fn operator_memory_survives_the_end_of_a_session() {
     let (_, gone) = client.until_answer(id).await;
     assert_eq!(gone["error"]["code"], -32602, "a closed session is gone: {gone}");
     client.finish().await;
+}
+
+/// One WebSocket connection to the listener at `addr`, as raw JSON-RPC.
+struct Remote {
+    ws: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    next_id: i64,
+}
+
+impl Remote {
+    async fn connect(addr: std::net::SocketAddr) -> Remote {
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(format!("ws://{addr}/acp")))
+            .await
+            .expect("upgraded in time")
+            .expect("upgraded");
+        Remote { ws, next_id: 0 }
+    }
+
+    /// Sends a request; its answer (what comes before it is skipped).
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        use futures_util::{SinkExt, StreamExt};
+        self.next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        let text = tokio_tungstenite::tungstenite::Message::text(request.to_string());
+        self.ws.send(text).await.unwrap();
+        loop {
+            let message = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("answered in time")
+                .expect("the connection is open")
+                .unwrap();
+            let Ok(text) = message.into_text() else { continue };
+            let Ok(message) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            if message["id"] == self.next_id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+}
+
+/// The `operator-context` memory is one for the process: two connections that each opened it
+/// and then append an entry keep both. Before, each connection had a memory of its own, and
+/// the last one to write it replaced the other's entry.
+#[tokio::test]
+async fn two_connections_keep_each_others_operator_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("project")).unwrap();
+    let options = ServerOptions {
+        workspace_root: Some(dir.path().to_path_buf()),
+        state_dir: Some(dir.path().join("state")),
+        audit: Some(AuditLog::with_sink(Box::new(MemorySink::new()))),
+        store: Some(Arc::new(MemoryStore::default())),
+        ..ServerOptions::default()
+    };
+    let listener = agentacp::server::websocket::Listener::bind(agentacp::server::websocket::ListenOptions::new(
+        "127.0.0.1:0".parse().unwrap(),
+    ))
+    .await
+    .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(listener.serve(PolicyTester, options, async move {
+        let _ = stopped.await;
+    }));
+    let cwd = dir.path().join("project").canonicalize().unwrap();
+    let mut connections = Vec::new();
+    for _ in 0..2 {
+        let mut remote = Remote::connect(addr).await;
+        remote.call("initialize", json!({"protocolVersion": 1})).await;
+        let session = remote.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+        let session = session["result"]["sessionId"].as_str().unwrap().to_string();
+        let prompt = |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+        let recalled = remote.call("session/prompt", prompt("/recall")).await;
+        assert_eq!(recalled["result"]["stopReason"], "end_turn", "{recalled}");
+        connections.push((remote, session));
+    }
+    for (n, (remote, session)) in connections.iter_mut().enumerate() {
+        let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": format!("/remember note-{n}")}]});
+        let remembered = remote.call("session/prompt", params).await;
+        assert_eq!(remembered["result"]["stopReason"], "end_turn", "{remembered}");
+    }
+    for (remote, session) in &mut connections {
+        let closed = remote.call("session/close", json!({"sessionId": session})).await;
+        assert_eq!(closed["result"], json!({}), "{closed}");
+    }
+    let kept = std::fs::read_to_string(dir.path().join("state/memory/operator.jsonl")).unwrap();
+    assert_eq!(kept, "{\"note\":\"note-0\"}\n{\"note\":\"note-1\"}\n");
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT * 2, server).await.unwrap().unwrap().unwrap();
 }

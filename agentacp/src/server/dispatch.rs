@@ -194,7 +194,7 @@ impl<O: Operator> Dispatcher<O> {
     pub(crate) fn new(
         operator: Arc<O>,
         (connection, stores): (Arc<Connection>, Arc<StoreBook>),
-        (profile, memory): (Arc<OperatorProfile>, MemoryBook),
+        (profile, memory): (Arc<OperatorProfile>, Arc<MemoryBook>),
         workspace_root: Result<Workspace, String>,
         shutdown_grace: Duration,
         max_sessions: usize,
@@ -212,7 +212,7 @@ impl<O: Operator> Dispatcher<O> {
             operator,
             spec,
             profile,
-            memory: Arc::new(memory),
+            memory,
             initialize_response,
             connection,
             stores,

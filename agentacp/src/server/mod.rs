@@ -262,7 +262,6 @@ where
 pub(crate) struct Served {
     spec: &'static OperatorSpec,
     pub(crate) options: ServerOptions,
-    state_dir: PathBuf,
     audit: AuditLog,
     stores: Arc<StoreBook>,
     governance: Arc<dyn Governance>,
@@ -270,6 +269,9 @@ pub(crate) struct Served {
     profile: Arc<crate::governance::OperatorProfile>,
     /// The local sandbox (SANDBOX.md), planned for this kernel.
     sandbox: Option<Arc<crate::sandbox::Confinement>>,
+    /// The operator's memory: one for the process, so connections do not overwrite each
+    /// other's `operator-context` entries.
+    memory: Arc<memory::MemoryBook>,
 }
 
 impl Served {
@@ -315,11 +317,13 @@ impl Served {
                 tracing::error!(operator = spec.id, %reason, "serving ACP, but every session will be refused")
             }
         }
+        let profile = Arc::new(spec.operator_profile());
+        let memory = Arc::new(memory::MemoryBook::new(profile.memory.clone(), &state_dir));
         Ok(Served {
             spec,
-            profile: Arc::new(spec.operator_profile()),
+            profile,
+            memory,
             options,
-            state_dir,
             audit,
             stores,
             governance,
@@ -360,12 +364,11 @@ impl Served {
             .with_sandbox(self.sandbox.clone()),
         );
         access::admitted_on_upgrade(&connection)?;
-        let memory = memory::MemoryBook::new(self.profile.memory.clone(), &self.state_dir);
         let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
         Dispatcher::new(
             operator,
             (connection, self.stores.clone()),
-            (self.profile.clone(), memory),
+            (self.profile.clone(), self.memory.clone()),
             self.workspace_root.clone(),
             options.shutdown_grace,
             options.max_sessions,
