@@ -628,6 +628,29 @@ async fn a_burst_of_connections_gets_served_or_503_and_the_server_stays_up() {
     server.shut_down().await;
 }
 
+/// A token revoked from the token file stops serving the connections it opened: the next
+/// request is refused as unauthenticated, and the revocation is audited. Before, a
+/// connection kept the identity it proved for as long as it stayed open.
+#[tokio::test]
+async fn a_revoked_token_stops_serving_the_connection_it_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    let line = |id: &str, token: &str| format!("{id} {}\n", agentacp::auth::hash_token(token));
+    std::fs::write(&file, line("alice", ALICE) + &line("bob", BOB)).unwrap();
+    let store = TokenStore::from_file(&file).unwrap();
+    let server = Server::start(|options| options.tokens(store)).await;
+    let mut alice = server.connect(Some(ALICE)).await.unwrap();
+    alice.initialize().await;
+    let session = alice.new_session(&server.cwd()).await;
+    assert!(session["result"]["sessionId"].is_string(), "{session}");
+    // Alice's line removed: the file is re-read at the next check.
+    std::fs::write(&file, line("bob", BOB)).unwrap();
+    let refused = alice.new_session(&server.cwd()).await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(server.recorded("auth.revoked").await, "the revocation is audited");
+    server.shut_down().await;
+}
+
 #[tokio::test]
 async fn a_binary_message_closes_the_connection_and_an_unauthenticated_one_is_dropped_in_time() {
     let server = Server::start(|options| ListenOptions {

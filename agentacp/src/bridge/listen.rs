@@ -73,11 +73,11 @@ impl BridgeListener {
                     sandbox.clone(),
                 );
                 async move {
-                    tracing::debug!(peer = %connection.peer, identity = ?connection.identity.as_ref().map(|i| i.to_string()), "bridging a connection");
+                    tracing::debug!(peer = %connection.peer, identity = ?connection.proved.as_ref().map(|(i, _)| i.to_string()), "bridging a connection");
                     let downstream = downstream(bridge.as_ref(), &options, sandbox.as_ref());
                     // Every record of this connection names who it serves.
-                    let audit = match &connection.identity {
-                        Some(identity) => audit.stamped("aip44", identity.audit_fields()),
+                    let audit = match &connection.proved {
+                        Some((identity, _)) => audit.stamped("aip44", identity.audit_fields()),
                         None => audit,
                     };
                     let run = relay::run(

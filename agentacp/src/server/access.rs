@@ -44,13 +44,14 @@ pub(crate) fn advertise(initialize: &mut Value) {
     }
 }
 
-/// The identity an `authenticate` request proves: its token's, or (no token given) the one
-/// shown on the upgrade. A failure is answered `-32000` and logged, never with the token.
+/// The identity an `authenticate` request proves, with its token; or (no token given) the
+/// one shown on the upgrade, without. A failure is answered `-32000` and logged, never with
+/// the token.
 pub(crate) fn check_bearer(
     tokens: &TokenStore,
     access: &Access,
     params: &RawValue,
-) -> std::result::Result<Identity, RpcError> {
+) -> std::result::Result<(Identity, Option<String>), RpcError> {
     let params: Value = serde_json::from_str(params.get())
         .map_err(|error| RpcError::new(codes::INVALID_PARAMS, format!("invalid `authenticate` params: {error}")))?;
     let method = params.get("methodId").and_then(Value::as_str).unwrap_or_default();
@@ -61,11 +62,17 @@ pub(crate) fn check_bearer(
         ));
     }
     match params.pointer("/_meta/agentacp/token").and_then(Value::as_str) {
-        Some(token) => tokens.verify(token).ok_or_else(|| {
-            tracing::warn!("authenticate: a token was refused");
-            RpcError::new(codes::AUTH_REQUIRED, "authentication failed: the token is not accepted")
-        }),
-        None => access.identity().ok_or_else(|| {
+        Some(token) => match tokens.verify(token) {
+            Some(identity) => Ok((identity, Some(token.to_string()))),
+            None => {
+                tracing::warn!("authenticate: a token was refused");
+                Err(RpcError::new(
+                    codes::AUTH_REQUIRED,
+                    "authentication failed: the token is not accepted",
+                ))
+            }
+        },
+        None => access.identity().map(|identity| (identity, None)).ok_or_else(|| {
             RpcError::new(
                 codes::AUTH_REQUIRED,
                 "authentication failed: no token (send it as `_meta.agentacp.token`, or as `Authorization: Bearer` on the upgrade)",
@@ -76,10 +83,14 @@ pub(crate) fn check_bearer(
 
 /// `identity` is now the client's: audited first (`auth.login`, `via: authenticate`), then
 /// its session store is the connection's.
-pub(crate) fn admit(connection: &Connection, stores: &StoreBook, identity: Identity) -> Result<()> {
+pub(crate) fn admit(
+    connection: &Connection,
+    stores: &StoreBook,
+    (identity, token): (Identity, Option<String>),
+) -> Result<()> {
     let store = stores.for_identity(Some(&identity))?;
     connection.audit(event(connection, "auth.login", &identity, "authenticate"))?;
-    connection.access.set_identity(Some(identity));
+    connection.access.set_identity(Some(identity), token);
     connection.set_store(store);
     Ok(())
 }
@@ -89,7 +100,19 @@ pub(crate) fn leave(connection: &Connection) -> Result<()> {
     if let Some(identity) = connection.access.identity() {
         connection.audit(event(connection, "auth.logout", &identity, "logout"))?;
     }
-    connection.access.set_identity(None);
+    connection.access.set_identity(None, None);
+    Ok(())
+}
+
+/// The token that proved the connection's identity was revoked: audited (`auth.revoked`),
+/// then the connection has no identity (it must authenticate again, within the time it has
+/// for that, or is closed).
+pub(crate) fn revoked(connection: &Connection) -> Result<()> {
+    if let Some(identity) = connection.access.identity() {
+        tracing::warn!(identity = identity.as_str(), "the token of a connection was revoked");
+        connection.audit(event(connection, "auth.revoked", &identity, "token store"))?;
+    }
+    connection.access.set_identity(None, None);
     Ok(())
 }
 

@@ -31,16 +31,21 @@ pub(crate) struct Access {
     /// The identity the client proved (at the WebSocket upgrade, or with `authenticate`),
     /// watched by what closes a connection left unauthenticated.
     identity: tokio::sync::watch::Sender<Option<Identity>>,
+    /// The token that proved it, checked again at each request: a token revoked from the
+    /// store stops serving the connections it opened.
+    token: Mutex<Option<String>>,
 }
 
 impl Access {
     /// A connection that must authenticate with one of `tokens` (`identity`: it already did,
     /// at the upgrade).
     #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
-    pub(crate) fn required(tokens: Arc<TokenStore>, identity: Option<Identity>) -> Access {
+    pub(crate) fn required(tokens: Arc<TokenStore>, proved: Option<(Identity, String)>) -> Access {
+        let (identity, token) = proved.unzip();
         Access {
             tokens: Some(tokens),
             identity: tokio::sync::watch::Sender::new(identity),
+            token: Mutex::new(token),
         }
     }
 
@@ -49,8 +54,24 @@ impl Access {
         self.identity.borrow().clone()
     }
 
-    pub(crate) fn set_identity(&self, identity: Option<Identity>) {
+    /// `identity` is the client's, proved by `token` (`None`: the token that proved it
+    /// before, on the upgrade); `None` forgets both (`logout`).
+    pub(crate) fn set_identity(&self, identity: Option<Identity>, token: Option<String>) {
+        let mut kept = lock(&self.token);
+        if identity.is_none() || token.is_some() {
+            *kept = token;
+        }
         self.identity.send_replace(identity);
+    }
+
+    /// Whether the identity's token was revoked since it proved it (no longer in the store,
+    /// or another identity's now).
+    pub(crate) fn revoked(&self) -> bool {
+        let (Some(tokens), Some(identity)) = (&self.tokens, self.identity()) else {
+            return false;
+        };
+        let token = lock(&self.token).clone();
+        token.is_none_or(|token| tokens.verify(&token).as_ref() != Some(&identity))
     }
 
     /// Whether requests other than `initialize` and `authenticate` must wait for

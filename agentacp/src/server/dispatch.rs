@@ -357,6 +357,9 @@ impl<O: Operator> Dispatcher<O> {
                 format!("`{method}` before `initialize`: the client must initialize first"),
             ));
         }
+        if self.connection.access.revoked() {
+            access::revoked(&self.connection).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))?;
+        }
         if self.connection.access.pending() && method != "authenticate" {
             return Err(RpcError::new(
                 codes::AUTH_REQUIRED,

@@ -196,7 +196,7 @@ impl Listener {
             let (served, operator, tokens) = (served.clone(), operator.clone(), tokens.clone());
             async move {
                 let access = match &tokens {
-                    Some(tokens) => Access::required(tokens.clone(), connection.identity.clone()),
+                    Some(tokens) => Access::required(tokens.clone(), connection.proved.clone()),
                     None => Access::default(),
                 };
                 let access = Arc::new(access);
@@ -285,12 +285,12 @@ impl Listener {
 }
 
 /// An upgraded connection: its JSON-RPC lines, who connected, and the identity its upgrade
-/// proved (`Authorization: Bearer`), if any.
+/// proved (`Authorization: Bearer`), with that token, if any.
 pub(crate) struct Upgraded {
     pub(crate) read: tokio::io::ReadHalf<tokio::io::DuplexStream>,
     pub(crate) write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
     pub(crate) peer: SocketAddr,
-    pub(crate) identity: Option<Identity>,
+    pub(crate) proved: Option<(Identity, String)>,
 }
 
 /// TLS (when configured), then the WebSocket upgrade with its checks.
@@ -326,12 +326,12 @@ async fn upgrade<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let mut identity = None;
+    let mut proved = None;
     #[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
     let check = |request: &Request, response: Response| -> std::result::Result<Response, ErrorResponse> {
         match admit(request, options) {
-            Ok(proved) => {
-                identity = proved;
+            Ok(shown) => {
+                proved = shown;
                 Ok(response)
             }
             Err((status, message)) => {
@@ -352,7 +352,7 @@ where
                 read,
                 write,
                 peer,
-                identity,
+                proved,
             })
         }
         Err(tokio_tungstenite::tungstenite::Error::Protocol(error)) => {
@@ -371,8 +371,11 @@ where
     }
 }
 
-/// The identity an upgrade request proves, or the status it is refused with.
-fn admit(request: &Request, options: &ListenOptions) -> std::result::Result<Option<Identity>, (StatusCode, String)> {
+/// The identity an upgrade request proves (with its token), or the status it is refused with.
+fn admit(
+    request: &Request,
+    options: &ListenOptions,
+) -> std::result::Result<Option<(Identity, String)>, (StatusCode, String)> {
     if !PATHS.contains(&request.uri().path()) {
         return Err((
             StatusCode::NOT_FOUND,
@@ -410,7 +413,7 @@ fn admit(request: &Request, options: &ListenOptions) -> std::result::Result<Opti
             "the Authorization header is not `Bearer <token>`".to_string(),
         ))?;
     match tokens.verify(token) {
-        Some(identity) => Ok(Some(identity)),
+        Some(identity) => Ok(Some((identity, token.to_string()))),
         None => Err((StatusCode::UNAUTHORIZED, "the token is not accepted".to_string())),
     }
 }
