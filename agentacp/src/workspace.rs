@@ -418,6 +418,13 @@ fn random_names() -> impl Iterator<Item = String> {
     })
 }
 
+/// Creates `dir` and its missing parents, each readable by its user alone (`0700`), for
+/// state that holds what sessions said and did; an existing folder is left as it is.
+pub(crate) fn create_private_folder(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

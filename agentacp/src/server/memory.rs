@@ -249,7 +249,7 @@ impl MemoryBook {
     /// The memory kept in `name`, or — when the folder cannot be used — one that is not kept
     /// (reported).
     fn load(&self, name: &str) -> Memory {
-        let folder = super::session::create_private_folder(&self.folder)
+        let folder = crate::workspace::create_private_folder(&self.folder)
             .map_err(|error| error.to_string())
             .and_then(|()| Workspace::open(&self.folder));
         let folder = match folder {

@@ -500,7 +500,7 @@ impl FileStore {
     /// `0700`, since sessions hold what was said in them).
     pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
         let dir = dir.into();
-        create_private_folder(&dir)?;
+        crate::workspace::create_private_folder(&dir)?;
         Ok(FileStore {
             dir,
             writers: Mutex::new(Writers::default()),
@@ -652,13 +652,6 @@ fn end_with_newline(file: &mut File) -> std::io::Result<()> {
         file.write_all(b"\n")?;
     }
     Ok(())
-}
-
-/// Creates `dir` and its missing parents, each readable by its user alone (`0700`); an
-/// existing folder is left as it is.
-pub(crate) fn create_private_folder(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// Session ids the runtime makes are `sess_` + hex; anything that could name another file is
