@@ -99,13 +99,28 @@ pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Takes the exclusive advisory lock (`flock`) on `file`, the log at `path`, without waiting:
-/// [`AuditError::Locked`] when another open file (in this or another process) holds it. The
-/// lock goes with the open file: it is released when the file is closed, or its process dies.
+/// How long a new writer waits for the lock held by another: time for a writer that is
+/// exiting (an agent restarted at once, one killed with its parent) to be gone.
+#[cfg(unix)]
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Takes the exclusive advisory lock (`flock`) on `file`, the log at `path`, waiting at most
+/// [`LOCK_GRACE`]: [`AuditError::Locked`] when another open file (in this or another
+/// process) still holds it then. The lock goes with the open file: it is released when the
+/// file is closed, or its process dies.
 #[cfg(unix)]
 pub(crate) fn lock_exclusive(file: &File, path: &Path) -> Result<(), AuditError> {
     use rustix::fs::{FlockOperation, flock};
-    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+    let deadline = std::time::Instant::now() + LOCK_GRACE;
+    let taken = loop {
+        match flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Err(errno) if errno == rustix::io::Errno::WOULDBLOCK && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            taken => break taken,
+        }
+    };
+    match taken {
         Ok(()) => Ok(()),
         Err(errno) if errno == rustix::io::Errno::WOULDBLOCK => Err(AuditError::Locked {
             path: path.to_path_buf(),

@@ -468,6 +468,28 @@ fn two_opens_of_one_log_in_one_process_are_refused() {
     assert_eq!(verify_file(&path).unwrap().records, 2);
 }
 
+/// A writer that is going away (an agent restarted at once, or killed with its parent)
+/// releases the lock within moments: the next one waits for it (up to a second) instead of
+/// being refused. Before, it was refused at once.
+#[cfg(unix)]
+#[test]
+fn a_new_writer_waits_a_moment_for_one_that_is_going_away() {
+    let dir = TempDir::new();
+    let path = dir.path().join("audit.jsonl");
+    let first = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+    let second = std::thread::spawn({
+        let path = path.clone();
+        move || AuditLog::open(&path, FsyncPolicy::EveryRecord).map(|_| ())
+    });
+    // Held a moment longer, then gone.
+    std::thread::sleep(Duration::from_millis(100));
+    drop(first);
+    second
+        .join()
+        .unwrap()
+        .expect("the second writer got the lock once the first was gone");
+}
+
 #[test]
 fn a_file_sink_holds_the_lock_too() {
     let dir = TempDir::new();
