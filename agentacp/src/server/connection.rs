@@ -29,55 +29,51 @@ pub(crate) struct Access {
     /// or a loopback listener with no tokens configured).
     pub(crate) tokens: Option<Arc<TokenStore>>,
     /// The identity the client proved (at the WebSocket upgrade, or with `authenticate`),
-    /// watched by what closes a connection left unauthenticated.
-    identity: tokio::sync::watch::Sender<Option<Identity>>,
-    /// The token that proved it, checked again at each request: a token revoked from the
-    /// store stops serving the connections it opened.
-    token: Mutex<Option<String>>,
+    /// with the token that proved it: checked again at each request, so a token revoked from
+    /// the store stops serving the connections it opened. Watched by what closes a connection
+    /// left unauthenticated.
+    proof: tokio::sync::watch::Sender<Option<(Identity, String)>>,
 }
 
 impl Access {
-    /// A connection that must authenticate with one of `tokens` (`identity`: it already did,
-    /// at the upgrade).
+    /// A connection that must authenticate with one of `tokens` (`proved`: it already did,
+    /// at the upgrade, with this token).
     #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
     pub(crate) fn required(tokens: Arc<TokenStore>, proved: Option<(Identity, String)>) -> Access {
-        let (identity, token) = proved.unzip();
         Access {
             tokens: Some(tokens),
-            identity: tokio::sync::watch::Sender::new(identity),
-            token: Mutex::new(token),
+            proof: tokio::sync::watch::Sender::new(proved),
         }
     }
 
     /// The client's identity, once authenticated.
     pub(crate) fn identity(&self) -> Option<Identity> {
-        self.identity.borrow().clone()
+        self.proof.borrow().as_ref().map(|(identity, _)| identity.clone())
     }
 
     /// `identity` is the client's, proved by `token` (`None`: the token that proved it
     /// before, on the upgrade); `None` forgets both (`logout`).
     pub(crate) fn set_identity(&self, identity: Option<Identity>, token: Option<String>) {
-        let mut kept = lock(&self.token);
-        if identity.is_none() || token.is_some() {
-            *kept = token;
-        }
-        self.identity.send_replace(identity);
+        self.proof.send_modify(|proof| {
+            *proof = identity.and_then(|identity| {
+                let token = token.or_else(|| proof.take().map(|(_, before)| before))?;
+                Some((identity, token))
+            });
+        });
     }
 
     /// Whether the identity's token was revoked since it proved it (no longer in the store,
     /// or another identity's now).
     pub(crate) fn revoked(&self) -> bool {
-        let (Some(tokens), Some(identity)) = (&self.tokens, self.identity()) else {
-            return false;
-        };
-        let token = lock(&self.token).clone();
-        token.is_none_or(|token| tokens.verify(&token).as_ref() != Some(&identity))
+        let Some(tokens) = &self.tokens else { return false };
+        let proof = self.proof.borrow().clone();
+        proof.is_some_and(|(identity, token)| tokens.verify(&token).as_ref() != Some(&identity))
     }
 
     /// Whether requests other than `initialize` and `authenticate` must wait for
     /// authentication.
     pub(crate) fn pending(&self) -> bool {
-        self.tokens.is_some() && self.identity.borrow().is_none()
+        self.tokens.is_some() && self.proof.borrow().is_none()
     }
 
     /// Completes once the connection has been unauthenticated (pending) for `limit` at a
@@ -87,7 +83,7 @@ impl Access {
         if self.tokens.is_none() {
             return std::future::pending().await;
         }
-        let mut identity = self.identity.subscribe();
+        let mut identity = self.proof.subscribe();
         loop {
             // Authenticated: wait for a logout.
             if identity.wait_for(Option::is_none).await.is_err() {
