@@ -884,6 +884,124 @@ async fn sessions_beyond_the_limit_are_refused_with_a_clear_error() {
     client.finish().await;
 }
 
+/// The test operator, whose `session/load` waits until the test lets it finish.
+#[acp_operator(manifest = "tests/operators/test-operator/ACP.md")]
+struct SlowLoader {
+    release: Arc<tokio::sync::Semaphore>,
+}
+
+impl SlowLoaderServer for SlowLoader {
+    async fn prompt(
+        &self,
+        turn: &mut Turn<'_, GovernanceAware>,
+        request: wire::PromptRequest,
+    ) -> Result<wire::StopReason> {
+        Tester.prompt(turn, request).await
+    }
+
+    async fn load_session(
+        &self,
+        _session: &SessionContext,
+        _request: wire::LoadSessionRequest,
+    ) -> Result<wire::LoadSessionResponse> {
+        match tokio::time::timeout(WAIT, self.release.acquire()).await {
+            Ok(Ok(permit)) => permit.forget(),
+            _ => return Err(Error::msg("the test never released the load")),
+        }
+        Ok(wire::LoadSessionResponse::default())
+    }
+}
+
+/// A server whose loads wait for `release`, with `max_sessions`.
+fn slow_loader(max_sessions: usize) -> (Client, Arc<tokio::sync::Semaphore>) {
+    let mut setup = setup();
+    setup.options.max_sessions = max_sessions;
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let client = setup.start_with(SlowLoader {
+        release: release.clone(),
+    });
+    (client, release)
+}
+
+/// Review of #18: a session was marked loaded only when its load ended, so a prompt sent
+/// meanwhile ran, and the end of the load replaced the session's entry, dropping the handle
+/// that cancels that prompt (`session/cancel` then reached nothing).
+#[tokio::test]
+async fn a_prompt_sent_while_its_session_loads_is_refused_and_the_session_stays_cancellable() {
+    let (mut client, release) = slow_loader(8);
+    client.initialize().await;
+    let session = client.new_session().await;
+    let cwd = client.project();
+    let load = client
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let prompt = client.prompt(&session, "hello").await;
+    let (_, refused) = client.until_answer(prompt).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("being loaded"), "{message}");
+    release.add_permits(1);
+    let (_, loaded) = client.until_answer(load).await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let prompt = client.prompt(&session, "/forever").await;
+    client.next().await;
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}))
+        .await;
+    let (_, answer) = client.until_answer(prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    client.finish().await;
+}
+
+/// Review of #18: the session limit was checked when a load was asked for and the session
+/// counted only when the load ended, so loads side by side could open more than the limit.
+#[tokio::test]
+async fn loads_under_way_count_against_the_session_limit() {
+    let (mut client, release) = slow_loader(2);
+    client.initialize().await;
+    let open = client.new_session().await;
+    let cwd = client.project();
+    let mut stored = Vec::new();
+    for _ in 0..2 {
+        let session = client.new_session().await;
+        let (_, closed) = client.call("session/close", json!({"sessionId": session})).await;
+        assert!(closed.get("result").is_some(), "{closed}");
+        stored.push(session);
+    }
+    let first = client
+        .request(
+            "session/load",
+            json!({"sessionId": stored[0], "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let (_, refused) = client
+        .call(
+            "session/load",
+            json!({"sessionId": stored[1], "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("AGENTACP_MAX_SESSIONS"),
+        "{refused}"
+    );
+    release.add_permits(1);
+    let (_, loaded) = client.until_answer(first).await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    for session in [&open, &stored[0]] {
+        let id = client.prompt(session, "hello").await;
+        let (_, answer) = client.until_answer(id).await;
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    }
+    client.finish().await;
+}
+
 /// Issue #13.1: `Turn::update` sent any value, so operator code could emit `tool_call` /
 /// `tool_call_update` updates that governance never saw and audit never recorded.
 #[tokio::test]

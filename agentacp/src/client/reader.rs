@@ -562,6 +562,7 @@ impl crate::mcp::tunnel::AcpPeer for AgentPeer {
         params: Value,
         timeout: std::time::Duration,
         cancelled: crate::future::BoxFuture<'static, ()>,
+        sent: crate::mcp::tunnel::Sent,
     ) -> crate::future::BoxFuture<'static, Result<Value, RpcError>> {
         let shared = self.0.upgrade();
         Box::pin(async move {
@@ -571,7 +572,9 @@ impl crate::mcp::tunnel::AcpPeer for AgentPeer {
             let answer = match shared.outbox() {
                 Ok(outbox) => {
                     (shared.pending)
-                        .call_unless(&outbox, method, &params, timeout, cancelled)
+                        .call_reporting(&outbox, method, &params, timeout, cancelled, || {
+                            let _ = sent.send(());
+                        })
                         .await
                 }
                 Err(_) => Err(jsonrpc::pending::RequestFailure::Closed),

@@ -122,6 +122,22 @@ impl Pending {
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
     ) -> Result<Box<RawValue>, RequestFailure> {
+        self.call_reporting(outbox, method, params, timeout, cancelled, || {})
+            .await
+    }
+
+    /// [`call_unless`](Self::call_unless), calling `sent` once the request is in `outbox`
+    /// (not when it could not be put there): a line the caller sends after that reaches the
+    /// peer after the request.
+    pub async fn call_reporting(
+        &self,
+        outbox: &Outbox,
+        method: &str,
+        params: &impl Serialize,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+        sent: impl FnOnce(),
+    ) -> Result<Box<RawValue>, RequestFailure> {
         let waiting = self.register().ok_or(RequestFailure::Closed)?;
         let id = waiting.id.clone();
         let mut forget = Forget {
@@ -134,6 +150,7 @@ impl Pending {
         }
         // Sent: from now on the peer works on it, and a drop tells it to stop.
         forget.outbox = Some(outbox);
+        sent();
         let failure = tokio::select! {
             answer = tokio::time::timeout(timeout, waiting.answer()) => match answer {
                 Ok(answer) => return answer,

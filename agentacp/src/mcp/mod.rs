@@ -606,6 +606,7 @@ pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
             serde_json::json!({"serverId": server_id}),
             CONNECT_TIMEOUT,
             Box::pin(std::future::pending()),
+            tunnel::unobserved(),
         )
         .await
         .map_err(|error| format!("`mcp/connect` failed: {}", error.message))?;
@@ -665,7 +666,13 @@ pub(crate) fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
     let peer = link.peer.clone();
     tokio::spawn(async move {
         if let Err(error) = peer
-            .request(tunnel::DISCONNECT, params, STOP_GRACE, Box::pin(std::future::pending()))
+            .request(
+                tunnel::DISCONNECT,
+                params,
+                STOP_GRACE,
+                Box::pin(std::future::pending()),
+                tunnel::unobserved(),
+            )
             .await
         {
             tracing::debug!(%error, "`mcp/disconnect` was not answered");
@@ -734,6 +741,7 @@ mod tests {
             params: Value,
             _: Duration,
             cancelled: BoxFuture<'static, ()>,
+            _: tunnel::Sent,
         ) -> BoxFuture<'static, Result<Value, RpcError>> {
             let disconnected = self.0.clone();
             Box::pin(async move {

@@ -32,6 +32,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::in_order::InOrder;
 use crate::future::BoxFuture;
 use crate::jsonrpc::cancels::{Cancellable, Cancels};
 use crate::jsonrpc::pending::RequestFailure;
@@ -46,16 +47,27 @@ pub(crate) use crate::methods::mcp_over_acp::{connection_id_of, server_id_of};
 /// client). Each side implements it on its connection.
 pub(crate) trait AcpPeer: Send + Sync + 'static {
     /// Sends an ACP request and waits for its result, at most `timeout`; when `cancelled`
-    /// completes first, cancels it at the peer (`$/cancel_request`) and fails.
+    /// completes first, cancels it at the peer (`$/cancel_request`) and fails. `sent` is told
+    /// once the request is on its way, so that what is sent after it reaches the peer after
+    /// it (dropped unused: it was not sent).
     fn request(
         &self,
         method: &'static str,
         params: Value,
         timeout: Duration,
         cancelled: BoxFuture<'static, ()>,
+        sent: Sent,
     ) -> BoxFuture<'static, Result<Value, RpcError>>;
     /// Sends an ACP notification.
     fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()>;
+}
+
+/// Told that a request is on its way to the peer ([`AcpPeer::request`]).
+pub(crate) type Sent = oneshot::Sender<()>;
+
+/// A [`Sent`] nobody waits on.
+pub(crate) fn unobserved() -> Sent {
+    oneshot::channel().0
 }
 
 /// What reaches the local rmcp side: an MCP message, or the end of the connection.
@@ -91,12 +103,13 @@ impl std::fmt::Debug for Tunnel {
 
 impl Tunnel {
     /// The connection `connection_id` to `peer`, and the transport for the local rmcp
-    /// service (role `R`) to run on. Each request waits at most `timeout` for its answer.
+    /// service (role `R`) to run on, which sends its messages in the order rmcp gives them.
+    /// Each request waits at most `timeout` for its answer.
     pub(crate) fn open<R: ServiceRole>(
         connection_id: String,
         peer: Arc<dyn AcpPeer>,
         timeout: Duration,
-    ) -> (Tunnel, TunnelTransport<R>) {
+    ) -> (Tunnel, InOrder<TunnelTransport<R>>) {
         let (to_mcp, from_peer) = mpsc::unbounded_channel();
         let tunnel = Tunnel {
             inner: Arc::new(Inner {
@@ -114,7 +127,7 @@ impl Tunnel {
             from_peer,
             role: std::marker::PhantomData,
         };
-        (tunnel, transport)
+        (tunnel, InOrder::new(transport))
     }
 
     /// The connection's id (`connectionId`).
@@ -207,9 +220,11 @@ impl Tunnel {
                     }
                 });
                 // In a task of its own: rmcp may send the next message before this one is
-                // answered.
+                // answered, but not before it is sent (a notification that overtook its
+                // request could reach the far side before the request it is about).
+                let (sent, on_its_way) = oneshot::channel();
                 tokio::spawn(async move {
-                    let answer = inner.peer.request(MESSAGE, outer, inner.timeout, cancelled).await;
+                    let answer = inner.peer.request(MESSAGE, outer, inner.timeout, cancelled, sent).await;
                     if lock(&inner.asking).remove(&key).is_none() {
                         // Cancelled by the local side, which no longer waits for an answer.
                         return;
@@ -220,7 +235,9 @@ impl Tunnel {
                     };
                     let _ = inner.to_mcp.send(Some(reply));
                 });
-                Box::pin(async {})
+                Box::pin(async move {
+                    let _ = on_its_way.await;
+                })
             }
             (None, Some(Value::String(method))) if method == CANCELLED => {
                 // Names one of the local side's requests: its `mcp/message` is cancelled
@@ -500,11 +517,14 @@ mod tests {
     use super::*;
 
     /// A peer that records what is sent to it. It answers `ping`, holds `hold` until it is
-    /// cancelled (recording that as a `$/cancel_request`), and knows no other method.
+    /// cancelled (recording that as a `$/cancel_request`), and knows no other method. With
+    /// `gate` set, a request is sent only once the gate lets it (as a real peer's waits for
+    /// room in its outbox).
     #[derive(Default)]
     struct Recorder {
         sent: std::sync::Mutex<Vec<(&'static str, Value, bool)>>,
         cancelled: tokio::sync::Notify,
+        gate: std::sync::Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     }
 
     impl AcpPeer for Arc<Recorder> {
@@ -514,10 +534,16 @@ mod tests {
             params: Value,
             _: Duration,
             cancelled: BoxFuture<'static, ()>,
+            sent: Sent,
         ) -> BoxFuture<'static, Result<Value, RpcError>> {
-            lock(&self.sent).push((method, params.clone(), true));
             let recorder = self.clone();
+            let gate = lock(&self.gate).clone();
             Box::pin(async move {
+                if let Some(gate) = gate {
+                    gate.acquire().await.expect("the gate stays open").forget();
+                }
+                lock(&recorder.sent).push((method, params.clone(), true));
+                let _ = sent.send(());
                 match params["method"].as_str() {
                     Some("ping") => Ok(json!({})),
                     Some("hold") => {
@@ -537,14 +563,14 @@ mod tests {
         }
     }
 
-    fn open() -> (Tunnel, TunnelTransport<RoleClient>, Arc<Recorder>) {
+    fn open() -> (Tunnel, InOrder<TunnelTransport<RoleClient>>, Arc<Recorder>) {
         let recorder = Arc::new(Recorder::default());
         let (tunnel, transport) =
             Tunnel::open::<RoleClient>("c-1".into(), Arc::new(recorder.clone()), Duration::from_secs(5));
         (tunnel, transport, recorder)
     }
 
-    async fn next(transport: &mut TunnelTransport<RoleClient>) -> Value {
+    async fn next(transport: &mut InOrder<TunnelTransport<RoleClient>>) -> Value {
         let message = tokio::time::timeout(Duration::from_secs(5), transport.receive())
             .await
             .expect("a message in time")
@@ -583,6 +609,36 @@ mod tests {
                 false
             )
         );
+    }
+
+    /// Review of #18: a request went out from a task of its own while the transport moved on,
+    /// so an MCP notification sent after it could reach the peer first (rmcp runs each send
+    /// as a task of its own, too).
+    #[tokio::test]
+    async fn a_notification_sent_after_a_request_reaches_the_peer_after_it() {
+        let (_tunnel, mut transport, recorder) = open();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        *lock(&recorder.gate) = Some(gate.clone());
+        let message = |value: Value| serde_json::from_value(value).unwrap();
+        let request = transport.send(message(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
+        let notification = transport.send(message(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ));
+        let notification = tokio::spawn(notification);
+        let request = tokio::spawn(request);
+        // On this single-threaded runtime, every task that can run does while this one yields:
+        // a notification free to overtake the held request has done so by now.
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
+        gate.add_permits(1);
+        request.await.unwrap().unwrap();
+        notification.await.unwrap().unwrap();
+        let methods: Vec<Value> = lock(&recorder.sent)
+            .iter()
+            .map(|(_, params, _)| params["method"].clone())
+            .collect();
+        assert_eq!(methods, [json!("ping"), json!("notifications/initialized")]);
     }
 
     #[tokio::test]

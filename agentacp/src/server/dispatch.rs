@@ -33,8 +33,48 @@ use crate::workspace::Workspace;
 
 struct SessionEntry {
     context: Arc<SessionContext>,
-    /// Set while a prompt runs; sending `true` cancels it.
-    running: Option<watch::Sender<bool>>,
+    activity: Activity,
+}
+
+/// What an open session is doing; it takes a prompt, a load, a close or a delete only when idle.
+enum Activity {
+    Idle,
+    /// A prompt runs; sending `true` cancels it.
+    Prompting(watch::Sender<bool>),
+    /// A `session/load` is replaying its history; the entry holds the loaded context already
+    /// (so it counts against the session limit) and becomes idle when the load ends.
+    Loading,
+}
+
+impl SessionEntry {
+    fn idle(context: Arc<SessionContext>) -> Self {
+        SessionEntry {
+            context,
+            activity: Activity::Idle,
+        }
+    }
+
+    /// `-32602` saying why the session cannot `act` now (e.g. "closing the session"), or
+    /// nothing when it is idle.
+    fn busy(&self, act: &str) -> Result<(), RpcError> {
+        let why = match self.activity {
+            Activity::Idle => return Ok(()),
+            Activity::Prompting(_) => "a prompt is running in this session; cancel it or wait for its answer",
+            Activity::Loading => "this session is being loaded; wait for the answer to `session/load`",
+        };
+        Err(RpcError::new(codes::INVALID_PARAMS, format!("{why} before {act}")))
+    }
+
+    /// Cancels the running prompt, if any; true when there was one.
+    fn cancel(&self) -> bool {
+        match &self.activity {
+            Activity::Prompting(cancel) => {
+                cancel.send_replace(true);
+                true
+            }
+            Activity::Idle | Activity::Loading => false,
+        }
+    }
 }
 
 type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
@@ -482,13 +522,7 @@ impl<O: Operator> Dispatcher<O> {
         self.connection.audit(invoked).map_err(|e| internal(&e))?;
         let settings = self.spec.surface.defaults();
         let context = self.session_context(&session_id, workspace, params.mcp_servers, settings, additional);
-        lock(&self.sessions).insert(
-            session_id.clone(),
-            SessionEntry {
-                context: context.clone(),
-                running: None,
-            },
-        );
+        lock(&self.sessions).insert(session_id.clone(), SessionEntry::idle(context.clone()));
         let answer = self.connection.setup_answer(&context, json!({"sessionId": session_id}));
         let _ = self.connection.respond(id, &answer).await;
         self.connection.announce_commands(&context).await;
@@ -504,13 +538,8 @@ impl<O: Operator> Dispatcher<O> {
             let entry = sessions
                 .get_mut(&session.session_id)
                 .ok_or_else(|| unknown_session(&session.session_id))?;
-            if entry.running.is_some() {
-                return Err(RpcError::new(
-                    codes::INVALID_PARAMS,
-                    "a prompt is already running in this session; cancel it or wait for its answer",
-                ));
-            }
-            entry.running = Some(cancel);
+            entry.busy("prompting")?;
+            entry.activity = Activity::Prompting(cancel);
             entry.context.clone()
         };
         let task = PromptTask {
@@ -543,15 +572,6 @@ impl<O: Operator> Dispatcher<O> {
         self.room_for_a_session(Some(&params.session_id))?;
         let workspace = self.confine_cwd(&params.cwd)?;
         let additional = self.confine_additional(&params.additional_directories)?;
-        if lock(&self.sessions)
-            .get(&params.session_id)
-            .is_some_and(|entry| entry.running.is_some())
-        {
-            return Err(RpcError::new(
-                codes::INVALID_PARAMS,
-                "that session has a prompt running",
-            ));
-        }
         let stored = self
             .connection
             .store()
@@ -560,6 +580,21 @@ impl<O: Operator> Dispatcher<O> {
             .ok_or_else(|| unknown_session(&params.session_id))?;
         let settings = stored_settings(&self.spec.surface, &stored.history);
         let context = self.session_context(&params.session_id, workspace, params.mcp_servers, settings, additional);
+        // The session is taken for the load now, not when it ends: a prompt, a close or another
+        // load meanwhile is refused, and loads under way count against the session limit.
+        let previous = {
+            let mut sessions = lock(&self.sessions);
+            if let Some(entry) = sessions.get(&params.session_id) {
+                entry.busy("loading it again")?;
+            } else {
+                self.has_room(&sessions)?;
+            }
+            let loading = SessionEntry {
+                context: context.clone(),
+                activity: Activity::Loading,
+            };
+            sessions.insert(params.session_id.clone(), loading)
+        };
         let operator = self.operator.clone();
         let connection = self.connection.clone();
         let sessions = self.sessions.clone();
@@ -585,17 +620,35 @@ impl<O: Operator> Dispatcher<O> {
                     Some(future) => future.await?,
                     None => json!({}),
                 };
-                let result = connection.setup_answer(&context, result);
-                lock(&sessions).insert(
-                    context.id().to_string(),
-                    SessionEntry {
-                        context: context.clone(),
-                        running: None,
-                    },
-                );
-                Ok::<Value, Error>(result)
+                Ok::<Value, Error>(connection.setup_answer(&context, result))
             }
             .await;
+            // The entry is still the loading one unless `logout` took the sessions meanwhile
+            // (then the load leaves nothing open).
+            let replaced = {
+                let mut sessions = lock(&sessions);
+                let ours = sessions.get(context.id()).is_some_and(|entry| {
+                    Arc::ptr_eq(&entry.context, &context) && matches!(entry.activity, Activity::Loading)
+                });
+                match (ours, &outcome) {
+                    (false, _) => None,
+                    (true, Ok(_)) => {
+                        sessions.insert(context.id().to_string(), SessionEntry::idle(context.clone()));
+                        previous
+                    }
+                    // A failed load leaves the session as it was.
+                    (true, Err(_)) => {
+                        match previous {
+                            Some(previous) => sessions.insert(context.id().to_string(), previous),
+                            None => sessions.remove(context.id()),
+                        };
+                        None
+                    }
+                }
+            };
+            if let Some(replaced) = replaced {
+                replaced.context.close_mcp().await;
+            }
             lock(&in_flight).remove(&id_for_task);
             if answered_by_task.swap(true, Ordering::SeqCst) {
                 return;
@@ -621,13 +674,7 @@ impl<O: Operator> Dispatcher<O> {
         let session: SessionRef = runtime_params::<O, _>("session/close", params, false)?;
         match lock(&self.sessions).get(&session.session_id) {
             None => return Err(unknown_session(&session.session_id)),
-            Some(entry) if entry.running.is_some() => {
-                return Err(RpcError::new(
-                    codes::INVALID_PARAMS,
-                    "a prompt is running in this session; cancel it before closing the session",
-                ));
-            }
-            Some(_) => {}
+            Some(entry) => entry.busy("closing the session")?,
         }
         // Audited first: when the record cannot be written, the session stays open.
         self.session_audit("session.close", &session.session_id)?;
@@ -734,13 +781,7 @@ impl<O: Operator> Dispatcher<O> {
         };
         self.session_audit("session.resume", &params.session_id)?;
         let context = self.session_context(&params.session_id, workspace, params.mcp_servers, settings, additional);
-        lock(&self.sessions).insert(
-            params.session_id,
-            SessionEntry {
-                context: context.clone(),
-                running: None,
-            },
-        );
+        lock(&self.sessions).insert(params.session_id, SessionEntry::idle(context.clone()));
         let answer = self.connection.setup_answer(&context, json!({}));
         let _ = self.connection.respond(id, &answer).await;
         self.connection.announce_commands(&context).await;
@@ -753,14 +794,8 @@ impl<O: Operator> Dispatcher<O> {
         let session: SessionRef = runtime_params::<O, _>("session/delete", params, false)?;
         let open = {
             let sessions = lock(&self.sessions);
-            if sessions
-                .get(&session.session_id)
-                .is_some_and(|entry| entry.running.is_some())
-            {
-                return Err(RpcError::new(
-                    codes::INVALID_PARAMS,
-                    "a prompt is running in this session; cancel it before deleting the session",
-                ));
+            if let Some(entry) = sessions.get(&session.session_id) {
+                entry.busy("deleting the session")?;
             }
             sessions.contains_key(&session.session_id)
         };
@@ -1012,7 +1047,15 @@ impl<O: Operator> Dispatcher<O> {
     /// [`max_sessions`](super::ServerOptions::max_sessions) already.
     fn room_for_a_session(&self, loading: Option<&str>) -> Result<(), RpcError> {
         let sessions = lock(&self.sessions);
-        if loading.is_some_and(|id| sessions.contains_key(id)) || sessions.len() < self.max_sessions {
+        if loading.is_some_and(|id| sessions.contains_key(id)) {
+            return Ok(());
+        }
+        self.has_room(&sessions)
+    }
+
+    /// [`Dispatcher::room_for_a_session`] on the table already locked.
+    fn has_room(&self, sessions: &HashMap<String, SessionEntry>) -> Result<(), RpcError> {
+        if sessions.len() < self.max_sessions {
             return Ok(());
         }
         Err(RpcError::new(
@@ -1072,8 +1115,8 @@ impl<O: Operator> Dispatcher<O> {
         let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
         let sessions: Vec<_> = lock(&self.sessions).drain().collect();
         for (session_id, entry) in sessions {
-            if let Some(cancel) = entry.running {
-                cancel.send_replace(true);
+            // A running prompt saves its session as it ends; a load under way leaves nothing.
+            if entry.cancel() || matches!(entry.activity, Activity::Loading) {
                 continue;
             }
             entry.context.close_mcp().await;
@@ -1091,14 +1134,8 @@ impl<O: Operator> Dispatcher<O> {
     }
 
     fn cancel_turn(&self, session_id: &str) {
-        match lock(&self.sessions)
-            .get(session_id)
-            .and_then(|entry| entry.running.as_ref())
-        {
-            Some(cancel) => {
-                cancel.send_replace(true);
-            }
-            None => tracing::debug!(session = session_id, "session/cancel with no prompt running"),
+        if !lock(&self.sessions).get(session_id).is_some_and(SessionEntry::cancel) {
+            tracing::debug!(session = session_id, "session/cancel with no prompt running");
         }
     }
 
@@ -1133,9 +1170,7 @@ impl<O: Operator> Dispatcher<O> {
     /// requests still waiting on the client, and make sessions and audit durable.
     async fn shut_down(mut self) {
         for entry in lock(&self.sessions).values() {
-            if let Some(cancel) = &entry.running {
-                cancel.send_replace(true);
-            }
+            entry.cancel();
         }
         self.connection.pending.close();
         #[cfg(feature = "mcp")]
@@ -1326,8 +1361,10 @@ struct ClearRunning<'a>(&'a Sessions, &'a str);
 
 impl Drop for ClearRunning<'_> {
     fn drop(&mut self) {
-        if let Some(entry) = lock(self.0).get_mut(self.1) {
-            entry.running = None;
+        if let Some(entry) = lock(self.0).get_mut(self.1)
+            && matches!(entry.activity, Activity::Prompting(_))
+        {
+            entry.activity = Activity::Idle;
         }
     }
 }

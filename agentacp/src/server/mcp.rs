@@ -119,11 +119,14 @@ impl mcp::tunnel::AcpPeer for ClientPeer {
         params: Value,
         timeout: Duration,
         cancelled: BoxFuture<'static, ()>,
+        sent: mcp::tunnel::Sent,
     ) -> BoxFuture<'static, Result<Value, RpcError>> {
         let connection = self.0.clone();
         Box::pin(async move {
             let answer = (connection.pending)
-                .call_unless(&connection.outbox, method, &params, timeout, cancelled)
+                .call_reporting(&connection.outbox, method, &params, timeout, cancelled, || {
+                    let _ = sent.send(());
+                })
                 .await;
             mcp::tunnel::answer_value(method, timeout, answer)
         })

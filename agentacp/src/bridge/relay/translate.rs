@@ -480,6 +480,7 @@ impl AcpPeer for EditorPeer {
         params: Value,
         timeout: Duration,
         cancelled: BoxFuture<'static, ()>,
+        sent: crate::mcp::tunnel::Sent,
     ) -> BoxFuture<'static, Result<Value, RpcError>> {
         let relay = self.0.upgrade();
         Box::pin(async move {
@@ -487,7 +488,9 @@ impl AcpPeer for EditorPeer {
                 return Err(RpcError::new(codes::INTERNAL_ERROR, "the bridge is closing"));
             };
             let answer = (relay.own)
-                .call_unless(&relay.up, method, &params, timeout, cancelled)
+                .call_reporting(&relay.up, method, &params, timeout, cancelled, || {
+                    let _ = sent.send(());
+                })
                 .await;
             answer_value(method, timeout, answer)
         })
