@@ -45,6 +45,23 @@ fn child() {
             std::hint::black_box(std::time::Instant::now());
         },
         "env" => std::env::var(argument).map_err(|e| e.to_string()),
+        // Starts this binary again, sleeping a minute in a process group of its own, with the
+        // argument in its command line to be found by; then ends (`escape`) or sleeps too.
+        "escape" | "escape-and-sleep" => {
+            use std::os::unix::process::CommandExt;
+            let started = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "child", argument])
+                .env("SANDBOX_CHILD", "sleep:60")
+                .process_group(0)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            if verb == "escape-and-sleep" {
+                std::thread::sleep(Duration::from_secs(30));
+            }
+            started.map(|_| "started".into()).map_err(|e| e.to_string())
+        }
         "connect" => std::net::TcpStream::connect(argument)
             .map(|_| "connected".into())
             .map_err(|e| e.to_string()),
@@ -188,6 +205,102 @@ async fn a_command_over_its_time_limit_is_stopped_with_an_error_naming_the_limit
         other => panic!("{other:?}"),
     }
     assert!(error.to_string().contains("300 ms (limits.timeout_ms)"), "{error}");
+}
+
+/// The processes whose command line has `argument` (none once they are gone).
+fn processes_with_argument(argument: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| line.split(|byte| *byte == 0).any(|arg| arg == argument.as_bytes()))
+        })
+        .collect()
+}
+
+/// Kills what a test left running (without the fix it tests).
+fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+}
+
+fn pid_namespace(sandbox: &Confinement) -> bool {
+    if !sandbox.contains_processes() {
+        eprintln!("skipped: this kernel gives no PID namespaces ({:?})", sandbox.gaps());
+    }
+    sandbox.contains_processes()
+}
+
+/// Review of #18: a process that a confined program started in a process group of its own
+/// outlived the program (only its group was killed), unconfined by its limits and its
+/// session. Now it ends with the program's PID namespace, before the command's end is
+/// reported.
+#[tokio::test]
+async fn a_process_the_program_started_outside_its_group_ends_with_it() {
+    let sandbox = confinement(json!({}));
+    if !pid_namespace(&sandbox) {
+        return;
+    }
+    let marker = format!("escapee-{}-ends", std::process::id());
+    assert_eq!(run(&sandbox, &format!("escape:{marker}")).await.unwrap(), "ok started");
+    let alive = processes_with_argument(&marker);
+    kill_all(&alive);
+    assert!(alive.is_empty(), "still running after the command ended: {alive:?}");
+}
+
+/// The same at a timeout: the outer process is killed, and the namespace with it (the
+/// kernel ends it as the outer process goes, so the test waits for that, bounded).
+#[tokio::test]
+async fn a_process_the_program_started_outside_its_group_ends_at_its_timeout() {
+    let sandbox = confinement(json!({"limits": {"timeout_ms": 500}}));
+    if !pid_namespace(&sandbox) {
+        return;
+    }
+    let marker = format!("escapee-{}-timeout", std::process::id());
+    let error = run(&sandbox, &format!("escape-and-sleep:{marker}")).await.unwrap_err();
+    assert!(matches!(error, SandboxError::Limit { .. }), "{error:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut alive = processes_with_argument(&marker);
+    while !alive.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        alive = processes_with_argument(&marker);
+    }
+    kill_all(&alive);
+    assert!(alive.is_empty(), "still running 10 s after the timeout: {alive:?}");
+}
+
+/// Inside its PID namespace the program still ends as it ended: its exit code, or its signal.
+#[tokio::test]
+async fn the_program_ends_with_its_own_code_or_signal() {
+    let sandbox = confinement(json!({}));
+    if !pid_namespace(&sandbox) {
+        return;
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let output = sandbox
+        .command("sh")
+        .arg("-c")
+        .arg("exit 7")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.and_then(|status| status.code()), Some(7), "{output:?}");
+    let output = sandbox
+        .command("sh")
+        .arg("-c")
+        .arg("kill -TERM $$")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.and_then(|status| status.signal()), Some(15), "{output:?}");
 }
 
 #[tokio::test]

@@ -530,6 +530,73 @@ async fn connections_over_the_limit_get_503_and_the_others_are_served() {
     server.shut_down().await;
 }
 
+/// Review of #18: connections that had not authenticated shared the slots with everyone, so
+/// one host without a token could hold them all (each for the authentication timeout). Now
+/// one address holds at most `max_unauthenticated_per_address` such connections; the next is
+/// answered `429`, and a connection that authenticates gives its place back.
+#[tokio::test]
+async fn one_address_holds_no_more_unauthenticated_connections_than_its_limit() {
+    let server = Server::start(|options| ListenOptions {
+        max_unauthenticated_per_address: 2,
+        ..options.tokens(tokens())
+    })
+    .await;
+    let mut first = server.connect(None).await.unwrap();
+    let _second = server.connect(None).await.unwrap();
+    let third = server.connect(None).await.err().expect("refused");
+    assert!(third.to_string().contains("429"), "{third}");
+    // Authenticated: its place is given back before the answer is sent.
+    first.initialize().await;
+    let admitted = first
+        .call(
+            "authenticate",
+            json!({"methodId": "bearer", "_meta": {"agentacp": {"token": BOB}}}),
+        )
+        .await
+        .1;
+    assert!(admitted.get("result").is_some(), "{admitted}");
+    // A token on the upgrade (a place while it upgrades): proved, it keeps none.
+    let mut proved = server.connect(Some(ALICE)).await.expect("a place was given back");
+    proved.initialize().await;
+    let mut fourth = server
+        .connect(None)
+        .await
+        .expect("the proved connection keeps no place");
+    fourth.initialize().await;
+    let fifth = server.connect(None).await.err().expect("refused");
+    assert!(fifth.to_string().contains("429"), "{fifth}");
+    server.shut_down().await;
+}
+
+/// Review of #18: a message of many requests was handed to the runtime whole before anything
+/// the runtime wrote was sent on, so when their answers filled the pipes both sides waited
+/// on each other until the write timeout closed the connection (60 s). Now the answers flow
+/// while the message is handed on.
+#[tokio::test]
+async fn a_message_of_many_requests_is_answered_whatever_the_size_of_the_answers() {
+    let server = Server::start(|options| options).await;
+    let mut peer = server.connect(None).await.unwrap();
+    peer.initialize().await;
+    // About 1 MB of requests, and more than 2 MB of answers: far more than either pipe holds.
+    let count = 20_000;
+    let batch: String = (0..count)
+        .map(|id| {
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"no/such-method\"}}\n",
+                1000 + id
+            )
+        })
+        .collect();
+    peer.ws.send(Message::text(batch)).await.unwrap();
+    let mut answered = 0;
+    while answered < count {
+        let answer = peer.next().await.expect("the connection stays open");
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+        answered += 1;
+    }
+    server.shut_down().await;
+}
+
 /// A client that stops reading while the server streams: the connection is given up after
 /// the write timeout, its turn ends (audited), and the server serves others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -574,6 +574,45 @@ async fn a_bridge_served_over_websocket_refuses_connections_without_a_valid_toke
     server.stop().await;
 }
 
+/// Review of #18: a bridge checked the token only at the upgrade, so a connection opened with
+/// a token that was later revoked went on being served for as long as it stayed open. Now
+/// the editor's next message ends it, audited `auth.revoked`.
+#[tokio::test]
+async fn a_revoked_token_ends_the_bridged_connection_it_opened() {
+    let server = Server::start().await;
+    let audit_dir = tempfile::tempdir().unwrap();
+    let audit_path = audit_dir.path().join("bridge.jsonl");
+    let audit = AuditLog::open(&audit_path, agentacp::audit::FsyncPolicy::Never).unwrap();
+    let (url, stop, task) = bridge_listener(&server, audit).await;
+    let client = bounded(Client::connect_websocket(
+        Dial::new(&url).token("other-token"),
+        server.client_options(),
+    ))
+    .await
+    .unwrap();
+    let session = bounded(client.new_session(&server.root())).await.unwrap();
+    let (texts, _) = prompt(&client, &session, "before").await;
+    assert_eq!(texts, ["before"]);
+    // `other-editor`'s line removed: the store re-reads the file at the next check.
+    let editor_only = format!("editor {}\n", agentacp::auth::hash_token("bridge-token"));
+    std::fs::write(server.root.path().join("bridge-tokens"), editor_only).unwrap();
+    let refused = bounded(client.new_session(&server.root())).await;
+    assert!(refused.is_err(), "served after its token was revoked: {refused:?}");
+    bounded(client.close()).await;
+    let _ = stop.send(());
+    bounded(task).await.unwrap().unwrap();
+    server.stop().await;
+    agentacp::audit::verify_file(&audit_path).expect("the bridge's audit log verifies");
+    let revoked: Vec<Value> = std::fs::read_to_string(&audit_path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["action"] == "auth.revoked")
+        .collect();
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0]["actor"]["id"], "other-editor", "{revoked:?}");
+}
+
 #[tokio::test]
 async fn close_closes_the_connection_at_once() {
     let server = Server::start().await;

@@ -10,14 +10,25 @@
 //! and no agent is started for it. Every audit record of a connection carries its identity
 //! (`metadata.aip44.identity`). Without tokens (loopback only) anyone who can reach the port
 //! is served.
+//!
+//! The token is checked again each time the editor sends something: once it is revoked from
+//! the store, what the editor sent is dropped, `auth.revoked` is audited, and the connection
+//! ends as if the editor had closed it (running prompts cancelled, the agent stopped).
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use tokio::io::{AsyncRead, ReadBuf};
 
 use super::options::BridgeOptions;
 use super::{BridgeOperator, agent_sandbox, downstream, oversight, relay};
+use crate::audit::AuditLog;
+use crate::auth::{Identity, TokenStore};
 use crate::error::Result;
+use crate::server::access::auth_event;
 use crate::server::websocket::{ListenOptions, Listener, Upgraded};
 
 /// A bound WebSocket listener for a bridge. [`BridgeListener::serve`] runs one bridge per
@@ -63,14 +74,16 @@ impl BridgeListener {
         let (sandbox, _socket_folder) = agent_sandbox::<B>(&options)?;
         let bridge = Arc::new(bridge);
         let options = Arc::new(options);
+        let tokens = self.listener.tokens();
         self.listener
             .run(shutdown, move |connection: Upgraded| {
-                let (bridge, options, audit, governance, sandbox) = (
+                let (bridge, options, audit, governance, sandbox, tokens) = (
                     bridge.clone(),
                     options.clone(),
                     audit.clone(),
                     governance.clone(),
                     sandbox.clone(),
+                    tokens.clone(),
                 );
                 async move {
                     tracing::debug!(peer = %connection.peer, identity = ?connection.proved.as_ref().map(|(i, _)| i.to_string()), "bridging a connection");
@@ -80,13 +93,20 @@ impl BridgeListener {
                         Some((identity, _)) => audit.stamped("aip44", identity.audit_fields()),
                         None => audit,
                     };
+                    let input = RevocableInput {
+                        input: connection.read,
+                        proof: tokens.zip(connection.proved),
+                        audit: audit.clone(),
+                        operator: B::spec().id,
+                        revoked: false,
+                    };
                     let run = relay::run(
                         B::spec(),
                         downstream,
                         (*options).clone(),
                         governance,
                         audit,
-                        connection.read,
+                        input,
                         connection.write,
                     );
                     if let Err(error) = run.await {
@@ -96,5 +116,52 @@ impl BridgeListener {
             })
             .await;
         Ok(())
+    }
+}
+
+/// The editor's input, ended at the first read after the token that opened the connection was
+/// revoked (what that read got is dropped).
+struct RevocableInput<R> {
+    input: R,
+    /// The store, and the identity and token the upgrade proved (none without tokens).
+    proof: Option<(Arc<TokenStore>, (Identity, String))>,
+    audit: AuditLog,
+    operator: &'static str,
+    revoked: bool,
+}
+
+impl<R> RevocableInput<R> {
+    /// Whether the token no longer proves the identity (gone from the store, or another's).
+    fn token_revoked(&self) -> bool {
+        self.proof
+            .as_ref()
+            .is_some_and(|(tokens, (identity, token))| tokens.verify(token).as_ref() != Some(identity))
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for RevocableInput<R> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        if self.revoked {
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.input).poll_read(cx, buf))?;
+        if buf.filled().len() > before && self.token_revoked() {
+            buf.set_filled(before);
+            self.revoked = true;
+            if let Some((_, (identity, _))) = &self.proof {
+                tracing::warn!(
+                    identity = identity.as_str(),
+                    "the token of a bridged connection was revoked; ending it"
+                );
+                if let Err(error) =
+                    self.audit
+                        .record(auth_event(self.operator, "auth.revoked", identity, "token store"))
+                {
+                    tracing::error!(%error, "auditing a revoked token failed");
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }

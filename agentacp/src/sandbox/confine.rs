@@ -1,6 +1,22 @@
 //! Linux: confining a program between fork and exec. Everything that allocates or opens
 //! files happens before the fork, in [`apply`] (the Landlock ruleset, the namespace maps);
 //! the closure run in the child only makes system calls.
+//!
+//! Where the kernel gives PID namespaces, the child the runtime started does not become the
+//! program. It forks the namespace's first process (its init), which forks the program, so
+//! that everything the program starts lives in that namespace, which the kernel empties
+//! (`SIGKILL`) when its init ends, whatever process group or session a process moved to:
+//!
+//! - **the outer process** (the runtime's child, the leader of the process group the
+//!   runtime signals) waits and then ends as the program ended, with its exit code or by its
+//!   signal. It ignores the signals that stop a program gracefully (`SIGTERM`, `SIGINT`,
+//!   `SIGHUP`, `SIGQUIT`), which reach the program through the group; `SIGKILL` ends it, and
+//!   with it the namespace;
+//! - **the init** (PID 1 inside) dies with the outer process (`PR_SET_PDEATHSIG`), reaps what
+//!   is orphaned inside, and when the program ends passes its wait status to the outer
+//!   process and exits, which ends every process left inside;
+//! - **the program** (PID 2 inside) is exec'd as usual. `/proc` is still the runtime's, so
+//!   the program finds itself there under its outer PID (`/proc/self`), not `getpid()`.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -55,7 +71,8 @@ fn resolve_program(program: &Path, path: Option<&std::ffi::OsStr>) -> Option<Pat
         .find(|candidate| candidate.is_file())
 }
 
-/// Confines the child that `command` will start: rlimits, a network namespace, Landlock.
+/// Confines the child that `command` will start: rlimits, a network namespace, Landlock, a
+/// PID namespace.
 fn confine(
     confinement: &Confinement,
     command: &mut tokio::process::Command,
@@ -72,14 +89,23 @@ fn confine(
         .cpu
         .filter(|_| cpu)
         .map(|cpu| cpu.as_millis().div_ceil(1000).max(1) as u64);
-    let namespace = confinement.network == NetworkConfinement::Namespace;
+    let network = confinement.network == NetworkConfinement::Namespace;
+    let contain = confinement.contains_processes();
+    let mut namespaces = rustix::thread::UnshareFlags::empty();
+    if network {
+        namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNET;
+    }
+    if contain {
+        namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWPID;
+    }
     let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
     let uid_map = format!("{uid} {uid} 1\n").into_bytes();
     let gid_map = format!("{gid} {gid} 1\n").into_bytes();
 
     // SAFETY: the closure runs in the child between fork and exec. It only makes system calls
-    // (setrlimit, unshare, open/write/close of /proc/self files, prctl, landlock_restrict_self)
-    // on data prepared above; it allocates nothing and takes no lock.
+    // (setrlimit, unshare, open/write/close of /proc/self files, prctl, landlock_restrict_self,
+    // and those of `contain_processes`) on data prepared above; it allocates nothing and
+    // takes no lock.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
@@ -102,10 +128,8 @@ fn confine(
                     },
                 )?;
             }
-            if namespace {
-                rustix::thread::unshare_unsafe(
-                    rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNET,
-                )?;
+            if !namespaces.is_empty() {
+                rustix::thread::unshare_unsafe(namespaces)?;
                 // Keep our own ids inside (else they read as `nobody`); cosmetic, so a failure
                 // is not one.
                 let _ = write_proc(c"/proc/self/uid_map", &uid_map);
@@ -118,10 +142,173 @@ fn confine(
             {
                 return Err(std::io::Error::last_os_error());
             }
+            if contain {
+                contain_processes()?;
+            }
             Ok(())
         });
     }
     Ok(())
+}
+
+/// The signals that ask a program to stop: the outer process leaves them to the program.
+const STOP_SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+/// Between fork and exec, after `unshare(CLONE_NEWPID)`: splits this child into the outer
+/// process, the namespace's init and the program (see the module's docs). Returns only in the
+/// program, which goes on to exec; the other two end in here.
+///
+/// # Safety
+/// Only between fork and exec: it forks, and the processes that do not return only make
+/// async-signal-safe system calls and `_exit`.
+#[allow(unsafe_code)]
+unsafe fn contain_processes() -> std::io::Result<()> {
+    // SAFETY (for the block): raw system calls on this process's own descriptors and
+    // children, in a process that is single-threaded (forked) and never returns to Rust code
+    // but in the program's branch.
+    unsafe {
+        // The program's wait status, from the init to the outer process.
+        let mut status_pipe = [0; 2];
+        if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let [status_read, status_write] = status_pipe;
+        // What tells the init, should the outer process die before the init's
+        // `PR_SET_PDEATHSIG` took effect, that it did (the init cannot ask for its parent:
+        // that is outside its namespace).
+        let outer = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as libc::c_int;
+        let init = libc::fork();
+        if init < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if init > 0 {
+            outer_process(init, status_read);
+        }
+        libc::close(status_read);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        if outer >= 0 {
+            let mut gone = libc::pollfd {
+                fd: outer,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&mut gone, 1, 0) > 0 {
+                libc::_exit(1);
+            }
+            libc::close(outer);
+        }
+        let program = libc::fork();
+        if program < 0 {
+            libc::_exit(127);
+        }
+        if program > 0 {
+            namespace_init(program, status_write);
+        }
+        libc::close(status_write);
+        Ok(())
+    }
+}
+
+/// The outer process: waits for the init's report of the program's end, then ends the same
+/// way (by the same signal, or with the same exit code).
+#[allow(unsafe_code)]
+unsafe fn outer_process(init: libc::pid_t, status_read: libc::c_int) -> ! {
+    // SAFETY: async-signal-safe system calls only (see `contain_processes`).
+    unsafe {
+        for signal in STOP_SIGNALS {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+        close_all_but(status_read);
+        let mut report = [0u8; 4];
+        let mut read = 0;
+        while read < report.len() {
+            let got = libc::read(status_read, report[read..].as_mut_ptr().cast(), report.len() - read);
+            if got > 0 {
+                read += got as usize;
+            } else if got == 0 || *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+        let init_status = reap(init);
+        // No report: the init was killed (with the namespace); end as it did.
+        let status = if read == report.len() {
+            libc::c_int::from_ne_bytes(report)
+        } else {
+            init_status
+        };
+        end_as(status)
+    }
+}
+
+/// The namespace's init: reaps every process orphaned inside until the program ends, then
+/// reports its wait status and exits, which ends whatever is left inside.
+#[allow(unsafe_code)]
+unsafe fn namespace_init(program: libc::pid_t, status_write: libc::c_int) -> ! {
+    // SAFETY: async-signal-safe system calls only (see `contain_processes`).
+    unsafe {
+        close_all_but(status_write);
+        let mut status = 0;
+        loop {
+            let reaped = libc::waitpid(-1, &mut status, 0);
+            if reaped == program {
+                break;
+            }
+            if reaped < 0 && *libc::__errno_location() != libc::EINTR {
+                // No children left, yet the program was never reaped: cannot happen; report a
+                // failure rather than wait forever.
+                status = 127 << 8;
+                break;
+            }
+        }
+        let bytes = status.to_ne_bytes();
+        libc::write(status_write, bytes.as_ptr().cast(), bytes.len());
+        libc::_exit(0)
+    }
+}
+
+/// Closes every descriptor but `keep`.
+#[allow(unsafe_code)]
+unsafe fn close_all_but(keep: libc::c_int) {
+    // SAFETY: `close_range` only closes this process's descriptors.
+    unsafe {
+        if keep > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+    }
+}
+
+/// Waits for `child`; its wait status.
+#[allow(unsafe_code)]
+unsafe fn reap(child: libc::pid_t) -> libc::c_int {
+    let mut status = 0;
+    // SAFETY: `waitpid` on our own child.
+    unsafe { while libc::waitpid(child, &mut status, 0) < 0 && *libc::__errno_location() == libc::EINTR {} }
+    status
+}
+
+/// Ends this process as the wait status `status` says a process ended: by its signal
+/// (default action restored, unblocked, raised), else with its exit code.
+#[allow(unsafe_code)]
+unsafe fn end_as(status: libc::c_int) -> ! {
+    // SAFETY: async-signal-safe system calls only.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            libc::signal(signal, libc::SIG_DFL);
+            let mut set = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signal);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            1
+        })
+    }
 }
 
 /// Writes `bytes` to a file of `/proc/self`.

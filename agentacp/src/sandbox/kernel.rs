@@ -1,5 +1,6 @@
 //! What this kernel can enforce, probed once per process: the Landlock ABI, and whether an
-//! unprivileged process may enter a user and network namespace of its own.
+//! unprivileged process may enter a user namespace of its own with a network namespace, and
+//! with a PID namespace.
 
 use std::sync::OnceLock;
 
@@ -12,6 +13,10 @@ pub struct KernelSupport {
     /// Whether a confined program can be given a network namespace of its own (an
     /// unprivileged user namespace with `CLONE_NEWNET`): no network at all, loopback included.
     pub network_namespace: bool,
+    /// Whether a confined program can be given a PID namespace of its own (in an
+    /// unprivileged user namespace): every process it starts ends with it, also one that
+    /// left its process group (`setsid`, a double fork).
+    pub pid_namespace: bool,
 }
 
 impl KernelSupport {
@@ -19,9 +24,11 @@ impl KernelSupport {
     pub fn probe() -> KernelSupport {
         static PROBED: OnceLock<KernelSupport> = OnceLock::new();
         *PROBED.get_or_init(|| {
+            let (network_namespace, pid_namespace) = namespaces();
             let support = KernelSupport {
                 landlock_abi: landlock_abi(),
-                network_namespace: network_namespace(),
+                network_namespace,
+                pid_namespace,
             };
             tracing::debug!(?support, "sandbox support of this kernel");
             support
@@ -32,6 +39,7 @@ impl KernelSupport {
     pub const NONE: KernelSupport = KernelSupport {
         landlock_abi: 0,
         network_namespace: false,
+        pid_namespace: false,
     };
 }
 
@@ -58,11 +66,14 @@ fn landlock_abi() -> u32 {
     0
 }
 
-/// Tries what a confined program's start does: a child (forked, never exec'd) enters a new
-/// user and network namespace and exits 0; any failure means no.
+#[cfg(target_os = "linux")]
+use rustix::thread::UnshareFlags;
+
+/// Tries what a confined program's start does: a child (forked, never exec'd) enters the
+/// namespaces `flags` name and exits 0; any failure means no.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn network_namespace() -> bool {
+fn may_unshare(flags: UnshareFlags) -> bool {
     use std::os::unix::process::CommandExt;
     let mut probe = std::process::Command::new("/");
     probe
@@ -72,10 +83,8 @@ fn network_namespace() -> bool {
     // SAFETY: between fork and exec the closure makes the unshare system call and, when it
     // worked, `_exit`s: both async-signal-safe, nothing is allocated or locked.
     unsafe {
-        probe.pre_exec(|| {
-            rustix::thread::unshare_unsafe(
-                rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNET,
-            )?;
+        probe.pre_exec(move || {
+            rustix::thread::unshare_unsafe(flags)?;
             libc::_exit(0)
         });
     }
@@ -85,7 +94,16 @@ fn network_namespace() -> bool {
     }
 }
 
+/// Whether a confined program can get a network namespace, and a PID namespace.
+#[cfg(target_os = "linux")]
+fn namespaces() -> (bool, bool) {
+    (
+        may_unshare(UnshareFlags::NEWUSER | UnshareFlags::NEWNET),
+        may_unshare(UnshareFlags::NEWUSER | UnshareFlags::NEWPID),
+    )
+}
+
 #[cfg(not(target_os = "linux"))]
-fn network_namespace() -> bool {
-    false
+fn namespaces() -> (bool, bool) {
+    (false, false)
 }

@@ -140,6 +140,11 @@ impl Confinement {
             gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
             NetworkConfinement::Open
         };
+        if !kernel.pid_namespace && cfg!(all(target_os = "linux", feature = "sandbox")) {
+            gaps.push(
+                "processes: no PID namespaces here (unprivileged user namespaces are off), so processes a program starts outside its process group (`setsid`, a double fork) can outlive its timeout and its session".to_string(),
+            );
+        }
         // An older Landlock enforces less of the same rules, silently: each part it lacks is
         // a gap like the others.
         let abi = kernel.landlock_abi;
@@ -198,6 +203,12 @@ impl Confinement {
     /// How the network is cut off.
     pub fn network(&self) -> NetworkConfinement {
         self.network
+    }
+
+    /// Whether a program runs in a PID namespace of its own, so that every process it
+    /// starts ends with it.
+    pub fn contains_processes(&self) -> bool {
+        self.kernel.pid_namespace
     }
 
     /// Whether Landlock confines the file system.
@@ -259,9 +270,28 @@ impl Confinement {
                 NetworkConfinement::Namespace => "namespace".into(),
                 NetworkConfinement::LandlockTcp => "landlock-tcp".into(),
             },
+            "processes": if self.contains_processes() { "pid-namespace".into() } else { Value::Null },
             "read_only": self.profile.read_only,
             "gaps": self.gaps,
         })
+    }
+
+    /// [`report`](Self::report) without the machine's paths (the mounts' and grants' modes
+    /// stay): what a client that has not authenticated yet is told. The paths would show a
+    /// stranger how the machine is laid out.
+    pub fn report_without_paths(&self) -> Value {
+        let mut report = self.report();
+        if let Some(files) = report.get_mut("files").and_then(Value::as_object_mut) {
+            for key in ["mounts", "granted"] {
+                if let Some(Value::Array(entries)) = files.get_mut(key) {
+                    for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+                        entry.remove("path");
+                    }
+                }
+            }
+            files.insert("paths".into(), "withheld until the client authenticates".into());
+        }
+        report
     }
 
     /// What the program this confinement was made for is granted beyond the mounts, as the
@@ -317,6 +347,7 @@ mod tests {
     const FULL: KernelSupport = KernelSupport {
         landlock_abi: 6,
         network_namespace: true,
+        pid_namespace: true,
     };
 
     #[test]
@@ -352,7 +383,12 @@ mod tests {
             KernelSupport::NONE,
         )
         .unwrap();
-        assert_eq!(lenient.gaps().len(), 2, "files and network: {:?}", lenient.gaps());
+        assert_eq!(
+            lenient.gaps().len(),
+            3,
+            "files, network and processes: {:?}",
+            lenient.gaps()
+        );
         assert_eq!(lenient.report()["files"], Value::Null);
     }
 
@@ -365,6 +401,7 @@ mod tests {
             let kernel = KernelSupport {
                 landlock_abi,
                 network_namespace: true,
+                pid_namespace: true,
             };
             Confinement::plan(profile(json!({})), None, kernel)
         };
@@ -373,6 +410,39 @@ mod tests {
         let error = plan(5).unwrap_err();
         assert!(!error.contains("truncating") && error.contains("signal"), "{error}");
         assert!(plan(6).unwrap().gaps().is_empty());
+    }
+
+    #[test]
+    fn the_report_without_paths_keeps_the_modes_and_names_no_folder() {
+        let confinement = Confinement::plan(profile(json!({})), Some(Path::new("/srv/secret-project")), FULL)
+            .unwrap()
+            .granting(&[(std::env::temp_dir(), Grant::Read)]);
+        let report = confinement.report_without_paths().to_string();
+        assert!(!report.contains("secret-project"), "{report}");
+        assert!(!report.contains(&*std::env::temp_dir().to_string_lossy()), "{report}");
+        let files = &confinement.report_without_paths()["files"];
+        assert_eq!(files["mounts"], json!([{"mode": "read-write"}]));
+        assert_eq!(files["granted"], json!([{"mode": "read-only"}]));
+        assert!(files["paths"].is_string());
+        assert!(
+            confinement.report().to_string().contains("secret-project"),
+            "the full report names it"
+        );
+    }
+
+    /// Without a PID namespace, a process a program started outside its group outlives it.
+    #[test]
+    fn no_pid_namespace_is_a_gap() {
+        let kernel = KernelSupport {
+            pid_namespace: false,
+            ..FULL
+        };
+        let error = Confinement::plan(profile(json!({})), None, kernel).unwrap_err();
+        assert!(error.contains("processes: no PID namespaces"), "{error}");
+        assert_eq!(
+            Confinement::plan(profile(json!({})), None, FULL).unwrap().report()["processes"],
+            "pid-namespace"
+        );
     }
 
     #[test]
@@ -387,6 +457,7 @@ mod tests {
         let kernel = KernelSupport {
             landlock_abi: 4,
             network_namespace: false,
+            pid_namespace: false,
         };
         assert!(Confinement::plan(profile(json!({})), None, kernel).is_err());
         let lenient = Confinement::plan(
@@ -416,6 +487,7 @@ mod tests {
             let kernel = KernelSupport {
                 landlock_abi,
                 network_namespace: true,
+                pid_namespace: true,
             };
             Confinement::plan(profile(json!({})), None, kernel).unwrap().report()["files"]["unix_sockets"].clone()
         };

@@ -128,6 +128,11 @@ pub(crate) fn admitted_on_upgrade(connection: &Connection) -> Result<()> {
 /// An `auth.*` record: the identity acts (and, like every record of the connection, is named
 /// in `metadata.aip44.identity`, also when it is not, or no longer, the connection's).
 fn event(connection: &Connection, action: &str, identity: &Identity, via: &str) -> AuditEvent {
+    auth_event(&connection.operator_id, action, identity, via)
+}
+
+/// An `auth.*` record of operator `operator_id` (a server's, or a bridge's).
+pub(crate) fn auth_event(operator_id: &str, action: &str, identity: &Identity, via: &str) -> AuditEvent {
     let mut event = AuditEvent::new(
         Actor {
             id: identity.as_str().to_string(),
@@ -136,7 +141,7 @@ fn event(connection: &Connection, action: &str, identity: &Identity, via: &str) 
         action,
         Subject {
             kind: "operator".into(),
-            reference: Some(connection.operator_id.clone()),
+            reference: Some(operator_id.to_string()),
             path: None,
         },
     );

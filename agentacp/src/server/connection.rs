@@ -33,6 +33,9 @@ pub(crate) struct Access {
     /// the store stops serving the connections it opened. Watched by what closes a connection
     /// left unauthenticated.
     proof: tokio::sync::watch::Sender<Option<(Identity, String)>>,
+    /// What is given back once the client proves who it is (over WebSocket: its place among
+    /// its address's unauthenticated connections).
+    held_until_proven: Mutex<Option<Box<dyn Send>>>,
 }
 
 impl Access {
@@ -43,7 +46,14 @@ impl Access {
         Access {
             tokens: Some(tokens),
             proof: tokio::sync::watch::Sender::new(proved),
+            held_until_proven: Mutex::new(None),
         }
+    }
+
+    /// Keeps `held` until the client proves who it is, then drops it.
+    #[cfg_attr(not(feature = "websocket"), allow(dead_code))]
+    pub(crate) fn hold_until_proven(&self, held: Box<dyn Send>) {
+        *lock(&self.held_until_proven) = Some(held);
     }
 
     /// The client's identity, once authenticated.
@@ -60,6 +70,9 @@ impl Access {
                 Some((identity, token))
             });
         });
+        if self.proof.borrow().is_some() {
+            lock(&self.held_until_proven).take();
+        }
     }
 
     /// Whether the identity's token was revoked since it proved it (no longer in the store,

@@ -499,7 +499,17 @@ impl<O: Operator> Dispatcher<O> {
                 .is_some_and(Value::is_object),
         );
         self.initialized = true;
-        let _ = self.connection.respond(id, &self.initialize_response).await;
+        match &self.connection.sandbox {
+            // Not authenticated yet (over WebSocket): told what is enforced, not where.
+            Some(sandbox) if self.connection.access.pending() => {
+                let mut answer = self.initialize_response.clone();
+                answer["_meta"]["aip44"]["sandbox_enforcement"] = sandbox.report_without_paths();
+                let _ = self.connection.respond(id, &answer).await;
+            }
+            _ => {
+                let _ = self.connection.respond(id, &self.initialize_response).await;
+            }
+        }
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 //! [`Serve::serve_stdio`] over stdin/stdout, the way editors launch agents. What the runtime
 //! guarantees on the wire is in `docs/design/runtime.md`.
 
-mod access;
+pub(crate) mod access;
 mod connection;
 mod dispatch;
 pub mod editor;

@@ -6,7 +6,9 @@
 //! audit) holds over WebSocket unchanged. One task per connection pumps between the two:
 //!
 //! - a text message from the peer is one or more JSON-RPC messages separated by newlines (a
-//!   trailing newline is optional); it is handed on as lines;
+//!   trailing newline is optional); it is handed on as lines, while what the runtime writes
+//!   is sent on (a message of many requests can have more answers than the pipes hold), and
+//!   the next message is read once it is all handed on;
 //! - every line we write is sent as one text message (without its newline); lines that are
 //!   queued together are sent together and flushed once;
 //! - a binary message closes the connection (`1003`, JSON-RPC over ACP is text); a message over
@@ -27,9 +29,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 /// The bounds one WebSocket connection runs under.
 #[derive(Debug, Clone, Copy)]
@@ -104,6 +106,8 @@ where
     let mut to_runtime = Some(to_runtime);
     let mut from_runtime = BufReader::with_capacity(16 * 1024, from_runtime);
     let mut line = Vec::new();
+    // The peer's message being handed to the runtime.
+    let mut feeding: Option<Feeding> = None;
     let mut keepalive = tokio::time::interval_at(Instant::now() + limits.keepalive, limits.keepalive);
     let mut heard = Instant::now();
     let mut active = Instant::now();
@@ -117,26 +121,26 @@ where
                 {
                     // (Dropping a split half closes nothing: the runtime must see end of input.)
                     let _ = input.shutdown().await;
+                    feeding = None;
                 }
             }
-            message = ws.next(), if to_runtime.is_some() => {
+            written = feed(to_runtime.as_mut(), feeding.as_ref()), if feeding.is_some() && to_runtime.is_some() => {
+                match written {
+                    Ok(written) if written > 0 => {
+                        if feeding.as_mut().is_some_and(|fed| fed.advance(written)) {
+                            feeding = None;
+                        }
+                    }
+                    // The runtime stopped reading: it is shutting down.
+                    _ => break Ended::Closed,
+                }
+            }
+            message = ws.next(), if to_runtime.is_some() && feeding.is_none() => {
                 heard = Instant::now();
                 match message {
                     Some(Ok(Message::Text(text))) => {
                         active = heard;
-                        let text = text.as_bytes();
-                        let Some(to_runtime) = to_runtime.as_mut() else { continue };
-                        let fed = async {
-                            to_runtime.write_all(text).await?;
-                            if !text.ends_with(b"\n") {
-                                to_runtime.write_all(b"\n").await?;
-                            }
-                            to_runtime.flush().await
-                        };
-                        if fed.await.is_err() {
-                            // The runtime stopped reading: it is shutting down.
-                            break Ended::Closed;
-                        }
+                        feeding = Feeding::new(text);
                     }
                     Some(Ok(Message::Binary(_))) => {
                         close(&mut ws, CloseCode::Unsupported, "binary messages are not ACP: send JSON-RPC as text").await;
@@ -197,6 +201,54 @@ where
         let _ = input.shutdown().await;
     }
     ended
+}
+
+/// A text message of the peer's, handed to the runtime piece by piece, then a newline if it
+/// did not end with one.
+struct Feeding {
+    text: Utf8Bytes,
+    written: usize,
+    newline: bool,
+}
+
+impl Feeding {
+    /// `None` for an empty message: nothing to hand on.
+    fn new(text: Utf8Bytes) -> Option<Feeding> {
+        let newline = !text.as_bytes().ends_with(b"\n");
+        (!text.is_empty()).then_some(Feeding {
+            text,
+            written: 0,
+            newline,
+        })
+    }
+
+    /// What is left to write.
+    fn rest(&self) -> &[u8] {
+        let text = self.text.as_bytes();
+        match (&text[self.written.min(text.len())..], self.newline) {
+            ([], true) => b"\n",
+            (rest, _) => rest,
+        }
+    }
+
+    /// `written` more bytes were taken; whether that was all.
+    fn advance(&mut self, written: usize) -> bool {
+        if self.written < self.text.len() {
+            self.written += written;
+        } else {
+            self.newline = false;
+        }
+        self.rest().is_empty()
+    }
+}
+
+/// Writes some of what `feeding` has left to the runtime (cancel-safe: a write that did not
+/// complete took nothing); `Ok(0)` when the input has ended.
+async fn feed(to_runtime: Option<&mut WriteHalf<DuplexStream>>, feeding: Option<&Feeding>) -> std::io::Result<usize> {
+    match (to_runtime, feeding) {
+        (Some(to_runtime), Some(feeding)) => to_runtime.write(feeding.rest()).await,
+        _ => Ok(0),
+    }
 }
 
 /// Sends `line` and every further complete line already buffered, then flushes once.

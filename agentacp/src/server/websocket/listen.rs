@@ -3,14 +3,17 @@
 //! Safe by default: it binds where it is told (the examples' `--listen` takes `HOST:PORT`) but
 //! refuses a non-loopback address unless tokens are configured; a request carrying an `Origin`
 //! (a browser) is refused unless that origin is allowed; connections, handshake time, message
-//! size and silence are bounded; a wrong token on the upgrade is answered `401`. On shutdown
+//! size and silence are bounded, and so are the connections of one address that have not
+//! authenticated yet (so that one host cannot take every slot without a token); a wrong token
+//! on the upgrade is answered `401`. On shutdown
 //! (SIGTERM or Ctrl-C with [`Listener::serve_until_signal`]) it stops accepting, ends every
 //! connection's input so running turns are cancelled and answered, and waits for them a
 //! bounded time.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -49,6 +52,11 @@ pub struct ListenOptions {
     /// The most connections served at once (`AGENTACP_MAX_CONNECTIONS`, default 256); the next
     /// is answered `503`.
     pub max_connections: usize,
+    /// The most connections from one address (IPv6: one `/64`) that have not authenticated
+    /// yet, upgrading or before `authenticate` (`AGENTACP_MAX_UNAUTHENTICATED_PER_ADDRESS`,
+    /// default 16); the next from there is answered `429`. Only with tokens: without them,
+    /// nobody authenticates.
+    pub max_unauthenticated_per_address: usize,
     /// How long a client may take to complete the upgrade (default 10 s).
     pub handshake_timeout: Duration,
     /// How long a connection may stay unauthenticated (default 30 s).
@@ -73,6 +81,7 @@ impl ListenOptions {
             token_on_upgrade: false,
             allowed_origins: Vec::new(),
             max_connections: 256,
+            max_unauthenticated_per_address: 16,
             handshake_timeout: Duration::from_secs(10),
             auth_timeout: Duration::from_secs(30),
             limits: Limits::default(),
@@ -97,6 +106,9 @@ impl ListenOptions {
         }
         if let Some(max) = env_number("AGENTACP_MAX_CONNECTIONS") {
             options.max_connections = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+        }
+        if let Some(max) = env_number("AGENTACP_MAX_UNAUTHENTICATED_PER_ADDRESS") {
+            options.max_unauthenticated_per_address = usize::try_from(max).unwrap_or(usize::MAX).max(1);
         }
         if let Some(ms) = env_number("AGENTACP_IDLE_TIMEOUT_MS") {
             options.limits.idle = (ms > 0).then(|| Duration::from_millis(ms));
@@ -170,6 +182,11 @@ impl Listener {
         self.tcp.local_addr()
     }
 
+    /// The tokens clients authenticate with, if any.
+    pub(crate) fn tokens(&self) -> Option<Arc<TokenStore>> {
+        self.options.tokens.clone()
+    }
+
     /// Serves `operator` until SIGTERM or Ctrl-C, then drains (see the module docs).
     pub async fn serve_until_signal<O: Operator + OffersWebSocket>(
         self,
@@ -199,6 +216,9 @@ impl Listener {
                     Some(tokens) => Access::required(tokens.clone(), connection.proved.clone()),
                     None => Access::default(),
                 };
+                if let Some(unproven) = connection.unproven {
+                    access.hold_until_proven(Box::new(unproven));
+                }
                 let access = Arc::new(access);
                 let serving = served.connection(operator, access.clone(), connection.read, connection.write);
                 tokio::select! {
@@ -226,6 +246,7 @@ impl Listener {
     {
         let options = Arc::new(self.options);
         let slots = Arc::new(Semaphore::new(options.max_connections));
+        let unproven = Arc::new(UnprovenTable::default());
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
@@ -243,6 +264,20 @@ impl Listener {
                     }
                 },
             };
+            // Without tokens nobody has to authenticate, so nobody holds a place.
+            let mut place = None;
+            if options.tokens.is_some() {
+                let Some(taken) = unproven.admit(peer.ip(), options.max_unauthenticated_per_address) else {
+                    tracing::warn!(%peer, max = options.max_unauthenticated_per_address, "refusing a connection: too many unauthenticated from its address");
+                    connections.spawn(refuse(
+                        stream,
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "too many connections from this address have not authenticated yet; try again later\n",
+                    ));
+                    continue;
+                };
+                place = Some(taken);
+            }
             let Ok(slot) = slots.clone().try_acquire_owned() else {
                 tracing::warn!(%peer, max = options.max_connections, "refusing a connection: too many open");
                 connections.spawn(refuse(
@@ -262,7 +297,13 @@ impl Listener {
                 #[cfg(not(feature = "tls"))]
                 let upgrading = accept(stream, peer, &options, stopped);
                 match tokio::time::timeout(options.handshake_timeout, upgrading).await {
-                    Ok(Ok(connection)) => handle(connection).await,
+                    Ok(Ok(mut connection)) => {
+                        // Still to prove who it is: its place among its address's
+                        // unauthenticated connections goes with it until it does. Proved on
+                        // the upgrade, it gives the place back now.
+                        connection.unproven = place.filter(|_| connection.proved.is_none());
+                        handle(connection).await
+                    }
                     Ok(Err(reason)) => tracing::debug!(%peer, %reason, "a WebSocket upgrade was refused or failed"),
                     Err(_) => tracing::debug!(%peer, "a WebSocket upgrade took too long; dropped"),
                 }
@@ -291,6 +332,62 @@ pub(crate) struct Upgraded {
     pub(crate) write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
     pub(crate) peer: SocketAddr,
     pub(crate) proved: Option<(Identity, String)>,
+    /// Its place among the unauthenticated connections of its address, while it has one.
+    pub(crate) unproven: Option<UnprovenPlace>,
+}
+
+/// The connections not yet authenticated, counted by address.
+#[derive(Debug, Default)]
+struct UnprovenTable {
+    counts: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in the [`UnprovenTable`], given back when dropped.
+#[derive(Debug)]
+pub(crate) struct UnprovenPlace {
+    table: Arc<UnprovenTable>,
+    key: IpAddr,
+}
+
+impl UnprovenTable {
+    /// A place for a connection from `peer`, unless `max` from its address hold one.
+    fn admit(self: &Arc<Self>, peer: IpAddr, max: usize) -> Option<UnprovenPlace> {
+        let key = address_key(peer);
+        let mut counts = crate::sync::lock(&self.counts);
+        let count = counts.entry(key).or_default();
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(UnprovenPlace {
+            table: self.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for UnprovenPlace {
+    fn drop(&mut self) {
+        let mut counts = crate::sync::lock(&self.table.counts);
+        if let Some(count) = counts.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// What counts as one address: an IPv4 address, or an IPv6 `/64` (what one host is usually
+/// given; an IPv4-mapped address is the IPv4 one).
+fn address_key(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+        v4 => v4,
+    }
 }
 
 /// TLS (when configured), then the WebSocket upgrade with its checks.
@@ -353,6 +450,7 @@ where
                 write,
                 peer,
                 proved,
+                unproven: None,
             })
         }
         Err(tokio_tungstenite::tungstenite::Error::Protocol(error)) => {
@@ -443,4 +541,35 @@ async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
         let _ = stream.shutdown().await;
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One host usually has a whole IPv6 `/64`: counted per address, it could open as many
+    /// unauthenticated connections as it has addresses.
+    #[test]
+    fn an_ipv6_slash_64_counts_as_one_address_and_a_mapped_ipv4_as_its_ipv4() {
+        let key = |text: &str| address_key(text.parse().unwrap());
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"));
+        assert_ne!(key("192.0.2.7"), key("192.0.2.8"));
+    }
+
+    #[test]
+    fn a_place_is_given_back_when_dropped() {
+        let table = Arc::new(UnprovenTable::default());
+        let peer: IpAddr = "192.0.2.7".parse().unwrap();
+        let first = table.admit(peer, 1).expect("room for one");
+        assert!(table.admit(peer, 1).is_none(), "the address's one place is taken");
+        assert!(
+            table.admit("192.0.2.8".parse().unwrap(), 1).is_some(),
+            "another address has its own"
+        );
+        drop(first);
+        assert!(table.admit(peer, 1).is_some(), "given back");
+        assert!(crate::sync::lock(&table.counts).is_empty(), "nothing left counted");
+    }
 }
