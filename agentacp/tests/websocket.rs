@@ -211,6 +211,12 @@ impl Peer {
         answer["result"].clone()
     }
 
+    /// `authenticate` with a bearer token; the answer.
+    async fn authenticate(&mut self, token: &str) -> Value {
+        let params = json!({"methodId": "bearer", "_meta": {"agentacp": {"token": token}}});
+        self.call("authenticate", params).await.1
+    }
+
     async fn new_session(&mut self, cwd: &str) -> Value {
         self.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await.1
     }
@@ -275,13 +281,7 @@ async fn nothing_but_initialize_and_authenticate_is_served_before_authentication
         refused["error"]["message"].as_str().unwrap().contains("authenticate"),
         "{refused}"
     );
-    let wrong = peer
-        .call(
-            "authenticate",
-            json!({"methodId": "bearer", "_meta": {"agentacp": {"token": "not-a-token"}}}),
-        )
-        .await
-        .1;
+    let wrong = peer.authenticate("not-a-token").await;
     assert_eq!(wrong["error"]["code"], -32000, "{wrong}");
     assert!(
         !wrong.to_string().contains("not-a-token"),
@@ -289,13 +289,7 @@ async fn nothing_but_initialize_and_authenticate_is_served_before_authentication
     );
     let unknown = peer.call("authenticate", json!({"methodId": "oauth"})).await.1;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
-    let admitted = peer
-        .call(
-            "authenticate",
-            json!({"methodId": "bearer", "_meta": {"agentacp": {"token": BOB}}}),
-        )
-        .await
-        .1;
+    let admitted = peer.authenticate(BOB).await;
     assert!(admitted.get("result").is_some(), "{admitted}");
     let session = peer.new_session(&server.cwd()).await;
     assert!(session["result"]["sessionId"].is_string(), "{session}");
@@ -310,13 +304,7 @@ async fn nothing_but_initialize_and_authenticate_is_served_before_authentication
     assert!(out.get("result").is_some(), "{out}");
     assert_eq!(peer.new_session(&server.cwd()).await["error"]["code"], -32000);
     // The session stays stored for bob: listed once bob is back.
-    let again = peer
-        .call(
-            "authenticate",
-            json!({"methodId": "bearer", "_meta": {"agentacp": {"token": BOB}}}),
-        )
-        .await
-        .1;
+    let again = peer.authenticate(BOB).await;
     assert!(again.get("result").is_some(), "{again}");
     let listed = peer.call("session/list", json!({})).await.1;
     assert!(
@@ -547,13 +535,7 @@ async fn one_address_holds_no_more_unauthenticated_connections_than_its_limit() 
     assert!(third.to_string().contains("429"), "{third}");
     // Authenticated: its place is given back before the answer is sent.
     first.initialize().await;
-    let admitted = first
-        .call(
-            "authenticate",
-            json!({"methodId": "bearer", "_meta": {"agentacp": {"token": BOB}}}),
-        )
-        .await
-        .1;
+    let admitted = first.authenticate(BOB).await;
     assert!(admitted.get("result").is_some(), "{admitted}");
     // A token on the upgrade (a place while it upgrades): proved, it keeps none.
     let mut proved = server.connect(Some(ALICE)).await.expect("a place was given back");
