@@ -45,6 +45,27 @@ fn child() {
             std::hint::black_box(std::time::Instant::now());
         },
         "env" => std::env::var(argument).map_err(|e| e.to_string()),
+        // Reads the environment of its parent and grandparent through `/proc` (the PIDs as
+        // `/proc` gives them): `ok` with what it read if either could be read.
+        "ancestors-environ" => {
+            let parent = |pid: &str| -> Option<String> {
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+                let line = status.lines().find(|line| line.starts_with("PPid:"))?;
+                Some(line["PPid:".len()..].trim().to_string())
+            };
+            let first = parent("self").unwrap_or_default();
+            let second = parent(&first).unwrap_or_default();
+            let read: Vec<String> = [first, second]
+                .iter()
+                .filter_map(|pid| std::fs::read(format!("/proc/{pid}/environ")).ok())
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .collect();
+            if read.is_empty() {
+                Err("neither could be read".into())
+            } else {
+                Ok(read.join(" | "))
+            }
+        }
         // Starts this binary again, sleeping a minute in a process group of its own, with the
         // argument in its command line to be found by; then ends (`escape`) or sleeps too.
         "escape" | "escape-and-sleep" => {
@@ -273,6 +294,19 @@ async fn a_process_the_program_started_outside_its_group_ends_at_its_timeout() {
     }
     kill_all(&alive);
     assert!(alive.is_empty(), "still running 10 s after the timeout: {alive:?}");
+}
+
+/// Review of #18: the outer process and the init are forks of the runtime, in the program's
+/// Landlock domain: the program could read the runtime's environment (its secrets) in their
+/// `/proc/<pid>/environ`. They are not dumpable now, so it cannot.
+#[tokio::test]
+async fn the_program_cannot_read_the_memory_of_the_processes_above_it() {
+    let sandbox = confinement(json!({}));
+    if !pid_namespace(&sandbox) {
+        return;
+    }
+    let read = run(&sandbox, "ancestors-environ").await.unwrap();
+    assert_eq!(read, "err neither could be read");
 }
 
 /// Inside its PID namespace the program still ends as it ended: its exit code, or its signal.

@@ -956,6 +956,32 @@ async fn a_prompt_sent_while_its_session_loads_is_refused_and_the_session_stays_
     client.finish().await;
 }
 
+/// Review of #18: a load whose request was cancelled (`$/cancel_request` aborts its task) left
+/// its session marked as being loaded for good: every later prompt, close or load of it was
+/// refused. Now it is as it was before the load.
+#[tokio::test]
+async fn a_cancelled_load_leaves_the_session_as_it_was() {
+    let (mut client, _release) = slow_loader(8);
+    client.initialize().await;
+    let session = client.new_session().await;
+    let cwd = client.project();
+    let load = client
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": load}}))
+        .await;
+    let (_, cancelled) = client.until_answer(load).await;
+    assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+    let prompt = client.prompt(&session, "hello").await;
+    let (_, answer) = client.until_answer(prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    client.finish().await;
+}
+
 /// Review of #18: the session limit was checked when a load was asked for and the session
 /// counted only when the load ended, so loads side by side could open more than the limit.
 #[tokio::test]

@@ -548,6 +548,17 @@ async fn one_address_holds_no_more_unauthenticated_connections_than_its_limit() 
     let fifth = server.connect(None).await.err().expect("refused");
     assert!(fifth.to_string().contains("429"), "{fifth}");
     server.shut_down().await;
+    // `0` turns the limit off (a server behind a reverse proxy).
+    let server = Server::start(|options| ListenOptions {
+        max_unauthenticated_per_address: 0,
+        ..options.tokens(tokens())
+    })
+    .await;
+    let mut open = Vec::new();
+    for _ in 0..20 {
+        open.push(server.connect(None).await.expect("no limit per address"));
+    }
+    server.shut_down().await;
 }
 
 /// Review of #18: a message of many requests was handed to the runtime whole before anything

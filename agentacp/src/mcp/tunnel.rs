@@ -339,17 +339,15 @@ impl std::error::Error for Never {}
 impl<R: ServiceRole> rmcp::transport::Transport<R> for TunnelTransport<R> {
     type Error = Never;
 
+    /// Nothing happens until the future is polled, so that [`InOrder`] keeps every effect
+    /// (a request sent, an answer delivered, a cancellation) in the order rmcp gave them.
     fn send(&mut self, item: TxJsonRpcMessage<R>) -> impl Future<Output = Result<(), Never>> + Send + 'static {
-        let sending = match serde_json::to_value(&item) {
-            Ok(message) => Some(self.tunnel.send_on(message)),
-            Err(error) => {
-                tracing::warn!(%error, "an MCP message could not be encoded");
-                None
-            }
-        };
+        let encoded = serde_json::to_value(&item);
+        let tunnel = self.tunnel.clone();
         async move {
-            if let Some(sending) = sending {
-                sending.await;
+            match encoded {
+                Ok(message) => tunnel.send_on(message).await,
+                Err(error) => tracing::warn!(%error, "an MCP message could not be encoded"),
             }
             Ok(())
         }
@@ -639,6 +637,29 @@ mod tests {
             .map(|(_, params, _)| params["method"].clone())
             .collect();
         assert_eq!(methods, [json!("ping"), json!("notifications/initialized")]);
+    }
+
+    /// Review of #18: only notifications waited for their turn; a request (or an answer) took
+    /// effect when rmcp handed it over, so it could overtake a notification handed over
+    /// before it (progress arriving after the result it was about).
+    #[tokio::test]
+    async fn a_request_sent_after_a_notification_reaches_the_peer_after_it() {
+        let (_tunnel, mut transport, recorder) = open();
+        let message = |value: Value| serde_json::from_value(value).unwrap();
+        let notification = transport.send(message(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ));
+        let request = transport.send(message(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
+        // rmcp runs each send as a task; these run in the order spawned (single thread).
+        let request = tokio::spawn(request);
+        let notification = tokio::spawn(notification);
+        request.await.unwrap().unwrap();
+        notification.await.unwrap().unwrap();
+        let methods: Vec<Value> = lock(&recorder.sent)
+            .iter()
+            .map(|(_, params, _)| params["method"].clone())
+            .collect();
+        assert_eq!(methods, [json!("notifications/initialized"), json!("ping")]);
     }
 
     #[tokio::test]

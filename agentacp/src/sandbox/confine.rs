@@ -9,14 +9,18 @@
 //!
 //! - **the outer process** (the runtime's child, the leader of the process group the
 //!   runtime signals) waits and then ends as the program ended, with its exit code or by its
-//!   signal. It ignores the signals that stop a program gracefully (`SIGTERM`, `SIGINT`,
-//!   `SIGHUP`, `SIGQUIT`), which reach the program through the group; `SIGKILL` ends it, and
-//!   with it the namespace;
+//!   signal. It ignores every signal it can (`SIGTERM` and the others the group gets are the
+//!   program's to act on); `SIGKILL` ends it, and with it the namespace;
 //! - **the init** (PID 1 inside) dies with the outer process (`PR_SET_PDEATHSIG`), reaps what
 //!   is orphaned inside, and when the program ends passes its wait status to the outer
 //!   process and exits, which ends every process left inside;
 //! - **the program** (PID 2 inside) is exec'd as usual. `/proc` is still the runtime's, so
 //!   the program finds itself there under its outer PID (`/proc/self`), not `getpid()`.
+//!
+//! The outer process and the init are forks of the runtime that never exec: they hold a copy
+//! of its memory (its environment among it). They are made non-dumpable, so the program, in
+//! the same Landlock domain and of the same user, cannot read them through `/proc` (their
+//! `environ`, `mem`), and they never dump core.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -151,8 +155,19 @@ fn confine(
     Ok(())
 }
 
-/// The signals that ask a program to stop: the outer process leaves them to the program.
-const STOP_SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+/// The signals the outer process does not ignore: those it cannot, those of its own faults,
+/// and its children's ends.
+const NOT_IGNORED: [libc::c_int; 9] = [
+    libc::SIGKILL,
+    libc::SIGSTOP,
+    libc::SIGCHLD,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGSYS,
+];
 
 /// Between fork and exec, after `unshare(CLONE_NEWPID)`: splits this child into the outer
 /// process, the namespace's init and the program (see the module's docs). Returns only in the
@@ -173,6 +188,12 @@ unsafe fn contain_processes() -> std::io::Result<()> {
             return Err(std::io::Error::last_os_error());
         }
         let [status_read, status_write] = status_pipe;
+        // Unreadable through `/proc` by the program, which shares our Landlock domain and
+        // user: we hold a copy of the runtime's memory. The program's exec makes it
+        // dumpable again; the init inherits this.
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         // What tells the init, should the outer process die before the init's
         // `PR_SET_PDEATHSIG` took effect, that it did (the init cannot ask for its parent:
         // that is outside its namespace).
@@ -215,7 +236,8 @@ unsafe fn contain_processes() -> std::io::Result<()> {
 unsafe fn outer_process(init: libc::pid_t, status_read: libc::c_int) -> ! {
     // SAFETY: async-signal-safe system calls only (see `contain_processes`).
     unsafe {
-        for signal in STOP_SIGNALS {
+        // Up to the last real-time signal; an invalid number is refused, which is harmless.
+        for signal in (1..=64).filter(|signal| !NOT_IGNORED.contains(signal)) {
             libc::signal(signal, libc::SIG_IGN);
         }
         close_all_but(status_read);
@@ -266,15 +288,27 @@ unsafe fn namespace_init(program: libc::pid_t, status_write: libc::c_int) -> ! {
     }
 }
 
-/// Closes every descriptor but `keep`.
+/// Closes every descriptor but `keep`: with `close_range` (Linux 5.9), else one by one up to
+/// the descriptor limit. None may stay open: one of them is the pipe through which the
+/// runtime's `spawn` learns that the program was exec'd, which it reads to its end.
 #[allow(unsafe_code)]
 unsafe fn close_all_but(keep: libc::c_int) {
-    // SAFETY: `close_range` only closes this process's descriptors.
+    // SAFETY: `close_range`, `getrlimit` and `close` only act on this process.
     unsafe {
-        if keep > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+        let below = keep <= 0 || libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32) == 0;
+        let above = libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32) == 0;
+        if below && above {
+            return;
         }
-        libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+        let mut limit = std::mem::zeroed::<libc::rlimit>();
+        let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 20) as libc::c_int
+        } else {
+            1 << 16
+        };
+        for fd in (0..last).filter(|fd| *fd != keep) {
+            libc::close(fd);
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 use super::access::{self, StoreBook};
 use super::connection::Connection;
 use super::memory::MemoryBook;
+use super::open_sessions::{Activity, LoadInFlight, SessionEntry, Sessions, Settled, retire};
 use super::operator::Operator;
 use super::session::SessionContext;
 use super::turn::{Turn, TurnScope};
@@ -30,54 +31,6 @@ use crate::spec::OperatorSpec;
 use crate::surface::{CommandInput, ConfigValue, Settings, Surface};
 use crate::sync::lock;
 use crate::workspace::Workspace;
-
-struct SessionEntry {
-    context: Arc<SessionContext>,
-    activity: Activity,
-}
-
-/// What an open session is doing; it takes a prompt, a load, a close or a delete only when idle.
-enum Activity {
-    Idle,
-    /// A prompt runs; sending `true` cancels it.
-    Prompting(watch::Sender<bool>),
-    /// A `session/load` is replaying its history; the entry holds the loaded context already
-    /// (so it counts against the session limit) and becomes idle when the load ends.
-    Loading,
-}
-
-impl SessionEntry {
-    fn idle(context: Arc<SessionContext>) -> Self {
-        SessionEntry {
-            context,
-            activity: Activity::Idle,
-        }
-    }
-
-    /// `-32602` saying why the session cannot `act` now (e.g. "closing the session"), or
-    /// nothing when it is idle.
-    fn busy(&self, act: &str) -> Result<(), RpcError> {
-        let why = match self.activity {
-            Activity::Idle => return Ok(()),
-            Activity::Prompting(_) => "a prompt is running in this session; cancel it or wait for its answer",
-            Activity::Loading => "this session is being loaded; wait for the answer to `session/load`",
-        };
-        Err(RpcError::new(codes::INVALID_PARAMS, format!("{why} before {act}")))
-    }
-
-    /// Cancels the running prompt, if any; true when there was one.
-    fn cancel(&self) -> bool {
-        match &self.activity {
-            Activity::Prompting(cancel) => {
-                cancel.send_replace(true);
-                true
-            }
-            Activity::Idle | Activity::Loading => false,
-        }
-    }
-}
-
-type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
 
 struct InFlight {
     abort: AbortHandle,
@@ -607,7 +560,13 @@ impl<O: Operator> Dispatcher<O> {
         };
         let operator = self.operator.clone();
         let connection = self.connection.clone();
-        let sessions = self.sessions.clone();
+        let mut load = LoadInFlight::new(
+            self.sessions.clone(),
+            context.clone(),
+            previous,
+            self.memory.clone(),
+            connection.clone(),
+        );
         let answered = Arc::new(AtomicBool::new(false));
         let id_for_task = id.clone();
         let answered_by_task = answered.clone();
@@ -633,45 +592,27 @@ impl<O: Operator> Dispatcher<O> {
                 Ok::<Value, Error>(connection.setup_answer(&context, result))
             }
             .await;
-            // The entry is still the loading one unless `logout` took the sessions meanwhile
-            // (then the load leaves nothing open).
-            let replaced = {
-                let mut sessions = lock(&sessions);
-                let ours = sessions.get(context.id()).is_some_and(|entry| {
-                    Arc::ptr_eq(&entry.context, &context) && matches!(entry.activity, Activity::Loading)
-                });
-                match (ours, &outcome) {
-                    (false, _) => None,
-                    (true, Ok(_)) => {
-                        sessions.insert(context.id().to_string(), SessionEntry::idle(context.clone()));
-                        previous
-                    }
-                    // A failed load leaves the session as it was.
-                    (true, Err(_)) => {
-                        match previous {
-                            Some(previous) => sessions.insert(context.id().to_string(), previous),
-                            None => sessions.remove(context.id()),
-                        };
-                        None
-                    }
-                }
+            let settled = load.settle(outcome.is_ok());
+            let outcome = match (&settled, outcome) {
+                (Settled::Gone { .. }, Ok(_)) => Err(Error::msg(
+                    "the session was closed while it loaded (`logout`); load it again",
+                )),
+                (_, outcome) => outcome,
             };
-            if let Some(replaced) = replaced {
-                replaced.context.close_mcp().await;
-            }
             lock(&in_flight).remove(&id_for_task);
-            if answered_by_task.swap(true, Ordering::SeqCst) {
-                return;
-            }
-            match outcome {
-                Ok(result) => {
-                    let _ = connection.respond(&id_for_task, &result).await;
-                    connection.announce_commands(&context).await;
+            if !answered_by_task.swap(true, Ordering::SeqCst) {
+                match outcome {
+                    Ok(result) => {
+                        let _ = connection.respond(&id_for_task, &result).await;
+                        connection.announce_commands(&context).await;
+                    }
+                    Err(error) => {
+                        let _ = connection.respond_error(&id_for_task, &error.to_rpc()).await;
+                    }
                 }
-                Err(error) => {
-                    let _ = connection.respond_error(&id_for_task, &error.to_rpc()).await;
-                }
             }
+            // After the answer: stopping what the load replaced may take a while.
+            load.let_go(settled).await;
         });
         Ok(())
     }
@@ -690,14 +631,7 @@ impl<O: Operator> Dispatcher<O> {
         self.session_audit("session.close", &session.session_id)?;
         let entry = lock(&self.sessions).remove(&session.session_id);
         if let Some(entry) = entry {
-            entry.context.close_mcp().await;
-            self.memory
-                .close(&session.session_id, entry.context.memory(), Some(&*self.connection));
-            if self.connection.record_history
-                && let Err(error) = self.connection.store().flush_session(&session.session_id)
-            {
-                tracing::error!(%error, session = session.session_id, "saving the session failed");
-            }
+            retire(&entry.context, &self.memory, &self.connection).await;
         }
         let _ = self.connection.respond(id, &json!({})).await;
         Ok(())
@@ -1124,19 +1058,13 @@ impl<O: Operator> Dispatcher<O> {
     async fn logout(&mut self, id: &Id) -> Result<(), RpcError> {
         let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
         let sessions: Vec<_> = lock(&self.sessions).drain().collect();
-        for (session_id, entry) in sessions {
-            // A running prompt saves its session as it ends; a load under way leaves nothing.
+        for (_, entry) in sessions {
+            // A running prompt saves its session as it ends, and a load under way closes its
+            // own as it ends.
             if entry.cancel() || matches!(entry.activity, Activity::Loading) {
                 continue;
             }
-            entry.context.close_mcp().await;
-            self.memory
-                .close(&session_id, entry.context.memory(), Some(&*self.connection));
-            if self.connection.record_history
-                && let Err(error) = self.connection.store().flush_session(&session_id)
-            {
-                tracing::error!(%error, session = session_id, "saving the session failed");
-            }
+            retire(&entry.context, &self.memory, &self.connection).await;
         }
         access::leave(&self.connection).map_err(|e| internal(&e))?;
         let _ = self.connection.respond(id, &json!({})).await;

@@ -11,6 +11,7 @@ pub mod editor;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;
+mod open_sessions;
 pub mod operator;
 pub mod sandbox;
 pub mod session;

@@ -55,7 +55,8 @@ pub struct ListenOptions {
     /// The most connections from one address (IPv6: one `/64`) that have not authenticated
     /// yet, upgrading or before `authenticate` (`AGENTACP_MAX_UNAUTHENTICATED_PER_ADDRESS`,
     /// default 16); the next from there is answered `429`. Only with tokens: without them,
-    /// nobody authenticates.
+    /// nobody authenticates. `0` turns it off: behind a reverse proxy every client comes from
+    /// the proxy's address.
     pub max_unauthenticated_per_address: usize,
     /// How long a client may take to complete the upgrade (default 10 s).
     pub handshake_timeout: Duration,
@@ -108,7 +109,7 @@ impl ListenOptions {
             options.max_connections = usize::try_from(max).unwrap_or(usize::MAX).max(1);
         }
         if let Some(max) = env_number("AGENTACP_MAX_UNAUTHENTICATED_PER_ADDRESS") {
-            options.max_unauthenticated_per_address = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+            options.max_unauthenticated_per_address = usize::try_from(max).unwrap_or(usize::MAX);
         }
         if let Some(ms) = env_number("AGENTACP_IDLE_TIMEOUT_MS") {
             options.limits.idle = (ms > 0).then(|| Duration::from_millis(ms));
@@ -266,7 +267,7 @@ impl Listener {
             };
             // Without tokens nobody has to authenticate, so nobody holds a place.
             let mut place = None;
-            if options.tokens.is_some() {
+            if options.tokens.is_some() && options.max_unauthenticated_per_address > 0 {
                 let Some(taken) = unproven.admit(peer.ip(), options.max_unauthenticated_per_address) else {
                     tracing::warn!(%peer, max = options.max_unauthenticated_per_address, "refusing a connection: too many unauthenticated from its address");
                     connections.spawn(refuse(
