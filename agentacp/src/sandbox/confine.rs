@@ -241,6 +241,7 @@ unsafe fn outer_process(init: libc::pid_t, status_read: libc::c_int) -> ! {
             libc::signal(signal, libc::SIG_IGN);
         }
         close_all_but(status_read);
+        release_runtime_memory();
         let mut report = [0u8; 4];
         let mut read = 0;
         while read < report.len() {
@@ -269,6 +270,7 @@ unsafe fn namespace_init(program: libc::pid_t, status_write: libc::c_int) -> ! {
     // SAFETY: async-signal-safe system calls only (see `contain_processes`).
     unsafe {
         close_all_but(status_write);
+        release_runtime_memory();
         let mut status = 0;
         loop {
             let reaped = libc::waitpid(-1, &mut status, 0);
@@ -286,6 +288,82 @@ unsafe fn namespace_init(program: libc::pid_t, status_write: libc::c_int) -> ! {
         libc::write(status_write, bytes.as_ptr().cast(), bytes.len());
         libc::_exit(0)
     }
+}
+
+/// Gives back this process's hold on the runtime's anonymous memory (its heap, the other
+/// threads' stacks, its buffers), all but the mappings this thread runs on (its stack, its
+/// thread block and TLS): a fork of the runtime that never execs would otherwise keep a copy of
+/// every page the runtime changes after the fork. Nothing here reads that memory again (what
+/// runs after this uses the stack and system calls). Where `/proc/self/maps` cannot be read,
+/// nothing is given back.
+#[allow(unsafe_code)]
+unsafe fn release_runtime_memory() {
+    let on_the_stack = 0u8;
+    // SAFETY: `pthread_self` reads the thread pointer; `open`, `read`, `madvise` and `close`
+    // are system calls on this process, on buffers of this stack frame.
+    unsafe {
+        let keep = [
+            std::ptr::addr_of!(on_the_stack) as usize,
+            // The thread's descriptor, in the mapping that holds its TLS (`errno` among it).
+            libc::pthread_self() as usize,
+        ];
+        let fd = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return;
+        }
+        let mut chunk = [0u8; 4096];
+        let mut line = [0u8; 256];
+        let mut length = 0;
+        loop {
+            let got = libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len());
+            if got < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            if got <= 0 {
+                break;
+            }
+            for &byte in &chunk[..got as usize] {
+                if byte != b'\n' {
+                    // A longer line only has a longer path: a file's, not memory to give back.
+                    if length < line.len() {
+                        line[length] = byte;
+                        length += 1;
+                    }
+                    continue;
+                }
+                if let Some((start, end)) = releasable(&line[..length])
+                    && !keep.iter().any(|address| (start..end).contains(address))
+                {
+                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+                }
+                length = 0;
+            }
+        }
+        libc::close(fd);
+    }
+}
+
+/// The address range of a `/proc/<pid>/maps` line that names private, writable, anonymous
+/// memory (no file behind it, or the heap).
+fn releasable(line: &[u8]) -> Option<(usize, usize)> {
+    let mut fields = line.split(|byte| *byte == b' ').filter(|field| !field.is_empty());
+    let (range, mode) = (fields.next()?, fields.next()?);
+    let (_offset, _device, inode) = (fields.next()?, fields.next()?, fields.next()?);
+    let path = fields.next().unwrap_or_default();
+    let private_writable = mode.len() == 4 && mode[0] == b'r' && mode[1] == b'w' && mode[3] == b'p';
+    if !private_writable || inode != b"0" || !(path.is_empty() || path == b"[heap]") {
+        return None;
+    }
+    let dash = range.iter().position(|byte| *byte == b'-')?;
+    Some((hex(&range[..dash])?, hex(&range[dash + 1..])?))
+}
+
+/// A hexadecimal number, without allocating.
+fn hex(digits: &[u8]) -> Option<usize> {
+    digits.iter().try_fold(0usize, |number, digit| {
+        let value = char::from(*digit).to_digit(16)?;
+        number.checked_mul(16)?.checked_add(value as usize)
+    })
 }
 
 /// Closes every descriptor but `keep`: with `close_range` (Linux 5.9), else one by one up to
@@ -402,4 +480,23 @@ fn landlock_rules(
         .add_rules(path_beneath_rules(with(Grant::ReadWrite), all))?
         .add_rules(path_beneath_rules(with(Grant::ConnectUnix), AccessFs::ResolveUnix))?;
     Ok(created.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_private_writable_anonymous_memory_is_given_back() {
+        let range = Some((0x7f00_0000_0000, 0x7f00_0002_1000));
+        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0 "), range);
+        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0      [heap]"), range);
+        // A file's pages, read-only or shared memory, the main stack, the vDSO: kept.
+        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-p 00002000 08:01 1234 /usr/lib/libc.so.6"), None);
+        assert_eq!(releasable(b"7f0000000000-7f0000021000 r--p 00000000 00:00 0 "), None);
+        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-s 00000000 00:01 99 /dev/zero (deleted)"), None);
+        assert_eq!(releasable(b"7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]"), None);
+        assert_eq!(releasable(b"7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]"), None);
+        assert_eq!(releasable(b"not a line"), None);
+    }
 }
