@@ -13,7 +13,8 @@
 //!   program's to act on); `SIGKILL` ends it, and with it the namespace;
 //! - **the init** (PID 1 inside) dies with the outer process (`PR_SET_PDEATHSIG`), reaps what
 //!   is orphaned inside, and when the program ends passes its wait status to the outer
-//!   process and exits, which ends every process left inside;
+//!   process and exits, which ends every process left inside. It has no signal handler, so
+//!   of the signals the runtime sends the group only `SIGKILL` reaches it;
 //! - **the program** (PID 2 inside) is exec'd as usual. `/proc` is still the runtime's, so
 //!   the program finds itself there under its outer PID (`/proc/self`), not `getpid()`.
 //!
@@ -182,6 +183,18 @@ unsafe fn contain_processes() -> std::io::Result<()> {
     // children, in a process that is single-threaded (forked) and never returns to Rust code
     // but in the program's branch.
     unsafe {
+        // The runtime's signal handlers (tokio's, for SIGCHLD or SIGTERM) would run in the
+        // outer process and the init, which give the runtime's memory back and so cannot run
+        // them: back to the default. The program's exec resets handlers anyway.
+        for signal in 1..=64 {
+            let mut current = std::mem::zeroed::<libc::sigaction>();
+            if libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+                && current.sa_sigaction != libc::SIG_DFL
+                && current.sa_sigaction != libc::SIG_IGN
+            {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+        }
         // The program's wait status, from the init to the outer process.
         let mut status_pipe = [0; 2];
         if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
@@ -366,16 +379,17 @@ fn hex(digits: &[u8]) -> Option<usize> {
     })
 }
 
-/// Closes every descriptor but `keep`: with `close_range` (Linux 5.9), else one by one up to
-/// the descriptor limit. None may stay open: one of them is the pipe through which the
-/// runtime's `spawn` learns that the program was exec'd, which it reads to its end.
+/// Closes every descriptor but `keep`: with `close_range` (Linux 5.9), else those
+/// `/proc/self/fd` lists, else one by one up to the descriptor limit. None may stay open: one
+/// of them is the pipe through which the runtime's `spawn` learns that the program was
+/// exec'd, which it reads to its end.
 #[allow(unsafe_code)]
 unsafe fn close_all_but(keep: libc::c_int) {
     // SAFETY: `close_range`, `getrlimit` and `close` only act on this process.
     unsafe {
         let below = keep <= 0 || libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32) == 0;
         let above = libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32) == 0;
-        if below && above {
+        if (below && above) || close_listed_but(keep) {
             return;
         }
         let mut limit = std::mem::zeroed::<libc::rlimit>();
@@ -387,6 +401,58 @@ unsafe fn close_all_but(keep: libc::c_int) {
         for fd in (0..last).filter(|fd| *fd != keep) {
             libc::close(fd);
         }
+    }
+}
+
+/// Closes every descriptor `/proc/self/fd` lists but `keep`, listing again until none is
+/// left (a listing read while closing may skip some); false when it cannot be listed.
+#[allow(unsafe_code)]
+unsafe fn close_listed_but(keep: libc::c_int) -> bool {
+    // SAFETY: `open`, `getdents64`, `lseek` and `close` on this process's descriptors, into a
+    // buffer of this stack frame, read within the lengths the kernel gave.
+    unsafe {
+        let listing = libc::open(
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if listing < 0 {
+            return false;
+        }
+        let mut entries = [0u8; 4096];
+        loop {
+            let mut closed = false;
+            libc::lseek(listing, 0, libc::SEEK_SET);
+            loop {
+                let got = libc::syscall(libc::SYS_getdents64, listing, entries.as_mut_ptr(), entries.len());
+                if got <= 0 {
+                    break;
+                }
+                // Each entry: inode (8 bytes), offset (8), its length (2), type (1), name.
+                let mut at = 0;
+                while at + 19 < got as usize {
+                    let length = usize::from(u16::from_ne_bytes([entries[at + 16], entries[at + 17]]));
+                    if length == 0 {
+                        break;
+                    }
+                    let name = &entries[at + 19..(at + length).min(got as usize)];
+                    let digits = name.split(|byte| *byte == 0).next().unwrap_or_default();
+                    let fd = digits.iter().try_fold(0 as libc::c_int, |fd, digit| {
+                        let digit = char::from(*digit).to_digit(10)?;
+                        fd.checked_mul(10)?.checked_add(digit as libc::c_int)
+                    });
+                    if let Some(fd) = fd.filter(|fd| !digits.is_empty() && *fd != keep && *fd != listing) {
+                        libc::close(fd);
+                        closed = true;
+                    }
+                    at += length;
+                }
+            }
+            if !closed {
+                break;
+            }
+        }
+        libc::close(listing);
+        true
     }
 }
 
@@ -486,17 +552,66 @@ fn landlock_rules(
 mod tests {
     use super::*;
 
+    /// The fallback where `close_range` is missing: a child closes what `/proc/self/fd`
+    /// lists but stdout, then lists its descriptors with `ls`.
+    #[test]
+    #[allow(unsafe_code)]
+    fn what_proc_self_fd_lists_is_closed_but_the_one_kept() {
+        use std::os::unix::process::CommandExt;
+        // A descriptor that would be inherited (no close-on-exec), at a free number of its own.
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        // SAFETY: `F_DUPFD` takes the lowest free number from 900 on; closed below.
+        let inherited = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_DUPFD, 900) };
+        assert!(inherited >= 900, "{}", std::io::Error::last_os_error());
+        let mut command = std::process::Command::new("ls");
+        command.arg("/proc/self/fd");
+        // SAFETY: between fork and exec the closure only makes system calls.
+        unsafe {
+            command.pre_exec(|| match close_listed_but(1) {
+                true => Ok(()),
+                false => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+            });
+        }
+        let output = command.output().unwrap();
+        // SAFETY: the descriptor `dup2` made above.
+        unsafe { libc::close(inherited) };
+        let listed: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(listed.contains(&"1".to_string()), "{listed:?}");
+        assert!(
+            !listed.contains(&"57".to_string()) && !listed.contains(&"2".to_string()),
+            "{listed:?}"
+        );
+    }
+
     #[test]
     fn only_private_writable_anonymous_memory_is_given_back() {
         let range = Some((0x7f00_0000_0000, 0x7f00_0002_1000));
         assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0 "), range);
-        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0      [heap]"), range);
+        assert_eq!(
+            releasable(b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0      [heap]"),
+            range
+        );
         // A file's pages, read-only or shared memory, the main stack, the vDSO: kept.
-        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-p 00002000 08:01 1234 /usr/lib/libc.so.6"), None);
+        assert_eq!(
+            releasable(b"7f0000000000-7f0000021000 rw-p 00002000 08:01 1234 /usr/lib/libc.so.6"),
+            None
+        );
         assert_eq!(releasable(b"7f0000000000-7f0000021000 r--p 00000000 00:00 0 "), None);
-        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-s 00000000 00:01 99 /dev/zero (deleted)"), None);
-        assert_eq!(releasable(b"7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]"), None);
-        assert_eq!(releasable(b"7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]"), None);
+        assert_eq!(
+            releasable(b"7f0000000000-7f0000021000 rw-s 00000000 00:01 99 /dev/zero (deleted)"),
+            None
+        );
+        assert_eq!(
+            releasable(b"7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]"),
+            None
+        );
+        assert_eq!(
+            releasable(b"7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]"),
+            None
+        );
         assert_eq!(releasable(b"not a line"), None);
     }
 }

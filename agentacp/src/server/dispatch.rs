@@ -22,7 +22,7 @@ use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
 use super::access::{self, StoreBook};
 use super::connection::Connection;
 use super::memory::MemoryBook;
-use super::open_sessions::{Activity, LoadInFlight, SessionEntry, Sessions, Settled, retire};
+use super::open_sessions::{AbandonOnDrop, Activity, LoadInFlight, SessionEntry, Sessions, Settled, retire};
 use super::operator::Operator;
 use super::session::SessionContext;
 use super::turn::{Turn, TurnScope};
@@ -38,6 +38,9 @@ struct InFlight {
     answered: Arc<AtomicBool>,
     /// For prompts: the session, cancelled like `session/cancel`.
     session: Option<String>,
+    /// For loads: the load, given up on at once when its request is cancelled (before the
+    /// next message is read, so that what comes next finds the session as it was).
+    load: Option<LoadInFlight>,
 }
 
 type InFlightTable = Arc<Mutex<HashMap<Id, InFlight>>>;
@@ -313,6 +316,7 @@ impl<O: Operator> Dispatcher<O> {
                     abort: abort.clone(),
                     answered: answered.clone(),
                     session,
+                    load: None,
                 },
             );
             abort
@@ -560,7 +564,7 @@ impl<O: Operator> Dispatcher<O> {
         };
         let operator = self.operator.clone();
         let connection = self.connection.clone();
-        let mut load = LoadInFlight::new(
+        let load = LoadInFlight::new(
             self.sessions.clone(),
             context.clone(),
             previous,
@@ -571,7 +575,9 @@ impl<O: Operator> Dispatcher<O> {
         let id_for_task = id.clone();
         let answered_by_task = answered.clone();
         let in_flight = self.in_flight.clone();
+        let guard = AbandonOnDrop(load.clone());
         self.start(id, &answered, None, async move {
+            let AbandonOnDrop(ref load) = guard;
             let outcome = async {
                 for update in &stored.history {
                     let update = update.get().to_string();
@@ -614,6 +620,9 @@ impl<O: Operator> Dispatcher<O> {
             // After the answer: stopping what the load replaced may take a while.
             load.let_go(settled).await;
         });
+        if let Some(flight) = lock(&self.in_flight).get_mut(id) {
+            flight.load = Some(load);
+        }
         Ok(())
     }
 
@@ -1095,6 +1104,9 @@ impl<O: Operator> Dispatcher<O> {
         drop(in_flight);
         if !flight.answered.swap(true, Ordering::SeqCst) {
             flight.abort.abort();
+            if let Some(load) = flight.load {
+                load.abandon();
+            }
             let connection = self.connection.clone();
             let id = request_id.clone();
             tokio::spawn(async move {

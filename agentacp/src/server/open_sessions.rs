@@ -77,17 +77,23 @@ pub(super) async fn retire(context: &SessionContext, memory: &MemoryBook, connec
     }
 }
 
-/// A `session/load` under way: its session's entry is the loading one (holding `context`)
-/// until [`settle`](Self::settle) puts the loaded context, or on failure what was there before,
-/// in its place. Dropped unsettled (its task aborted by `$/cancel_request`, or the operator's
-/// `load_session` panicked), it settles as a failure.
+/// A `session/load` under way (cheap to clone: one load): its session's entry is the loading
+/// one (holding `context`) until [`settle`](Self::settle) puts the loaded context, or on
+/// failure what was there before, in its place. A load that ends otherwise — its request
+/// cancelled (`$/cancel_request`, which calls [`abandon`](Self::abandon) before the next
+/// message is read), its task aborted or panicking ([`AbandonOnDrop`]) — settles as a failure.
+#[derive(Clone)]
 pub(super) struct LoadInFlight {
-    pub(super) sessions: Sessions,
-    pub(super) context: Arc<SessionContext>,
+    state: Arc<Mutex<LoadState>>,
+}
+
+struct LoadState {
+    sessions: Sessions,
+    context: Arc<SessionContext>,
     /// The entry the load replaced (the session was open already).
-    pub(super) previous: Option<SessionEntry>,
-    pub(super) memory: Arc<MemoryBook>,
-    pub(super) connection: Arc<Connection>,
+    previous: Option<SessionEntry>,
+    memory: Arc<MemoryBook>,
+    connection: Arc<Connection>,
     settled: bool,
 }
 
@@ -99,6 +105,8 @@ pub(super) enum Settled {
     Restored,
     /// `logout` took the sessions while it loaded: nothing of it is open.
     Gone { replaced: Option<SessionEntry> },
+    /// It was settled before (abandoned): nothing more to do.
+    Already,
 }
 
 impl LoadInFlight {
@@ -111,48 +119,67 @@ impl LoadInFlight {
         memory: Arc<MemoryBook>,
         connection: Arc<Connection>,
     ) -> Self {
-        LoadInFlight {
+        let state = LoadState {
             sessions,
             context,
             previous,
             memory,
             connection,
             settled: false,
+        };
+        LoadInFlight {
+            state: Arc::new(Mutex::new(state)),
         }
     }
 
     /// Puts the loaded context in place (`loaded`), or what was there before.
-    pub(super) fn settle(&mut self, loaded: bool) -> Settled {
-        self.settled = true;
-        let id = self.context.id();
-        let mut sessions = lock(&self.sessions);
+    pub(super) fn settle(&self, loaded: bool) -> Settled {
+        let mut state = lock(&self.state);
+        if std::mem::replace(&mut state.settled, true) {
+            return Settled::Already;
+        }
+        let previous = state.previous.take();
+        let id = state.context.id();
+        let mut sessions = lock(&state.sessions);
         let ours = sessions.get(id).is_some_and(|entry| {
-            Arc::ptr_eq(&entry.context, &self.context) && matches!(entry.activity, Activity::Loading)
+            Arc::ptr_eq(&entry.context, &state.context) && matches!(entry.activity, Activity::Loading)
         });
         if !ours {
-            return Settled::Gone {
-                replaced: self.previous.take(),
-            };
+            return Settled::Gone { replaced: previous };
         }
         if loaded {
-            sessions.insert(id.to_string(), SessionEntry::idle(self.context.clone()));
-            return Settled::Opened {
-                replaced: self.previous.take(),
-            };
+            sessions.insert(id.to_string(), SessionEntry::idle(state.context.clone()));
+            return Settled::Opened { replaced: previous };
         }
-        match self.previous.take() {
+        match previous {
             Some(previous) => sessions.insert(id.to_string(), previous),
             None => sessions.remove(id),
         };
         Settled::Restored
     }
 
+    /// Settles the load as failed, unless it was settled, and lets go of what it loaded (in a
+    /// task of its own; outside a runtime, at its shutdown, there is nothing left to stop).
+    pub(super) fn abandon(&self) {
+        let settled = self.settle(false);
+        if matches!(settled, Settled::Already) {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(self.let_go(settled));
+        }
+    }
+
     /// Lets go of what the load did not keep: the MCP servers of the context it replaced, or
     /// of the context it loaded in vain; after a `logout`, the session as `logout` closes them.
     pub(super) fn let_go(&self, settled: Settled) -> impl Future<Output = ()> + Send + 'static {
-        let (context, memory, connection) = (self.context.clone(), self.memory.clone(), self.connection.clone());
+        let (context, memory, connection) = {
+            let state = lock(&self.state);
+            (state.context.clone(), state.memory.clone(), state.connection.clone())
+        };
         async move {
             match settled {
+                Settled::Already => {}
                 Settled::Opened { replaced } => {
                     if let Some(replaced) = replaced {
                         replaced.context.close_mcp().await;
@@ -170,15 +197,12 @@ impl LoadInFlight {
     }
 }
 
-impl Drop for LoadInFlight {
+/// Held by a load's task: dropped before the load settled (the task aborted, or the
+/// operator's `load_session` panicked), it abandons the load.
+pub(super) struct AbandonOnDrop(pub(super) LoadInFlight);
+
+impl Drop for AbandonOnDrop {
     fn drop(&mut self) {
-        if self.settled {
-            return;
-        }
-        let settled = self.settle(false);
-        // Outside a runtime (its shutdown) there is nothing left to stop.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(self.let_go(settled));
-        }
+        self.0.abandon();
     }
 }
