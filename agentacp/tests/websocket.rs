@@ -71,6 +71,36 @@ impl RemoteServer for Remote {
     }
 }
 
+/// What lets a load of [`SandboxedRemote`]'s finish (one permit per load).
+static LOAD_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+
+/// A sandboxed operator, over WebSocket too; its loads wait for [`LOAD_GATE`].
+#[acp_operator(manifest = "tests/operators/test-sandboxed-remote/ACP.md")]
+struct SandboxedRemote;
+
+impl SandboxedRemoteServer for SandboxedRemote {
+    async fn prompt(&self, turn: &mut Turn<'_, Sandboxed>, _request: wire::PromptRequest) -> Result<wire::StopReason> {
+        turn.message("ok").await?;
+        Ok(wire::StopReason::EndTurn)
+    }
+
+    async fn load_session(
+        &self,
+        _session: &SessionContext,
+        _request: wire::LoadSessionRequest,
+    ) -> Result<wire::LoadSessionResponse> {
+        match tokio::time::timeout(WAIT, LOAD_GATE.acquire()).await {
+            Ok(Ok(permit)) => permit.forget(),
+            _ => return Err(Error::msg("the test never let the load finish")),
+        }
+        Ok(wire::LoadSessionResponse::default())
+    }
+
+    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+        Ok(wire::AuthenticateResponse::default())
+    }
+}
+
 const WAIT: Duration = Duration::from_secs(10);
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-9876543210";
@@ -93,6 +123,13 @@ struct Server {
 
 impl Server {
     async fn start(listen: impl FnOnce(ListenOptions) -> ListenOptions) -> Server {
+        Server::start_with(Remote, listen).await
+    }
+
+    async fn start_with<O>(operator: O, listen: impl FnOnce(ListenOptions) -> ListenOptions) -> Server
+    where
+        O: agentacp::server::Operator + agentacp::server::OffersWebSocket,
+    {
         let (workspace, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let sink = MemorySink::new();
         let options = ServerOptions {
@@ -106,7 +143,7 @@ impl Server {
             .unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(listener.serve(Remote, options, async move {
+        let task = tokio::spawn(listener.serve(operator, options, async move {
             let _ = stopped.await;
         }));
         Server {
@@ -559,6 +596,65 @@ async fn one_address_holds_no_more_unauthenticated_connections_than_its_limit() 
         open.push(server.connect(None).await.expect("no limit per address"));
     }
     server.shut_down().await;
+}
+
+/// Review of #18: `initialize` told a client that had not authenticated the machine's paths
+/// (the sandbox's mounts). It now tells it what is enforced, but not where; an authenticated
+/// client is told both.
+#[tokio::test]
+async fn a_client_that_has_not_authenticated_is_told_what_the_sandbox_enforces_not_where() {
+    let server = Server::start_with(SandboxedRemote, |options| options.tokens(tokens())).await;
+    let workspace = server.cwd();
+    let mut stranger = server.connect(None).await.unwrap();
+    let told = stranger.initialize().await;
+    let enforcement = &told["_meta"]["aip44"]["sandbox_enforcement"];
+    assert_eq!(enforcement["provider"], "local", "{told}");
+    assert!(!told.to_string().contains(&workspace), "{told}");
+    let mut alice = server.connect(Some(ALICE)).await.unwrap();
+    let told = alice.initialize().await;
+    let files = &told["_meta"]["aip44"]["sandbox_enforcement"]["files"];
+    if files.is_null() {
+        eprintln!("no Landlock here: no mounts are reported to anyone");
+    } else {
+        assert!(told.to_string().contains(&workspace), "{told}");
+        assert!(stranger_files_have_no_paths(&enforcement["files"]), "{enforcement}");
+    }
+    server.shut_down().await;
+}
+
+/// Review of #18: a client that logged out while one of its sessions loaded was answered
+/// success for the load, with nothing open (its next prompt: "unknown session"). It is now
+/// answered with an error that says why.
+#[tokio::test]
+async fn a_load_the_client_logged_out_during_is_answered_with_an_error() {
+    let server = Server::start_with(SandboxedRemote, |options| options.tokens(tokens())).await;
+    let mut alice = server.connect(Some(ALICE)).await.unwrap();
+    alice.initialize().await;
+    let session = alice.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let load = json!({"jsonrpc": "2.0", "id": 900, "method": "session/load",
+        "params": {"sessionId": session, "cwd": server.cwd(), "mcpServers": []}});
+    alice.ws.send(Message::text(load.to_string())).await.unwrap();
+    let out = alice.call("logout", json!({})).await.1;
+    assert!(out.get("result").is_some(), "{out}");
+    LOAD_GATE.add_permits(1);
+    let answer = loop {
+        let message = alice.next().await.expect("the load is answered");
+        if message["id"] == 900 {
+            break message;
+        }
+    };
+    let error = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(error.contains("logout"), "{answer}");
+    server.shut_down().await;
+}
+
+/// Whether the mounts are there with their modes and without their paths.
+fn stranger_files_have_no_paths(files: &Value) -> bool {
+    let mounts = files["mounts"].as_array().cloned().unwrap_or_default();
+    !mounts.is_empty()
+        && mounts
+            .iter()
+            .all(|mount| mount.get("path").is_none() && mount["mode"].is_string())
 }
 
 /// Review of #18: a message of many requests was handed to the runtime whole before anything
