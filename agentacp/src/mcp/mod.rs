@@ -389,7 +389,9 @@ impl McpClients {
 
     /// The tool `tool` of `server`, and the peer to call it on; the error says what is not
     /// there.
-    pub(crate) fn find(&self, server: &str, tool: &str) -> Result<(McpTool, Peer<RoleClient>), String> {
+    /// `tool` of `server`, the peer to call it on, and whether that server is reached over the
+    /// ACP connection (MCP-over-ACP).
+    pub(crate) fn find(&self, server: &str, tool: &str) -> Result<(McpTool, Peer<RoleClient>, bool), String> {
         let Some(connected) = self.connected.get(server) else {
             return Err(match self.failed.get(server) {
                 Some(reason) => format!("the MCP server `{server}` could not be connected: {reason}"),
@@ -414,7 +416,11 @@ impl McpClients {
                     .join(", ")
             )
         })?;
-        Ok((found.clone(), connected.service.peer().clone()))
+        Ok((
+            found.clone(),
+            connected.service.peer().clone(),
+            connected.tunnel.is_some(),
+        ))
     }
 
     /// Ends every MCP session and stops every stdio server (bounded).

@@ -68,11 +68,11 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
     /// named `mcp/<server>/<tool>`, of the kind the server declares. A tool or server the
     /// session does not have is [`Error::InvalidParams`], naming what it has.
     pub async fn call(self, server: &str, tool: &str, arguments: Value) -> Result<ToolOutcome> {
-        let (found, peer, timeout) = self
+        let (found, peer, over_acp, timeout) = self
             .connected(|clients| {
                 clients
                     .find(server, tool)
-                    .map(|(found, peer)| (found, peer, clients.call_timeout()))
+                    .map(|(found, peer, over_acp)| (found, peer, over_acp, clients.call_timeout()))
             })
             .await?
             .map_err(Error::InvalidParams)?;
@@ -82,6 +82,9 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
             .tool_call(found.governed_name(), arguments)
             .title(title)
             .kind(found.kind)
+            // Its request is on its way to the server (which the client does not see) while
+            // the client is told; over ACP the request itself goes to the client, after.
+            .announced_once_started(!over_acp)
             .run(|arguments| async move { mcp::call(&peer, &name, arguments, timeout).await })
             .await
     }

@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -368,6 +369,7 @@ impl<'t, T: Tier> Turn<'t, T> {
             kind: None,
             tool,
             arguments,
+            announced_once_started: false,
         }
     }
 
@@ -401,6 +403,9 @@ pub struct ToolCall<'a, 't, T: Tier> {
     arguments: Value,
     title: Option<String>,
     kind: Option<ToolKind>,
+    /// Whether a call run without asking is announced (`in_progress`) once it has started,
+    /// rather than before: its start and the client's reading of the update overlap.
+    announced_once_started: bool,
 }
 
 enum Permission {
@@ -452,6 +457,15 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         self
     }
 
+    /// Announces a call run without asking once it has started (its future polled once),
+    /// rather than before; for a call whose start the client does not see (an MCP request
+    /// to a server of the runtime's). Its `running` record is still written before it starts.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn announced_once_started(mut self, yes: bool) -> Self {
+        self.announced_once_started = yes;
+        self
+    }
+
     /// Decides, asks if needed, runs `execute` with the arguments if allowed, and reports
     /// each step to the client (`tool_call`, `tool_call_update`) after auditing it.
     pub async fn run<F, Fut, E>(self, execute: F) -> Result<ToolOutcome>
@@ -496,6 +510,9 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             }
             update.to_string()
         };
+        // The `in_progress` announcement of a call run without asking, when it waits for the
+        // call's start.
+        let mut deferred = None;
         let approval = match Step::of(decision, || scope.session.remembered(&self.tool)) {
             Step::RejectedForTheSession(who) => {
                 connection.audit(mirror(
@@ -522,7 +539,11 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                     Lifecycle::Running,
                     Some(detail.clone()),
                 ))?;
-                scope.send(announce("in_progress")).await?;
+                if self.announced_once_started {
+                    deferred = Some(announce("in_progress"));
+                } else {
+                    scope.send(announce("in_progress")).await?;
+                }
                 approval
             }
             Step::Ask => {
@@ -579,7 +600,18 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             ToolOutcomeRecord::Error("cancelled while running".into()),
             approval.clone(),
         )));
-        let executed = execute(arguments).await;
+        let executed = match deferred {
+            None => execute(arguments).await,
+            Some(announcement) => {
+                let mut executing = std::pin::pin!(execute(arguments));
+                let started = std::future::poll_fn(|cx| Poll::Ready(executing.as_mut().poll(cx))).await;
+                scope.send(announcement).await?;
+                match started {
+                    Poll::Ready(executed) => executed,
+                    Poll::Pending => executing.await,
+                }
+            }
+        };
         scope.set_unfinished_call(None);
         match executed {
             Ok(result) => {
