@@ -225,6 +225,13 @@ impl Client {
         self.root.path().join("project").to_string_lossy().into_owned()
     }
 
+    /// Sends `session/load` of `session` (in the project folder); its request id.
+    async fn start_load(&mut self, session: &str) -> i64 {
+        let cwd = self.project();
+        let params = json!({"sessionId": session, "cwd": cwd, "mcpServers": []});
+        self.request("session/load", params).await
+    }
+
     async fn new_session(&mut self) -> String {
         let cwd = self.project();
         let (_, answer) = self.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
@@ -931,13 +938,7 @@ async fn a_prompt_sent_while_its_session_loads_is_refused_and_the_session_stays_
     let (mut client, release) = slow_loader(8);
     client.initialize().await;
     let session = client.new_session().await;
-    let cwd = client.project();
-    let load = client
-        .request(
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let load = client.start_load(&session).await;
     let prompt = client.prompt(&session, "hello").await;
     let (_, refused) = client.until_answer(prompt).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
@@ -964,13 +965,7 @@ async fn a_cancelled_load_leaves_the_session_as_it_was() {
     let (mut client, _release) = slow_loader(8);
     client.initialize().await;
     let session = client.new_session().await;
-    let cwd = client.project();
-    let load = client
-        .request(
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let load = client.start_load(&session).await;
     client
         .send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": load}}))
         .await;
@@ -989,7 +984,6 @@ async fn loads_under_way_count_against_the_session_limit() {
     let (mut client, release) = slow_loader(2);
     client.initialize().await;
     let open = client.new_session().await;
-    let cwd = client.project();
     let mut stored = Vec::new();
     for _ in 0..2 {
         let session = client.new_session().await;
@@ -997,18 +991,9 @@ async fn loads_under_way_count_against_the_session_limit() {
         assert!(closed.get("result").is_some(), "{closed}");
         stored.push(session);
     }
-    let first = client
-        .request(
-            "session/load",
-            json!({"sessionId": stored[0], "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
-    let (_, refused) = client
-        .call(
-            "session/load",
-            json!({"sessionId": stored[1], "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let first = client.start_load(&stored[0]).await;
+    let refused = client.start_load(&stored[1]).await;
+    let (_, refused) = client.until_answer(refused).await;
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     assert!(
         refused["error"]["message"]

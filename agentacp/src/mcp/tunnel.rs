@@ -561,6 +561,26 @@ mod tests {
         }
     }
 
+    impl Recorder {
+        /// The inner MCP methods of what was sent, in order.
+        fn inner_methods(&self) -> Vec<Value> {
+            lock(&self.sent)
+                .iter()
+                .map(|(_, params, _)| params["method"].clone())
+                .collect()
+        }
+    }
+
+    /// An MCP `ping` request (id 1), as rmcp hands it to the transport.
+    fn ping() -> TxJsonRpcMessage<RoleClient> {
+        serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).unwrap()
+    }
+
+    /// MCP's `notifications/initialized`, as rmcp hands it to the transport.
+    fn initialized() -> TxJsonRpcMessage<RoleClient> {
+        serde_json::from_value(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap()
+    }
+
     fn open() -> (Tunnel, InOrder<TunnelTransport<RoleClient>>, Arc<Recorder>) {
         let recorder = Arc::new(Recorder::default());
         let (tunnel, transport) =
@@ -617,11 +637,8 @@ mod tests {
         let (_tunnel, mut transport, recorder) = open();
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         *lock(&recorder.gate) = Some(gate.clone());
-        let message = |value: Value| serde_json::from_value(value).unwrap();
-        let request = transport.send(message(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
-        let notification = transport.send(message(
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        ));
+        let request = transport.send(ping());
+        let notification = transport.send(initialized());
         let notification = tokio::spawn(notification);
         let request = tokio::spawn(request);
         // On this single-threaded runtime, every task that can run does while this one yields:
@@ -632,10 +649,7 @@ mod tests {
         gate.add_permits(1);
         request.await.unwrap().unwrap();
         notification.await.unwrap().unwrap();
-        let methods: Vec<Value> = lock(&recorder.sent)
-            .iter()
-            .map(|(_, params, _)| params["method"].clone())
-            .collect();
+        let methods = recorder.inner_methods();
         assert_eq!(methods, [json!("ping"), json!("notifications/initialized")]);
     }
 
@@ -645,20 +659,14 @@ mod tests {
     #[tokio::test]
     async fn a_request_sent_after_a_notification_reaches_the_peer_after_it() {
         let (_tunnel, mut transport, recorder) = open();
-        let message = |value: Value| serde_json::from_value(value).unwrap();
-        let notification = transport.send(message(
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        ));
-        let request = transport.send(message(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})));
+        let notification = transport.send(initialized());
+        let request = transport.send(ping());
         // rmcp runs each send as a task; these run in the order spawned (single thread).
         let request = tokio::spawn(request);
         let notification = tokio::spawn(notification);
         request.await.unwrap().unwrap();
         notification.await.unwrap().unwrap();
-        let methods: Vec<Value> = lock(&recorder.sent)
-            .iter()
-            .map(|(_, params, _)| params["method"].clone())
-            .collect();
+        let methods = recorder.inner_methods();
         assert_eq!(methods, [json!("notifications/initialized"), json!("ping")]);
     }
 
