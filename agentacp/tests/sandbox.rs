@@ -45,6 +45,16 @@ fn child() {
             std::hint::black_box(std::time::Instant::now());
         },
         "env" => std::env::var(argument).map_err(|e| e.to_string()),
+        // Its PID, and the processes `/proc` lists.
+        "proc" => std::fs::read_dir("/proc")
+            .map(|entries| {
+                let mut listed: Vec<u32> = entries
+                    .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+                    .collect();
+                listed.sort_unstable();
+                format!("pid {} sees {listed:?}", std::process::id())
+            })
+            .map_err(|e| e.to_string()),
         // Reads the environment of its parent and grandparent through `/proc` (the PIDs as
         // `/proc` gives them): `ok` with what it read if either could be read.
         "ancestors-environ" => {
@@ -307,6 +317,25 @@ async fn the_program_cannot_read_the_memory_of_the_processes_above_it() {
     }
     let read = run(&sandbox, "ancestors-environ").await.unwrap();
     assert_eq!(read, "err neither could be read");
+}
+
+/// Review of #18 (session 25): the program's `/proc` was the runtime's, listing every process
+/// of the machine with its command line (tokens passed as arguments among them). Where the
+/// kernel allows it the namespace has a `/proc` of its own now, readable under Landlock: the
+/// program sees the init and itself, and the runtime's `/proc` is left as it was.
+#[tokio::test]
+async fn the_program_sees_only_its_namespaces_processes_in_proc() {
+    let sandbox = confinement(json!({}));
+    if !pid_namespace(&sandbox) {
+        return;
+    }
+    if !sandbox.has_own_proc() {
+        eprintln!("skipped: this kernel does not let a PID namespace mount its own /proc here");
+        return;
+    }
+    assert_eq!(run(&sandbox, "proc").await.unwrap(), "ok pid 2 sees [1, 2]");
+    let here = std::fs::read_link("/proc/self").unwrap();
+    assert_eq!(here, Path::new(&std::process::id().to_string()));
 }
 
 /// A field of `/proc/<pid>/status` (e.g. `PPid`, `RssAnon`): its first number.

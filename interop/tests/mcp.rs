@@ -434,6 +434,65 @@ async fn a_cancelled_turn_cancels_the_tool_running_on_the_clients_mcp_server_ove
     client.close().await;
 }
 
+/// Answers every permission request `allow-always`.
+fn allow_always(_: &wire::RequestPermissionRequest) -> PermissionDecision {
+    PermissionDecision::Select("allow-always".into())
+}
+
+/// A call run without asking is announced once its MCP request is on its way, not with its
+/// outcome: a call that runs long is shown `in_progress` while it runs.
+#[tokio::test]
+async fn a_long_mcp_call_run_without_asking_is_announced_while_it_runs() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let (client, asked) = connect(&dirs, allow_always).await;
+    let session = session_with(&client, &project, notes_server(&[])).await;
+    // Asked once, `allow-always`: from then on `echo` runs without asking.
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes echo {"text":"hi"}"#).await;
+    assert_eq!(said, ["completed: hi"]);
+    let statuses: Vec<&Value> = calls.iter().map(|call| &call["status"]).collect();
+    assert_eq!(statuses, ["pending", "in_progress", "completed"], "{calls:?}");
+    let (said, calls) = prompt(&client, &session, r#"/mcp call notes echo {"text":"again"}"#).await;
+    assert_eq!(said, ["completed: again"]);
+    let statuses: Vec<&Value> = calls.iter().map(|call| &call["status"]).collect();
+    assert_eq!(statuses, ["in_progress", "completed"], "{calls:?}");
+    assert_eq!(asked.lock().unwrap().len(), 1, "asked once");
+
+    // Held until cancelled: the client hears of it while it runs.
+    let mut turn = tokio::time::timeout(
+        WAIT,
+        client.prompt_text(&session, r#"/mcp call notes echo {"text":"held","hold":true}"#),
+    )
+    .await
+    .expect("prompted in time")
+    .expect("prompted");
+    loop {
+        match tokio::time::timeout(WAIT, turn.next())
+            .await
+            .expect("the running call is announced in time")
+        {
+            Some(Ok(PromptEvent::Update(Update::ToolCall(call)))) => {
+                assert_eq!(call.status, Some(wire::ToolCallStatus::InProgress), "{call:?}");
+                break;
+            }
+            Some(Ok(PromptEvent::Update(_))) => {}
+            other => panic!("the turn ended before its call was announced: {other:?}"),
+        }
+    }
+    client.cancel(&session).await.expect("session/cancel sent");
+    loop {
+        match tokio::time::timeout(WAIT, turn.next()).await.expect("an event in time") {
+            Some(Ok(PromptEvent::Stop(reason))) => {
+                assert_eq!(reason, wire::StopReason::Cancelled);
+                break;
+            }
+            Some(Ok(_)) => {}
+            other => panic!("the turn ended without a stop reason: {other:?}"),
+        }
+    }
+    client.close().await;
+}
+
 /// Waits (bounded) until no process's command line holds `tag`.
 async fn gone(tag: &str, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -15,13 +15,19 @@
 //!   is orphaned inside, and when the program ends passes its wait status to the outer
 //!   process and exits, which ends every process left inside. It has no signal handler, so
 //!   of the signals the runtime sends the group only `SIGKILL` reaches it;
-//! - **the program** (PID 2 inside) is exec'd as usual. `/proc` is still the runtime's, so
-//!   the program finds itself there under its outer PID (`/proc/self`), not `getpid()`.
+//! - **the program** (PID 2 inside) is exec'd as usual.
+//!
+//! Where the kernel allows it, the init also enters a mount namespace of its own and mounts
+//! the PID namespace's procfs over `/proc` before it forks the program: there the program sees
+//! its own processes and no others (elsewhere `/proc` is the runtime's, where the program
+//! finds itself as `/proc/self`, under its outer PID). Landlock is applied last, in the
+//! program: a process it restricts may no longer mount.
 //!
 //! The outer process and the init are forks of the runtime that never exec: they hold a copy
-//! of its memory (its environment among it). They are made non-dumpable, so the program, in
-//! the same Landlock domain and of the same user, cannot read them through `/proc` (their
-//! `environ`, `mem`), and they never dump core.
+//! of its memory (its environment among it). They are made non-dumpable, so the program, of
+//! the same user, cannot read them through `/proc` (their `environ`, `mem`), and they never
+//! dump core. They are outside the program's Landlock domain, which also keeps it from
+//! signalling them (Landlock ABI ≥ 6).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -32,6 +38,7 @@ use landlock::{
 };
 use rustix::process::{Resource, Rlimit};
 
+use super::kernel::mount_own_proc;
 use super::plan::{Confinement, Grant, LANDLOCK_TCP_ABI, NetworkConfinement};
 
 /// The system's folders a program needs to run, readable (and executable) by every confined
@@ -96,6 +103,11 @@ fn confine(
         .map(|cpu| cpu.as_millis().div_ceil(1000).max(1) as u64);
     let network = confinement.network == NetworkConfinement::Namespace;
     let contain = confinement.contains_processes();
+    // The namespace's own `/proc`, and the rule that makes it readable as the runtime's was.
+    let own_proc = confinement.has_own_proc().then(|| OwnProc {
+        ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
+        access: AccessFs::from_read(RULES_ABI).bits(),
+    });
     let mut namespaces = rustix::thread::UnshareFlags::empty();
     if network {
         namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNET;
@@ -110,7 +122,8 @@ fn confine(
     // SAFETY: the closure runs in the child between fork and exec. It only makes system calls
     // (setrlimit, unshare, open/write/close of /proc/self files, prctl, landlock_restrict_self,
     // and those of `contain_processes`) on data prepared above; it allocates nothing and
-    // takes no lock.
+    // takes no lock. Landlock comes last: a process it restricts may no longer mount, and
+    // the init mounts the namespace's `/proc`.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
@@ -142,13 +155,13 @@ fn confine(
                 let _ = write_proc(c"/proc/self/gid_map", &gid_map);
             }
             rustix::thread::set_no_new_privs(true)?;
+            if contain {
+                contain_processes(own_proc)?;
+            }
             if let Some(ruleset) = &ruleset
                 && libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0
             {
                 return Err(std::io::Error::last_os_error());
-            }
-            if contain {
-                contain_processes()?;
             }
             Ok(())
         });
@@ -170,15 +183,78 @@ const NOT_IGNORED: [libc::c_int; 9] = [
     libc::SIGSYS,
 ];
 
+/// The namespace's own `/proc`: what the init needs to make it readable.
+#[derive(Debug, Clone, Copy)]
+struct OwnProc {
+    /// The program's Landlock ruleset, if files are confined.
+    ruleset: Option<libc::c_int>,
+    /// What a rule for `/proc` allows (reading, as for the runtime's).
+    access: u64,
+}
+
+/// `struct landlock_path_beneath_attr` of `<linux/landlock.h>`.
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH` of `<linux/landlock.h>`.
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+
+impl OwnProc {
+    /// In the init, before it forks the program: mounts the namespace's `/proc`
+    /// ([`mount_own_proc`]) and adds it to the ruleset, readable. The rule for the
+    /// runtime's `/proc` does not reach it: Landlock does not look through a mount to what it
+    /// covers.
+    ///
+    /// # Safety
+    /// Only between fork and exec, in the namespace's init: system calls only.
+    #[allow(unsafe_code)]
+    unsafe fn mount(self) -> std::io::Result<()> {
+        // SAFETY: system calls on a descriptor opened here and a struct on this stack.
+        unsafe {
+            if !mount_own_proc() {
+                return Err(std::io::Error::last_os_error());
+            }
+            let Some(ruleset) = self.ruleset else {
+                return Ok(());
+            };
+            let proc = libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+            if proc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let rule = PathBeneathAttr {
+                allowed_access: self.access,
+                parent_fd: proc,
+            };
+            let added = libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset,
+                LANDLOCK_RULE_PATH_BENEATH,
+                std::ptr::addr_of!(rule),
+                0u32,
+            );
+            let error = std::io::Error::last_os_error();
+            libc::close(proc);
+            if added != 0 {
+                return Err(error);
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Between fork and exec, after `unshare(CLONE_NEWPID)`: splits this child into the outer
-/// process, the namespace's init and the program (see the module's docs). Returns only in the
-/// program, which goes on to exec; the other two end in here.
+/// process, the namespace's init and the program (see the module's docs); with `own_proc`,
+/// the init first gives the namespace its own `/proc`. Returns only in the program, which
+/// goes on to exec; the other two end in here.
 ///
 /// # Safety
 /// Only between fork and exec: it forks, and the processes that do not return only make
 /// async-signal-safe system calls and `_exit`.
 #[allow(unsafe_code)]
-unsafe fn contain_processes() -> std::io::Result<()> {
+unsafe fn contain_processes(own_proc: Option<OwnProc>) -> std::io::Result<()> {
     // SAFETY (for the block): raw system calls on this process's own descriptors and
     // children, in a process that is single-threaded (forked) and never returns to Rust code
     // but in the program's branch.
@@ -230,6 +306,11 @@ unsafe fn contain_processes() -> std::io::Result<()> {
                 libc::_exit(1);
             }
             libc::close(outer);
+        }
+        // A failure here fails the program's start (the runtime is told through the pipe
+        // that reports a failed exec), rather than running it with less than reported.
+        if let Some(own_proc) = own_proc {
+            own_proc.mount()?;
         }
         let program = libc::fork();
         if program < 0 {

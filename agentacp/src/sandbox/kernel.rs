@@ -1,6 +1,6 @@
 //! What this kernel can enforce, probed once per process: the Landlock ABI, and whether an
 //! unprivileged process may enter a user namespace of its own with a network namespace, and
-//! with a PID namespace.
+//! with a PID namespace whose `/proc` it can mount.
 
 use std::sync::OnceLock;
 
@@ -17,6 +17,11 @@ pub struct KernelSupport {
     /// unprivileged user namespace): every process it starts ends with it, also one that
     /// left its process group (`setsid`, a double fork).
     pub pid_namespace: bool,
+    /// Whether that PID namespace can have a `/proc` of its own (a mount namespace of its
+    /// own, with the namespace's procfs mounted over `/proc`), so a program sees its own
+    /// processes there and no others. Some containers refuse it (their `/proc` has parts
+    /// masked); the runtime's `/proc` stays then.
+    pub own_proc: bool,
 }
 
 impl KernelSupport {
@@ -29,6 +34,7 @@ impl KernelSupport {
                 landlock_abi: landlock_abi(),
                 network_namespace,
                 pid_namespace,
+                own_proc: pid_namespace && may_mount_own_proc(),
             };
             tracing::debug!(?support, "sandbox support of this kernel");
             support
@@ -40,6 +46,7 @@ impl KernelSupport {
         landlock_abi: 0,
         network_namespace: false,
         pid_namespace: false,
+        own_proc: false,
     };
 }
 
@@ -74,19 +81,82 @@ use rustix::thread::UnshareFlags;
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn may_unshare(flags: UnshareFlags) -> bool {
+    // SAFETY: `unshare` is a system call, and `_exit` ends the child.
+    probe(move || unsafe {
+        rustix::thread::unshare_unsafe(flags)?;
+        libc::_exit(0)
+    })
+}
+
+/// Tries what a confined program's init does: a child enters a user and a PID namespace, and
+/// its child (the namespace's first process) [`mounts_own_proc`]; any failure means no.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn may_mount_own_proc() -> bool {
+    // SAFETY: system calls only; the forked process and this one end with `_exit`.
+    probe(|| unsafe {
+        rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWPID)?;
+        let init = libc::fork();
+        if init == 0 {
+            libc::_exit(if mount_own_proc() { 0 } else { 1 });
+        }
+        let mut status = 1;
+        if init < 0 || libc::waitpid(init, &mut status, 0) != init {
+            libc::_exit(1);
+        }
+        libc::_exit(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            1
+        })
+    })
+}
+
+/// In the first process of a PID namespace (in an unprivileged user namespace): enters a
+/// mount namespace of its own, whose mounts no longer pass to the runtime's (`MS_SLAVE`),
+/// and mounts the namespace's procfs over `/proc`. `false` where the kernel refuses.
+///
+/// # Safety
+/// Only in a forked child: it changes the calling process's mount namespace. It makes
+/// system calls only (async-signal-safe).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+pub(super) unsafe fn mount_own_proc() -> bool {
+    // SAFETY: system calls on constant C strings.
+    unsafe {
+        libc::unshare(libc::CLONE_NEWNS) == 0
+            && libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ) == 0
+            && libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) == 0
+    }
+}
+
+/// Runs `child` in a forked child (between fork and exec, where it must `_exit`): whether it
+/// exited 0.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn probe(child: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static) -> bool {
     use std::os::unix::process::CommandExt;
     let mut probe = std::process::Command::new("/");
     probe
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: between fork and exec the closure makes the unshare system call and, when it
-    // worked, `_exit`s: both async-signal-safe, nothing is allocated or locked.
+    // SAFETY: `child` makes system calls only, and `_exit`s: async-signal-safe, nothing is
+    // allocated or locked.
     unsafe {
-        probe.pre_exec(move || {
-            rustix::thread::unshare_unsafe(flags)?;
-            libc::_exit(0)
-        });
+        probe.pre_exec(child);
     }
     match probe.spawn() {
         Ok(mut child) => child.wait().is_ok_and(|status| status.success()),
@@ -106,4 +176,9 @@ fn namespaces() -> (bool, bool) {
 #[cfg(not(target_os = "linux"))]
 fn namespaces() -> (bool, bool) {
     (false, false)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn may_mount_own_proc() -> bool {
+    false
 }

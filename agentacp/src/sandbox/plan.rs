@@ -211,6 +211,12 @@ impl Confinement {
         self.kernel.pid_namespace
     }
 
+    /// Whether a program's PID namespace gets a `/proc` of its own, where it sees its own
+    /// processes and no others (else `/proc` is the runtime's).
+    pub fn has_own_proc(&self) -> bool {
+        self.kernel.pid_namespace && self.kernel.own_proc
+    }
+
     /// Whether Landlock confines the file system.
     pub fn confines_files(&self) -> bool {
         self.kernel.landlock_abi > 0
@@ -271,6 +277,7 @@ impl Confinement {
                 NetworkConfinement::LandlockTcp => "landlock-tcp".into(),
             },
             "processes": if self.contains_processes() { "pid-namespace".into() } else { Value::Null },
+            "proc": if self.has_own_proc() { "own" } else { "host" },
             "read_only": self.profile.read_only,
             "gaps": self.gaps,
         })
@@ -348,6 +355,7 @@ mod tests {
         landlock_abi: 6,
         network_namespace: true,
         pid_namespace: true,
+        own_proc: true,
     };
 
     #[test]
@@ -402,6 +410,7 @@ mod tests {
                 landlock_abi,
                 network_namespace: true,
                 pid_namespace: true,
+                own_proc: true,
             };
             Confinement::plan(profile(json!({})), None, kernel)
         };
@@ -439,10 +448,22 @@ mod tests {
         };
         let error = Confinement::plan(profile(json!({})), None, kernel).unwrap_err();
         assert!(error.contains("processes: no PID namespaces"), "{error}");
-        assert_eq!(
-            Confinement::plan(profile(json!({})), None, FULL).unwrap().report()["processes"],
-            "pid-namespace"
-        );
+        let report = Confinement::plan(profile(json!({})), None, FULL).unwrap().report();
+        assert_eq!(report["processes"], "pid-namespace");
+        assert_eq!(report["proc"], "own");
+    }
+
+    /// A `/proc` of the namespace's own is reported where the kernel gives it, and its
+    /// absence (the runtime's `/proc`, as some containers force) is no reason to refuse.
+    #[test]
+    fn the_proc_a_program_sees_is_reported() {
+        let kernel = KernelSupport {
+            own_proc: false,
+            ..FULL
+        };
+        let confinement = Confinement::plan(profile(json!({})), None, kernel).unwrap();
+        assert!(confinement.gaps().is_empty());
+        assert_eq!(confinement.report()["proc"], "host");
     }
 
     #[test]
@@ -458,6 +479,7 @@ mod tests {
             landlock_abi: 4,
             network_namespace: false,
             pid_namespace: false,
+            own_proc: false,
         };
         assert!(Confinement::plan(profile(json!({})), None, kernel).is_err());
         let lenient = Confinement::plan(
@@ -488,6 +510,7 @@ mod tests {
                 landlock_abi,
                 network_namespace: true,
                 pid_namespace: true,
+                own_proc: true,
             };
             Confinement::plan(profile(json!({})), None, kernel).unwrap().report()["files"]["unix_sockets"].clone()
         };

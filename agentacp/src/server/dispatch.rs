@@ -598,7 +598,11 @@ impl<O: Operator> Dispatcher<O> {
                 Ok::<Value, Error>(connection.setup_answer(&context, result))
             }
             .await;
-            let settled = load.settle(outcome.is_ok());
+            // The answer is claimed before the session is settled: a `$/cancel_request` that
+            // comes between them finds the load answered and leaves it, rather than telling
+            // the client "cancelled" of a session that is open.
+            let answers = !answered_by_task.swap(true, Ordering::SeqCst);
+            let settled = load.settle(answers && outcome.is_ok());
             let outcome = match (&settled, outcome) {
                 (Settled::Gone { .. }, Ok(_)) => Err(Error::msg(
                     "the session was closed while it loaded (`logout`); load it again",
@@ -606,7 +610,7 @@ impl<O: Operator> Dispatcher<O> {
                 (_, outcome) => outcome,
             };
             lock(&in_flight).remove(&id_for_task);
-            if !answered_by_task.swap(true, Ordering::SeqCst) {
+            if answers {
                 match outcome {
                     Ok(result) => {
                         let _ = connection.respond(&id_for_task, &result).await;
