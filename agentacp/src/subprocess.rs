@@ -188,8 +188,10 @@ fn die_with_parent(command: &mut Command) {
         command.pre_exec(move || {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The parent may have died before the prctl: then nothing would ever signal us.
+            // (`ESRCH`, "no such process": an error made without allocating, which a child
+            // of a multi-threaded process must not do before exec.)
             if rustix::process::getppid() != Some(parent) {
-                return Err(std::io::Error::other("the client exited while starting the agent"));
+                return Err(rustix::io::Errno::SRCH.into());
             }
             Ok(())
         });

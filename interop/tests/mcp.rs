@@ -111,6 +111,17 @@ async fn prompt(client: &Client, session: &wire::SessionId, text: &str) -> (Vec<
     }
 }
 
+/// A prompt whose call of `echo` holds until it is cancelled (a minute at most).
+async fn held_echo(client: &Client, session: &wire::SessionId) -> agentacp::client::PromptStream {
+    tokio::time::timeout(
+        WAIT,
+        client.prompt_text(session, r#"/mcp call notes echo {"text":"held","hold":true}"#),
+    )
+    .await
+    .expect("prompted in time")
+    .expect("prompted")
+}
+
 /// Approves every request except one to write `keep-out.txt`.
 fn approve_but_keep_out(request: &wire::RequestPermissionRequest) -> PermissionDecision {
     let input = request.tool_call.raw_input.clone().unwrap_or_default();
@@ -378,13 +389,7 @@ async fn a_cancelled_turn_cancels_the_tool_running_on_the_clients_mcp_server_ove
     })
     .await;
     let session = session_with(&client, &project, json!([])).await;
-    let mut turn = tokio::time::timeout(
-        WAIT,
-        client.prompt_text(&session, r#"/mcp call notes echo {"text":"held","hold":true}"#),
-    )
-    .await
-    .expect("prompted in time")
-    .expect("prompted");
+    let mut turn = held_echo(&client, &session).await;
     let cancelling = async {
         tokio::time::timeout(WAIT, called.notified())
             .await
@@ -459,13 +464,7 @@ async fn a_long_mcp_call_run_without_asking_is_announced_while_it_runs() {
     assert_eq!(asked.lock().unwrap().len(), 1, "asked once");
 
     // Held until cancelled: the client hears of it while it runs.
-    let mut turn = tokio::time::timeout(
-        WAIT,
-        client.prompt_text(&session, r#"/mcp call notes echo {"text":"held","hold":true}"#),
-    )
-    .await
-    .expect("prompted in time")
-    .expect("prompted");
+    let mut turn = held_echo(&client, &session).await;
     loop {
         match tokio::time::timeout(WAIT, turn.next())
             .await

@@ -107,6 +107,7 @@ fn confine(
     let own_proc = confinement.has_own_proc().then(|| OwnProc {
         ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
         access: AccessFs::from_read(RULES_ABI).bits(),
+        command_line: command_line_span(),
     });
     let mut namespaces = rustix::thread::UnshareFlags::empty();
     if network {
@@ -121,8 +122,9 @@ fn confine(
 
     // SAFETY: the closure runs in the child between fork and exec. It only makes system calls
     // (setrlimit, unshare, open/write/close of /proc/self files, prctl, landlock_restrict_self,
-    // and those of `contain_processes`) on data prepared above; it allocates nothing and
-    // takes no lock. Landlock comes last: a process it restricts may no longer mount, and
+    // and those of `contain_processes`: fork, pipe2, pidfd_open, poll, unshare, mount, open,
+    // landlock_add_rule, close, waitpid, read, write, madvise) on data prepared above; it
+    // allocates nothing and takes no lock. Landlock comes last: a process it restricts may no longer mount, and
     // the init mounts the namespace's `/proc`.
     #[allow(unsafe_code)]
     unsafe {
@@ -153,6 +155,17 @@ fn confine(
                 let _ = write_proc(c"/proc/self/uid_map", &uid_map);
                 let _ = write_proc(c"/proc/self/setgroups", b"deny");
                 let _ = write_proc(c"/proc/self/gid_map", &gid_map);
+                // Root in its namespaces (a runtime run as root keeps uid 0 there), the program
+                // would get every capability in them at exec: enough to unmount its `/proc` or
+                // reconfigure its network where Landlock does not stop it. With `NOROOT`, uid 0
+                // gets no capability from exec; locked, the program cannot undo it.
+                if libc::prctl(
+                    libc::PR_SET_SECUREBITS,
+                    (libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED) as libc::c_ulong,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             rustix::thread::set_no_new_privs(true)?;
             if contain {
@@ -190,6 +203,23 @@ struct OwnProc {
     ruleset: Option<libc::c_int>,
     /// What a rule for `/proc` allows (reading, as for the runtime's).
     access: u64,
+    /// Where the runtime's command line is in its memory (`start..end`): the init, a fork of
+    /// the runtime, blanks its copy, which its `/proc/1/cmdline` would show.
+    command_line: Option<(usize, usize)>,
+}
+
+/// Where this process's command line (its `argv` strings) is in its memory: fields 48 and 49
+/// of `/proc/self/stat` (`arg_start`, `arg_end`), read once.
+fn command_line_span() -> Option<(usize, usize)> {
+    static SPAN: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+    *SPAN.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // After the command name (in parentheses, which it may contain) comes field 3.
+        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().skip(48 - 3);
+        let start: usize = fields.next()?.parse().ok()?;
+        let end: usize = fields.next()?.parse().ok()?;
+        (start < end).then_some((start, end))
+    })
 }
 
 /// `struct landlock_path_beneath_attr` of `<linux/landlock.h>`.
@@ -203,17 +233,23 @@ struct PathBeneathAttr {
 const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
 
 impl OwnProc {
-    /// In the init, before it forks the program: mounts the namespace's `/proc`
-    /// ([`mount_own_proc`]) and adds it to the ruleset, readable. The rule for the
-    /// runtime's `/proc` does not reach it: Landlock does not look through a mount to what it
-    /// covers.
+    /// In the init, before it forks the program: blanks the runtime's command line, mounts
+    /// the namespace's `/proc` ([`mount_own_proc`]) and adds it to the ruleset, readable. The
+    /// rule for the runtime's `/proc` does not reach it: Landlock does not look through a
+    /// mount to what it covers. (`hidepid=2` hides the init from a program of another group
+    /// than root's; run as root, the program sees it, with nothing on its command line.)
     ///
     /// # Safety
     /// Only between fork and exec, in the namespace's init: system calls only.
     #[allow(unsafe_code)]
     unsafe fn mount(self) -> std::io::Result<()> {
-        // SAFETY: system calls on a descriptor opened here and a struct on this stack.
+        // SAFETY: system calls on a descriptor opened here and a struct on this stack; the
+        // command line is this process's own copy of the runtime's `argv` strings (in its
+        // main stack, writable), which nothing reads after the fork.
         unsafe {
+            if let Some((start, end)) = self.command_line {
+                std::ptr::write_bytes(start as *mut u8, 0, end - start);
+            }
             if !mount_own_proc() {
                 return Err(std::io::Error::last_os_error());
             }
@@ -277,9 +313,9 @@ unsafe fn contain_processes(own_proc: Option<OwnProc>) -> std::io::Result<()> {
             return Err(std::io::Error::last_os_error());
         }
         let [status_read, status_write] = status_pipe;
-        // Unreadable through `/proc` by the program, which shares our Landlock domain and
-        // user: we hold a copy of the runtime's memory. The program's exec makes it
-        // dumpable again; the init inherits this.
+        // Unreadable through `/proc` by the program, which shares our user: we hold a copy
+        // of the runtime's memory. The program's exec makes it dumpable again; the init
+        // inherits this.
         if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong) != 0 {
             return Err(std::io::Error::last_os_error());
         }

@@ -89,7 +89,7 @@ fn may_unshare(flags: UnshareFlags) -> bool {
 }
 
 /// Tries what a confined program's init does: a child enters a user and a PID namespace, and
-/// its child (the namespace's first process) [`mounts_own_proc`]; any failure means no.
+/// its child (the namespace's first process) [`mount_own_proc`]s; any failure means no.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn may_mount_own_proc() -> bool {
@@ -100,8 +100,17 @@ fn may_mount_own_proc() -> bool {
         if init == 0 {
             libc::_exit(if mount_own_proc() { 0 } else { 1 });
         }
+        if init < 0 {
+            libc::_exit(1);
+        }
         let mut status = 1;
-        if init < 0 || libc::waitpid(init, &mut status, 0) != init {
+        let reaped = loop {
+            let reaped = libc::waitpid(init, &mut status, 0);
+            if reaped >= 0 || *libc::__errno_location() != libc::EINTR {
+                break reaped;
+            }
+        };
+        if reaped != init {
             libc::_exit(1);
         }
         libc::_exit(if libc::WIFEXITED(status) {
@@ -114,7 +123,9 @@ fn may_mount_own_proc() -> bool {
 
 /// In the first process of a PID namespace (in an unprivileged user namespace): enters a
 /// mount namespace of its own, whose mounts no longer pass to the runtime's (`MS_SLAVE`),
-/// and mounts the namespace's procfs over `/proc`. `false` where the kernel refuses.
+/// and mounts the namespace's procfs over `/proc`, where a process another may not inspect
+/// (`ptrace` read access: the init, non-dumpable and outside the program's Landlock domain)
+/// is invisible to it (`hidepid=2`). `false` where the kernel refuses.
 ///
 /// # Safety
 /// Only in a forked child: it changes the calling process's mount namespace. It makes
@@ -137,7 +148,7 @@ pub(super) unsafe fn mount_own_proc() -> bool {
                 c"/proc".as_ptr(),
                 c"proc".as_ptr(),
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                std::ptr::null(),
+                c"hidepid=2".as_ptr().cast(),
             ) == 0
     }
 }

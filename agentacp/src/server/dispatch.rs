@@ -609,7 +609,16 @@ impl<O: Operator> Dispatcher<O> {
                 )),
                 (_, outcome) => outcome,
             };
-            lock(&in_flight).remove(&id_for_task);
+            // Its own entry only: after a cancel took it, the id may be a new request's.
+            {
+                let mut flights = lock(&in_flight);
+                if flights
+                    .get(&id_for_task)
+                    .is_some_and(|flight| Arc::ptr_eq(&flight.answered, &answered_by_task))
+                {
+                    flights.remove(&id_for_task);
+                }
+            }
             if answers {
                 match outcome {
                     Ok(result) => {
