@@ -789,6 +789,20 @@ async fn a_burst_of_connections_gets_served_or_503_and_the_server_stays_up() {
 /// connection kept the identity it proved for as long as it stayed open.
 #[tokio::test]
 async fn a_revoked_token_stops_serving_the_connection_it_opened() {
+    let (server, mut alice, revoke, _dir) = alice_with_revocable_token().await;
+    let session = alice.new_session(&server.cwd()).await;
+    assert!(session["result"]["sessionId"].is_string(), "{session}");
+    // Alice's line removed: the file is re-read at the next check.
+    revoke();
+    let refused = alice.new_session(&server.cwd()).await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(server.recorded("auth.revoked").await, "the revocation is audited");
+    server.shut_down().await;
+}
+
+/// A server reading a token file of alice and bob, and alice connected to it (initialized);
+/// `revoke()` rewrites the file without her token. The folder holds the file.
+async fn alice_with_revocable_token() -> (Server, Peer, impl Fn(), tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
     let line = |id: &str, token: &str| format!("{id} {}\n", agentacp::auth::hash_token(token));
@@ -797,12 +811,120 @@ async fn a_revoked_token_stops_serving_the_connection_it_opened() {
     let server = Server::start(|options| options.tokens(store)).await;
     let mut alice = server.connect(Some(ALICE)).await.unwrap();
     alice.initialize().await;
-    let session = alice.new_session(&server.cwd()).await;
-    assert!(session["result"]["sessionId"].is_string(), "{session}");
-    // Alice's line removed: the file is re-read at the next check.
-    std::fs::write(&file, line("bob", BOB)).unwrap();
-    let refused = alice.new_session(&server.cwd()).await;
+    let revoke = move || std::fs::write(&file, line("bob", BOB)).unwrap();
+    (server, alice, revoke, dir)
+}
+
+impl Peer {
+    /// Sends `session/prompt` with `text` to `session`; returns its request id.
+    async fn send_prompt(&mut self, session: &Value, text: &str) -> i64 {
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}});
+        self.ws.send(Message::text(message.to_string())).await.unwrap();
+        self.next_id
+    }
+}
+
+/// Review of #18 (session 25): a connection authenticated as alice could `authenticate` as
+/// bob and go on in alice's open sessions, as alice (a session's identity is the one that
+/// opened it). Now it must `logout` first, which forgets alice's sessions.
+#[tokio::test]
+async fn a_connection_authenticated_as_one_identity_cannot_authenticate_as_another() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut peer = server.connect(Some(ALICE)).await.unwrap();
+    peer.initialize().await;
+    let session = peer.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let refused = peer.authenticate(BOB).await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("`logout` first"),
+        "{refused}"
+    );
+    // Still alice's, with the same token: taken.
+    assert!(peer.authenticate(ALICE).await.get("result").is_some());
+    let prompt = peer.send_prompt(&session, "who").await;
+    let said = peer.next().await.unwrap();
+    assert_eq!(said["params"]["update"]["content"]["text"], "hello alice", "{said}");
+    assert_eq!(peer.next().await.unwrap()["id"], prompt);
+    assert!(
+        !server
+            .audited()
+            .iter()
+            .any(|r| r["action"] == "auth.login" && r["metadata"]["aip44"]["identity"] == "bob"),
+        "bob's login is audited"
+    );
+    server.shut_down().await;
+}
+
+/// Review of #18 (session 25): once alice's token was revoked, her connection was asked to
+/// authenticate again, but her sessions stayed open in it: authenticated as bob, it went on
+/// in them as alice. A revoked identity's sessions are forgotten now, as at `logout`.
+#[tokio::test]
+async fn a_revoked_identitys_sessions_are_not_taken_over_by_the_next_one() {
+    let (server, mut peer, revoke, _dir) = alice_with_revocable_token().await;
+    let session = peer.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    revoke();
+    let refused = peer.new_session(&server.cwd()).await;
     assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(peer.authenticate(BOB).await.get("result").is_some());
+    let prompt = peer.send_prompt(&session, "who").await;
+    let answer = peer.next().await.unwrap();
+    assert_eq!(answer["id"], prompt, "bob was served in alice's session: {answer}");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    server.shut_down().await;
+}
+
+/// Review of #18 (session 25): a token revoked while its connection's turn waited for the
+/// user's answer still had that answer taken, and the call ran, approved by an identity
+/// that no longer was one; and a connection that sent no request kept the turn going. The
+/// token is checked again every few seconds and at every answer: the turn is cancelled and
+/// the call never runs.
+#[tokio::test]
+async fn a_revoked_identitys_turn_is_cancelled_and_its_answer_is_not_taken() {
+    let (server, mut peer, revoke, _dir) = alice_with_revocable_token().await;
+    let session = peer.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let prompt = peer.send_prompt(&session, "/write").await;
+    let asked = loop {
+        let message = peer.next().await.expect("the connection is open");
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    revoke();
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}});
+    peer.ws.send(Message::text(answer.to_string())).await.unwrap();
+    let ended = loop {
+        let message = peer.next().await.expect("the connection is open");
+        if message["id"] == prompt {
+            break message;
+        }
+        let text = message["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(!text.starts_with("Completed"), "the call ran: {message}");
+    };
+    assert_eq!(ended["result"]["stopReason"], "cancelled", "{ended}");
+    assert!(server.recorded("auth.revoked").await, "the revocation is audited");
+    let ran = server
+        .audited()
+        .into_iter()
+        .any(|r| r["action"] == "tool.call" && r["output"]["written"] == true);
+    assert!(!ran, "the call ran");
+    server.shut_down().await;
+}
+
+/// The same for a connection that sends nothing: its turn is cancelled as the token is
+/// checked again (every few seconds), and the revocation is audited.
+#[tokio::test]
+async fn a_revoked_identitys_turn_ends_although_its_connection_sends_nothing() {
+    let (server, mut peer, revoke, _dir) = alice_with_revocable_token().await;
+    let prompt = peer.start_waiting_turn(&server.cwd()).await;
+    revoke();
+    let ended = peer.next().await.expect("the turn was answered");
+    assert_eq!(ended["id"], prompt, "{ended}");
+    assert_eq!(ended["result"]["stopReason"], "cancelled", "{ended}");
     assert!(server.recorded("auth.revoked").await, "the revocation is audited");
     server.shut_down().await;
 }

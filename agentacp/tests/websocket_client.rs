@@ -574,43 +574,110 @@ async fn a_bridge_served_over_websocket_refuses_connections_without_a_valid_toke
     server.stop().await;
 }
 
+/// `other-editor` connected to a bridge served over WebSocket, whose audit goes to a file.
+struct OtherEditor {
+    server: Server,
+    client: Client,
+    audit_path: std::path::PathBuf,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<agentacp::Result<()>>,
+    _audit_dir: tempfile::TempDir,
+}
+
+impl OtherEditor {
+    async fn connect() -> OtherEditor {
+        let server = Server::start().await;
+        let audit_dir = tempfile::tempdir().unwrap();
+        let audit_path = audit_dir.path().join("bridge.jsonl");
+        let audit = AuditLog::open(&audit_path, agentacp::audit::FsyncPolicy::Never).unwrap();
+        let (url, stop, task) = bridge_listener(&server, audit).await;
+        let client = bounded(Client::connect_websocket(
+            Dial::new(&url).token("other-token"),
+            server.client_options(),
+        ))
+        .await
+        .unwrap();
+        OtherEditor {
+            server,
+            client,
+            audit_path,
+            stop,
+            task,
+            _audit_dir: audit_dir,
+        }
+    }
+
+    /// Removes `other-editor`'s line from the bridge's token file (the store re-reads it at
+    /// its next check).
+    fn revoke(&self) {
+        let editor_only = format!("editor {}\n", agentacp::auth::hash_token("bridge-token"));
+        std::fs::write(self.server.root.path().join("bridge-tokens"), editor_only).unwrap();
+    }
+
+    /// The `auth.revoked` records so far.
+    fn revocations(&self) -> Vec<Value> {
+        revocations(&self.audit_path)
+    }
+
+    async fn assert_refused(&self) {
+        let refused = bounded(self.client.new_session(&self.server.root())).await;
+        assert!(refused.is_err(), "served after its token was revoked: {refused:?}");
+    }
+
+    /// Closes everything; the `auth.revoked` records of the log, which verifies.
+    async fn end(self) -> Vec<Value> {
+        bounded(self.client.close()).await;
+        let _ = self.stop.send(());
+        bounded(self.task).await.unwrap().unwrap();
+        self.server.stop().await;
+        agentacp::audit::verify_file(&self.audit_path).expect("the bridge's audit log verifies");
+        revocations(&self.audit_path)
+    }
+}
+
+/// The `auth.revoked` records of an audit file.
+fn revocations(audit_path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(audit_path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["action"] == "auth.revoked")
+        .collect()
+}
+
 /// Review of #18: a bridge checked the token only at the upgrade, so a connection opened with
 /// a token that was later revoked went on being served for as long as it stayed open. Now
 /// the editor's next message ends it, audited `auth.revoked`.
 #[tokio::test]
 async fn a_revoked_token_ends_the_bridged_connection_it_opened() {
-    let server = Server::start().await;
-    let audit_dir = tempfile::tempdir().unwrap();
-    let audit_path = audit_dir.path().join("bridge.jsonl");
-    let audit = AuditLog::open(&audit_path, agentacp::audit::FsyncPolicy::Never).unwrap();
-    let (url, stop, task) = bridge_listener(&server, audit).await;
-    let client = bounded(Client::connect_websocket(
-        Dial::new(&url).token("other-token"),
-        server.client_options(),
-    ))
-    .await
-    .unwrap();
-    let session = bounded(client.new_session(&server.root())).await.unwrap();
-    let (texts, _) = prompt(&client, &session, "before").await;
+    let editor = OtherEditor::connect().await;
+    let session = bounded(editor.client.new_session(&editor.server.root())).await.unwrap();
+    let (texts, _) = prompt(&editor.client, &session, "before").await;
     assert_eq!(texts, ["before"]);
-    // `other-editor`'s line removed: the store re-reads the file at the next check.
-    let editor_only = format!("editor {}\n", agentacp::auth::hash_token("bridge-token"));
-    std::fs::write(server.root.path().join("bridge-tokens"), editor_only).unwrap();
-    let refused = bounded(client.new_session(&server.root())).await;
-    assert!(refused.is_err(), "served after its token was revoked: {refused:?}");
-    bounded(client.close()).await;
-    let _ = stop.send(());
-    bounded(task).await.unwrap().unwrap();
-    server.stop().await;
-    agentacp::audit::verify_file(&audit_path).expect("the bridge's audit log verifies");
-    let revoked: Vec<Value> = std::fs::read_to_string(&audit_path)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .filter(|record| record["action"] == "auth.revoked")
-        .collect();
+    editor.revoke();
+    editor.assert_refused().await;
+    let revoked = editor.end().await;
     assert_eq!(revoked.len(), 1, "{revoked:?}");
     assert_eq!(revoked[0]["actor"]["id"], "other-editor", "{revoked:?}");
+}
+
+/// Review of #18 (session 25): the token of a bridged connection was checked only when the
+/// editor sent something, so a quiet editor (one watching a long turn) went on being served.
+/// It is checked every 2 s as well: the connection ends, audited, without the editor sending
+/// anything.
+#[tokio::test]
+async fn a_revoked_token_ends_a_quiet_bridged_connection() {
+    let editor = OtherEditor::connect().await;
+    bounded(editor.client.new_session(&editor.server.root())).await.unwrap();
+    editor.revoke();
+    bounded(async {
+        while editor.revocations().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    editor.assert_refused().await;
+    assert_eq!(editor.end().await.len(), 1);
 }
 
 #[tokio::test]

@@ -11,9 +11,10 @@
 //! (`metadata.aip44.identity`). Without tokens (loopback only) anyone who can reach the port
 //! is served.
 //!
-//! The token is checked again each time the editor sends something: once it is revoked from
-//! the store, what the editor sent is dropped, `auth.revoked` is audited, and the connection
-//! ends as if the editor had closed it (running prompts cancelled, the agent stopped).
+//! The token is checked again each time the editor sends something, and every 2 s in between:
+//! once it is revoked from the store, what the editor sent is dropped, `auth.revoked` is
+//! audited, and the connection ends as if the editor had closed it (running prompts
+//! cancelled, the agent stopped).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -93,13 +94,7 @@ impl BridgeListener {
                         Some((identity, _)) => audit.stamped("aip44", identity.audit_fields()),
                         None => audit,
                     };
-                    let input = RevocableInput {
-                        input: connection.read,
-                        proof: tokens.zip(connection.proved),
-                        audit: audit.clone(),
-                        operator: B::spec().id,
-                        revoked: false,
-                    };
+                    let input = RevocableInput::new(connection.read, tokens.zip(connection.proved), audit.clone(), B::spec().id);
                     let run = relay::run(
                         B::spec(),
                         downstream,
@@ -119,23 +114,66 @@ impl BridgeListener {
     }
 }
 
+/// How often a bridged connection's token is checked again while the editor sends nothing.
+const REVOCATION_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The editor's input, ended at the first read after the token that opened the connection was
-/// revoked (what that read got is dropped).
+/// revoked (what that read got is dropped), or at the next check while the editor is quiet.
 struct RevocableInput<R> {
     input: R,
     /// The store, and the identity and token the upgrade proved (none without tokens).
     proof: Option<(Arc<TokenStore>, (Identity, String))>,
     audit: AuditLog,
     operator: &'static str,
+    /// When to check the token while the editor sends nothing (with a token).
+    recheck: Option<tokio::time::Interval>,
     revoked: bool,
 }
 
 impl<R> RevocableInput<R> {
+    fn new(
+        input: R,
+        proof: Option<(Arc<TokenStore>, (Identity, String))>,
+        audit: AuditLog,
+        operator: &'static str,
+    ) -> Self {
+        let recheck = proof.as_ref().map(|_| {
+            let mut recheck = tokio::time::interval(REVOCATION_RECHECK);
+            recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            recheck
+        });
+        RevocableInput {
+            input,
+            proof,
+            audit,
+            operator,
+            recheck,
+            revoked: false,
+        }
+    }
+
     /// Whether the token no longer proves the identity (gone from the store, or another's).
     fn token_revoked(&self) -> bool {
         self.proof
             .as_ref()
             .is_some_and(|(tokens, (identity, token))| tokens.verify(token).as_ref() != Some(identity))
+    }
+
+    /// The token was revoked: audited, and the input ends.
+    fn end_revoked(&mut self) {
+        self.revoked = true;
+        if let Some((_, (identity, _))) = &self.proof {
+            tracing::warn!(
+                identity = identity.as_str(),
+                "the token of a bridged connection was revoked; ending it"
+            );
+            if let Err(error) = self
+                .audit
+                .record(auth_event(self.operator, "auth.revoked", identity, "token store"))
+            {
+                tracing::error!(%error, "auditing a revoked token failed");
+            }
+        }
     }
 }
 
@@ -144,23 +182,20 @@ impl<R: AsyncRead + Unpin> AsyncRead for RevocableInput<R> {
         if self.revoked {
             return Poll::Ready(Ok(()));
         }
+        // Each tick due checks the token; the last one pending wakes this read at the next.
+        while let Some(recheck) = self.recheck.as_mut()
+            && recheck.poll_tick(cx).is_ready()
+        {
+            if self.token_revoked() {
+                self.end_revoked();
+                return Poll::Ready(Ok(()));
+            }
+        }
         let before = buf.filled().len();
         ready!(Pin::new(&mut self.input).poll_read(cx, buf))?;
         if buf.filled().len() > before && self.token_revoked() {
             buf.set_filled(before);
-            self.revoked = true;
-            if let Some((_, (identity, _))) = &self.proof {
-                tracing::warn!(
-                    identity = identity.as_str(),
-                    "the token of a bridged connection was revoked; ending it"
-                );
-                if let Err(error) =
-                    self.audit
-                        .record(auth_event(self.operator, "auth.revoked", identity, "token store"))
-                {
-                    tracing::error!(%error, "auditing a revoked token failed");
-                }
-            }
+            self.end_revoked();
         }
         Poll::Ready(Ok(()))
     }

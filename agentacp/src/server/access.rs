@@ -82,15 +82,29 @@ pub(crate) fn check_bearer(
 }
 
 /// `identity` is now the client's: audited first (`auth.login`, `via: authenticate`), then
-/// its session store is the connection's.
+/// its session store is the connection's. A connection authenticated as another identity is
+/// refused (`-32600`): its sessions are that identity's, and it must `logout` first.
 pub(crate) fn admit(
     connection: &Connection,
     stores: &StoreBook,
     (identity, token): (Identity, Option<String>),
 ) -> Result<()> {
+    let another = |current: Identity| {
+        Error::Rpc(RpcError::new(
+            codes::INVALID_REQUEST,
+            format!(
+                "this connection is authenticated as `{}`; `logout` first to authenticate as another identity",
+                current.as_str()
+            ),
+        ))
+    };
+    if let Some(current) = connection.access.identity().filter(|current| *current != identity) {
+        return Err(another(current));
+    }
     let store = stores.for_identity(Some(&identity))?;
     connection.audit(event(connection, "auth.login", &identity, "authenticate"))?;
-    connection.access.set_identity(Some(identity), token);
+    // Checked again as it is set: another `authenticate` may have got there first.
+    connection.access.admit(identity, token).map_err(another)?;
     connection.set_store(store);
     Ok(())
 }
@@ -100,7 +114,7 @@ pub(crate) fn leave(connection: &Connection) -> Result<()> {
     if let Some(identity) = connection.access.identity() {
         connection.audit(event(connection, "auth.logout", &identity, "logout"))?;
     }
-    connection.access.set_identity(None, None);
+    connection.access.forget_identity();
     Ok(())
 }
 
@@ -112,7 +126,7 @@ pub(crate) fn revoked(connection: &Connection) -> Result<()> {
         tracing::warn!(identity = identity.as_str(), "the token of a connection was revoked");
         connection.audit(event(connection, "auth.revoked", &identity, "token store"))?;
     }
-    connection.access.set_identity(None, None);
+    connection.access.forget_identity();
     Ok(())
 }
 

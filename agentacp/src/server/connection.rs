@@ -56,23 +56,36 @@ impl Access {
         *lock(&self.held_until_proven) = Some(held);
     }
 
+    /// `identity` is the client's, proved by `token` (`None`: the token that proved it
+    /// before, on the upgrade), unless the connection is authenticated as another identity
+    /// (returned): a connection's sessions are its identity's, so it changes identity only
+    /// through `logout` or a revoked token, which forget them.
+    pub(crate) fn admit(&self, identity: Identity, token: Option<String>) -> std::result::Result<(), Identity> {
+        let mut refused = None;
+        self.proof.send_modify(|proof| match proof {
+            Some((current, _)) if *current != identity => refused = Some(current.clone()),
+            _ => {
+                let token = token.or_else(|| proof.take().map(|(_, before)| before));
+                *proof = token.map(|token| (identity, token));
+            }
+        });
+        if let Some(current) = refused {
+            return Err(current);
+        }
+        if self.proof.borrow().is_some() {
+            lock(&self.held_until_proven).take();
+        }
+        Ok(())
+    }
+
     /// The client's identity, once authenticated.
     pub(crate) fn identity(&self) -> Option<Identity> {
         self.proof.borrow().as_ref().map(|(identity, _)| identity.clone())
     }
 
-    /// `identity` is the client's, proved by `token` (`None`: the token that proved it
-    /// before, on the upgrade); `None` forgets both (`logout`).
-    pub(crate) fn set_identity(&self, identity: Option<Identity>, token: Option<String>) {
-        self.proof.send_modify(|proof| {
-            *proof = identity.and_then(|identity| {
-                let token = token.or_else(|| proof.take().map(|(_, before)| before))?;
-                Some((identity, token))
-            });
-        });
-        if self.proof.borrow().is_some() {
-            lock(&self.held_until_proven).take();
-        }
+    /// Forgets the identity and the token that proved it (`logout`, a revoked token).
+    pub(crate) fn forget_identity(&self) {
+        self.proof.send_replace(None);
     }
 
     /// Whether the identity's token was revoked since it proved it (no longer in the store,

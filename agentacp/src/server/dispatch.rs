@@ -225,9 +225,20 @@ impl<O: Operator> Dispatcher<O> {
 
     /// Reads and handles frames until end of input, then shuts down.
     pub(crate) async fn run<R: AsyncBufRead + Unpin>(mut self, mut frames: FrameReader<R>) {
+        let mut revocation = tokio::time::interval(REVOCATION_RECHECK);
+        revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let tokens = self.connection.access.tokens.is_some();
         loop {
             let frame = tokio::select! {
                 frame = frames.next() => frame,
+                // Also a connection that sends nothing (a turn streaming to it) loses a
+                // revoked identity in time.
+                _ = revocation.tick(), if tokens => {
+                    if let Err(error) = self.check_revocation().await {
+                        tracing::error!(%error, "auditing a revoked token failed");
+                    }
+                    continue;
+                }
                 Some(joined) = self.tasks.join_next_with_id() => {
                     self.reap(joined).await;
                     continue;
@@ -328,6 +339,13 @@ impl<O: Operator> Dispatcher<O> {
         match jsonrpc::parse(line) {
             Err(unreadable) => self.connection.respond_error(&unreadable.id, &unreadable.error).await,
             Ok(Incoming::Response { id, outcome }) => {
+                // A revoked identity's answer (to a permission question) is not taken.
+                if self.connection.access.revoked() {
+                    if let Err(error) = self.check_revocation().await {
+                        tracing::error!(%error, "auditing a revoked token failed");
+                    }
+                    return Ok(());
+                }
                 if !self.connection.pending.resolve(&id, outcome) {
                     tracing::warn!(%id, "an answer to no request we are waiting on was ignored");
                 }
@@ -354,9 +372,7 @@ impl<O: Operator> Dispatcher<O> {
                 format!("`{method}` before `initialize`: the client must initialize first"),
             ));
         }
-        if self.connection.access.revoked() {
-            access::revoked(&self.connection).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))?;
-        }
+        self.check_revocation().await?;
         if self.connection.access.pending() && method != "authenticate" {
             return Err(RpcError::new(
                 codes::AUTH_REQUIRED,
@@ -478,7 +494,6 @@ impl<O: Operator> Dispatcher<O> {
         let additional = self.confine_additional(&params.additional_directories)?;
         let cwd = workspace.path();
         let session_id = new_session_id();
-        let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
         if self.connection.record_history {
             self.connection
                 .store()
@@ -790,7 +805,7 @@ impl<O: Operator> Dispatcher<O> {
     fn session_audit(&self, action: &str, session: &str) -> Result<(), RpcError> {
         self.connection
             .session_audit(action, session, None)
-            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, error.to_string()))
+            .map_err(|error| internal(&error))
     }
 
     /// Whether this agent takes MCP servers over ACP (`mcpCapabilities.acp`, tier sandboxed).
@@ -1078,19 +1093,37 @@ impl<O: Operator> Dispatcher<O> {
     /// closed as `session/close` closes them (memory, history saved for their identity) —
     /// then `auth.logout` is audited and the connection is back to unauthenticated.
     async fn logout(&mut self, id: &Id) -> Result<(), RpcError> {
-        let internal = |error: &dyn std::fmt::Display| RpcError::new(codes::INTERNAL_ERROR, error.to_string());
+        self.forget_sessions().await;
+        access::leave(&self.connection).map_err(|e| internal(&e))?;
+        let _ = self.connection.respond(id, &json!({})).await;
+        Ok(())
+    }
+
+    /// When the token that proved the connection's identity was revoked: its sessions are
+    /// forgotten as `logout` forgets them (running turns cancelled: a revoked identity's turn
+    /// neither goes on nor takes its answers), `auth.revoked` is audited, and the connection
+    /// is unauthenticated (it must authenticate again in time, or is closed). `Err`: the
+    /// record could not be written.
+    async fn check_revocation(&mut self) -> Result<(), RpcError> {
+        if !self.connection.access.revoked() {
+            return Ok(());
+        }
+        self.forget_sessions().await;
+        access::revoked(&self.connection).map_err(|e| internal(&e))
+    }
+
+    /// Forgets the connection's sessions (`logout`, a revoked token): running turns
+    /// cancelled (each saves its session as it ends), loads under way left to close their
+    /// own as they end, the others closed as `session/close` closes them (memory, history
+    /// saved for their identity).
+    async fn forget_sessions(&mut self) {
         let sessions: Vec<_> = lock(&self.sessions).drain().collect();
         for (_, entry) in sessions {
-            // A running prompt saves its session as it ends, and a load under way closes its
-            // own as it ends.
             if entry.cancel() || matches!(entry.activity, Activity::Loading) {
                 continue;
             }
             retire(&entry.context, &self.memory, &self.connection).await;
         }
-        access::leave(&self.connection).map_err(|e| internal(&e))?;
-        let _ = self.connection.respond(id, &json!({})).await;
-        Ok(())
     }
 
     fn cancel_turn(&self, session_id: &str) {
@@ -1199,6 +1232,14 @@ fn stored_settings(surface: &Surface, history: &[Box<RawValue>]) -> Settings {
         }
     }
     settings
+}
+
+/// How often a connection that must authenticate checks its token again between requests.
+const REVOCATION_RECHECK: Duration = Duration::from_secs(2);
+
+/// `-32603` with `error`'s text.
+fn internal(error: &dyn std::fmt::Display) -> RpcError {
+    RpcError::new(codes::INTERNAL_ERROR, error.to_string())
 }
 
 fn unknown_session(id: &str) -> RpcError {
