@@ -64,8 +64,10 @@ struct Entry {
     hash: [u8; 32],
 }
 
-/// What identifies one version of a token file: its modification time and length.
-type Stamp = (Option<SystemTime>, u64);
+/// What identifies one version of a token file: its modification time, its length, and (on
+/// Unix) its inode, which a file replaced by a rename (as `scaffold-aip token` writes it)
+/// changes even when the time and the length stay the same.
+type Stamp = (Option<SystemTime>, u64, u64);
 
 /// The file a store reads, and what was read from it.
 struct FileSource {
@@ -241,7 +243,7 @@ impl FileSource {
                 ),
                 Some(_) => match read_file(&self.path) {
                     Ok(entries) => {
-                        if previous.is_some_and(|(_, length)| length > 0) || !entries.is_empty() {
+                        if previous.is_some_and(|(_, length, _)| length > 0) || !entries.is_empty() {
                             tracing::info!(file = %self.path.display(), tokens = entries.len(), "token file re-read");
                         }
                         state.entries = entries;
@@ -256,10 +258,14 @@ impl FileSource {
     }
 }
 
-/// The modification time and length of `path`.
+/// The modification time, length and inode of `path`.
 fn stamp_of(path: &Path) -> std::io::Result<Stamp> {
     let metadata = std::fs::metadata(path)?;
-    Ok((metadata.modified().ok(), metadata.len()))
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Ok((metadata.modified().ok(), metadata.len(), inode))
 }
 
 /// Logs a warning when `path` may be read or written by its group or others.
@@ -333,6 +339,26 @@ mod tests {
         write(path, text);
         let file = std::fs::File::options().write(true).open(path).unwrap();
         file.set_modified(before + Duration::from_secs(5)).unwrap();
+    }
+
+    /// Review of #18 (session 25): a token file replaced by a rename (as `scaffold-aip token
+    /// revoke` writes it) with the same length within one tick of the clock was not read
+    /// again, so the token it revoked stayed in force. Its inode changed, and now counts.
+    #[test]
+    fn a_file_replaced_with_the_same_length_and_time_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        write(&path, &format!("alice {}\n", hash_token("token-a")));
+        let store = TokenStore::from_file(&path).unwrap();
+        assert_eq!(store.verify("token-a"), Some(id("alice")));
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let replacement = dir.path().join("tokens.new");
+        write(&replacement, &format!("alice {}\n", hash_token("token-b")));
+        let file = std::fs::File::options().write(true).open(&replacement).unwrap();
+        file.set_modified(before).unwrap();
+        std::fs::rename(&replacement, &path).unwrap();
+        assert_eq!(store.verify("token-a"), None, "the revoked token is still accepted");
+        assert_eq!(store.verify("token-b"), Some(id("alice")));
     }
 
     #[test]

@@ -66,10 +66,21 @@ impl RemoteServer for Remote {
         Ok(wire::LoadSessionResponse::default())
     }
 
-    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+    async fn authenticate(&self, request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+        // Carol's waits for the test: her token can be revoked while it is checked.
+        let token = serde_json::to_value(&request).unwrap_or_default()["_meta"]["agentacp"]["token"].clone();
+        if token == CAROL {
+            AUTH_WAITING.notify_one();
+            AUTH_GATE.acquire().await.expect("the gate is open").forget();
+        }
         Ok(wire::AuthenticateResponse::default())
     }
 }
+
+/// What lets an `authenticate` of [`Remote`]'s with [`CAROL`]'s token finish (one permit each).
+static AUTH_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+/// Told when such an `authenticate` waits for the gate.
+static AUTH_WAITING: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// What lets a load of [`SandboxedRemote`]'s finish (one permit per load).
 static LOAD_GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
@@ -104,6 +115,7 @@ impl SandboxedRemoteServer for SandboxedRemote {
 const WAIT: Duration = Duration::from_secs(10);
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-9876543210";
+const CAROL: &str = "carol-token-5555555555";
 
 /// Tokens for alice and bob.
 fn tokens() -> TokenStore {
@@ -803,16 +815,86 @@ async fn a_revoked_token_stops_serving_the_connection_it_opened() {
 /// A server reading a token file of alice and bob, and alice connected to it (initialized);
 /// `revoke()` rewrites the file without her token. The folder holds the file.
 async fn alice_with_revocable_token() -> (Server, Peer, impl Fn(), tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens");
-    let line = |id: &str, token: &str| format!("{id} {}\n", agentacp::auth::hash_token(token));
-    std::fs::write(&file, line("alice", ALICE) + &line("bob", BOB)).unwrap();
-    let store = TokenStore::from_file(&file).unwrap();
+    let (dir, store, file) = token_file(&[("alice", ALICE), ("bob", BOB)]);
     let server = Server::start(|options| options.tokens(store)).await;
     let mut alice = server.connect(Some(ALICE)).await.unwrap();
     alice.initialize().await;
-    let revoke = move || std::fs::write(&file, line("bob", BOB)).unwrap();
+    let revoke = move || write_tokens(&file, &[("bob", BOB)]);
     (server, alice, revoke, dir)
+}
+
+/// A token file of these identities and tokens (in a folder of its own), and a store reading
+/// it.
+fn token_file(entries: &[(&str, &str)]) -> (tempfile::TempDir, TokenStore, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    write_tokens(&file, entries);
+    let store = TokenStore::from_file(&file).unwrap();
+    (dir, store, file)
+}
+
+/// Writes the token file anew (the store reads it again at its next check).
+fn write_tokens(file: &std::path::Path, entries: &[(&str, &str)]) {
+    let lines: String = entries
+        .iter()
+        .map(|(id, token)| format!("{id} {}\n", agentacp::auth::hash_token(token)))
+        .collect();
+    std::fs::write(file, lines).unwrap();
+}
+
+/// Review of #18 (session 25): the token of an `authenticate` was checked when the request was
+/// read, and the identity set once the operator's `authenticate` was done: a token revoked
+/// meanwhile was admitted all the same. It is checked again as the identity is set.
+#[tokio::test]
+async fn a_token_revoked_while_its_authenticate_runs_is_not_admitted() {
+    let (_dir, store, file) = token_file(&[("carol", CAROL), ("bob", BOB)]);
+    let server = Server::start(|options| options.tokens(store)).await;
+    let mut peer = server.connect(None).await.unwrap();
+    peer.initialize().await;
+    peer.next_id += 1;
+    let params = json!({"methodId": "bearer", "_meta": {"agentacp": {"token": CAROL}}});
+    let message = json!({"jsonrpc": "2.0", "id": peer.next_id, "method": "authenticate", "params": params});
+    peer.ws.send(Message::text(message.to_string())).await.unwrap();
+    // The operator's `authenticate` is under way (it waits for the gate): carol is revoked.
+    tokio::time::timeout(WAIT, AUTH_WAITING.notified())
+        .await
+        .expect("the operator's authenticate started");
+    write_tokens(&file, &[("bob", BOB)]);
+    AUTH_GATE.add_permits(1);
+    let answer = peer.next().await.unwrap();
+    assert_eq!(
+        answer["error"]["code"], -32000,
+        "a revoked token was admitted: {answer}"
+    );
+    let refused = peer.new_session(&server.cwd()).await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert!(
+        !server.audited().iter().any(|r| r["action"] == "auth.login"),
+        "a login was recorded"
+    );
+    server.shut_down().await;
+}
+
+/// Review of #18 (session 25): the records of a turn that `logout` cancelled were written once
+/// the connection had no identity, so they named none; they name the session's now.
+#[tokio::test]
+async fn a_turn_cancelled_by_logout_is_recorded_under_its_identity() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut peer = server.connect(Some(ALICE)).await.unwrap();
+    peer.initialize().await;
+    let prompt = peer.start_waiting_turn(&server.cwd()).await;
+    let (before, out) = peer.call("logout", json!({})).await;
+    assert!(out.get("result").is_some(), "{out}");
+    let answered = before.iter().any(|message| message["id"] == prompt)
+        || peer.next().await.is_some_and(|message| message["id"] == prompt);
+    assert!(answered, "the turn was answered");
+    let records = server.audited();
+    let ended = records
+        .iter()
+        .find(|r| r["action"] == "operator.interrupted")
+        .expect("the turn's end is recorded");
+    assert_eq!(ended["metadata"]["aip44"]["identity"], "alice", "{ended}");
+    server.shut_down().await;
 }
 
 impl Peer {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::connection::{Access, Connection};
+use super::connection::{Access, Connection, Refused};
 use super::session::{FileStore, MemoryStore, SessionStore};
 use crate::audit::{Actor, AuditEvent, Subject};
 use crate::auth::{BEARER, Identity, TokenStore};
@@ -89,23 +89,37 @@ pub(crate) fn admit(
     stores: &StoreBook,
     (identity, token): (Identity, Option<String>),
 ) -> Result<()> {
-    let another = |current: Identity| {
-        Error::Rpc(RpcError::new(
-            codes::INVALID_REQUEST,
-            format!(
-                "this connection is authenticated as `{}`; `logout` first to authenticate as another identity",
-                current.as_str()
+    let refused = |why: Refused| {
+        Error::Rpc(match why {
+            Refused::Another(current) => RpcError::new(
+                codes::INVALID_REQUEST,
+                format!(
+                    "this connection is authenticated as `{}`; `logout` first to authenticate as another identity",
+                    current.as_str()
+                ),
             ),
-        ))
+            Refused::NotProved => RpcError::new(
+                codes::AUTH_REQUIRED,
+                "authentication failed: the token is not accepted (any more)",
+            ),
+        })
     };
-    if let Some(current) = connection.access.identity().filter(|current| *current != identity) {
-        return Err(another(current));
-    }
+    // One at a time: a second `authenticate` sees what the first one set. The token is
+    // checked again: it may have been revoked since the request was read.
+    let _one_at_a_time = connection.access.one_admission();
+    connection
+        .access
+        .may_admit(&identity, token.as_deref())
+        .map_err(refused)?;
     let store = stores.for_identity(Some(&identity))?;
-    connection.audit(event(connection, "auth.login", &identity, "authenticate"))?;
-    // Checked again as it is set: another `authenticate` may have got there first.
-    connection.access.admit(identity, token).map_err(another)?;
+    connection.audit_as(
+        Some(&identity),
+        event(connection, "auth.login", &identity, "authenticate"),
+    )?;
+    // The store before the identity: until the identity is set, requests are refused.
     connection.set_store(store);
+    // Fails only if the token was revoked this very moment.
+    connection.access.admit(identity, token).map_err(refused)?;
     Ok(())
 }
 
@@ -122,11 +136,16 @@ pub(crate) fn leave(connection: &Connection) -> Result<()> {
 /// then the connection has no identity (it must authenticate again, within the time it has
 /// for that, or is closed).
 pub(crate) fn revoked(connection: &Connection) -> Result<()> {
-    if let Some(identity) = connection.access.identity() {
-        tracing::warn!(identity = identity.as_str(), "the token of a connection was revoked");
-        connection.audit(event(connection, "auth.revoked", &identity, "token store"))?;
-    }
+    // Forgotten first, whatever the record: a revoked identity is not kept for want of one.
+    let identity = connection.access.identity();
     connection.access.forget_identity();
+    if let Some(identity) = identity {
+        tracing::warn!(identity = identity.as_str(), "the token of a connection was revoked");
+        connection.audit_as(
+            Some(&identity),
+            event(connection, "auth.revoked", &identity, "token store"),
+        )?;
+    }
     Ok(())
 }
 

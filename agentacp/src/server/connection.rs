@@ -36,6 +36,17 @@ pub(crate) struct Access {
     /// What is given back once the client proves who it is (over WebSocket: its place among
     /// its address's unauthenticated connections).
     held_until_proven: Mutex<Option<Box<dyn Send>>>,
+    /// Held by the `authenticate` being admitted: its checks, its record and its identity
+    /// go together, one `authenticate` at a time.
+    admitting: Mutex<()>,
+}
+
+/// Why [`Access::admit`] refused an identity.
+pub(crate) enum Refused {
+    /// The connection is authenticated as this other identity.
+    Another(Identity),
+    /// The token does not prove the identity (any more: revoked meanwhile), or there is none.
+    NotProved,
 }
 
 impl Access {
@@ -47,6 +58,7 @@ impl Access {
             tokens: Some(tokens),
             proof: tokio::sync::watch::Sender::new(proved),
             held_until_proven: Mutex::new(None),
+            admitting: Mutex::new(()),
         }
     }
 
@@ -56,25 +68,54 @@ impl Access {
         *lock(&self.held_until_proven) = Some(held);
     }
 
-    /// `identity` is the client's, proved by `token` (`None`: the token that proved it
-    /// before, on the upgrade), unless the connection is authenticated as another identity
-    /// (returned): a connection's sessions are its identity's, so it changes identity only
-    /// through `logout` or a revoked token, which forget them.
-    pub(crate) fn admit(&self, identity: Identity, token: Option<String>) -> std::result::Result<(), Identity> {
-        let mut refused = None;
-        self.proof.send_modify(|proof| match proof {
-            Some((current, _)) if *current != identity => refused = Some(current.clone()),
-            _ => {
-                let token = token.or_else(|| proof.take().map(|(_, before)| before));
-                *proof = token.map(|token| (identity, token));
+    /// Holds off every other `authenticate` while one is admitted.
+    pub(crate) fn one_admission(&self) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.admitting)
+    }
+
+    /// Whether `identity` could be admitted now with `token` (`None`: the token that proved
+    /// it before): [`admit`](Self::admit)'s checks, without setting anything.
+    pub(crate) fn may_admit(&self, identity: &Identity, token: Option<&str>) -> std::result::Result<(), Refused> {
+        self.may_admit_against(self.proof.borrow().as_ref(), identity, token)
+    }
+
+    /// [`may_admit`](Self::may_admit) with `proof` the connection's.
+    fn may_admit_against(
+        &self,
+        proof: Option<&(Identity, String)>,
+        identity: &Identity,
+        token: Option<&str>,
+    ) -> std::result::Result<(), Refused> {
+        match proof {
+            Some((current, _)) if current != identity => Err(Refused::Another(current.clone())),
+            current => {
+                let token = token.or(current.map(|(_, before)| before.as_str()));
+                match (token, &self.tokens) {
+                    (Some(token), Some(tokens)) if tokens.verify(token).as_ref() == Some(identity) => Ok(()),
+                    (Some(_), None) => Ok(()),
+                    _ => Err(Refused::NotProved),
+                }
             }
+        }
+    }
+
+    /// `identity` is the client's, proved by `token` (`None`: the token that proved it
+    /// before, on the upgrade), unless the connection is authenticated as another identity or
+    /// the token no longer proves it: a connection's sessions are its identity's, so it
+    /// changes identity only through `logout` or a revoked token, which forget them.
+    pub(crate) fn admit(&self, identity: Identity, token: Option<String>) -> std::result::Result<(), Refused> {
+        let mut outcome = Ok(());
+        self.proof.send_if_modified(|proof| {
+            outcome = self.may_admit_against(proof.as_ref(), &identity, token.as_deref());
+            if outcome.is_err() {
+                return false;
+            }
+            let token = token.or_else(|| proof.take().map(|(_, before)| before));
+            *proof = token.map(|token| (identity, token));
+            true
         });
-        if let Some(current) = refused {
-            return Err(current);
-        }
-        if self.proof.borrow().is_some() {
-            lock(&self.held_until_proven).take();
-        }
+        outcome?;
+        lock(&self.held_until_proven).take();
         Ok(())
     }
 
@@ -325,8 +366,15 @@ impl Connection {
     /// Records made for an authenticated client carry its identity
     /// (`metadata.aip44.identity`).
     pub(crate) fn audit(&self, event: AuditEvent) -> Result<()> {
+        self.audit_as(self.access.identity().as_ref(), event)
+    }
+
+    /// Appends `event` naming `identity` (`metadata.aip44.identity`): for a record about a
+    /// session, the session's identity, which is the connection's no longer after a `logout`
+    /// or a revoked token (a cancelled turn's last records).
+    pub(crate) fn audit_as(&self, identity: Option<&Identity>, event: AuditEvent) -> Result<()> {
         let stamped;
-        let log = match self.access.identity() {
+        let log = match identity {
             Some(identity) => {
                 stamped = self.audit.stamped("aip44", identity.audit_fields());
                 &stamped
@@ -405,6 +453,33 @@ impl Connection {
         timeout: Duration,
     ) -> std::result::Result<Box<RawValue>, RequestFailure> {
         self.pending.call(&self.outbox, method, params, timeout).await
+    }
+}
+
+/// The connection's audit log, naming a session's identity: what a session's operator memory
+/// is recorded with ([`Connection::records_of`]).
+pub(crate) struct SessionRecords<'a> {
+    connection: &'a Connection,
+    identity: Option<&'a Identity>,
+}
+
+impl Connection {
+    /// Records about `session`, naming its identity.
+    pub(crate) fn records_of<'a>(&'a self, session: &'a SessionContext) -> SessionRecords<'a> {
+        SessionRecords {
+            connection: self,
+            identity: session.identity(),
+        }
+    }
+}
+
+impl MemoryAudit for SessionRecords<'_> {
+    fn operator_id(&self) -> &str {
+        &self.connection.operator_id
+    }
+
+    fn audit(&self, event: AuditEvent) -> Result<()> {
+        self.connection.audit_as(self.identity, event)
     }
 }
 

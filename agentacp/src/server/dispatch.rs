@@ -352,6 +352,10 @@ impl<O: Operator> Dispatcher<O> {
                 Ok(())
             }
             Ok(Incoming::Notification { method, params }) => {
+                // Nor is a revoked identity's notification.
+                if let Err(error) = self.check_revocation().await {
+                    tracing::error!(%error, "auditing a revoked token failed");
+                }
                 self.notification(&method, params.as_deref());
                 Ok(())
             }
@@ -605,7 +609,7 @@ impl<O: Operator> Dispatcher<O> {
                     Lifecycle::Invoked,
                     Some(json!({"loaded": true, "replayed": stored.history.len()})),
                 );
-                connection.audit(invoked)?;
+                connection.audit_as(context.identity(), invoked)?;
                 let result = match operator.load_session(&context, &raw) {
                     Some(future) => future.await?,
                     None => json!({}),
@@ -1108,8 +1112,9 @@ impl<O: Operator> Dispatcher<O> {
         if !self.connection.access.revoked() {
             return Ok(());
         }
+        let audited = access::revoked(&self.connection);
         self.forget_sessions().await;
-        access::revoked(&self.connection).map_err(|e| internal(&e))
+        audited.map_err(|e| internal(&e))
     }
 
     /// Forgets the connection's sessions (`logout`, a revoked token): running turns
@@ -1191,7 +1196,8 @@ impl<O: Operator> Dispatcher<O> {
         }
         while closing.join_next().await.is_some() {}
         for (id, entry) in lock(&self.sessions).iter() {
-            self.memory.persist(id, entry.context.memory(), Some(&*self.connection));
+            let records = self.connection.records_of(&entry.context);
+            self.memory.persist(id, entry.context.memory(), Some(&records));
         }
         if let Err(error) = self.connection.store().flush() {
             tracing::error!(%error, "saving sessions failed");
@@ -1313,7 +1319,7 @@ impl<O: Operator> PromptTask<O> {
             }
         };
         let audited = self.scope.audit_unfinished_call().and_then(|()| {
-            self.connection
+            self.scope
                 .audit(AuditEvent::lifecycle(operator, &session_id, state, Some(detail)))
         });
         let answer = match audited {
@@ -1325,8 +1331,11 @@ impl<O: Operator> PromptTask<O> {
         {
             tracing::error!(%error, session = session_id, "saving the session failed");
         }
-        self.memory
-            .persist(&session_id, self.scope.session.memory(), Some(&*self.connection));
+        self.memory.persist(
+            &session_id,
+            self.scope.session.memory(),
+            Some(&self.connection.records_of(&self.scope.session)),
+        );
         lock(&self.in_flight).remove(&self.id);
         // The turn is over before the client hears so: a prompt sent the moment the answer
         // arrives is a new turn, not a second one.

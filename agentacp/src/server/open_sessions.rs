@@ -69,7 +69,7 @@ impl SessionEntry {
 pub(super) async fn retire(context: &SessionContext, memory: &MemoryBook, connection: &Connection) {
     let session_id = context.id();
     context.close_mcp().await;
-    memory.close(session_id, context.memory(), Some(connection));
+    memory.close(session_id, context.memory(), Some(&connection.records_of(context)));
     if connection.record_history
         && let Err(error) = connection.store().flush_session(session_id)
     {

@@ -57,10 +57,16 @@ impl TurnScope {
         }
     }
 
+    /// Appends `event`, naming the session's identity (which the connection may no longer
+    /// have: a turn cancelled by a `logout` or a revoked token still ends in the log).
+    pub(crate) fn audit(&self, event: AuditEvent) -> Result<()> {
+        self.connection.audit_as(self.session.identity(), event)
+    }
+
     /// After a cancel: audits the tool call the turn left unfinished, if any.
     pub(crate) fn audit_unfinished_call(&self) -> Result<()> {
         match self.set_unfinished_call(None) {
-            Some(mirror) => self.connection.audit(AuditEvent::tool_call(mirror)),
+            Some(mirror) => self.audit(AuditEvent::tool_call(mirror)),
             None => Ok(()),
         }
     }
@@ -114,7 +120,7 @@ impl TurnScope {
     /// Audits the turn's `running` transition, once, before anything else of the turn.
     fn announce_running(&self) -> Result<()> {
         if !self.announced.swap(true, Ordering::Relaxed) {
-            self.connection.audit(AuditEvent::lifecycle(
+            self.audit(AuditEvent::lifecycle(
                 &self.connection.operator_id,
                 self.session.id(),
                 Lifecycle::Running,
@@ -515,7 +521,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         let mut deferred = None;
         let approval = match Step::of(decision, || scope.session.remembered(&self.tool)) {
             Step::RejectedForTheSession(who) => {
-                connection.audit(mirror(
+                scope.audit(mirror(
                     ToolOutcomeRecord::Error(format!("rejected: {REJECTED_ALWAYS}")),
                     Approval::RejectedBy {
                         who,
@@ -525,7 +531,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 return Ok(ToolOutcome::Rejected(REJECTED_ALWAYS.into()));
             }
             Step::Deny(reason) => {
-                connection.audit(mirror(
+                scope.audit(mirror(
                     ToolOutcomeRecord::Error(format!("denied: {reason}")),
                     Approval::Denied { reason: reason.clone() },
                 ))?;
@@ -533,7 +539,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             }
             Step::Run(approval) => {
                 scope.announced.store(true, Ordering::Relaxed);
-                connection.audit(AuditEvent::lifecycle(
+                scope.audit(AuditEvent::lifecycle(
                     &connection.operator_id,
                     session,
                     Lifecycle::Running,
@@ -550,7 +556,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 // A turn suspends only once it runs: `running` comes first even when asking
                 // is the turn's first step.
                 scope.announce_running()?;
-                connection.audit(AuditEvent::lifecycle(
+                scope.audit(AuditEvent::lifecycle(
                     &connection.operator_id,
                     session,
                     Lifecycle::Suspended,
@@ -570,7 +576,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                     Permission::Approved(who) => {
                         let mut resumed = detail.clone();
                         resumed["approvedBy"] = json!(who);
-                        connection.audit(AuditEvent::lifecycle(
+                        scope.audit(AuditEvent::lifecycle(
                             &connection.operator_id,
                             session,
                             Lifecycle::Resumed,
@@ -580,7 +586,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                         Approval::ApprovedBy(who)
                     }
                     Permission::Rejected { who, reason } => {
-                        connection.audit(mirror(
+                        scope.audit(mirror(
                             ToolOutcomeRecord::Error(format!("rejected: {reason}")),
                             Approval::RejectedBy {
                                 who,
@@ -615,7 +621,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         scope.set_unfinished_call(None);
         match executed {
             Ok(result) => {
-                connection.audit(mirror(ToolOutcomeRecord::Result(result.clone()), approval))?;
+                scope.audit(mirror(ToolOutcomeRecord::Result(result.clone()), approval))?;
                 scope
                     .send(status_update(&tool_call_id, "completed", Some(result.clone())))
                     .await?;
@@ -623,7 +629,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             }
             Err(error) => {
                 let message = error.to_string();
-                connection.audit(mirror(ToolOutcomeRecord::Error(message.clone()), approval))?;
+                scope.audit(mirror(ToolOutcomeRecord::Error(message.clone()), approval))?;
                 let output = json!({"error": message});
                 scope.send(status_update(&tool_call_id, "failed", Some(output))).await?;
                 Ok(ToolOutcome::Failed(message))
