@@ -245,6 +245,12 @@ impl Connection {
         lock(&self.store).clone()
     }
 
+    /// The store `session`'s history is kept in: its identity's, which is the connection's
+    /// no longer after a `logout` or a revoked token (a cancelled turn's last writes).
+    pub(crate) fn store_of(&self, session: &SessionContext) -> Arc<dyn SessionStore> {
+        session.store().cloned().unwrap_or_else(|| self.store())
+    }
+
     /// Replaces the session store (the client authenticated as an identity of its own).
     pub(crate) fn set_store(&self, store: Arc<dyn SessionStore>) {
         *lock(&self.store) = store;
@@ -357,7 +363,7 @@ impl Connection {
     /// itself, so that `session/load` replays it and a resumed session gets it back).
     pub(crate) fn record_only(&self, session: &SessionContext, update: &str) -> Result<()> {
         if self.record_history {
-            self.store().append(session.id(), update)?;
+            self.store_of(session).append(session.id(), update)?;
         }
         Ok(())
     }
@@ -421,7 +427,7 @@ impl Connection {
     /// Recorded in the session's history first when `session/load` is on.
     pub(crate) async fn send_update(&self, session: &SessionContext, update: String) -> Result<()> {
         if self.record_history {
-            self.store().append(session.id(), &update)?;
+            self.store_of(session).append(session.id(), &update)?;
         }
         self.send_update_unrecorded(session, update).await
     }

@@ -865,6 +865,7 @@ impl<O: Operator> Dispatcher<O> {
                 .with_operator(self.profile.clone(), self.memory.for_session(session_id))
                 .with_surface(&self.spec.surface, settings, additional)
                 .with_identity(self.connection.access.identity())
+                .with_store(self.connection.store())
                 .with_sandbox(self.connection.sandbox.clone()),
         )
     }
@@ -1327,7 +1328,7 @@ impl<O: Operator> PromptTask<O> {
             Err(error) => Err(error.to_rpc()),
         };
         if self.connection.record_history
-            && let Err(error) = self.connection.store().flush_session(&session_id)
+            && let Err(error) = self.connection.store_of(&self.scope.session).flush_session(&session_id)
         {
             tracing::error!(%error, session = session_id, "saving the session failed");
         }
@@ -1363,7 +1364,11 @@ impl<O: Operator> PromptTask<O> {
         };
         for block in params.prompt {
             let update = format!(r#"{{"sessionUpdate":"user_message_chunk","content":{}}}"#, block.get());
-            if let Err(error) = self.connection.store().append(self.scope.session.id(), &update) {
+            if let Err(error) = self
+                .connection
+                .store_of(&self.scope.session)
+                .append(self.scope.session.id(), &update)
+            {
                 tracing::error!(%error, "recording the prompt failed");
             }
         }

@@ -71,7 +71,7 @@ pub(super) async fn retire(context: &SessionContext, memory: &MemoryBook, connec
     context.close_mcp().await;
     memory.close(session_id, context.memory(), Some(&connection.records_of(context)));
     if connection.record_history
-        && let Err(error) = connection.store().flush_session(session_id)
+        && let Err(error) = connection.store_of(context).flush_session(session_id)
     {
         tracing::error!(%error, session = session_id, "saving the session failed");
     }

@@ -46,6 +46,18 @@ pub struct SessionContext {
     mcp: std::sync::Arc<tokio::sync::Mutex<crate::mcp::McpClients>>,
     /// The local sandbox its programs run in (tier sandboxed).
     sandbox: Option<std::sync::Arc<crate::sandbox::Confinement>>,
+    /// Where its history is kept: its identity's store, also once the connection has another.
+    store: Option<KeptIn>,
+}
+
+/// The session store a session's history is kept in.
+#[derive(Clone)]
+pub(crate) struct KeptIn(pub(crate) std::sync::Arc<dyn SessionStore>);
+
+impl std::fmt::Debug for KeptIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionStore")
+    }
 }
 
 /// Nothing declared: the surface of a session made without a manifest's.
@@ -84,7 +96,19 @@ impl SessionContext {
             additional_directories: std::sync::Arc::new([]),
             identity: None,
             sandbox: None,
+            store: None,
         }
+    }
+
+    /// The same session, its history kept in `store`.
+    pub(crate) fn with_store(mut self, store: std::sync::Arc<dyn SessionStore>) -> Self {
+        self.store = Some(KeptIn(store));
+        self
+    }
+
+    /// The store its history is kept in, where one was given.
+    pub(crate) fn store(&self) -> Option<&std::sync::Arc<dyn SessionStore>> {
+        self.store.as_ref().map(|kept| &kept.0)
     }
 
     /// The same session, running its programs (the operator's commands, stdio MCP servers)
