@@ -646,9 +646,47 @@ async fn a_load_the_client_logged_out_during_is_answered_with_an_error() {
     let load = json!({"jsonrpc": "2.0", "id": 900, "method": "session/load",
         "params": {"sessionId": session, "cwd": server.cwd(), "mcpServers": []}});
     alice.ws.send(Message::text(load.to_string())).await.unwrap();
-    let out = alice.call("logout", json!({})).await.1;
+    // Stopped by the logout, not left to replay the history: answered although its gate never
+    // opens.
+    let (before, out) = alice.call("logout", json!({})).await;
     assert!(out.get("result").is_some(), "{out}");
-    LOAD_GATE.add_permits(1);
+    let answer = match before.into_iter().find(|message| message["id"] == 900) {
+        Some(answer) => answer,
+        None => loop {
+            let message = alice.next().await.expect("the load is answered");
+            if message["id"] == 900 {
+                break message;
+            }
+        },
+    };
+    let error = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(error.contains("logout"), "{answer}");
+    server.shut_down().await;
+}
+
+/// Review of #18 (session 25): a load under way went on when its identity's token was
+/// revoked, replaying the session's history to the connection. It is stopped, and answered.
+#[tokio::test]
+async fn a_load_under_way_when_its_token_is_revoked_is_stopped() {
+    let (_dir, store, file) = token_file(&[("alice", ALICE), ("bob", BOB)]);
+    let server = Server::start_with(SandboxedRemote, |options| options.tokens(store)).await;
+    let mut alice = server.connect(Some(ALICE)).await.unwrap();
+    alice.initialize().await;
+    let session = alice.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]});
+    alice.call("session/prompt", prompt).await;
+    let load = json!({"jsonrpc": "2.0", "id": 900, "method": "session/load",
+        "params": {"sessionId": session, "cwd": server.cwd(), "mcpServers": []}});
+    alice.ws.send(Message::text(load.to_string())).await.unwrap();
+    // The history replayed: the load is under way (its operator waits for a gate that never
+    // opens).
+    loop {
+        let message = alice.next().await.expect("the history is replayed");
+        if message["params"]["update"]["content"]["text"] == "ok" {
+            break;
+        }
+    }
+    write_tokens(&file, &[("bob", BOB)]);
     let answer = loop {
         let message = alice.next().await.expect("the load is answered");
         if message["id"] == 900 {
@@ -656,7 +694,8 @@ async fn a_load_the_client_logged_out_during_is_answered_with_an_error() {
         }
     };
     let error = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(error.contains("logout"), "{answer}");
+    assert!(error.contains("revoked"), "{answer}");
+    assert!(server.recorded("auth.revoked").await);
     server.shut_down().await;
 }
 

@@ -623,9 +623,7 @@ impl<O: Operator> Dispatcher<O> {
             let answers = !answered_by_task.swap(true, Ordering::SeqCst);
             let settled = load.settle(answers && outcome.is_ok());
             let outcome = match (&settled, outcome) {
-                (Settled::Gone { .. }, Ok(_)) => Err(Error::msg(
-                    "the session was closed while it loaded (`logout`); load it again",
-                )),
+                (Settled::Gone { .. }, Ok(_)) => Err(Error::msg(CLOSED_WHILE_LOADING)),
                 (_, outcome) => outcome,
             };
             // Its own entry only: after a cancel took it, the id may be a new request's.
@@ -1123,6 +1121,22 @@ impl<O: Operator> Dispatcher<O> {
     /// own as they end, the others closed as `session/close` closes them (memory, history
     /// saved for their identity).
     async fn forget_sessions(&mut self) {
+        // Loads under way stop now: they would go on replaying the history to a client that
+        // is not, or no longer, its identity's.
+        let loads: Vec<(Id, InFlight)> = {
+            let mut in_flight = lock(&self.in_flight);
+            let ids: Vec<Id> = in_flight
+                .iter()
+                .filter(|(_, flight)| flight.load.is_some())
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| in_flight.remove(&id).map(|flight| (id, flight)))
+                .collect()
+        };
+        for (id, flight) in loads {
+            self.stop(&id, flight, Error::msg(CLOSED_WHILE_LOADING).to_rpc());
+        }
         let sessions: Vec<_> = lock(&self.sessions).drain().collect();
         for (_, entry) in sessions {
             if entry.cancel() || matches!(entry.activity, Activity::Loading) {
@@ -1154,18 +1168,25 @@ impl<O: Operator> Dispatcher<O> {
             return;
         };
         drop(in_flight);
-        if !flight.answered.swap(true, Ordering::SeqCst) {
-            flight.abort.abort();
-            if let Some(load) = flight.load {
-                load.abandon();
-            }
-            let connection = self.connection.clone();
-            let id = request_id.clone();
-            tokio::spawn(async move {
-                let error = RpcError::new(codes::REQUEST_CANCELLED, "request cancelled");
-                let _ = connection.respond_error(&id, &error).await;
-            });
+        let cancelled = RpcError::new(codes::REQUEST_CANCELLED, "request cancelled");
+        self.stop(request_id, flight, cancelled);
+    }
+
+    /// Stops request `id`'s task, taken off the in-flight table, unless it answered already,
+    /// and answers `error` for it; a load gives its session back first (as it was).
+    fn stop(&self, id: &Id, flight: InFlight, error: RpcError) {
+        if flight.answered.swap(true, Ordering::SeqCst) {
+            return;
         }
+        flight.abort.abort();
+        if let Some(load) = flight.load {
+            load.abandon();
+        }
+        let connection = self.connection.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let _ = connection.respond_error(&id, &error).await;
+        });
     }
 
     /// End of input: interrupt running turns, let them answer (for a grace period), fail
@@ -1240,6 +1261,10 @@ fn stored_settings(surface: &Surface, history: &[Box<RawValue>]) -> Settings {
     }
     settings
 }
+
+/// The answer to a load whose session was closed meanwhile.
+const CLOSED_WHILE_LOADING: &str =
+    "the session was closed while it loaded (`logout`, or its token revoked); load it again";
 
 /// How often a connection that must authenticate checks its token again between requests.
 const REVOCATION_RECHECK: Duration = Duration::from_secs(2);
