@@ -268,7 +268,7 @@ pub(crate) fn spawn(
     command: &AgentCommand,
     stderr_lines: usize,
 ) -> std::io::Result<(AgentProcess, ChildStdin, ChildStdout)> {
-    let mut child = command.to_command()?.spawn()?;
+    let mut child = (command.to_command()?.spawn()).map_err(crate::sandbox::explain_spawn_error)?;
     let pid = child.id();
     let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
         (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),

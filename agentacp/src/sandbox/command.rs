@@ -237,7 +237,7 @@ impl<'c> SandboxCommand<'c> {
         confinement
             .apply(&mut command, Path::new(&self.program), child_path.as_deref(), true)
             .map_err(spawn_error)?;
-        let mut child = command.spawn().map_err(spawn_error)?;
+        let mut child = (command.spawn()).map_err(|error| spawn_error(super::explain_spawn_error(error)))?;
         // Whatever the command leaves in its group goes with it, also when this future is
         // dropped (a cancelled turn).
         let group = KillGroup(child.id().and_then(|pid| rustix::process::Pid::from_raw(pid as i32)));

@@ -130,26 +130,22 @@ fn confine(
     unsafe {
         command.pre_exec(move || {
             if let Some(bytes) = memory {
-                rustix::process::setrlimit(
-                    Resource::Data,
-                    Rlimit {
-                        current: Some(bytes),
-                        maximum: Some(bytes),
-                    },
-                )?;
+                let limit = Rlimit {
+                    current: Some(bytes),
+                    maximum: Some(bytes),
+                };
+                rustix::process::setrlimit(Resource::Data, limit).map_err(|e| failed(Step::MemoryLimit, e))?;
             }
             if let Some(seconds) = cpu_seconds {
                 // SIGXCPU at the limit, SIGKILL a second later should it be caught.
-                rustix::process::setrlimit(
-                    Resource::Cpu,
-                    Rlimit {
-                        current: Some(seconds),
-                        maximum: Some(seconds + 1),
-                    },
-                )?;
+                let limit = Rlimit {
+                    current: Some(seconds),
+                    maximum: Some(seconds + 1),
+                };
+                rustix::process::setrlimit(Resource::Cpu, limit).map_err(|e| failed(Step::CpuLimit, e))?;
             }
             if !namespaces.is_empty() {
-                rustix::thread::unshare_unsafe(namespaces)?;
+                rustix::thread::unshare_unsafe(namespaces).map_err(|e| failed(Step::Namespaces, e))?;
                 // Keep our own ids inside (else they read as `nobody`); cosmetic, so a failure
                 // is not one.
                 let _ = write_proc(c"/proc/self/uid_map", &uid_map);
@@ -164,22 +160,88 @@ fn confine(
                     (libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED) as libc::c_ulong,
                 ) != 0
                 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(failed(Step::Securebits, std::io::Error::last_os_error()));
                 }
             }
-            rustix::thread::set_no_new_privs(true)?;
+            rustix::thread::set_no_new_privs(true).map_err(|e| failed(Step::NoNewPrivs, e))?;
             if contain {
                 contain_processes(own_proc)?;
             }
             if let Some(ruleset) = &ruleset
                 && libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0
             {
-                return Err(std::io::Error::last_os_error());
+                return Err(failed(Step::Landlock, std::io::Error::last_os_error()));
             }
             Ok(())
         });
     }
     Ok(())
+}
+
+/// A step of the confinement made between fork and exec: named in the error when it fails,
+/// where the runtime would otherwise only get its `errno` (all the child can pass back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    MemoryLimit = 1,
+    CpuLimit,
+    Namespaces,
+    Securebits,
+    NoNewPrivs,
+    Containment,
+    OwnProc,
+    ProcRule,
+    Landlock,
+}
+
+impl Step {
+    const ALL: [Step; 9] = [
+        Step::MemoryLimit,
+        Step::CpuLimit,
+        Step::Namespaces,
+        Step::Securebits,
+        Step::NoNewPrivs,
+        Step::Containment,
+        Step::OwnProc,
+        Step::ProcRule,
+        Step::Landlock,
+    ];
+
+    fn doing(self) -> &'static str {
+        match self {
+            Step::MemoryLimit => "setting its memory limit (RLIMIT_DATA)",
+            Step::CpuLimit => "setting its CPU time limit (RLIMIT_CPU)",
+            Step::Namespaces => "creating its namespaces (user, network or PID)",
+            Step::Securebits => "dropping root's capabilities in its namespaces (securebits)",
+            Step::NoNewPrivs => "setting no_new_privs",
+            Step::Containment => "starting its PID namespace's init",
+            Step::OwnProc => "mounting its PID namespace's own /proc",
+            Step::ProcRule => "adding its own /proc to its Landlock rules",
+            Step::Landlock => "applying its Landlock rules",
+        }
+    }
+}
+
+/// Bits of a raw OS error that hold the step: an `errno` is below 4096.
+const STEP_SHIFT: u32 = 16;
+
+/// `error` of `step`, as an OS error that carries both (made without allocating: it runs
+/// between fork and exec).
+fn failed(step: Step, error: impl Into<std::io::Error>) -> std::io::Error {
+    let errno = error.into().raw_os_error().unwrap_or(libc::EINVAL);
+    std::io::Error::from_raw_os_error(((step as i32) << STEP_SHIFT) | (errno & ((1 << STEP_SHIFT) - 1)))
+}
+
+/// A failed start, with the step of the confinement that failed named (see [`failed`]);
+/// any other error as it is.
+pub(super) fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
+    let Some(code) = error.raw_os_error() else {
+        return error;
+    };
+    let Some(step) = Step::ALL.into_iter().find(|step| *step as i32 == code >> STEP_SHIFT) else {
+        return error;
+    };
+    let cause = std::io::Error::from_raw_os_error(code & ((1 << STEP_SHIFT) - 1));
+    std::io::Error::new(cause.kind(), format!("{}: {cause}", step.doing()))
 }
 
 /// The signals the outer process does not ignore: those it cannot, those of its own faults,
@@ -251,14 +313,14 @@ impl OwnProc {
                 std::ptr::write_bytes(start as *mut u8, 0, end - start);
             }
             if !mount_own_proc() {
-                return Err(std::io::Error::last_os_error());
+                return Err(failed(Step::OwnProc, std::io::Error::last_os_error()));
             }
             let Some(ruleset) = self.ruleset else {
                 return Ok(());
             };
             let proc = libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
             if proc < 0 {
-                return Err(std::io::Error::last_os_error());
+                return Err(failed(Step::ProcRule, std::io::Error::last_os_error()));
             }
             let rule = PathBeneathAttr {
                 allowed_access: self.access,
@@ -274,7 +336,7 @@ impl OwnProc {
             let error = std::io::Error::last_os_error();
             libc::close(proc);
             if added != 0 {
-                return Err(error);
+                return Err(failed(Step::ProcRule, error));
             }
             Ok(())
         }
@@ -310,14 +372,14 @@ unsafe fn contain_processes(own_proc: Option<OwnProc>) -> std::io::Result<()> {
         // The program's wait status, from the init to the outer process.
         let mut status_pipe = [0; 2];
         if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
         }
         let [status_read, status_write] = status_pipe;
         // Unreadable through `/proc` by the program, which shares our user: we hold a copy
         // of the runtime's memory. The program's exec makes it dumpable again; the init
         // inherits this.
         if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong) != 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
         }
         // What tells the init, should the outer process die before the init's
         // `PR_SET_PDEATHSIG` took effect, that it did (the init cannot ask for its parent:
@@ -325,7 +387,7 @@ unsafe fn contain_processes(own_proc: Option<OwnProc>) -> std::io::Result<()> {
         let outer = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as libc::c_int;
         let init = libc::fork();
         if init < 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
         }
         if init > 0 {
             outer_process(init, status_read);
@@ -700,6 +762,36 @@ mod tests {
         assert!(
             !listed.contains(&"57".to_string()) && !listed.contains(&"2".to_string()),
             "{listed:?}"
+        );
+    }
+
+    /// A step that fails between fork and exec reaches the runtime through the only thing
+    /// the child can pass back, an `errno`, and is named in the error the operator sees.
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_confinement_step_that_fails_is_named_in_the_error() {
+        use std::os::unix::process::CommandExt;
+        let mut command = std::process::Command::new("true");
+        // SAFETY: between fork and exec the closure only builds an OS error (no allocation).
+        unsafe {
+            command.pre_exec(|| Err(failed(Step::OwnProc, rustix::io::Errno::PERM)));
+        }
+        let error = explain_spawn_error(command.spawn().expect_err("the step fails"));
+        assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied);
+        let message = error.to_string();
+        assert!(
+            message.starts_with("mounting its PID namespace's own /proc: ") && message.contains("(os error 1)"),
+            "{message}"
+        );
+        // Any other failure to start is left as it is.
+        let missing = std::process::Command::new("/nonexistent/program").spawn().unwrap_err();
+        let message = missing.to_string();
+        assert_eq!(explain_spawn_error(missing).to_string(), message);
+        assert!(
+            Step::ALL
+                .iter()
+                .enumerate()
+                .all(|(index, step)| *step as usize == index + 1)
         );
     }
 

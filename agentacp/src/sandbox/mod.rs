@@ -52,6 +52,14 @@ impl Confinement {
     }
 }
 
+/// A failed start of a confined program: with the step of its confinement that failed named,
+/// when it was one (the child can pass back only an `errno`); any other error as it is.
+pub(crate) fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
+    #[cfg(all(target_os = "linux", feature = "sandbox"))]
+    let error = confine::explain_spawn_error(error);
+    error
+}
+
 /// The sandbox bound by `spec` (tier sandboxed), planned for this kernel; `None` without one.
 pub(crate) fn from_spec(
     spec: &crate::spec::OperatorSpec,
