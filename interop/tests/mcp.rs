@@ -233,12 +233,13 @@ async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stoppe
     let (said, _) = prompt(&client, &session, "/mcp call notes fail {}").await;
     assert_eq!(said, ["failed: this tool always fails"]);
 
-    // Unknown tool: named, with what the server has.
+    // Unknown tool: named, with what the server offers; not the denied `env`.
     let (said, calls) = prompt(&client, &session, "/mcp call notes nope {}").await;
     assert!(
         said[0].contains("has no tool `nope`") && said[0].contains("`read_note`"),
         "{said:?}"
     );
+    assert!(!said[0].contains("`env`"), "a denied tool was named: {said:?}");
     assert!(calls.is_empty());
 
     assert_eq!(
@@ -1928,6 +1929,26 @@ fn assert_governed_through_translation(said: &[String], asked: &[String], method
             .any(|r| r["metadata"]["aip44"]["approval"]["approvedBy"] == "client:agentacp"),
         "{read:?}"
     );
+    // Its `mcp/message` to the editor was recorded before it was sent, as a passing one is;
+    // only the approved read was sent.
+    let sent: Vec<usize> = (records.iter().enumerate())
+        .filter(|(_, r)| r["metadata"]["aip44"]["method"] == "mcp/message")
+        .filter(|(_, r)| r["metadata"]["aip44"]["mcpMethod"] == "tools/call")
+        .map(|(at, _)| at)
+        .collect();
+    let sent_as = |name: &str| {
+        sent.iter()
+            .find(|at| records[**at]["metadata"]["aip44"]["mcpTool"] == name)
+    };
+    assert!(sent_as("mcp/notes/write_note").is_none() && sent_as("mcp/notes/fail").is_none());
+    let read_sent = *sent_as("mcp/notes/read_note").expect("the read's `mcp/message` recorded");
+    let read_at = (records.iter())
+        .position(|r| r["metadata"]["aip44"]["tool"] == "mcp/notes/read_note")
+        .unwrap();
+    assert!(
+        read_sent < read_at,
+        "the call was recorded only after it ran: {records:?}"
+    );
     let fail = tool("mcp/notes/fail");
     assert_eq!(fail.len(), 1, "{fail:?}");
     assert_eq!(fail[0]["metadata"]["aip44"]["approval"]["deniedBy"], "governance");
@@ -2201,6 +2222,66 @@ async fn a_bridge_serves_the_editors_mcp_over_acp_servers_through_a_stdio_shim_t
         .filter(|m| !m.ends_with("tools/call roots"))
         .collect();
     assert_governed_through_translation(&said[2..said.len() - 2], &asked, &methods, &records);
+}
+
+/// An agent with `mcpCapabilities.http` that refuses its first `session/new`, keeping the
+/// server it was given for it, and accepts the next; a prompt then tries the refused
+/// session's server, with its token, and says the HTTP status.
+const REFUSING_AGENT: &str = r#"
+import json, sys, urllib.request, urllib.error
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n"); sys.stdout.flush()
+refused = None
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id = m.get("method"), m.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1,
+              "agentCapabilities": {"mcpCapabilities": {"http": True}}, "authMethods": []}})
+    elif method == "session/new" and refused is None:
+        refused = m["params"]["mcpServers"][0]
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "not now"}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        headers = {h["name"]: h["value"] for h in refused["headers"]}
+        headers.update({"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "late", "version": "0"}}}).encode()
+        try:
+            with urllib.request.urlopen(urllib.request.Request(refused["url"], data=body,
+                    method="POST", headers=headers), timeout=30) as response:
+                status = str(response.status)
+        except urllib.error.HTTPError as error:
+            status = str(error.code)
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+              "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": status}}}})
+        send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
+    elif id is not None and method:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
+"#;
+
+/// The endpoint a translating bridge made for a session request the agent refused is served
+/// no more: its token opens nothing (`404`). Before, it stayed, with its token, for as long as
+/// the bridge ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_translated_server_of_a_refused_session_request_is_served_no_more() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let agent = sandboxed_python().args(["-c", REFUSING_AGENT]).allow_env("PATH");
+    let bridge_audit = dirs.state_dir.join("bridge.jsonl");
+    let bridge = BridgeInFront::serve(OpenMcpBridge { agent }, &bridge_audit, BridgeOptions::default()).await;
+    let (client, _, _) = bridge.notes_editor(&dirs, &project, approve_but_keep_out).await;
+    let refused = tokio::time::timeout(WAIT, client.new_session_with_mcp_servers(&project, json!([])))
+        .await
+        .expect("session/new answered in time");
+    assert!(refused.is_err(), "the agent refuses the first session/new");
+    let session = session_with(&client, &project, json!([])).await;
+    let (said, _) = prompt(&client, &session, "try the refused one").await;
+    assert_eq!(said, ["404"], "the refused request's server is still served");
+    client.close().await;
+    bridge.stop().await;
 }
 
 /// Issue #19: the sandboxed example passes `scaffold-aip conform` with its manifest. A `/run`

@@ -914,12 +914,24 @@ fn answered(
         (wire::method_names::INITIALIZE, Ok(result)) => widen_initialize(relay, id, result).map(Some),
         (wire::method_names::SESSION_NEW, Ok(result)) => {
             let created = serde_json::from_str::<Value>(result.get()).ok();
-            if let Some(session) = created.as_ref().and_then(|v| v["sessionId"].as_str()) {
-                mcp::session_created(relay, forwarded.mcp.as_ref(), session);
+            match created.as_ref().and_then(|v| v["sessionId"].as_str()) {
+                Some(session) => {
+                    mcp::session_created(relay, forwarded.mcp.as_ref(), session);
+                    #[cfg(feature = "mcp")]
+                    translate::session_created(relay, id, session);
+                    relay.lifecycle(session, Lifecycle::Invoked, None)?;
+                }
                 #[cfg(feature = "mcp")]
-                translate::session_created(relay, id, session);
-                relay.lifecycle(session, Lifecycle::Invoked, None)?;
+                None => translate::request_failed(relay, id),
+                #[cfg(not(feature = "mcp"))]
+                None => {}
             }
+            Ok(None)
+        }
+        // Refused, a session request leaves no server served for it.
+        #[cfg(feature = "mcp")]
+        (wire::method_names::SESSION_NEW | "session/resume", Err(_)) => {
+            translate::request_failed(relay, id);
             Ok(None)
         }
         #[cfg(feature = "mcp")]
@@ -930,6 +942,10 @@ fn answered(
             Ok(None)
         }
         (wire::method_names::SESSION_LOAD, outcome) => {
+            #[cfg(feature = "mcp")]
+            if outcome.is_err() {
+                translate::request_failed(relay, id);
+            }
             let Some(session) = session else { return Ok(None) };
             lock(&relay.gate).load_answered(session);
             if outcome.is_ok() {

@@ -135,7 +135,9 @@ impl McpHost {
         );
         self.listed.connected(server_id, &connection_id);
         let (tunnel, transport) = Tunnel::open::<RoleServer>(connection_id.clone(), peer, timeout);
-        self.tunnels.insert(tunnel);
+        // Ids of ours, numbered: never one routed already.
+        let routed = self.tunnels.insert(tunnel);
+        debug_assert!(routed, "connection id {connection_id} reused");
         let service = (server.make)();
         let name = server.name.clone();
         tokio::spawn(async move {

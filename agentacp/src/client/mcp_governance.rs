@@ -149,14 +149,6 @@ impl AcpMcpServers {
         }
     }
 
-    /// The name of the offered server `server_id`, and its session when known.
-    #[cfg(feature = "mcp")]
-    pub(crate) fn offered_as(&self, server_id: &str) -> Option<(String, Option<String>)> {
-        lock(&self.servers)
-            .get(server_id)
-            .map(|offered| (offered.name.clone(), offered.session.clone()))
-    }
-
     /// The name of the offered server `server_id`.
     pub(crate) fn name_of(&self, server_id: &str) -> Option<String> {
         lock(&self.servers).get(server_id).map(|offered| offered.name.clone())

@@ -334,10 +334,7 @@ impl McpClients {
     /// How long one tool call may take: the sandbox's `limits.timeout_ms`, else
     /// [`CALL_TIMEOUT`].
     pub(crate) fn call_timeout(&self) -> Duration {
-        self.sandbox
-            .as_ref()
-            .and_then(|sandbox| sandbox.profile().limits.timeout)
-            .unwrap_or(CALL_TIMEOUT)
+        call_timeout(self.sandbox.as_deref())
     }
 
     /// Connects every server (the first time only), side by side, each within
@@ -387,11 +384,15 @@ impl McpClients {
         &self.failed
     }
 
-    /// The tool `tool` of `server`, and the peer to call it on; the error says what is not
-    /// there.
     /// `tool` of `server`, the peer to call it on, and whether that server is reached over the
-    /// ACP connection (MCP-over-ACP).
-    pub(crate) fn find(&self, server: &str, tool: &str) -> Result<(McpTool, Peer<RoleClient>, bool), String> {
+    /// ACP connection (MCP-over-ACP); the error says what is not there, naming of the server's
+    /// tools only those `offered` (governance's outright denials stay unnamed).
+    pub(crate) fn find(
+        &self,
+        server: &str,
+        tool: &str,
+        offered: impl Fn(&McpTool) -> bool,
+    ) -> Result<(McpTool, Peer<RoleClient>, bool), String> {
         let Some(connected) = self.connected.get(server) else {
             return Err(match self.failed.get(server) {
                 Some(reason) => format!("the MCP server `{server}` could not be connected: {reason}"),
@@ -411,6 +412,7 @@ impl McpClients {
                 connected
                     .tools
                     .iter()
+                    .filter(|t| offered(t))
                     .map(|t| format!("`{}`", t.name))
                     .collect::<Vec<_>>()
                     .join(", ")
@@ -438,6 +440,14 @@ impl McpClients {
             });
         futures_util::future::join_all(closing).await;
     }
+}
+
+/// How long one tool call may take in `sandbox`: its `limits.timeout_ms`, else
+/// [`CALL_TIMEOUT`].
+fn call_timeout(sandbox: Option<&Confinement>) -> Duration {
+    sandbox
+        .and_then(|sandbox| sandbox.profile().limits.timeout)
+        .unwrap_or(CALL_TIMEOUT)
 }
 
 /// Calls `tool` on `peer` with `arguments` (a JSON object), within `timeout`: the
@@ -562,7 +572,8 @@ async fn connect(
         }
         McpServerSpec::Acp { name, server_id } => {
             let link = link.ok_or("this connection cannot reach MCP servers over ACP")?;
-            connect_over_acp(name, server_id, link, config).await
+            let timeout = call_timeout(sandbox.as_deref());
+            connect_over_acp(name, server_id, link, config, timeout).await
         }
         // rmcp has no client for MCP's legacy SSE transport (replaced by streamable HTTP).
         McpServerSpec::Sse { url, .. } => Err(format!(
@@ -572,15 +583,27 @@ async fn connect(
 }
 
 /// `mcp/connect` to the client for `server_id`, then rmcp's client on the tunnel of the
-/// `connectionId` it answers: MCP `initialize` and `tools/list` as `mcp/message`s.
+/// `connectionId` it answers: MCP `initialize` and `tools/list` as `mcp/message`s, each
+/// message within `timeout` (a tool call's).
 async fn connect_over_acp(
     name: &str,
     server_id: &str,
     link: AcpLink,
     config: ClientConfig,
+    timeout: Duration,
 ) -> Result<Connected, String> {
-    let (service, tunnel) = open_over_acp(server_id, &link, config).await?;
-    let tools = match list_tools(name, &service).await {
+    let (service, tunnel) = open_over_acp(server_id, &link, config, timeout).await?;
+    // Disconnected unless its tools are listed: on an error, and when this future is dropped
+    // before (the connect timeout, a cancelled turn).
+    let mut listing = Opening {
+        tunnel: &tunnel,
+        link: &link,
+        settled: false,
+    };
+    let listed = list_tools(name, &service).await;
+    listing.settled = true;
+    drop(listing);
+    let tools = match listed {
         Ok(tools) => tools,
         Err(why) => {
             let _ = tokio::time::timeout(STOP_GRACE, service.cancel()).await;
@@ -598,12 +621,13 @@ async fn connect_over_acp(
 
 /// An MCP connection over ACP to the server `server_id` of the peer `link` reaches:
 /// `mcp/connect`, then the rmcp client `handler` on the tunnel of the `connectionId` it
-/// answers (MCP `initialize` done). The tunnel is routed by `link.tunnels` until
-/// [`disconnect`]ed.
+/// answers (MCP `initialize` done), each of its requests bounded by `timeout`. The tunnel is
+/// routed by `link.tunnels` until [`disconnect`]ed.
 pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
     server_id: &str,
     link: &AcpLink,
     handler: H,
+    timeout: Duration,
 ) -> Result<(RunningService<RoleClient, H>, Tunnel), String> {
     let answer = link
         .peer
@@ -620,8 +644,14 @@ pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
         .filter(|id| !id.is_empty())
         .ok_or_else(|| format!("`mcp/connect` answered without a `connectionId`: {answer}"))?
         .to_string();
-    let (tunnel, transport) = Tunnel::open::<RoleClient>(connection_id, link.peer.clone(), CALL_TIMEOUT);
-    link.tunnels.insert(tunnel.clone());
+    let (tunnel, transport) = Tunnel::open::<RoleClient>(connection_id, link.peer.clone(), timeout);
+    if !link.tunnels.insert(tunnel.clone()) {
+        // Not disconnected: that would name the connection already open under this id.
+        return Err(format!(
+            "`mcp/connect` answered the `connectionId` `{}`, which names a connection already open",
+            tunnel.id()
+        ));
+    }
     // Disconnected unless it opens: on an error, and when this future is dropped before
     // (a connect timeout, a cancelled turn).
     let mut opening = Opening {
@@ -641,7 +671,8 @@ pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
     }
 }
 
-/// A tunnel being opened ([`open_over_acp`]): disconnected if dropped before it settled.
+/// A tunnel being opened ([`open_over_acp`]) or its tools listed ([`connect_over_acp`]):
+/// disconnected if dropped before it settled.
 struct Opening<'a> {
     tunnel: &'a Tunnel,
     link: &'a AcpLink,
@@ -780,13 +811,100 @@ mod tests {
             peer: Arc::new(NeverInitializes(disconnected)),
             tunnels: Arc::default(),
         };
-        let opening = tokio::time::timeout(Duration::from_millis(200), open_over_acp("s-1", &link, ()));
+        let opening = tokio::time::timeout(
+            Duration::from_millis(200),
+            open_over_acp("s-1", &link, (), CALL_TIMEOUT),
+        );
         assert!(opening.await.is_err(), "initialize is never answered");
         let disconnect = tokio::time::timeout(Duration::from_secs(10), disconnects.recv())
             .await
             .expect("mcp/disconnect sent in time");
         assert_eq!(disconnect, Some(json!({"connectionId": "c-1"})));
         assert!(link.tunnels.remove("c-1").is_none(), "the tunnel is still routed");
+    }
+
+    /// A peer that answers `mcp/connect` and MCP `initialize`, never answers `tools/list`
+    /// (until it is cancelled), and says when it is asked `mcp/disconnect`.
+    struct NeverLists(tokio::sync::mpsc::UnboundedSender<Value>);
+
+    impl AcpPeer for NeverLists {
+        fn request(
+            &self,
+            method: &'static str,
+            params: Value,
+            _: Duration,
+            cancelled: BoxFuture<'static, ()>,
+            _: tunnel::Sent,
+        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+            let disconnected = self.0.clone();
+            Box::pin(async move {
+                match (method, params["method"].as_str()) {
+                    (tunnel::CONNECT, _) => Ok(json!({"connectionId": "c-2"})),
+                    (tunnel::DISCONNECT, _) => {
+                        let _ = disconnected.send(params);
+                        Ok(json!({}))
+                    }
+                    (_, Some("initialize")) => Ok(json!({
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "never-lists", "version": "0"},
+                    })),
+                    _ => {
+                        cancelled.await;
+                        Err(RpcError::new(codes::REQUEST_CANCELLED, "cancelled"))
+                    }
+                }
+            })
+        }
+
+        fn notify(&self, _: &'static str, _: Value) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    /// Given up on while its tools are listed (initialized already), an MCP connection over
+    /// ACP is disconnected too. Before, the tunnel stayed routed and the client's server ran
+    /// until the ACP connection ended; a next turn opened another.
+    #[tokio::test]
+    async fn an_mcp_connection_over_acp_given_up_on_while_listing_its_tools_is_disconnected() {
+        let (disconnected, mut disconnects) = tokio::sync::mpsc::unbounded_channel();
+        let link = AcpLink {
+            peer: Arc::new(NeverLists(disconnected)),
+            tunnels: Arc::default(),
+        };
+        let connecting = connect_over_acp("n", "s-2", link.clone(), ClientConfig::default(), CALL_TIMEOUT);
+        let connecting = tokio::time::timeout(Duration::from_millis(500), connecting);
+        assert!(connecting.await.is_err(), "tools/list is never answered");
+        let disconnect = tokio::time::timeout(Duration::from_secs(10), disconnects.recv())
+            .await
+            .expect("mcp/disconnect sent in time");
+        assert_eq!(disconnect, Some(json!({"connectionId": "c-2"})));
+        assert!(link.tunnels.remove("c-2").is_none(), "the tunnel is still routed");
+    }
+
+    /// A `connectionId` the client gives a second connection while the first is open is
+    /// refused: before, the second replaced the first's routing, and the first's messages
+    /// went to the second's rmcp client.
+    #[tokio::test]
+    async fn a_connection_id_already_open_is_refused_and_the_open_one_kept() {
+        let (disconnected, _disconnects) = tokio::sync::mpsc::unbounded_channel();
+        let link = AcpLink {
+            peer: Arc::new(NeverLists(disconnected)),
+            tunnels: Arc::default(),
+        };
+        let (first, _) = open_over_acp("s-2", &link, ClientConfig::default(), CALL_TIMEOUT)
+            .await
+            .expect("the first connection opens");
+        let second = open_over_acp("s-2", &link, ClientConfig::default(), CALL_TIMEOUT).await;
+        let Err(why) = second else {
+            panic!("a second connection under `c-2` was opened");
+        };
+        assert!(why.contains("`c-2`, which names a connection already open"), "{why}");
+        assert!(
+            link.tunnels.remove("c-2").is_some(),
+            "the open connection is still routed"
+        );
+        drop(first);
     }
 
     #[test]

@@ -400,9 +400,17 @@ struct MessageParams {
 }
 
 impl Tunnels {
-    /// Routes `mcp/message`s of `tunnel`'s connection id to it.
-    pub(crate) fn insert(&self, tunnel: Tunnel) {
-        lock(&self.open).insert(tunnel.id().to_string(), tunnel);
+    /// Routes `mcp/message`s of `tunnel`'s connection id to it; `false`, and nothing changed,
+    /// when that id is routed already (a peer that gave two connections one id).
+    #[must_use]
+    pub(crate) fn insert(&self, tunnel: Tunnel) -> bool {
+        match lock(&self.open).entry(tunnel.id().to_string()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(vacant) => {
+                vacant.insert(tunnel);
+                true
+            }
+        }
     }
 
     /// Stops routing to `connection_id`, and returns its tunnel (ended).
@@ -748,7 +756,7 @@ mod tests {
     async fn only_an_mcp_notification_passes_as_an_mcp_message_notification() {
         let (tunnel, mut transport, _) = open();
         let tunnels = Tunnels::default();
-        tunnels.insert(tunnel);
+        assert!(tunnels.insert(tunnel));
         let raw = |value: Value| serde_json::value::to_raw_value(&value).unwrap();
         let call = json!({"connectionId": "c-1", "method": "tools/call", "params": {"name": "write"}});
         tunnels.notification(Some(&raw(call)));
@@ -799,7 +807,7 @@ mod tests {
     async fn a_cancelled_mcp_message_cancels_its_request_at_the_local_side_under_the_id_it_got() {
         let (tunnel, mut transport, _) = open();
         let tunnels = Arc::new(Tunnels::default());
-        tunnels.insert(tunnel);
+        assert!(tunnels.insert(tunnel));
         let raw = |value: Value| serde_json::value::to_raw_value(&value).unwrap();
         let asking = tokio::spawn({
             let tunnels = tunnels.clone();

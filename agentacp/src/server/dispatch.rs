@@ -200,6 +200,13 @@ impl<O: Operator> Dispatcher<O> {
         if connection.access.tokens.is_some() {
             access::advertise(&mut initialize_response);
         }
+        #[cfg(not(feature = "mcp"))]
+        for transport in unadvertise_mcp(&mut initialize_response) {
+            tracing::warn!(
+                transport,
+                "the manifest declares `mcpCapabilities.{transport}`, but this agent was built without agentacp's feature `mcp`: not advertised"
+            );
+        }
         if let Some(sandbox) = &connection.sandbox {
             // What this kernel enforces of SANDBOX.md (the manifest's ask is in `explain`).
             initialize_response["_meta"]["aip44"]["sandbox_enforcement"] = sandbox.report();
@@ -1274,6 +1281,27 @@ fn internal(error: &dyn std::fmt::Display) -> RpcError {
     RpcError::new(codes::INTERNAL_ERROR, error.to_string())
 }
 
+/// Without feature `mcp` no MCP server is ever connected: what the manifest advertises of
+/// `mcpCapabilities` (`http`, `acp`) is answered `false`, so that a client does not list
+/// servers `session/new` would refuse. Returns the transports withdrawn.
+#[cfg_attr(feature = "mcp", allow(dead_code))]
+fn unadvertise_mcp(initialize_response: &mut Value) -> Vec<String> {
+    let Some(offered) = initialize_response
+        .pointer_mut("/agentCapabilities/mcpCapabilities")
+        .and_then(Value::as_object_mut)
+    else {
+        return Vec::new();
+    };
+    let mut withdrawn = Vec::new();
+    for (transport, advertised) in offered.iter_mut() {
+        if *advertised == Value::Bool(true) {
+            *advertised = Value::Bool(false);
+            withdrawn.push(transport.clone());
+        }
+    }
+    withdrawn
+}
+
 fn unknown_session(id: &str) -> RpcError {
     RpcError::new(codes::INVALID_PARAMS, format!("unknown session `{id}`"))
 }
@@ -1409,5 +1437,27 @@ impl Drop for ClearRunning<'_> {
         {
             entry.activity = Activity::Idle;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn without_mcp_support_no_mcp_transport_is_advertised() {
+        let mut answer = json!({"agentCapabilities": {
+            "mcpCapabilities": {"http": true, "sse": false, "acp": true, "_meta": {"x": true}},
+            "loadSession": true,
+        }});
+        assert_eq!(super::unadvertise_mcp(&mut answer), ["http", "acp"]);
+        assert_eq!(
+            answer,
+            json!({"agentCapabilities": {
+                "mcpCapabilities": {"http": false, "sse": false, "acp": false, "_meta": {"x": true}},
+                "loadSession": true,
+            }})
+        );
+        assert!(super::unadvertise_mcp(&mut json!({"agentCapabilities": {}})).is_empty());
     }
 }

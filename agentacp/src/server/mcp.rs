@@ -43,20 +43,18 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
     /// connecting the servers (the first time; bounded). A server that could not be
     /// connected offers nothing: [`Mcp::unavailable`] says why.
     pub async fn tools(&mut self) -> Result<Vec<McpTool>> {
-        let scope = self.turn.scope;
         let tools = self.connected(|clients| clients.tools()).await?;
-        let governance = &scope.connection.governance;
+        Ok(tools.into_iter().filter(|tool| self.offered(tool)).collect())
+    }
+
+    /// Whether `tool` is offered: governance does not deny it outright (its decision on no
+    /// arguments). What is not offered is never named to the operator, nor so to the client.
+    fn offered(&self, tool: &McpTool) -> bool {
+        let scope = self.turn.scope;
         let no_arguments = Value::Object(Default::default());
-        Ok(tools
-            .into_iter()
-            .filter(|tool| {
-                let name = tool.governed_name();
-                !matches!(
-                    governance.decide(&scope.tool_request(&name, Some(tool.kind), &no_arguments)),
-                    Decision::Deny(_)
-                )
-            })
-            .collect())
+        let name = tool.governed_name();
+        let request = scope.tool_request(&name, Some(tool.kind), &no_arguments);
+        !matches!(scope.connection.governance.decide(&request), Decision::Deny(_))
     }
 
     /// The servers that could not be connected, and why (after connecting, the first time).
@@ -71,7 +69,7 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
         let (found, peer, over_acp, timeout) = self
             .connected(|clients| {
                 clients
-                    .find(server, tool)
+                    .find(server, tool, |tool| self.offered(tool))
                     .map(|(found, peer, over_acp)| (found, peer, over_acp, clients.call_timeout()))
             })
             .await?

@@ -141,6 +141,8 @@ pub(super) struct Translation {
 #[cfg(feature = "mcp")]
 pub(super) struct Loopback {
     pub(super) address: std::net::SocketAddr,
+    /// Its services, by endpoint key.
+    pub(super) services: super::translate::HttpServices,
 }
 
 /// The Unix socket of the stdio shims, in a folder only this user may enter; removed when it
@@ -206,6 +208,8 @@ impl Drop for ShimSocket {
 pub(super) struct Endpoint {
     /// The editor's `serverId`.
     pub(super) server_id: String,
+    /// The server's name in the editor's session request: what governance knows it by.
+    pub(super) name: String,
     /// The editor's session request it was made for.
     pub(super) made_for: crate::jsonrpc::Id,
     /// Its session: from the request (`session/load`, `resume`), else from the answer.

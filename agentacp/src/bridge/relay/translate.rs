@@ -58,7 +58,7 @@ use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::mcp::in_order::InOrder;
 use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
 use crate::mcp::tunnel::{AcpPeer, answer_value};
-use crate::mcp::{AcpLink, CONNECT_TIMEOUT, disconnect, open_over_acp};
+use crate::mcp::{AcpLink, CALL_TIMEOUT, CONNECT_TIMEOUT, disconnect, open_over_acp};
 use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
 use crate::sync::lock;
 use crate::wire::default as wire;
@@ -118,31 +118,43 @@ pub(super) fn session_created(relay: &Relay, request: &Id, session: &str) {
 /// more. Their endpoints and tokens are gone (a request on them is refused), and the bridge's
 /// MCP connections to the editor's servers for them are disconnected (`mcp/disconnect`).
 pub(super) fn session_closed(relay: &Arc<Relay>, session: &str) {
+    forget_endpoints(relay, |endpoint| lock(&endpoint.session).as_deref() == Some(session));
+}
+
+/// The agent refused the editor's session request `request` (`session/new`, `load`,
+/// `resume`): the servers served for it are served no more, as after a close.
+pub(super) fn request_failed(relay: &Arc<Relay>, request: &Id) {
+    forget_endpoints(relay, |endpoint| endpoint.made_for == *request);
+}
+
+/// Stops serving the endpoints `which` picks: their tokens, their HTTP services, the bridge's
+/// MCP connections behind them.
+fn forget_endpoints(relay: &Arc<Relay>, which: impl Fn(&Endpoint) -> bool) {
     let Some(translation) = relay.translation.get() else {
         return;
     };
-    let closed: Vec<Arc<Endpoint>> = {
+    let closed: Vec<(String, Arc<Endpoint>)> = {
         let mut endpoints = lock(&translation.endpoints);
-        let keys: Vec<String> = endpoints
-            .iter()
-            .filter(|(_, endpoint)| lock(&endpoint.session).as_deref() == Some(session))
+        let keys: Vec<String> = (endpoints.iter())
+            .filter(|(_, endpoint)| which(endpoint))
             .map(|(key, _)| key.clone())
             .collect();
-        keys.iter().filter_map(|key| endpoints.remove(key)).collect()
+        keys.into_iter()
+            .filter_map(|key| endpoints.remove(&key).map(|endpoint| (key, endpoint)))
+            .collect()
     };
     let link = AcpLink {
         peer: Arc::new(EditorPeer(Arc::downgrade(relay))),
         tunnels: Arc::clone(&translation.tunnels),
     };
-    for endpoint in closed {
+    for (key, endpoint) in closed {
+        if let Some(loopback) = translation.loopback.get() {
+            lock(&loopback.services).remove(&key);
+        }
         if let Some(upstream) = endpoint.upstream.get() {
             disconnect(&upstream.tunnel, &link);
         }
-        tracing::debug!(
-            server = endpoint.server_id,
-            session,
-            "an MCP-over-ACP server is served no more"
-        );
+        tracing::debug!(server = endpoint.server_id, "an MCP-over-ACP server is served no more");
     }
 }
 
@@ -166,6 +178,7 @@ async fn served_as(
             key.clone(),
             Arc::new(Endpoint {
                 server_id: server_id.to_string(),
+                name: name.to_string(),
                 made_for: request.clone(),
                 session: Mutex::new(session.map(str::to_string)),
                 secret: secret.clone(),
@@ -322,15 +335,16 @@ async fn loopback<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Resul
                 .await
                 .map_err(|error| format!("no loopback port to listen on: {error}"))?;
             let address = listener.local_addr().map_err(|error| error.to_string())?;
+            let services = HttpServices::default();
             let router = Router {
                 relay: Arc::downgrade(relay),
-                services: Arc::default(),
+                services: Arc::clone(&services),
                 stop: translation.stop.clone(),
                 max_body: relay.options.max_frame_bytes,
             };
             tokio::spawn(accept(listener, router));
             tracing::debug!(%address, "serving the editor's MCP-over-ACP servers to the agent");
-            Ok(Loopback { address })
+            Ok(Loopback { address, services })
         })
         .await
 }
@@ -360,11 +374,15 @@ async fn accept(listener: tokio::net::TcpListener, router: Router) {
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// The loopback endpoint's streamable-HTTP services, by endpoint key (made on first use;
+/// removed with their endpoint).
+pub(super) type HttpServices = Arc<Mutex<HashMap<String, StreamableHttpService<Proxy, LocalSessionManager>>>>;
+
 /// Routes `/mcp/<key>` to its server's streamable-HTTP service, once the bearer token matched.
 #[derive(Clone)]
 struct Router {
     relay: Weak<Relay>,
-    services: Arc<Mutex<HashMap<String, StreamableHttpService<Proxy, LocalSessionManager>>>>,
+    services: HttpServices,
     stop: CancellationToken,
     max_body: usize,
 }
@@ -512,7 +530,7 @@ impl AcpPeer for EditorPeer {
 /// requests passed to the editor's server over the bridge's MCP connection, tool calls
 /// governed and audited.
 #[derive(Clone)]
-struct Proxy {
+pub(super) struct Proxy {
     relay: Weak<Relay>,
     key: String,
 }
@@ -553,21 +571,19 @@ impl Proxy {
                     )
                 });
                 let client = AgentSide::new(info, endpoint.agent.clone());
-                let (service, tunnel) = open_over_acp(&endpoint.server_id, &link, client).await?;
+                let (service, tunnel) = open_over_acp(&endpoint.server_id, &link, client, CALL_TIMEOUT).await?;
                 Ok::<_, String>(Upstream { service, tunnel })
             })
             .await
             .map_err(|why| {
                 ErrorData::internal_error(format!("the editor's MCP server could not be reached: {why}"), None)
             })?;
-        let (server, session) = relay
-            .mcp
-            .offered_as(&endpoint.server_id)
-            .unwrap_or_else(|| (endpoint.server_id.clone(), None));
+        // The endpoint's own server and session: a `serverId` the editor used in another
+        // session too does not make this one's calls that session's.
         Ok(Reached {
             peer: upstream.service.peer().clone(),
-            server,
-            session,
+            server: endpoint.name.clone(),
+            session: lock(&endpoint.session).clone(),
         })
     }
 
@@ -655,6 +671,16 @@ impl rmcp::ServerHandler for Proxy {
                 }
             },
         };
+        // Recorded before it reaches the editor, as an `mcp/message` passing the bridge is:
+        // what cannot be audited does not run.
+        let passage = serde_json::Map::from_iter([
+            ("mcpMethod".to_string(), json!("tools/call")),
+            ("mcpTool".to_string(), json!(call.tool_name())),
+            ("toolCallId".to_string(), json!(call.id)),
+        ]);
+        if let Err(error) = relay.record_passage(false, MESSAGE, call.session.as_deref(), None, passage) {
+            return Err(mcp_error(&error));
+        }
         // Cancelled by the agent: the call is dropped, which rmcp cancels at the editor's server.
         let answer = tokio::select! {
             answer = bounded(reached.peer.call_tool_once(request)) => answer,
