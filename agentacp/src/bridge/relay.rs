@@ -938,6 +938,8 @@ fn answered(
         (wire::method_names::SESSION_CLOSE, Ok(_)) => {
             if let Some(session) = session {
                 translate::session_closed(relay, session);
+                // Its servers' listings and connections, as governance knew them.
+                relay.mcp.session_closed(session);
             }
             Ok(None)
         }

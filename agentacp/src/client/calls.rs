@@ -150,6 +150,8 @@ impl Client {
             .call(method, &wire::CloseSessionRequest::new(session.clone()))
             .await?;
         self.shared.sessions.forget(session.as_str());
+        #[cfg(feature = "mcp")]
+        self.shared.mcp.session_closed(session.as_str());
         Ok(closed)
     }
 
@@ -161,6 +163,8 @@ impl Client {
             .call(method, &wire::DeleteSessionRequest::new(session.clone()))
             .await?;
         self.shared.sessions.forget(session.as_str());
+        #[cfg(feature = "mcp")]
+        self.shared.mcp.session_closed(session.as_str());
         Ok(deleted)
     }
 

@@ -22,6 +22,10 @@ use crate::jsonrpc::cancels::Cancellable;
 use crate::jsonrpc::{RpcError, codes};
 use crate::mcp::tunnel::{self, AcpPeer, Tunnel, Tunnels};
 
+/// How many MCP connections over ACP an agent may have open at once (each runs a service of
+/// the client's): beyond it, `mcp/connect` is refused.
+pub(crate) const MAX_OPEN_CONNECTIONS: usize = 256;
+
 /// Makes a fresh MCP service, one per connection.
 type MakeService = Arc<dyn Fn() -> Box<dyn DynService<RoleServer>> + Send + Sync>;
 
@@ -105,6 +109,15 @@ impl McpHost {
         self.listed.session_created(ids, session);
     }
 
+    /// `session` is closed: its listings are served no more, and the connections open on
+    /// them are stopped (an agent that did not disconnect them would keep them for as long
+    /// as the ACP connection lasts).
+    pub(crate) fn session_closed(&self, session: &str) {
+        for connection in self.listed.session_closed(session) {
+            self.tunnels.remove(&connection);
+        }
+    }
+
     /// What the agent's `mcp/message` request asks (a tool call, a listing, anything else).
     pub(crate) fn read(&self, params: &Value) -> McpMessage {
         self.listed.read(params)
@@ -128,6 +141,12 @@ impl McpHost {
             .name_of(server_id)
             .and_then(|name| servers.iter().find(|server| server.name == name))
             .ok_or_else(|| invalid(format!("this client provides no MCP server `{server_id}`")))?;
+        if self.tunnels.open_count() >= MAX_OPEN_CONNECTIONS {
+            return Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("{MAX_OPEN_CONNECTIONS} MCP connections are open already; disconnect one first"),
+            ));
+        }
         let connection_id = format!(
             "{}-{}",
             server.name,
@@ -192,5 +211,81 @@ impl McpHost {
     /// Stops every connection: the agent is gone.
     pub(crate) fn end_all(&self) {
         self.tunnels.end_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::future::BoxFuture;
+
+    /// A server with nothing to offer (rmcp's defaults).
+    #[derive(Clone)]
+    struct Empty;
+
+    impl rmcp::ServerHandler for Empty {}
+
+    /// A peer the client's services never hear from.
+    struct Silent;
+
+    impl AcpPeer for Silent {
+        fn request(
+            &self,
+            _: &'static str,
+            _: Value,
+            _: Duration,
+            _: BoxFuture<'static, ()>,
+            _: tunnel::Sent,
+        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn notify(&self, _: &'static str, _: Value) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    fn connect(host: &McpHost, servers: &[AcpMcpServer], server_id: &str) -> Result<Value, RpcError> {
+        let params = json!({"serverId": server_id});
+        host.connect(servers, Arc::new(Silent), Duration::from_secs(5), &params)
+    }
+
+    /// An agent that keeps connecting is refused past the limit, each connection running a
+    /// service of the client's until then; a disconnect makes room again.
+    #[tokio::test]
+    async fn connections_past_the_limit_are_refused() {
+        let host = McpHost::default();
+        let servers = [AcpMcpServer::new("notes", || Empty)];
+        let (_, ids) = host.offer(&servers, Some("s1"));
+        let mut last = Value::Null;
+        for _ in 0..MAX_OPEN_CONNECTIONS {
+            last = connect(&host, &servers, &ids[0]).expect("under the limit");
+        }
+        let refused = connect(&host, &servers, &ids[0]).expect_err("past the limit");
+        assert!(refused.message.contains("open already"), "{}", refused.message);
+        host.disconnect(&last).expect("disconnected");
+        connect(&host, &servers, &ids[0]).expect("room again");
+    }
+
+    /// A closed session's listings are served no more and its open connections stop; another
+    /// session's stay.
+    #[tokio::test]
+    async fn a_closed_sessions_connections_are_stopped_and_its_servers_no_longer_offered() {
+        let host = McpHost::default();
+        let servers = [AcpMcpServer::new("notes", || Empty)];
+        let (_, closing) = host.offer(&servers, Some("s1"));
+        let (_, staying) = host.offer(&servers, Some("s2"));
+        let gone = connect(&host, &servers, &closing[0]).unwrap();
+        let kept = connect(&host, &servers, &staying[0]).unwrap();
+        host.session_closed("s1");
+        assert!(
+            host.disconnect(&gone).is_err(),
+            "the closed session's connection is open"
+        );
+        assert!(
+            connect(&host, &servers, &closing[0]).is_err(),
+            "its listing is still offered"
+        );
+        host.disconnect(&kept).expect("the other session's connection is open");
     }
 }

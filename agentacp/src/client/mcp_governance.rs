@@ -154,6 +154,22 @@ impl AcpMcpServers {
         lock(&self.servers).get(server_id).map(|offered| offered.name.clone())
     }
 
+    /// `session` closed: its listings are forgotten; returns the connections open on them.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn session_closed(&self, session: &str) -> Vec<String> {
+        let mut servers = lock(&self.servers);
+        servers.retain(|_, offered| offered.session.as_deref() != Some(session));
+        let mut connections = lock(&self.connections);
+        let gone: Vec<String> = (connections.iter())
+            .filter(|(_, server_id)| !servers.contains_key(*server_id))
+            .map(|(connection, _)| connection.clone())
+            .collect();
+        for connection in &gone {
+            connections.remove(connection);
+        }
+        gone
+    }
+
     /// `mcp/connect` of `server_id` was answered with `connection_id`.
     pub(crate) fn connected(&self, server_id: &str, connection_id: &str) {
         lock(&self.connections).insert(connection_id.to_string(), server_id.to_string());

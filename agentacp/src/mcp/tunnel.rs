@@ -413,6 +413,11 @@ impl Tunnels {
         }
     }
 
+    /// How many tunnels are open.
+    pub(crate) fn open_count(&self) -> usize {
+        lock(&self.open).len()
+    }
+
     /// Stops routing to `connection_id`, and returns its tunnel (ended).
     pub(crate) fn remove(&self, connection_id: &str) -> Option<Tunnel> {
         let tunnel = lock(&self.open).remove(connection_id)?;
