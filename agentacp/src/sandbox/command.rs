@@ -94,6 +94,14 @@ impl std::error::Error for SandboxError {
     }
 }
 
+/// A failed start of a confined program: with the step of its confinement that failed named,
+/// when it was one (the child can pass back only an `errno`); any other error as it is.
+pub(crate) fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
+    #[cfg(all(target_os = "linux", feature = "sandbox"))]
+    let error = super::confine::explain_spawn_error(error);
+    error
+}
+
 impl From<SandboxError> for crate::Error {
     fn from(error: SandboxError) -> Self {
         crate::Error::other(error)
@@ -237,7 +245,7 @@ impl<'c> SandboxCommand<'c> {
         confinement
             .apply(&mut command, Path::new(&self.program), child_path.as_deref(), true)
             .map_err(spawn_error)?;
-        let mut child = (command.spawn()).map_err(|error| spawn_error(super::explain_spawn_error(error)))?;
+        let mut child = (command.spawn()).map_err(|error| spawn_error(explain_spawn_error(error)))?;
         // Whatever the command leaves in its group goes with it, also when this future is
         // dropped (a cancelled turn).
         let group = KillGroup(child.id().and_then(|pid| rustix::process::Pid::from_raw(pid as i32)));

@@ -31,6 +31,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+pub(crate) use command::explain_spawn_error;
 pub use command::{LimitExceeded, SandboxCommand, SandboxError, SandboxOutput};
 pub use kernel::KernelSupport;
 pub(crate) use plan::Grant;
@@ -50,14 +51,6 @@ impl Confinement {
     ) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// A failed start of a confined program: with the step of its confinement that failed named,
-/// when it was one (the child can pass back only an `errno`); any other error as it is.
-pub(crate) fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
-    #[cfg(all(target_os = "linux", feature = "sandbox"))]
-    let error = confine::explain_spawn_error(error);
-    error
 }
 
 /// The sandbox bound by `spec` (tier sandboxed), planned for this kernel; `None` without one.

@@ -141,8 +141,8 @@ pub(super) struct Translation {
 #[cfg(feature = "mcp")]
 pub(super) struct Loopback {
     pub(super) address: std::net::SocketAddr,
-    /// Its services, by endpoint key.
-    pub(super) services: super::translate::HttpServices,
+    /// Forgets the service of an endpoint key (removed with its endpoint).
+    pub(super) forget_service: Box<dyn Fn(&str) + Send + Sync>,
 }
 
 /// The Unix socket of the stdio shims, in a folder only this user may enter; removed when it

@@ -149,7 +149,7 @@ fn forget_endpoints(relay: &Arc<Relay>, which: impl Fn(&Endpoint) -> bool) {
     };
     for (key, endpoint) in closed {
         if let Some(loopback) = translation.loopback.get() {
-            lock(&loopback.services).remove(&key);
+            (loopback.forget_service)(&key);
         }
         if let Some(upstream) = endpoint.upstream.get() {
             disconnect(&upstream.tunnel, &link);
@@ -344,7 +344,13 @@ async fn loopback<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Resul
             };
             tokio::spawn(accept(listener, router));
             tracing::debug!(%address, "serving the editor's MCP-over-ACP servers to the agent");
-            Ok(Loopback { address, services })
+            let forget_service = Box::new(move |key: &str| {
+                lock(&services).remove(key);
+            });
+            Ok(Loopback {
+                address,
+                forget_service,
+            })
         })
         .await
 }
@@ -376,7 +382,7 @@ type Body = BoxBody<Bytes, Infallible>;
 
 /// The loopback endpoint's streamable-HTTP services, by endpoint key (made on first use;
 /// removed with their endpoint).
-pub(super) type HttpServices = Arc<Mutex<HashMap<String, StreamableHttpService<Proxy, LocalSessionManager>>>>;
+type HttpServices = Arc<Mutex<HashMap<String, StreamableHttpService<Proxy, LocalSessionManager>>>>;
 
 /// Routes `/mcp/<key>` to its server's streamable-HTTP service, once the bearer token matched.
 #[derive(Clone)]
@@ -530,7 +536,7 @@ impl AcpPeer for EditorPeer {
 /// requests passed to the editor's server over the bridge's MCP connection, tool calls
 /// governed and audited.
 #[derive(Clone)]
-pub(super) struct Proxy {
+struct Proxy {
     relay: Weak<Relay>,
     key: String,
 }
