@@ -160,46 +160,18 @@ impl AgentCommand {
             .process_group(0)
             // A backstop should everything else be dropped with the runtime.
             .kill_on_drop(true);
-        die_with_parent(&mut command);
+        crate::sandbox::die_with_parent(&mut command);
         if let Some(sandbox) = self.sandbox() {
             for (missing, _) in self.sandbox_granted.iter().filter(|(path, _)| !path.exists()) {
                 tracing::warn!(path = %missing.display(), program = ?self.program, "granted to a sandboxed program but does not exist: not granted");
             }
             let path = self.agent_env("PATH");
-            sandbox.apply(&mut command, Path::new(&self.program), path.as_deref(), false)?;
+            let program = (Path::new(&self.program), self.cwd.as_deref());
+            sandbox.apply(&mut command, program, path.as_deref(), false)?;
         }
         Ok(command)
     }
 }
-
-/// Linux: the agent gets SIGKILL when the thread that started it dies — with the client
-/// process, even when that is killed with `kill -9` and nothing of ours runs (`prctl
-/// PR_SET_PDEATHSIG`). The agent is started from a runtime worker thread, which lives as long
-/// as the runtime. Its own children are reached through its process group at close, not by
-/// this signal.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed: it makes two raw system calls (prctl, getppid)
-    // through rustix, allocates nothing and takes no lock.
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-            // The parent may have died before the prctl: then nothing would ever signal us.
-            // (`ESRCH`, "no such process": an error made without allocating, which a child
-            // of a multi-threaded process must not do before exec.)
-            if rustix::process::getppid() != Some(parent) {
-                return Err(rustix::io::Errno::SRCH.into());
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn die_with_parent(_: &mut Command) {}
 
 /// The last lines the agent wrote to stderr.
 #[derive(Debug)]

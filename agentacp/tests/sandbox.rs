@@ -110,6 +110,23 @@ fn child() {
             }
             started.map(|_| "started".into()).map_err(|e| e.to_string())
         }
+        // A runtime: runs this binary confined, sleeping a minute with the argument in its
+        // command line to be found by, and waits for it (until it is killed).
+        "runtime" => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let sandbox = confinement(json!({}));
+            let ran = runtime.block_on(
+                sandbox
+                    .command(std::env::current_exe().unwrap())
+                    .args(["--exact", "child", argument])
+                    .env("SANDBOX_CHILD", "sleep:60")
+                    .output(),
+            );
+            ran.map(|_| "slept".into()).map_err(|e| e.to_string())
+        }
         "connect" => std::net::TcpStream::connect(argument)
             .map(|_| "connected".into())
             .map_err(|e| e.to_string()),
@@ -321,6 +338,42 @@ async fn a_process_the_program_started_outside_its_group_ends_at_its_timeout() {
     }
     kill_all(&alive);
     assert!(alive.is_empty(), "still running 10 s after the timeout: {alive:?}");
+}
+
+/// Review of #18: a runtime killed with `kill -9` (or crashing) left its commands running:
+/// their outer process ignores SIGTERM and SIGHUP, and the timer that would have stopped them
+/// died with the runtime. Now a command dies with the runtime that started it.
+#[tokio::test]
+async fn a_command_ends_when_the_runtime_that_started_it_is_killed() {
+    let marker = format!("orphan-{}-runtime-killed", std::process::id());
+    let mut runtime = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("SANDBOX_CHILD", format!("runtime:{marker}"))
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while processes_with_argument(&marker).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !processes_with_argument(&marker).is_empty(),
+        "the command never started"
+    );
+    runtime.start_kill().unwrap();
+    runtime.wait().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut alive = processes_with_argument(&marker);
+    while !alive.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        alive = processes_with_argument(&marker);
+    }
+    kill_all(&alive);
+    assert!(
+        alive.is_empty(),
+        "still running 10 s after its runtime was killed: {alive:?}"
+    );
 }
 
 /// Review of #18: the outer process and the init are forks of the runtime, in the program's

@@ -94,6 +94,36 @@ impl std::error::Error for SandboxError {
     }
 }
 
+/// Linux: the child gets SIGKILL when the thread that started it dies — with the runtime,
+/// even when that is killed with `kill -9` and nothing of ours runs (`prctl
+/// PR_SET_PDEATHSIG`). Children are started from a runtime worker thread, which lives as long
+/// as the runtime. What the child started is reached through its process group (or its PID
+/// namespace) at close, not by this signal.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[allow(unsafe_code)]
+pub(crate) fn die_with_parent(command: &mut tokio::process::Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two raw system calls (prctl, getppid)
+    // through rustix, allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The parent may have died before the prctl: then nothing would ever signal us.
+            // (`ESRCH`, "no such process": an error made without allocating, which a child
+            // of a multi-threaded process must not do before exec.)
+            if rustix::process::getppid() != Some(parent) {
+                return Err(rustix::io::Errno::SRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Elsewhere: nothing (a child outlives a killed runtime).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn die_with_parent(_: &mut tokio::process::Command) {}
+
 /// A failed start of a confined program: with the step of its confinement that failed named,
 /// when it was one (the child can pass back only an `errno`); any other error as it is.
 pub(crate) fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
@@ -238,17 +268,25 @@ impl<'c> SandboxCommand<'c> {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // Before the confinement's steps: the outer process it leaves ignores SIGTERM and
+        // SIGHUP, so a runtime that died would leave the command running, past its timeout.
+        die_with_parent(&mut command);
         let spawn_error = |source| SandboxError::Spawn {
             program: self.program.clone(),
             source,
         };
         confinement
-            .apply(&mut command, Path::new(&self.program), child_path.as_deref(), true)
+            .apply(
+                &mut command,
+                (Path::new(&self.program), Some(&self.cwd)),
+                child_path.as_deref(),
+                true,
+            )
             .map_err(spawn_error)?;
         let mut child = (command.spawn()).map_err(|error| spawn_error(explain_spawn_error(error)))?;
         // Whatever the command leaves in its group goes with it, also when this future is
         // dropped (a cancelled turn).
-        let group = KillGroup(child.id().and_then(|pid| rustix::process::Pid::from_raw(pid as i32)));
+        let mut group = KillGroup(child.id().and_then(|pid| rustix::process::Pid::from_raw(pid as i32)));
         if let (Some(bytes), Some(mut stdin)) = (self.stdin, child.stdin.take()) {
             // A command that does not read its stdin must not hold us up: written aside.
             tokio::spawn(async move {
@@ -269,8 +307,10 @@ impl<'c> SandboxCommand<'c> {
                 (status, true)
             }
         };
-        // What it left behind in its group holds the pipes open.
+        // What it left behind in its group holds the pipes open. Once: the group may be
+        // empty after this, and its number then given to another process's group.
         group.kill();
+        group.disarm();
         let collect = |task: tokio::task::JoinHandle<(Vec<u8>, bool)>| async move {
             tokio::time::timeout(DRAIN, task)
                 .await
@@ -311,6 +351,11 @@ impl KillGroup {
         if let Some(group) = self.0 {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
+    }
+
+    /// Signals nothing more, not even when dropped.
+    fn disarm(&mut self) {
+        self.0 = None;
     }
 }
 

@@ -58,28 +58,35 @@ const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random",
 const RULES_ABI: ABI = ABI::V9;
 
 impl Confinement {
-    /// Applies the confinement to `command`, which will run `program` (resolved against the
-    /// child's `PATH`, so its own file can be allowed). `cpu`: whether `cpu_ms` applies (to
-    /// a command, not to a long-running MCP server).
+    /// Applies the confinement to `command`, which will run `program` in `cwd` (resolved as
+    /// the child will, against `cwd` and the child's `PATH`, so its own file can be
+    /// allowed). `cpu`: whether `cpu_ms` applies (to a command, not to a long-running MCP
+    /// server).
     pub(crate) fn apply(
         &self,
         command: &mut tokio::process::Command,
-        program: &Path,
+        (program, cwd): (&Path, Option<&Path>),
         child_path: Option<&std::ffi::OsStr>,
         cpu: bool,
     ) -> std::io::Result<()> {
-        let program = resolve_program(program, child_path);
+        let program = resolve_program(program, cwd, child_path);
         confine(self, command, program.as_deref(), cpu)
     }
 }
 
-/// Where `program` is: itself when it has a slash, else the first match in `path`.
-fn resolve_program(program: &Path, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+/// The file the child will run as `program` from `cwd`: itself when it has a slash, else the
+/// first match in `path`; a relative one taken from `cwd`, as the child takes it (not from
+/// the runtime's folder). Only a regular file: a folder named so is not allowed to be read.
+fn resolve_program(program: &Path, cwd: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    let from_cwd = |candidate: PathBuf| match cwd {
+        Some(cwd) if candidate.is_relative() => cwd.join(candidate),
+        _ => candidate,
+    };
     if program.components().count() > 1 {
-        return Some(program.to_path_buf());
+        return Some(from_cwd(program.to_path_buf())).filter(|file| file.is_file());
     }
     std::env::split_paths(path?)
-        .map(|dir| dir.join(program))
+        .map(|dir| from_cwd(dir.join(program)))
         .find(|candidate| candidate.is_file())
 }
 
@@ -412,7 +419,9 @@ unsafe fn contain_processes(own_proc: Option<OwnProc>) -> std::io::Result<()> {
         }
         let program = libc::fork();
         if program < 0 {
-            libc::_exit(127);
+            // Reported as the first fork's failure is (this init is the process whose
+            // failure the runtime is told of), not as the program's exit 127.
+            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
         }
         if program > 0 {
             namespace_init(program, status_write);
@@ -793,6 +802,24 @@ mod tests {
                 .enumerate()
                 .all(|(index, step)| *step as usize == index + 1)
         );
+    }
+
+    /// A relative program is the file the child runs, from its own folder: not the one of
+    /// the same name in the runtime's folder, and never a folder (which would be allowed to
+    /// be read, all of it).
+    #[test]
+    fn a_relative_program_is_found_from_the_childs_folder_and_only_as_a_file() {
+        let child = tempfile::tempdir().unwrap();
+        std::fs::write(child.path().join("tool"), "#!/bin/sh\n").unwrap();
+        std::fs::create_dir(child.path().join("keys")).unwrap();
+        let found = resolve_program(Path::new("./tool"), Some(child.path()), None);
+        assert_eq!(found, Some(child.path().join("./tool")));
+        assert_eq!(resolve_program(Path::new("./keys"), Some(child.path()), None), None);
+        let path = std::ffi::OsString::from("bin:/usr/bin");
+        std::fs::create_dir(child.path().join("bin")).unwrap();
+        std::fs::write(child.path().join("bin/tool"), "#!/bin/sh\n").unwrap();
+        let found = resolve_program(Path::new("tool"), Some(child.path()), Some(&path));
+        assert_eq!(found, Some(child.path().join("bin/tool")));
     }
 
     #[test]

@@ -31,8 +31,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-pub(crate) use command::explain_spawn_error;
 pub use command::{LimitExceeded, SandboxCommand, SandboxError, SandboxOutput};
+pub(crate) use command::{die_with_parent, explain_spawn_error};
 pub use kernel::KernelSupport;
 pub(crate) use plan::Grant;
 pub use plan::{Confinement, NetworkConfinement};
@@ -45,7 +45,7 @@ impl Confinement {
     pub(crate) fn apply(
         &self,
         _command: &mut tokio::process::Command,
-        _program: &Path,
+        _program: (&Path, Option<&Path>),
         _child_path: Option<&std::ffi::OsStr>,
         _cpu: bool,
     ) -> std::io::Result<()> {

@@ -86,7 +86,17 @@ impl Confinement {
         for mount in &profile.mounts {
             let path = match &mount.source {
                 MountSource::Workspace => {
-                    let path = workspace_root.map_or_else(|| mount.at.clone(), Path::to_path_buf);
+                    let path = match workspace_root {
+                        Some(root) if !within(root, &mount.at) => {
+                            return Err(format!(
+                                "the workspace root `{}` is outside the sandbox's workspace mount `{}`: it may only narrow the mount (AGENTACP_WORKSPACE_ROOT)",
+                                root.display(),
+                                mount.at.display()
+                            ));
+                        }
+                        Some(root) => root.to_path_buf(),
+                        None => mount.at.clone(),
+                    };
                     workspace.get_or_insert_with(|| path.clone());
                     path
                 }
@@ -106,6 +116,20 @@ impl Confinement {
                 }
             };
             paths.push((path, mount.read_only));
+        }
+        // Landlock's rules add up: a read-only folder inside a read-write one would be
+        // writable all the same.
+        for (inner, _) in paths.iter().filter(|(_, read_only)| *read_only) {
+            if let Some((outer, _)) = paths
+                .iter()
+                .find(|(outer, read_only)| !read_only && within(inner, outer))
+            {
+                return Err(format!(
+                    "the sandbox mounts `{}` read-only inside the read-write mount `{}`: a local sandbox cannot make part of a writable folder read-only (Landlock's rules add up); mount the writable folders beside it instead",
+                    inner.display(),
+                    outer.display()
+                ));
+            }
         }
         let workspace = workspace
             .or_else(|| workspace_root.map(Path::to_path_buf))
@@ -340,6 +364,27 @@ fn grant_modes(paths: &[(PathBuf, Grant)]) -> Vec<Value> {
         .collect()
 }
 
+/// Whether `inner` is `outer` or inside it, as the file system resolves both (symbolic
+/// links followed) where they exist, else with `.` and `..` taken as written.
+fn within(inner: &Path, outer: &Path) -> bool {
+    let resolved = |path: &Path| {
+        std::fs::canonicalize(path).unwrap_or_else(|_| {
+            let mut plain = PathBuf::new();
+            for component in path.components() {
+                match component {
+                    std::path::Component::ParentDir => {
+                        plain.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => plain.push(other),
+                }
+            }
+            plain
+        })
+    };
+    resolved(inner).starts_with(resolved(outer))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,6 +421,40 @@ mod tests {
         assert_eq!(granted.unix_socket_folders().collect::<Vec<_>>(), [here.as_path()]);
         // Nothing granted: no `granted` key.
         assert!(confinement.report()["files"].get("granted").is_none());
+    }
+
+    /// The workspace root may narrow the workspace mount, never widen it (a bridge did not
+    /// check: `AGENTACP_WORKSPACE_ROOT=/` gave its agent the whole file system, writable).
+    #[test]
+    fn a_workspace_root_outside_the_workspace_mount_is_refused() {
+        let inside = Confinement::plan(profile(json!({})), Some(Path::new("/srv/project")), FULL).unwrap();
+        assert_eq!(inside.mounts(), [(PathBuf::from("/srv/project"), false)]);
+        for outside in ["/", "/home", "/srv/../etc", "/no-such-folder/../srv/../etc"] {
+            let error = Confinement::plan(profile(json!({})), Some(Path::new(outside)), FULL).unwrap_err();
+            assert!(
+                error.contains("outside the sandbox's workspace mount `/srv`"),
+                "{error}"
+            );
+        }
+    }
+
+    /// A read-only mount inside a read-write one would be writable (Landlock's rules add up):
+    /// refused, naming both. Beside it, or read-write inside read-only, it is kept.
+    #[test]
+    fn a_read_only_mount_inside_a_read_write_one_is_refused() {
+        let mounts = |inner: &str, mode: &str| {
+            json!({"mounts": [
+                {"source": "workspace", "at": "/srv"},
+                {"source": {"file": inner}, "at": inner, "mode": mode},
+            ]})
+        };
+        let error = Confinement::plan(profile(mounts("/srv/vendor", "read-only")), None, FULL).unwrap_err();
+        assert!(
+            error.contains("`/srv/vendor` read-only inside the read-write mount `/srv`"),
+            "{error}"
+        );
+        assert!(Confinement::plan(profile(mounts("/opt/vendor", "read-only")), None, FULL).is_ok());
+        assert!(Confinement::plan(profile(mounts("/srv/cache", "read-write")), None, FULL).is_ok());
     }
 
     #[test]
