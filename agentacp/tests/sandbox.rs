@@ -127,6 +127,9 @@ fn child() {
             );
             ran.map(|_| "slept".into()).map_err(|e| e.to_string())
         }
+        "connect-unix" => std::os::unix::net::UnixStream::connect(argument)
+            .map(|_| "connected".into())
+            .map_err(|e| e.to_string()),
         "connect" => std::net::TcpStream::connect(argument)
             .map(|_| "connected".into())
             .map_err(|e| e.to_string()),
@@ -338,6 +341,39 @@ async fn a_process_the_program_started_outside_its_group_ends_at_its_timeout() {
     }
     kill_all(&alive);
     assert!(alive.is_empty(), "still running 10 s after the timeout: {alive:?}");
+}
+
+/// Review of #18: before Landlock ABI 9 a confined program could connect to any pathname
+/// Unix socket: the user's session bus (`systemd-run --user` starts a program outside the
+/// sandbox), X11, Docker. Where it has a mount namespace of its own, those places are hidden
+/// from it. An X11 socket of the test's own stands for them.
+#[tokio::test]
+async fn the_users_service_sockets_are_hidden_where_landlock_cannot_confine_them() {
+    let sandbox = confinement(json!({}));
+    if sandbox.confines_unix_sockets() || !sandbox.has_own_proc() {
+        eprintln!("skipped: this kernel confines Unix sockets, or gives no mount namespace to hide them in");
+        return;
+    }
+    let folder = Path::new("/tmp/.X11-unix");
+    let made = !folder.exists() && std::fs::create_dir(folder).is_ok();
+    let socket = folder.join(format!("X-agentacp-test-{}", std::process::id()));
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let listed = sandbox.hidden_sockets();
+    let reached = run(&sandbox, &format!("connect-unix:{}", socket.display())).await;
+    // Reachable from here, as it was from the program before.
+    let here = std::os::unix::net::UnixStream::connect(&socket).map(drop);
+    drop(listener);
+    let _ = std::fs::remove_file(&socket);
+    if made {
+        let _ = std::fs::remove_dir(folder);
+    }
+    assert!(
+        listed.contains(&folder.canonicalize().unwrap_or(folder.into())),
+        "{listed:?}"
+    );
+    here.expect("the socket is reachable unconfined");
+    let reached = reached.unwrap();
+    assert!(reached.starts_with("err "), "the program reached it: {reached}");
 }
 
 /// Review of #18: a runtime killed with `kill -9` (or crashing) left its commands running:

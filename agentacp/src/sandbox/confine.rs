@@ -115,6 +115,15 @@ fn confine(
         ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
         access: AccessFs::from_read(RULES_ABI).bits(),
         command_line: command_line_span(),
+        hide: (confinement.hidden_sockets().into_iter())
+            .filter_map(|place| {
+                let folder = place.is_dir();
+                Some((
+                    std::ffi::CString::new(place.into_os_string().into_encoded_bytes()).ok()?,
+                    folder,
+                ))
+            })
+            .collect(),
     });
     let mut namespaces = rustix::thread::UnshareFlags::empty();
     if network {
@@ -172,7 +181,7 @@ fn confine(
             }
             rustix::thread::set_no_new_privs(true).map_err(|e| failed(Step::NoNewPrivs, e))?;
             if contain {
-                contain_processes(own_proc)?;
+                contain_processes(own_proc.as_ref())?;
             }
             if let Some(ruleset) = &ruleset
                 && libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0
@@ -198,10 +207,11 @@ enum Step {
     OwnProc,
     ProcRule,
     Landlock,
+    HideSockets,
 }
 
 impl Step {
-    const ALL: [Step; 9] = [
+    const ALL: [Step; 10] = [
         Step::MemoryLimit,
         Step::CpuLimit,
         Step::Namespaces,
@@ -211,6 +221,7 @@ impl Step {
         Step::OwnProc,
         Step::ProcRule,
         Step::Landlock,
+        Step::HideSockets,
     ];
 
     fn doing(self) -> &'static str {
@@ -224,6 +235,7 @@ impl Step {
             Step::OwnProc => "mounting its PID namespace's own /proc",
             Step::ProcRule => "adding its own /proc to its Landlock rules",
             Step::Landlock => "applying its Landlock rules",
+            Step::HideSockets => "hiding the user's service sockets (runtime folder, X11, Docker) from it",
         }
     }
 }
@@ -265,8 +277,9 @@ const NOT_IGNORED: [libc::c_int; 9] = [
     libc::SIGSYS,
 ];
 
-/// The namespace's own `/proc`: what the init needs to make it readable.
-#[derive(Debug, Clone, Copy)]
+/// The namespace's own `/proc`: what the init needs to make it readable, and the service
+/// sockets it hides in the same mount namespace.
+#[derive(Debug)]
 struct OwnProc {
     /// The program's Landlock ruleset, if files are confined.
     ruleset: Option<libc::c_int>,
@@ -275,6 +288,8 @@ struct OwnProc {
     /// Where the runtime's command line is in its memory (`start..end`): the init, a fork of
     /// the runtime, blanks its copy, which its `/proc/1/cmdline` would show.
     command_line: Option<(usize, usize)>,
+    /// [`Confinement::hidden_sockets`], and whether each is a folder (else a socket).
+    hide: Vec<(std::ffi::CString, bool)>,
 }
 
 /// Where this process's command line (its `argv` strings) is in its memory: fields 48 and 49
@@ -311,7 +326,7 @@ impl OwnProc {
     /// # Safety
     /// Only between fork and exec, in the namespace's init: system calls only.
     #[allow(unsafe_code)]
-    unsafe fn mount(self) -> std::io::Result<()> {
+    unsafe fn mount(&self) -> std::io::Result<()> {
         // SAFETY: system calls on a descriptor opened here and a struct on this stack; the
         // command line is this process's own copy of the runtime's `argv` strings (in its
         // main stack, writable), which nothing reads after the fork.
@@ -321,6 +336,30 @@ impl OwnProc {
             }
             if !mount_own_proc() {
                 return Err(failed(Step::OwnProc, std::io::Error::last_os_error()));
+            }
+            // An empty folder over each folder of sockets, `/dev/null` over each socket.
+            for (place, folder) in &self.hide {
+                let hidden = if *folder {
+                    libc::mount(
+                        c"tmpfs".as_ptr(),
+                        place.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        c"size=4k,mode=555".as_ptr().cast(),
+                    )
+                } else {
+                    libc::mount(
+                        c"/dev/null".as_ptr(),
+                        place.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    )
+                };
+                // Gone since it was found: nothing left there to reach.
+                if hidden != 0 && *libc::__errno_location() != libc::ENOENT {
+                    return Err(failed(Step::HideSockets, std::io::Error::last_os_error()));
+                }
             }
             let Some(ruleset) = self.ruleset else {
                 return Ok(());
@@ -359,7 +398,7 @@ impl OwnProc {
 /// Only between fork and exec: it forks, and the processes that do not return only make
 /// async-signal-safe system calls and `_exit`.
 #[allow(unsafe_code)]
-unsafe fn contain_processes(own_proc: Option<OwnProc>) -> std::io::Result<()> {
+unsafe fn contain_processes(own_proc: Option<&OwnProc>) -> std::io::Result<()> {
     // SAFETY (for the block): raw system calls on this process's own descriptors and
     // children, in a process that is single-threaded (forked) and never returns to Rust code
     // but in the program's branch.

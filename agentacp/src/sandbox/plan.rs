@@ -252,6 +252,43 @@ impl Confinement {
         self.kernel.landlock_abi >= LANDLOCK_UNIX_ABI
     }
 
+    /// The places through which a program reaches services that act for the user outside
+    /// any sandbox — the user's runtime folder (the session bus, where `systemd-run --user`
+    /// starts a program unconfined; systemd's user manager; ssh and gpg agents), X11's
+    /// sockets, Docker's — hidden from a confined program (an empty folder, or `/dev/null`,
+    /// mounted over them in its own mount namespace) where Landlock does not confine
+    /// connecting to pathname Unix sockets (before ABI 9) and the program gets a mount
+    /// namespace of its own ([`has_own_proc`](Self::has_own_proc)). Those that exist now and
+    /// hold none of the program's mounts and grants.
+    pub fn hidden_sockets(&self) -> Vec<PathBuf> {
+        if self.confines_unix_sockets() || !self.has_own_proc() {
+            return Vec::new();
+        }
+        let uid = rustix::process::getuid().as_raw();
+        let runtime_folders = [
+            Some(PathBuf::from(format!("/run/user/{uid}"))),
+            std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+        ];
+        let places = (runtime_folders.into_iter().flatten()).chain(SERVICE_SOCKETS.iter().map(PathBuf::from));
+        let kept: Vec<&Path> = (self.paths.iter().map(|(path, _)| path.as_path()))
+            .chain(self.granted.iter().map(|(path, _)| path.as_path()))
+            .collect();
+        let mut hidden: Vec<PathBuf> = Vec::new();
+        for place in places {
+            let Ok(place) = std::fs::canonicalize(&place) else {
+                continue;
+            };
+            let hideable = std::fs::metadata(&place).is_ok_and(|found| {
+                use std::os::unix::fs::FileTypeExt;
+                found.is_dir() || found.file_type().is_socket()
+            });
+            if hideable && !hidden.contains(&place) && !kept.iter().any(|path| within(path, &place)) {
+                hidden.push(place);
+            }
+        }
+        hidden
+    }
+
     /// The folders granted [`Grant::ConnectUnix`]: where a Unix socket the program is meant
     /// to reach is made.
     #[cfg(feature = "mcp")]
@@ -282,6 +319,10 @@ impl Confinement {
                     "mounts": mount_modes(&self.paths),
                     "unix_sockets": if self.confines_unix_sockets() { "confined" } else { "not confined" },
                 });
+                let hidden = self.hidden_sockets();
+                if !hidden.is_empty() {
+                    files["hidden"] = json!(hidden);
+                }
                 if !self.granted.is_empty() {
                     files["granted"] = Value::Array(grant_modes(&self.granted));
                 }
@@ -319,6 +360,9 @@ impl Confinement {
                         entry.remove("path");
                     }
                 }
+            }
+            if let Some(hidden) = files.get("hidden").and_then(Value::as_array).map(Vec::len) {
+                files.insert("hidden".into(), hidden.into());
             }
             files.insert("paths".into(), "withheld until the client authenticates".into());
         }
@@ -363,6 +407,10 @@ fn grant_modes(paths: &[(PathBuf, Grant)]) -> Vec<Value> {
         })
         .collect()
 }
+
+/// Service sockets, and folders of them, hidden besides the user's runtime folder (see
+/// [`Confinement::hidden_sockets`]).
+const SERVICE_SOCKETS: &[&str] = &["/tmp/.X11-unix", "/run/docker.sock", "/var/run/docker.sock"];
 
 /// Whether `inner` is `outer` or inside it, as the file system resolves both (symbolic
 /// links followed) where they exist, else with `.` and `..` taken as written.
