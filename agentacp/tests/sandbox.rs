@@ -289,6 +289,19 @@ fn processes_with_argument(argument: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The processes with `argument` still running once they had `within` to end (polled; the
+/// kernel ends them as it will): killed, then returned.
+async fn still_running_after(argument: &str, within: Duration) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + within;
+    let mut alive = processes_with_argument(argument);
+    while !alive.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        alive = processes_with_argument(argument);
+    }
+    kill_all(&alive);
+    alive
+}
+
 /// Kills what a test left running (without the fix it tests).
 fn kill_all(pids: &[u32]) {
     for pid in pids {
@@ -333,13 +346,7 @@ async fn a_process_the_program_started_outside_its_group_ends_at_its_timeout() {
     let marker = format!("escapee-{}-timeout", std::process::id());
     let error = run(&sandbox, &format!("escape-and-sleep:{marker}")).await.unwrap_err();
     assert!(matches!(error, SandboxError::Limit { .. }), "{error:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut alive = processes_with_argument(&marker);
-    while !alive.is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        alive = processes_with_argument(&marker);
-    }
-    kill_all(&alive);
+    let alive = still_running_after(&marker, Duration::from_secs(10)).await;
     assert!(alive.is_empty(), "still running 10 s after the timeout: {alive:?}");
 }
 
@@ -399,13 +406,7 @@ async fn a_command_ends_when_the_runtime_that_started_it_is_killed() {
     );
     runtime.start_kill().unwrap();
     runtime.wait().await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut alive = processes_with_argument(&marker);
-    while !alive.is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        alive = processes_with_argument(&marker);
-    }
-    kill_all(&alive);
+    let alive = still_running_after(&marker, Duration::from_secs(10)).await;
     assert!(
         alive.is_empty(),
         "still running 10 s after its runtime was killed: {alive:?}"

@@ -935,6 +935,11 @@ fn answered(
             Ok(None)
         }
         #[cfg(feature = "mcp")]
+        ("session/resume", Ok(_)) => {
+            translate::request_answered(relay, id);
+            Ok(None)
+        }
+        #[cfg(feature = "mcp")]
         (wire::method_names::SESSION_CLOSE, Ok(_)) => {
             if let Some(session) = session {
                 translate::session_closed(relay, session);
@@ -945,8 +950,9 @@ fn answered(
         }
         (wire::method_names::SESSION_LOAD, outcome) => {
             #[cfg(feature = "mcp")]
-            if outcome.is_err() {
-                translate::request_failed(relay, id);
+            match outcome {
+                Ok(_) => translate::request_answered(relay, id),
+                Err(_) => translate::request_failed(relay, id),
             }
             let Some(session) = session else { return Ok(None) };
             lock(&relay.gate).load_answered(session);
@@ -1376,6 +1382,9 @@ async fn sweep(relay: Arc<Relay>) {
                 codes::INTERNAL_ERROR,
                 format!("the downstream agent did not answer `{}` in time", forwarded.method),
             );
+            // A session request answered so leaves no server served for it.
+            #[cfg(feature = "mcp")]
+            translate::request_failed(&relay, &id);
             relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
             if let Some(session) = prompt {
                 relay

@@ -767,11 +767,31 @@ mod tests {
     use crate::future::BoxFuture;
     use crate::jsonrpc::{RpcError, codes};
 
-    /// A peer that answers `mcp/connect`, never answers an `mcp/message` (until it is
+    /// A peer that answers `mcp/connect` (with `c-1`, or `c-2` once initializing), answers MCP
+    /// `initialize` when `initializes`, never answers another `mcp/message` (until it is
     /// cancelled), and says when it is asked `mcp/disconnect`.
-    struct NeverInitializes(tokio::sync::mpsc::UnboundedSender<Value>);
+    struct Stalls {
+        initializes: bool,
+        disconnected: tokio::sync::mpsc::UnboundedSender<Value>,
+    }
 
-    impl AcpPeer for NeverInitializes {
+    impl Stalls {
+        fn at_initialize(disconnected: tokio::sync::mpsc::UnboundedSender<Value>) -> Stalls {
+            Stalls {
+                initializes: false,
+                disconnected,
+            }
+        }
+
+        fn at_tools_list(disconnected: tokio::sync::mpsc::UnboundedSender<Value>) -> Stalls {
+            Stalls {
+                initializes: true,
+                disconnected,
+            }
+        }
+    }
+
+    impl AcpPeer for Stalls {
         fn request(
             &self,
             method: &'static str,
@@ -780,14 +800,19 @@ mod tests {
             cancelled: BoxFuture<'static, ()>,
             _: tunnel::Sent,
         ) -> BoxFuture<'static, Result<Value, RpcError>> {
-            let disconnected = self.0.clone();
+            let (disconnected, initializes) = (self.disconnected.clone(), self.initializes);
             Box::pin(async move {
-                match method {
-                    tunnel::CONNECT => Ok(json!({"connectionId": "c-1"})),
-                    tunnel::DISCONNECT => {
+                match (method, params["method"].as_str()) {
+                    (tunnel::CONNECT, _) => Ok(json!({"connectionId": if initializes { "c-2" } else { "c-1" }})),
+                    (tunnel::DISCONNECT, _) => {
                         let _ = disconnected.send(params);
                         Ok(json!({}))
                     }
+                    (_, Some("initialize")) if initializes => Ok(json!({
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "stalls", "version": "0"},
+                    })),
                     _ => {
                         cancelled.await;
                         Err(RpcError::new(codes::REQUEST_CANCELLED, "cancelled"))
@@ -808,7 +833,7 @@ mod tests {
     async fn an_mcp_connection_over_acp_given_up_on_while_opening_is_disconnected() {
         let (disconnected, mut disconnects) = tokio::sync::mpsc::unbounded_channel();
         let link = AcpLink {
-            peer: Arc::new(NeverInitializes(disconnected)),
+            peer: Arc::new(Stalls::at_initialize(disconnected)),
             tunnels: Arc::default(),
         };
         let opening = tokio::time::timeout(
@@ -823,45 +848,6 @@ mod tests {
         assert!(link.tunnels.remove("c-1").is_none(), "the tunnel is still routed");
     }
 
-    /// A peer that answers `mcp/connect` and MCP `initialize`, never answers `tools/list`
-    /// (until it is cancelled), and says when it is asked `mcp/disconnect`.
-    struct NeverLists(tokio::sync::mpsc::UnboundedSender<Value>);
-
-    impl AcpPeer for NeverLists {
-        fn request(
-            &self,
-            method: &'static str,
-            params: Value,
-            _: Duration,
-            cancelled: BoxFuture<'static, ()>,
-            _: tunnel::Sent,
-        ) -> BoxFuture<'static, Result<Value, RpcError>> {
-            let disconnected = self.0.clone();
-            Box::pin(async move {
-                match (method, params["method"].as_str()) {
-                    (tunnel::CONNECT, _) => Ok(json!({"connectionId": "c-2"})),
-                    (tunnel::DISCONNECT, _) => {
-                        let _ = disconnected.send(params);
-                        Ok(json!({}))
-                    }
-                    (_, Some("initialize")) => Ok(json!({
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {"tools": {}},
-                        "serverInfo": {"name": "never-lists", "version": "0"},
-                    })),
-                    _ => {
-                        cancelled.await;
-                        Err(RpcError::new(codes::REQUEST_CANCELLED, "cancelled"))
-                    }
-                }
-            })
-        }
-
-        fn notify(&self, _: &'static str, _: Value) -> BoxFuture<'static, ()> {
-            Box::pin(async {})
-        }
-    }
-
     /// Given up on while its tools are listed (initialized already), an MCP connection over
     /// ACP is disconnected too. Before, the tunnel stayed routed and the client's server ran
     /// until the ACP connection ended; a next turn opened another.
@@ -869,7 +855,7 @@ mod tests {
     async fn an_mcp_connection_over_acp_given_up_on_while_listing_its_tools_is_disconnected() {
         let (disconnected, mut disconnects) = tokio::sync::mpsc::unbounded_channel();
         let link = AcpLink {
-            peer: Arc::new(NeverLists(disconnected)),
+            peer: Arc::new(Stalls::at_tools_list(disconnected)),
             tunnels: Arc::default(),
         };
         let connecting = connect_over_acp("n", "s-2", link.clone(), ClientConfig::default(), CALL_TIMEOUT);
@@ -889,7 +875,7 @@ mod tests {
     async fn a_connection_id_already_open_is_refused_and_the_open_one_kept() {
         let (disconnected, _disconnects) = tokio::sync::mpsc::unbounded_channel();
         let link = AcpLink {
-            peer: Arc::new(NeverLists(disconnected)),
+            peer: Arc::new(Stalls::at_tools_list(disconnected)),
             tunnels: Arc::default(),
         };
         let (first, _) = open_over_acp("s-2", &link, ClientConfig::default(), CALL_TIMEOUT)

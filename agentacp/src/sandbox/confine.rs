@@ -70,7 +70,11 @@ impl Confinement {
         cpu: bool,
     ) -> std::io::Result<()> {
         let program = resolve_program(program, cwd, child_path);
-        confine(self, command, program.as_deref(), cpu)
+        // Never hidden from it: its own file, the folders its `PATH` names.
+        let keep: Vec<PathBuf> = (program.iter().cloned())
+            .chain(child_path.into_iter().flat_map(std::env::split_paths))
+            .collect();
+        confine(self, command, (program.as_deref(), &keep), cpu)
     }
 }
 
@@ -95,7 +99,7 @@ fn resolve_program(program: &Path, cwd: Option<&Path>, path: Option<&std::ffi::O
 fn confine(
     confinement: &Confinement,
     command: &mut tokio::process::Command,
-    program: Option<&Path>,
+    (program, keep): (Option<&Path>, &[PathBuf]),
     cpu: bool,
 ) -> std::io::Result<()> {
     let ruleset = match confinement.confines_files() {
@@ -115,7 +119,7 @@ fn confine(
         ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
         access: AccessFs::from_read(RULES_ABI).bits(),
         command_line: command_line_span(),
-        hide: (confinement.hidden_sockets().into_iter())
+        hide: (confinement.hidden_sockets_keeping(keep).into_iter())
             .filter_map(|place| {
                 let folder = place.is_dir();
                 Some((

@@ -261,6 +261,12 @@ impl Confinement {
     /// namespace of its own ([`has_own_proc`](Self::has_own_proc)). Those that exist now and
     /// hold none of the program's mounts and grants.
     pub fn hidden_sockets(&self) -> Vec<PathBuf> {
+        self.hidden_sockets_keeping(&[])
+    }
+
+    /// [`hidden_sockets`](Self::hidden_sockets) but those holding one of `keep` too (the
+    /// program's file, the folders of its `PATH`).
+    pub(crate) fn hidden_sockets_keeping(&self, keep: &[PathBuf]) -> Vec<PathBuf> {
         if self.confines_unix_sockets() || !self.has_own_proc() {
             return Vec::new();
         }
@@ -272,6 +278,7 @@ impl Confinement {
         let places = (runtime_folders.into_iter().flatten()).chain(SERVICE_SOCKETS.iter().map(PathBuf::from));
         let kept: Vec<&Path> = (self.paths.iter().map(|(path, _)| path.as_path()))
             .chain(self.granted.iter().map(|(path, _)| path.as_path()))
+            .chain(keep.iter().map(PathBuf::as_path))
             .collect();
         let mut hidden: Vec<PathBuf> = Vec::new();
         for place in places {
@@ -503,6 +510,23 @@ mod tests {
         );
         assert!(Confinement::plan(profile(mounts("/opt/vendor", "read-only")), None, FULL).is_ok());
         assert!(Confinement::plan(profile(mounts("/srv/cache", "read-write")), None, FULL).is_ok());
+    }
+
+    /// A place that holds the program's own file or a folder of its `PATH` (a Node installed
+    /// by fnm lives in the user's runtime folder) is not hidden: the program would not start.
+    #[test]
+    fn a_place_holding_the_programs_file_or_path_is_not_hidden() {
+        let confinement = Confinement::plan(profile(json!({})), None, FULL).unwrap();
+        let folder = Path::new("/tmp/.X11-unix");
+        let made = !folder.exists() && std::fs::create_dir(folder).is_ok();
+        let place = folder.canonicalize().unwrap();
+        let hidden = confinement.hidden_sockets();
+        let keeping = confinement.hidden_sockets_keeping(&[place.join("bin")]);
+        if made {
+            let _ = std::fs::remove_dir(folder);
+        }
+        assert!(hidden.contains(&place), "{hidden:?}");
+        assert!(!keeping.contains(&place), "{keeping:?}");
     }
 
     #[test]

@@ -210,8 +210,9 @@ pub(super) struct Endpoint {
     pub(super) server_id: String,
     /// The server's name in the editor's session request: what governance knows it by.
     pub(super) name: String,
-    /// The editor's session request it was made for.
-    pub(super) made_for: crate::jsonrpc::Id,
+    /// The editor's session request it was made for, until the agent answered it (the editor
+    /// may use the id again after).
+    pub(super) made_for: Mutex<Option<crate::jsonrpc::Id>>,
     /// Its session: from the request (`session/load`, `resume`), else from the answer.
     pub(super) session: Mutex<Option<String>>,
     /// The bearer token a request must carry.

@@ -89,6 +89,8 @@ pub(super) async fn session_request(
             Ok(served) => *entry = served,
             Err(why) => {
                 tracing::warn!(%why, "an MCP-over-ACP server could not be served to the agent");
+                // Nor are the request's others, served already.
+                request_failed(relay, id);
                 return Some(Err(RpcError::new(
                     codes::INTERNAL_ERROR,
                     format!("the bridge could not serve an MCP-over-ACP server to its agent: {why}"),
@@ -107,11 +109,30 @@ pub(super) fn session_created(relay: &Relay, request: &Id, session: &str) {
         return;
     };
     for endpoint in lock(&translation.endpoints).values() {
-        let mut of = lock(&endpoint.session);
-        if of.is_none() && endpoint.made_for == *request {
-            *of = Some(session.to_string());
+        if answered(endpoint, request) {
+            lock(&endpoint.session).get_or_insert_with(|| session.to_string());
         }
     }
+}
+
+/// The agent accepted the editor's `session/load` or `resume` `request`: its servers are
+/// that session's from now on, whatever the editor's next request with the same id.
+pub(super) fn request_answered(relay: &Relay, request: &Id) {
+    if let Some(translation) = relay.translation.get() {
+        for endpoint in lock(&translation.endpoints).values() {
+            answered(endpoint, request);
+        }
+    }
+}
+
+/// Whether `endpoint` was made for `request`, still unanswered; no more after this.
+fn answered(endpoint: &Endpoint, request: &Id) -> bool {
+    let mut made_for = lock(&endpoint.made_for);
+    let ours = made_for.as_ref() == Some(request);
+    if ours {
+        *made_for = None;
+    }
+    ours
 }
 
 /// The editor closed `session` (the agent said so): the servers served for it are served no
@@ -124,7 +145,7 @@ pub(super) fn session_closed(relay: &Arc<Relay>, session: &str) {
 /// The agent refused the editor's session request `request` (`session/new`, `load`,
 /// `resume`): the servers served for it are served no more, as after a close.
 pub(super) fn request_failed(relay: &Arc<Relay>, request: &Id) {
-    forget_endpoints(relay, |endpoint| endpoint.made_for == *request);
+    forget_endpoints(relay, |endpoint| lock(&endpoint.made_for).as_ref() == Some(request));
 }
 
 /// Stops serving the endpoints `which` picks: their tokens, their HTTP services, the bridge's
@@ -179,7 +200,7 @@ async fn served_as(
             Arc::new(Endpoint {
                 server_id: server_id.to_string(),
                 name: name.to_string(),
-                made_for: request.clone(),
+                made_for: Mutex::new(Some(request.clone())),
                 session: Mutex::new(session.map(str::to_string)),
                 secret: secret.clone(),
                 upstream: tokio::sync::OnceCell::new(),
@@ -685,6 +706,7 @@ impl rmcp::ServerHandler for Proxy {
             ("toolCallId".to_string(), json!(call.id)),
         ]);
         if let Err(error) = relay.record_passage(false, MESSAGE, call.session.as_deref(), None, passage) {
+            governed::refused(&relay, &call, approval, &error);
             return Err(mcp_error(&error));
         }
         // Cancelled by the agent: the call is dropped, which rmcp cancels at the editor's server.
