@@ -19,12 +19,15 @@
 //! advisory lock on it while open (a second writer gets [`AuditError::Locked`]), and recovers
 //! a last line torn by a crash: the torn bytes are moved aside and an `audit.recovered` record
 //! continues the chain ([`AuditLog::recovery`]). Lines are capped at [`MAX_LINE_BYTES`], and
-//! a record repeating a key never verifies.
+//! a record repeating a key never verifies. A record nests at most [`MAX_WRITE_DEPTH`] levels
+//! (a deeper value is kept as its JSON text under [`DEEP_JSON_KEY`]), and readers accept up to
+//! [`MAX_READ_DEPTH`]: read a log's lines with [`parse_record`].
 //!
 //! `docs/audit.md` describes the format, the mirror mapping and the durability guarantees.
 
 mod background;
 mod canonical;
+mod depth;
 mod file;
 mod record;
 mod recover;
@@ -40,12 +43,14 @@ use std::time::SystemTime;
 
 pub use background::BackgroundSync;
 pub use canonical::canonical_json;
+pub use depth::{DEEP_JSON_KEY, MAX_READ_DEPTH, MAX_WRITE_DEPTH, PEER_READ_DEPTH, bound, bound_text, text_depth};
 pub use record::{
     Actor, Approval, AuditEvent, AuditRecord, DOCTYPE, GENESIS, HASH_ALG, Lifecycle, PolicyRef, SCHEMA_TAG, Subject,
     ToolCallMirror, ToolOutcomeRecord,
 };
 pub use recover::{RECOVERED_ACTION, Recovery};
 pub use sink::{AuditSink, FileSink, MemorySink};
+pub use strict::parse_record;
 pub use time::rfc3339_millis;
 pub use verify::{MAX_LINE_BYTES, VerifyError, VerifySummary, verify, verify_file};
 

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::canonical::{canonical_object_without, sha256_hex};
+use super::depth::bound_record;
 
 /// The `$schema` tag of every record.
 pub const SCHEMA_TAG: &str = "agentgovernance/v1";
@@ -364,7 +365,9 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
-    /// Builds the record of `event` at `seq`, linked to `prev_hash`, stamped `ts`.
+    /// Builds the record of `event` at `seq`, linked to `prev_hash`, stamped `ts`; a value
+    /// nested deeper than [`MAX_WRITE_DEPTH`](super::MAX_WRITE_DEPTH) allows is kept as its JSON
+    /// text (see [`DEEP_JSON_KEY`](super::DEEP_JSON_KEY)).
     pub(crate) fn build(event: AuditEvent, seq: u64, ts: String, prev_hash: &str) -> AuditRecord {
         let AuditEvent {
             actor,
@@ -415,6 +418,8 @@ impl AuditRecord {
         }
         record.insert("prevHash".into(), json!(prev_hash));
         record.insert("hashAlg".into(), json!(HASH_ALG));
+        // What came from elsewhere may nest deeper than a reader reads: kept as text past the bound.
+        bound_record(&mut record);
         let hash = sha256_hex(&canonical_object_without(&record, "hash"));
         // `hash` is written between prevHash and hashAlg, for readability (order is not hashed).
         record.shift_insert(record.len() - 1, "hash".into(), json!(hash));

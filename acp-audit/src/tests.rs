@@ -1277,3 +1277,112 @@ fn a_channel_log_name_is_a_plain_file_name() {
     // A channel of another form is not a file name: the default.
     assert_eq!(crate::channel_log_name(Some("other")), "audit.jsonl");
 }
+
+// ---- nesting depth (issue #44) ------------------------------------------------------------
+
+/// `levels` nested arrays around `{"path": "x"}`, as a tool's arguments.
+fn nested_arguments(levels: usize) -> Value {
+    (0..levels).fold(json!({"path": "x"}), |value, _| Value::Array(vec![value]))
+}
+
+/// The tool call record of `arguments`, at `seq` after `prev`, as the writer before issue #44
+/// wrote it: nested as deep as the arguments came, hashed the same way.
+fn old_writer_line(seq: u64, prev: &str, arguments: Value) -> (String, String) {
+    let event = AuditEvent::tool_call(ToolCallMirror {
+        operator: "governed".into(),
+        session: "sess-1".into(),
+        tool_call_id: "call-1".into(),
+        tool: "delete-repo".into(),
+        arguments: json!(null),
+        outcome: ToolOutcomeRecord::Error("denied".into()),
+        approval: Approval::Denied {
+            reason: "not in the operator's tool list".into(),
+        },
+    });
+    let Value::Object(mut map) = AuditRecord::build(event, seq, "2026-11-28T12:00:00.000Z".into(), prev).value else {
+        unreachable!()
+    };
+    map["input"]["arguments"] = arguments.clone();
+    map["metadata"]["aip44"]["arguments"] = arguments;
+    let hash = canonical::sha256_hex(&canonical::canonical_object_without(&map, "hash"));
+    map.insert("hash".into(), json!(hash));
+    (Value::Object(map).to_string() + "\n", hash)
+}
+
+#[test]
+fn records_written_deep_by_an_older_version_verify_and_the_log_opens_and_recovers() {
+    // Arguments nesting 124–127 levels (the deepest serde_json parses from a prompt's text)
+    // made records of 128–131 levels, past serde_json's default limit of 128.
+    for levels in 124..=127 {
+        let dir = TempDir::new();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+        let first = log.record(note(0)).unwrap();
+        drop(log);
+        let (deep, deep_hash) = old_writer_line(1, &first.hash, nested_arguments(levels));
+        assert!(
+            serde_json::from_str::<Value>(&deep).is_err(),
+            "{levels}: past serde_json's default limit"
+        );
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        io::Write::write_all(&mut file, deep.as_bytes()).unwrap();
+        let summary = verify_file(&path).unwrap_or_else(|e| panic!("{levels}: {e}"));
+        assert_eq!(summary.last_hash.as_deref(), Some(deep_hash.as_str()), "{levels}");
+        let read = parse_record(deep.trim_end()).unwrap_or_else(|e| panic!("{levels}: {e}"));
+        assert_eq!(read["input"]["arguments"], nested_arguments(levels), "{levels}");
+
+        // A crash tore the next record: open recovers it and appends after the deep record.
+        let torn = note(2);
+        let torn = AuditRecord::build(torn, 2, rfc3339_millis(std::time::SystemTime::now()), &deep_hash).line();
+        io::Write::write_all(&mut file, &torn.as_bytes()[..torn.len() / 2]).unwrap();
+        drop(file);
+        let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap_or_else(|e| panic!("{levels}: {e}"));
+        assert_eq!(log.recovery().map(|r| r.seq), Some(2), "{levels}");
+        assert_eq!(log.record(note(3)).unwrap().seq, 3);
+        drop(log);
+        assert_eq!(verify_file(&path).unwrap().records, 4, "{levels}");
+    }
+}
+
+#[test]
+fn deep_values_are_written_within_the_bound_and_kept_as_text() {
+    for levels in [100, 124, 126, 127, 1_000] {
+        let dir = TempDir::new();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+        let arguments = nested_arguments(levels);
+        let record = log
+            .record(AuditEvent::tool_call(ToolCallMirror {
+                operator: "governed".into(),
+                session: "sess-1".into(),
+                tool_call_id: "call-1".into(),
+                tool: "delete-repo".into(),
+                arguments: arguments.clone(),
+                outcome: ToolOutcomeRecord::Result(arguments.clone()),
+                approval: Approval::Auto,
+            }))
+            .unwrap();
+        drop(log);
+        assert!(depth::depth(&record.value) <= MAX_WRITE_DEPTH, "{levels}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line: Value = serde_json::from_str(text.trim_end()).expect("any JSON reader reads the record");
+        assert_eq!(line, record.value);
+        // Every copy of the arguments keeps all of them: down to the placeholder, then its text.
+        for copy in [
+            &line["input"]["arguments"],
+            &line["output"]["result"],
+            &line["metadata"]["aip44"]["arguments"],
+        ] {
+            let (mut at, mut whole, mut above) = (copy, &arguments, 0);
+            while at.get(DEEP_JSON_KEY).is_none() {
+                (at, whole, above) = (&at[0], &whole[0], above + 1);
+            }
+            assert!(above > 50, "{levels}: only what is too deep is placed as text");
+            assert_eq!(at[DEEP_JSON_KEY].as_str(), Some(whole.to_string().as_str()), "{levels}");
+        }
+        // The log verifies, and opens for the next record.
+        assert_eq!(verify_file(&path).unwrap().records, 1, "{levels}");
+        let log = AuditLog::open(&path, FsyncPolicy::EveryRecord).unwrap();
+        assert_eq!(log.record(note(1)).unwrap().seq, 1);
+    }
+}

@@ -240,7 +240,7 @@ fn check_record(content: &[u8], expected: u64, prev: Option<&str>) -> Result<Str
     if text.trim().is_empty() {
         return Err((None, "empty line".into()));
     }
-    let Value::Object(record) = strict::parse_unique(text).map_err(|reason| (None, reason))? else {
+    let Value::Object(record) = strict::parse_record(text).map_err(|reason| (None, reason))? else {
         return Err((None, "not a JSON object".into()));
     };
     let seq = record.get("seq").and_then(Value::as_u64);

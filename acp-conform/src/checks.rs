@@ -12,6 +12,8 @@ pub mod audit;
 
 /// The protocol version the kit speaks.
 const PROTOCOL_VERSION: u64 = 1;
+/// ACP's "Resource not found": the answer to a request naming an unknown session.
+const RESOURCE_NOT_FOUND: i64 = -32002;
 /// How long the kit listens for a message that must not come.
 const QUIET: Duration = Duration::from_millis(100);
 
@@ -111,7 +113,7 @@ pub fn all() -> Vec<Check> {
         check(
             "session.unknown-session",
             "a prompt for an unknown session is refused",
-            "ACP session/prompt: the sessionId must name a session the agent created; otherwise an error response",
+            "ACP session/prompt: the sessionId must name a session the agent created; otherwise an error response (with --manifest: -32002 Resource not found, as the runtime contract answers)",
             unknown_session,
         ),
         check(
@@ -628,6 +630,10 @@ fn unknown_session(context: &Context) -> Result<Outcome, String> {
         prompt_params("conform-no-such-session", "hello"),
     )?;
     expect_error(&response, "a prompt for an unknown session")?;
+    // ACP's "Resource not found" is the runtime contract's answer; plain ACP agents vary.
+    if context.config.expected_initialize.is_some() {
+        expect_code(&response, RESOURCE_NOT_FOUND)?;
+    }
     still_serves(context, &mut peer, "the refusal")?;
     Ok(Outcome::Pass)
 }

@@ -2,7 +2,8 @@
 //! WebSocket text messages (`--connect`). Frames are written as raw text (a check may send
 //! malformed ones), every read has a deadline, stderr is kept, any stdout line (or line of a
 //! text message) that is not a JSON-RPC message is recorded, and on drop the child is killed
-//! and reaped, or the connection closed.
+//! and reaped, with every process it started (its process tree, noted before its stdin closes
+//! and as it is killed: [`acp_process`]), or the connection closed.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -77,6 +78,8 @@ pub struct Peer {
     pub junk: Vec<String>,
     /// The deadline of each read.
     pub timeout: Duration,
+    /// What the agent started, as last walked: ended with it.
+    tree: acp_process::Tree,
 }
 
 /// The other end of a [`Peer`].
@@ -93,6 +96,9 @@ enum End {
 /// a few ms more than over stdio; at 5 ms, the suite took 40% longer).
 const SOCKET_POLL: Duration = Duration::from_millis(1);
 
+/// How long what the agent started has, after SIGTERM, before SIGKILL.
+const TREE_GRACE: Duration = Duration::from_millis(500);
+
 /// Stderr kept per agent, at most this many bytes.
 const STDERR_KEEP: usize = 64 * 1024;
 /// A stdout line is kept up to this many bytes; the rest of it is dropped (and the line is
@@ -103,6 +109,9 @@ impl Peer {
     /// Starts the agent; an error names what could not be started.
     pub fn spawn(launch: &Launch, timeout: Duration) -> Result<Peer, String> {
         let (program, args) = launch.command.split_first().ok_or("no agent command given")?;
+        // What an agent leaves behind (even outside its group and session) is reparented to
+        // the kit, not to PID 1, so that the kit's end can still find it.
+        acp_process::adopt_orphans();
         let mut child = Command::new(program)
             .args(args)
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
@@ -147,6 +156,7 @@ impl Peer {
             stderr,
             junk: Vec::new(),
             timeout,
+            tree: acp_process::Tree::default(),
         })
     }
 
@@ -239,6 +249,7 @@ impl Peer {
             stderr: notes,
             junk: Vec::new(),
             timeout,
+            tree: acp_process::Tree::default(),
         })
     }
 
@@ -340,7 +351,19 @@ impl Peer {
     /// Closes the agent's stdin (EOF); over WebSocket, starts closing the connection (a close
     /// frame), reading on until the server closes its side.
     pub fn close_stdin(&mut self) {
+        // Before: once it exits, what it started is no longer below it.
+        self.note_descendants();
         self.stdin = None;
+    }
+
+    /// Notes what the agent has started so far (while it runs: once reaped, its pid may name
+    /// another process), to be ended with it.
+    fn note_descendants(&mut self) {
+        if let End::Process(child) = &mut self.end
+            && matches!(child.try_wait(), Ok(None))
+        {
+            self.tree.note_descendants_of(child.id());
+        }
     }
 
     /// Waits at most `within` for the agent to exit. Over WebSocket: for the connection to be
@@ -381,6 +404,7 @@ impl Peer {
 
 impl Drop for Peer {
     fn drop(&mut self) {
+        self.note_descendants();
         self.stdin = None;
         match &mut self.end {
             End::Process(child) => {
@@ -388,6 +412,9 @@ impl Drop for Peer {
                     let _ = child.kill();
                 }
                 let _ = child.wait();
+                // Then what it started: in its process group or not, and orphaned (adopted by
+                // the kit) or not.
+                self.tree.end(TREE_GRACE);
             }
             // The thread closes the connection (a close frame, then the server's) and ends; the
             // next check's connection does not overlap this one.

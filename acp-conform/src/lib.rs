@@ -68,12 +68,12 @@ pub struct Config {
 /// Where the kit finds the agent's audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuditSource {
-    /// A file: `--audit-log`, or the manifest's `audit.kind: external` with its `ref`.
+    /// A file: `--audit-log`, or the manifest's `audit.kind: external` with an absolute `ref`.
     File(std::path::PathBuf),
-    /// The manifest's default, `audit.kind: governance`: this file name (see
-    /// [`acp_audit::channel_log_name`]) in the state folder the kit gives the agent
-    /// (`AGENTACP_STATE_DIR`).
-    StateFolder(String),
+    /// A file in the state folder the kit gives the agent (`AGENTACP_STATE_DIR`), as the
+    /// runtime resolves it: a relative `ref` of `audit.kind: external`, or the default
+    /// `audit.kind: governance`'s file (see [`acp_audit::channel_log_name`]).
+    StateFolder(std::path::PathBuf),
     /// The manifest turns the log off (`audit.kind: off`, tier basic only).
     Off,
 }
@@ -282,8 +282,8 @@ pub fn manifest_initialize(path: &std::path::Path) -> Result<Value, String> {
 }
 
 /// Where the manifest at `path` says the agent's audit log is (what [`Config::audit_log`]
-/// holds when `--audit-log` is not given): the `ref` of `audit.kind: external`, resolved
-/// against the manifest's folder, or the governance channel's file in the state folder.
+/// holds when `--audit-log` is not given): an absolute `ref` of `audit.kind: external`, else
+/// a file in the agent's state folder (a relative `ref`, or the governance channel's file).
 pub fn manifest_audit(path: &std::path::Path) -> Result<AuditSource, String> {
     resolve(path).map(|(_, resolved)| audit_source(resolved.audit))
 }
@@ -301,9 +301,10 @@ fn resolve(
 fn audit_source(target: acp_manifest::resolved::AuditTarget) -> AuditSource {
     match target {
         acp_manifest::resolved::AuditTarget::Off => AuditSource::Off,
-        acp_manifest::resolved::AuditTarget::External { path } => AuditSource::File(path),
+        acp_manifest::resolved::AuditTarget::External { path } if path.is_absolute() => AuditSource::File(path),
+        acp_manifest::resolved::AuditTarget::External { path } => AuditSource::StateFolder(path),
         acp_manifest::resolved::AuditTarget::Governance { channel } => {
-            AuditSource::StateFolder(acp_audit::channel_log_name(channel.as_deref()))
+            AuditSource::StateFolder(acp_audit::channel_log_name(channel.as_deref()).into())
         }
     }
 }

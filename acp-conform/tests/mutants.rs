@@ -68,6 +68,7 @@ fn a_correct_agent_passes_and_each_mutant_fails_exactly_its_check() {
         ("announce-denied", "audit.denied-not-on-wire"),
         ("run-after-reject", "audit.rejected-not-run"),
         ("run-unanswered", "audit.unanswered-not-run"),
+        ("unknown-session-invalid-params", "session.unknown-session"),
     ];
     // Each run has its own agents and folders; running a few side by side keeps the test short
     // (most of the time is the Python interpreter starting). Not all at once: fifteen suites

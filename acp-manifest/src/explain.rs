@@ -55,6 +55,16 @@ pub fn lifecycle(tier: Tier) -> Vec<LifecycleRow> {
     ]
 }
 
+/// Where the operator writes its audit log (`metadata.aip44.audit`), as the runtime finds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditLogRule {
+    /// The file without `AGENTACP_AUDIT_LOG`, the state folder written `<state folder>`;
+    /// `None` for `audit.kind: off`.
+    pub file: Option<String>,
+    /// The rule, one step a line, in the order the runtime applies them.
+    pub rule: Vec<String>,
+}
+
 /// Everything `scaffold-aip explain` reports.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -90,6 +100,8 @@ pub struct Explanation {
     pub refs: Vec<Value>,
     /// Which folder session `cwd`s (and the agent's paths) must lie in at run time.
     pub workspace_root: WorkspaceRoot,
+    /// Where the audit log is written (a relative `audit.ref` lies in the state folder).
+    pub audit_log: AuditLogRule,
     /// What the bound SANDBOX.md asks the runtime to enforce (`None` without one); what a
     /// kernel gives is reported by the running server (`_meta.aip44.sandbox_enforcement`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,6 +154,10 @@ pub fn explain_resolved(resolved: &Resolved) -> Option<Explanation> {
             })
             .collect(),
         workspace_root: resolved.workspace_root.clone(),
+        audit_log: AuditLogRule {
+            file: resolved.audit.file(),
+            rule: resolved.audit.rule(&manifest.id),
+        },
         sandbox: resolved.documents.sandbox.as_ref().map(sandbox_asks),
         lifecycle: lifecycle(tier),
     })
@@ -297,6 +313,10 @@ impl Explanation {
         }
         out += "\nworkspace root (session cwds must lie inside it):\n";
         for line in &self.workspace_root.rule {
+            out += &format!("  - {line}\n");
+        }
+        out += "\naudit log (found when the operator runs, not where it was built):\n";
+        for line in &self.audit_log.rule {
             out += &format!("  - {line}\n");
         }
         if let Some(sandbox) = &self.sandbox {
@@ -548,6 +568,39 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("else $HOME"), "{text}");
+    }
+
+    /// Issue #45.5: a relative `audit.ref` is a file in the state folder, resolved when the
+    /// operator runs (it pointed into the folder the manifest was built in); `explain` says
+    /// where. An absolute one stays as written.
+    #[test]
+    fn a_relative_audit_ref_lies_in_the_state_folder() {
+        let external = |reference: &str| {
+            let audit = format!("    audit:\n      kind: external\n      ref: {reference}\n");
+            explained(
+                "logged",
+                &[
+                    ("ACP.md", &server("logged", "governance-aware", &audit)),
+                    ("OPERATOR.md", OPERATOR),
+                ],
+            )
+        };
+        let relative = external("./audit/logged.jsonl");
+        assert_eq!(
+            relative.audit_log.file.as_deref(),
+            Some("<state folder>/audit/logged.jsonl")
+        );
+        let text = relative.to_text();
+        for line in [
+            "  - AGENTACP_AUDIT_LOG, when set\n",
+            "  - else <state folder>/audit/logged.jsonl\n",
+            "  - the state folder: AGENTACP_STATE_DIR, else $XDG_STATE_HOME/agentacp/logged, else ~/.local/state/agentacp/logged\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in:\n{text}");
+        }
+        let absolute = external("/var/log/logged.jsonl");
+        assert_eq!(absolute.audit_log.file.as_deref(), Some("/var/log/logged.jsonl"));
+        assert!(!absolute.to_text().contains("the state folder:"));
     }
 
     /// Issue #18: `explain` shows what the SANDBOX.md asks the runtime to enforce, defaults

@@ -107,11 +107,70 @@ pub enum AuditTarget {
         /// The AIP-9 audit channel.
         channel: Option<String>,
     },
-    /// `kind: external`: the file `audit.ref` names, joined onto the manifest's folder.
+    /// `kind: external`: the file `audit.ref` names. An absolute `ref` is that file; a
+    /// relative one stays relative (its `.` parts dropped) and is resolved when the operator
+    /// runs, against its state folder ([`AuditTarget::file`]) — never against the folder the
+    /// manifest was built in.
     External {
-        /// The file.
+        /// The file: absolute, or relative to the state folder.
         path: PathBuf,
     },
+}
+
+/// How the runtime finds the state folder of the operator `id`, one step a line.
+pub fn state_folder_rule(id: &str) -> String {
+    format!("AGENTACP_STATE_DIR, else $XDG_STATE_HOME/agentacp/{id}, else ~/.local/state/agentacp/{id}")
+}
+
+impl AuditTarget {
+    /// The log file as the runtime finds it without `AGENTACP_AUDIT_LOG`, the state folder
+    /// written `<state folder>`; `None` for `kind: off`.
+    pub fn file(&self) -> Option<String> {
+        match self {
+            AuditTarget::Off => None,
+            AuditTarget::External { path } if path.is_absolute() => Some(path.display().to_string()),
+            AuditTarget::External { path } => Some(format!("<state folder>/{}", path.display())),
+            AuditTarget::Governance { channel } => {
+                // `audit:<name>` names the file; a value without the prefix is ignored.
+                let name = channel
+                    .as_deref()
+                    .map_or(Some("audit"), |c| c.strip_prefix("audit:").or(Some("audit")));
+                let plain = |name: &&str| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                Some(match name.filter(plain) {
+                    Some(name) => format!("<state folder>/{name}.jsonl"),
+                    None => format!(
+                        "<state folder>/<channel>.jsonl, the channel of governance.audit_log `{}` made a file name",
+                        channel.as_deref().unwrap_or_default()
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Where the log is, one step a line, in the order the runtime applies them (for
+    /// `scaffold-aip explain`); `id` is the manifest's.
+    pub fn rule(&self, id: &str) -> Vec<String> {
+        let Some(file) = self.file() else {
+            return vec![
+                "AGENTACP_AUDIT_LOG, when set".into(),
+                "else none (`audit.kind: off`)".into(),
+            ];
+        };
+        let mut rule = vec!["AGENTACP_AUDIT_LOG, when set".to_string(), format!("else {file}")];
+        if file.starts_with("<state folder>") {
+            rule.push(format!("the state folder: {}", state_folder_rule(id)));
+        }
+        rule
+    }
+}
+
+/// `audit.ref` as the runtime resolves it: absolute as written, else relative to the state
+/// folder with its `.` parts dropped.
+fn audit_ref_path(reference: &str) -> PathBuf {
+    std::path::Path::new(reference)
+        .components()
+        .filter(|part| !matches!(part, std::path::Component::CurDir))
+        .collect()
 }
 
 /// How the runtime picks the workspace root for this manifest.
@@ -193,13 +252,6 @@ impl Resolved {
             sandbox: binding(RefRole::Sandbox),
         };
         let aip44 = &manifest.metadata.aip44;
-        let folder = checked
-            .document
-            .source
-            .path()
-            .parent()
-            .map(PathBuf::from)
-            .unwrap_or_default();
         let audit = match (
             aip44
                 .audit
@@ -210,7 +262,7 @@ impl Resolved {
         ) {
             (AuditKind::Off, _) => AuditTarget::Off,
             (AuditKind::External, Some(reference)) => AuditTarget::External {
-                path: folder.join(reference),
+                path: audit_ref_path(reference),
             },
             _ => AuditTarget::Governance {
                 channel: documents
@@ -340,7 +392,7 @@ fn workspace_root(kind: Kind, refs: &[ResolvedRef]) -> WorkspaceRoot {
                 rule: vec![
                     format!("the sandbox's workspace mount `{mount}` (SANDBOX.md, mounts[] with source: workspace)"),
                     format!(
-                        "AGENTACP_WORKSPACE_ROOT may only narrow it to a folder inside `{mount}`, never widen it: a folder outside refuses every session"
+                        "AGENTACP_WORKSPACE_ROOT may only narrow it to a folder inside `{mount}`, never widen it: a folder outside, or a mount that is not a folder of this machine, stops the server at start"
                     ),
                     "$HOME is not used".to_string(),
                     "every session cwd must be absolute and inside the root once canonical (symlinks resolved)"

@@ -273,7 +273,7 @@ fn method_table(table: &MethodTable) -> TokenStream {
         quote!(__s::MethodInfo { name: #name, side: #side, params: #params, result: #result })
     });
     let constants = table.methods.iter().map(|m| {
-        let constant = quote::format_ident!("{}", names::snake(&m.name).trim_start_matches('_').to_uppercase());
+        let constant = ident(&names::constant(&m.name));
         let name = &m.name;
         let doc = format!(" `{name}`.");
         quote!(#[doc = #doc] pub const #constant: &str = #name;)

@@ -59,12 +59,24 @@ pub fn ty_tokens(ty: &Ty) -> TokenStream {
     }
 }
 
+/// How many steps (values and types visited) one default expression may take: a default
+/// holding values of types whose own fields have defaults multiplies, so a small hostile schema
+/// could otherwise ask for an expression of billions of tokens. The upstream defaults take
+/// under 20.
+pub const DEFAULT_STEPS: usize = 64;
+
 /// A Rust expression for the JSON `value` as a `ty`, or `None` if the generator cannot write
-/// one (the field then falls back to `Option`). `depth` bounds recursion through types.
-pub fn default_expr(plan: &Plan, ty: &Ty, value: &Value, depth: usize) -> Option<TokenStream> {
-    if depth > 16 {
+/// one within [`DEFAULT_STEPS`] (the field then falls back to `Option`).
+pub fn default_expr(plan: &Plan, ty: &Ty, value: &Value) -> Option<TokenStream> {
+    expr(plan, ty, value, 0, &mut DEFAULT_STEPS.clone())
+}
+
+/// [`default_expr`] at `depth` (which bounds recursion through types), taking from `steps`.
+fn expr(plan: &Plan, ty: &Ty, value: &Value, depth: usize, steps: &mut usize) -> Option<TokenStream> {
+    if depth > 16 || *steps == 0 {
         return None;
     }
+    *steps -= 1;
     Some(match (ty, value) {
         (Ty::Bool, Value::Bool(b)) => quote!(#b),
         (Ty::String, Value::String(s)) => quote!(String::from(#s)),
@@ -77,7 +89,7 @@ pub fn default_expr(plan: &Plan, ty: &Ty, value: &Value, depth: usize) -> Option
         (Ty::Vec(item), Value::Array(items)) => {
             let items = items
                 .iter()
-                .map(|i| default_expr(plan, item, i, depth + 1))
+                .map(|i| expr(plan, item, i, depth + 1, steps))
                 .collect::<Option<Vec<_>>>()?;
             quote!(vec![#(#items),*])
         }
@@ -86,19 +98,19 @@ pub fn default_expr(plan: &Plan, ty: &Ty, value: &Value, depth: usize) -> Option
         }
         (Ty::Json, Value::Null) => quote!(__s::Value::Null),
         (Ty::Named { name, boxed }, value) => {
-            let inner = named_default_expr(plan, name, value, depth)?;
+            let inner = named_default_expr(plan, name, value, depth, steps)?;
             if *boxed { quote!(Box::new(#inner)) } else { inner }
         }
         _ => return None,
     })
 }
 
-fn named_default_expr(plan: &Plan, name: &str, value: &Value, depth: usize) -> Option<TokenStream> {
+fn named_default_expr(plan: &Plan, name: &str, value: &Value, depth: usize, steps: &mut usize) -> Option<TokenStream> {
     let planned = plan.items.get(name)?;
     let type_ident = ident(name);
     match (&planned.item, value) {
         (Item::Newtype, Value::String(s)) => Some(quote!(#type_ident(String::from(#s)))),
-        (Item::Alias(ty), value) => default_expr(plan, ty, value, depth + 1),
+        (Item::Alias(ty), value) => expr(plan, ty, value, depth + 1, steps),
         (Item::Enum { constants, .. }, value) => {
             let constant = constants.iter().find(|c| &c.value == value)?;
             let variant = ident(&constant.name);
@@ -113,8 +125,8 @@ fn named_default_expr(plan: &Plan, name: &str, value: &Value, depth: usize) -> O
                 .map(|field| {
                     let name = ident(&field.name);
                     let expr = match map.get(&field.wire) {
-                        Some(value) => value_in_form(plan, field, value, depth)?,
-                        None => absent_expr(plan, field, depth)?,
+                        Some(value) => value_in_form(plan, field, value, depth, steps)?,
+                        None => absent_expr(plan, field, depth, steps)?,
                     };
                     Some(quote!(#name: #expr))
                 })
@@ -126,7 +138,7 @@ fn named_default_expr(plan: &Plan, name: &str, value: &Value, depth: usize) -> O
 }
 
 /// The expression for a field holding `value` (wrapped as its form needs).
-fn value_in_form(plan: &Plan, field: &Field, value: &Value, depth: usize) -> Option<TokenStream> {
+fn value_in_form(plan: &Plan, field: &Field, value: &Value, depth: usize, steps: &mut usize) -> Option<TokenStream> {
     let nullable = matches!(field.form, Form::Optional | Form::RequiredNullable | Form::Patch);
     if field.form == Form::OmitEmpty && is_empty_json(value) {
         return Some(quote!(Default::default()));
@@ -137,11 +149,11 @@ fn value_in_form(plan: &Plan, field: &Field, value: &Value, depth: usize) -> Opt
             _ => quote!(None),
         });
     }
-    let expr = default_expr(plan, &field.ty, value, depth + 1)?;
+    let inner = expr(plan, &field.ty, value, depth + 1, steps)?;
     Some(match field.form {
-        Form::Optional | Form::RequiredNullable => quote!(Some(#expr)),
-        Form::Patch => quote!(__s::Patch::Set(#expr)),
-        Form::Required | Form::Default(_) | Form::OmitEmpty => expr,
+        Form::Optional | Form::RequiredNullable => quote!(Some(#inner)),
+        Form::Patch => quote!(__s::Patch::Set(#inner)),
+        Form::Required | Form::Default(_) | Form::OmitEmpty => inner,
     })
 }
 
@@ -154,12 +166,12 @@ fn is_empty_json(value: &Value) -> bool {
 }
 
 /// The expression for a field whose key is absent (`None` when it is required).
-fn absent_expr(plan: &Plan, field: &Field, depth: usize) -> Option<TokenStream> {
+fn absent_expr(plan: &Plan, field: &Field, depth: usize, steps: &mut usize) -> Option<TokenStream> {
     match &field.form {
         Form::Optional => Some(quote!(None)),
         Form::Patch => Some(quote!(__s::Patch::Unchanged)),
         Form::OmitEmpty => Some(quote!(Default::default())),
-        Form::Default(value) => default_expr(plan, &field.ty, value, depth + 1),
+        Form::Default(value) => expr(plan, &field.ty, value, depth + 1, steps),
         Form::Required | Form::RequiredNullable => None,
     }
 }
@@ -219,6 +231,16 @@ fn item(plan: &Plan, planned: &Planned, docs: bool) -> TokenStream {
         Item::Alias(ty) => {
             let ty = ty_tokens(ty);
             quote! { #doc pub type #name = #ty; }
+        }
+        Item::Transparent(ty) => {
+            let ty = ty_tokens(ty);
+            quote! {
+                #doc
+                #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+                #serde_crate
+                #[serde(transparent)]
+                pub struct #name(pub #ty);
+            }
         }
         Item::Enum { constants, open } => enumeration(planned, constants, open.as_ref(), docs),
         Item::Tagged {
@@ -307,7 +329,7 @@ fn field_tokens(plan: &Plan, owner: &str, field: &Field, docs: bool, helpers: &m
         Form::Default(value) => {
             let function = helper_ident("default", owner, field);
             let function_name = function.to_string();
-            let expr = default_expr(plan, &field.ty, value, 0).unwrap_or_else(|| quote!(Default::default()));
+            let expr = default_expr(plan, &field.ty, value).unwrap_or_else(|| quote!(Default::default()));
             helpers.extend(quote! {
                 fn #function() -> #base { #expr }
             });
@@ -406,7 +428,7 @@ fn struct_default(plan: &Plan, planned: &Planned, fields: &[Field], flattened: b
         .iter()
         .map(|f| {
             let name = ident(&f.name);
-            absent_expr(plan, f, 0).map(|e| quote!(#name: #e))
+            absent_expr(plan, f, 0, &mut DEFAULT_STEPS.clone()).map(|e| quote!(#name: #e))
         })
         .collect();
     let Some(inits) = inits else {
@@ -428,7 +450,7 @@ fn constructor(plan: &Plan, planned: &Planned, fields: &[Field], flatten: Option
     let mut inits = Vec::new();
     for field in fields {
         let name = ident(&field.name);
-        match absent_expr(plan, field, 0) {
+        match absent_expr(plan, field, 0, &mut DEFAULT_STEPS.clone()) {
             Some(expr) => inits.push(quote!(#name: #expr)),
             None => {
                 let ty = match field.form {
@@ -697,7 +719,7 @@ pub fn settle_defaults(plan: &mut Plan) {
         if let Item::Struct { fields, .. } = &planned.item {
             for field in fields {
                 if let Form::Default(value) = &field.form
-                    && default_expr(plan, &field.ty, value, 0).is_none()
+                    && default_expr(plan, &field.ty, value).is_none()
                 {
                     demoted.push((owner.clone(), field.wire.clone()));
                 }

@@ -1,15 +1,16 @@
 //! The generator's entry point: one revision's `schema.json` (+ `meta.json`) → one formatted,
 //! deterministic Rust module.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::methods::{MethodBinding, MethodTable};
-use super::{dispatch, emit, names, plan};
+use super::{dispatch, emit, input, names, plan};
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,11 +102,27 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
             options.rev
         )));
     }
+    input::check(schema).map_err(|problems| GenerateError { problems })?;
     let meta = match meta {
         Some(meta) => meta.clone(),
         None => meta_from_annotations(schema),
     };
+    let listed = ["agentMethods", "clientMethods", "protocolMethods"]
+        .iter()
+        .filter_map(|group| meta.get(group).and_then(Value::as_object))
+        .map(Map::len)
+        .sum::<usize>();
+    if listed > input::MAX_METHODS {
+        return Err(GenerateError::new(format!(
+            "the revision lists {listed} methods, more than the {} regen accepts",
+            input::MAX_METHODS
+        )));
+    }
     let table = MethodTable::read(schema, &meta, &options.methods).map_err(|problems| GenerateError { problems })?;
+    let clashes = method_name_clashes(&table);
+    if !clashes.is_empty() {
+        return Err(GenerateError { problems: clashes });
+    }
     if table.methods.is_empty() {
         return Err(GenerateError::new(
             "the revision has no methods: meta.json lists none (or is absent) and no definition is annotated with `x-method`",
@@ -128,6 +145,13 @@ pub fn generate(schema: &Value, meta: Option<&Value>, options: &Options) -> Resu
     plan.notes.extend(table.notes.iter().cloned());
     emit::settle_defaults(&mut plan);
     let operator_update = add_operator_update(&mut plan);
+    let planned = plan.size();
+    if planned > input::MAX_PLANNED {
+        return Err(GenerateError::new(format!(
+            "the schema makes {planned} types and members (fields, variants, constants), more than the {} regen prints",
+            input::MAX_PLANNED
+        )));
+    }
     let protocol_version = meta.get("version").and_then(Value::as_u64).unwrap_or(1);
     let protocol_version =
         u16::try_from(protocol_version).map_err(|_| GenerateError::new("meta.json `version` does not fit u16"))?;
@@ -221,6 +245,28 @@ fn add_operator_update(plan: &mut plan::Plan) -> bool {
     true
 }
 
+/// Methods whose Rust names (the variant of the method enums, the `method_names` constant)
+/// are the same: `session/new` and `session_new` would both be `SessionNew`.
+fn method_name_clashes(table: &MethodTable) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (what, rust_name) in [
+        ("variant", dispatch::variant_name as fn(&crate::Method) -> String),
+        ("constant", |m: &crate::Method| names::constant(&m.name)),
+    ] {
+        let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+        for method in &table.methods {
+            let rust = rust_name(method);
+            if let Some(first) = seen.insert(rust.clone(), &method.name) {
+                problems.push(format!(
+                    "methods `{first}` and `{}` would have the same Rust {what} name `{rust}`",
+                    method.name
+                ));
+            }
+        }
+    }
+    problems
+}
+
 fn is_full_sha(rev: &str) -> bool {
     rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
@@ -296,10 +342,7 @@ impl SchemaFiles {
 
 /// Reads and generates from files.
 pub fn generate_files(files: &SchemaFiles, options: &Options) -> Result<Generated, GenerateError> {
-    let read = |path: &Path| -> Result<Value, GenerateError> {
-        let text = std::fs::read_to_string(path).map_err(|e| GenerateError::new(format!("{}: {e}", path.display())))?;
-        serde_json::from_str(&text).map_err(|e| GenerateError::new(format!("{}: not JSON: {e}", path.display())))
-    };
+    let read = |path: &Path| input::read_json(path).map_err(GenerateError::new);
     let schema = read(&files.schema)?;
     let meta = files.meta.as_deref().map(read).transpose()?;
     generate(&schema, meta.as_ref(), options)

@@ -1,6 +1,8 @@
 //! The upstream ACP wire schema → Rust (`scaffold-aip regen`).
 //!
 //! The pipeline, one module a stage:
+//! 0. [`input`] refuses what the generator must not read (too large, a `$ref` that is not a
+//!    local `#/$defs/Name`, a definition name that is no Rust name);
 //! 1. [`shape`] classifies every `$defs` entry into one of the constructs the snapshots use;
 //! 2. [`plan`] decides each item's Rust form and each field's type and serde behaviour;
 //! 3. [`emit`] prints the items with `quote`, [`dispatch`] the typed method enums built from
@@ -13,6 +15,7 @@
 pub mod dispatch;
 pub mod emit;
 pub mod generate;
+pub mod input;
 pub mod methods;
 pub mod names;
 pub mod plan;

@@ -1,7 +1,9 @@
 //! Rust names for schema names: fields in snake_case, types and variants in UpperCamelCase,
 //! keywords escaped, and every name in a scope unique.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use unicode_ident::{is_xid_continue, is_xid_start};
 
 /// Words that cannot be identifiers even as raw identifiers (`r#self` is not allowed).
 const NOT_RAW: &[&str] = &["self", "Self", "super", "crate", "_"];
@@ -21,7 +23,7 @@ pub(crate) fn words(name: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut current = String::new();
     for (i, &c) in chars.iter().enumerate() {
-        if !c.is_alphanumeric() {
+        if !is_word_char(c) {
             if !current.is_empty() {
                 words.push(std::mem::take(&mut current));
             }
@@ -35,12 +37,49 @@ pub(crate) fn words(name: &str) -> Vec<String> {
         if starts_word {
             words.push(std::mem::take(&mut current));
         }
-        current.extend(c.to_lowercase());
+        current.extend(c.to_lowercase().filter(|l| is_xid_continue(*l)));
     }
     if !current.is_empty() {
         words.push(current);
     }
     words
+}
+
+/// A letter or digit that may be in an identifier (`²` is alphanumeric but may not).
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() && is_xid_continue(c)
+}
+
+/// Whether `name` would need a prefix to start an identifier (a digit, a combining mark).
+fn starts_badly(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| !is_xid_start(c))
+}
+
+/// Whether `name` can be a generated type's name as it is: an identifier (not raw) that is
+/// not a keyword.
+pub fn is_type_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c == '_' || is_xid_start(c))
+        && chars.all(is_xid_continue)
+        && name != "_"
+        && !NOT_RAW.contains(&name)
+        && !KEYWORDS.contains(&name)
+}
+
+/// A constant name for `name`: `session/prompt` → `SESSION_PROMPT`, `$/cancel_request` →
+/// `CANCEL_REQUEST`, `type` → `TYPE`, `1` → `_1`.
+pub fn constant(name: &str) -> String {
+    let upper: String = words(name)
+        .join("_")
+        .chars()
+        .flat_map(char::to_uppercase)
+        .filter(|c| *c == '_' || is_xid_continue(*c))
+        .collect();
+    match upper.as_str() {
+        "" => "METHOD".to_string(),
+        _ if starts_badly(&upper) => format!("_{upper}"),
+        _ => upper,
+    }
 }
 
 /// A field or function name: `sessionId` → `session_id`, `type` → `r#type`, `_meta` → `meta`.
@@ -49,7 +88,7 @@ pub fn snake(name: &str) -> String {
     if out.is_empty() {
         out = "field".into();
     }
-    if out.starts_with(|c: char| c.is_ascii_digit()) {
+    if starts_badly(&out) {
         out.insert(0, '_');
     }
     escape(out)
@@ -64,17 +103,28 @@ pub fn camel(name: &str) -> String {
             let mut chars = w.chars();
             chars
                 .next()
-                .map(|first| first.to_uppercase().chain(chars).collect::<String>())
+                .map(|first| upper_first(first).chain(chars).collect::<String>())
                 .unwrap_or_default()
         })
         .collect();
     if out.is_empty() {
         out = "Value".into();
     }
-    if out.starts_with(|c: char| c.is_ascii_digit()) {
+    if starts_badly(&out) {
         out.insert(0, 'V');
     }
     escape(out)
+}
+
+/// `c` in upper case, or as it is when its upper case may not be in an identifier.
+fn upper_first(c: char) -> impl Iterator<Item = char> {
+    let upper: Vec<char> = c.to_uppercase().collect();
+    if upper.iter().all(|u| is_xid_continue(*u)) {
+        upper
+    } else {
+        vec![c]
+    }
+    .into_iter()
 }
 
 fn escape(name: String) -> String {
@@ -92,6 +142,9 @@ fn escape(name: String) -> String {
 #[derive(Debug, Default)]
 pub struct Scope {
     taken: BTreeSet<String>,
+    /// For each name asked for, the suffix to try next (so a thousand clashes cost a
+    /// thousand steps, not half a million).
+    next: BTreeMap<String, usize>,
 }
 
 impl Scope {
@@ -99,16 +152,17 @@ impl Scope {
     pub fn with(taken: impl IntoIterator<Item = String>) -> Self {
         Scope {
             taken: taken.into_iter().collect(),
+            next: BTreeMap::new(),
         }
     }
 
     /// `wanted`, or `wanted2`, `wanted3`, ... if taken; the result is now taken.
     pub fn claim(&mut self, wanted: &str) -> String {
         let mut name = wanted.to_string();
-        let mut n = 2;
+        let next = self.next.entry(wanted.to_string()).or_insert(2);
         while self.taken.contains(&name) {
-            name = format!("{wanted}{n}");
-            n += 1;
+            name = format!("{wanted}{next}");
+            *next += 1;
         }
         self.taken.insert(name.clone());
         name
@@ -155,10 +209,29 @@ mod tests {
     }
 
     #[test]
+    fn names_from_any_text_are_identifiers() {
+        assert_eq!(constant("session/prompt"), "SESSION_PROMPT");
+        assert_eq!(constant("$/cancel_request"), "CANCEL_REQUEST");
+        assert_eq!(constant("type"), "TYPE");
+        assert_eq!(constant("1"), "_1");
+        assert_eq!(constant("²"), "METHOD");
+        assert_eq!(camel("x²"), "X");
+        assert_eq!(snake("²"), "field");
+        assert!(is_type_name("SessionId") && is_type_name("_Private") && is_type_name("Café"));
+        for bad in ["", "_", "type", "Self", "1st", "Bad-Name", "x.json", "r#type"] {
+            assert!(!is_type_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn scopes_never_hand_out_a_name_twice() {
         let mut scope = Scope::with(["Kind".to_string()]);
         assert_eq!(scope.claim("Kind"), "Kind2");
         assert_eq!(scope.claim("Kind"), "Kind3");
         assert_eq!(scope.claim("Other"), "Other");
+        // A name taken by hand is skipped when the suffixes reach it.
+        let mut scope = Scope::with(["Kind".to_string(), "Kind3".to_string()]);
+        assert_eq!(scope.claim("Kind"), "Kind2");
+        assert_eq!(scope.claim("Kind"), "Kind4");
     }
 }

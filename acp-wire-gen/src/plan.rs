@@ -201,6 +201,10 @@ pub enum Item {
     Newtype,
     /// Another name for a type (`ProtocolVersion = u16`).
     Alias(Ty),
+    /// A struct around one value, read and written as that value: what an alias becomes when
+    /// it refers to itself through other aliases (`A = Vec<B>`, `B = Option<A>`), which a
+    /// Rust type alias cannot.
+    Transparent(Ty),
     /// Constants; with `open`, the variant that keeps any other value.
     Enum {
         /// The constants.
@@ -245,14 +249,36 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// How many items and members (fields, variants, constants, branches) the plan has: what
+    /// printing it costs grows with this.
+    pub fn size(&self) -> usize {
+        let members = |item: &Item| match item {
+            Item::Struct { fields, .. } => fields.len(),
+            Item::Enum { constants, .. } => constants.len() + 1,
+            Item::Tagged { variants, fallback, .. } => variants.len() + fallback.len(),
+            Item::Untagged(branches) => branches.len(),
+            Item::Newtype | Item::Alias(_) | Item::Transparent(_) | Item::Null => 0,
+        };
+        self.items.values().map(|planned| 1 + members(&planned.item)).sum()
+    }
+
     /// Adds a [`Item::Null`] item for each result type the method table found as `null` in
     /// a response union (the names are not definitions, so nothing else plans them); `Err`
     /// names one that a planned type already has.
     pub fn add_null_results(&mut self, names: &BTreeSet<String>) -> Result<(), Vec<String>> {
         let taken: Vec<String> = names
             .iter()
-            .filter(|name| self.items.contains_key(*name))
-            .map(|name| format!("`{name}` is a `null` result and also the name of a generated type"))
+            .filter_map(|name| {
+                if self.items.contains_key(name) {
+                    Some(format!(
+                        "`{name}` is a `null` result and also the name of a generated type"
+                    ))
+                } else if !names::is_type_name(name) {
+                    Some(format!("the `null` result titled `{name}` cannot be a Rust type name"))
+                } else {
+                    None
+                }
+            })
             .collect();
         if !taken.is_empty() {
             return Err(taken);
@@ -297,6 +323,8 @@ pub fn plan(schema: &Value) -> Result<Plan, Vec<String>> {
         return Err(planner.errors);
     }
     let mut plan = planner.plan;
+    wrap_recursive_aliases(&mut plan);
+    refuse_bottomless_cycles(&plan)?;
     box_recursive_fields(&mut plan);
     Ok(plan)
 }
@@ -304,36 +332,47 @@ pub fn plan(schema: &Value) -> Result<Plan, Vec<String>> {
 /// The envelope definitions and every definition that refers to one (whole-message unions
 /// such as v0.6's `AgentOutgoingMessage`): the method enums replace them all.
 fn envelopes(defs: &Map<String, Value>) -> BTreeSet<&str> {
+    // Who refers to whom, read once; then everything that reaches an envelope, found
+    // backwards from the envelopes.
+    let mut referrers: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    for (name, def) in defs {
+        let mut targets = BTreeSet::new();
+        ref_targets(def, &mut targets);
+        for target in targets {
+            referrers.entry(target).or_default().insert(name.as_str());
+        }
+    }
     let mut skipped: BTreeSet<&str> = defs
         .keys()
         .map(String::as_str)
         .filter(|n| ENVELOPES.contains(n))
         .collect();
-    loop {
-        let more: Vec<&str> = defs
-            .iter()
-            .filter(|(name, _)| !skipped.contains(name.as_str()))
-            .filter(|(_, def)| refers_to_any(def, &skipped))
-            .map(|(name, _)| name.as_str())
-            .collect();
-        if more.is_empty() {
-            return skipped;
+    let mut todo: Vec<&str> = skipped.iter().copied().collect();
+    while let Some(name) = todo.pop() {
+        for referrer in referrers.get(name).into_iter().flatten() {
+            if skipped.insert(referrer) {
+                todo.push(referrer);
+            }
         }
-        skipped.extend(more);
     }
+    skipped
 }
 
-fn refers_to_any(schema: &Value, names: &BTreeSet<&str>) -> bool {
+/// The names of every `$ref` anywhere in `schema`.
+fn ref_targets(schema: &Value, targets: &mut BTreeSet<String>) {
     match schema {
-        Value::Object(object) => object.iter().any(|(key, value)| {
-            (key == "$ref"
-                && value
-                    .as_str()
-                    .is_some_and(|r| names.contains(shape::ref_name(r).as_str())))
-                || refers_to_any(value, names)
-        }),
-        Value::Array(items) => items.iter().any(|item| refers_to_any(item, names)),
-        _ => false,
+        Value::Object(object) => {
+            for (key, value) in object {
+                match value.as_str() {
+                    Some(target) if key == "$ref" => {
+                        targets.insert(shape::ref_name(target));
+                    }
+                    _ => ref_targets(value, targets),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| ref_targets(item, targets)),
+        _ => {}
     }
 }
 
@@ -716,13 +755,216 @@ fn primitive_label(ty: &Ty) -> &'static str {
     }
 }
 
-/// The named types an item holds directly (not behind a `Vec` or map), each with a way to
-/// reach the `Ty` that holds it.
-fn direct_refs(item: &mut Item) -> Vec<&mut Ty> {
+/// How an item holds a named type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// By value, as a field or a tagged variant's payload (reading it reads part of the JSON).
+    Inside,
+    /// As its whole value: an alias, a wrapper, an untagged branch, an open enum's fallback,
+    /// a flattened union (reading it reads the other type from the same JSON).
+    Whole,
+    /// Behind a list or a map.
+    Behind,
+}
+
+/// Every named type an item refers to, and how.
+fn holds(item: &Item) -> Vec<(&str, Hold)> {
+    let mut out = Vec::new();
+    match item {
+        Item::Struct { fields, flatten } => {
+            fields.iter().for_each(|f| hold_of(&f.ty, Hold::Inside, &mut out));
+            if let Some((_, union)) = flatten {
+                out.push((union.as_str(), Hold::Whole));
+            }
+        }
+        Item::Alias(ty) | Item::Transparent(ty) => hold_of(ty, Hold::Whole, &mut out),
+        Item::Enum { open, .. } => open.iter().for_each(|(_, ty)| hold_of(ty, Hold::Whole, &mut out)),
+        Item::Tagged { variants, fallback, .. } => {
+            for variant in variants {
+                if let Payload::Newtype(ty) = &variant.payload {
+                    hold_of(ty, Hold::Inside, &mut out);
+                }
+            }
+            for ty in fallback.iter().filter_map(|b| b.ty.as_ref()) {
+                hold_of(ty, Hold::Whole, &mut out);
+            }
+        }
+        Item::Untagged(branches) => {
+            for ty in branches.iter().filter_map(|b| b.ty.as_ref()) {
+                hold_of(ty, Hold::Whole, &mut out);
+            }
+        }
+        Item::Newtype | Item::Null => {}
+    }
+    out
+}
+
+/// Adds the named types of `ty`: itself held as `hold`, or those within it held behind.
+fn hold_of<'a>(ty: &'a Ty, hold: Hold, out: &mut Vec<(&'a str, Hold)>) {
+    match ty {
+        Ty::Named { name, .. } => out.push((name.as_str(), hold)),
+        nested => names_within(nested, &mut |name| out.push((name, Hold::Behind))),
+    }
+}
+
+/// Calls `found` with every named type within `ty` (behind lists and maps too).
+fn names_within<'a>(ty: &'a Ty, found: &mut dyn FnMut(&'a str)) {
+    match ty {
+        Ty::Named { name, .. } => found(name),
+        Ty::Vec(inner) | Ty::Map(inner) => names_within(inner, found),
+        Ty::String | Ty::Int(_) | Ty::F64 | Ty::Bool | Ty::Json | Ty::JsonMap | Ty::Meta => {}
+    }
+}
+
+/// The plan's items as graph nodes: their names, and for each its edges of the kinds `keep`
+/// accepts (to planned items only).
+fn graph(plan: &Plan, keep: impl Fn(&Item, Hold, &Item) -> bool) -> (Vec<&str>, Vec<Vec<usize>>) {
+    let names: Vec<&str> = plan.items.keys().map(String::as_str).collect();
+    let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let edges = plan
+        .items
+        .values()
+        .map(|planned| {
+            holds(&planned.item)
+                .into_iter()
+                .filter_map(|(target, hold)| {
+                    let to = *index.get(target)?;
+                    keep(&planned.item, hold, &plan.items[target].item).then_some(to)
+                })
+                .collect()
+        })
+        .collect();
+    (names, edges)
+}
+
+/// The strongly connected component of each node (Tarjan's algorithm, without recursion:
+/// a schema may chain thousands of definitions).
+fn components(edges: &[Vec<usize>]) -> Vec<usize> {
+    const UNSEEN: usize = usize::MAX;
+    let n = edges.len();
+    let (mut index, mut low, mut component) = (vec![UNSEEN; n], vec![0; n], vec![UNSEEN; n]);
+    let mut on_stack = vec![false; n];
+    let (mut stack, mut next_index, mut next_component) = (Vec::new(), 0, 0);
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        let mut calls = vec![(root, 0)];
+        index[root] = next_index;
+        low[root] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(top) = calls.last_mut() {
+            let (node, edge) = *top;
+            if let Some(&next) = edges[node].get(edge) {
+                top.1 += 1;
+                if index[next] == UNSEEN {
+                    index[next] = next_index;
+                    low[next] = next_index;
+                    next_index += 1;
+                    stack.push(next);
+                    on_stack[next] = true;
+                    calls.push((next, 0));
+                } else if on_stack[next] {
+                    low[node] = low[node].min(index[next]);
+                }
+                continue;
+            }
+            calls.pop();
+            if let Some(&(parent, _)) = calls.last() {
+                low[parent] = low[parent].min(low[node]);
+            }
+            if low[node] == index[node] {
+                while let Some(member) = stack.pop() {
+                    on_stack[member] = false;
+                    component[member] = next_component;
+                    if member == node {
+                        break;
+                    }
+                }
+                next_component += 1;
+            }
+        }
+    }
+    component
+}
+
+/// The nodes on a cycle: in a component of several nodes, or with an edge to itself.
+fn on_cycles(edges: &[Vec<usize>], component: &[usize]) -> Vec<bool> {
+    let mut size = BTreeMap::new();
+    for c in component {
+        *size.entry(*c).or_insert(0) += 1;
+    }
+    (0..edges.len())
+        .map(|node| size[&component[node]] > 1 || edges[node].contains(&node))
+        .collect()
+}
+
+/// Turns every alias that refers to itself through other aliases (`A = Vec<B>`,
+/// `B = BTreeMap<String, A>`: Rust cannot expand such aliases) into a [`Item::Transparent`].
+fn wrap_recursive_aliases(plan: &mut Plan) {
+    let (names, edges) = graph(plan, |from, _, to| {
+        matches!(from, Item::Alias(_)) && matches!(to, Item::Alias(_))
+    });
+    let component = components(&edges);
+    let cyclic: Vec<String> = on_cycles(&edges, &component)
+        .into_iter()
+        .zip(&names)
+        .filter(|(cyclic, _)| *cyclic)
+        .map(|(_, name)| name.to_string())
+        .collect();
+    for name in cyclic {
+        if let Some(planned) = plan.items.get_mut(&name)
+            && let Item::Alias(ty) = &planned.item
+        {
+            planned.item = Item::Transparent(ty.clone());
+        }
+    }
+}
+
+/// Refuses a cycle of [`Hold::Whole`] references (`A` is `B`, `B` is `A` or a string):
+/// reading one would read the next from the same JSON without end. Each cycle is named.
+fn refuse_bottomless_cycles(plan: &Plan) -> Result<(), Vec<String>> {
+    let (names, edges) = graph(plan, |_, hold, _| hold == Hold::Whole);
+    let component = components(&edges);
+    let cyclic = on_cycles(&edges, &component);
+    let mut reported = BTreeSet::new();
+    let mut problems = Vec::new();
+    for start in (0..names.len()).filter(|n| cyclic[*n]) {
+        if !reported.insert(component[start]) {
+            continue;
+        }
+        // Walk inside the component until a node repeats: that loop is a cycle.
+        let mut path = vec![start];
+        let mut node = start;
+        while let Some(&next) = edges[node].iter().find(|to| component[**to] == component[start]) {
+            if let Some(at) = path.iter().position(|n| *n == next) {
+                path.drain(..at);
+                path.push(next);
+                break;
+            }
+            path.push(next);
+            node = next;
+        }
+        let cycle: Vec<&str> = path.iter().map(|n| names[*n]).collect();
+        problems.push(format!(
+            "`$ref` cycle {}: each is the whole of the next (an alias, a union branch or a fallback), \
+             so reading one would never end; a cycle must pass through a property or a list",
+            cycle.join(" → ")
+        ));
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+/// The named types an item holds by value (not behind a `Vec` or map), each with a way to
+/// reach the `Ty` that holds it: the ones a `Box` can break a cycle at.
+fn by_value(item: &mut Item) -> Vec<&mut Ty> {
     let tys: Vec<&mut Ty> = match item {
         Item::Struct { fields, .. } => fields.iter_mut().map(|f| &mut f.ty).collect(),
-        Item::Alias(ty) => vec![ty],
-        Item::Newtype | Item::Enum { .. } | Item::Null => Vec::new(),
+        Item::Alias(ty) | Item::Transparent(ty) => vec![ty],
+        Item::Newtype | Item::Null => Vec::new(),
+        Item::Enum { open, .. } => open.iter_mut().map(|(_, ty)| ty).collect(),
         Item::Tagged { variants, fallback, .. } => {
             let mut tys = Vec::new();
             for variant in variants {
@@ -738,52 +980,19 @@ fn direct_refs(item: &mut Item) -> Vec<&mut Ty> {
     tys.into_iter().filter(|t| matches!(t, Ty::Named { .. })).collect()
 }
 
-fn named(ty: &Ty) -> Option<&str> {
-    match ty {
-        Ty::Named { name, .. } => Some(name),
-        _ => None,
-    }
-}
-
-/// Boxes every direct reference that closes a cycle (a type that would contain itself).
+/// Boxes every by-value reference that closes a cycle (a type that would contain itself):
+/// the references within one strongly connected component of the by-value graph.
 fn box_recursive_fields(plan: &mut Plan) {
-    let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (name, planned) in plan.items.iter_mut() {
-        let edges = direct_refs(&mut planned.item)
-            .into_iter()
-            .filter_map(|t| named(t).map(str::to_string))
-            .collect();
-        graph.insert(name.clone(), edges);
-    }
-    let reaches = |from: &str, to: &str| -> bool {
-        let mut seen = BTreeSet::new();
-        let mut stack = vec![from.to_string()];
-        while let Some(next) = stack.pop() {
-            if next == to {
-                return true;
-            }
-            if seen.insert(next.clone()) {
-                stack.extend(graph.get(&next).into_iter().flatten().cloned());
-            }
-        }
-        false
-    };
-    let mut to_box: Vec<(String, String)> = Vec::new();
-    for (name, edges) in &graph {
-        for target in edges {
-            if reaches(target, name) {
-                to_box.push((name.clone(), target.clone()));
-            }
-        }
-    }
-    for (owner, target) in to_box {
-        if let Some(planned) = plan.items.get_mut(&owner) {
-            for ty in direct_refs(&mut planned.item) {
-                if let Ty::Named { name, boxed } = ty
-                    && *name == target
-                {
-                    *boxed = true;
-                }
+    let (names, edges) = graph(plan, |_, hold, _| hold != Hold::Behind);
+    let component = components(&edges);
+    let of: BTreeMap<String, usize> = names.iter().map(|n| n.to_string()).zip(component).collect();
+    for (owner, planned) in plan.items.iter_mut() {
+        let Some(&mine) = of.get(owner) else { continue };
+        for ty in by_value(&mut planned.item) {
+            if let Ty::Named { name, boxed } = ty
+                && of.get(name.as_str()) == Some(&mine)
+            {
+                *boxed = true;
             }
         }
     }

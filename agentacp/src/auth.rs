@@ -3,8 +3,10 @@
 //! `scaffold-aip token` mirrors ([`hash_token`](crate::auth::hash_token), [`generate_token`](crate::auth::generate_token)).
 //!
 //! A token file holds one entry a line, `<identity> sha256:<64 lowercase hex>`; blank lines
-//! and lines starting with `#` are ignored. The server re-reads it when its modification time
-//! or length changes, so tokens rotate without a restart.
+//! and lines starting with `#` are ignored. The server re-reads it when its modification time,
+//! length or inode changes, so tokens rotate without a restart. Only a regular file of at most
+//! 1 MiB is read ([`acp_tokens::file::read`]); `scaffold-aip token` replaces the file by a
+//! rename, so a re-read sees a whole version, never a part.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -288,16 +290,18 @@ fn warn_if_shared(path: &Path) {
     let _ = path;
 }
 
-/// Reads and parses a token file; errors name `path` (and `path:line`).
+/// Reads and parses a token file; errors name `path` (and `path:line`). Only a regular file of
+/// at most [`acp_tokens::file::MAX_FILE_BYTES`] (1 MiB) is read, never blocking on a FIFO.
 fn read_file(path: &Path) -> Result<Vec<Entry>, String> {
-    let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let bytes = acp_tokens::file::read(path)?.ok_or_else(|| format!("{}: no such file", path.display()))?;
     let mut entries: Vec<Entry> = Vec::new();
+    let mut hashes = std::collections::HashSet::new();
     for (number, line) in bytes.split(|&b| b == b'\n').enumerate() {
         let at = || format!("{}:{}", path.display(), number + 1);
         let line = std::str::from_utf8(line).map_err(|_| format!("{}: not UTF-8 text", at()))?;
         let entry = parse_line(line).map_err(|error| format!("{}: {error}", at()))?;
         let Some(entry) = entry else { continue };
-        if entries.iter().any(|other| other.hash == entry.hash) {
+        if !hashes.insert(entry.hash) {
             return Err(format!("{}: the same token is listed twice", at()));
         }
         entries.push(entry);
@@ -517,6 +521,66 @@ mod tests {
         write(&path, &format!("bob {}\n", hash_token("b")));
         assert_eq!(store.verify("b"), Some(id("bob")));
         assert_eq!(store.verify("a"), None);
+    }
+
+    /// Runs `body` on a thread and returns what it returns, failing the test if it has not
+    /// returned within a minute (a guard against a read that hangs, not a timing assertion).
+    fn within_a_minute<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || sender.send(body()));
+        receiver
+            .recv_timeout(Duration::from_secs(60))
+            .expect("still reading the token file after a minute")
+    }
+
+    #[cfg(unix)]
+    fn mkfifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+        assert!(status.success(), "mkfifo {}", path.display());
+    }
+
+    /// Issue #44, item 6: `AGENTACP_TOKENS_FILE` naming a FIFO hung the server, and a huge
+    /// file was read whole. Both are refused at once, with a sentence naming the file.
+    /// (`/dev/zero` is tested on a server process, with its memory bounded:
+    /// examples/echo-server/tests/token_file.rs.)
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_file_over_the_limit_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fifo, big) = (dir.path().join("fifo"), dir.path().join("big"));
+        mkfifo(&fifo);
+        let file = std::fs::File::create(&big).unwrap();
+        file.set_len(acp_tokens::file::MAX_FILE_BYTES + 1).unwrap();
+        for (path, why) in [
+            (fifo, "not a regular file (a FIFO); a token file is a regular file"),
+            (big, "the file is larger than a token file may be (1048577 bytes)"),
+        ] {
+            let setting = path.to_str().unwrap().to_string();
+            let error =
+                within_a_minute(move || TokenStore::from_vars(vars(&[(TOKENS_FILE_VAR, &setting)])).unwrap_err());
+            assert!(error.starts_with(&format!("{}: {why}", path.display())), "{error}");
+        }
+    }
+
+    /// A token file replaced by a FIFO, or grown past the limit, is not read on reload (a
+    /// FIFO would hang every connection's token check): the tokens read before stay.
+    #[cfg(unix)]
+    #[test]
+    fn a_reload_refuses_a_fifo_or_a_file_over_the_limit_and_keeps_the_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        write(&path, &format!("alice {}\n", hash_token("a")));
+        let store = std::sync::Arc::new(TokenStore::from_file(&path).unwrap());
+        let fifo = dir.path().join("fifo");
+        mkfifo(&fifo);
+        std::fs::rename(&fifo, &path).unwrap();
+        let check = store.clone();
+        assert_eq!(within_a_minute(move || check.verify("a")), Some(id("alice")));
+        std::fs::remove_file(&path).unwrap();
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(acp_tokens::file::MAX_FILE_BYTES + 1).unwrap();
+        assert_eq!(store.verify("a"), Some(id("alice")));
+        assert_eq!(store.len(), 1);
     }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

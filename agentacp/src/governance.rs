@@ -77,6 +77,35 @@ pub enum Decision {
     Deny(String),
 }
 
+impl Decision {
+    /// The stricter of two decisions: deny over ask over allow (of two denials, this one).
+    pub fn stricter(self, other: Decision) -> Decision {
+        let rank = |decision: &Decision| match decision {
+            Decision::Allow => 0,
+            Decision::Ask => 1,
+            Decision::Deny(_) => 2,
+        };
+        if rank(&other) > rank(&self) { other } else { self }
+    }
+}
+
+/// Decides a call whose `kind` is a peer's claim — an agent's report, an MCP server's
+/// annotations (`readOnlyHint`, `destructiveHint`, …) — which may make the decision stricter,
+/// never more lenient: the stricter of the decisions with that kind and without one. Also the
+/// kind to show the call with: the claim, unless it would have loosened the decision.
+pub fn decide_claimed(governance: &dyn Governance, request: &ToolRequest<'_>) -> (Decision, Option<ToolKind>) {
+    let unclaimed = governance.decide(&ToolRequest { kind: None, ..*request });
+    if request.kind.is_none() {
+        return (unclaimed, None);
+    }
+    let claimed = governance.decide(request);
+    if claimed.clone().stricter(unclaimed.clone()) == claimed {
+        (claimed, request.kind)
+    } else {
+        (unclaimed, None)
+    }
+}
+
 /// Decides tool calls. Called before every tool call, at governed tiers.
 pub trait Governance: Send + Sync + 'static {
     /// The decision for one call.
@@ -789,6 +818,52 @@ mod tests {
         let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), Some(&policy));
         assert!(!binding.may_remember(&request("write-file")));
         assert!(binding.may_remember(&request("run-tests")));
+    }
+
+    /// A kind a peer claims (an agent's report, an MCP server's annotations) may make a
+    /// decision stricter, never more lenient; it is shown only where it did not loosen it.
+    #[test]
+    fn a_claimed_kind_only_makes_a_decision_stricter() {
+        let workspace =
+            json!({"schema": "governance.workspace/v1", "autonomy": {"level": 2, "defaultApproval": "on-mutate"}});
+        let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), Some(&workspace));
+        let claimed = |tool, kind| {
+            decide_claimed(
+                &binding,
+                &ToolRequest {
+                    operator: "op",
+                    session: "s",
+                    tool,
+                    kind: Some(kind),
+                    arguments: &Value::Null,
+                    principal: None,
+                },
+            )
+        };
+        assert_eq!(claimed("write-file", ToolKind::Read), (Decision::Ask, None));
+        assert_eq!(
+            claimed("write-file", ToolKind::Edit),
+            (Decision::Ask, Some(ToolKind::Edit))
+        );
+        let read_only =
+            ManifestGovernance::from_documents(Some(&operator("autonomous")), Some(&json!({"autonomy": {"level": 0}})));
+        let request = ToolRequest {
+            operator: "op",
+            session: "s",
+            tool: "read-file",
+            kind: Some(ToolKind::Read),
+            arguments: &Value::Null,
+            principal: None,
+        };
+        assert!(matches!(
+            decide_claimed(&read_only, &request),
+            (Decision::Deny(_), None)
+        ));
+        assert_eq!(Decision::Allow.stricter(Decision::Ask), Decision::Ask);
+        assert_eq!(
+            Decision::Deny("a".into()).stricter(Decision::Deny("b".into())),
+            Decision::Deny("a".into())
+        );
     }
 
     #[test]

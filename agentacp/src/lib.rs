@@ -41,6 +41,10 @@ pub mod jsonrpc;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod methods;
+/// Ending every process an agent started, not only the agent: the child subreaper the runtime
+/// becomes when it starts an agent, and [`end_all_descendants`](process_tree::end_all_descendants)
+/// for a program that started agents to call as it exits (the `acp-process` crate).
+pub use acp_process as process_tree;
 pub mod sandbox;
 pub mod server;
 pub mod spec;

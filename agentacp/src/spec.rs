@@ -29,9 +29,10 @@ pub enum AuditTarget {
         /// The AIP-9 audit channel.
         channel: Option<&'static str>,
     },
-    /// `kind: external`: the file named by `audit.ref`, resolved against the manifest's folder.
+    /// `kind: external`: the file named by `audit.ref`: absolute as written, or relative to
+    /// the state folder, resolved when the operator runs (not where it was built).
     External {
-        /// The absolute path.
+        /// The path, absolute or relative to the state folder.
         path: &'static str,
     },
 }
@@ -209,20 +210,18 @@ impl OperatorSpec {
     }
 
     /// Opens the audit log the manifest asks for: `path` when given, else the target's file
-    /// (a governance channel's log is `<state_dir>/<channel>.jsonl`). The error names the
-    /// file (and, when another process writes it, that process); a torn last line that was
-    /// recovered is logged as a warning.
+    /// (a governance channel's log is `<state_dir>/<channel>.jsonl`; a relative `audit.ref`
+    /// lies in `state_dir` too). The file is logged at `info`. The error names the file (and,
+    /// when another process writes it, that process); a torn last line that was recovered is
+    /// logged as a warning.
     pub fn open_audit(
         &self,
         path: Option<&std::path::Path>,
         fsync: FsyncPolicy,
         state_dir: &std::path::Path,
     ) -> Result<AuditLog> {
-        let path = match (path, self.audit) {
-            (Some(path), _) => path.to_path_buf(),
-            (None, AuditTarget::Off) => return Ok(AuditLog::off()),
-            (None, AuditTarget::External { path }) => std::path::PathBuf::from(path),
-            (None, AuditTarget::Governance { channel }) => state_dir.join(crate::audit::channel_log_name(channel)),
+        let Some(path) = self.audit_path(path, state_dir) else {
+            return Ok(AuditLog::off());
         };
         let log = AuditLog::open(&path, fsync).map_err(|error| match error {
             // Names the log and who holds it already.
@@ -232,7 +231,22 @@ impl OperatorSpec {
         if let Some(recovery) = log.recovery() {
             tracing::warn!(log = %path.display(), %recovery, "recovered the audit log after an interrupted write");
         }
+        tracing::info!(operator = self.id, log = %path.display(), "writing the audit log");
         Ok(log)
+    }
+
+    /// The audit log's file, as [`open_audit`](Self::open_audit) finds it; `None` when off.
+    pub(crate) fn audit_path(
+        &self,
+        path: Option<&std::path::Path>,
+        state_dir: &std::path::Path,
+    ) -> Option<std::path::PathBuf> {
+        Some(match (path, self.audit) {
+            (Some(path), _) => path.to_path_buf(),
+            (None, AuditTarget::Off) => return None,
+            (None, AuditTarget::External { path }) => state_dir.join(path),
+            (None, AuditTarget::Governance { channel }) => state_dir.join(crate::audit::channel_log_name(channel)),
+        })
     }
 
     /// The default governance binding: the manifest's operator and governance documents,

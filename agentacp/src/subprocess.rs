@@ -1,7 +1,9 @@
 //! A program we start and speak to over its stdio — an agent (clients, bridges) or a stdio MCP
 //! server (sandboxed servers): spawned in its own process group with a cleared environment,
 //! its stderr kept (last lines) for errors, reaped by a task, and stopped by closing stdin,
-//! then SIGTERM to the group, then SIGKILL.
+//! then SIGTERM to the group, then SIGKILL. What it started outside its group (`setsid`) is
+//! ended too: the runtime becomes the child subreaper of what it starts, notes the program's
+//! descendants before its stdin closes, and ends them after the group ([`acp_process`]).
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -15,10 +17,26 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
 use crate::sandbox::Confinement;
+use crate::sync::lock;
 
 /// Variables passed through from our environment unless [`AgentCommand::env_clear_all`] is
-/// called: what a program needs to find its tools and its home.
-pub const DEFAULT_ENV_ALLOW: &[&str] = &["PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TERM"];
+/// called: what a program needs to find its tools and its home, including the XDG base
+/// folders the user may have moved (`XDG_STATE_HOME`, ...: without them an agent that honours
+/// XDG would keep its state, config, data and cache somewhere else than the user said).
+/// `XDG_RUNTIME_DIR` is not among them: it leads to the session's sockets, not to files.
+pub const DEFAULT_ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "TERM",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+];
 
 /// How to start an agent: the program, its arguments, its environment and its working folder.
 ///
@@ -231,6 +249,8 @@ pub(crate) struct AgentProcess {
     pub(crate) stderr: Arc<StderrTail>,
     /// Set once the group is known to be empty (nothing left to stop).
     stopped: std::sync::atomic::AtomicBool,
+    /// What it started, as last walked: ended after the group, wherever it went.
+    tree: Mutex<acp_process::Tree>,
     /// A remote agent: no process, no group; its "stderr" is how the connection ended.
     remote: bool,
 }
@@ -240,6 +260,11 @@ pub(crate) fn spawn(
     command: &AgentCommand,
     stderr_lines: usize,
 ) -> std::io::Result<(AgentProcess, ChildStdin, ChildStdout)> {
+    // What the agent starts and leaves behind is reparented to us, not to PID 1: stopping the
+    // agent can still find it.
+    if let Err(why) = acp_process::adopt_orphans_result() {
+        tracing::debug!("{why}: what an agent leaves behind outside its process group may outlive it");
+    }
     let mut child = (command.to_command()?.spawn()).map_err(crate::sandbox::explain_spawn_error)?;
     let pid = child.id();
     let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
@@ -264,6 +289,7 @@ pub(crate) fn spawn(
             exit,
             stderr: tail,
             stopped: std::sync::atomic::AtomicBool::new(false),
+            tree: Mutex::default(),
             remote: false,
         },
         stdin,
@@ -307,6 +333,7 @@ impl AgentProcess {
             exit,
             stderr: tail,
             stopped: std::sync::atomic::AtomicBool::new(true),
+            tree: Mutex::default(),
             remote: true,
         }
     }
@@ -379,10 +406,16 @@ impl AgentProcess {
         }
     }
 
-    /// Whether any process is left in the agent's process group.
+    /// Whether any process is left in the agent's process group. What we adopted from it and
+    /// has exited is reaped first: a zombie of ours would keep the group from ever emptying.
     fn group_alive(&self) -> bool {
-        self.group()
-            .is_some_and(|group| rustix::process::test_kill_process_group(group).is_ok())
+        let Some(group) = self.group() else { return false };
+        let alive = || rustix::process::test_kill_process_group(group).is_ok();
+        if !alive() {
+            return false;
+        }
+        let number = group.as_raw_nonzero().get().unsigned_abs();
+        acp_process::reap_adopted_in_group(number) == 0 || alive()
     }
 
     /// Waits, at most `limit`, for the process group to be empty (polled: the kernel tells
@@ -410,6 +443,7 @@ impl AgentProcess {
             self.stderr.wait_closed(exit_grace).await;
             return self.state();
         }
+        self.note_descendants();
         let mut state = self.wait_exit(exit_grace).await;
         if state == ExitState::Running {
             tracing::debug!(pid = ?self.pid, "the agent did not exit after stdin closed; SIGTERM");
@@ -422,6 +456,50 @@ impl AgentProcess {
             }
         }
         // The leader is gone; its group may not be.
+        self.stop_group_left(kill_grace).await;
+        self.end_descendants(kill_grace).await;
+        if !self.group_alive() {
+            self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        state
+    }
+
+    /// Notes what the agent has started so far, so that stopping it ends those too, wherever
+    /// they went (another group, another session). Called before its stdin closes, after which
+    /// it may exit and orphan them (they are then our children, but no longer below it).
+    pub(crate) fn note_descendants(&self) {
+        let Some(pid) = self.pid.filter(|_| !self.remote) else {
+            return;
+        };
+        // Once reaped, its pid may name another process.
+        if self.state() == ExitState::Running {
+            lock(&self.tree).note_descendants_of(pid);
+        }
+    }
+
+    /// Ends what the agent started outside its group (see [`AgentProcess::note_descendants`]):
+    /// SIGTERM, `kill_grace`, SIGKILL, a bounded wait; reaped where they are our children.
+    async fn end_descendants(&self, kill_grace: Duration) {
+        let mut tree = std::mem::take(&mut *lock(&self.tree));
+        tree.refresh();
+        if !tree.running() {
+            return;
+        }
+        tracing::debug!(pid = ?self.pid, left = ?tree.pids(), "processes the agent started are left; SIGTERM");
+        tree.terminate();
+        if !wait_tree_gone(&mut tree, kill_grace).await {
+            tree.refresh();
+            tracing::warn!(pid = ?self.pid, left = ?tree.pids(), "processes the agent started ignored SIGTERM; SIGKILL");
+            tree.kill();
+            if !wait_tree_gone(&mut tree, Duration::from_secs(2)).await {
+                tracing::error!(pid = ?self.pid, left = ?tree.pids(), "processes the agent started could not be stopped");
+            }
+        }
+    }
+
+    /// What is left in the agent's group once it is gone: SIGTERM, then SIGKILL after
+    /// `kill_grace`.
+    async fn stop_group_left(&self, kill_grace: Duration) {
         if self.group_alive() {
             tracing::debug!(pid = ?self.pid, "processes left in the agent's group; SIGTERM");
             self.signal_group(rustix::process::Signal::TERM);
@@ -430,10 +508,6 @@ impl AgentProcess {
                 self.signal_group(rustix::process::Signal::KILL);
             }
         }
-        if !self.group_alive() {
-            self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        state
     }
 
     /// Stops the agent's process group now, without the runtime: SIGTERM to the group, then
@@ -441,8 +515,19 @@ impl AgentProcess {
     /// wait (polled; blocks the calling thread). For the paths that cannot await — a client
     /// dropped without `Client::close`, a runtime shutting down — so the
     /// group is stopped before the process goes on (or exits). The agent's stdin is not given
-    /// its grace here: whoever can await uses [`AgentProcess::stop`].
+    /// its grace here: whoever can await uses [`AgentProcess::stop`]. Then what it started
+    /// outside its group, the same way.
     pub(crate) fn stop_now(&self, kill_grace: Duration) {
+        self.note_descendants();
+        self.stop_group_now(kill_grace);
+        let mut tree = std::mem::take(&mut *lock(&self.tree));
+        if !tree.end(kill_grace) {
+            tracing::error!(pid = ?self.pid, left = ?tree.pids(), "processes the agent started could not be stopped");
+        }
+    }
+
+    /// The agent's process group, stopped now (see [`AgentProcess::stop_now`]).
+    fn stop_group_now(&self, kill_grace: Duration) {
         use std::sync::atomic::Ordering;
         if self.stopped.swap(true, Ordering::SeqCst) || !self.group_running() {
             return;
@@ -489,6 +574,20 @@ impl Drop for AgentProcess {
         // The connection went away without stopping the agent (its task was dropped with the
         // runtime): stop the group, SIGKILL after a short grace.
         self.stop_now(Duration::from_millis(500));
+    }
+}
+
+/// Polls, at most `limit`, until no process of `tree` runs.
+async fn wait_tree_gone(tree: &mut acp_process::Tree, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if !tree.running() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

@@ -63,22 +63,30 @@ def script(s, name):
     if name == "unannounced":
         change(s, "ghost", title="delete-repo", status="completed", rawOutput=secret("ghost"))
     elif name == "renamed":
-        call(s, "c1", title="read-file", kind="read", status="in_progress")
-        change(s, "c1", title="delete-repo", status="completed", rawOutput=secret("c1"))
-        change(s, "c1", status="completed", rawOutput=secret("c1-later"))
+        call(s, "c1", title="read-file", kind="read", status="in_progress", _meta={"aip44": {"tool": "read-file"}})
+        change(s, "c1", title="delete-repo", status="in_progress")
+        change(s, "c1", status="completed", rawOutput={"ok": "c1-output"})
         call(s, "c2", title="read-file", kind="read")
-        change(s, "c2", _meta={"aip44": {"tool": "delete-repo"}}, rawOutput=secret("c2"))
-        call(s, "c3", name="read-file", title="Read lib.rs", kind="read")
-        change(s, "c3", name="delete-repo", status="completed", rawOutput=secret("c3"))
+        change(s, "c2", _meta={"aip44": {"tool": "delete-repo"}, "trace": 2}, rawOutput={"ok": "c2-output"})
+        call(s, "c3", name="read-file", title="read-file", kind="read")
+        change(s, "c3", name="delete-repo", status="completed", rawOutput={"ok": "c3-output"})
         call(s, "c4", title="read-file", kind="read")
-        change(s, "c4", kind="delete", status="completed", rawOutput=secret("c4"))
+        change(s, "c4", kind="delete", status="completed", rawOutput={"ok": "c4-output"})
         call(s, "c5", title="read-file", kind="read")
         change(s, "c5", status="completed", rawOutput={"ok": "c5-output"})
+    elif name == "disagree":
+        # The readings of one call disagree: the strictest decides.
+        call(s, "m1", title="delete-repo", kind="read", status="in_progress", _meta={"aip44": {"tool": "read-file"}})
+        change(s, "m1", status="completed", rawOutput=secret("m1"))
+        call(s, "m2", name="read-file", title="delete-repo", kind="read", status="in_progress")
+        change(s, "m2", status="completed", rawOutput=secret("m2"))
+        call(s, "m3", title="read-file", kind="read", status="in_progress")
+        change(s, "m3", status="completed", rawOutput={"ok": "m3-output"})
     elif name == "unasked":
         call(s, "c6", title="write-file", kind="edit", status="pending")
         change(s, "c6", status="completed", rawOutput=secret("c6"))
-        call(s, "c7", title="read-file", kind="read", status="in_progress")
-        change(s, "c7", title="write-file", kind="edit")
+        # A write the agent reports as a read: its word on the kind approves nothing.
+        call(s, "c7", title="write-file", kind="read", status="pending")
         change(s, "c7", status="completed", rawOutput=secret("c7"))
     elif name == "asked":
         call(s, "c8", title="write-file", kind="edit", status="pending", content=[{"type": "content", "content": {"type": "text", "text": "preview"}}])
@@ -95,7 +103,7 @@ def script(s, name):
         change(s, "c9", status="completed", rawOutput=secret("c9"))
     elif name == "reannounced":
         call(s, "c10", title="read-file", kind="read")
-        call(s, "c10", title="delete-repo", rawOutput=secret("c10"))
+        call(s, "c10", title="delete-repo", rawOutput={"ok": "c10-output"})
         call(s, "c11", title="delete-repo")
         call(s, "c11", title="read-file", kind="read", status="completed", rawOutput=secret("c11"))
     elif name == "unreadable":
@@ -136,6 +144,8 @@ for line in sys.stdin:
               "agentCapabilities": {"loadSession": True, "promptCapabilities": {"image": True}},
               "agentInfo": {"name": "fake-agent", "version": "1"},
               "_meta": {"received": params.get("clientCapabilities"), "kept": "yes"}}})
+    elif method == "authenticate":
+        send({"jsonrpc": "2.0", "id": id, "result": {"_meta": {"received": params}}})
     elif method == "session/new":
         sessions += 1
         send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s%d" % sessions}})
@@ -477,6 +487,36 @@ async fn the_agent_going_away_fails_the_waiting_prompt_and_ends_the_bridge() {
     assert!(error.to_string().contains("went away"), "{error}");
 }
 
+/// The bearer token an editor authenticates to the bridge with is the bridge's: it never
+/// reaches the agent (issue 44, item 9), whatever else `authenticate` carries does. Before,
+/// `_meta.agentacp.token` was forwarded as it was.
+#[tokio::test]
+async fn the_editors_bearer_token_never_reaches_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task) = start(dir.path());
+    initialize(&mut editor).await;
+    let params = json!({"methodId": "bearer",
+        "_meta": {"agentacp": {"token": "bridge-secret", "kept": 1}, "other": {"token": "theirs"}}});
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "authenticate", "params": params}))
+        .await;
+    let answer = editor.next().await;
+    let received = &answer["result"]["_meta"]["received"];
+    assert_eq!(
+        *received,
+        json!({"methodId": "bearer", "_meta": {"agentacp": {"kept": 1}, "other": {"token": "theirs"}}}),
+        "{answer}"
+    );
+    // A key given twice: the agent's parser might keep the `_meta` the bridge's would not.
+    let twice = r#"{"jsonrpc":"2.0","id":3,"method":"authenticate","params":{"methodId":"bearer","_meta":{"agentacp":{"token":"bridge-secret"}},"_meta":{}}}"#;
+    editor.send_raw(format!("{twice}\n").as_bytes()).await;
+    let answer = editor.next().await;
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert!(!answer.to_string().contains("bridge-secret"), "{answer}");
+    drop(editor);
+    assert!(task.await.unwrap().is_ok());
+}
+
 // ---- governance of tool calls (issue 23, item 6) ------------------------------------------------
 
 /// Runs `script:NAME` in a fresh governed session: the messages the editor saw up to the
@@ -539,30 +579,103 @@ async fn an_update_for_a_tool_call_never_announced_never_reaches_the_editor() {
     assert_violation(&records, "ghost");
 }
 
+/// The `rewritten` passage record of call `id`: what the agent tried to change of it.
+fn rewritten(records: &[Value], id: &str) -> String {
+    records
+        .iter()
+        .find(|r| r["metadata"]["aip44"]["toolCallId"] == id && r["metadata"]["aip44"]["rewritten"].is_string())
+        .map(|r| r["metadata"]["aip44"]["rewritten"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no rewritten record for {id}: {records:#?}"))
+}
+
+/// Once decided, a call stays what it was decided as (issue 44, item 7): an update that
+/// renames it — by title, `_meta.aip44.tool` or `name` — or changes its kind passes without
+/// that change, which is audited; the editor never sees the call as anything else, and its
+/// record says what the editor was shown. Before, a retitled call with a `_meta.aip44.tool`
+/// was shown as `delete-repo`.
 #[tokio::test]
-async fn a_call_renamed_to_a_denied_tool_is_hidden_from_then_on_and_audited_as_a_violation() {
+async fn an_update_cannot_change_what_a_decided_call_is() {
     let (seen, records) = governed_script("renamed").await;
     assert_no_secret(&seen);
-    // Renamed by title, by `_meta.aip44.tool`, by `name`, or turned into a deletion (which
-    // needs the editor's approval it never got): the editor sees the call fail, nothing more.
-    for id in ["c1", "c2", "c3", "c4"] {
-        assert_closed_as_failed(&seen, id);
-        assert_violation(&records, id);
+    for (id, change) in [
+        ("c1", "title \"read-file\" → \"delete-repo\""),
+        ("c2", "_meta.aip44.tool (none) → \"delete-repo\""),
+        ("c3", "name \"read-file\" → \"delete-repo\""),
+        ("c4", "kind \"read\" → \"delete\""),
+    ] {
+        let output = format!("{id}-output");
+        assert!(
+            shown_tool_calls(&seen).iter().any(|m| m.contains(&output)),
+            "{id} ran as what it was decided as: {seen:#?}"
+        );
+        let reason = rewritten(&records, id);
+        assert!(
+            reason.contains(change) && reason.contains("policy violation"),
+            "{reason}"
+        );
+        let record = tool_record(&records, id);
+        assert_eq!(record["metadata"]["aip44"]["approval"], "auto", "{record}");
+        assert_eq!(
+            record["metadata"]["agentacp"]["shown"],
+            json!({"title": "read-file", "kind": "read"}),
+            "{record}"
+        );
     }
-    // The allowed call that stayed what it was passes whole.
+    // The rest of an update passes: `_meta` other than the tool's name, the status.
+    let c2 = seen
+        .iter()
+        .find(|m| m["params"]["update"]["toolCallId"] == "c2" && m["params"]["update"]["rawOutput"].is_object())
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert_eq!(
+        c2["params"]["update"]["_meta"],
+        json!({"aip44": {}, "trace": 2}),
+        "{c2}"
+    );
+    // The allowed call that stayed what it was passes whole, and nothing is rewritten.
     let c5 = shown_tool_calls(&seen)
         .into_iter()
         .filter(|m| m.contains("c5-output"))
         .count();
     assert_eq!(c5, 1, "{seen:#?}");
     assert_eq!(tool_record(&records, "c5")["metadata"]["aip44"]["approval"], "auto");
+    assert!(
+        !records
+            .iter()
+            .any(|r| r["metadata"]["aip44"]["toolCallId"] == "c5" && r["metadata"]["aip44"]["rewritten"].is_string()),
+        "{records:#?}"
+    );
+}
+
+/// A call whose readings disagree is governed on the strictest (issue 44, item 7): titled
+/// `delete-repo` but named `read-file` (by `_meta.aip44.tool` or `name`), it is denied — never
+/// shown, audited as denied. Before, it ran as `read-file`, shown as `delete-repo`.
+#[tokio::test]
+async fn a_call_is_governed_on_the_strictest_of_its_names() {
+    let (seen, records) = governed_script("disagree").await;
+    assert_no_secret(&seen);
+    for id in ["m1", "m2"] {
+        assert!(
+            !seen.iter().any(|m| m["params"]["update"]["toolCallId"] == id),
+            "{seen:#?}"
+        );
+        let record = tool_record(&records, id);
+        let approval = &record["metadata"]["aip44"]["approval"];
+        assert_eq!(approval["deniedBy"], "governance", "{record}");
+        assert!(approval["reason"].as_str().unwrap().contains("delete-repo"), "{record}");
+    }
+    assert!(
+        shown_tool_calls(&seen).iter().any(|m| m.contains("m3-output")),
+        "{seen:#?}"
+    );
+    assert_eq!(tool_record(&records, "m3")["metadata"]["aip44"]["approval"], "auto");
 }
 
 #[tokio::test]
 async fn a_call_that_needs_approval_shows_no_result_unless_the_editor_approved_it() {
     let (seen, records) = governed_script("unasked").await;
     assert_no_secret(&seen);
-    // c6 asks for approval it never requested; c7 was allowed, then became a write.
+    // c6 asks for approval it never requested; c7 is a write reported as a read (issue 44,
+    // item 7: before, it ran unasked and was audited `auto`).
     for id in ["c6", "c7"] {
         assert_closed_as_failed(&seen, id);
         assert_violation(&records, id);
@@ -631,12 +744,22 @@ async fn a_permission_request_is_decided_on_the_call_as_the_editor_would_show_it
 async fn a_reannounced_tool_call_is_decided_again_and_a_hidden_one_stays_hidden() {
     let (seen, records) = governed_script("reannounced").await;
     assert_no_secret(&seen);
-    assert_closed_as_failed(&seen, "c10");
+    // Announced again under another name, c10 is shown as it was decided, and the rename
+    // audited.
+    let again: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["params"]["update"]["toolCallId"] == "c10")
+        .map(|m| &m["params"]["update"])
+        .collect();
+    assert_eq!(again.len(), 2, "{seen:#?}");
+    assert_eq!(again[1]["title"], "read-file", "{again:#?}");
+    assert_eq!(again[1]["kind"], "read", "{again:#?}");
+    assert_eq!(again[1]["rawOutput"]["ok"], "c10-output", "{again:#?}");
+    assert!(rewritten(&records, "c10").contains("delete-repo"));
     assert!(
         !seen.iter().any(|m| m["params"]["update"]["toolCallId"] == "c11"),
         "{seen:#?}"
     );
-    assert_violation(&records, "c10");
     assert_eq!(
         tool_record(&records, "c11")["metadata"]["aip44"]["approval"]["deniedBy"],
         "governance"

@@ -457,6 +457,17 @@ printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}\n' "$id"
 while true; do sleep 1; done
 "#;
 
+/// Starts a helper that leaves the agent's process group and session (`setsid`, as a tool that
+/// daemonizes does) and writes its pid to `$1`; answers `initialize`, then reads its input to
+/// the end and exits, orphaning the helper.
+const SETSID_AGENT: &str = r#"
+setsid sh -c 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1" && exec sleep 600' helper "$1" < /dev/null > /dev/null 2>&1 &
+read -r line
+id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}\n' "$id"
+while read -r line; do :; done
+"#;
+
 /// What npm's `.bin` shims do: run the real agent as a child (not `exec`) and wait for it, so
 /// the agent is a grandchild of the client, in the launcher's process group.
 const LAUNCHER: &str = r#"
@@ -475,6 +486,7 @@ impl Fake {
         std::fs::write(dir.path().join("agent.py"), FAKE_AGENT).unwrap();
         std::fs::write(dir.path().join("stubborn.sh"), STUBBORN_AGENT).unwrap();
         std::fs::write(dir.path().join("launcher.sh"), LAUNCHER).unwrap();
+        std::fs::write(dir.path().join("setsid.sh"), SETSID_AGENT).unwrap();
         Fake { dir }
     }
 
@@ -523,6 +535,17 @@ impl Fake {
 
     fn stubborn(&self) -> AgentCommand {
         AgentCommand::new("/bin/sh").arg(self.dir.path().join("stubborn.sh"))
+    }
+
+    /// The command line of [`SETSID_AGENT`], and the file its helper writes its pid to.
+    fn setsid_args(&self) -> (Vec<std::ffi::OsString>, PathBuf) {
+        let pid_file = self.dir.path().join("helper.pid");
+        let args = vec![
+            "/bin/sh".into(),
+            self.dir.path().join("setsid.sh").into_os_string(),
+            pid_file.clone().into_os_string(),
+        ];
+        (args, pid_file)
     }
 }
 
@@ -1387,16 +1410,18 @@ while read -r line; do :; done
 exit 0
 "#;
 
-/// Polls (bounded) until `pid` is gone or a zombie.
+/// Polls (bounded) until `pid` is gone or a zombie. (It asked whether `pid` was "not a
+/// zombie", which a running process is: a survivor passed at once.)
 async fn wait_gone(pid: u32, limit: Duration) -> bool {
+    let dead = || process_gone(pid) || !not_a_zombie(pid);
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if not_a_zombie(pid) {
+        if dead() {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    not_a_zombie(pid)
+    dead()
 }
 
 /// Issue #23.8: the group was signalled only when the agent outlived the grace period, so
@@ -1895,6 +1920,96 @@ async fn sigterm_to_the_example_bridge_with_a_session_open_stops_the_agents_whol
             "left running in the agent's group: {left:?} (bridge: {status:?})"
         );
         drop(editor);
+    })
+    .await;
+}
+
+// ---- what the agent started outside its process group (issue #44.10) -------------------------
+
+/// Issue #44.10: a helper the agent started with `setsid` (its own session and group) outlived
+/// the client: only the agent's group was signalled. Closed or dropped, the client now ends it.
+#[tokio::test]
+async fn a_setsid_helper_of_the_agent_ends_when_the_client_closes_or_is_dropped() {
+    bounded(async {
+        for close in [true, false] {
+            let fake = Fake::new();
+            let (args, pid_file) = fake.setsid_args();
+            let command = AgentCommand::new(&args[0]).args(&args[1..]);
+            let options = ClientOptions {
+                kill_grace: Duration::from_secs(2),
+                ..ClientOptions::default()
+            };
+            let client = Client::connect(command, options).await.unwrap();
+            let helper = read_pid(&pid_file, Duration::from_secs(20));
+            assert_ne!(
+                group_of(helper),
+                client.pid().unwrap(),
+                "the helper left the agent's group"
+            );
+            if close {
+                client.close().await;
+            } else {
+                drop(client);
+            }
+            assert!(
+                process_gone(helper),
+                "close: {close}: the helper {helper} outlived the client"
+            );
+        }
+    })
+    .await;
+}
+
+/// Issue #44.10: SIGTERM to the example client and bridge left the agent's `setsid` helper
+/// running. Each is now the subreaper of what it starts and ends it.
+#[tokio::test]
+async fn sigterm_to_the_example_client_and_bridge_ends_the_agents_setsid_helper() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    bounded(async {
+        for program in ["acp-client", "governance-bridge"] {
+            let fake = Fake::new();
+            let dirs = Dirs::new();
+            let (args, pid_file) = fake.setsid_args();
+            let mut command = tokio::process::Command::new(example_binary(program));
+            if program == "acp-client" {
+                // Its `session/new` is never answered: it waits there.
+                command.args(["-p", "hello"]);
+            }
+            let mut running = command
+                .arg("--")
+                .args(&args)
+                .current_dir(&dirs.workspace)
+                .env("AGENTACP_WORKSPACE_ROOT", &dirs.workspace)
+                .env("AGENTACP_STATE_DIR", &dirs.state)
+                .env("AGENTACP_AUDIT_LOG", &dirs.audit)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            let mut input = running.stdin.take().unwrap();
+            if program == "governance-bridge" {
+                // The bridge starts its agent for the editor's `initialize`.
+                let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                 "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+                input.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+                let mut answers = tokio::io::BufReader::new(running.stdout.take().unwrap()).lines();
+                let line = answers.next_line().await.unwrap().expect("the bridge answers");
+                assert!(line.contains("\"result\""), "{line}");
+            }
+            let helper = read_pid(&pid_file, Duration::from_secs(20));
+            send_signal(running.id().unwrap(), "TERM");
+            let status = tokio::time::timeout(Duration::from_secs(20), running.wait())
+                .await
+                .expect("it exits after SIGTERM")
+                .unwrap();
+            assert!(
+                process_gone(helper),
+                "{program} ({status:?}): the agent's setsid helper {helper} is still there"
+            );
+            drop(input);
+        }
     })
     .await;
 }

@@ -226,6 +226,41 @@ async fn resume_close_and_delete_round_trip_and_close_cancels_a_running_turn_fir
     .await;
 }
 
+/// Issue #45: an agent's `-32002` to `session/close` or `session/delete` (it does not know
+/// the session, e.g. closed already) is done, as ACP recommends; any other error still fails.
+#[tokio::test]
+async fn close_and_delete_take_resource_not_found_as_done_and_fail_on_other_errors() {
+    bounded(async {
+        let fake = Fake::new();
+        let client = fake.connect("full", ClientOptions::default()).await;
+        let gone = wire::SessionId::from("gone-1");
+        client
+            .close_session(&gone)
+            .await
+            .expect("closing an unknown session is done");
+        client
+            .delete_session(&gone)
+            .await
+            .expect("deleting an unknown session is done");
+        let broken = wire::SessionId::from("broken-1");
+        for outcome in [
+            client.close_session(&broken).await.map(drop),
+            client.delete_session(&broken).await.map(drop),
+        ] {
+            let error = outcome.expect_err("-32603 is an error");
+            assert_eq!(error.rpc().map(|e| e.code), Some(codes::INTERNAL_ERROR), "{error}");
+            assert!(!error.is_resource_not_found());
+        }
+        client.close().await;
+        let seen = fake.seen();
+        assert_eq!(
+            seen[seen.len() - 4..],
+            ["session/close", "session/delete", "session/close", "session/delete"]
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn mode_and_config_option_calls_and_updates_change_the_kept_state() {
     bounded(async {

@@ -229,7 +229,7 @@ async fn operator_memory_survives_the_end_of_a_session() {
     assert_eq!(kept, "{\"note\":\"first\"}\n{\"note\":\"second\"}\n");
     let id = client.prompt(&session, "/recall").await;
     let (_, gone) = client.until_answer(id).await;
-    assert_eq!(gone["error"]["code"], -32602, "a closed session is gone: {gone}");
+    assert_eq!(gone["error"]["code"], -32002, "a closed session is gone: {gone}");
     client.finish().await;
 }
 

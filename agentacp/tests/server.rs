@@ -398,7 +398,7 @@ async fn session_cwd_must_be_absolute_and_inside_the_root() {
     }
     let id = client.prompt("sess_unknown", "hi").await;
     let (_, answer) = client.until_answer(id).await;
-    assert_eq!(answer["error"]["code"], -32602);
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
     client.finish().await;
 }
 
@@ -824,7 +824,7 @@ async fn session_load_replays_history_before_answering_even_after_a_restart() {
             json!({"sessionId": "sess_nope", "cwd": cwd, "mcpServers": []}),
         )
         .await;
-    assert_eq!(unknown["error"]["code"], -32602);
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
     // The loaded session takes prompts.
     let id = client.prompt(&session, "again").await;
     let (_, answer) = client.until_answer(id).await;

@@ -116,7 +116,7 @@ async fn declared_session_methods_are_advertised_answered_and_audited() {
     let (_, left) = second.call("session/list", json!({})).await;
     assert_eq!(ids(&left), [b.as_str()], "{left}");
     let (_, again) = second.call("session/delete", json!({"sessionId": a})).await;
-    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert_eq!(again["error"]["code"], -32002, "{again}");
     second.finish().await;
 
     let actions: Vec<String> = audit

@@ -66,6 +66,18 @@ impl RemoteServer for Remote {
         Ok(wire::LoadSessionResponse::default())
     }
 
+    async fn extension(&self, _method: &str, params: Value) -> Result<Value> {
+        // `_test/peek`: names the session it was asked about.
+        sync_lock(&SEEN_BY_OPERATOR).push(params.clone());
+        Ok(json!({"peeked": params["sessionId"]}))
+    }
+
+    async fn extension_notification(&self, _method: &str, params: Value) -> Result<()> {
+        // `_test/poke`: only noted.
+        sync_lock(&SEEN_BY_OPERATOR).push(params);
+        Ok(())
+    }
+
     async fn authenticate(&self, request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
         // Carol's waits for the test: her token can be revoked while it is checked.
         let token = serde_json::to_value(&request).unwrap_or_default()["_meta"]["agentacp"]["token"].clone();
@@ -75,6 +87,14 @@ impl RemoteServer for Remote {
         }
         Ok(wire::AuthenticateResponse::default())
     }
+}
+
+/// The params of every extension request and notification [`Remote`] got.
+static SEEN_BY_OPERATOR: std::sync::Mutex<Vec<Value>> = std::sync::Mutex::new(Vec::new());
+
+/// `mutex`, locked (also after a test panicked holding it).
+fn sync_lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What lets an `authenticate` of [`Remote`]'s with [`CAROL`]'s token finish (one permit each).
@@ -183,6 +203,31 @@ impl Server {
                 .insert("authorization", format!("Bearer {token}").parse().unwrap());
         }
         let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+            .await
+            .expect("the upgrade was answered in time")?;
+        Ok(Peer { ws, next_id: 0 })
+    }
+
+    /// [`connect`](Self::connect) from the loopback address `source` (any of 127.0.0.0/8).
+    async fn connect_from(
+        &self,
+        source: [u8; 4],
+        token: Option<&str>,
+    ) -> Result<Peer, tokio_tungstenite::tungstenite::Error> {
+        let mut request = self.url().into_client_request().unwrap();
+        if let Some(token) = token {
+            request
+                .headers_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from((source, 0))).unwrap();
+        let upgrade = async {
+            let stream = socket.connect(self.addr).await?;
+            let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+            tokio_tungstenite::client_async(request, stream).await
+        };
+        let (ws, _) = tokio::time::timeout(WAIT, upgrade)
             .await
             .expect("the upgrade was answered in time")?;
         Ok(Peer { ws, next_id: 0 })
@@ -768,12 +813,25 @@ async fn a_client_that_stops_reading_is_given_up_and_the_server_stays_up() {
 /// raised for them (each takes two in this process, the client's and the server's), fewer
 /// (said on stderr) where it cannot.
 fn burst_size() -> usize {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     const WANTED: u64 = 1_000;
+    let needed = 2 * WANTED + 256;
+    let soft = raise_fd_limit(needed);
+    if soft >= needed {
+        WANTED as usize
+    } else {
+        let fewer = (soft.saturating_sub(256) / 2) as usize;
+        eprintln!("note: the file-descriptor limit ({soft}) allows a burst of {fewer}, not {WANTED}");
+        fewer
+    }
+}
+
+/// Raises this process's file-descriptor limit to `needed` where the hard limit allows it;
+/// the limit then.
+fn raise_fd_limit(needed: u64) -> u64 {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
     let hard = limit.maximum.unwrap_or(u64::MAX);
     let soft = limit.current.unwrap_or(u64::MAX);
-    let needed = 2 * WANTED + 256;
     if soft < needed && hard > soft {
         let _ = setrlimit(
             Resource::Nofile,
@@ -783,14 +841,7 @@ fn burst_size() -> usize {
             },
         );
     }
-    let soft = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    if soft >= needed {
-        WANTED as usize
-    } else {
-        let fewer = (soft.saturating_sub(256) / 2) as usize;
-        eprintln!("note: the file-descriptor limit ({soft}) allows a burst of {fewer}, not {WANTED}");
-        fewer
-    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// 1,000 upgrades at once against the default limit of 256 connections: each gets a clear
@@ -992,7 +1043,7 @@ async fn a_revoked_identitys_sessions_are_not_taken_over_by_the_next_one() {
     let prompt = peer.send_prompt(&session, "who").await;
     let answer = peer.next().await.unwrap();
     assert_eq!(answer["id"], prompt, "bob was served in alice's session: {answer}");
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
     server.shut_down().await;
 }
 
@@ -1129,5 +1180,143 @@ async fn a_connection_dropped_mid_turn_cancels_the_turn_and_the_audit_chain_veri
         "no interrupted record: {:?}",
         server.audited()
     );
+    server.shut_down().await;
+}
+
+/// Issue #44: the limit per address counts each IPv4 address apart, so 16 connections without
+/// a token from each of 17 loopback addresses took all 256 slots, and a client with a valid
+/// token was answered `503`. Unauthenticated connections now hold at most half the slots, and
+/// an upgrade with a token gets in whatever they hold, also from an address at its limit.
+#[tokio::test]
+async fn connections_without_a_token_from_many_addresses_leave_room_for_one_with_a_token() {
+    const ADDRESSES: u8 = 17;
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let defaults = ListenOptions::new(server.addr);
+    let per_address = defaults.max_unauthenticated_per_address;
+    let attempts = usize::from(ADDRESSES) * per_address;
+    if raise_fd_limit(2 * attempts as u64 + 256) < 2 * attempts as u64 + 256 {
+        eprintln!("note: the file-descriptor limit is too low for {attempts} connections; skipped");
+        return;
+    }
+    let (mut open, mut refused) = (Vec::new(), 0);
+    for host in 2..2 + ADDRESSES {
+        for _ in 0..per_address {
+            match server.connect_from([127, 0, 0, host], None).await {
+                Ok(peer) => open.push(peer),
+                Err(error) if error.to_string().contains("503") => refused += 1,
+                Err(error) => panic!("an upgrade failed without a clear answer: {error}"),
+            }
+        }
+    }
+    assert_eq!(open.len() + refused, attempts);
+    assert!(
+        open.len() <= defaults.max_connections / 2,
+        "{} connections without a token hold more than half of {} slots",
+        open.len(),
+        defaults.max_connections
+    );
+    let mut alice = server
+        .connect_from([127, 0, 0, 2], Some(ALICE))
+        .await
+        .expect("a client with a token gets in");
+    alice.initialize().await;
+    let session = alice.new_session(&server.cwd()).await;
+    assert!(session["result"]["sessionId"].is_string(), "{session}");
+    drop(open);
+    server.shut_down().await;
+}
+
+/// Issue #44: on a server whose every slot is taken, an upgrade with a valid token takes the
+/// slot of the oldest connection that has not authenticated, which is closed with `1013` and
+/// a reason; when there is none left, it is answered `503`.
+#[tokio::test]
+async fn a_token_on_a_full_server_evicts_the_oldest_unauthenticated_connection() {
+    let server = Server::start(|options| ListenOptions {
+        max_connections: 4,
+        ..options.tokens(tokens())
+    })
+    .await;
+    // Half the slots for connections without a token: a third is refused.
+    let mut oldest = server.connect(None).await.unwrap();
+    let mut newer = server.connect(None).await.unwrap();
+    let third = server.connect(None).await.err().expect("over the share");
+    assert!(third.to_string().contains("503"), "{third}");
+    // The other half taken by bob.
+    let _bobs = [
+        server.connect(Some(BOB)).await.unwrap(),
+        server.connect(Some(BOB)).await.unwrap(),
+    ];
+    let mut alice = server.connect(Some(ALICE)).await.expect("a token gets in");
+    assert_eq!(close_code(&mut oldest).await, 1013);
+    alice.initialize().await;
+    let session = alice.new_session(&server.cwd()).await;
+    assert!(session["result"]["sessionId"].is_string(), "{session}");
+    let _again = server.connect(Some(ALICE)).await.expect("a token gets in");
+    assert_eq!(close_code(&mut newer).await, 1013);
+    let full = server.connect(Some(ALICE)).await.err().expect("none left to evict");
+    assert!(full.to_string().contains("503"), "{full}");
+    server.shut_down().await;
+}
+
+/// The code of the close frame `peer` gets next; its reason says why.
+async fn close_code(peer: &mut Peer) -> u16 {
+    match tokio::time::timeout(WAIT, peer.ws.next())
+        .await
+        .expect("closed in time")
+    {
+        Some(Ok(Message::Close(Some(frame)))) => {
+            assert!(frame.reason.contains("authenticated"), "{frame:?}");
+            u16::from(frame.code)
+        }
+        other => panic!("want a close frame, got {other:?}"),
+    }
+}
+
+/// Issue #44: bob's `session/load` of alice's session was refused, but an extension request
+/// naming it reached the operator, which answered about it. A request or notification of an
+/// extension that names a session its identity does not own is refused now, with the answer
+/// to a session that does not exist, before the operator sees it.
+#[tokio::test]
+async fn an_extension_message_naming_another_identitys_session_never_reaches_the_operator() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut alice = server.connect(Some(ALICE)).await.unwrap();
+    alice.initialize().await;
+    let alices = alice.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let mut bob = server.connect(Some(BOB)).await.unwrap();
+    bob.initialize().await;
+    let bobs = bob.new_session(&server.cwd()).await["result"]["sessionId"].clone();
+    let peek = bob.call("_test/peek", json!({"sessionId": alices})).await.1;
+    let unknown = bob
+        .call("session/prompt", json!({"sessionId": alices, "prompt": []}))
+        .await
+        .1;
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+    assert_eq!(peek["error"], unknown["error"], "{peek}");
+    let odd = bob.call("_test/peek", json!({"sessionId": 7})).await.1;
+    assert_eq!(odd["error"]["code"], -32602, "{odd}");
+    // Notifications: alice's dropped; bob's own, sent after it, reaches the operator.
+    for session in [&alices, &bobs] {
+        let poke = json!({"jsonrpc": "2.0", "method": "_test/poke", "params": {"sessionId": session}});
+        bob.ws.send(Message::text(poke.to_string())).await.unwrap();
+    }
+    let seen = |session: &Value| {
+        sync_lock(&SEEN_BY_OPERATOR)
+            .iter()
+            .any(|params| params["sessionId"] == *session)
+    };
+    tokio::time::timeout(WAIT, async {
+        while !seen(&bobs) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("bob's own notification reached the operator");
+    assert!(
+        !seen(&alices),
+        "bob's messages about alice's session reached the operator"
+    );
+    // Alice's own.
+    let hers = alice.call("_test/peek", json!({"sessionId": alices})).await.1;
+    assert_eq!(hers["result"]["peeked"], alices, "{hers}");
     server.shut_down().await;
 }

@@ -80,6 +80,13 @@ impl StdioPeer {
         writeln!(stdin, "{message}").expect("the program reads its stdin");
     }
 
+    /// Sends one line as it is (a message a `Value` could not hold, such as one nested
+    /// deeper than `serde_json` reads).
+    pub fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").expect("the program reads its stdin");
+    }
+
     /// The next message, within [`TIMEOUT`].
     pub fn recv(&mut self) -> Value {
         let line = match self.lines.recv_timeout(TIMEOUT) {

@@ -1,7 +1,7 @@
 //! An example server listening for ACP over WebSocket on a loopback port the kernel picks
 //! (`--listen 127.0.0.1:0`), for the tests that drive it remotely. The port is read from the
-//! server's own log line (`listening for ACP over WebSocket … addr=127.0.0.1:PORT`, at `info`),
-//! so there is no window in which another process could take it. The server is killed and
+//! line the server prints on stderr (`NAME: listening on ws://127.0.0.1:PORT/acp`), so there
+//! is no window in which another process could take it. The server is killed and
 //! reaped on drop.
 
 use std::ffi::OsString;
@@ -52,12 +52,11 @@ impl WsServer {
             let left = deadline.saturating_duration_since(Instant::now());
             match lines.recv_timeout(left) {
                 Ok(line) => {
-                    if line.contains("listening for ACP over WebSocket")
-                        && let Some(port) = line
-                            .split_once("addr=")
-                            .and_then(|(_, addr)| addr.split_whitespace().next())
-                            .and_then(|addr| addr.rsplit_once(':'))
-                            .and_then(|(_, port)| port.parse().ok())
+                    if let Some(port) = line
+                        .split_once(": listening on ws://")
+                        .and_then(|(_, addr)| addr.strip_suffix("/acp"))
+                        .and_then(|addr| addr.rsplit_once(':'))
+                        .and_then(|(_, port)| port.parse().ok())
                     {
                         server.port = port;
                         return server;

@@ -93,7 +93,7 @@ where
     let sdk = match sdk {
         Ok(sdk) => sdk,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            interop::skip_without_peer(&why);
             return;
         }
     };

@@ -269,6 +269,46 @@ async fn mcp_tools_are_listed_governed_streamed_audited_and_the_server_is_stoppe
     check_audit_log(&dirs.audit_log, |_| true);
 }
 
+/// A hostile MCP server (issue 44, item 8): its `write_note` writes, but is annotated
+/// `readOnlyHint: true` and titled `mcp/notes/read_note`. The manifest's governance decides —
+/// `on-mutate`, and no policy allows `write_note` — so the call is asked (here, rejected) and
+/// does not run; the client sees the tool's real name first, the server's title only beside
+/// it, and no `read` kind. Before, it ran without asking, shown as `mcp/notes/read_note`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_servers_annotations_only_make_a_call_stricter_and_its_title_never_replaces_the_tools_name() {
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let (client, asked) = connect(&dirs, |_| PermissionDecision::Reject).await;
+    let session = session_with(&client, &project, notes_server(&["--impostor"])).await;
+    let (said, calls) = prompt(
+        &client,
+        &session,
+        r#"/mcp call notes write_note {"name":"x.txt","text":"written"}"#,
+    )
+    .await;
+    assert!(said[0].starts_with("rejected:"), "{said:?}");
+    assert!(!project.join("x.txt").exists(), "the write ran");
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let announced = calls.first().unwrap_or_else(|| panic!("{said:?}"));
+    for title in [&asked[0], &announced["title"].as_str().unwrap().to_string()] {
+        assert!(
+            title.starts_with("mcp/notes/write_note (") && title.contains("read_note"),
+            "{title}"
+        );
+    }
+    assert_ne!(announced["kind"], "read", "{announced}");
+    tokio::time::timeout(WAIT, client.close())
+        .await
+        .expect("closed in time");
+    let records = tool_records(&dirs.audit_log, "mcp/notes/write_note");
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(
+        records[0]["metadata"]["aip44"]["approval"]["rejectedBy"].is_string(),
+        "{records:?}"
+    );
+}
+
 /// MCP-over-ACP: our client provides the notes server itself (rmcp's server side, on the ACP
 /// connection); the sandboxed example reaches it through `mcp/connect` and `mcp/message`, and
 /// uses it like any MCP server: listed (a denied tool is not), called, asked, denied, audited.
@@ -639,7 +679,9 @@ async fn the_operators_commands_and_its_mcp_servers_run_in_the_sandbox() {
     assert_eq!(calls.first().unwrap()["kind"], "execute", "{calls:?}");
     let (said, _) = prompt(&client, &session, &format!("/run cat {}", secret.display())).await;
     assert!(
-        said[0].starts_with("failed: exited with exit status: 1") && said[0].contains("Permission denied"),
+        // Denied by Landlock, or not there at all in the program's own root.
+        said[0].starts_with("failed: exited with exit status: 1")
+            && (said[0].contains("Permission denied") || said[0].contains("No such file or directory")),
         "{said:?}"
     );
     let (said, _) = prompt(&client, &session, "/run printenv HOME").await;
@@ -817,7 +859,9 @@ fn everything_server() -> Option<std::path::PathBuf> {
             .output()
             .is_ok_and(|output| output.status.success());
     if !found {
-        eprintln!("skipped: the npm MCP server is not installed (npm ci --prefix interop/mcp-npm) or node is absent");
+        interop::skip_without_peer(
+            "the npm MCP server is not installed (npm ci --prefix interop/mcp-npm) or node is absent",
+        );
     }
     found.then_some(package)
 }
@@ -1266,7 +1310,7 @@ for line in sys.stdin:
             # Reports the call `echo` and asks about it, then makes it twice: only the first
             # runs on that answer. Says "ok" or the error of each.
             calls, args = [], {"text": "twice"}
-            reported = {"toolCallId": "t0", "title": "echo", "rawInput": args,
+            reported = {"toolCallId": "t0", "title": "mcp/notes/echo", "rawInput": args,
                         "_meta": {"aip44": {"tool": "mcp/notes/echo"}}}
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
                   "update": dict(reported, sessionUpdate="tool_call", status="pending")}})
@@ -1363,7 +1407,7 @@ async fn an_approval_the_agent_got_for_an_mcp_call_lets_it_run_once_through_the_
     assert_eq!(said[1], "ok | ok", "{said:?}");
     assert_eq!(
         *asked.lock().unwrap(),
-        ["echo", "Call `echo` on the MCP server `notes`"],
+        ["mcp/notes/echo", "Call `echo` on the MCP server `notes`"],
         "the agent's question, then the bridge's for the second call"
     );
     let calls = methods
@@ -2046,9 +2090,10 @@ async fn a_sandboxed_bridge_runs_its_agent_in_its_sandbox_and_says_so() {
     let meta = serde_json::to_value(&client.initialize_response().meta).unwrap();
     client.close().await;
     bridge.stop().await;
-    assert_eq!(
-        said[..2],
-        ["inside: in the workspace", "outside: PermissionError"],
+    // Denied by Landlock, or not there at all in the agent's own root.
+    assert_eq!(said[0], "inside: in the workspace", "{said:?}");
+    assert!(
+        ["outside: PermissionError", "outside: FileNotFoundError"].contains(&said[1].as_str()),
         "{said:?}"
     );
     assert!(said[2].starts_with("tcp: ") && said[2] != "tcp: connected", "{said:?}");
@@ -2080,13 +2125,15 @@ async fn a_sandboxed_bridge_runs_its_agent_in_its_sandbox_and_says_so() {
         socket_folder.contains("agentacp-mcp-"),
         "the shims' private folder: {enforced}"
     );
-    // Whether this kernel confines connecting to pathname Unix sockets (Landlock ABI 9).
+    // Whether this kernel confines connecting to pathname Unix sockets (Landlock ABI 9), else
+    // whether the agent has a root of its own, where only the mounts' sockets exist for it.
     let confined = enforced["files"]["abi"].as_u64().unwrap() >= 9;
-    assert_eq!(
-        enforced["files"]["unix_sockets"],
-        if confined { "confined" } else { "not confined" },
-        "{enforced}"
-    );
+    let expected = match (confined, enforced["root"] == "own") {
+        (true, _) => "confined",
+        (false, true) => "only in the mounts",
+        (false, false) => "not confined",
+    };
+    assert_eq!(enforced["files"]["unix_sockets"], expected, "{enforced}");
 }
 
 /// A sandboxed bridge cannot confine an agent it dials over WebSocket: a profile that requires

@@ -146,7 +146,7 @@ fn python() -> Option<PathBuf> {
     match interop::python_with_acp() {
         Ok(python) => Some(python),
         Err(why) => {
-            eprintln!("skipped: {why}");
+            interop::skip_without_peer(&why);
             None
         }
     }
@@ -470,10 +470,10 @@ fn governed_server_over_websocket_with_the_python_sdk() {
         .output()
         .is_ok_and(|out| out.status.success());
     if !imports {
-        eprintln!(
-            "skipped: {} cannot `import websockets` (pip install -r interop/py/requirements.txt)",
+        interop::skip_without_peer(&format!(
+            "{} cannot `import websockets` (pip install -r interop/py/requirements.txt)",
             python.display()
-        );
+        ));
         return;
     }
     let dirs = AgentDirs::new();

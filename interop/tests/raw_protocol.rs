@@ -304,7 +304,7 @@ async fn meta_and_unknown_fields_are_tolerated() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_session_and_a_second_concurrent_prompt_are_invalid_params() {
+async fn unknown_session_is_not_found_and_a_second_concurrent_prompt_is_invalid_params() {
     for server in SERVERS {
         let dirs = AgentDirs::new();
         let mut client = start(server, &dirs);
@@ -316,7 +316,7 @@ async fn unknown_session_and_a_second_concurrent_prompt_are_invalid_params() {
             &client,
             &response,
             &json!(2),
-            -32602,
+            -32002,
             &format!("{server}: unknown session"),
         );
 

@@ -124,7 +124,7 @@ fn acpx(
 #[test]
 fn acpx_drives_our_servers_and_our_bridge() {
     if let Err(why) = program("acpx") {
-        eprintln!("skipped: {why}");
+        interop::skip_without_peer(&why);
         return;
     }
     let dirs = AgentDirs::new();
@@ -230,7 +230,7 @@ fn our_client_and_bridge_reach_each_real_agent_as_far_as_it_goes_without_credent
         let program = match program(agent.command[0]) {
             Ok(program) => program,
             Err(why) => {
-                eprintln!("skipped: {why}");
+                interop::skip_without_peer(&why);
                 return;
             }
         };
@@ -274,7 +274,7 @@ fn our_client_authenticates_codex_with_an_env_var_key_directly_and_through_the_b
     let codex = match program("codex-acp") {
         Ok(program) => program,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            interop::skip_without_peer(&why);
             return;
         }
     };

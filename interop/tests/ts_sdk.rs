@@ -4,7 +4,8 @@
 //! `governed-server`) approved, rejected, denied and read-only tool calls, the server's
 //! operator using this editor's files and terminal (`turn.editor()`), and the session surface
 //! its manifest declares in `metadata.agentacp` (modes, the model option, `/summary`,
-//! `_governed/status`, `session/list`, `close`, `resume`).
+//! `_governed/status`, `session/list`, `close`, a second `close` that the SDK takes as done
+//! (the agent's `-32002`), `resume`).
 //!
 //! The same scenario, with only the transport changed, over a WebSocket to `governed-server
 //! --listen` (docs/remote.md): once through the SDK's `ndJsonStream` over a `ws` socket with the
@@ -56,7 +57,7 @@ const STEPS: [&str; 6] = [
     "cwd-outside",
 ];
 /// The steps only `--governed` runs print.
-const GOVERNED_STEPS: [&str; 15] = [
+const GOVERNED_STEPS: [&str; 16] = [
     "tool-approved",
     "tool-rejected",
     "tool-denied",
@@ -71,6 +72,7 @@ const GOVERNED_STEPS: [&str; 15] = [
     "extension",
     "session-list",
     "session-close",
+    "session-close-twice",
     "session-resume",
 ];
 
@@ -78,7 +80,7 @@ const GOVERNED_STEPS: [&str; 15] = [
 /// passed, each one it should run reported `ok`.
 fn run_scenario(name: &str, governed: bool) {
     if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+        interop::skip_without_peer(&why);
         return;
     }
     let binary = interop::example_binary(name);
@@ -142,12 +144,15 @@ const IDENTITY: &str = "ts-editor";
 /// that the audit log names [`IDENTITY`] in every record of the connection.
 fn run_over_websocket(auth: &str, stream: &str) {
     if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+        interop::skip_without_peer(&why);
         return;
     }
     let ws = ts_dir().join("node_modules/ws");
     if !ws.is_dir() {
-        eprintln!("skipped: {} is absent (run `npm ci --prefix interop/ts`)", ws.display());
+        interop::skip_without_peer(&format!(
+            "{} is absent (run `npm ci --prefix interop/ts`)",
+            ws.display()
+        ));
         return;
     }
     let binary = interop::example_binary("governed-server");

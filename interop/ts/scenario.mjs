@@ -729,6 +729,7 @@ const SURFACE_STEPS = [
   "extension",
   "session-list",
   "session-close",
+  "session-close-twice",
   "session-resume",
 ];
 
@@ -814,6 +815,26 @@ async function surfaceSteps(agent, sessionId) {
       "the session/close response",
     );
     return `(${JSON.stringify(response)})`;
+  });
+
+  // Issue #45: closing again through the SDK is no error. The agent answers -32002
+  // "Resource not found" (with data.sessionId), which the SDK takes as a successful close.
+  await step("session-close-twice", async () => {
+    check(closed, "the session was not closed");
+    const mark = wire.length;
+    const response = await withTimeout(
+      agent.request(methods.agent.session.close, { sessionId }),
+      "the second session/close response",
+    );
+    const answers = wire
+      .slice(mark)
+      .filter((e) => e.dir === "<-" && e.msg.id !== undefined && e.msg.method === undefined)
+      .map((e) => e.msg);
+    check(
+      answers.length === 1 && answers[0].error?.code === -32002 && answers[0].error?.data?.sessionId === sessionId,
+      () => `the agent answered the second close with ${JSON.stringify(answers)}, not -32002 with data.sessionId`,
+    );
+    return `(${JSON.stringify(response)}; the agent's -32002 taken as done)`;
   });
 
   await step("session-resume", async () => {

@@ -40,6 +40,7 @@ fn main() {
             transports: Vec::new(),
             dir: dir.path().to_path_buf(),
             agentacp_path: None,
+            workspace_root: None,
         };
         let root = scaffold::new_crate(&options).expect("scaffold-aip new").root;
         let manifest = root.join("ACP.md");

@@ -71,6 +71,10 @@ pub struct NewArgs {
     /// `scaffold-aip` was built from, if it is still there, else the crates.io release.
     #[arg(long, value_name = "PATH")]
     pub agentacp_path: Option<PathBuf>,
+    /// At tier sandboxed: the folder of this machine that SANDBOX.md mounts as the workspace
+    /// (sessions must lie inside it). Default: the folder NAME is created in (--path).
+    #[arg(long, value_name = "DIR")]
+    pub workspace_root: Option<PathBuf>,
 }
 
 /// Arguments of `audit`.
@@ -84,17 +88,20 @@ pub struct AuditArgs {
 /// An `audit` command.
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check an audit log's hash chain; exit 0 when intact, 1 when broken, 2 when unreadable.
+    /// Check audit logs' hash chains; exit 0 when all are intact, 1 when one is broken, 2 when
+    /// one cannot be read.
     Verify(AuditVerifyArgs),
 }
 
 /// Arguments of `audit verify`.
 #[derive(Debug, clap::Args)]
 pub struct AuditVerifyArgs {
-    /// The audit log, a regular file: one AIP-7 audit-event JSON object per line (at most 16 MiB
-    /// each; read line by line).
-    pub file: PathBuf,
-    /// `human` for one line, `json` for the same as one JSON document.
+    /// The audit logs, regular files: one AIP-7 audit-event JSON object per line (at most 16
+    /// MiB each; read line by line). Each is verified, whatever the others are.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// `human` for one line a log, `json` for the same as one JSON document a log (an array
+    /// of them for several logs).
     #[arg(long, value_enum, default_value_t = AuditFormat::Human)]
     pub format: AuditFormat,
 }
@@ -335,6 +342,7 @@ fn run_new(args: &NewArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io:
         transports: args.transport.clone(),
         dir: args.path.clone(),
         agentacp_path: None,
+        workspace_root: args.workspace_root.clone(),
     };
     let (agentacp_path, why) = match &args.agentacp_path {
         Some(path) => (Some(path.clone()), "--agentacp-path"),
@@ -367,9 +375,39 @@ fn run_new(args: &NewArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io:
 }
 
 fn run_audit_verify(args: &AuditVerifyArgs, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<i32> {
+    let mut documents = Vec::new();
+    let mut worst = EXIT_OK;
+    for path in &args.files {
+        match verify_one(path) {
+            Ok((document, text, code)) => {
+                if args.format == AuditFormat::Human {
+                    out.write_all(text.as_bytes())?;
+                }
+                documents.push(document);
+                worst = worst.max(code);
+            }
+            Err(message) => {
+                writeln!(err, "scaffold-aip audit verify: {message}")?;
+                worst = EXIT_USAGE;
+            }
+        }
+    }
+    if args.format == AuditFormat::Json {
+        let document = match documents.as_slice() {
+            [one] if args.files.len() == 1 => one.clone(),
+            _ => serde_json::Value::Array(documents),
+        };
+        writeln!(out, "{}", serde_json::to_string_pretty(&document).unwrap_or_default())?;
+    }
+    Ok(worst)
+}
+
+/// One log's verdict: its JSON document, its human text and its exit status; `Err` is why it
+/// could not be read (naming the file).
+fn verify_one(path: &std::path::Path) -> Result<(serde_json::Value, String, i32), String> {
     use acp_audit::AuditError;
-    let file = render::display_path(&args.file);
-    let (document, text, code) = match acp_audit::verify_file(&args.file) {
+    let file = render::display_path(path);
+    match acp_audit::verify_file(path) {
         Ok(summary) => {
             let records = summary.records;
             let noun = if records == 1 { "record" } else { "records" };
@@ -380,7 +418,7 @@ fn run_audit_verify(args: &AuditVerifyArgs, out: &mut dyn Write, err: &mut dyn W
             let document = serde_json::json!({
                 "file": file, "intact": true, "records": records, "lastHash": summary.last_hash,
             });
-            (document, text, EXIT_OK)
+            Ok((document, text, EXIT_OK))
         }
         Err(AuditError::Broken(error)) => {
             let before = match error.line.saturating_sub(1) {
@@ -393,20 +431,10 @@ fn run_audit_verify(args: &AuditVerifyArgs, out: &mut dyn Write, err: &mut dyn W
                 "file": file, "intact": false, "line": error.line, "seq": error.seq, "offset": error.offset,
                 "reason": error.reason,
             });
-            (document, text, EXIT_FINDINGS)
+            Ok((document, text, EXIT_FINDINGS))
         }
-        Err(AuditError::Io(error)) => {
-            writeln!(err, "scaffold-aip audit verify: {file}: {error}")?;
-            return Ok(EXIT_USAGE);
-        }
-        Err(error) => {
-            writeln!(err, "scaffold-aip audit verify: {file}: {error}")?;
-            return Ok(EXIT_USAGE);
-        }
-    };
-    match args.format {
-        AuditFormat::Human => out.write_all(text.as_bytes())?,
-        AuditFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&document).unwrap_or_default())?,
+        // The I/O error says what it is by itself.
+        Err(AuditError::Io(error)) => Err(format!("{file}: {error}")),
+        Err(error) => Err(format!("{file}: {error}")),
     }
-    Ok(code)
 }

@@ -105,6 +105,10 @@ pub struct Options {
     /// An `agentacp` folder, for a path dependency (made absolute); `None` for the crates.io
     /// release. The CLI fills it from `--agentacp-path` or [`checkout_agentacp`].
     pub agentacp_path: Option<PathBuf>,
+    /// At tier sandboxed: the folder of this machine that SANDBOX.md mounts as the workspace
+    /// (sessions must lie inside it); it must exist. `None`: [`Options::dir`]. The CLI fills
+    /// it from `--workspace-root`.
+    pub workspace_root: Option<PathBuf>,
 }
 
 /// Why nothing was generated.
@@ -389,6 +393,15 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         agentacp_dep.replacen(" }", &format!(", features = [{}] }}", features.join(", ")), 1)
     };
     let (kind, tier) = (options.kind, options.tier);
+    let workspace_mount = match tier {
+        Tier::Sandboxed => workspace_mount(options)?,
+        _ if options.workspace_root.is_some() => {
+            return Err(ScaffoldError::BadOptions(
+                "--workspace-root names the folder SANDBOX.md mounts: it is for --tier sandboxed only".into(),
+            ));
+        }
+        _ => String::new(),
+    };
     let governed = tier != Tier::Basic;
     let declares_read = kind != Kind::Server && governed;
     let reading = |text: &'static str| if declares_read { text } else { "" };
@@ -460,6 +473,7 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         "governed": governed,
         "sandboxed": tier == Tier::Sandboxed,
         "sandboxed_server": kind == Kind::Server && tier == Tier::Sandboxed,
+        "workspace_mount": workspace_mount,
         "needs_operator": kind == Kind::Server || governed,
         // `fs.readTextFile` is beyond tier basic (ACP208): declared from governance-aware on.
         "declares_read": declares_read,
@@ -518,6 +532,38 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         kind,
         agentacp_dependency: agentacp_dep,
     })
+}
+
+/// The folder SANDBOX.md mounts as the workspace, as YAML: [`Options::workspace_root`] (else
+/// [`Options::dir`]), absolute and canonical, so that the scaffold works on the machine it is
+/// made on (a fixed `/workspace` refused every session where there is none). An error when it
+/// is not a folder here, or when it is the file system's root.
+fn workspace_mount(options: &Options) -> Result<String, ScaffoldError> {
+    let folder = options.workspace_root.as_ref().unwrap_or(&options.dir);
+    let bad = |why: String| {
+        ScaffoldError::BadOptions(format!(
+            "the sandbox's workspace mount (--workspace-root) `{}` {why}",
+            folder.display()
+        ))
+    };
+    let canonical = match &options.workspace_root {
+        Some(folder) => folder.canonicalize(),
+        // The folder the crate is made in: made with it when it does not exist yet.
+        None => folder.canonicalize().or_else(|_| std::path::absolute(folder)),
+    }
+    .map_err(|error| bad(format!("cannot be used: {error}")))?;
+    if canonical.exists() && !canonical.is_dir() {
+        return Err(bad("is not a folder".into()));
+    }
+    if canonical.parent().is_none() {
+        return Err(bad(
+            "is the whole file system: name the folder your projects are in".into()
+        ));
+    }
+    let text = canonical
+        .to_str()
+        .ok_or_else(|| bad("is not UTF-8, which a manifest cannot hold".into()))?;
+    Ok(serde_json::to_string(text).unwrap_or_default())
 }
 
 /// The `new` command's report: the files written and what to do next.

@@ -2,13 +2,15 @@
 //!
 //! `new` makes a token and adds its hash to a token file, `hash` prints a token's hash, and
 //! `revoke` removes an identity's entries. A token file holds one entry a line,
-//! `<identity> sha256:<64 lowercase hex>`, the format `agentacp::auth::TokenStore` reads (this
-//! crate does not depend on agentacp: the few lines of hashing and checking are repeated here,
-//! and the tests hold both to the same SHA-256 test vector and line format).
+//! `<identity> sha256:<64 lowercase hex>`, the format `agentacp::auth::TokenStore` reads (both
+//! use `acp-tokens`). `new --file` and `revoke` hold the file's lock (`<file>.lock`) from
+//! reading the file to replacing it by a rename, so concurrent commands never undo each other
+//! and a server never reads half a file.
 
-use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+
+use acp_tokens::file as token_file;
 
 use crate::atomic;
 use crate::exit::{EXIT_OK, EXIT_USAGE};
@@ -160,8 +162,13 @@ fn run_hash(stdin: &mut dyn Read, out: &mut dyn Write) -> Result<(), Failure> {
 }
 
 fn run_revoke(args: &RevokeArgs, err: &mut dyn Write) -> Result<(), Failure> {
-    let path = &args.file;
-    let text = read_text(path)?.ok_or_else(|| Failure::Usage(format!("{}: no such file", path.display())))?;
+    let path = &followed(&args.file);
+    let missing = || Failure::Usage(format!("{}: no such file", path.display()));
+    if !path.try_exists().unwrap_or(true) {
+        return Err(missing()); // before the lock, which would leave a lock file for nothing
+    }
+    let _lock = token_file::lock(path).map_err(Failure::Usage)?;
+    let text = read_text(path).map_err(Failure::Usage)?.ok_or_else(missing)?;
     let (kept, removed) = without_identity(&text, &args.identity);
     if removed == 0 {
         return Err(Failure::Usage(format!(
@@ -183,15 +190,30 @@ fn run_revoke(args: &RevokeArgs, err: &mut dyn Write) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The text of `path`, `None` when it does not exist.
-fn read_text(path: &Path) -> Result<Option<String>, Failure> {
-    match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| Failure::Usage(format!("{}: not UTF-8 text", path.display()))),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(Failure::Usage(format!("{}: {error}", path.display()))),
+/// The text of the token file `path`, `None` when it does not exist (a regular file of at most
+/// 1 MiB: see [`token_file::read`]).
+fn read_text(path: &Path) -> Result<Option<String>, String> {
+    let Some(bytes) = token_file::read(path)? else {
+        return Ok(None);
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| format!("{}: not UTF-8 text", path.display()))
+}
+
+/// The file a symbolic link `path` points to, also one not made yet (so that replacing the
+/// token file by a rename changes that file, not the link), or `path` itself.
+fn followed(path: &Path) -> PathBuf {
+    let mut path = path.to_path_buf();
+    // As many links as Linux follows (SYMLOOP_MAX); past that the open fails anyway.
+    for _ in 0..40 {
+        match std::fs::read_link(&path) {
+            // A relative target is relative to the link's folder; an absolute one replaces it.
+            Ok(target) => path = path.parent().unwrap_or(Path::new("")).join(target),
+            Err(_) => break,
+        }
     }
+    path
 }
 
 /// The identity an entry line is for: its first field, unless the line is blank or a comment.
@@ -218,57 +240,28 @@ fn without_identity(text: &str, identity: &str) -> (String, usize) {
     (kept, removed)
 }
 
-/// Adds `line` (the entry of `identity`) to the token file `path`: appended, the file created
-/// with mode 0600 if new. An identity already in the file is refused, or with `replace` its
-/// entries are removed and the file rewritten whole with the new one (rotation).
+/// Adds `line` (the entry of `identity`) to the token file `path`, created with mode 0600 if
+/// new. An identity already in the file is refused, or with `replace` its entries are removed
+/// first (rotation). The file is locked from reading to writing, and replaced whole by a
+/// rename: a concurrent `token` command waits, and a server reading it sees the old or the new
+/// version, never a part.
 fn add_entry(path: &Path, identity: &str, line: &str, replace: bool) -> Result<(), String> {
-    let existing = read_text(path).map_err(|failure| match failure {
-        Failure::Usage(message) => message,
-        Failure::Io(error) => format!("{}: {error}", path.display()),
-    })?;
-    let Some(text) = existing else {
-        return append(path, "", line);
-    };
-    let (kept, removed) = without_identity(&text, identity);
-    if removed == 0 {
-        return append(path, &text, line);
-    }
-    if !replace {
+    let path = &followed(path);
+    let _lock = token_file::lock(path)?;
+    let text = read_text(path)?.unwrap_or_default();
+    let (mut new_text, removed) = without_identity(&text, identity);
+    if removed > 0 && !replace {
         return Err(format!(
             "{}: `{identity}` already has a token; pass --replace to rotate it, or `token revoke` first",
             path.display()
         ));
     }
-    let mut new_text = kept;
     if !new_text.is_empty() && !new_text.ends_with('\n') {
         new_text.push('\n');
     }
     new_text.push_str(line);
     new_text.push('\n');
     atomic::write_file(path, new_text.as_bytes()).map_err(|error| format!("{}: {error}", path.display()))
-}
-
-/// Appends `line` to `path` (whose text is `text`, empty when it is new), after a newline when
-/// the file does not end with one.
-fn append(path: &Path, text: &str, line: &str) -> Result<(), String> {
-    let mut options = OpenOptions::new();
-    options.append(true).create(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options
-        .open(path)
-        .map_err(|error| format!("{}: {error}", path.display()))?;
-    let separator = if text.is_empty() || text.ends_with('\n') {
-        ""
-    } else {
-        "\n"
-    };
-    file.write_all(format!("{separator}{line}\n").as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|error| format!("{}: {error}", path.display()))
 }
 
 pub use acp_tokens::{check_identity, generate_token, hash_token};

@@ -298,3 +298,50 @@ fn audit_commands_have_help() {
     let output = run(dir.path(), &["--help"]);
     assert!(stdout(&output).contains("audit"), "{}", stdout(&output));
 }
+
+/// Issue #45.9: `audit verify` takes several logs and verifies each, whatever the others
+/// are; the exit status is the worst one (intact 0, broken 1, unreadable 2), and `--format
+/// json` gives an array of the single-log documents.
+#[test]
+fn several_logs_are_each_verified() {
+    let (dir, last) = log_with(2);
+    let (other, other_last) = log_with(3);
+    std::fs::rename(other.path().join("audit.jsonl"), dir.path().join("other.jsonl")).unwrap();
+    let output = run(dir.path(), &["audit", "verify", "audit.jsonl", "other.jsonl"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "audit.jsonl: 2 records, chain intact (last hash {last})\nother.jsonl: 3 records, chain intact (last hash {other_last})\n"
+        )
+    );
+
+    let output = run(
+        dir.path(),
+        &["audit", "verify", "--format", "json", "audit.jsonl", "other.jsonl"],
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json[0]["file"], "audit.jsonl");
+    assert_eq!(
+        json[1],
+        serde_json::json!({"file": "other.jsonl", "intact": true, "records": 3, "lastHash": other_last})
+    );
+
+    // A missing log between two others: both others still verified, exit 2.
+    edit(dir.path(), |text| text.replacen("sess-1", "sess-9", 1));
+    let output = run(
+        dir.path(),
+        &["audit", "verify", "audit.jsonl", "missing.jsonl", "other.jsonl"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let text = stdout(&output);
+    assert!(text.starts_with("audit.jsonl: chain broken at line 2"), "{text}");
+    assert!(text.contains("other.jsonl: 3 records, chain intact"), "{text}");
+    assert!(
+        stderr(&output).starts_with("scaffold-aip audit verify: missing.jsonl: "),
+        "{}",
+        stderr(&output)
+    );
+    let output = run(dir.path(), &["audit", "verify", "audit.jsonl", "other.jsonl"]);
+    assert_eq!(output.status.code(), Some(1));
+}

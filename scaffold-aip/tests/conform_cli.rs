@@ -62,3 +62,32 @@ fn an_unreachable_server_is_a_start_up_error_and_the_token_is_not_printed() {
     assert!(err.contains("cannot connect"), "{err}");
     assert!(!err.contains("do-not-print"), "{err}");
 }
+
+/// Issue #45.1: an agent that started a helper outside its group and session (`setsid`) and
+/// exited at once left the helper running: the kit had nothing left to walk it from. The kit
+/// adopts such orphans (child subreaper), and `scaffold-aip` ends them as it exits.
+#[cfg(target_os = "linux")]
+#[test]
+fn what_an_agent_left_behind_ends_with_the_program() {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let pid_file = scratch.path().join("helper.pid");
+    let agent = r#"setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > "$1""#;
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
+        .args(["conform", "--timeout-ms", "2000", "--", "sh", "-c", agent, "agent"])
+        .arg(&pid_file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("scaffold-aip runs");
+    assert_eq!(status.code(), Some(EXIT_USAGE), "the agent exits before `initialize`");
+    let helper: u32 = std::fs::read_to_string(&pid_file)
+        .expect("the agent wrote its helper's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let left = std::path::Path::new(&format!("/proc/{helper}")).exists();
+    if left {
+        let _ = std::process::Command::new("kill").arg(helper.to_string()).status();
+    }
+    assert!(!left, "the agent's helper {helper} outlived scaffold-aip");
+}

@@ -32,6 +32,7 @@ fn options(name: &str, kind: Kind, tier: Tier, dir: &Path) -> Options {
         transports: vec![Transport::Stdio],
         dir: dir.to_path_buf(),
         agentacp_path: None,
+        workspace_root: None,
     }
 }
 
@@ -108,6 +109,51 @@ fn every_kind_and_tier_generates_a_clean_manifest() {
             );
         }
     }
+}
+
+/// Issue #45.8: the sandboxed scaffold mounted `/workspace`, so where there is none every
+/// `session/new` was refused. Its workspace mount is a folder of this machine: the one the
+/// crate is made in, or `--workspace-root`; a folder that does not exist is refused at once,
+/// and `--workspace-root` below tier sandboxed too.
+#[test]
+fn a_sandboxed_scaffold_mounts_a_folder_of_this_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = |scaffolded: &scaffold::Scaffolded| {
+        let text = std::fs::read_to_string(scaffolded.root.join("SANDBOX.md")).unwrap();
+        let checked = manifest::check_file(&scaffolded.root.join("ACP.md")).unwrap();
+        let resolved = acp_manifest::resolved::Resolved::of(&checked).unwrap();
+        let at = resolved.workspace_root.sandbox_mount.expect("a workspace mount");
+        assert!(text.contains(&format!("at: \"{at}\"")), "{text}");
+        PathBuf::from(at)
+    };
+    for kind in [Kind::Server, Kind::Bridge] {
+        let name = crate_name(kind, Tier::Sandboxed);
+        let scaffolded = scaffold::new_crate(&options(&name, kind, Tier::Sandboxed, dir.path())).unwrap();
+        assert_clean(&scaffolded.root.join("ACP.md"));
+        if kind == Kind::Server {
+            assert_eq!(mount(&scaffolded), dir.path().canonicalize().unwrap());
+        }
+    }
+    let projects = dir.path().join("projects");
+    std::fs::create_dir(&projects).unwrap();
+    let mut chosen = options("chosen", Kind::Server, Tier::Sandboxed, dir.path());
+    chosen.workspace_root = Some(projects.clone());
+    let scaffolded = scaffold::new_crate(&chosen).unwrap();
+    let at = mount(&scaffolded);
+    assert_eq!(at, projects.canonicalize().unwrap());
+    assert!(at.is_dir());
+
+    chosen.name = "missing".into();
+    chosen.workspace_root = Some(dir.path().join("no-such-folder"));
+    let error = scaffold::new_crate(&chosen).unwrap_err().to_string();
+    assert!(
+        error.contains("--workspace-root") && error.contains("no-such-folder"),
+        "{error}"
+    );
+    let mut basic = options("basic", Kind::Server, Tier::Basic, dir.path());
+    basic.workspace_root = Some(projects);
+    let error = scaffold::new_crate(&basic).unwrap_err().to_string();
+    assert!(error.contains("--tier sandboxed only"), "{error}");
 }
 
 #[test]
@@ -274,20 +320,12 @@ fn generated_crates_build_and_pass_their_tests() {
             let name = crate_name(kind, tier);
             let mut options = options(&name, kind, tier, dir.path());
             options.agentacp_path = Some(agentacp_folder());
-            scaffold::new_crate(&options).unwrap();
             if tier == Tier::Sandboxed {
-                // The workspace mount must be a folder of this machine that holds the
-                // conformance kit's workspace root (a temporary folder).
-                let sandbox = dir.path().join(&name).join("SANDBOX.md");
-                let text = std::fs::read_to_string(&sandbox).unwrap();
-                let temp = std::env::temp_dir().canonicalize().unwrap();
-                assert!(text.contains("at: /workspace"), "{text}");
-                std::fs::write(
-                    &sandbox,
-                    text.replace("at: /workspace", &format!("at: {}", temp.display())),
-                )
-                .unwrap();
+                // The workspace mount holds the conformance kit's workspace root (a
+                // temporary folder).
+                options.workspace_root = Some(std::env::temp_dir());
             }
+            scaffold::new_crate(&options).unwrap();
             // As generated with the path dependency, the manifest is still lint-clean.
             assert_clean(&dir.path().join(&name).join("ACP.md"));
             members.push(format!("{name:?}"));

@@ -1,9 +1,12 @@
 //! `scaffold-aip token`: new, hash, revoke, and the token file they keep (the format
 //! `agentacp::auth::TokenStore` reads: `<identity> sha256:<64 lowercase hex>`).
 
+mod common;
+
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
@@ -260,4 +263,222 @@ fn every_token_command_has_help() {
     }
     let output = run(dir.path(), &["token", "new", "--identity", "a", "--replace"]);
     assert_eq!(output.status.code(), Some(2), "--replace needs --file");
+}
+
+/// Starts `scaffold-aip token args` in `dir`, its output piped.
+fn spawn_token(dir: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
+        .current_dir(dir)
+        .arg("token")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The identities and hashes of a token file, every line parsed as the server parses it.
+fn parsed(contents: &str) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for line in contents.lines() {
+        let parsed = acp_tokens::parse_line(line).unwrap_or_else(|error| panic!("{line:?}: {error}"));
+        if let Some((identity, _)) = parsed {
+            let hash = line.split_whitespace().nth(1).unwrap().to_string();
+            assert!(
+                found.insert(identity.to_string(), hash).is_none(),
+                "{identity} twice in:\n{contents}"
+            );
+        }
+    }
+    found
+}
+
+/// Issue #44, item 3: `token` commands read-modified-wrote the file without a lock, so of two
+/// at once the later rename undid the earlier: a revoked token came back, a new one printed
+/// but never stored. Each round starts revokes, rotations (`--replace`) and new identities all
+/// at once; every command must succeed and every change must be in the file at the end.
+#[test]
+fn concurrent_token_commands_neither_undo_a_revocation_nor_lose_a_token() {
+    const ROUNDS: usize = 4;
+    const PER_KIND: usize = 8;
+    for round in 0..ROUNDS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut contents = String::from("# the team's tokens\n");
+        for i in 0..PER_KIND {
+            for kind in ["victim", "alice"] {
+                let old = format!("old-{kind}-{i}");
+                contents.push_str(&format!("{kind}-{i} {}\n", acp_tokens::hash_token(&old)));
+            }
+        }
+        std::fs::write(dir.path().join("tokens"), contents).unwrap();
+        // (the identity a printed token is for, or none for a revoke; the command)
+        let mut commands: Vec<(Option<String>, Vec<String>)> = Vec::new();
+        for i in 0..PER_KIND {
+            commands.push((None, vec!["revoke".into(), "--identity".into(), format!("victim-{i}")]));
+            commands.push((Some(format!("alice-{i}")), vec!["new".into(), "--replace".into()]));
+            commands.push((Some(format!("new-{i}")), vec!["new".into()]));
+        }
+        let children: Vec<_> = commands
+            .into_iter()
+            .map(|(identity, mut args)| {
+                if let Some(identity) = &identity {
+                    args.extend(["--identity".into(), identity.clone()]);
+                }
+                args.extend(["--file".into(), "tokens".into()]);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                (identity, spawn_token(dir.path(), &args))
+            })
+            .collect();
+        let mut expected = BTreeMap::new();
+        for (identity, child) in children {
+            let output = child.wait_with_output().unwrap();
+            assert_eq!(output.status.code(), Some(0), "round {round}: {}", text(&output.stderr));
+            if let Some(identity) = identity {
+                let token = text(&output.stdout).trim_end().to_string();
+                expected.insert(identity, acp_tokens::hash_token(&token));
+            }
+        }
+        let found = parsed(&std::fs::read_to_string(dir.path().join("tokens")).unwrap());
+        let revoked: Vec<&String> = found.keys().filter(|id| id.starts_with("victim-")).collect();
+        assert!(
+            revoked.is_empty(),
+            "round {round}: revoked identities are back: {revoked:?}"
+        );
+        let missing: Vec<&String> = expected
+            .keys()
+            .filter(|id| found.get(*id) != expected.get(*id))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: printed tokens not in the file: {missing:?}"
+        );
+        assert_eq!(found.len(), expected.len(), "round {round}: {found:?}");
+    }
+}
+
+/// A token file being changed is only ever seen whole: `token new` replaces it by a rename,
+/// so a reader (here reading as the server does, in a loop, while tokens are rotated) finds
+/// every identity in every version, never an empty or cut file.
+#[test]
+fn a_reader_only_ever_sees_whole_token_files() {
+    const IDENTITIES: usize = 16;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens");
+    // Long comments make each version a few hundred KiB: a writer in place would take a while.
+    let mut contents = String::new();
+    for i in 0..IDENTITIES {
+        let hash = acp_tokens::hash_token(&format!("t{i}"));
+        contents.push_str(&format!("# {}\nid-{i} {hash}\n", "x".repeat(16 << 10)));
+    }
+    std::fs::write(&path, contents).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let mut latest = BTreeMap::new();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let bytes = acp_tokens::file::read(&path)
+                    .unwrap()
+                    .expect("the file is always there");
+                let seen = String::from_utf8(bytes).unwrap();
+                let found = parsed(&seen);
+                assert_eq!(
+                    found.len(),
+                    IDENTITIES,
+                    "a reader saw part of a file: {} bytes",
+                    seen.len()
+                );
+            }
+        });
+        for round in 0..24 {
+            let identity = format!("id-{}", round % IDENTITIES);
+            let output = spawn_token(
+                dir.path(),
+                &["new", "--replace", "--identity", &identity, "--file", "tokens"],
+            )
+            .wait_with_output()
+            .unwrap();
+            assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+            latest.insert(identity, acp_tokens::hash_token(text(&output.stdout).trim_end()));
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap();
+    });
+    let found = parsed(&std::fs::read_to_string(&path).unwrap());
+    for (identity, hash) in &latest {
+        assert_eq!(
+            found.get(identity),
+            Some(hash),
+            "{identity}: the last rotation is in force"
+        );
+    }
+}
+
+/// Issue #44, item 6: `token new --file /dev/zero` read the device until memory ran out, and a
+/// FIFO hung it. Both are refused at once with a sentence naming the file, no lock file is
+/// made beside them, and `revoke` refuses them the same way.
+#[cfg(unix)]
+#[test]
+fn token_commands_refuse_dev_zero_and_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("mkfifo").arg(dir.path().join("fifo")).status().unwrap();
+    assert!(status.success());
+    for (file, kind) in [("fifo", "a FIFO"), ("/dev/zero", "a character device")] {
+        for args in [
+            &["token", "new", "--identity", "alice", "--file", file][..],
+            &["token", "revoke", "--identity", "alice", "--file", file],
+        ] {
+            let output = common::run_bounded(dir.path(), args);
+            assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+            assert!(output.stdout.is_empty(), "no token is shown for nothing: {args:?}");
+            assert_eq!(
+                text(&output.stderr),
+                format!("scaffold-aip token: {file}: not a regular file ({kind}); a token file is a regular file\n"),
+                "{args:?}"
+            );
+        }
+    }
+    assert!(!Path::new("/dev/zero.lock").exists());
+    assert!(!dir.path().join("fifo.lock").exists());
+}
+
+/// A token file over 1 MiB (here a sparse 3 GiB one) is refused without being read.
+#[cfg(unix)]
+#[test]
+fn a_token_file_over_the_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = std::fs::File::create(dir.path().join("tokens")).unwrap();
+    file.set_len(3 << 30).unwrap();
+    let output = common::run_bounded(dir.path(), &["token", "new", "--identity", "alice", "--file", "tokens"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        text(&output.stderr),
+        "scaffold-aip token: tokens: the file is larger than a token file may be (3221225472 bytes); \
+         the limit is 1048576 bytes (1 MiB)\n"
+    );
+}
+
+/// A token file reached through a symbolic link stays a link: the file it points to is changed.
+#[cfg(unix)]
+#[test]
+fn a_linked_token_file_is_changed_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("secrets")).unwrap();
+    std::os::unix::fs::symlink("secrets/tokens", dir.path().join("tokens")).unwrap();
+    let token = new_token(dir.path(), &["--identity", "alice", "--file", "tokens"]);
+    let _ = new_token(dir.path(), &["--identity", "bob", "--file", "tokens"]);
+    let run = run(
+        dir.path(),
+        &["token", "revoke", "--identity", "bob", "--file", "tokens"],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert!(
+        std::fs::symlink_metadata(dir.path().join("tokens"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let real = dir.path().join("secrets/tokens");
+    assert_eq!(entries(&real), [("alice".to_string(), acp_tokens::hash_token(&token))]);
 }

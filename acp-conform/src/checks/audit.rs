@@ -157,9 +157,10 @@ fn records_after(log: &Path, before: usize) -> Result<Vec<Value>, String> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .skip(before)
+        // Read as the verifier reads them (records may nest deeper than serde_json's default).
         .map(|line| {
-            serde_json::from_str(line)
-                .map_err(|e| format!("{}: a record is not JSON ({e}): {}", log.display(), trim(line)))
+            acp_audit::parse_record(line)
+                .map_err(|e| format!("{}: a record is unreadable ({e}): {}", log.display(), trim(line)))
         })
         .collect()
 }

@@ -3,8 +3,8 @@
 python3 mutant.py INIT.json [MUTANT]: INIT.json is the initialize result to answer with; MUTANT
 is one of answer-notification, update-after-response, ignore-cancel, accept-dotdot,
 extra-capability, stdout-noise, break-chain, accept-busy, ignore-frame-limit, ignore-sigterm,
-skip-audit-record, announce-denied, run-after-reject, run-unanswered (or nothing: a correct
-agent).
+skip-audit-record, announce-denied, run-after-reject, run-unanswered,
+unknown-session-invalid-params (or nothing: a correct agent).
 
 Its tools, for the prompts `/tool read` (runs unasked), `/tool write` (asks permission) and
 `/tool delete` (governance denies it).
@@ -189,7 +189,9 @@ def handle(message):
     if method == "session/prompt":
         session = params.get("sessionId")
         if session not in sessions:
-            return error(id, -32602, "unknown session")
+            if MUTANT == "unknown-session-invalid-params":
+                return error(id, -32602, "unknown session")
+            return error(id, -32002, "unknown session")
         if session in busy and MUTANT != "accept-busy":
             return error(id, -32602, "a prompt is running on this session")
         text = params["prompt"][0].get("text", "")

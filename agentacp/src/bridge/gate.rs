@@ -1,12 +1,18 @@
 //! What the editor may see of the agent's tool calls.
 //!
 //! Each call the agent announces (a `tool_call`, or a permission request about it) gets a
-//! governance state, decided on what identifies it — the tool (`name`, else
-//! `_meta.aip44.tool`, else `title`), its `kind` and its `rawInput`, exactly what
-//! [`ToolFacts`] reads — and decided again whenever an update, a re-announcement or a
-//! permission request changes any of them. Updates for calls never announced, and everything
-//! after a call was hidden, never pass. History replayed by `session/load` is gated on
-//! governance alone: it reports calls that ran before, so approvals cannot be checked.
+//! governance state, decided on what identifies it — every name it goes by (`name`,
+//! `_meta.aip44.tool`, `title`), its `kind` and its `rawInput`, exactly what [`ToolFacts`]
+//! reads — on the strictest reading (the decide function's job: each name, the kind only
+//! where it is stricter). Once decided, what the call *is* — its `title`, `name`, `kind`
+//! and `_meta.aip44.tool` — is fixed: an update or a re-announcement that would change them
+//! passes without them (a re-announcement with them as decided), and the attempt is
+//! reported for the audit ([`Frozen`]). New arguments (`rawInput`), or a permission request
+//! about the call, decide it again; a permission request on every name the call went by.
+//! Updates for calls never announced, and everything after a call was hidden, never pass.
+//! History replayed by `session/load` is gated on governance alone: it reports calls that
+//! ran before, so approvals cannot be checked; a replayed update that would change what a
+//! replayed call is does not pass.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,8 +21,18 @@ use serde_json::{Map, Value};
 use crate::client::oversight::ToolFacts;
 use crate::governance::Decision;
 
-/// The fields of a tool call that [`ToolFacts`] reads to tell which tool it is.
-const IDENTITY: [&str; 5] = ["title", "name", "kind", "_meta", "rawInput"];
+/// The fields of a tool call that [`ToolFacts`] reads to tell which tool it is, besides
+/// `_meta.aip44.tool` (kept alone, as `{"_meta": {"aip44": {"tool": …}}}`).
+const IDENTITY: [&str; 4] = ["title", "name", "kind", "rawInput"];
+
+/// The fields that say what a call is: fixed once it is decided (with `_meta.aip44.tool`).
+const NAMING: [&str; 3] = ["title", "name", "kind"];
+
+/// Where in its `_meta` a call's tool name may be given, besides `name` and `title`.
+const META_TOOL: &str = "/aip44/tool";
+
+/// At most this many characters of a value are quoted in an audit reason.
+const QUOTED: usize = 120;
 
 /// A call's governance state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +82,8 @@ pub(super) enum Live {
         facts: ToolFacts,
         auto: bool,
         redecided: Option<String>,
+        /// Pass this instead: the update without what would change what the call is.
+        frozen: Option<Frozen>,
     },
     /// Drop it: the call is hidden already.
     Drop,
@@ -76,6 +94,16 @@ pub(super) enum Live {
         reason: String,
         close: bool,
     },
+}
+
+/// An update of a decided call, rewritten so it does not change what the call is.
+#[derive(Debug)]
+pub(super) struct Frozen {
+    /// The update to pass on instead.
+    pub(super) update: Map<String, Value>,
+    /// What the agent tried to change (`title "read-file" → "delete-repo"`, …), for the
+    /// audit; `None` when only fields it left out were put back (a re-announcement).
+    pub(super) refused: Option<String>,
 }
 
 /// What to do with one replayed update.
@@ -125,10 +153,7 @@ pub(super) struct Gate {
 
 /// `toolCallId` and the identifying fields of an update or a permission's `toolCall`.
 fn identity(id: &str, update: &Map<String, Value>) -> Map<String, Value> {
-    let mut fields: Map<String, Value> = IDENTITY
-        .iter()
-        .filter_map(|key| update.get(*key).map(|value| ((*key).to_string(), value.clone())))
-        .collect();
+    let mut fields = overlay(&Map::new(), update);
     fields.insert("toolCallId".into(), Value::String(id.to_string()));
     fields
 }
@@ -142,7 +167,82 @@ fn overlay(fields: &Map<String, Value>, update: &Map<String, Value>) -> Map<Stri
             merged.insert(key.to_string(), value.clone());
         }
     }
+    if let Some(tool) = meta_tool(update) {
+        merged.insert("_meta".into(), serde_json::json!({"aip44": {"tool": tool}}));
+    }
     merged
+}
+
+/// The `_meta.aip44.tool` an update or a call's fields give.
+fn meta_tool(fields: &Map<String, Value>) -> Option<&Value> {
+    fields.get("_meta")?.pointer(META_TOOL)
+}
+
+/// Sets (`Some`) or removes (`None`) the `_meta.aip44.tool` of an update, keeping the rest of
+/// its `_meta`.
+fn set_meta_tool(update: &mut Map<String, Value>, tool: Option<&Value>) {
+    let Some(tool) = tool else {
+        let aip44 = (update.get_mut("_meta")).and_then(|meta| meta.get_mut("aip44"));
+        if let Some(Value::Object(aip44)) = aip44 {
+            aip44.remove("tool");
+        }
+        return;
+    };
+    let meta = update.entry("_meta").or_insert(Value::Null);
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Value::Object(meta) = meta {
+        let aip44 = meta.entry("aip44").or_insert(Value::Null);
+        if !aip44.is_object() {
+            *aip44 = Value::Object(Map::new());
+        }
+        if let Value::Object(aip44) = aip44 {
+            aip44.insert("tool".into(), tool.clone());
+        }
+    }
+}
+
+/// `update` of the call decided as `decided`, without what would change what the call is
+/// (its `title`, `name`, `kind`, `_meta.aip44.tool`): those are left out, or, in a
+/// re-announcement (`restore`: it describes the call whole), given as decided. `None` when
+/// the update passes as it is.
+fn freeze(decided: &Map<String, Value>, update: &Map<String, Value>, restore: bool) -> Option<Frozen> {
+    let quote = |value: Option<&Value>| {
+        let text = value.map_or_else(|| "(none)".to_string(), Value::to_string);
+        match text.char_indices().nth(QUOTED) {
+            Some((end, _)) => format!("{}…", &text[..end]),
+            None => text,
+        }
+    };
+    let mut out = update.clone();
+    let mut refused = Vec::new();
+    for key in NAMING {
+        let was = decided.get(key);
+        if let Some(now) = update.get(key)
+            && Some(now) != was
+        {
+            refused.push(format!("{key} {} → {}", quote(was), quote(Some(now))));
+            out.remove(key);
+        }
+        if let (true, Some(was)) = (restore, was) {
+            out.insert(key.to_string(), was.clone());
+        }
+    }
+    let was = meta_tool(decided);
+    if let Some(now) = meta_tool(update)
+        && Some(now) != was
+    {
+        refused.push(format!("_meta.aip44.tool {} → {}", quote(was), quote(Some(now))));
+        set_meta_tool(&mut out, None);
+    }
+    if let (true, Some(was)) = (restore, was) {
+        set_meta_tool(&mut out, Some(was));
+    }
+    (out != *update).then(|| Frozen {
+        update: out,
+        refused: (!refused.is_empty()).then(|| refused.join(", ")),
+    })
 }
 
 fn facts_of(fields: &Map<String, Value>) -> ToolFacts {
@@ -150,9 +250,9 @@ fn facts_of(fields: &Map<String, Value>) -> ToolFacts {
     ToolFacts::of(&value).unwrap_or_default()
 }
 
-/// Whether two views of a call are the same call for governance: tool, kind and arguments.
+/// Whether two views of a call are the same call for governance: names, kind and arguments.
 fn same(a: &ToolFacts, b: &ToolFacts) -> bool {
-    a.tool == b.tool && a.kind == b.kind && a.arguments == b.arguments
+    a.tool == b.tool && a.names == b.names && a.kind == b.kind && a.arguments == b.arguments
 }
 
 fn tool_name(facts: &ToolFacts) -> &str {
@@ -181,10 +281,13 @@ impl Gate {
         let key = (session.to_string(), id.to_string());
         let mut auto = false;
         let mut redecided = None;
+        let mut frozen = None;
         let call = match self.calls.get_mut(&key) {
             Some(call) if call.state == State::Hidden => return Live::Drop,
             Some(call) => {
                 let before = call.facts();
+                frozen = freeze(&call.fields, update, is_new);
+                let update = frozen.as_ref().map_or(update, |frozen| &frozen.update);
                 call.fields = if is_new {
                     // A call announced again is described again, whole.
                     identity(id, update)
@@ -299,7 +402,12 @@ impl Gate {
             };
         }
         call.shown = true;
-        Live::Pass { facts, auto, redecided }
+        Live::Pass {
+            facts,
+            auto,
+            redecided,
+            frozen,
+        }
     }
 
     /// A `tool_call` (`is_new`) or `tool_call_update` replayed by `session/load`.
@@ -318,7 +426,14 @@ impl Gate {
                     reason: "a replayed update of a tool call governance hid".into(),
                 };
             }
-            Some(call) if !is_new => overlay(&call.fields, update),
+            Some(call) if !is_new => {
+                if let Some(refused) = freeze(&call.fields, update, false).and_then(|frozen| frozen.refused) {
+                    return Replayed::Drop {
+                        reason: format!("a replayed update that would change what the tool call is ({refused})"),
+                    };
+                }
+                overlay(&call.fields, update)
+            }
             Some(_) => identity(id, update),
             None if !is_new => {
                 let mut call = Call {
@@ -371,6 +486,7 @@ impl Gate {
         decide: impl Fn(&ToolFacts) -> Decision,
     ) -> Permission {
         let key = (session.to_string(), id.to_string());
+        let mut before = None;
         let call = match self.calls.get_mut(&key) {
             Some(call) if call.state == State::Hidden => {
                 return Permission {
@@ -381,6 +497,7 @@ impl Gate {
                 };
             }
             Some(call) => {
+                before = Some(call.facts());
                 call.fields = overlay(&call.fields, tool_call);
                 call.replayed = false;
                 call
@@ -393,7 +510,14 @@ impl Gate {
             }),
         };
         let facts = call.facts();
-        let decision = decide(&facts);
+        // On every name the call went by: the one announced, and the one asked about.
+        let mut judged = facts.clone();
+        for name in before.into_iter().flat_map(|before| before.names) {
+            if !judged.names.contains(&name) {
+                judged.names.push(name);
+            }
+        }
+        let decision = decide(&judged);
         let mut close = false;
         match &decision {
             Decision::Allow => call.state = State::Approved,
@@ -549,17 +673,80 @@ mod tests {
         }
     }
 
+    /// A decided call keeps its names and kind: an update passes without a change of them,
+    /// a re-announcement with them as decided; the rest of each passes.
     #[test]
-    fn a_call_renamed_to_a_denied_tool_is_hidden_and_stays_hidden() {
+    fn an_update_passes_without_what_would_change_the_call() {
         let mut gate = Gate::default();
-        let announced = gate.live("s", "c", &object(json!({"title": "read-file"})), true, decide);
-        assert!(matches!(announced, Live::Pass { .. }), "{announced:?}");
-        let renamed = gate.live("s", "c", &object(json!({"title": "delete-repo"})), false, decide);
-        assert!(matches!(renamed, Live::Hide { close: true, .. }), "{renamed:?}");
+        let call = json!({"title": "read-file", "kind": "read", "_meta": {"aip44": {"tool": "read-file"}, "x": 1}});
+        let announced = gate.live("s", "c", &object(call), true, decide);
+        assert!(matches!(announced, Live::Pass { frozen: None, .. }), "{announced:?}");
+        let update =
+            json!({"title": "delete-repo", "_meta": {"aip44": {"tool": "delete-repo"}, "x": 2}, "status": "completed"});
+        let Live::Pass {
+            frozen: Some(frozen), ..
+        } = gate.live("s", "c", &object(update), false, decide)
+        else {
+            panic!("passes, rewritten")
+        };
+        assert_eq!(
+            Value::Object(frozen.update),
+            json!({"_meta": {"aip44": {}, "x": 2}, "status": "completed"})
+        );
+        let refused = frozen.refused.unwrap();
+        assert!(refused.contains(r#"title "read-file" → "delete-repo""#), "{refused}");
+        assert!(refused.contains("_meta.aip44.tool"), "{refused}");
+        let again = gate.live(
+            "s",
+            "c",
+            &object(json!({"kind": "delete", "rawOutput": 1})),
+            true,
+            decide,
+        );
+        let Live::Pass {
+            frozen: Some(frozen), ..
+        } = again
+        else {
+            panic!("passes, rewritten: {again:?}")
+        };
+        assert_eq!(
+            Value::Object(frozen.update),
+            json!({"title": "read-file", "kind": "read", "_meta": {"aip44": {"tool": "read-file"}}, "rawOutput": 1})
+        );
+        assert!(frozen.refused.unwrap().contains("kind"));
+    }
+
+    #[test]
+    fn a_denied_call_is_hidden_and_stays_hidden() {
+        let mut gate = Gate::default();
+        let announced = gate.live("s", "c", &object(json!({"title": "delete-repo"})), true, decide);
+        assert!(matches!(announced, Live::Hide { close: false, .. }), "{announced:?}");
         let later = gate.live("s", "c", &object(json!({"title": "read-file"})), true, decide);
         assert!(matches!(later, Live::Drop), "{later:?}");
         let asked = gate.permission("s", "c", &object(json!({"title": "read-file"})), decide);
         assert!(matches!(asked.decision, Decision::Deny(_)), "{asked:?}");
+    }
+
+    /// A permission request about a call is decided on every name the call went by.
+    #[test]
+    fn a_permission_request_is_decided_on_the_names_announced_and_asked_about() {
+        let strictest = |facts: &ToolFacts| {
+            facts
+                .readings()
+                .into_iter()
+                .map(|tool| {
+                    decide(&ToolFacts {
+                        tool: Some(tool.to_string()),
+                        ..ToolFacts::default()
+                    })
+                })
+                .reduce(Decision::stricter)
+                .unwrap()
+        };
+        let mut gate = Gate::default();
+        gate.live("s", "d", &object(json!({"title": "write-file"})), true, strictest);
+        let asked = gate.permission("s", "d", &object(json!({"title": "read-file"})), strictest);
+        assert_eq!(asked.decision, Decision::Ask, "{asked:?}");
     }
 
     #[test]

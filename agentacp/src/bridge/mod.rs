@@ -16,11 +16,15 @@
 //!   that does not pass gets `-32601` from the bridge, a notification is dropped, and both are
 //!   audited (`metadata.aip44.refused`);
 //! - downstream `session/update`s go upstream in order, byte for byte — except tool call
-//!   updates governance does not let through: a call it denies (when announced, or once an
-//!   update, a re-announcement or a permission request turns it into one), an update for a
-//!   call never announced, a result of a call that needed an approval it did not get, anything
-//!   the bridge cannot read unambiguously; a call the editor was shown and that is hidden later
-//!   is closed on the editor's side with a bare `failed`;
+//!   updates governance does not let through: a call it denies (on the strictest reading of
+//!   its names and kind, when announced, or once new arguments or a permission request turn
+//!   it into one), an update for a call never announced, a result of a call that needed an
+//!   approval it did not get, anything the bridge cannot read unambiguously; a call the
+//!   editor was shown and that is hidden later is closed on the editor's side with a bare
+//!   `failed`. An update that would change what a decided call is (its title, name, kind or
+//!   `_meta.aip44.tool`) passes without that change, which is audited (`gate.rs`);
+//! - the bearer token an editor authenticates with (`_meta.agentacp.token`) is removed from
+//!   what goes to the agent;
 //! - downstream `session/request_permission`: governance first, on the call as the editor
 //!   would show it — `allow` and `deny` are answered by the bridge, `ask` goes to the editor (a
 //!   timeout or an unreadable answer is a rejection);
@@ -150,7 +154,11 @@ fn agent_sandbox<B: BridgeOperator>(
     options: &BridgeOptions,
 ) -> Result<(Option<Arc<Confinement>>, Option<SocketFolder>)> {
     let spec = B::spec();
-    let Some(sandbox) = crate::sandbox::from_spec(spec, options.workspace_root.as_deref()).map_err(Error::msg)? else {
+    let state_dir = options.state_dir.clone().unwrap_or_else(|| default_state_dir(spec.id));
+    let runtime_files = (state_dir.as_path(), options.audit_log.as_deref());
+    let Some(sandbox) =
+        crate::sandbox::from_spec(spec, options.workspace_root.as_deref(), runtime_files).map_err(Error::msg)?
+    else {
         return Ok((None, None));
     };
     #[cfg(feature = "websocket")]

@@ -238,6 +238,8 @@ where
     if let Some(translation) = relay.translation.get() {
         translation.stop.cancel();
     }
+    // Before the agent's stdin closes: once it exits, what it started is no longer below it.
+    relay.process.note_descendants();
     relay.close_down();
     let options = &relay.options;
     if let ExitState::Running = relay.process.stop(options.exit_grace, options.kill_grace).await {
@@ -610,7 +612,7 @@ async fn editor_message(relay: &Arc<Relay>, line: Vec<u8>) {
             let line = if method == wire::method_names::INITIALIZE {
                 narrow_initialize(relay, &id, params.as_deref())
             } else {
-                with_newline(line)
+                without_token(Some(&id), &method, params.as_deref()).unwrap_or_else(|| with_newline(line))
             };
             #[cfg(feature = "mcp")]
             let line = match translate::session_request(relay, &id, &method, params.as_deref()).await {
@@ -659,7 +661,8 @@ async fn editor_message(relay: &Arc<Relay>, line: Vec<u8>) {
             if translate::editor_message(relay, None, &method, params.as_deref()) {
                 return;
             }
-            relay.to_agent_line(with_newline(line)).await;
+            let line = without_token(None, &method, params.as_deref()).unwrap_or_else(|| with_newline(line));
+            relay.to_agent_line(line).await;
         }
         Incoming::Response { id, outcome } => {
             let Some(forwarded) = lock(&relay.to_editor).remove(&id) else {
@@ -781,6 +784,37 @@ fn duplicate_id(id: &Id) -> RpcError {
     )
 }
 
+/// The editor's message (request `id`, else a notification) re-encoded without
+/// `_meta.agentacp.token` in its params — the bearer token an editor authenticates to the
+/// bridge with (`authenticate`), which is the bridge's and never the agent's; `None` when it
+/// carries none (it passes byte for byte).
+/// A message that gives a key twice is re-encoded too (each parser might read another
+/// `_meta`).
+fn without_token(id: Option<&Id>, method: &str, params: Option<&RawValue>) -> Option<Vec<u8>> {
+    let text = params?.get();
+    let mut params: Value = serde_json::from_str(text).ok()?;
+    if !remove_token(method, &mut params) && !jsonrpc::gives_a_key_twice(text) {
+        return None;
+    }
+    Some(match id {
+        Some(id) => jsonrpc::encode_request(id, method, &params),
+        None => jsonrpc::encode_notification(method, &params),
+    })
+}
+
+/// Removes `_meta.agentacp.token` from `params`; whether there was one.
+fn remove_token(method: &str, params: &mut Value) -> bool {
+    let removed = params
+        .pointer_mut("/_meta/agentacp")
+        .and_then(Value::as_object_mut)
+        .and_then(|ours| ours.remove("token"))
+        .is_some();
+    if removed {
+        tracing::info!(method, "removed the bearer token from a message to the agent");
+    }
+    removed
+}
+
 /// The editor's `initialize`, with the client capabilities narrowed to what the manifest lets
 /// through ([`narrow`]).
 fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u8> {
@@ -790,6 +824,7 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
     if let Some(name) = params.pointer("/clientInfo/name").and_then(Value::as_str) {
         *lock(&relay.editor) = format!("client:{name}");
     }
+    remove_token(wire::method_names::INITIALIZE, &mut params);
     let declared = relay.spec.initialize_params();
     if let Some(object) = params.as_object_mut() {
         let mut capabilities = match object.remove("clientCapabilities") {
@@ -890,13 +925,17 @@ async fn agent_message(relay: &Arc<Relay>, line: Vec<u8>) {
             if method == CANCEL_REQUEST && mcp::cancel_held(relay, params.as_deref()).await {
                 return;
             }
-            if method == wire::method_names::SESSION_UPDATE
-                && let Some(params) = params.as_deref()
-                && !pass_update(relay, params).await
-            {
-                return;
-            }
-            relay.to_editor_line(with_newline(line)).await;
+            let line = match params.as_deref() {
+                Some(params) if method == wire::method_names::SESSION_UPDATE => {
+                    match pass_update(relay, params).await {
+                        Passage::Drop => return,
+                        Passage::Pass => with_newline(line),
+                        Passage::Rewritten(line) => line,
+                    }
+                }
+                _ => with_newline(line),
+            };
+            relay.to_editor_line(line).await;
         }
         Incoming::Request { id, method, params } => agent_request(relay, id, method, params, line).await,
     }
@@ -1058,10 +1097,27 @@ fn is_request_method(method: &str) -> bool {
     methods::find(method).is_some_and(methods::Method::is_client_request)
 }
 
-/// Follows a `session/update`: tool calls go through the [`Gate`] and are audited; whether to
-/// pass it to the editor. What the bridge cannot read unambiguously (duplicate keys, a tool
-/// call without an id) does not pass: the editor might read it otherwise.
-async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
+/// What becomes of a `session/update` of the agent's.
+enum Passage {
+    /// It does not reach the editor.
+    Drop,
+    /// It passes byte for byte.
+    Pass,
+    /// This line (newline included) passes instead: the update rewritten by the [`Gate`].
+    Rewritten(Vec<u8>),
+}
+
+impl From<bool> for Passage {
+    fn from(pass: bool) -> Passage {
+        if pass { Passage::Pass } else { Passage::Drop }
+    }
+}
+
+/// Follows a `session/update`: tool calls go through the [`Gate`] and are audited; whether
+/// (and as what) to pass it to the editor. What the bridge cannot read unambiguously
+/// (duplicate keys, a tool call without an id) does not pass: the editor might read it
+/// otherwise.
+async fn pass_update(relay: &Relay, raw: &RawValue) -> Passage {
     const METHOD: &str = wire::method_names::SESSION_UPDATE;
     // Derived, so a key given twice is an error rather than one reading among several.
     #[derive(serde::Deserialize)]
@@ -1075,18 +1131,18 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
         #[serde(rename = "sessionUpdate")]
         kind: Option<String>,
     }
-    let Ok(params) = serde_json::from_str::<Params>(params.get()) else {
+    let Ok(params) = serde_json::from_str::<Params>(raw.get()) else {
         relay.audit_dropped(METHOD, None, None, "a session/update the bridge cannot read");
-        return false;
+        return Passage::Drop;
     };
     let session = params.session_id;
     let is_new = match serde_json::from_str::<Kind>(params.update.get()).map(|k| k.kind) {
         Ok(Some(kind)) if kind == "tool_call" => true,
         Ok(Some(kind)) if kind == "tool_call_update" => false,
-        Ok(_) => return true,
+        Ok(_) => return Passage::Pass,
         Err(_) => {
             relay.audit_dropped(METHOD, Some(&session), None, "an update the bridge cannot read");
-            return false;
+            return Passage::Drop;
         }
     };
     // Only tool calls are gated: every other update passes without a typed parse.
@@ -1107,10 +1163,11 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
             None,
             "a tool call update the bridge cannot read (no toolCallId, a key given twice, a field of the wrong type)",
         );
-        return false;
+        return Passage::Drop;
     };
-    // What the agent runs is classified by what it reports (showing it approves nothing);
-    // its permission requests, below, are decided without its word on the kind.
+    // What the agent runs is classified by what it reports — every name it gives, its kind
+    // only where stricter (showing it approves nothing); its permission requests, below,
+    // are decided without its word on the kind.
     let decide = |facts: &ToolFacts| relay.oversight.classify(&session, facts);
     // History replayed by a `session/load` is not live: not audited as tool calls, and gated
     // on governance alone (it reports calls that ran before this connection).
@@ -1120,16 +1177,21 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
     if replaying {
         let verdict = lock(&relay.gate).replayed(&session, &id, &object, is_new, decide);
         return match verdict {
-            gate::Replayed::Pass => true,
+            gate::Replayed::Pass => Passage::Pass,
             gate::Replayed::Drop { reason } => {
                 relay.audit_dropped(METHOD, Some(&session), Some(&id), &reason);
-                false
+                Passage::Drop
             }
         };
     }
     let verdict = lock(&relay.gate).live(&session, &id, &object, is_new, decide);
-    let (pass, close) = match verdict {
-        gate::Live::Pass { facts, auto, redecided } => {
+    let (pass, close, frozen) = match verdict {
+        gate::Live::Pass {
+            facts,
+            auto,
+            redecided,
+            frozen,
+        } => {
             if let Some(decision) = redecided {
                 let mut extra = serde_json::Map::new();
                 extra.insert("toolCallId".into(), json!(id));
@@ -1142,18 +1204,21 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
             if auto {
                 relay.oversight.permission_answered(&session, &facts, Approval::Auto);
             }
-            (true, false)
+            (true, false, frozen)
         }
-        gate::Live::Drop => (false, false),
+        gate::Live::Drop => (false, false, None),
         gate::Live::Hide { facts, reason, close } => {
             tracing::warn!(tool = ?facts.tool, %reason, "governance hid a tool call from the editor");
             relay
                 .oversight
                 .permission_answered(&session, &facts, Approval::Denied { reason });
-            (false, close)
+            (false, close, None)
         }
     };
-    if let Err(error) = relay.oversight.observe(&session, &update) {
+    // What the editor is shown is what is audited.
+    let rewritten = frozen.map(|frozen| frozen_update(relay, raw, &session, &id, frozen));
+    let update = rewritten.as_ref().map_or(&update, |(_, update)| update);
+    if let Err(error) = relay.oversight.observe(&session, update) {
         // Fail closed: what cannot be audited is not shown, and the turn stops.
         tracing::error!(%error, "auditing a tool call failed; cancelling the turn");
         relay
@@ -1162,12 +1227,50 @@ async fn pass_update(relay: &Relay, params: &RawValue) -> bool {
                 &json!({ "sessionId": session }),
             ))
             .await;
-        return false;
+        return Passage::Drop;
     }
     if close {
         close_on_editor(relay, &session, &id).await;
     }
-    pass
+    match rewritten {
+        Some((line, _)) if pass => Passage::Rewritten(line),
+        _ => Passage::from(pass),
+    }
+}
+
+/// The notification `raw` with the tool call update `frozen` left of it ([`gate::Frozen`]),
+/// and that update; what the agent tried to change of the decided call `id` is audited
+/// (`metadata.aip44.rewritten`).
+fn frozen_update(
+    relay: &Relay,
+    raw: &RawValue,
+    session: &str,
+    id: &str,
+    frozen: gate::Frozen,
+) -> (Vec<u8>, crate::client::Update) {
+    const METHOD: &str = wire::method_names::SESSION_UPDATE;
+    if let Some(refused) = &frozen.refused {
+        tracing::warn!(tool_call = id, %refused, "the agent tried to change what a decided tool call is");
+        let mut extra = serde_json::Map::new();
+        extra.insert("toolCallId".into(), json!(id));
+        let reason =
+            format!("policy violation: the agent tried to change what the tool call is ({refused}); not shown");
+        extra.insert("rewritten".into(), json!(reason));
+        if let Err(error) = relay.record_passage(false, METHOD, Some(session), None, extra) {
+            tracing::error!(%error, "auditing a rewritten tool call update failed");
+        }
+    }
+    let update = Value::Object(frozen.update);
+    let typed = serde_json::value::to_raw_value(&update).map_or(crate::client::Update::Other(Value::Null), |raw| {
+        crate::client::Update::from_raw(&raw)
+    });
+    let mut params = match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::Object(params)) => params,
+        _ => serde_json::Map::new(),
+    };
+    params.insert("sessionId".into(), json!(session));
+    params.insert("update".into(), update);
+    (jsonrpc::encode_notification(METHOD, &params), typed)
 }
 
 /// Tells the editor a tool call it was shown, and that governance hid since, failed: nothing

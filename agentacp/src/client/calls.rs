@@ -139,29 +139,33 @@ impl Client {
     }
 
     /// `session/close`: the agent frees the session. A turn still running in it is cancelled
-    /// first (`session/cancel`, as the agent would do).
+    /// first (`session/cancel`, as the agent would do). An agent's `-32002` (it does not know
+    /// the session) counts as closed, as ACP recommends: closing twice is not an error.
     pub async fn close_session(&self, session: &wire::SessionId) -> Result<wire::CloseSessionResponse, ClientError> {
         let method = wire::method_names::SESSION_CLOSE;
         self.session_capability(method, "close", self.capabilities().close.is_some())?;
         if self.shared.subscriber(session.as_str()).is_some() {
             stream::cancel(&self.shared, session).await?;
         }
-        let closed = self
-            .call(method, &wire::CloseSessionRequest::new(session.clone()))
-            .await?;
+        let closed = gone_is_done(
+            self.call(method, &wire::CloseSessionRequest::new(session.clone()))
+                .await,
+        )?;
         self.shared.sessions.forget(session.as_str());
         #[cfg(feature = "mcp")]
         self.shared.mcp.session_closed(session.as_str());
         Ok(closed)
     }
 
-    /// `session/delete`: the agent forgets the session (it no longer lists or loads it).
+    /// `session/delete`: the agent forgets the session (it no longer lists or loads it). An
+    /// agent's `-32002` (no such session) counts as deleted, as for [`Client::close_session`].
     pub async fn delete_session(&self, session: &wire::SessionId) -> Result<wire::DeleteSessionResponse, ClientError> {
         let method = wire::method_names::SESSION_DELETE;
         self.session_capability(method, "delete", self.capabilities().delete.is_some())?;
-        let deleted = self
-            .call(method, &wire::DeleteSessionRequest::new(session.clone()))
-            .await?;
+        let deleted = gone_is_done(
+            self.call(method, &wire::DeleteSessionRequest::new(session.clone()))
+                .await,
+        )?;
         self.shared.sessions.forget(session.as_str());
         #[cfg(feature = "mcp")]
         self.shared.mcp.session_closed(session.as_str());
@@ -251,5 +255,17 @@ fn check_extension(method: &str) -> Result<(), ClientError> {
         Err(ClientError::InvalidState(format!(
             "`{method}` is not an extension method: their names start with `_`"
         )))
+    }
+}
+
+/// The answer to `session/close` or `session/delete`, with the agent's `-32002` (it does not
+/// know the session) taken as done: the session is gone either way.
+fn gone_is_done<T: Default>(answer: Result<T, ClientError>) -> Result<T, ClientError> {
+    match answer {
+        Err(error) if error.is_resource_not_found() => {
+            tracing::debug!(%error, "the agent does not know the session; taken as done");
+            Ok(T::default())
+        }
+        answer => answer,
     }
 }

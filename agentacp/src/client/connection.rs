@@ -537,6 +537,8 @@ impl Drop for Unsubscribe<'_> {
 }
 
 async fn stop(shared: &Shared) -> Option<ExitStatus> {
+    // Before its stdin closes: once it exits, what it started is no longer below it.
+    shared.process.note_descendants();
     shared.close_outbox();
     shared.oversight.flush();
     shared.context.terminals().kill_all();
@@ -559,6 +561,7 @@ impl Drop for Client {
         // down): nothing here may await, and a task spawned now could die with the runtime
         // before it ran. Stop the agent's whole process group now, bounded.
         tracing::debug!(pid = ?self.shared.process.pid, "client dropped without close(); stopping the agent");
+        self.shared.process.note_descendants();
         self.shared.close_outbox();
         self.shared.oversight.flush();
         self.shared.context.terminals().kill_all();

@@ -134,6 +134,12 @@ impl ClientError {
     pub fn is_auth_required(&self) -> bool {
         self.rpc().is_some_and(|error| error.code == codes::AUTH_REQUIRED)
     }
+
+    /// Whether the agent answered that what the request names (a session, a file) does not
+    /// exist (`-32002`, "Resource not found").
+    pub fn is_resource_not_found(&self) -> bool {
+        self.rpc().is_some_and(|error| error.code == codes::RESOURCE_NOT_FOUND)
+    }
 }
 
 impl std::error::Error for ClientError {

@@ -82,10 +82,8 @@ impl McpCall {
         ToolFacts {
             id: self.id.clone(),
             tool: Some(self.tool_name()),
-            kind: None,
             arguments: Some(self.arguments.clone()),
-            status: None,
-            output: None,
+            ..ToolFacts::default()
         }
     }
 

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::events::Update;
 use crate::audit::{Approval, AuditEvent, AuditLog, ToolCallMirror, ToolOutcomeRecord};
-use crate::governance::{Decision, Governance, ToolKind, ToolRequest};
+use crate::governance::{Decision, Governance, ToolKind, ToolRequest, decide_claimed};
 use crate::sync::lock;
 
 /// The tool name governance and the audit log know a terminal by.
@@ -19,6 +19,10 @@ pub const TERMINAL_TOOL: &str = "terminal/create";
 #[derive(Debug, Default)]
 struct Tracked {
     tool: String,
+    /// Every name it went by ([`ToolFacts::names`]): the audit classifies a call by all of them.
+    names: Vec<String>,
+    /// The title it was shown under (the last one reported).
+    title: Option<String>,
     kind: Option<ToolKind>,
     arguments: Value,
     /// The answer to its permission request, if it had one.
@@ -37,7 +41,14 @@ struct Tracked {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ToolFacts {
     pub(crate) id: String,
+    /// The name it is known by: `name`, else `_meta.aip44.tool`, else the title.
     pub(crate) tool: Option<String>,
+    /// Every name the call goes by — `name`, `_meta.aip44.tool` and `title`, each once — as
+    /// the peer gave them: governance decides on each ([`Oversight::decide`]). Empty when
+    /// this side named the call itself ([`tool`](ToolFacts::tool) alone).
+    pub(crate) names: Vec<String>,
+    /// The title the call is shown under.
+    pub(crate) title: Option<String>,
     pub(crate) kind: Option<ToolKind>,
     pub(crate) arguments: Option<Value>,
     pub(crate) status: Option<String>,
@@ -53,11 +64,7 @@ impl ToolFacts {
             .and_then(ToolFacts::of)
             .unwrap_or_else(|| ToolFacts {
                 id: request.tool_call.tool_call_id.as_str().to_string(),
-                tool: None,
-                kind: None,
-                arguments: None,
-                status: None,
-                output: None,
+                ..ToolFacts::default()
             })
     }
 
@@ -65,16 +72,25 @@ impl ToolFacts {
     /// tool's name is `name`, else `_meta.aip44.tool`, else the title.
     pub(crate) fn of(value: &Value) -> Option<ToolFacts> {
         let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        let mut names: Vec<String> = Vec::new();
+        let given = [
+            text("name"),
+            value
+                .pointer("/_meta/aip44/tool")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            text("title"),
+        ];
+        for name in given.into_iter().flatten() {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
         Some(ToolFacts {
             id: text("toolCallId")?,
-            tool: text("name")
-                .or_else(|| {
-                    value
-                        .pointer("/_meta/aip44/tool")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .or_else(|| text("title")),
+            tool: names.first().cloned(),
+            names,
+            title: text("title"),
             kind: value
                 .get("kind")
                 .and_then(|kind| serde_json::from_value(kind.clone()).ok()),
@@ -85,6 +101,16 @@ impl ToolFacts {
                 .cloned()
                 .or_else(|| value.get("content").cloned()),
         })
+    }
+
+    /// The names governance decides on: [`names`](ToolFacts::names), else the tool's name
+    /// (`unknown` without one).
+    pub(crate) fn readings(&self) -> Vec<&str> {
+        if self.names.is_empty() {
+            vec![self.tool.as_deref().unwrap_or("unknown")]
+        } else {
+            self.names.iter().map(String::as_str).collect()
+        }
     }
 }
 
@@ -112,31 +138,45 @@ impl Oversight {
     /// agent that labels `rm -rf ~` as `read` would otherwise pass an `on-mutate` workspace
     /// unasked. So governance sees no kind here (an unknown kind counts as changing
     /// something); it decides by what the client's own documents say of the tool's name —
-    /// the operator's tool list, policies, autonomy.
+    /// the operator's tool list, policies, autonomy — and of every name the call goes by
+    /// (its `name`, `_meta.aip44.tool` and `title`): the strictest decision wins.
     pub(crate) fn decide(&self, session: &str, facts: &ToolFacts) -> Decision {
-        self.decide_with_kind(session, facts, None)
+        self.strictest(session, facts, None)
     }
 
-    /// Governance's decision on a tool call the agent runs or announced, judged by what it
-    /// reports, its `kind` included. For classifying what already happens — what a bridge
-    /// shows the editor, how an unasked call is audited — never for approving anything.
+    /// Governance's decision on a tool call the agent runs or announced, as [`decide`]
+    /// (every name, the strictest), its reported `kind` also heard — which may only make the
+    /// decision stricter ([`decide_claimed`]). For classifying what already happens — what
+    /// a bridge shows the editor, how an unasked call is audited — never for approving
+    /// anything.
+    ///
+    /// [`decide`]: Oversight::decide
     pub(crate) fn classify(&self, session: &str, facts: &ToolFacts) -> Decision {
-        self.decide_with_kind(session, facts, facts.kind)
+        self.strictest(session, facts, facts.kind)
     }
 
-    fn decide_with_kind(&self, session: &str, facts: &ToolFacts, kind: Option<ToolKind>) -> Decision {
+    /// The strictest decision over every name of the call, each without a kind and with
+    /// `kind` (a peer's claim).
+    fn strictest(&self, session: &str, facts: &ToolFacts, kind: Option<ToolKind>) -> Decision {
         let Some(governance) = &self.governance else {
             return Decision::Ask;
         };
         let arguments = facts.arguments.clone().unwrap_or(Value::Null);
-        governance.decide(&ToolRequest {
-            operator: &self.operator,
-            session,
-            tool: facts.tool.as_deref().unwrap_or("unknown"),
-            kind,
-            arguments: &arguments,
-            principal: None,
-        })
+        let decide = |tool: &str| {
+            let request = ToolRequest {
+                operator: &self.operator,
+                session,
+                tool,
+                kind,
+                arguments: &arguments,
+                principal: None,
+            };
+            decide_claimed(governance.as_ref(), &request).0
+        };
+        (facts.readings().into_iter())
+            .map(decide)
+            .reduce(Decision::stricter)
+            .unwrap_or(Decision::Ask)
     }
 
     /// Whether a governance binding decides here (without one, every request is asked).
@@ -309,6 +349,7 @@ impl Oversight {
         if self.audit.is_off() {
             return Ok(());
         }
+        let shown = shown(&tracked);
         let approval = match tracked.approval {
             Some(approval) => approval,
             None => self.unasked(session, &tracked),
@@ -322,7 +363,14 @@ impl Oversight {
             outcome,
             approval,
         };
-        let event = AuditEvent::tool_call(mirror);
+        let mut event = AuditEvent::tool_call(mirror);
+        if let Some(shown) = shown {
+            let metadata = event.metadata.get_or_insert_with(Default::default);
+            let ours = metadata.entry("agentacp").or_insert_with(|| json!({}));
+            if let Value::Object(ours) = ours {
+                ours.insert("shown".into(), shown);
+            }
+        }
         let event = match reported_as {
             Some(report) => event.reported_as(report),
             None => event,
@@ -334,16 +382,16 @@ impl Oversight {
     /// would have stopped it; otherwise a governance denial (the agent broke the policy).
     fn unasked(&self, session: &str, tracked: &Tracked) -> Approval {
         let facts = ToolFacts {
-            id: String::new(),
             tool: Some(tracked.tool.clone()),
+            names: tracked.names.clone(),
             kind: tracked.kind,
             arguments: Some(tracked.arguments.clone()),
-            status: None,
-            output: None,
+            ..ToolFacts::default()
         };
         // Nothing is approved here (the agent already ran it): the record only classifies what
-        // happened, and classifies it by what the agent reported.
-        match self.decide_with_kind(session, &facts, tracked.kind) {
+        // happened, and classifies it by what the agent reported — every name it gave, and
+        // its kind only where that is stricter.
+        match self.classify(session, &facts) {
             Decision::Allow => Approval::Auto,
             Decision::Ask if self.governance.is_none() => Approval::Auto,
             Decision::Ask => {
@@ -370,12 +418,36 @@ impl Oversight {
     }
 }
 
+/// What the client was shown of a call, for its record (`metadata.agentacp.shown`): its
+/// title and kind as reported; `None` for a call this side named and showed no title of.
+fn shown(tracked: &Tracked) -> Option<Value> {
+    if tracked.title.is_none() && tracked.kind.is_none() {
+        return None;
+    }
+    let mut shown = serde_json::Map::new();
+    if let Some(title) = &tracked.title {
+        shown.insert("title".into(), json!(title));
+    }
+    if let Some(kind) = tracked.kind {
+        shown.insert("kind".into(), json!(kind));
+    }
+    Some(Value::Object(shown))
+}
+
 fn merge(tracked: &mut Tracked, facts: &ToolFacts) {
     // The first name seen stays: later updates may only retitle the call.
     if let Some(tool) = &facts.tool
         && tracked.tool.is_empty()
     {
         tracked.tool.clone_from(tool);
+    }
+    for name in &facts.names {
+        if !tracked.names.contains(name) {
+            tracked.names.push(name.clone());
+        }
+    }
+    if facts.title.is_some() {
+        tracked.title.clone_from(&facts.title);
     }
     if facts.kind.is_some() {
         tracked.kind = facts.kind;

@@ -308,7 +308,11 @@ async fn authorize(
         };
         (facts, approval, RpcError::new(codes::INVALID_PARAMS, error.to_string()))
     })?;
-    let facts = ToolFacts::of_permission(&request);
+    // The request is this side's own: its title describes the call, it names no tool.
+    let facts = ToolFacts {
+        names: Vec::new(),
+        ..ToolFacts::of_permission(&request)
+    };
     let (outcome, approval) = decide_permission(shared, &request, &facts, cancellable).await;
     if cancellable.is_cancelled() {
         // Whatever was decided, the agent no longer wants it run.

@@ -26,7 +26,7 @@ pub mod codes {
     pub const INVALID_REQUEST: i32 = -32600;
     /// No such method.
     pub const METHOD_NOT_FOUND: i32 = -32601;
-    /// The params do not fit the method (unknown session, bad `cwd`, ...).
+    /// The params do not fit the method (a missing `sessionId`, a bad `cwd`, ...).
     pub const INVALID_PARAMS: i32 = -32602;
     /// The handler failed.
     pub const INTERNAL_ERROR: i32 = -32603;
@@ -34,7 +34,8 @@ pub mod codes {
     pub const REQUEST_CANCELLED: i32 = -32800;
     /// Authentication is required first.
     pub const AUTH_REQUIRED: i32 = -32000;
-    /// The resource (a file, a terminal) does not exist.
+    /// "Resource not found": the session, file or terminal a request names does not exist
+    /// (ACP; an unknown session's answer carries `data.sessionId`).
     pub const RESOURCE_NOT_FOUND: i32 = -32002;
 }
 

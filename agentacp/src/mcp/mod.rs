@@ -223,14 +223,17 @@ pub struct McpTool {
     pub server: String,
     /// The tool's name on that server.
     pub name: String,
-    /// Its human-readable title, when it has one.
+    /// Its human-readable title, when it has one (the server's word: a call is shown under
+    /// [`governed_name`](McpTool::governed_name), with this beside it).
     pub title: Option<String>,
     /// What it does, as the server says.
     pub description: Option<String>,
     /// The JSON Schema of its arguments.
     pub input_schema: Value,
     /// From the server's annotations: `read` for a read-only tool, `delete` for a destructive
-    /// one, `fetch` for one that reaches the open world; otherwise `other`.
+    /// one, `fetch` for one that reaches the open world; otherwise `other`. The server's word:
+    /// governance hears it only where it makes a call stricter
+    /// ([`decide_claimed`](crate::governance::decide_claimed)).
     pub kind: ToolKind,
 }
 
@@ -430,6 +433,9 @@ impl McpClients {
         let closing = std::mem::take(&mut self.connected)
             .into_values()
             .map(|mut connected| async move {
+                if let Some(process) = &connected.process {
+                    process.note_descendants();
+                }
                 let _ = tokio::time::timeout(STOP_GRACE, connected.service.close()).await;
                 if let Some(process) = &connected.process {
                     process.stop(STOP_GRACE, STOP_GRACE).await;

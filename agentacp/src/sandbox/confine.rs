@@ -20,8 +20,10 @@
 //! Where the kernel allows it, the init also enters a mount namespace of its own and mounts
 //! the PID namespace's procfs over `/proc` before it forks the program: there the program sees
 //! its own processes and no others (elsewhere `/proc` is the runtime's, where the program
-//! finds itself as `/proc/self`, under its outer PID). Landlock is applied last, in the
-//! program: a process it restricts may no longer mount.
+//! finds itself as `/proc/self`, under its outer PID). Where the kernel allows that too, the
+//! init gives the program a root of its own with that `/proc` in it (`root.rs`): only its
+//! mounts, the system's folders and what it needs exist for it. Landlock is applied last, in
+//! the program: a process it restricts may no longer mount.
 //!
 //! The outer process and the init are forks of the runtime that never exec: they hold a copy
 //! of its memory (its environment among it). They are made non-dumpable, so the program, of
@@ -40,6 +42,7 @@ use rustix::process::{Resource, Rlimit};
 
 use super::kernel::mount_own_proc;
 use super::plan::{Confinement, Grant, LANDLOCK_TCP_ABI, NetworkConfinement};
+use super::root::NewRoot;
 
 /// The system's folders a program needs to run, readable (and executable) by every confined
 /// program. Missing ones are skipped.
@@ -47,10 +50,8 @@ const SYSTEM_READ: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/proc", "/sys",
 ];
 
-/// Devices a program may read and write. Not `/dev/tty`: through the terminal the server was
-/// started from, a program could type commands into its shell (`TIOCSTI`), to run
-/// unconfined once the server exits; and a program that prompts there would hang.
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+// The devices a program may read and write (not `/dev/tty`): the same in its own root.
+use super::root::DEVICES;
 
 /// The Landlock ABI the rules are written for; an older kernel gets what it supports (the
 /// plan reported which). From ABI 9 that includes connecting to pathname Unix sockets, which
@@ -74,7 +75,7 @@ impl Confinement {
         let keep: Vec<PathBuf> = (program.iter().cloned())
             .chain(child_path.into_iter().flat_map(std::env::split_paths))
             .collect();
-        confine(self, command, (program.as_deref(), &keep), cpu)
+        confine(self, command, (program.as_deref(), &keep, cwd), cpu)
     }
 }
 
@@ -95,11 +96,11 @@ fn resolve_program(program: &Path, cwd: Option<&Path>, path: Option<&std::ffi::O
 }
 
 /// Confines the child that `command` will start: rlimits, a network namespace, Landlock, a
-/// PID namespace.
+/// PID namespace, a root of its own.
 fn confine(
     confinement: &Confinement,
     command: &mut tokio::process::Command,
-    (program, keep): (Option<&Path>, &[PathBuf]),
+    (program, keep, cwd): (Option<&Path>, &[PathBuf], Option<&Path>),
     cpu: bool,
 ) -> std::io::Result<()> {
     let ruleset = match confinement.confines_files() {
@@ -112,6 +113,11 @@ fn confine(
         .cpu
         .filter(|_| cpu)
         .map(|cpu| cpu.as_millis().div_ceil(1000).max(1) as u64);
+    // Counted in its own user namespace: the outer process and the init are there too.
+    let processes = limits
+        .processes
+        .filter(|_| confinement.limits_processes())
+        .map(|n| n.saturating_add(2));
     let network = confinement.network == NetworkConfinement::Namespace;
     let contain = confinement.contains_processes();
     // The namespace's own `/proc`, and the rule that makes it readable as the runtime's was.
@@ -128,6 +134,9 @@ fn confine(
                 ))
             })
             .collect(),
+        root: confinement
+            .has_own_root()
+            .then(|| NewRoot::plan(&usable_paths(confinement), keep, cwd)),
     });
     let mut namespaces = rustix::thread::UnshareFlags::empty();
     if network {
@@ -168,9 +177,17 @@ fn confine(
                 rustix::thread::unshare_unsafe(namespaces).map_err(|e| failed(Step::Namespaces, e))?;
                 // Keep our own ids inside (else they read as `nobody`); cosmetic, so a failure
                 // is not one.
+                // (A root of its own needs them: files are made in it under these ids.)
                 let _ = write_proc(c"/proc/self/uid_map", &uid_map);
                 let _ = write_proc(c"/proc/self/setgroups", b"deny");
                 let _ = write_proc(c"/proc/self/gid_map", &gid_map);
+                if let Some(processes) = processes {
+                    let limit = Rlimit {
+                        current: Some(processes),
+                        maximum: Some(processes),
+                    };
+                    rustix::process::setrlimit(Resource::Nproc, limit).map_err(|e| failed(Step::ProcessLimit, e))?;
+                }
                 // Root in its namespaces (a runtime run as root keeps uid 0 there), the program
                 // would get every capability in them at exec: enough to unmount its `/proc` or
                 // reconfigure its network where Landlock does not stop it. With `NOROOT`, uid 0
@@ -212,10 +229,12 @@ enum Step {
     ProcRule,
     Landlock,
     HideSockets,
+    OwnRoot,
+    ProcessLimit,
 }
 
 impl Step {
-    const ALL: [Step; 10] = [
+    const ALL: [Step; 12] = [
         Step::MemoryLimit,
         Step::CpuLimit,
         Step::Namespaces,
@@ -226,6 +245,8 @@ impl Step {
         Step::ProcRule,
         Step::Landlock,
         Step::HideSockets,
+        Step::OwnRoot,
+        Step::ProcessLimit,
     ];
 
     fn doing(self) -> &'static str {
@@ -240,6 +261,8 @@ impl Step {
             Step::ProcRule => "adding its own /proc to its Landlock rules",
             Step::Landlock => "applying its Landlock rules",
             Step::HideSockets => "hiding the user's service sockets (runtime folder, X11, Docker) from it",
+            Step::OwnRoot => "giving it a root of its own (its mounts and the system's folders, pivot_root)",
+            Step::ProcessLimit => "setting its process limit (RLIMIT_NPROC)",
         }
     }
 }
@@ -294,6 +317,9 @@ struct OwnProc {
     command_line: Option<(usize, usize)>,
     /// [`Confinement::hidden_sockets`], and whether each is a folder (else a socket).
     hide: Vec<(std::ffi::CString, bool)>,
+    /// A root of its own ([`Confinement::has_own_root`]), which holds the namespace's
+    /// `/proc`; else that `/proc` is mounted over the runtime's.
+    root: Option<NewRoot>,
 }
 
 /// Where this process's command line (its `argv` strings) is in its memory: fields 48 and 49
@@ -338,8 +364,14 @@ impl OwnProc {
             if let Some((start, end)) = self.command_line {
                 std::ptr::write_bytes(start as *mut u8, 0, end - start);
             }
-            if !mount_own_proc() {
-                return Err(failed(Step::OwnProc, std::io::Error::last_os_error()));
+            match &self.root {
+                Some(root) => root
+                    .enter()
+                    .map_err(|errno| failed(Step::OwnRoot, std::io::Error::from_raw_os_error(errno)))?,
+                None if !mount_own_proc() => {
+                    return Err(failed(Step::OwnProc, std::io::Error::last_os_error()));
+                }
+                None => {}
             }
             // An empty folder over each folder of sockets, `/dev/null` over each socket.
             for (place, folder) in &self.hide {
@@ -729,6 +761,16 @@ fn write_proc(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
     )?;
     rustix::io::write(&fd, bytes)?;
     Ok(())
+}
+
+/// The mounts and grants, and whether each is read-only, as bound into a root of its own
+/// (a folder for Unix sockets read-only: connecting needs no write).
+fn usable_paths(confinement: &Confinement) -> Vec<(PathBuf, bool)> {
+    let granted = confinement
+        .granted
+        .iter()
+        .map(|(path, grant)| (path.clone(), *grant != Grant::ReadWrite));
+    confinement.paths.iter().cloned().chain(granted).collect()
 }
 
 /// The Landlock ruleset: every file access handled; the system's folders and the program

@@ -22,6 +22,12 @@ pub struct KernelSupport {
     /// processes there and no others. Some containers refuse it (their `/proc` has parts
     /// masked); the runtime's `/proc` stays then.
     pub own_proc: bool,
+    /// Whether, in that mount namespace, a program can get a root of its own that holds only
+    /// its mounts and what it needs to run (`pivot_root` to a tmpfs with read-only binds of
+    /// the system's folders): then nothing outside its mounts exists for it by path, so
+    /// neither can it change files there in ways Landlock does not confine (`chmod`,
+    /// `utime`, `setxattr`, `chown`) nor reach a pathname Unix socket there.
+    pub own_root: bool,
 }
 
 impl KernelSupport {
@@ -30,11 +36,13 @@ impl KernelSupport {
         static PROBED: OnceLock<KernelSupport> = OnceLock::new();
         *PROBED.get_or_init(|| {
             let (network_namespace, pid_namespace) = namespaces();
+            let own_proc = pid_namespace && may_mount_own_proc();
             let support = KernelSupport {
                 landlock_abi: landlock_abi(),
                 network_namespace,
                 pid_namespace,
-                own_proc: pid_namespace && may_mount_own_proc(),
+                own_proc,
+                own_root: own_proc && may_have_own_root(),
             };
             tracing::debug!(?support, "sandbox support of this kernel");
             support
@@ -47,6 +55,7 @@ impl KernelSupport {
         network_namespace: false,
         pid_namespace: false,
         own_proc: false,
+        own_root: false,
     };
 }
 
@@ -93,24 +102,58 @@ fn may_unshare(flags: UnshareFlags) -> bool {
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn may_mount_own_proc() -> bool {
+    // SAFETY: `mount_own_proc` runs in the forked init.
+    in_namespace_init(|| unsafe { mount_own_proc() })
+}
+
+/// Tries what a confined program's init does to give it a root of its own (with the system's
+/// folders only); any failure means no.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn may_have_own_root() -> bool {
+    let root = super::root::NewRoot::plan(&[], &[], Some(std::path::Path::new("/")));
+    // SAFETY: `enter` runs in the forked init, on what was prepared here.
+    in_namespace_init(move || unsafe { root.enter().is_ok() })
+}
+
+/// Runs `init` as the first process of a PID namespace, in a user namespace that maps this
+/// process's user and group to themselves (as a confined program's does): whether it
+/// returned true.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn in_namespace_init(init: impl Fn() -> bool + Send + Sync + 'static) -> bool {
+    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+    let uid_map = format!("{uid} {uid} 1\n");
+    let gid_map = format!("{gid} {gid} 1\n");
     // SAFETY: system calls only; the forked process and this one end with `_exit`.
-    probe(|| unsafe {
+    probe(move || unsafe {
         rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWPID)?;
-        let init = libc::fork();
-        if init == 0 {
-            libc::_exit(if mount_own_proc() { 0 } else { 1 });
+        for (file, bytes) in [
+            (c"/proc/self/uid_map", uid_map.as_bytes()),
+            (c"/proc/self/setgroups", b"deny".as_slice()),
+            (c"/proc/self/gid_map", gid_map.as_bytes()),
+        ] {
+            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+                libc::close(fd);
+            }
         }
-        if init < 0 {
+        let child = libc::fork();
+        if child == 0 {
+            libc::_exit(if init() { 0 } else { 1 });
+        }
+        if child < 0 {
             libc::_exit(1);
         }
         let mut status = 1;
         let reaped = loop {
-            let reaped = libc::waitpid(init, &mut status, 0);
+            let reaped = libc::waitpid(child, &mut status, 0);
             if reaped >= 0 || *libc::__errno_location() != libc::EINTR {
                 break reaped;
             }
         };
-        if reaped != init {
+        if reaped != child {
             libc::_exit(1);
         }
         libc::_exit(if libc::WIFEXITED(status) {
@@ -191,5 +234,10 @@ fn namespaces() -> (bool, bool) {
 
 #[cfg(not(target_os = "linux"))]
 fn may_mount_own_proc() -> bool {
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+fn may_have_own_root() -> bool {
     false
 }

@@ -170,9 +170,25 @@ impl Confinement {
             );
         }
         // An older Landlock enforces less of the same rules, silently: each part it lacks is
-        // a gap like the others.
+        // a gap like the others. A root of its own leaves nothing outside the mounts to
+        // truncate, change the mode of, …: the system's folders are bound read-only.
         let abi = kernel.landlock_abi;
-        if abi > 0 && abi < LANDLOCK_TRUNCATE_ABI {
+        let own_root = kernel.pid_namespace && kernel.own_proc && kernel.own_root;
+        if abi > 0 && !own_root {
+            for (operation, what) in UNCONFINED_BY_LANDLOCK {
+                gaps.push(format!(
+                    "files: {what} ({operation}) is not confined outside the mounts: Landlock does not cover it, and the program gets no root of its own here (a mount namespace where only its mounts and the system's folders, read-only, exist: unprivileged user namespaces are off, the container refuses the mounts, or this runtime is itself confined, where Landlock forbids mounting)"
+                ));
+            }
+        }
+        if let Some(processes) = profile.limits.processes
+            && let Err(why) = process_limit(kernel)
+        {
+            gaps.push(format!(
+                "limits: the process limit ({processes}, metadata.agentacp.processes) cannot be enforced: {why}"
+            ));
+        }
+        if abi > 0 && abi < LANDLOCK_TRUNCATE_ABI && !own_root {
             gaps.push(format!(
                 "files: this kernel's Landlock (ABI {abi}) does not confine truncating a file, so a program may empty files outside the mounts"
             ));
@@ -241,6 +257,79 @@ impl Confinement {
         self.kernel.pid_namespace && self.kernel.own_proc
     }
 
+    /// Whether a program gets a root of its own: only its mounts, the system's folders
+    /// (read-only), what it needs to run, a few devices and its own `/proc` exist for it, so
+    /// it cannot change the mode, times, extended attributes or owner of anything else, nor
+    /// reach a Unix socket outside its mounts.
+    pub fn has_own_root(&self) -> bool {
+        self.has_own_proc() && self.kernel.own_root
+    }
+
+    /// Whether `metadata.agentacp.processes` is enforced (`RLIMIT_NPROC` in the program's
+    /// user namespace).
+    pub fn limits_processes(&self) -> bool {
+        process_limit(self.kernel).is_ok()
+    }
+
+    /// Refuses a sandbox in which a program could write the runtime's own files: its state
+    /// folder (sessions, a governance channel's audit log) and its audit log (`None`: off)
+    /// must be outside every mount it may write, and no such mount inside the state folder.
+    /// The error names both. (What the operator's code grants one program, such as a
+    /// bridge's agent its own folder inside the state folder, is its code's decision.)
+    pub fn keep_out(&self, state_dir: &Path, audit_log: Option<&Path>) -> Result<(), String> {
+        let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let (state_dir, audit_log) = (absolute(state_dir), audit_log.map(absolute));
+        let writable = self
+            .paths
+            .iter()
+            .filter(|(_, read_only)| !read_only)
+            .map(|(path, _)| path);
+        for mount in writable {
+            let inside = if within(&state_dir, mount) || within(mount, &state_dir) {
+                &state_dir
+            } else if let Some(log) = audit_log.as_ref().filter(|log| within(log, mount)) {
+                log
+            } else {
+                continue;
+            };
+            let log = match &audit_log {
+                Some(log) => format!("audit log `{}`", log.display()),
+                None => "audit log (off here)".to_string(),
+            };
+            return Err(format!(
+                "the runtime's state folder `{}` and its {log} must be outside every folder a sandboxed program may write, and `{}` meets the sandbox's read-write mount `{}`: a program could rewrite the sessions and the audit trail. Move them (AGENTACP_STATE_DIR, AGENTACP_AUDIT_LOG) or the mount",
+                state_dir.display(),
+                inside.display(),
+                mount.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the profile's limits do not cover here, each a `key: sentence` (reported; not a
+    /// gap: each limit is enforced as documented, and these are its bounds).
+    pub fn not_enforced(&self) -> Vec<String> {
+        let limits = self.profile.limits;
+        let mut unlimited = Vec::new();
+        if limits.memory_mb.is_some() {
+            unlimited.push("memory.shared: memory_mb (RLIMIT_DATA) does not count shared memory (MAP_SHARED, memfd), and no cgroup is made to count it".to_string());
+            unlimited.push(
+                "memory.per-process: memory_mb applies to each process a program starts, not to all of them together"
+                    .to_string(),
+            );
+        }
+        if limits.cpu.is_some() {
+            unlimited.push(
+                "cpu.per-process: cpu_ms applies to each process a program starts; timeout_ms bounds the whole"
+                    .to_string(),
+            );
+        }
+        if limits.processes.is_none() {
+            unlimited.push("processes: no process limit is declared (metadata.agentacp.processes)".to_string());
+        }
+        unlimited
+    }
+
     /// Whether Landlock confines the file system.
     pub fn confines_files(&self) -> bool {
         self.kernel.landlock_abi > 0
@@ -254,8 +343,8 @@ impl Confinement {
 
     /// The places through which a program reaches services that act for the user outside
     /// any sandbox — the user's runtime folder (the session bus, where `systemd-run --user`
-    /// starts a program unconfined; systemd's user manager; ssh and gpg agents), X11's
-    /// sockets, Docker's — hidden from a confined program (an empty folder, or `/dev/null`,
+    /// starts a program unconfined; systemd's user manager; ssh and gpg agents), tmux's
+    /// sockets (`/tmp/tmux-UID`), X11's sockets, Docker's — hidden from a confined program (an empty folder, or `/dev/null`,
     /// mounted over them in its own mount namespace) where Landlock does not confine
     /// connecting to pathname Unix sockets (before ABI 9) and the program gets a mount
     /// namespace of its own ([`has_own_proc`](Self::has_own_proc)). Those that exist now and
@@ -271,9 +360,12 @@ impl Confinement {
             return Vec::new();
         }
         let uid = rustix::process::getuid().as_raw();
+        // tmux's server takes commands from any client of its socket (`run-shell`).
+        let tmux = std::env::var_os("TMUX_TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
         let runtime_folders = [
             Some(PathBuf::from(format!("/run/user/{uid}"))),
             std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+            Some(tmux.join(format!("tmux-{uid}"))),
         ];
         let places = (runtime_folders.into_iter().flatten()).chain(SERVICE_SOCKETS.iter().map(PathBuf::from));
         let kept: Vec<&Path> = (self.paths.iter().map(|(path, _)| path.as_path()))
@@ -324,7 +416,13 @@ impl Confinement {
                     "mechanism": "landlock",
                     "abi": self.kernel.landlock_abi,
                     "mounts": mount_modes(&self.paths),
-                    "unix_sockets": if self.confines_unix_sockets() { "confined" } else { "not confined" },
+                    "unix_sockets": if self.confines_unix_sockets() {
+                        "confined"
+                    } else if self.has_own_root() {
+                        "only in the mounts"
+                    } else {
+                        "not confined"
+                    },
                 });
                 let hidden = self.hidden_sockets();
                 if !hidden.is_empty() {
@@ -341,6 +439,7 @@ impl Confinement {
                 "timeout_ms": millis(limits.timeout),
                 "memory_mb": limits.memory_mb,
                 "cpu_ms": millis(limits.cpu),
+                "processes": limits.processes.filter(|_| self.limits_processes()),
             },
             "env": { "passthrough": self.profile.env_passthrough },
             "network": match self.network {
@@ -350,8 +449,10 @@ impl Confinement {
             },
             "processes": if self.contains_processes() { "pid-namespace".into() } else { Value::Null },
             "proc": if self.has_own_proc() { "own" } else { "host" },
+            "root": if self.has_own_root() { "own" } else { "host" },
             "read_only": self.profile.read_only,
             "gaps": self.gaps,
+            "not_enforced": self.not_enforced(),
         })
     }
 
@@ -415,6 +516,30 @@ fn grant_modes(paths: &[(PathBuf, Grant)]) -> Vec<Value> {
         .collect()
 }
 
+/// What Landlock does not confine (the operation, what it does): outside a root of its own,
+/// a program may do it to any file its user may.
+const UNCONFINED_BY_LANDLOCK: [(&str, &str); 4] = [
+    ("chmod", "changing a file's mode"),
+    ("utime", "changing a file's times"),
+    ("xattr", "changing a file's extended attributes"),
+    ("chown", "changing a file's owner or group"),
+];
+
+/// Whether `metadata.agentacp.processes` can be enforced with this kernel: `RLIMIT_NPROC`,
+/// set in the program's own user namespace, counts the processes of that namespace (the
+/// kernel counts them per user and user namespace), so only the sandbox's. Else why not.
+fn process_limit(kernel: KernelSupport) -> Result<(), &'static str> {
+    if !kernel.pid_namespace {
+        return Err("no user namespaces here, in which RLIMIT_NPROC would count only the sandbox's processes");
+    }
+    if rustix::process::getuid().is_root() {
+        return Err(
+            "the runtime runs as root, whose processes RLIMIT_NPROC does not limit, and the local sandbox makes no cgroup",
+        );
+    }
+    Ok(())
+}
+
 /// Service sockets, and folders of them, hidden besides the user's runtime folder (see
 /// [`Confinement::hidden_sockets`]).
 const SERVICE_SOCKETS: &[&str] = &["/tmp/.X11-unix", "/run/docker.sock", "/var/run/docker.sock"];
@@ -456,6 +581,7 @@ mod tests {
         network_namespace: true,
         pid_namespace: true,
         own_proc: true,
+        own_root: true,
     };
 
     #[test]
@@ -556,20 +682,78 @@ mod tests {
     /// required sandbox refuses to start there. Before, it started without saying.
     #[test]
     fn what_an_older_landlock_cannot_enforce_is_a_gap() {
-        let plan = |landlock_abi| {
+        let plan = |landlock_abi, own_root| {
             let kernel = KernelSupport {
                 landlock_abi,
                 network_namespace: true,
                 pid_namespace: true,
                 own_proc: true,
+                own_root,
             };
             Confinement::plan(profile(json!({})), None, kernel)
         };
-        let error = plan(2).unwrap_err();
+        let error = plan(2, false).unwrap_err();
         assert!(error.contains("truncating") && error.contains("signal"), "{error}");
-        let error = plan(5).unwrap_err();
+        // In a root of its own nothing outside the mounts is writable: nothing to truncate.
+        let error = plan(2, true).unwrap_err();
         assert!(!error.contains("truncating") && error.contains("signal"), "{error}");
-        assert!(plan(6).unwrap().gaps().is_empty());
+        let error = plan(5, true).unwrap_err();
+        assert!(!error.contains("truncating") && error.contains("signal"), "{error}");
+        assert!(plan(6, true).unwrap().gaps().is_empty());
+    }
+
+    /// Issue #44: Landlock does not confine `chmod`, `utime`, `setxattr` nor `chown`, and a
+    /// program changed files outside its mounts that way while the report said `"gaps": []`.
+    /// Without a root of its own (no mount namespace) each is a gap, so a required profile
+    /// refuses to start; with one, none is, and the report says `"root": "own"`.
+    #[test]
+    fn what_landlock_does_not_confine_is_a_gap_without_a_root_of_its_own() {
+        for kernel in [
+            KernelSupport {
+                own_root: false,
+                ..FULL
+            },
+            KernelSupport {
+                own_proc: false,
+                ..FULL
+            },
+        ] {
+            let error = Confinement::plan(profile(json!({})), None, kernel).unwrap_err();
+            for operation in ["(chmod)", "(utime)", "(xattr)", "(chown)"] {
+                assert!(error.contains(operation), "{operation}: {error}");
+            }
+        }
+        let confinement = Confinement::plan(profile(json!({})), None, FULL).unwrap();
+        assert!(confinement.gaps().is_empty());
+        assert_eq!(confinement.report()["root"], "own");
+        assert_eq!(confinement.report()["files"]["unix_sockets"], "only in the mounts");
+    }
+
+    /// Issue #44: a program may not write the runtime's state folder or audit log; a mount
+    /// that lets it is refused, naming both.
+    #[test]
+    fn the_runtimes_state_folder_and_audit_log_must_be_outside_a_writable_mount() {
+        let confinement = Confinement::plan(profile(json!({})), None, FULL).unwrap();
+        let (state, log) = (Path::new("/var/lib/agent"), Path::new("/var/log/agent.jsonl"));
+        assert!(confinement.keep_out(state, Some(log)).is_ok());
+        for (state, log) in [
+            (Path::new("/srv/.agentacp"), log),
+            (state, Path::new("/srv/audit.jsonl")),
+            // The whole mount inside the state folder: its sessions are writable.
+            (Path::new("/"), log),
+        ] {
+            let error = confinement.keep_out(state, Some(log)).unwrap_err();
+            let both = format!(
+                "state folder `{}` and its audit log `{}`",
+                state.display(),
+                log.display()
+            );
+            assert!(error.contains(&both) && error.contains("mount `/srv`"), "{error}");
+        }
+        // A read-only mount is not the program's to write.
+        let read_only = json!({"mounts": [{"source": "workspace", "at": "/srv", "mode": "read-only"}]});
+        let confinement = Confinement::plan(profile(read_only), None, FULL).unwrap();
+        assert!(confinement.keep_out(Path::new("/srv/.agentacp"), None).is_ok());
     }
 
     #[test]
@@ -612,9 +796,16 @@ mod tests {
             own_proc: false,
             ..FULL
         };
-        let confinement = Confinement::plan(profile(json!({})), None, kernel).unwrap();
-        assert!(confinement.gaps().is_empty());
+        let lenient = profile(json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}}));
+        let confinement = Confinement::plan(lenient, None, kernel).unwrap();
+        // No mount namespace: no root of its own either, which is what the gaps are about.
+        assert!(
+            confinement.gaps().iter().all(|gap| gap.contains("no root of its own")),
+            "{:?}",
+            confinement.gaps()
+        );
         assert_eq!(confinement.report()["proc"], "host");
+        assert_eq!(confinement.report()["root"], "host");
     }
 
     #[test]
@@ -631,6 +822,7 @@ mod tests {
             network_namespace: false,
             pid_namespace: false,
             own_proc: false,
+            own_root: false,
         };
         assert!(Confinement::plan(profile(json!({})), None, kernel).is_err());
         let lenient = Confinement::plan(
@@ -653,20 +845,24 @@ mod tests {
     }
 
     /// Pathname Unix sockets are confined from Landlock ABI 9 on; before, the report says they
-    /// are not, and that is no reason to refuse (it never was confined before ABI 9).
+    /// are not, and that is no reason to refuse (it never was confined before ABI 9). In a
+    /// root of its own only those in the mounts exist for the program.
     #[test]
     fn unix_sockets_are_reported_confined_only_where_landlock_confines_them() {
-        let report = |landlock_abi| {
+        let report = |landlock_abi, own_root| {
             let kernel = KernelSupport {
                 landlock_abi,
                 network_namespace: true,
                 pid_namespace: true,
                 own_proc: true,
+                own_root,
             };
-            Confinement::plan(profile(json!({})), None, kernel).unwrap().report()["files"]["unix_sockets"].clone()
+            let lenient = profile(json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}}));
+            Confinement::plan(lenient, None, kernel).unwrap().report()["files"]["unix_sockets"].clone()
         };
-        assert_eq!(report(LANDLOCK_UNIX_ABI - 1), "not confined");
-        assert_eq!(report(LANDLOCK_UNIX_ABI), "confined");
+        assert_eq!(report(LANDLOCK_UNIX_ABI - 1, false), "not confined");
+        assert_eq!(report(LANDLOCK_UNIX_ABI - 1, true), "only in the mounts");
+        assert_eq!(report(LANDLOCK_UNIX_ABI, false), "confined");
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct Limits {
     pub memory_mb: Option<u64>,
     /// `cpu_ms`: the CPU time of a command.
     pub cpu: Option<Duration>,
+    /// `metadata.agentacp.processes` (AIP-36's `limits` has no field for it): how many
+    /// processes (threads among them) a program and what it starts may run at once.
+    pub processes: Option<u64>,
 }
 
 /// The sandbox a manifest binds (`metadata.aip44.sandbox`), as far as the runtime enforces it.
@@ -93,6 +96,12 @@ impl SandboxProfile {
             timeout: number("timeout_ms")?.map(Duration::from_millis),
             memory_mb: number("memory_mb")?,
             cpu: number("cpu_ms")?.map(Duration::from_millis),
+            processes: match &doc["metadata"]["agentacp"]["processes"] {
+                Value::Null => None,
+                value => Some(value.as_u64().filter(|n| *n > 0).ok_or(
+                    "SANDBOX.md metadata.agentacp.processes is not a positive integer (the most processes a program may run at once)",
+                )?),
+            },
         };
         let enforcement = doc["metadata"]["agentacp"]["enforcement"].as_str();
         let best_effort = match enforcement {
@@ -180,9 +189,10 @@ mod tests {
             "env": {"passthrough": ["PATH", "LANG"]},
             "network": {"egress": ["example.com"]},
             "read_only": true,
-            "metadata": {"agentacp": {"enforcement": "best-effort"}},
+            "metadata": {"agentacp": {"enforcement": "best-effort", "processes": 64}},
         }))
         .unwrap();
+        assert_eq!(profile.limits.processes, Some(64));
         assert_eq!(profile.mounts[0].source, MountSource::Workspace);
         assert!(profile.mounts[1].read_only && !profile.mounts[0].read_only);
         assert_eq!(profile.mounts[1].source, MountSource::File("/data".into()));
@@ -202,6 +212,10 @@ mod tests {
         );
         assert!(error(json!({"provider": "local", "limits": {"memory_mb": 0}})).contains("limits.memory_mb"));
         assert!(error(json!({"provider": "local", "env": {"passthrough": [1]}})).contains("env.passthrough"));
+        assert!(
+            error(json!({"provider": "local", "metadata": {"agentacp": {"processes": "many"}}}))
+                .contains("metadata.agentacp.processes")
+        );
         assert!(
             error(json!({"provider": "local", "metadata": {"agentacp": {"enforcement": "lax"}}}))
                 .contains("best-effort")

@@ -34,7 +34,7 @@ pub(crate) struct Access {
     /// left unauthenticated.
     proof: tokio::sync::watch::Sender<Option<(Identity, String)>>,
     /// What is given back once the client proves who it is (over WebSocket: its place among
-    /// its address's unauthenticated connections).
+    /// the unauthenticated connections).
     held_until_proven: Mutex<Option<Box<dyn Send>>>,
     /// Held by the `authenticate` being admitted: its checks, its record and its identity
     /// go together, one `authenticate` at a time.

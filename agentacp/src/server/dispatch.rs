@@ -416,8 +416,7 @@ impl<O: Operator> Dispatcher<O> {
             "authenticate" => self.authenticate(id, params),
             "logout" if self.connection.access.tokens.is_some() => self.logout(id).await,
             extension if self.spec.surface.extensions.requests.contains(&extension) => {
-                self.extension(id, extension, params.as_deref());
-                Ok(())
+                self.extension(id, extension, params.as_deref())
             }
             #[cfg(feature = "mcp")]
             crate::mcp::tunnel::MESSAGE if self.offers_mcp_over_acp() => {
@@ -504,7 +503,7 @@ impl<O: Operator> Dispatcher<O> {
         let workspace = self.confine_cwd(&params.cwd)?;
         let additional = self.confine_additional(&params.additional_directories)?;
         let cwd = workspace.path();
-        let session_id = new_session_id();
+        let session_id = new_session_id()?;
         if self.connection.record_history {
             self.connection
                 .store()
@@ -893,7 +892,7 @@ impl<O: Operator> Dispatcher<O> {
             .collect()
     }
 
-    /// An open session's context (`-32602` for an unknown one).
+    /// An open session's context (`-32002` for an unknown one).
     fn open_session(&self, session_id: &str) -> Result<Arc<SessionContext>, RpcError> {
         lock(&self.sessions)
             .get(session_id)
@@ -1001,11 +1000,12 @@ impl<O: Operator> Dispatcher<O> {
         Ok(())
     }
 
-    /// A declared extension request: the operator's `extension` answers it, in a task.
-    fn extension(&mut self, id: &Id, method: &str, params: Option<&RawValue>) {
-        let params = params
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or(Value::Null);
+    /// A declared extension request: the operator's `extension` answers it, in a task. One
+    /// that names a session this connection's identity does not own is refused first
+    /// ([`Dispatcher::owned_session_check`]).
+    fn extension(&mut self, id: &Id, method: &str, params: Option<&RawValue>) -> Result<(), RpcError> {
+        let params = extension_params(params);
+        self.owned_session_check(&params)?;
         let (operator, method) = (self.operator.clone(), method.to_string());
         self.answer_in_task(id, async move {
             match operator.extension(&method, params) {
@@ -1016,14 +1016,18 @@ impl<O: Operator> Dispatcher<O> {
                 ))),
             }
         });
+        Ok(())
     }
 
     /// A declared extension notification: the operator's `extension_notification` takes it, in
-    /// a task; a failure is logged.
+    /// a task; a failure is logged. One that names a session this connection's identity does
+    /// not own is dropped (a notification is never answered).
     fn extension_notification(&mut self, method: &str, params: Option<&RawValue>) {
-        let params = params
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or(Value::Null);
+        let params = extension_params(params);
+        if let Err(error) = self.owned_session_check(&params) {
+            tracing::debug!(method, error = %error.message, "dropped an extension notification");
+            return;
+        }
         let (operator, method) = (self.operator.clone(), method.to_string());
         self.tasks.spawn(async move {
             if let Some(future) = operator.extension_notification(&method, params)
@@ -1032,6 +1036,35 @@ impl<O: Operator> Dispatcher<O> {
                 tracing::warn!(%error, method, "the operator failed an extension notification");
             }
         });
+    }
+
+    /// The session `params` name (a top-level `sessionId`) is this connection's identity's:
+    /// open on this connection, or in its identity's store. Else `-32002`, the very answer
+    /// to a session that does not exist, so that nobody learns of another identity's
+    /// sessions; a `sessionId` that is not a string is `-32602`. What the runtime hands to
+    /// operator code passes here first when the runtime does not look the session up itself.
+    fn owned_session_check(&self, params: &Value) -> Result<(), RpcError> {
+        let session_id = match params.get("sessionId") {
+            None | Some(Value::Null) => return Ok(()),
+            Some(Value::String(session_id)) => session_id,
+            Some(_) => {
+                return Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    "`sessionId` must be a string: the id of one of this connection's sessions",
+                ));
+            }
+        };
+        if lock(&self.sessions).contains_key(session_id) {
+            return Ok(());
+        }
+        match self.connection.store().summary(session_id) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(unknown_session(session_id)),
+            Err(error) => Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("cannot read the session: {error}"),
+            )),
+        }
     }
 
     /// Refuses a new session (or the load of one not open here) when the connection has
@@ -1302,24 +1335,37 @@ fn unadvertise_mcp(initialize_response: &mut Value) -> Vec<String> {
     withdrawn
 }
 
+/// The answer to a request naming a session that is not open here (or, where the method
+/// looks there, not in this identity's store): `-32002` "Resource not found", with the id in
+/// `data.sessionId`, as ACP says. Clients treat it on `session/close` and `session/delete`
+/// as success.
 fn unknown_session(id: &str) -> RpcError {
-    RpcError::new(codes::INVALID_PARAMS, format!("unknown session `{id}`"))
+    RpcError {
+        data: Some(json!({ "sessionId": id })),
+        ..RpcError::new(codes::RESOURCE_NOT_FOUND, format!("unknown session `{id}`"))
+    }
 }
 
-/// A fresh session id: `sess_` and 24 hex digits, unique within and across runs.
-fn new_session_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::AtomicU64;
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(nanos);
-    hasher.write_u64(count);
-    hasher.write_u32(std::process::id());
-    format!("sess_{:016x}{:08x}", hasher.finish(), count as u32)
+/// The params of an extension message as the operator gets them (`null` when there are none
+/// or they are not JSON).
+fn extension_params(params: Option<&RawValue>) -> Value {
+    params
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// A fresh session id: `sess_` and 32 hex digits, 128 bits from the operating system's
+/// random source and nothing else, so that an id tells nothing of the others (how many there
+/// are, when they were made). `-32603` if the system has no randomness to give.
+fn new_session_id() -> Result<String, RpcError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|error| {
+        RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!("cannot make a session id: the system's random source failed ({error})"),
+        )
+    })?;
+    Ok(format!("sess_{:032x}", u128::from_be_bytes(bytes)))
 }
 
 struct PromptTask<O: Operator> {
@@ -1443,6 +1489,26 @@ impl Drop for ClearRunning<'_> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    /// Issue #44: ids ended in a process-wide counter (`…00000003`), which told how many
+    /// sessions there were. Now every hex digit is random: among 32 ids, none is the same
+    /// in all (a counter's high digits are; for random ones, the odds are 16^-31 a digit).
+    #[test]
+    fn session_ids_are_wholly_random() {
+        let ids: Vec<String> = (0..32).map(|_| super::new_session_id().unwrap()).collect();
+        for id in &ids {
+            let hex = id.strip_prefix("sess_").expect("`sess_` and hex");
+            assert_eq!(hex.len(), 32, "128 bits: {id}");
+            assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        }
+        for position in 5..ids[0].len() {
+            let digit = |id: &String| id.as_bytes()[position];
+            assert!(
+                ids.iter().any(|id| digit(id) != digit(&ids[0])),
+                "digit {position} is the same in every id: {ids:?}"
+            );
+        }
+    }
 
     #[test]
     fn without_mcp_support_no_mcp_transport_is_advertised() {

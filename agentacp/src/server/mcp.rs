@@ -6,6 +6,11 @@
 //! `tool_call_update` and mirrored to the audit log with its approval, and a denied one is
 //! never shown to the client. The servers are connected on first use (see
 //! [`crate::mcp`]) and stopped with the session.
+//!
+//! What a server says of its tools is its own word: the kind its annotations give
+//! (`readOnlyHint`, `destructiveHint`, `openWorldHint`) may make a decision stricter, never
+//! more lenient ([`decide_claimed`]), and its title is shown beside the tool's real name
+//! (`mcp/<server>/<tool>`), never instead of it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +22,7 @@ use super::connection::Connection;
 use super::turn::{ToolOutcome, Turn};
 use crate::error::{Error, Result};
 use crate::future::BoxFuture;
-use crate::governance::Decision;
+use crate::governance::{Decision, ToolKind, decide_claimed};
 use crate::jsonrpc::{self, RpcError};
 use crate::mcp::{self, McpTool};
 use crate::tier::{SandboxedTier, Tier};
@@ -50,11 +55,17 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
     /// Whether `tool` is offered: governance does not deny it outright (its decision on no
     /// arguments). What is not offered is never named to the operator, nor so to the client.
     fn offered(&self, tool: &McpTool) -> bool {
-        let scope = self.turn.scope;
         let no_arguments = Value::Object(Default::default());
+        !matches!(self.decided(tool, &no_arguments).0, Decision::Deny(_))
+    }
+
+    /// Governance's decision on calling `tool` with `arguments`, and the kind to call it
+    /// with: the server's annotations are heard only where they make the decision stricter.
+    fn decided(&self, tool: &McpTool, arguments: &Value) -> (Decision, Option<ToolKind>) {
+        let scope = self.turn.scope;
         let name = tool.governed_name();
-        let request = scope.tool_request(&name, Some(tool.kind), &no_arguments);
-        !matches!(scope.connection.governance.decide(&request), Decision::Deny(_))
+        let request = scope.tool_request(&name, Some(tool.kind), arguments);
+        decide_claimed(scope.connection.governance.as_ref(), &request)
     }
 
     /// The servers that could not be connected, and why (after connecting, the first time).
@@ -74,12 +85,15 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
             })
             .await?
             .map_err(Error::InvalidParams)?;
-        let title = found.title.clone().unwrap_or_else(|| found.governed_name());
+        let title = shown_title(&found);
+        let (_, kind) = self.decided(&found, &arguments);
         let name = found.name.clone();
-        self.turn
-            .tool_call(found.governed_name(), arguments)
-            .title(title)
-            .kind(found.kind)
+        let call = self.turn.tool_call(found.governed_name(), arguments).title(title);
+        let call = match kind {
+            Some(kind) => call.kind(kind),
+            None => call,
+        };
+        call
             // Its request is on its way to the server (which the client does not see) while
             // the client is told; over ACP the request itself goes to the client, after.
             .announced_once_started(!over_acp)
@@ -107,6 +121,26 @@ impl<T: SandboxedTier> Mcp<'_, '_, T> {
             () = clients.connect_all() => {}
         }
         Ok(read(&clients))
+    }
+}
+
+/// At most this many characters of a server's title for a tool are shown.
+const TITLE_CHARS: usize = 80;
+
+/// The title a call of `tool` is shown under: its real name (`mcp/<server>/<tool>`), with the
+/// server's title for it beside it — on one line, shortened — when it has another one.
+fn shown_title(tool: &McpTool) -> String {
+    let name = tool.governed_name();
+    let theirs: String = (tool.title.as_deref().unwrap_or_default().chars())
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let theirs = theirs.split_whitespace().collect::<Vec<_>>().join(" ");
+    if theirs.is_empty() || theirs == tool.name || theirs == name {
+        return name;
+    }
+    match theirs.char_indices().nth(TITLE_CHARS) {
+        Some((end, _)) => format!("{name} ({}…)", &theirs[..end]),
+        None => format!("{name} ({theirs})"),
     }
 }
 
@@ -141,5 +175,36 @@ impl mcp::tunnel::AcpPeer for ClientPeer {
                 .send(jsonrpc::encode_notification(method, &params))
                 .await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(title: Option<&str>) -> McpTool {
+        McpTool {
+            server: "notes".into(),
+            name: "write_note".into(),
+            title: title.map(str::to_string),
+            description: None,
+            input_schema: Value::Null,
+            kind: crate::governance::ToolKind::Read,
+        }
+    }
+
+    /// A server's title is shown beside the tool's real name, on one line and shortened,
+    /// never instead of it.
+    #[test]
+    fn a_call_is_titled_with_the_tools_real_name() {
+        assert_eq!(shown_title(&tool(None)), "mcp/notes/write_note");
+        assert_eq!(shown_title(&tool(Some("write_note"))), "mcp/notes/write_note");
+        assert_eq!(
+            shown_title(&tool(Some("mcp/notes/read_note\nRead\ta note"))),
+            "mcp/notes/write_note (mcp/notes/read_note Read a note)"
+        );
+        let long = "x".repeat(200);
+        let shown = shown_title(&tool(Some(&long)));
+        assert_eq!(shown, format!("mcp/notes/write_note ({}…)", "x".repeat(TITLE_CHARS)));
     }
 }

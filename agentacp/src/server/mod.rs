@@ -200,7 +200,8 @@ fn sandbox_root(spec: &OperatorSpec) -> Option<PathBuf> {
 /// The workspace root, opened once for the whole connection. In order:
 /// 1. at tier sandboxed, the sandbox's workspace mount — which `AGENTACP_WORKSPACE_ROOT` (or
 ///    [`ServerOptions::workspace_root`]) may narrow to a folder inside it, never widen: a root
-///    outside the mount refuses every session, saying so;
+///    outside the mount, or a mount that is not a folder here, stops the start-up
+///    ([`root_at_start`]), the error naming the variable or SANDBOX.md;
 /// 2. `AGENTACP_WORKSPACE_ROOT` / [`ServerOptions::workspace_root`];
 /// 3. the home directory.
 ///
@@ -210,20 +211,26 @@ fn open_workspace_root(spec: &OperatorSpec, options: &ServerOptions) -> std::res
     let configured = options.workspace_root.as_deref();
     if let Some(mount) = sandbox_root(spec) {
         let Some(root) = configured else {
+            mount.canonicalize().map_err(|error| {
+                format!(
+                    "the sandbox's workspace mount `{}` (SANDBOX.md, `mounts[].at`) cannot be used: {error}; with `provider: local` it is a folder of this machine",
+                    mount.display()
+                )
+            })?;
             tracing::info!(root = %mount.display(), "the workspace root is the sandbox's workspace mount");
             return Workspace::open(&mount);
         };
-        let mount = Workspace::open(&mount)?;
-        let root = Workspace::open(root)?;
-        if !root.root_path().starts_with(mount.root_path()) {
+        let root = Workspace::open(root).map_err(|error| format!("AGENTACP_WORKSPACE_ROOT: {error}"))?;
+        let mount = mount.canonicalize().unwrap_or(mount);
+        if !root.root_path().starts_with(&mount) {
             return Err(format!(
-                "AGENTACP_WORKSPACE_ROOT `{}` is outside the sandbox's workspace mount `{}`: at tier sandboxed it may only narrow the mount",
+                "AGENTACP_WORKSPACE_ROOT `{}` is outside the sandbox's workspace mount `{}` (SANDBOX.md, `mounts[].at`): at tier sandboxed it may only narrow the mount",
                 root.root_path().display(),
-                mount.root_path().display()
+                mount.display()
             ));
         }
         tracing::warn!(
-            mount = %mount.root_path().display(),
+            mount = %mount.display(),
             root = %root.root_path().display(),
             "AGENTACP_WORKSPACE_ROOT narrows the sandbox's workspace mount"
         );
@@ -233,6 +240,16 @@ fn open_workspace_root(spec: &OperatorSpec, options: &ServerOptions) -> std::res
         "no workspace root: set AGENTACP_WORKSPACE_ROOT to the folder sessions may use (HOME is unset)".to_string()
     })?;
     Workspace::open(&root)
+}
+
+/// The workspace root a server starts with: at tier sandboxed, one that cannot be used stops
+/// the start-up (the sandbox has nothing to confine programs to); otherwise the server
+/// starts and refuses every session, saying why.
+fn root_at_start(spec: &OperatorSpec, options: &ServerOptions) -> Result<std::result::Result<Workspace, String>> {
+    match (open_workspace_root(spec, options), sandbox_root(spec)) {
+        (Err(reason), Some(_)) => Err(Error::Io(std::io::Error::other(reason))),
+        (root, _) => Ok(root),
+    }
 }
 
 /// The audit log the manifest asks for (or the options' override).
@@ -301,11 +318,15 @@ impl Served {
             .governance
             .clone()
             .unwrap_or_else(|| Arc::new(spec.governance()));
-        let workspace_root = open_workspace_root(spec, &options);
+        let workspace_root = root_at_start(spec, &options)?;
         // A sandbox the runtime cannot enforce stops the start-up, never a silent run without it.
-        let sandbox = crate::sandbox::from_spec(spec, workspace_root.as_ref().ok().map(Workspace::root_path))
-            .map_err(|message| Error::Io(std::io::Error::other(message)))?
-            .map(Arc::new);
+        let sandbox = crate::sandbox::from_spec(
+            spec,
+            workspace_root.as_ref().ok().map(Workspace::root_path),
+            (&state_dir, options.audit_log.as_deref()),
+        )
+        .map_err(|message| Error::Io(std::io::Error::other(message)))?
+        .map(Arc::new);
         match &workspace_root {
             Ok(root) => tracing::info!(
                 operator = spec.id,
@@ -479,14 +500,44 @@ mod tests {
     #[test]
     fn a_sandbox_provider_other_than_local_refuses_to_start() {
         let hosted = sandboxed_by(serde_json::json!({"provider": "mastra-e2b", "config": {}}));
-        let error = crate::sandbox::from_spec(hosted, None).unwrap_err();
+        let error = crate::sandbox::from_spec(hosted, None, (std::path::Path::new("/no-state"), None)).unwrap_err();
         assert!(
             error.contains("provider is `mastra-e2b`") && error.contains("runs `provider: local`"),
             "{error}"
         );
         let best_effort = serde_json::json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}});
         let local = serde_json::json!({"provider": "local", "config": {}, "metadata": best_effort["metadata"]});
-        assert!(crate::sandbox::from_spec(sandboxed_by(local), None).is_ok());
+        let no_state = (std::path::Path::new("/no-state"), None);
+        assert!(crate::sandbox::from_spec(sandboxed_by(local), None, no_state).is_ok());
+    }
+
+    /// Issue #44: a sandboxed program could write the runtime's own audit log and state
+    /// folder (`chmod 0666`, or rewrite them) when they were inside a read-write mount. The
+    /// start is refused, naming both.
+    #[test]
+    fn a_state_folder_or_audit_log_inside_a_writable_mount_refuses_to_start() {
+        let sandbox = serde_json::json!({
+            "provider": "local", "config": {},
+            "mounts": [{"source": "workspace", "at": "/srv/work"}],
+            "metadata": {"agentacp": {"enforcement": "best-effort"}},
+        });
+        let spec = sandboxed_by(sandbox);
+        let (state, log) = (
+            std::path::Path::new("/var/lib/s"),
+            std::path::Path::new("/var/log/s.jsonl"),
+        );
+        assert!(crate::sandbox::from_spec(spec, None, (state, Some(log))).is_ok());
+        for (state, log) in [
+            (std::path::Path::new("/srv/work/.state"), log),
+            (state, std::path::Path::new("/srv/work/audit.jsonl")),
+        ] {
+            let error = crate::sandbox::from_spec(spec, None, (state, Some(log))).unwrap_err();
+            let (state, log) = (state.display(), log.display());
+            assert!(
+                error.contains(&format!("state folder `{state}` and its audit log `{log}`")),
+                "{error}"
+            );
+        }
     }
 
     /// Issue #13.5: at tier sandboxed, `AGENTACP_WORKSPACE_ROOT` replaced the sandbox's mount,
@@ -512,5 +563,42 @@ mod tests {
         );
         let error = root(Some(dir.path().to_path_buf())).unwrap_err();
         assert!(error.contains("outside the sandbox's workspace mount"), "{error}");
+    }
+
+    /// Issue #45.8: a sandbox mounting a folder this machine lacks (`/workspace`) served and
+    /// refused every session, and with `AGENTACP_WORKSPACE_ROOT` set the error blamed the
+    /// mount. The server now refuses to start, naming SANDBOX.md — or the variable, when it
+    /// is the variable that lies outside the mount.
+    #[test]
+    fn a_sandbox_mount_that_cannot_be_used_stops_the_start_naming_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = sandboxed(&dir.path().join("no-such-mount"));
+        let start = |configured: Option<PathBuf>| {
+            let options = ServerOptions {
+                workspace_root: configured,
+                ..ServerOptions::default()
+            };
+            root_at_start(spec, &options).map(|_| ()).unwrap_err().to_string()
+        };
+        let error = start(None);
+        assert!(
+            error.starts_with("the sandbox's workspace mount `")
+                && error.contains("(SANDBOX.md, `mounts[].at`) cannot be used"),
+            "{error}"
+        );
+        let error = start(Some(dir.path().to_path_buf()));
+        assert!(
+            error.starts_with("AGENTACP_WORKSPACE_ROOT `")
+                && error.contains("is outside the sandbox's workspace mount"),
+            "{error}"
+        );
+        // Outside a sandbox a root that cannot be used still lets the server start.
+        let plain = ServerOptions {
+            workspace_root: Some(dir.path().join("missing")),
+            ..ServerOptions::default()
+        };
+        let mut unsandboxed = *spec;
+        unsandboxed.sandbox = None;
+        assert!(root_at_start(&unsandboxed, &plain).unwrap().is_err());
     }
 }

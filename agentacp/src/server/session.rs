@@ -541,10 +541,8 @@ impl FileStore {
     fn writer<'a>(&self, writers: &'a mut Writers, id: &str) -> std::io::Result<Option<&'a mut OpenFile>> {
         if writers.touch(id).is_none() {
             let Some(path) = self.path(id) else { return Ok(None) };
-            let mut file = match OpenOptions::new().read(true).append(true).open(path) {
-                Ok(file) => file,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(error) => return Err(error),
+            let Some(mut file) = open_session_file(OpenOptions::new().read(true).append(true), &path)? else {
+                return Ok(None);
             };
             end_with_newline(&mut file)?;
             writers.insert(id, BufWriter::new(file), false)?;
@@ -561,10 +559,8 @@ impl FileStore {
     /// [`header`](Self::header), and which file it was read from.
     fn read_header(&self, id: &str) -> std::io::Result<Option<(SessionSummary, FileKey)>> {
         let Some(path) = self.path(id) else { return Ok(None) };
-        let file = match File::open(&path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(error),
+        let Some(file) = open_session_file(OpenOptions::new().read(true), &path)? else {
+            return Ok(None);
         };
         let metadata = file.metadata()?;
         let updated_at = metadata.modified().ok();
@@ -613,6 +609,11 @@ impl FileStore {
                     continue;
                 }
             };
+            // A FIFO, socket, device, folder or symbolic link is no session's file.
+            if !metadata.is_file() {
+                tracing::warn!(session = id, path = %entry.path().display(), "skipping a session store entry that is not a regular file");
+                continue;
+            }
             listed.push(Listed {
                 id: id.to_string(),
                 updated_at: metadata.modified().ok(),
@@ -660,6 +661,28 @@ impl FileStore {
     pub fn open_files(&self) -> usize {
         lock(&self.writers).open.len()
     }
+}
+
+/// Opens the session file at `path` with `options`, without ever blocking: the open does not
+/// wait (`O_NONBLOCK`: a FIFO put in the store would otherwise hang the open, and with it
+/// `session/list` and the connection), and only a regular file is kept (checked on the open
+/// file, so it cannot be swapped between the check and the use). `None` when there is no
+/// file, or (a warning) when it is not a regular file; then blocking I/O as usual.
+fn open_session_file(options: &mut OpenOptions, path: &Path) -> std::io::Result<Option<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let nonblocking = rustix::fs::OFlags::NONBLOCK;
+    let file = match options.custom_flags(nonblocking.bits() as i32).open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    if !file.metadata()?.is_file() {
+        tracing::warn!(path = %path.display(), "ignoring a session store entry that is not a regular file");
+        return Ok(None);
+    }
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags - nonblocking)?;
+    Ok(Some(file))
 }
 
 /// After a crash mid-write the file may end inside a line; start the next record on a line of
@@ -721,10 +744,8 @@ impl SessionStore for FileStore {
         if let Some(file) = lock(&self.writers).open.get_mut(id) {
             file.writer.flush()?;
         }
-        let file = match File::open(&path) {
-            Ok(file) => file,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(error),
+        let Some(file) = open_session_file(OpenOptions::new().read(true), &path)? else {
+            return Ok(None);
         };
         let mut lines = BufReader::new(file).lines();
         let Some(header) = lines.next().transpose()? else {
@@ -1029,6 +1050,51 @@ mod tests {
         assert_eq!(dirty(&store), ["sess_2"], "another session's flush leaves it alone");
         store.flush_session("sess_2").unwrap();
         assert!(dirty(&store).is_empty());
+    }
+
+    /// Issue #44.11: a FIFO named like a session file hung `session/list` (and `session/load`
+    /// of its id) in its open, and with it the connection. Each call here runs on a thread and
+    /// must answer within the bound: listing what else is there, loading nothing.
+    #[test]
+    fn a_fifo_in_the_store_is_skipped_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(FileStore::open(dir.path()).unwrap());
+        store.create("sess_real", Path::new("/w")).unwrap();
+        let fifo = dir.path().join("sess_fifo.jsonl");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let within = |what: &str, call: fn(&FileStore) -> String| {
+            let (done, answer) = std::sync::mpsc::channel();
+            let store = std::sync::Arc::clone(&store);
+            std::thread::spawn(move || done.send(call(&store)));
+            answer
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("{what} blocked on the FIFO in the session store"))
+        };
+        let listed = within("list", |store| {
+            let ids: Vec<String> = store.list().unwrap().into_iter().map(|s| s.id).collect();
+            ids.join(",")
+        });
+        assert_eq!(listed, "sess_real");
+        let page = within("list_page", |store| {
+            store.list_page(None, 0, 10).unwrap().0.len().to_string()
+        });
+        assert_eq!(page, "1");
+        let loaded = within("load", |store| {
+            format!("{:?}", store.load("sess_fifo").unwrap().map(|s| s.cwd))
+        });
+        assert_eq!(loaded, "None");
+        let summary = within("summary", |store| format!("{:?}", store.summary("sess_fifo").unwrap()));
+        assert_eq!(summary, "None");
+        within("append", |store| {
+            format!("{:?}", store.append("sess_fifo", "{}").unwrap())
+        });
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod stream;
 mod tls;
 
 pub use dial::Dial;
+pub(crate) use stream::{Closer, into_closable_lines};
 pub use stream::{Ended, Limits, into_lines};
 #[cfg(feature = "tls")]
 pub use tls::{TlsFiles, client_config};

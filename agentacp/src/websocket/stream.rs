@@ -16,7 +16,9 @@
 //! - a ping goes out every [`Limits::keepalive`]; a peer that sends nothing at all (not even a
 //!   pong) for two of those is gone, and the connection ends;
 //! - no JSON-RPC in either direction for [`Limits::idle`] ends it too (`1000`, "idle");
-//! - a peer that takes nothing for [`Limits::write_timeout`] ends it.
+//! - a peer that takes nothing for [`Limits::write_timeout`] ends it;
+//! - a listener may close it with a code and reason of its own ([`Closer`]: `1013` for an
+//!   unauthenticated connection evicted to make room for an authenticated one).
 //!
 //! When the connection ends for any reason, the reading side sees end of input, which the
 //! runtime treats like a closed stdin: running turns are cancelled, pending requests fail.
@@ -25,7 +27,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
@@ -86,10 +88,42 @@ pub fn into_lines<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (read, write, pump, _closer) = into_closable_lines(ws, limits, stop);
+    (read, write, pump)
+}
+
+/// [`into_lines`], with a [`Closer`] that closes the WebSocket with a code and reason of the
+/// caller's (the listener evicting a connection).
+pub(crate) fn into_closable_lines<S>(
+    ws: WebSocketStream<S>,
+    limits: Limits,
+    stop: watch::Receiver<bool>,
+) -> (
+    ReadHalf<DuplexStream>,
+    WriteHalf<DuplexStream>,
+    JoinHandle<Ended>,
+    Closer,
+)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
     let (read, write) = tokio::io::split(theirs);
-    let pump = tokio::spawn(pump(ws, ours, limits, stop));
-    (read, write, pump)
+    let (closer, closing) = oneshot::channel();
+    let pump = tokio::spawn(pump(ws, ours, limits, stop, closing));
+    (read, write, pump, Closer(closer))
+}
+
+/// Closes a WebSocket of [`into_closable_lines`] at once: the close frame goes out with its
+/// code and reason, then the runtime sees end of input (what it still writes is not sent).
+#[derive(Debug)]
+pub(crate) struct Closer(oneshot::Sender<(CloseCode, &'static str)>);
+
+impl Closer {
+    /// Sends the close frame `code` with `reason` (at most 123 bytes), and ends the connection.
+    pub(crate) fn close(self, code: CloseCode, reason: &'static str) {
+        let _ = self.0.send((code, reason));
+    }
 }
 
 async fn pump<S>(
@@ -97,10 +131,19 @@ async fn pump<S>(
     runtime: DuplexStream,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
+    closing: oneshot::Receiver<(CloseCode, &'static str)>,
 ) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // Pending until the closer is used (never, once it is dropped unused).
+    let closing = async move {
+        match closing.await {
+            Ok(close) => close,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::pin!(closing);
     let (from_runtime, to_runtime) = tokio::io::split(runtime);
     // `None` once the input has ended (shutdown): the runtime sees end of input.
     let mut to_runtime = Some(to_runtime);
@@ -115,6 +158,10 @@ where
     let ended = loop {
         let idle_deadline = active + idle_check;
         tokio::select! {
+            (code, reason) = &mut closing => {
+                close(&mut ws, code, reason).await;
+                break Ended::Failed(format!("closed by the server: {reason}"));
+            }
             changed = stop.changed(), if to_runtime.is_some() => {
                 if (changed.is_err() || *stop.borrow_and_update())
                     && let Some(mut input) = to_runtime.take()

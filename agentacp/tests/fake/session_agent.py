@@ -70,7 +70,15 @@ for line in sys.stdin:
         answer({"modes": {"currentModeId": current, "availableModes": MODES},
                 "configOptions": config(model, think), "_meta": {"resumed": params["sessionId"]}})
     elif method in ("session/close", "session/delete"):
-        answer({})
+        # A `gone-*` session is one the agent does not know (-32002); a `broken-*` one fails.
+        session = params.get("sessionId", "")
+        if session.startswith("gone-"):
+            send({"jsonrpc": "2.0", "id": id, "error": {"code": -32002, "message": "Resource not found",
+                                                      "data": {"sessionId": session}}})
+        elif session.startswith("broken-"):
+            send({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "the store failed"}})
+        else:
+            answer({})
     elif method == "session/set_mode":
         current = params["modeId"]
         answer({"_meta": {"mode": current}})

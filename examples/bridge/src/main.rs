@@ -3,7 +3,8 @@
 //! `governance-bridge --listen HOST:PORT` over WebSocket; `--connect URL` relays to a remote
 //! agent instead of starting one: see `--help`); the bridge starts the agent (default: the `governed-server` example beside
 //! this binary) and relays the session, gating tool calls by `OPERATOR.md` + `GOVERNANCE.md`
-//! and auditing both directions in `audit/bridge.jsonl` (or `$AGENTACP_AUDIT_LOG`).
+//! and auditing both directions in `audit/bridge.jsonl` of its state folder (or
+//! `$AGENTACP_AUDIT_LOG`).
 //!
 //! The agent gets a cleared environment plus `PATH`, `HOME`, ... and the `AGENTACP_*` settings
 //! it needs: `AGENTACP_WORKSPACE_ROOT`, `AGENTACP_STATE_DIR`, and `AGENTACP_DOWNSTREAM_AUDIT_LOG`
@@ -213,6 +214,9 @@ fn main() -> std::process::ExitCode {
         Some(addr) => listen(args.gatekeeper, options, addr),
         None => args.gatekeeper.run_stdio_with(options),
     };
+    // What an agent left behind, even outside its process group, was reparented to us (the
+    // runtime is its subreaper): it ends with us.
+    agentacp::process_tree::end_all_descendants(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

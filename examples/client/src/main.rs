@@ -3,7 +3,8 @@
 //! and prints the turn as it streams. The agent may read and write files and run commands
 //! inside the workspace; permission requests go through `GOVERNANCE.md` and, where it says
 //! "ask", to the user on the terminal (`--yes` approves, `--no` rejects, without asking).
-//! Tool calls are audited in `audit/client.jsonl` beside the manifest (or `$AGENTACP_AUDIT_LOG`).
+//! Tool calls are audited in `audit/client.jsonl` of its state folder,
+//! `~/.local/state/agentacp/acp-client` by default (or `$AGENTACP_AUDIT_LOG`).
 //!
 //! Lines starting with `/`: `/mode [ID]` lists the session's modes or sets one, `/config [ID
 //! VALUE]` lists its config options or sets one, `/sessions` lists the agent's sessions,
@@ -122,6 +123,9 @@ fn main() -> ExitCode {
     // The agent is stopped by now. Stdin's reader may sit in a read that never ends (a
     // terminal after Ctrl-C): do not wait for it.
     runtime.shutdown_background();
+    // What the agent left behind, even outside its process group, was reparented to us (the
+    // runtime is its subreaper): it ends with us.
+    agentacp::process_tree::end_all_descendants(std::time::Duration::from_secs(2));
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Stopped::Signal(signal)) => {
@@ -434,7 +438,13 @@ fn print_commands(commands: &[wire::AvailableCommand]) {
             Some(wire::AvailableCommandInput::Unstructured(input)) => format!(" <{}>", input.hint),
             None => String::new(),
         };
-        out!("[commands]   /{}{hint} — {}", command.name, command.description);
+        // Every line of a description keeps the prefix, under the first.
+        let description = command
+            .description
+            .lines()
+            .collect::<Vec<_>>()
+            .join("\n[commands]     ");
+        out!("[commands]   /{}{hint} — {description}", command.name);
     }
 }
 
@@ -460,11 +470,28 @@ async fn turn(
 ) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let mut stream = client.prompt_text(session, prompt).await?;
     let mut titles = std::collections::HashMap::new();
+    // The agent's text so far does not end its line: anything else printed starts a new one.
+    let mut open_line = false;
     while let Some(event) = stream.next().await {
         let mut out = std::io::stdout().lock();
+        let event = match event {
+            Ok(PromptEvent::Update(update @ Update::MessageChunk(_))) => {
+                let text = update.text().unwrap_or("");
+                write!(out, "{text}")?;
+                out.flush()?;
+                if !text.is_empty() {
+                    open_line = !text.ends_with('\n');
+                }
+                continue;
+            }
+            event => event,
+        };
+        if std::mem::take(&mut open_line) {
+            writeln!(out)?;
+        }
         match event? {
-            PromptEvent::Update(update @ Update::MessageChunk(_)) => write!(out, "{}", update.text().unwrap_or(""))?,
             PromptEvent::Update(update @ Update::ThoughtChunk(_)) => {
+                out.flush()?;
                 eprintln!("[thought] {}", update.text().unwrap_or(""))
             }
             PromptEvent::Update(update) => {
@@ -473,10 +500,13 @@ async fn turn(
                 }
                 writeln!(out, "{}", describe(&update, &titles))?
             }
-            PromptEvent::Stop(reason) => writeln!(out, "\n[stop] {}", json!(reason).as_str().unwrap_or("?"))?,
+            PromptEvent::Stop(reason) => writeln!(out, "[stop] {}", json!(reason).as_str().unwrap_or("?"))?,
             PromptEvent::Replay(_) | PromptEvent::Loaded => {}
         }
         out.flush()?;
+    }
+    if open_line {
+        writeln!(std::io::stdout().lock())?;
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `acp-client` from the command line, against an agent that fails to start.
+//! `acp-client` from the command line, against agents that fail (to start, or a turn).
 
 use std::process::Command;
 
@@ -16,4 +16,62 @@ fn an_agent_that_exits_at_once_is_reported_with_its_status_and_stderr() {
         "{stderr}"
     );
     assert!(stderr.contains("no API key"), "{stderr}");
+}
+
+/// An agent that offers a command with a description of three lines, then answers a prompt
+/// with some text and an error.
+const FAILING_AGENT: &str = r#"
+import json, sys
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+def update(u):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": u}})
+for line in sys.stdin:
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": 1, "agentCapabilities": {},
+              "agentInfo": {"name": "failing", "version": "0"}}})
+    elif method == "session/new":
+        update({"sessionUpdate": "available_commands_update", "availableCommands": [
+            {"name": "plan", "description": "Plan the work:\nfirst the steps,\nthen their order"}]})
+        send({"jsonrpc": "2.0", "id": id, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "partial answer"}})
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "the model went away"}})
+"#;
+
+/// Issue #45.9: the client's error was appended to the agent's last text, on its line, and
+/// the lines of a multi-line command description after the first lost their `[commands]`
+/// prefix. stdout and stderr go to one file here, as on a terminal.
+#[test]
+fn an_error_starts_its_own_line_and_every_description_line_keeps_its_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("failing_agent.py");
+    std::fs::write(&script, FAILING_AGENT).unwrap();
+    let transcript = dir.path().join("transcript.txt");
+    let file = std::fs::File::create(&transcript).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_acp-client"))
+        .env("AGENTACP_STATE_DIR", dir.path())
+        .args(["--prompt", "hi", "--cwd"])
+        .arg(dir.path())
+        .arg("--")
+        .arg("python3")
+        .arg(&script)
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .expect("acp-client runs");
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "[commands]   /plan — Plan the work:\n[commands]     first the steps,\n[commands]     then their order\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("partial answer\nacp-client: "), "{text}");
+    assert!(text.contains("the model went away"), "{text}");
 }

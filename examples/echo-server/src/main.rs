@@ -5,8 +5,8 @@
 //! anything else is echoed back.
 
 use agentacp::prelude::*;
-use agentacp::server::websocket::ServeWebSocket;
 
+mod cli;
 mod commands;
 
 use commands::{Command, first_text};
@@ -32,7 +32,8 @@ impl EchoServer for Echo {
     }
 }
 
-/// stdio with no arguments; WebSocket with `--listen HOST:PORT` (token: `AGENTACP_TOKEN`).
-fn main() -> agentacp::Result<()> {
-    Echo.run_main()
+/// stdio with no arguments; WebSocket with `--listen HOST:PORT` (token: `AGENTACP_TOKEN`);
+/// `--help`.
+fn main() -> std::process::ExitCode {
+    cli::main(Echo)
 }

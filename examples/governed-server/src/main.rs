@@ -3,8 +3,9 @@
 //! token in `AGENTACP_TOKEN`; see `docs/remote.md`). Settings come from `AGENTACP_*` (see
 //! `docs/design/runtime.md`).
 
-use agentacp::server::websocket::ServeWebSocket;
+#[path = "../../echo-server/src/cli.rs"]
+mod cli;
 
-fn main() -> agentacp::Result<()> {
-    governed_server::Reviewer::default().run_main()
+fn main() -> std::process::ExitCode {
+    cli::main(governed_server::Reviewer::default())
 }

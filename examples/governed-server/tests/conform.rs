@@ -16,22 +16,21 @@ fn tool_prompts() -> Vec<String> {
 #[test]
 fn the_example_passes_the_conformance_suite_with_its_manifest() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("ACP.md");
-    let scratch = tempfile::tempdir().expect("a temporary folder");
-    let audit = scratch.path().join("audit.jsonl");
-    // Without --audit-log, the kit finds the log where the manifest's `audit.ref` says; the
-    // test keeps the checkout's log untouched and gives the agent a log of its own.
+    // Issue #45.5: the manifest's relative `audit.ref` is a file in the agent's state folder
+    // (the kit gives it a temporary one), not in this checkout; without --audit-log the kit
+    // finds the log there, and the `audit.*` checks read what the agent really wrote.
     let from_manifest = acp_conform::manifest_audit(&manifest).expect("the manifest resolves");
-    assert!(
-        matches!(&from_manifest, AuditSource::File(path) if path.ends_with("audit/governed-server.jsonl")),
-        "{from_manifest:?}"
+    assert_eq!(
+        from_manifest,
+        AuditSource::StateFolder("audit/governed-server.jsonl".into())
     );
-    let mut config = Config {
-        audit_log: Some(AuditSource::File(audit.clone())),
+    let config = Config {
         tool_prompts: tool_prompts(),
-        expected_initialize: Some(acp_conform::manifest_initialize(&manifest).expect("the manifest explains")),
         ..Config::new(vec![env!("CARGO_BIN_EXE_governed-server").into()])
-    };
-    config.launch.env.push(("AGENTACP_AUDIT_LOG".into(), audit.into()));
+    }
+    .with_manifest(&manifest)
+    .expect("the manifest explains");
+    assert_eq!(config.audit_log, Some(from_manifest));
     let verdicts = acp_conform::run(config).expect("the suite runs");
     assert_eq!(failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
     assert!(verdicts.iter().all(|v| v.outcome == Outcome::Pass), "{verdicts:#?}");

@@ -60,6 +60,48 @@ fn an_unlisted_tool_is_denied_unseen_and_audited() {
     );
 }
 
+/// Issue #45.5: the manifest's relative `audit.ref` was resolved when the example was built,
+/// so the binary wrote into the checkout whatever its environment said. Run with a cleared
+/// environment (as an ACP client starts it), it writes the log in the user's state folder,
+/// `$XDG_STATE_HOME/agentacp/<id>/audit/…`, and says where at start-up (`info`).
+#[test]
+fn the_audit_log_is_in_the_users_state_folder_not_where_it_was_built() {
+    let scratch = Scratch::new("governed-server-state");
+    let state_home = scratch.path().join("state-home");
+    let set = |name: &str, value: &std::path::Path| format!("{name}={}", value.display());
+    let (home, state, root) = (
+        set("HOME", scratch.path()),
+        set("XDG_STATE_HOME", &state_home),
+        set("AGENTACP_WORKSPACE_ROOT", scratch.path()),
+    );
+    let binary = env!("CARGO_BIN_EXE_governed-server");
+    let args = ["-i", &home, &state, &root, "AGENTACP_LOG=info", binary];
+    let mut server = StdioPeer::spawn(std::path::Path::new("/usr/bin/env"), &args, &[]);
+    let (_, session) = server.open_session(scratch.path());
+    server.prompt(2, &session, "/tool format-disk {}");
+    server.close_stdin();
+    assert!(server.wait_exit().success());
+    let stderr = server.stderr_to_end();
+
+    let log = state_home.join("agentacp/governed-server/audit/governed-server.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}\n{stderr}", log.display()));
+    let records: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect();
+    assert!(
+        records
+            .iter()
+            .any(|record| record["metadata"]["aip44"]["tool"] == "format-disk"),
+        "{text}"
+    );
+    agentacp::audit::verify_file(&log).expect("the log verifies");
+    assert!(
+        stderr.contains("writing the audit log") && stderr.contains(&log.display().to_string()),
+        "{stderr}"
+    );
+}
+
 /// Issue #23.16: every session held a file open for good, so at a low `RLIMIT_NOFILE` new
 /// sessions failed and the tools of existing ones too. With 64 descriptors, 300 sessions open,
 /// each with history on disk, and the first session's tool still reads its file.

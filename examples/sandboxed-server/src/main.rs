@@ -152,6 +152,25 @@ async fn run_in_sandbox(turn: &mut Turn<'_, Sandboxed>, command: &str) -> Result
     })
 }
 
-fn main() -> agentacp::Result<()> {
-    NoteKeeper.run_stdio()
+/// The command line: no arguments (the manifest's only transport is stdio), and `--help`.
+#[derive(clap::Parser)]
+#[command(
+    version,
+    about,
+    long_about = None,
+    after_help = "It serves ACP over stdio only (the manifest's transport), as an editor starts it; it takes no --listen. \
+                  Settings come from the AGENTACP_* variables (docs/design/runtime.md); the sandbox is SANDBOX.md's."
+)]
+struct Args {}
+
+fn main() -> std::process::ExitCode {
+    // Parsed before anything opens: `--help` and a bad argument touch no audit log.
+    let Args {} = clap::Parser::parse();
+    match NoteKeeper.run_stdio() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sandboxed-server: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

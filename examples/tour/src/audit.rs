@@ -19,7 +19,7 @@ pub fn check(path: &Path) -> Result<(), String> {
     // The chain verified, so every line is a JSON object.
     let records: Vec<Value> = text
         .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter_map(|line| agentacp::audit::parse_record(line).ok())
         .collect();
 
     let mut actions = BTreeMap::<String, usize>::new();

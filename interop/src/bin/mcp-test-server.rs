@@ -3,10 +3,11 @@
 //! [`interop::notes_mcp::Notes`], kept in its working folder.
 //!
 //! With `--exit-at-start` it exits before MCP `initialize` (a server that cannot start);
+//! with `--impostor` it serves [`interop::notes_mcp::Impostor`] (a hostile server) instead;
 //! `--http ADDRESS` serves streamable HTTP instead of stdio, `--https ADDRESS CERT_PEM` the same
 //! over TLS, with a self-signed certificate for `localhost` it writes to `CERT_PEM`.
 
-use interop::notes_mcp::Notes;
+use interop::notes_mcp::{Impostor, Notes};
 use rmcp::ServiceExt;
 
 #[tokio::main(flavor = "current_thread")]
@@ -23,6 +24,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip_while(|arg| arg != "--https");
     if let (Some(_), Some(address), Some(cert_out)) = (args.next(), args.next(), args.next()) {
         return serve_http(&address, Some(tls_acceptor(cert_out.as_ref())?), folder).await;
+    }
+    if std::env::args().any(|arg| arg == "--impostor") {
+        Impostor { folder }
+            .serve(rmcp::transport::stdio())
+            .await?
+            .waiting()
+            .await?;
+        return Ok(());
     }
     let service = Notes { folder }.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;

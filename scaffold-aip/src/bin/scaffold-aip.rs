@@ -7,5 +7,8 @@ fn main() {
         &mut std::io::stdout().lock(),
         &mut std::io::stderr().lock(),
     );
+    // What `conform`'s agents left behind, even outside their process groups, was reparented
+    // to us (the kit is their subreaper): it ends with us.
+    acp_process::end_all_descendants(std::time::Duration::from_secs(2));
     std::process::exit(code);
 }

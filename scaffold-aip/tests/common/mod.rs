@@ -131,3 +131,54 @@ pub fn acp_snapshot(sha: &str) -> Option<PathBuf> {
     }
     found
 }
+
+/// Runs the built `scaffold-aip` with `args` in `dir` on hostile input, so that a bug cannot
+/// hang, swamp or damage anything: the child gets at most 2 GiB of address space (`ulimit
+/// -v`), may not write a byte to any file (`ulimit -f 0`: a bug that took `/dev/zero` for a
+/// token file cannot replace it, even as root), and is killed, failing the test, if it has not
+/// finished within a minute (a guard against hanging, not a timing assertion). Stdin is empty.
+#[cfg(unix)]
+pub fn run_bounded(dir: &Path, args: &[&str]) -> std::process::Output {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2097152 && ulimit -f 0 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_scaffold-aip"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let pipes: [Box<dyn Read + Send>; 2] = [
+        Box::new(child.stdout.take().unwrap()),
+        Box::new(child.stderr.take().unwrap()),
+    ];
+    for (index, mut pipe) in pipes.into_iter().enumerate() {
+        let sender = sender.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = sender.send((index, bytes));
+        });
+    }
+    let mut outputs = [Vec::new(), Vec::new()];
+    for _ in 0..2 {
+        let Ok((index, bytes)) = receiver.recv_timeout(LIMIT) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("scaffold-aip {args:?} was still running after {LIMIT:?}; killed");
+        };
+        outputs[index] = bytes;
+    }
+    let [stdout, stderr] = outputs;
+    std::process::Output {
+        status: child.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}

@@ -3,32 +3,35 @@
 //! Safe by default: it binds where it is told (the examples' `--listen` takes `HOST:PORT`) but
 //! refuses a non-loopback address unless tokens are configured; a request carrying an `Origin`
 //! (a browser) is refused unless that origin is allowed; connections, handshake time, message
-//! size and silence are bounded, and so are the connections of one address that have not
-//! authenticated yet (so that one host cannot take every slot without a token); a wrong token
-//! on the upgrade is answered `401`. On shutdown
+//! size and silence are bounded, and so are the connections that have not authenticated yet,
+//! from one address and in all, while an upgrade that shows a valid token gets in even when
+//! they hold every slot (see [`admission`](super::admission)); a wrong token on the upgrade is
+//! answered `401`. On shutdown
 //! (SIGTERM or Ctrl-C with [`Listener::serve_until_signal`]) it stops accepting, ends every
 //! connection's input so running turns are cancelled and answered, and waits for them a
 //! bounded time.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::{Identity, TokenStore};
 use crate::env::env_number;
 use crate::error::{Error, Result};
 use crate::server::{Access, OffersWebSocket, Operator, Served, ServerOptions};
-use crate::websocket::{Limits, into_lines};
+use crate::websocket::{Closer, Limits, into_closable_lines};
+
+use super::admission::{Gate, Ticket, UnprovenPlace};
 
 /// The paths a client may connect to.
 pub const PATHS: [&str; 2] = ["/acp", "/"];
@@ -50,14 +53,21 @@ pub struct ListenOptions {
     /// requests without one (editors, SDK clients) are not browsers and are let through.
     pub allowed_origins: Vec<String>,
     /// The most connections served at once (`AGENTACP_MAX_CONNECTIONS`, default 256); the next
-    /// is answered `503`.
+    /// is answered `503`, unless it shows a valid token on the upgrade and an unauthenticated
+    /// connection can be evicted to make room for it.
     pub max_connections: usize,
     /// The most connections from one address (IPv6: one `/64`) that have not authenticated
     /// yet, upgrading or before `authenticate` (`AGENTACP_MAX_UNAUTHENTICATED_PER_ADDRESS`,
-    /// default 16); the next from there is answered `429`. Only with tokens: without them,
-    /// nobody authenticates. `0` turns it off: behind a reverse proxy every client comes from
-    /// the proxy's address.
+    /// default 16); the next from there is answered `429` unless it shows a valid token on
+    /// the upgrade. Only with tokens: without them, nobody authenticates. `0` turns it off:
+    /// behind a reverse proxy every client comes from the proxy's address.
     pub max_unauthenticated_per_address: usize,
+    /// The most connections that have not authenticated yet, from all addresses together
+    /// (`AGENTACP_MAX_UNAUTHENTICATED`; default `None`: half of
+    /// [`max_connections`](Self::max_connections)); the next is answered `503` unless it
+    /// shows a valid token on the upgrade. Only with tokens. See
+    /// [`unauthenticated_limit`](Self::unauthenticated_limit).
+    pub max_unauthenticated: Option<usize>,
     /// How long a client may take to complete the upgrade (default 10 s).
     pub handshake_timeout: Duration,
     /// How long a connection may stay unauthenticated (default 30 s).
@@ -83,6 +93,7 @@ impl ListenOptions {
             allowed_origins: Vec::new(),
             max_connections: 256,
             max_unauthenticated_per_address: 16,
+            max_unauthenticated: None,
             handshake_timeout: Duration::from_secs(10),
             auth_timeout: Duration::from_secs(30),
             limits: Limits::default(),
@@ -111,6 +122,9 @@ impl ListenOptions {
         if let Some(max) = env_number("AGENTACP_MAX_UNAUTHENTICATED_PER_ADDRESS") {
             options.max_unauthenticated_per_address = usize::try_from(max).unwrap_or(usize::MAX);
         }
+        if let Some(max) = env_number("AGENTACP_MAX_UNAUTHENTICATED") {
+            options.max_unauthenticated = Some(usize::try_from(max).unwrap_or(usize::MAX));
+        }
         if let Some(ms) = env_number("AGENTACP_IDLE_TIMEOUT_MS") {
             options.limits.idle = (ms > 0).then(|| Duration::from_millis(ms));
         }
@@ -122,6 +136,15 @@ impl ListenOptions {
             options.tls = crate::websocket::TlsFiles::from_env()?;
         }
         Ok(options)
+    }
+
+    /// How many connections may be unauthenticated at once, from all addresses together:
+    /// [`max_unauthenticated`](Self::max_unauthenticated), or half of
+    /// [`max_connections`](Self::max_connections); at least 1, at most every slot.
+    pub fn unauthenticated_limit(&self) -> usize {
+        self.max_unauthenticated
+            .unwrap_or(self.max_connections / 2)
+            .clamp(1, self.max_connections.max(1))
     }
 
     /// Accepts `tokens`.
@@ -246,8 +269,7 @@ impl Listener {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let options = Arc::new(self.options);
-        let slots = Arc::new(Semaphore::new(options.max_connections));
-        let unproven = Arc::new(UnprovenTable::default());
+        let gate = Gate::new(&options);
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
@@ -265,50 +287,22 @@ impl Listener {
                     }
                 },
             };
-            // Without tokens nobody has to authenticate, so nobody holds a place.
-            let mut place = None;
-            if options.tokens.is_some() && options.max_unauthenticated_per_address > 0 {
-                let Some(taken) = unproven.admit(peer.ip(), options.max_unauthenticated_per_address) else {
-                    tracing::warn!(%peer, max = options.max_unauthenticated_per_address, "refusing a connection: too many unauthenticated from its address");
-                    connections.spawn(refuse(
-                        stream,
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "too many connections from this address have not authenticated yet; try again later\n",
-                    ));
+            let ticket = match gate.admit(peer.ip()) {
+                Ok(ticket) => ticket,
+                Err((status, body)) => {
+                    tracing::warn!(%peer, max = options.max_connections, "refusing a connection: too many open");
+                    connections.spawn(refuse(stream, status, body));
                     continue;
-                };
-                place = Some(taken);
-            }
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, max = options.max_connections, "refusing a connection: too many open");
-                connections.spawn(refuse(
-                    stream,
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too many connections; try again later\n",
-                ));
-                continue;
-            };
-            let (options, stopped, handle) = (options.clone(), stopped.clone(), handle.clone());
-            #[cfg(feature = "tls")]
-            let tls = self.tls.clone();
-            connections.spawn(async move {
-                let _slot = slot;
-                #[cfg(feature = "tls")]
-                let upgrading = accept(stream, peer, &options, stopped, tls);
-                #[cfg(not(feature = "tls"))]
-                let upgrading = accept(stream, peer, &options, stopped);
-                match tokio::time::timeout(options.handshake_timeout, upgrading).await {
-                    Ok(Ok(mut connection)) => {
-                        // Still to prove who it is: its place among its address's
-                        // unauthenticated connections goes with it until it does. Proved on
-                        // the upgrade, it gives the place back now.
-                        connection.unproven = place.filter(|_| connection.proved.is_none());
-                        handle(connection).await
-                    }
-                    Ok(Err(reason)) => tracing::debug!(%peer, %reason, "a WebSocket upgrade was refused or failed"),
-                    Err(_) => tracing::debug!(%peer, "a WebSocket upgrade took too long; dropped"),
                 }
-            });
+            };
+            let connection = Connecting {
+                options: options.clone(),
+                gate: gate.clone(),
+                stopped: stopped.clone(),
+                #[cfg(feature = "tls")]
+                tls: self.tls.clone(),
+            };
+            connections.spawn(connection.serve(stream, peer, ticket, handle.clone()));
         }
         drop(self.tcp);
         let _ = stop.send(true);
@@ -326,6 +320,146 @@ impl Listener {
     }
 }
 
+/// The close reason of a connection evicted for an authenticated one (at most 123 bytes).
+const EVICTED: &str = "the server is full: an unauthenticated connection made room for an authenticated one";
+
+/// What one accepted connection needs of its listener.
+struct Connecting {
+    options: Arc<ListenOptions>,
+    gate: Arc<Gate>,
+    stopped: watch::Receiver<bool>,
+    #[cfg(feature = "tls")]
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Connecting {
+    /// Upgrades the connection (within the handshake time) and hands it to `handle`. Evicted
+    /// meanwhile, an upgrading connection is dropped and an open one closed with `1013`.
+    async fn serve<F, Fut>(self, stream: TcpStream, peer: SocketAddr, mut ticket: Ticket, handle: F)
+    where
+        F: Fn(Upgraded) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        // Its slot, held (unless evicted) until the connection ends.
+        let _slot = ticket.slot.clone();
+        let evicted = ticket.evicted();
+        tokio::pin!(evicted);
+        let upgrading = tokio::time::timeout(self.options.handshake_timeout, self.accept(stream, peer, &mut ticket));
+        let mut connection = tokio::select! {
+            upgraded = upgrading => match upgraded {
+                Ok(Ok(connection)) => connection,
+                Ok(Err(reason)) => return tracing::debug!(%peer, %reason, "a WebSocket upgrade was refused or failed"),
+                Err(_) => return tracing::debug!(%peer, "a WebSocket upgrade took too long; dropped"),
+            },
+            () = &mut evicted => return tracing::info!(%peer, "an upgrade was dropped to make room"),
+        };
+        // Still to prove who it is: its place among the unauthenticated connections goes with
+        // it until it does.
+        connection.unproven = ticket.take_place();
+        let closer = connection.closer.take();
+        let handling = handle(connection);
+        tokio::pin!(handling);
+        tokio::select! {
+            () = &mut handling => return,
+            () = &mut evicted => {
+                tracing::info!(%peer, "closing an unauthenticated connection to make room for an authenticated one");
+                if let Some(closer) = closer {
+                    closer.close(CloseCode::Again, EVICTED);
+                }
+            }
+        }
+        handling.await;
+    }
+
+    /// TLS (when configured), then the WebSocket upgrade with its checks.
+    async fn accept(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        ticket: &mut Ticket,
+    ) -> std::result::Result<Upgraded, String> {
+        #[cfg(feature = "tls")]
+        if let Some(acceptor) = &self.tls {
+            let stream = acceptor.accept(stream).await.map_err(|error| format!("TLS: {error}"))?;
+            return self.upgrade(stream, None, peer, ticket).await;
+        }
+        // A second handle on the socket, to answer a plain HTTP request that the WebSocket
+        // handshake gives up on without a word.
+        let std = stream.into_std().map_err(|error| error.to_string())?;
+        let raw = std.try_clone().map_err(|error| error.to_string())?;
+        let stream = TcpStream::from_std(std).map_err(|error| error.to_string())?;
+        self.upgrade(stream, Some(raw), peer, ticket).await
+    }
+
+    /// The WebSocket upgrade: path, `Origin` and `Authorization` checked, a connection over
+    /// the limit let in only with a valid token; refusals answered with their HTTP status.
+    async fn upgrade<S>(
+        &self,
+        stream: S,
+        raw: Option<std::net::TcpStream>,
+        peer: SocketAddr,
+        ticket: &mut Ticket,
+    ) -> std::result::Result<Upgraded, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let options = &*self.options;
+        let mut proved = None;
+        #[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
+        let check = |request: &Request, response: Response| -> std::result::Result<Response, ErrorResponse> {
+            let outcome = admit(request, options).and_then(|shown| {
+                let entered = match &shown {
+                    Some(_) => self.gate.prove(ticket),
+                    None => ticket.over_limit().map_or(Ok(()), Err),
+                };
+                entered.map_err(|(status, body)| (status, body.to_string()))?;
+                Ok(shown)
+            });
+            match outcome {
+                Ok(shown) => {
+                    proved = shown;
+                    Ok(response)
+                }
+                Err((status, message)) => {
+                    tracing::warn!(%peer, status = status.as_u16(), %message, "refused a WebSocket upgrade");
+                    Err(error_response(status, message))
+                }
+            }
+        };
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(options.limits.max_message_bytes))
+            .max_frame_size(Some(options.limits.max_message_bytes))
+            .read_buffer_size(16 * 1024)
+            .write_buffer_size(16 * 1024);
+        match tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await {
+            Ok(ws) => {
+                let (read, write, _pump, closer) = into_closable_lines(ws, options.limits, self.stopped.clone());
+                Ok(Upgraded {
+                    read,
+                    write,
+                    peer,
+                    proved,
+                    unproven: None,
+                    closer: Some(closer),
+                })
+            }
+            Err(tokio_tungstenite::tungstenite::Error::Protocol(error)) => {
+                if let Some(raw) = raw {
+                    let body = "this is an ACP agent: connect with a WebSocket client to /acp\n";
+                    let _ = refuse(
+                        TcpStream::from_std(raw).map_err(|e| e.to_string())?,
+                        StatusCode::UPGRADE_REQUIRED,
+                        body,
+                    )
+                    .await;
+                }
+                Err(format!("not a WebSocket upgrade: {error}"))
+            }
+            Err(error) => Err(error.to_string()),
+        }
+    }
+}
+
 /// An upgraded connection: its JSON-RPC lines, who connected, and the identity its upgrade
 /// proved (`Authorization: Bearer`), with that token, if any.
 pub(crate) struct Upgraded {
@@ -333,141 +467,10 @@ pub(crate) struct Upgraded {
     pub(crate) write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
     pub(crate) peer: SocketAddr,
     pub(crate) proved: Option<(Identity, String)>,
-    /// Its place among the unauthenticated connections of its address, while it has one.
+    /// Its place among the unauthenticated connections, while it has one.
     pub(crate) unproven: Option<UnprovenPlace>,
-}
-
-/// The connections not yet authenticated, counted by address.
-#[derive(Debug, Default)]
-struct UnprovenTable {
-    counts: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One connection's place in the [`UnprovenTable`], given back when dropped.
-#[derive(Debug)]
-pub(crate) struct UnprovenPlace {
-    table: Arc<UnprovenTable>,
-    key: IpAddr,
-}
-
-impl UnprovenTable {
-    /// A place for a connection from `peer`, unless `max` from its address hold one.
-    fn admit(self: &Arc<Self>, peer: IpAddr, max: usize) -> Option<UnprovenPlace> {
-        let key = address_key(peer);
-        let mut counts = crate::sync::lock(&self.counts);
-        let count = counts.entry(key).or_default();
-        if *count >= max {
-            return None;
-        }
-        *count += 1;
-        Some(UnprovenPlace {
-            table: self.clone(),
-            key,
-        })
-    }
-}
-
-impl Drop for UnprovenPlace {
-    fn drop(&mut self) {
-        let mut counts = crate::sync::lock(&self.table.counts);
-        if let Some(count) = counts.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// What counts as one address: an IPv4 address, or an IPv6 `/64` (what one host is usually
-/// given; an IPv4-mapped address is the IPv4 one).
-fn address_key(peer: IpAddr) -> IpAddr {
-    match peer {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(std::net::Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
-        },
-        v4 => v4,
-    }
-}
-
-/// TLS (when configured), then the WebSocket upgrade with its checks.
-async fn accept(
-    stream: TcpStream,
-    peer: SocketAddr,
-    options: &ListenOptions,
-    stopped: watch::Receiver<bool>,
-    #[cfg(feature = "tls")] tls: Option<tokio_rustls::TlsAcceptor>,
-) -> std::result::Result<Upgraded, String> {
-    #[cfg(feature = "tls")]
-    if let Some(acceptor) = tls {
-        let stream = acceptor.accept(stream).await.map_err(|error| format!("TLS: {error}"))?;
-        return upgrade(stream, None, peer, options, stopped).await;
-    }
-    // A second handle on the socket, to answer a plain HTTP request that the WebSocket
-    // handshake gives up on without a word.
-    let std = stream.into_std().map_err(|error| error.to_string())?;
-    let raw = std.try_clone().map_err(|error| error.to_string())?;
-    let stream = TcpStream::from_std(std).map_err(|error| error.to_string())?;
-    upgrade(stream, Some(raw), peer, options, stopped).await
-}
-
-/// The WebSocket upgrade: path, `Origin` and `Authorization` checked, refusals answered with
-/// their HTTP status.
-async fn upgrade<S>(
-    stream: S,
-    raw: Option<std::net::TcpStream>,
-    peer: SocketAddr,
-    options: &ListenOptions,
-    stopped: watch::Receiver<bool>,
-) -> std::result::Result<Upgraded, String>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let mut proved = None;
-    #[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
-    let check = |request: &Request, response: Response| -> std::result::Result<Response, ErrorResponse> {
-        match admit(request, options) {
-            Ok(shown) => {
-                proved = shown;
-                Ok(response)
-            }
-            Err((status, message)) => {
-                tracing::warn!(%peer, status = status.as_u16(), %message, "refused a WebSocket upgrade");
-                Err(error_response(status, message))
-            }
-        }
-    };
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(options.limits.max_message_bytes))
-        .max_frame_size(Some(options.limits.max_message_bytes))
-        .read_buffer_size(16 * 1024)
-        .write_buffer_size(16 * 1024);
-    match tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await {
-        Ok(ws) => {
-            let (read, write, _pump) = into_lines(ws, options.limits, stopped);
-            Ok(Upgraded {
-                read,
-                write,
-                peer,
-                proved,
-                unproven: None,
-            })
-        }
-        Err(tokio_tungstenite::tungstenite::Error::Protocol(error)) => {
-            if let Some(raw) = raw {
-                let body = "this is an ACP agent: connect with a WebSocket client to /acp\n";
-                let _ = refuse(
-                    TcpStream::from_std(raw).map_err(|e| e.to_string())?,
-                    StatusCode::UPGRADE_REQUIRED,
-                    body,
-                )
-                .await;
-            }
-            Err(format!("not a WebSocket upgrade: {error}"))
-        }
-        Err(error) => Err(error.to_string()),
-    }
+    /// What closes it with a code and reason of the listener's (taken by the listener).
+    closer: Option<Closer>,
 }
 
 /// The identity an upgrade request proves (with its token), or the status it is refused with.
@@ -531,6 +534,7 @@ fn error_response(status: StatusCode, message: String) -> ErrorResponse {
 
 /// Answers a plain HTTP response and closes (a refusal outside the WebSocket handshake).
 async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
+    let body = format!("{}\n", body.trim_end());
     let head = format!(
         "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         status.as_u16(),
@@ -542,35 +546,4 @@ async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
         let _ = stream.shutdown().await;
     })
     .await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One host usually has a whole IPv6 `/64`: counted per address, it could open as many
-    /// unauthenticated connections as it has addresses.
-    #[test]
-    fn an_ipv6_slash_64_counts_as_one_address_and_a_mapped_ipv4_as_its_ipv4() {
-        let key = |text: &str| address_key(text.parse().unwrap());
-        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
-        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
-        assert_eq!(key("::ffff:192.0.2.7"), key("192.0.2.7"));
-        assert_ne!(key("192.0.2.7"), key("192.0.2.8"));
-    }
-
-    #[test]
-    fn a_place_is_given_back_when_dropped() {
-        let table = Arc::new(UnprovenTable::default());
-        let peer: IpAddr = "192.0.2.7".parse().unwrap();
-        let first = table.admit(peer, 1).expect("room for one");
-        assert!(table.admit(peer, 1).is_none(), "the address's one place is taken");
-        assert!(
-            table.admit("192.0.2.8".parse().unwrap(), 1).is_some(),
-            "another address has its own"
-        );
-        drop(first);
-        assert!(table.admit(peer, 1).is_some(), "given back");
-        assert!(crate::sync::lock(&table.counts).is_empty(), "nothing left counted");
-    }
 }

@@ -3,6 +3,7 @@
 //! of [`ListenOptions`]; [`ServeWebSocket`] for `main`. How to run, connect and issue tokens:
 //! `docs/remote.md`.
 
+mod admission;
 mod listen;
 
 use std::net::SocketAddr;

@@ -1,0 +1,197 @@
+//! Issue #44: values nested deeper than JSON readers read (serde_json stops at 128 levels),
+//! from an authenticated WebSocket client's tool arguments and from a hostile MCP server's
+//! `structuredContent`: the audit log still verifies, any JSON reader reads every record, and
+//! the server starts again on the log and appends to it. Every wait is bounded.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentacp::audit::{DEEP_JSON_KEY, verify_file};
+use agentacp::client::{AgentCommand, Client, ClientOptions, PermissionDecision, PromptEvent};
+use agentacp::websocket::Dial;
+use agentacp::wire::default as wire;
+use interop::audit::audit_records;
+use interop::websocket::{WsServer, test_token};
+use interop::{AgentDirs, example_binary};
+use serde_json::{Value, json};
+
+/// The bound on every wait.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// How deep the values nest: around serde_json's limit, and far past it.
+const DEPTHS: [usize; 10] = [100, 120, 123, 124, 125, 126, 127, 128, 1_000, 100_000];
+
+/// How deep the MCP server's `structuredContent` nests: up to the deepest its answer can be and
+/// still be read (the answer nests two levels more). A deeper answer is dropped by the MCP
+/// client, and the call waits out its timeout (two minutes), too long for a test.
+const MCP_DEPTHS: [usize; 5] = [100, 120, 123, 124, 125];
+
+/// `{"path":[[…"x"…]]}`, an object nesting `levels` levels.
+fn nested(levels: usize) -> String {
+    let (open, close) = ("[".repeat(levels - 1), "]".repeat(levels - 1));
+    format!(r#"{{"path":{open}"x"{close}}}"#)
+}
+
+/// Runs the prompt `text` to its end (bounded); whatever the turn says, it must end.
+async fn run_turn(client: &Client, session: &wire::SessionId, text: &str) {
+    let mut turn = tokio::time::timeout(WAIT, client.prompt_text(session, text))
+        .await
+        .expect("prompted in time")
+        .expect("prompted");
+    loop {
+        let next = tokio::time::timeout(WAIT, turn.next()).await;
+        match next.unwrap_or_else(|_| panic!("`{}`: no event within {WAIT:?}", interop::shorten(text, 80))) {
+            Some(Ok(PromptEvent::Stop(_))) | None => return,
+            Some(Ok(_)) => {}
+            Some(Err(error)) => panic!("the turn failed: {error}"),
+        }
+    }
+}
+
+/// The log verifies, every record reads with serde_json's default limit, and it holds more
+/// records than `before`; returns how many it holds.
+fn check_log(log: &Path, before: u64) -> u64 {
+    let summary = verify_file(log).unwrap_or_else(|e| panic!("the chain verifies: {e}"));
+    for record in audit_records(log) {
+        let depth_ok = serde_json::from_str::<Value>(&record.to_string()).is_ok();
+        assert!(depth_ok, "any JSON reader reads the record");
+    }
+    assert!(summary.records > before, "records were appended");
+    summary.records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_tool_arguments_from_an_authenticated_websocket_client_keep_the_log_verifiable() {
+    const IDENTITY: &str = "deep-tester";
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let token = test_token();
+    let mut env = dirs.env();
+    env.push(("AGENTACP_TOKEN", token.clone().into()));
+    env.push(("AGENTACP_TOKEN_IDENTITY", IDENTITY.into()));
+    let mut records = 0;
+    for _run in 0..2 {
+        let mut server = WsServer::start(&example_binary("governed-server"), &env);
+        let options = ClientOptions::default().with_workspace_root(dirs.workspace_root.clone());
+        let dial = Dial::new(server.url()).token(token.clone());
+        let client = tokio::time::timeout(WAIT, Client::connect_websocket(dial, options))
+            .await
+            .expect("connected in time")
+            .expect("connected");
+        let session = tokio::time::timeout(WAIT, client.new_session(&project))
+            .await
+            .unwrap()
+            .unwrap();
+        for levels in DEPTHS {
+            run_turn(&client, &session, &format!("/tool delete-repo {}", nested(levels))).await;
+        }
+        tokio::time::timeout(WAIT, client.close())
+            .await
+            .expect("closed in time");
+        server.terminate();
+        let status = server.wait_exit(WAIT).expect("the server exits");
+        assert!(status.success(), "{status:?}:\n{}", server.stderr_text());
+        records = check_log(&dirs.audit_log, records);
+    }
+    let denied: Vec<Value> = audit_records(&dirs.audit_log)
+        .into_iter()
+        .filter(|r| r["action"] == "tool.call")
+        .collect();
+    assert_eq!(denied.len(), 2 * DEPTHS.len());
+    for record in denied {
+        assert_eq!(record["metadata"]["aip44"]["identity"], IDENTITY, "{record}");
+        assert_eq!(record["metadata"]["aip44"]["approval"]["deniedBy"], "governance");
+    }
+}
+
+/// A hostile MCP server (Python): one tool, `echo`, whose `structuredContent` nests as many
+/// levels as its argument `levels` says, written as text.
+const HOSTILE_MCP: &str = r#"
+import json, sys
+def send(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+             "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "1"}}}))
+    elif method == "tools/list":
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}}))
+    elif method == "tools/call":
+        n = int(msg["params"]["arguments"]["levels"])
+        deep = '{"path":' + "[" * (n - 1) + '"x"' + "]" * (n - 1) + "}"
+        send('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"deep"}],"structuredContent":%s}}' % (json.dumps(id), deep))
+    else:
+        send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {}}))
+"#;
+
+/// A system Python interpreter, which the sandbox the example runs its MCP servers in can
+/// reach (a per-user install under the home folder is hidden from it).
+fn system_python() -> Option<PathBuf> {
+    ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|path| path.exists())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_mcp_servers_deep_structured_content_keeps_the_log_verifiable() {
+    let Some(python) = system_python() else {
+        eprintln!("skipped: no system python3 for the hostile MCP server");
+        return;
+    };
+    let dirs = AgentDirs::new();
+    let project = dirs.project("p");
+    let script = dirs.workspace_root.join("hostile_mcp.py");
+    std::fs::write(&script, HOSTILE_MCP).unwrap();
+    let servers = json!([{"name": "notes", "command": python, "args": [script], "env": []}]);
+    let mut records = 0;
+    for _run in 0..2 {
+        let mut command = AgentCommand::new(example_binary("sandboxed-server"));
+        for (key, value) in dirs.env() {
+            command = command.env(key, value);
+        }
+        let options = ClientOptions::default()
+            .with_workspace_root(dirs.workspace_root.clone())
+            .with_permission(|_: wire::RequestPermissionRequest| async { PermissionDecision::Approve });
+        let client = tokio::time::timeout(WAIT, Client::connect(command, options))
+            .await
+            .expect("started in time")
+            .expect("started");
+        let session = tokio::time::timeout(WAIT, client.new_session_with_mcp_servers(&project, servers.clone()))
+            .await
+            .expect("session/new answered in time")
+            .expect("session/new accepted");
+        for levels in MCP_DEPTHS {
+            run_turn(
+                &client,
+                &session,
+                &format!(r#"/mcp call notes echo {{"levels":{levels}}}"#),
+            )
+            .await;
+        }
+        let status = tokio::time::timeout(WAIT, client.close())
+            .await
+            .expect("closed in time");
+        assert!(status.is_some_and(|s| s.success()), "{status:?}");
+        records = check_log(&dirs.audit_log, records);
+    }
+    // Every call is recorded with its result, all of it (deep parts kept as JSON text).
+    let results: Vec<Value> = audit_records(&dirs.audit_log)
+        .into_iter()
+        .filter(|r| r["action"] == "tool.call")
+        .map(|r| r["output"]["result"].clone())
+        .collect();
+    assert_eq!(results.len(), 2 * MCP_DEPTHS.len(), "{results:?}");
+    for (result, levels) in results.iter().zip(MCP_DEPTHS.iter().chain(&MCP_DEPTHS)) {
+        let text = result.to_string();
+        assert!(
+            text.contains(r#"\"x\""#) && text.contains(DEEP_JSON_KEY),
+            "{levels}: {text}"
+        );
+    }
+}
