@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::auth::AUTH_REQUIRED;
 use crate::driver::{ReadError, error_code};
-use crate::{Check, Context, Outcome, Peer, trim};
+use crate::{Check, Context, Needs, Outcome, Peer, trim};
 
 pub mod audit;
 
@@ -104,7 +105,7 @@ pub fn all() -> Vec<Check> {
             "JSON-RPC 2.0 §5: the response carries the same id as the request, of the same type",
             ids_echoed,
         ),
-        check(
+        session_check(
             "jsonrpc.stdout-clean",
             "stdout carries only JSON-RPC",
             "ACP transports, stdio: the agent must not write anything to stdout that is not a valid ACP message",
@@ -116,43 +117,43 @@ pub fn all() -> Vec<Check> {
             "ACP session/prompt: the sessionId must name a session the agent created; otherwise an error response (with --manifest: -32002 Resource not found, as the runtime contract answers)",
             unknown_session,
         ),
-        check(
+        session_check(
             "session.relative-cwd",
             "a relative cwd is refused",
             "ACP session setup: cwd must be an absolute path",
             relative_cwd,
         ),
-        check(
+        session_check(
             "session.cwd-dotdot",
             "a cwd escaping the workspace root with .. is refused",
             "AIP-44 runtime contract: cwd must lie inside the workspace root after canonicalisation",
             cwd_dotdot,
         ),
-        check(
+        session_check(
             "session.cwd-symlink",
             "a cwd escaping the workspace root through a symlink is refused",
             "AIP-44 runtime contract: cwd must lie inside the workspace root with symlinks resolved",
             cwd_symlink,
         ),
-        check(
+        session_check(
             "session.load",
             "session/load replays history first, or is refused when not advertised",
             "ACP session setup, loading sessions: with loadSession the agent replays the conversation as session/update before answering; without it, session/load is not offered",
             session_load,
         ),
-        check(
+        session_check(
             "turn.updates-before-response",
             "every update of a turn precedes its response",
             "ACP prompt turn: the turn's session/update notifications are sent before the session/prompt response, none after",
             updates_before_response,
         ),
-        check(
+        session_check(
             "turn.cancel",
             "session/cancel ends the turn with cancelled",
             "ACP prompt turn, cancellation: after session/cancel the agent answers the prompt with stopReason cancelled, promptly, and sends no update after it",
             cancel,
         ),
-        check(
+        session_check(
             "turn.busy-session",
             "a second prompt on a busy session is refused",
             "AIP-44 runtime contract: a second session/prompt while one runs on the session is answered -32602; the running turn goes on",
@@ -164,43 +165,43 @@ pub fn all() -> Vec<Check> {
             "AIP-44 runtime contract: a message over AGENTACP_MAX_FRAME_BYTES is answered -32600 and the connection goes on",
             oversized_frame,
         ),
-        check(
+        session_check(
             "turn.sigterm",
             "SIGTERM ends the agent promptly",
             "ACP stdio transport / runtime contract: the client may stop the agent; SIGTERM ends it within the timeout",
             sigterm,
         ),
-        check(
+        session_check(
             "turn.eof-exit",
             "EOF on stdin ends the agent with status 0",
             "AIP-44 runtime contract (ACP stdio transport): when stdin closes the agent exits cleanly and promptly",
             eof_exit,
         ),
-        check(
+        session_check(
             "audit.chain",
             "the audit log's hash chain verifies after the turns",
             "AIP-44 / AIP-7 audit: every record is hash-chained (seq, prevHash, hash over the canonical JSON); the log holds the session's records and verifies after its turns (scaffold-aip audit verify)",
             audit::chain,
         ),
-        check(
+        session_check(
             "audit.tool-calls",
             "every tool_call on the wire has its audit record, with its approval",
             "AIP-44 governed tiers: each tool call is mirrored to the audit log (tool, arguments, result or error, approval); conformance tests must exercise the audit emit path",
             audit::tool_calls,
         ),
-        check(
+        session_check(
             "audit.denied-not-on-wire",
             "a tool call governance denies never reaches the wire",
             "AIP-44 governance: a denied tool is never emitted as a tool_call (nor asked about); the denial is audited",
             audit::denied_not_on_wire,
         ),
-        check(
+        session_check(
             "audit.rejected-not-run",
             "a rejected permission request does not run the tool",
             "AIP-44 governance / ACP permission requests: a call the client rejects does not run; its record says rejectedBy, with an error",
             audit::rejected_not_run,
         ),
-        check(
+        session_check(
             "audit.unanswered-not-run",
             "an unanswered permission request does not run the tool",
             "AIP-44 governance: permission requests fail closed (timeout or cancel = reject, never auto-approve); the cancelled turn still ends",
@@ -215,13 +216,40 @@ fn check(
     rule: &'static str,
     run: fn(&Context) -> Result<Outcome, String>,
 ) -> Check {
-    Check { id, title, rule, run }
+    Check {
+        id,
+        title,
+        rule,
+        needs: Needs::Agent,
+        run,
+    }
 }
 
-/// Starts an agent and initializes it; the failure of this is a start-up error.
+/// A check that needs a session ([`Needs::Session`]).
+fn session_check(
+    id: &'static str,
+    title: &'static str,
+    rule: &'static str,
+    run: fn(&Context) -> Result<Outcome, String>,
+) -> Check {
+    Check {
+        needs: Needs::Session,
+        ..check(id, title, rule, run)
+    }
+}
+
+/// Starts an agent and initializes it (and, with `--auth`, authenticates it after checking the
+/// method against those it offers); the failure of this is a start-up error. Then it tries a
+/// session, to learn whether the agent refuses them for want of authentication.
 pub fn preflight(context: &Context) -> Result<(), String> {
     let mut peer = context.spawn()?;
-    initialize(&mut peer)?;
+    let init = initialize(&mut peer)?;
+    let methods = crate::auth::Method::all_of(&init);
+    if let Some(id) = &context.config.auth {
+        crate::auth::check_choice(&methods, id, |var| context.agent_has_env(var))?;
+        authenticate(&mut peer, id)?;
+    }
+    context.auth.set_methods(methods);
     if let Some(connect) = &context.config.connect {
         // A server with tokens admits a connection that shows none on the upgrade, but serves
         // it nothing but `authenticate` (-32000): every check would fail for want of a token.
@@ -235,7 +263,24 @@ pub fn preflight(context: &Context) -> Result<(), String> {
             return Err(format!("{}: {why}: it answers {answer}", connect.url));
         }
     }
+    // A session, as the checks open theirs; an agent that gives none (no answer, another
+    // error) is left to the checks to judge.
+    if let Ok((_, response)) = peer.call(json!("new-session"), "session/new", new_session_params(&context.root())) {
+        context.auth.note_sessions(&response);
+    }
     Ok(())
+}
+
+/// `authenticate` with `method`; `Err` when the agent refuses it.
+fn authenticate(peer: &mut Peer, method: &str) -> Result<(), String> {
+    let (_, response) = peer.call(json!("authenticate"), "authenticate", json!({"methodId": method}))?;
+    match response.get("error") {
+        None => Ok(()),
+        Some(error) => Err(format!(
+            "authenticate with {method} failed: {}",
+            trim(&error.to_string())
+        )),
+    }
 }
 
 /// `initialize` params of the kit's client.
@@ -263,8 +308,17 @@ fn initialize(peer: &mut Peer) -> Result<Value, String> {
 /// A started, initialized agent and its `initialize` result.
 fn ready(context: &Context) -> Result<(Peer, Value), String> {
     let mut peer = context.spawn()?;
-    let result = initialize(&mut peer)?;
+    let result = start(context, &mut peer)?;
     Ok((peer, result))
+}
+
+/// `initialize`, then `authenticate` with `--auth`, if given; the `initialize` result.
+fn start(context: &Context, peer: &mut Peer) -> Result<Value, String> {
+    let result = initialize(peer)?;
+    if let Some(method) = &context.config.auth {
+        authenticate(peer, method)?;
+    }
+    Ok(result)
 }
 
 fn new_session_params(cwd: &std::path::Path) -> Value {
@@ -274,27 +328,45 @@ fn new_session_params(cwd: &std::path::Path) -> Value {
 /// A started agent with a session in the workspace root.
 fn with_session(context: &Context) -> Result<(Peer, Value, String), String> {
     let (mut peer, init) = ready(context)?;
-    let session = new_session(&mut peer, &context.root())?;
+    let (_, response) = peer.call(json!("new-session"), "session/new", new_session_params(&context.root()))?;
+    let session = session_id(context, &response)?;
     Ok((peer, init, session))
 }
 
-fn new_session(peer: &mut Peer, cwd: &std::path::Path) -> Result<String, String> {
-    let (_, response) = peer.call(json!("new-session"), "session/new", new_session_params(cwd))?;
+/// The id of the session a `session/new` `response` opened.
+fn session_id(context: &Context, response: &Value) -> Result<String, String> {
+    refused_for_auth(context, "session/new", response)?;
     response["result"]["sessionId"]
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| format!("session/new failed: {}", trim(&response.to_string())))
 }
 
+/// `Err` when `response` (to `method`) refuses for want of authentication: the check cannot
+/// judge its rule (it is skipped, and the refusal reported once as `auth.required`).
+fn refused_for_auth(context: &Context, method: &str, response: &Value) -> Result<(), String> {
+    if context.auth.refused(method, response) {
+        Err(format!("{method} was refused for want of authentication"))
+    } else {
+        Ok(())
+    }
+}
+
 fn prompt_params(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
-/// The connection still serves: `session/new` in the workspace root succeeds.
+/// The connection still serves: `session/new` in the workspace root succeeds (or, from an
+/// agent that refuses sessions for want of authentication, is refused so again).
 fn still_serves(context: &Context, peer: &mut Peer, after: &str) -> Result<(), String> {
-    new_session(peer, &context.root())
-        .map(|_| ())
-        .map_err(|e| format!("after {after}, the connection no longer serves: {e}"))
+    let no_longer = |e: String| format!("after {after}, the connection no longer serves: {e}");
+    let (_, response) = peer
+        .call(json!("new-session"), "session/new", new_session_params(&context.root()))
+        .map_err(no_longer)?;
+    if context.auth.refuses_sessions() && error_code(&response) == Some(AUTH_REQUIRED) {
+        return Ok(());
+    }
+    session_id(context, &response).map(drop).map_err(no_longer)
 }
 
 /// Fails unless `response` is an error with code `code`.
@@ -540,6 +612,9 @@ fn bad_frame(
     let response = peer
         .recv()
         .map_err(|e| format!("no answer to {what}: {e}{}", peer.stderr_hint()))?;
+    if code != AUTH_REQUIRED {
+        refused_for_auth(context, what, &response)?;
+    }
     expect_code(&response, code)?;
     if !id_ok(&response["id"]) {
         return Err(format!("wrong id: {}", trim(&response.to_string())));
@@ -614,7 +689,8 @@ fn ids_echoed(context: &Context) -> Result<Outcome, String> {
 
 fn stdout_clean(context: &Context) -> Result<Outcome, String> {
     let (mut peer, _, session) = with_session(context)?;
-    peer.call(json!(3), "session/prompt", prompt_params(&session, "hello"))?;
+    let (_, response) = peer.call(json!(3), "session/prompt", prompt_params(&session, "hello"))?;
+    refused_for_auth(context, "session/prompt", &response)?;
     let _ = peer.call(json!(4), "conform/no-such-method", json!({}));
     match peer.junk.first() {
         None => Ok(Outcome::Pass),
@@ -629,6 +705,7 @@ fn unknown_session(context: &Context) -> Result<Outcome, String> {
         "session/prompt",
         prompt_params("conform-no-such-session", "hello"),
     )?;
+    refused_for_auth(context, "session/prompt", &response)?;
     expect_error(&response, "a prompt for an unknown session")?;
     // ACP's "Resource not found" is the runtime contract's answer; plain ACP agents vary.
     if context.config.expected_initialize.is_some() {
@@ -642,6 +719,7 @@ fn unknown_session(context: &Context) -> Result<Outcome, String> {
 fn refused_cwd(context: &Context, cwd: &std::path::Path, what: &str) -> Result<Outcome, String> {
     let (mut peer, _) = ready(context)?;
     let (_, response) = peer.call(json!(2), "session/new", new_session_params(cwd))?;
+    refused_for_auth(context, "session/new", &response)?;
     expect_error(&response, what)?;
     still_serves(context, &mut peer, "the refusal")?;
     Ok(Outcome::Pass)
@@ -731,7 +809,8 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
         expect_error(&response, "session/load without loadSession")?;
         return Ok(Outcome::Pass);
     }
-    peer.call(json!(3), "session/prompt", prompt_params(&session, "remember this"))?;
+    let (_, response) = peer.call(json!(3), "session/prompt", prompt_params(&session, "remember this"))?;
+    refused_for_auth(context, "session/prompt", &response)?;
     // Let the agent persist the session the way it does at the end of a connection (over
     // --connect: close it; the next connection, with the same token, is the same identity).
     peer.close_stdin();
@@ -756,6 +835,7 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
 fn updates_before_response(context: &Context) -> Result<Outcome, String> {
     let (mut peer, _, session) = with_session(context)?;
     let (before, response) = peer.call(json!(3), "session/prompt", prompt_params(&session, "hello, conform"))?;
+    refused_for_auth(context, "session/prompt", &response)?;
     if response.get("result").is_none() {
         return Err(format!("the prompt failed: {}", trim(&response.to_string())));
     }
@@ -812,12 +892,16 @@ fn running_turn(peer: &mut Peer, context: &Context, session: &str, id: &Value) -
         .recv()
         .map_err(|e| format!("the turn neither updated nor answered: {e}"))?;
     if is_response(&first) {
+        refused_for_auth(context, "session/prompt", &first)?;
         return Ok(false);
     }
     let deadline = Instant::now() + QUIET;
     loop {
         match peer.recv_within(deadline.saturating_duration_since(Instant::now())) {
-            Ok(message) if is_response(&message) => return Ok(false),
+            Ok(message) if is_response(&message) => {
+                refused_for_auth(context, "session/prompt", &message)?;
+                return Ok(false);
+            }
             Ok(_) => {}
             Err(ReadError::Timeout) => return Ok(true),
             Err(ReadError::Closed) => return Err(format!("the agent closed stdout{}", peer.stderr_hint())),
@@ -838,6 +922,7 @@ fn busy_session(context: &Context) -> Result<Outcome, String> {
         )));
     }
     let (_, second) = peer.call(json!(4), "session/prompt", prompt_params(&session, "a second prompt"))?;
+    refused_for_auth(context, "session/prompt", &second)?;
     expect_code(&second, -32602)?;
     // The refusal does not end the running turn: no response to it for a while (it may
     // stream, or wait on a permission request). Ending it is turn.cancel's.
@@ -870,7 +955,7 @@ fn oversized_frame(context: &Context) -> Result<Outcome, String> {
         return Ok(skip);
     }
     let mut peer = context.spawn_with(&[("AGENTACP_MAX_FRAME_BYTES", &FRAME_LIMIT.to_string())])?;
-    initialize(&mut peer)?;
+    start(context, &mut peer)?;
     let padding = "x".repeat(FRAME_LIMIT * 2);
     peer.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": {"cwd": context.root(), "mcpServers": [], "_meta": {"padding": padding}}}))?;
     let response = peer.recv().map_err(|e| {
@@ -892,8 +977,9 @@ fn sigterm(context: &Context) -> Result<Outcome, String> {
     }
     let (mut peer, _, _) = with_session(context)?;
     let pid = peer.pid().ok_or("the agent has no process of the kit's")?;
+    // Its process group (it leads one), as agentacp's runtime signals it.
     let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args(["-TERM", "--", &format!("-{pid}")])
         .status()
         .map_err(|e| format!("cannot run kill: {e}"))?;
     if !sent.success() {

@@ -112,14 +112,23 @@ impl Peer {
         // What an agent leaves behind (even outside its group and session) is reparented to
         // the kit, not to PID 1, so that the kit's end can still find it.
         acp_process::adopt_orphans();
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", Path::new(program).display()))?;
+            .stderr(Stdio::piped());
+        // A group of its own, which `turn.sigterm` signals (as agentacp's runtime does): in a
+        // PID namespace, the kit's child stands for the agent and leaves signals other than
+        // SIGKILL to the agent, which is in its group.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        // It dies with the kit, even by `kill -9`, and where the kit is root, in a PID
+        // namespace of its own, so does everything it started ([`acp_process::contain_tree`]).
+        acp_process::die_with_parent(&mut command);
+        acp_process::contain_tree(&mut command);
+        let mut child = (command.spawn()).map_err(|e| format!("cannot start {}: {e}", Path::new(program).display()))?;
         let stdout = child.stdout.take().ok_or("no stdout pipe")?;
         let stderr_pipe = child.stderr.take().ok_or("no stderr pipe")?;
         let (tx, lines) = channel();

@@ -4,6 +4,7 @@
 //! fail (with the offending message) / skip for each. `scaffold-aip conform` is
 //! a thin command over [`run`] and [`report`]; `docs/conform.md` lists the checks.
 
+pub mod auth;
 pub mod checks;
 pub mod driver;
 pub mod report;
@@ -35,8 +36,20 @@ pub struct Check {
     pub title: &'static str,
     /// The rule enforced, in our words, with the spec section it comes from.
     pub rule: &'static str,
+    /// What it needs of the agent besides `initialize`.
+    pub needs: Needs,
     /// Runs the check; `Err` is a failure with its evidence.
     pub run: fn(&Context) -> Result<Outcome, String>,
+}
+
+/// What a check needs of the agent besides `initialize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing more: it judges `initialize` or single frames.
+    Agent,
+    /// A session (`session/new` answered): skipped when the agent refuses sessions for want
+    /// of authentication ([`auth::REQUIRED`]).
+    Session,
 }
 
 /// What the kit needs to know to run the suite.
@@ -63,6 +76,9 @@ pub struct Config {
     /// Prompts that drive the agent to tool calls, one turn each (for the `audit.*` checks:
     /// best one that runs without asking, one that asks permission and one governance denies).
     pub tool_prompts: Vec<String>,
+    /// The auth method to `authenticate` with after each `initialize` (`--auth`); it must be
+    /// one the agent offers (`authMethods`), and not a `terminal` one.
+    pub auth: Option<String>,
 }
 
 /// Where the kit finds the agent's audit log.
@@ -95,6 +111,7 @@ impl Config {
             long_prompt: "/forever".into(),
             audit_log: None,
             tool_prompts: Vec::new(),
+            auth: None,
         }
     }
 }
@@ -166,6 +183,8 @@ pub struct Context {
     /// The run of the tool prompts with every permission allowed, shared by the audit checks
     /// that judge it.
     allowed_run: std::sync::OnceLock<Result<checks::audit::ToolRun, String>>,
+    /// Where, if anywhere, the agent refused the kit for want of authentication.
+    auth: auth::Watch,
 }
 
 impl Context {
@@ -178,6 +197,7 @@ impl Context {
             root: make().map_err(io)?,
             outside: make().map_err(io)?,
             allowed_run: std::sync::OnceLock::new(),
+            auth: auth::Watch::default(),
         })
     }
 
@@ -193,6 +213,19 @@ impl Context {
     /// Whether the agent is remote ([`Config::connect`]): no process of the kit's.
     pub fn remote(&self) -> bool {
         self.config.connect.is_some()
+    }
+
+    /// Whether the variable `name` is set (not empty) in the agent's environment: the kit's,
+    /// with [`Launch::env`] over it. A remote agent's is unknown: taken as set.
+    pub fn agent_has_env(&self, name: &str) -> bool {
+        if self.remote() {
+            return true;
+        }
+        let launched = self.config.launch.env.iter().rev().find(|(key, _)| key == name);
+        match launched {
+            Some((_, value)) => !value.is_empty(),
+            None => std::env::var_os(name).is_some_and(|value| !value.is_empty()),
+        }
     }
 
     /// A folder outside the workspace root.
@@ -258,19 +291,39 @@ pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
     let selected = checks
         .iter()
         .filter(|c| context.config.only.is_empty() || context.config.only.iter().any(|id| id == c.id));
-    Ok(selected
-        .map(|check| {
-            let started = Instant::now();
-            let outcome = (check.run)(&context).unwrap_or_else(Outcome::Fail);
-            Verdict {
-                id: check.id,
-                title: check.title,
-                rule: check.rule,
-                outcome,
-                millis: started.elapsed().as_millis(),
-            }
-        })
+    let verdicts: Vec<Verdict> = selected.map(|check| run_check(&context, check)).collect();
+    // The refusal, once, in front of the checks it kept from judging.
+    Ok(context
+        .auth
+        .verdict(&context.config)
+        .into_iter()
+        .chain(verdicts)
         .collect())
+}
+
+/// Runs one check. One the agent's demand for authentication kept from judging is skipped,
+/// saying so: up front when it needs a session and the agent refuses them, or when it met
+/// the refusal itself (whatever it concluded would not be about its rule).
+fn run_check(context: &Context, check: &Check) -> Verdict {
+    let started = Instant::now();
+    let skip = (check.needs == Needs::Session)
+        .then(|| context.auth.skip_for_sessions())
+        .flatten();
+    let outcome = match skip {
+        Some(skip) => Outcome::Skip(skip),
+        None => {
+            context.auth.start_check();
+            let outcome = (check.run)(context).unwrap_or_else(Outcome::Fail);
+            context.auth.seen_in_check().map_or(outcome, Outcome::Skip)
+        }
+    };
+    Verdict {
+        id: check.id,
+        title: check.title,
+        rule: check.rule,
+        outcome,
+        millis: started.elapsed().as_millis(),
+    }
 }
 
 /// The `initialize` result `scaffold-aip explain` computes for the manifest at `path` (what

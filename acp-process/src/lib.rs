@@ -20,9 +20,9 @@
 //! What does not: a process that is SIGKILLed gets no chance to run any of this. The agent
 //! itself can still be ended by the kernel (`PR_SET_PDEATHSIG`, set by whoever spawns it), but
 //! that signal is not inherited by what the agent forks, and a subreaper that dies hands its
-//! orphans on to the next one up (or PID 1). Only a PID namespace (agentacp's sandbox) or a
-//! service manager that kills its unit's cgroup (systemd's default `KillMode=control-group`)
-//! ends those then. The subreaper is process-wide: orphans below *any* child of the caller
+//! orphans on to the next one up (or PID 1). Only a PID namespace ([`contain_tree`] where the
+//! caller is root, agentacp's sandbox) or a service manager that kills its unit's cgroup
+//! (systemd's default `KillMode=control-group`) ends those then. The subreaper is process-wide: orphans below *any* child of the caller
 //! are reparented to it, and one that exits on its own stays a zombie of the caller until it
 //! is reaped here (a [`Tree`] member, [`reap_adopted_in_group`]) or the caller exits — the
 //! caller cannot be told it from a child it started itself, whose status is not this crate's
@@ -30,6 +30,27 @@
 //! finds nothing to end.
 
 use std::time::{Duration, Instant};
+
+#[cfg(target_os = "linux")]
+pub mod namespace;
+#[cfg(target_os = "linux")]
+pub use namespace::{contain_tree, die_with_parent, tree_namespace};
+
+/// Elsewhere than Linux: no PID namespace; `command` is unchanged.
+#[cfg(not(target_os = "linux"))]
+pub fn contain_tree(_command: &mut std::process::Command) -> bool {
+    false
+}
+
+/// Elsewhere than Linux: no PID namespace.
+#[cfg(not(target_os = "linux"))]
+pub fn tree_namespace() -> bool {
+    false
+}
+
+/// Elsewhere than Linux: nothing (a child outlives a killed caller).
+#[cfg(not(target_os = "linux"))]
+pub fn die_with_parent(_command: &mut std::process::Command) {}
 
 /// How long [`Tree::end`] waits after SIGKILL for the processes to be gone.
 const KILL_WAIT: Duration = Duration::from_secs(2);

@@ -117,6 +117,16 @@ pub trait Governance: Send + Sync + 'static {
         let _ = request;
         true
     }
+
+    /// Whether `tool` is a name these rules know — one they list, match by a pattern of
+    /// their own or deny by name — rather than any text. A tool call that carries an
+    /// explicit name (`name`, `_meta.aip44.tool`) is decided on its `title` too only when
+    /// the title is a name they know: a descriptive title (`Read lib.rs`) then neither
+    /// loosens nor denies anything. Default: every name is known, so every title counts.
+    fn knows(&self, tool: &str) -> bool {
+        let _ = tool;
+        true
+    }
 }
 
 /// AIP-9 `governance.autonomy`: how much the operator may do on its own.
@@ -477,6 +487,17 @@ impl Governance for ManifestGovernance {
     fn may_remember(&self, request: &ToolRequest<'_>) -> bool {
         !self.approval_is_per_call(request)
     }
+
+    /// A tool the operator's `tools` list names, or a policy's `match.subject` does
+    /// (`tool:<pattern>`), by a pattern that is more than `*` (which names nothing).
+    fn knows(&self, tool: &str) -> bool {
+        let names = |pattern: &str| pattern.contains(|c| c != '*') && glob(pattern, tool);
+        let listed = self.tools.iter().flatten().any(|listed| names(listed));
+        listed
+            || self.policies.iter().any(|policy| {
+                (policy.subjects.iter()).any(|subject| names(subject.strip_prefix("tool:").unwrap_or(subject)))
+            })
+    }
 }
 
 impl ManifestGovernance {
@@ -818,6 +839,28 @@ mod tests {
         let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), Some(&policy));
         assert!(!binding.may_remember(&request("write-file")));
         assert!(binding.may_remember(&request("run-tests")));
+    }
+
+    /// The names governance knows: listed tools (also by a pattern), tools a policy names by
+    /// its subject; not a pattern of `*` alone, nor any other text (a descriptive title).
+    #[test]
+    fn governance_knows_the_names_its_documents_name() {
+        let operator = json!({"tools": ["read-file", {"kind": "mcp", "server": "notes"}, "*"]});
+        let policy = json!({"doctype": "policy", "slug": "no-deletes",
+            "match": {"action": "tool.call", "subject": "tool:delete-*"}, "decision": "deny"});
+        let everything =
+            json!({"doctype": "policy", "slug": "all", "match": {"subject": "tool:**"}, "decision": "allow"});
+        let binding = ManifestGovernance::from_documents(Some(&operator), None).with_policies([&policy, &everything]);
+        for known in ["read-file", "mcp/notes/echo", "delete-repo"] {
+            assert!(binding.knows(known), "{known}");
+        }
+        for unknown in ["Read lib.rs", "echo", "write-file"] {
+            assert!(!binding.knows(unknown), "{unknown}");
+        }
+        assert!(
+            AllowAll.knows("Read lib.rs"),
+            "a binding that says nothing knows every name"
+        );
     }
 
     /// A kind a peer claims (an agent's report, an MCP server's annotations) may make a

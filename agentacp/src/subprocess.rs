@@ -4,6 +4,9 @@
 //! then SIGTERM to the group, then SIGKILL. What it started outside its group (`setsid`) is
 //! ended too: the runtime becomes the child subreaper of what it starts, notes the program's
 //! descendants before its stdin closes, and ends them after the group ([`acp_process`]).
+//! Where the runtime is root, the program runs in a PID namespace of its own
+//! ([`acp_process::contain_tree`]): everything it starts ends with it even when the runtime is
+//! killed (`kill -9`).
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -143,6 +146,11 @@ impl AgentCommand {
         self.cwd.as_deref()
     }
 
+    /// The program, as given to [`new`](AgentCommand::new).
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
     /// The value the agent's environment will have for `key`: set with
     /// [`env`](AgentCommand::env) (the last one wins), else passed through from ours when
     /// `key` is in the allow-list.
@@ -179,6 +187,12 @@ impl AgentCommand {
             // A backstop should everything else be dropped with the runtime.
             .kill_on_drop(true);
         crate::sandbox::die_with_parent(&mut command);
+        // Outside a sandbox (which has a PID namespace of its own where it can), and where the
+        // runtime is root: a PID namespace of its own, so that what it starts dies with it,
+        // also when the runtime is killed (`acp_process::contain_tree`).
+        if self.sandbox.is_none() && acp_process::contain_tree(command.as_std_mut()) {
+            tracing::debug!(program = ?self.program, "started in a PID namespace of its own");
+        }
         if let Some(sandbox) = self.sandbox() {
             for (missing, _) in self.sandbox_granted.iter().filter(|(path, _)| !path.exists()) {
                 tracing::warn!(path = %missing.display(), program = ?self.program, "granted to a sandboxed program but does not exist: not granted");

@@ -68,7 +68,7 @@ def script(s, name):
         change(s, "c1", status="completed", rawOutput={"ok": "c1-output"})
         call(s, "c2", title="read-file", kind="read")
         change(s, "c2", _meta={"aip44": {"tool": "delete-repo"}, "trace": 2}, rawOutput={"ok": "c2-output"})
-        call(s, "c3", name="read-file", title="read-file", kind="read")
+        call(s, "c3", name="read-file", title="Read lib.rs", kind="read")
         change(s, "c3", name="delete-repo", status="completed", rawOutput={"ok": "c3-output"})
         call(s, "c4", title="read-file", kind="read")
         change(s, "c4", kind="delete", status="completed", rawOutput={"ok": "c4-output"})
@@ -82,6 +82,28 @@ def script(s, name):
         change(s, "m2", status="completed", rawOutput=secret("m2"))
         call(s, "m3", title="read-file", kind="read", status="in_progress")
         change(s, "m3", status="completed", rawOutput={"ok": "m3-output"})
+    elif name == "described":
+        # A proper name beside a title that only describes the call: decided by the name.
+        call(s, "t1", name="read-file", title="Read /w/lib.rs", kind="read", status="in_progress")
+        change(s, "t1", status="completed", rawOutput={"ok": "t1-output"})
+        call(s, "t2", title="Read lib.rs", kind="read", status="in_progress", _meta={"aip44": {"tool": "read-file"}})
+        change(s, "t2", status="completed", rawOutput={"ok": "t2-output"})
+        # A title that is a name governance knows still counts: here it asks, unasked.
+        call(s, "t3", name="read-file", title="write-file", kind="read", status="in_progress")
+        change(s, "t3", status="completed", rawOutput=secret("t3"))
+    elif name == "reasked":
+        # Permission requests that would rename a decided call: the editor sees it as decided.
+        call(s, "p1", name="read-file", title="Read a.txt", kind="read", status="pending")
+        answer = ask("perm-p1", "session/request_permission", {"sessionId": s, "toolCall": {"toolCallId": "p1", "title": "Read b.txt"}, "options": OPTIONS})
+        change(s, "p1", status="completed", rawOutput={"ok": "p1-output"})
+        say(s, "p1: " + json.dumps(answer, sort_keys=True))
+        call(s, "p2", title="write-file", kind="edit", status="pending")
+        answer = ask("perm-p2", "session/request_permission", {"sessionId": s, "toolCall": {"toolCallId": "p2", "title": "read-file", "kind": "read"}, "options": OPTIONS})
+        if answer.get("result", {}).get("outcome", {}).get("optionId") == "allow":
+            change(s, "p2", status="completed", rawOutput={"ok": "p2-output"})
+        else:
+            change(s, "p2", status="failed")
+        say(s, "p2: " + json.dumps(answer, sort_keys=True))
     elif name == "unasked":
         call(s, "c6", title="write-file", kind="edit", status="pending")
         change(s, "c6", status="completed", rawOutput=secret("c6"))
@@ -186,8 +208,9 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
 "#;
 
-/// A governance-aware bridge (tests/operators/test-bridge): `read-file` runs, `write-file`
-/// asks the editor, every other tool is denied; `loadSession` passes.
+/// A governance-aware bridge (tests/operators/test-bridge-governed): `read-file` runs,
+/// `write-file` asks the editor, every other tool is denied (`delete-*` also by a policy, so
+/// it is a name governance knows); `loadSession` passes.
 #[acp_operator(manifest = "tests/operators/test-bridge-governed/ACP.md")]
 struct GovernedBridge {
     agent: AgentCommand,
@@ -597,11 +620,11 @@ fn rewritten(records: &[Value], id: &str) -> String {
 async fn an_update_cannot_change_what_a_decided_call_is() {
     let (seen, records) = governed_script("renamed").await;
     assert_no_secret(&seen);
-    for (id, change) in [
-        ("c1", "title \"read-file\" → \"delete-repo\""),
-        ("c2", "_meta.aip44.tool (none) → \"delete-repo\""),
-        ("c3", "name \"read-file\" → \"delete-repo\""),
-        ("c4", "kind \"read\" → \"delete\""),
+    for (id, change, title) in [
+        ("c1", "title \"read-file\" → \"delete-repo\"", "read-file"),
+        ("c2", "_meta.aip44.tool (none) → \"delete-repo\"", "read-file"),
+        ("c3", "name \"read-file\" → \"delete-repo\"", "Read lib.rs"),
+        ("c4", "kind \"read\" → \"delete\"", "read-file"),
     ] {
         let output = format!("{id}-output");
         assert!(
@@ -617,7 +640,7 @@ async fn an_update_cannot_change_what_a_decided_call_is() {
         assert_eq!(record["metadata"]["aip44"]["approval"], "auto", "{record}");
         assert_eq!(
             record["metadata"]["agentacp"]["shown"],
-            json!({"title": "read-file", "kind": "read"}),
+            json!({"title": title, "kind": "read"}),
             "{record}"
         );
     }
@@ -668,6 +691,105 @@ async fn a_call_is_governed_on_the_strictest_of_its_names() {
         "{seen:#?}"
     );
     assert_eq!(tool_record(&records, "m3")["metadata"]["aip44"]["approval"], "auto");
+}
+
+/// A call with a proper name (`name`, `_meta.aip44.tool`) and a title that only describes it
+/// — as real agents title their calls (`Read /path/…`) — is decided by its name: the title
+/// is not a name governance knows, so it neither loosens nor denies anything. A title that
+/// is such a name (`write-file`) still takes part. Before, the descriptive title was decided
+/// as a tool of its own, unlisted, and the call was denied.
+#[tokio::test]
+async fn a_descriptive_title_beside_a_proper_name_is_decided_by_the_name() {
+    let (seen, records) = governed_script("described").await;
+    assert_no_secret(&seen);
+    for (id, title) in [("t1", "Read /w/lib.rs"), ("t2", "Read lib.rs")] {
+        assert!(
+            shown_tool_calls(&seen)
+                .iter()
+                .any(|m| m.contains(&format!("{id}-output"))),
+            "{id} ran, shown: {seen:#?}"
+        );
+        let record = tool_record(&records, id);
+        assert_eq!(record["metadata"]["aip44"]["tool"], "read-file", "{record}");
+        assert_eq!(record["metadata"]["aip44"]["approval"], "auto", "{record}");
+        assert_eq!(record["metadata"]["agentacp"]["shown"]["title"], title, "{record}");
+    }
+    assert!(
+        !seen.iter().any(|m| m["params"]["update"]["toolCallId"] == "t3"),
+        "{seen:#?}"
+    );
+    assert_violation(&records, "t3");
+}
+
+/// A permission request cannot rename a decided call either (issue 44, item 7): the editor
+/// is asked about the call as it was decided (title, kind), the attempt is audited like an
+/// update's, and the call's record says what the editor was shown. Before, the request passed
+/// as sent, and the call took the request's title and kind from then on.
+#[tokio::test]
+async fn a_permission_request_shows_the_editor_the_call_as_it_was_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut editor, task, sink) = start_governed(dir.path(), BridgeOptions::default());
+    initialize_and_open(&mut editor).await;
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": 11, "method": "session/prompt",
+            "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "script:reasked"}]}}))
+        .await;
+    let mut seen = Vec::new();
+    let permission = loop {
+        let message = editor.next().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+        seen.push(message);
+    };
+    // p1 (a read, allowed) was answered by the bridge; p2 is asked as what it was announced.
+    let tool_call = &permission["params"]["toolCall"];
+    assert_eq!(
+        *tool_call,
+        json!({"toolCallId": "p2", "title": "write-file", "kind": "edit"}),
+        "{permission}"
+    );
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": permission["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}))
+        .await;
+    seen.extend(editor.until_answer(json!(11)).await);
+    for id in ["p1", "p2"] {
+        assert!(
+            shown_tool_calls(&seen)
+                .iter()
+                .any(|m| m.contains(&format!("{id}-output"))),
+            "{id} ran, shown: {seen:#?}"
+        );
+    }
+    editor.close_input();
+    assert!(editor.next_or_end().await.is_none());
+    assert!(tokio::time::timeout(WAIT, task).await.unwrap().unwrap().is_ok());
+    let records = audited(&sink);
+    for (id, change, shown) in [
+        (
+            "p1",
+            r#"title "Read a.txt" → "Read b.txt""#,
+            json!({"title": "Read a.txt", "kind": "read"}),
+        ),
+        (
+            "p2",
+            r#"title "write-file" → "read-file""#,
+            json!({"title": "write-file", "kind": "edit"}),
+        ),
+    ] {
+        let reason = rewritten(&records, id);
+        assert!(
+            reason.contains(change) && reason.contains("policy violation"),
+            "{reason}"
+        );
+        let record = tool_record(&records, id);
+        assert_eq!(record["metadata"]["agentacp"]["shown"], shown, "{record}");
+    }
+    assert_eq!(
+        tool_record(&records, "p2")["metadata"]["aip44"]["approval"]["approvedBy"],
+        "client:test-editor"
+    );
 }
 
 #[tokio::test]

@@ -1437,7 +1437,7 @@ async fn processes_left_in_the_agents_group_are_stopped_at_close() {
         let client = Client::connect(agent, ClientOptions::default().with_workspace_root(fake.dir.path()))
             .await
             .unwrap();
-        let grandchild: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let grandchild = read_pid(&pid_file, Duration::from_secs(20), client.pid().unwrap());
         assert!(not_a_zombie(grandchild), "the grandchild runs");
         client.close().await;
         assert!(
@@ -1484,16 +1484,8 @@ async fn an_agent_dies_with_a_client_killed_by_sigkill() {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        // The agent has started once it wrote its pid (polled, bounded by the test's timeout).
-        let agent = loop {
-            if let Some(pid) = std::fs::read_to_string(&pid_file)
-                .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok())
-            {
-                break pid;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        // The agent has started once it wrote its pid.
+        let agent = read_pid(&pid_file, Duration::from_secs(20), client.id().unwrap());
         client.start_kill().unwrap();
         client.wait().await.unwrap();
         assert!(
@@ -1732,8 +1724,51 @@ fn group_left_after(group: u32, limit: Duration) -> Vec<u32> {
     }
 }
 
-/// Reads the pid the agent wrote (polled, bounded).
-fn read_pid(file: &Path, limit: Duration) -> u32 {
+/// The pid, as this test sees it, of the process below `below` that sees itself as `seen`:
+/// where the runtime is root, an agent runs in a PID namespace of its own, where its pids
+/// (`$$`, `$!`) are not ours (`NSpid` in `/proc/<pid>/status` lists both). `seen` itself when
+/// no such process is found.
+fn host_pid(seen: u32, below: u32) -> u32 {
+    let mut parents = std::collections::HashMap::<u32, Vec<u32>>::new();
+    for pid in std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some(parent) =
+            (stat.rsplit_once(')')).and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1)?.parse::<u32>().ok())
+        {
+            parents.entry(parent).or_default().push(pid);
+        }
+    }
+    let mut next = vec![below];
+    while let Some(parent) = next.pop() {
+        for &pid in parents.get(&parent).into_iter().flatten() {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let innermost = (status.lines())
+                .find_map(|line| line.strip_prefix("NSpid:"))
+                .and_then(|pids| pids.split_ascii_whitespace().last()?.parse::<u32>().ok());
+            if innermost == Some(seen) {
+                return pid;
+            }
+            next.push(pid);
+        }
+    }
+    seen
+}
+
+/// Reads the pid the agent wrote (polled, bounded), as this test sees it (the agent runs
+/// below `below`: see [`host_pid`]).
+fn read_pid(file: &Path, limit: Duration, below: u32) -> u32 {
+    let seen = read_pid_as_written(file, limit);
+    host_pid(seen, below)
+}
+
+/// Reads the pid the agent wrote (polled, bounded), as it saw it.
+fn read_pid_as_written(file: &Path, limit: Duration) -> u32 {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse().ok()) {
@@ -1766,7 +1801,7 @@ fn an_agent_behind_a_launcher_is_stopped_when_the_client_is_dropped_after_an_err
             .await
             .unwrap();
         let launcher = client.pid().unwrap();
-        let agent = read_pid(&pid_file, Duration::from_secs(20));
+        let agent = read_pid(&pid_file, Duration::from_secs(20), launcher);
         assert_eq!(group_of(agent), launcher, "the agent runs in its launcher's group");
         // The application's early return: `?` on this error drops the client.
         let error = client.new_session(fake.dir.path()).await.unwrap_err();
@@ -1812,7 +1847,7 @@ async fn acp_client_in_a_turn(fake: &Fake) -> (tokio::process::Child, u32) {
         );
         seen.extend_from_slice(&buffer[..read]);
     }
-    let agent = read_pid(&pid_file, Duration::from_secs(20));
+    let agent = read_pid(&pid_file, Duration::from_secs(20), client.id().unwrap());
     let group = group_of(agent);
     assert_ne!(
         group, agent,
@@ -1904,7 +1939,7 @@ async fn sigterm_to_the_example_bridge_with_a_session_open_stops_the_agents_whol
                 }
             }
         }
-        let agent = read_pid(&pid_file, Duration::from_secs(20));
+        let agent = read_pid(&pid_file, Duration::from_secs(20), bridge.id().unwrap());
         let group = group_of(agent);
         assert_ne!(group, agent, "the agent runs under its launcher");
         send_signal(bridge.id().unwrap(), "TERM");
@@ -1940,7 +1975,7 @@ async fn a_setsid_helper_of_the_agent_ends_when_the_client_closes_or_is_dropped(
                 ..ClientOptions::default()
             };
             let client = Client::connect(command, options).await.unwrap();
-            let helper = read_pid(&pid_file, Duration::from_secs(20));
+            let helper = read_pid(&pid_file, Duration::from_secs(20), client.pid().unwrap());
             assert_ne!(
                 group_of(helper),
                 client.pid().unwrap(),
@@ -1998,7 +2033,7 @@ async fn sigterm_to_the_example_client_and_bridge_ends_the_agents_setsid_helper(
                 let line = answers.next_line().await.unwrap().expect("the bridge answers");
                 assert!(line.contains("\"result\""), "{line}");
             }
-            let helper = read_pid(&pid_file, Duration::from_secs(20));
+            let helper = read_pid(&pid_file, Duration::from_secs(20), running.id().unwrap());
             send_signal(running.id().unwrap(), "TERM");
             let status = tokio::time::timeout(Duration::from_secs(20), running.wait())
                 .await
@@ -2007,6 +2042,64 @@ async fn sigterm_to_the_example_client_and_bridge_ends_the_agents_setsid_helper(
             assert!(
                 process_gone(helper),
                 "{program} ({status:?}): the agent's setsid helper {helper} is still there"
+            );
+            drop(input);
+        }
+    })
+    .await;
+}
+
+/// Issue #44.10: `kill -9` of the example client or bridge ended the agent (its death
+/// signal) but not what the agent started outside its group (`setsid`): nothing of the
+/// runtime ran to end it. Where the runtime is root (as here and in CI), the agent runs in a
+/// PID namespace of its own, which the kernel empties when the runtime dies.
+#[tokio::test]
+async fn sigkill_of_the_example_client_and_bridge_ends_the_agents_setsid_helper() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    if !agentacp::process_tree::tree_namespace() {
+        eprintln!("skipped: no PID namespace without a user namespace here (not root)");
+        return;
+    }
+    bounded(async {
+        for program in ["acp-client", "governance-bridge"] {
+            let fake = Fake::new();
+            let dirs = Dirs::new();
+            let (args, pid_file) = fake.setsid_args();
+            let mut command = tokio::process::Command::new(example_binary(program));
+            if program == "acp-client" {
+                // Its `session/new` is never answered: it waits there.
+                command.args(["-p", "hello"]);
+            }
+            let mut running = command
+                .arg("--")
+                .args(&args)
+                .current_dir(&dirs.workspace)
+                .env("AGENTACP_WORKSPACE_ROOT", &dirs.workspace)
+                .env("AGENTACP_STATE_DIR", &dirs.state)
+                .env("AGENTACP_AUDIT_LOG", &dirs.audit)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            let mut input = running.stdin.take().unwrap();
+            if program == "governance-bridge" {
+                // The bridge starts its agent for the editor's `initialize`.
+                let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                 "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+                input.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+                let mut answers = tokio::io::BufReader::new(running.stdout.take().unwrap()).lines();
+                let line = answers.next_line().await.unwrap().expect("the bridge answers");
+                assert!(line.contains("\"result\""), "{line}");
+            }
+            let helper = read_pid(&pid_file, Duration::from_secs(20), running.id().unwrap());
+            assert!(not_a_zombie(helper), "{program}: the helper {helper} runs");
+            running.start_kill().unwrap();
+            running.wait().await.unwrap();
+            assert!(
+                wait_gone(helper, Duration::from_secs(10)).await,
+                "{program}: the agent's setsid helper {helper} outlived the SIGKILLed runtime"
             );
             drop(input);
         }

@@ -337,3 +337,72 @@ fn the_bridge_passes_the_conformance_suite_with_its_manifest() {
         "every check applies to the bridge: {verdicts:#?}"
     );
 }
+
+/// Issue #45.7: behind the shipped bridge, governed-server lost `session/list`, `resume` and
+/// `close`, and nothing said what the bridge had narrowed. Its manifest declares them now:
+/// they pass (and are audited); `initialize`'s `_meta.agentacp.narrowed` names what the
+/// editor does not get of the agent's capabilities, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_the_example_bridge_sessions_are_listed_closed_and_resumed() {
+    let dirs = AgentDirs::new();
+    let bridge_audit = dirs.state_dir.join("bridge-audit.jsonl");
+    let cwd = dirs.project("p");
+    let mut client = RawClient::new(bridge_process(&dirs, &bridge_audit));
+    let init = client.initialize(json!(1)).await;
+    let capabilities = &init["result"]["agentCapabilities"];
+    assert_eq!(
+        capabilities["sessionCapabilities"],
+        json!({"list": {}, "resume": {}, "close": {}}),
+        "{init}"
+    );
+    assert_eq!(
+        capabilities["promptCapabilities"]["image"], false,
+        "the server offers no images: {init}"
+    );
+    let narrowed = init["result"]["_meta"]["agentacp"]["narrowed"]
+        .as_array()
+        .unwrap_or_else(|| client.fail(format!("no _meta.agentacp.narrowed: {init}")))
+        .clone();
+    // governed-server offers nothing this bridge does not pass: nothing narrowed.
+    assert_eq!(narrowed, Vec::<Value>::new(), "{init}");
+
+    let session = client.new_session(json!(2), &cwd).await;
+    let listed = client.request(json!(3), "session/list", json!({"cwd": cwd})).await;
+    let ids: Vec<&str> = listed["result"]["sessions"]
+        .as_array()
+        .unwrap_or_else(|| client.fail(format!("session/list failed: {listed}")))
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(ids, [session.as_str()], "{listed}");
+    let closed = client
+        .request(json!(4), "session/close", json!({"sessionId": session}))
+        .await;
+    assert!(closed.get("result").is_some(), "session/close failed: {closed}");
+    let resumed = client
+        .request(
+            json!(5),
+            "session/resume",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert!(resumed.get("result").is_some(), "session/resume failed: {resumed}");
+    let prompted = client
+        .request(
+            json!(6),
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello again"}]}),
+        )
+        .await;
+    assert_eq!(prompted["result"]["stopReason"], "end_turn", "{prompted}");
+    client.close_stdin().await;
+    assert!(client.expect_exit().await.success());
+    let actions: Vec<String> = records(&bridge_audit)
+        .iter()
+        .filter_map(|r| r["action"].as_str().map(str::to_string))
+        .collect();
+    for action in ["acp.session.list", "acp.session.close", "acp.session.resume"] {
+        assert!(actions.iter().any(|a| a == action), "{action} not audited: {actions:?}");
+    }
+    verify_file(&bridge_audit).expect("the bridge's audit log verifies");
+}

@@ -21,10 +21,13 @@ const WAIT: Duration = Duration::from_secs(60);
 /// How deep the values nest: around serde_json's limit, and far past it.
 const DEPTHS: [usize; 10] = [100, 120, 123, 124, 125, 126, 127, 128, 1_000, 100_000];
 
-/// How deep the MCP server's `structuredContent` nests: up to the deepest its answer can be and
-/// still be read (the answer nests two levels more). A deeper answer is dropped by the MCP
-/// client, and the call waits out its timeout (two minutes), too long for a test.
-const MCP_DEPTHS: [usize; 5] = [100, 120, 123, 124, 125];
+/// The bound on one MCP call's turn, far below the MCP call timeout (two minutes) that an
+/// answer rmcp drops unread would wait out.
+const MCP_WAIT: Duration = Duration::from_secs(30);
+
+/// The deepest `structuredContent` whose answer the runtime's MCP client reads (the answer nests
+/// two levels more, and readers stop at 128): a deeper answer fails its call at once.
+const MCP_READABLE: usize = 125;
 
 /// `{"path":[[…"x"…]]}`, an object nesting `levels` levels.
 fn nested(levels: usize) -> String {
@@ -34,13 +37,18 @@ fn nested(levels: usize) -> String {
 
 /// Runs the prompt `text` to its end (bounded); whatever the turn says, it must end.
 async fn run_turn(client: &Client, session: &wire::SessionId, text: &str) {
-    let mut turn = tokio::time::timeout(WAIT, client.prompt_text(session, text))
+    run_turn_within(client, session, text, WAIT).await;
+}
+
+/// Runs the prompt `text` to its end, each wait bounded by `bound`.
+async fn run_turn_within(client: &Client, session: &wire::SessionId, text: &str, bound: Duration) {
+    let mut turn = tokio::time::timeout(bound, client.prompt_text(session, text))
         .await
         .expect("prompted in time")
         .expect("prompted");
     loop {
-        let next = tokio::time::timeout(WAIT, turn.next()).await;
-        match next.unwrap_or_else(|_| panic!("`{}`: no event within {WAIT:?}", interop::shorten(text, 80))) {
+        let next = tokio::time::timeout(bound, turn.next()).await;
+        match next.unwrap_or_else(|_| panic!("`{}`: no event within {bound:?}", interop::shorten(text, 80))) {
             Some(Ok(PromptEvent::Stop(_))) | None => return,
             Some(Ok(_)) => {}
             Some(Err(error)) => panic!("the turn failed: {error}"),
@@ -166,11 +174,12 @@ async fn a_hostile_mcp_servers_deep_structured_content_keeps_the_log_verifiable(
             .await
             .expect("session/new answered in time")
             .expect("session/new accepted");
-        for levels in MCP_DEPTHS {
-            run_turn(
+        for levels in DEPTHS {
+            run_turn_within(
                 &client,
                 &session,
                 &format!(r#"/mcp call notes echo {{"levels":{levels}}}"#),
+                MCP_WAIT,
             )
             .await;
         }
@@ -180,18 +189,24 @@ async fn a_hostile_mcp_servers_deep_structured_content_keeps_the_log_verifiable(
         assert!(status.is_some_and(|s| s.success()), "{status:?}");
         records = check_log(&dirs.audit_log, records);
     }
-    // Every call is recorded with its result, all of it (deep parts kept as JSON text).
-    let results: Vec<Value> = audit_records(&dirs.audit_log)
+    // Every call is recorded: with its result, all of it (deep parts kept as JSON text), or,
+    // where the answer nests too deep to be read, with the error that says so.
+    let outputs: Vec<Value> = audit_records(&dirs.audit_log)
         .into_iter()
         .filter(|r| r["action"] == "tool.call")
-        .map(|r| r["output"]["result"].clone())
+        .map(|r| r["output"].clone())
         .collect();
-    assert_eq!(results.len(), 2 * MCP_DEPTHS.len(), "{results:?}");
-    for (result, levels) in results.iter().zip(MCP_DEPTHS.iter().chain(&MCP_DEPTHS)) {
-        let text = result.to_string();
-        assert!(
-            text.contains(r#"\"x\""#) && text.contains(DEEP_JSON_KEY),
-            "{levels}: {text}"
-        );
+    assert_eq!(outputs.len(), 2 * DEPTHS.len(), "{outputs:?}");
+    for (output, &levels) in outputs.iter().zip(DEPTHS.iter().chain(&DEPTHS)) {
+        let text = output.to_string();
+        if levels <= MCP_READABLE {
+            assert!(
+                text.contains(r#"\"x\""#) && text.contains(DEEP_JSON_KEY),
+                "{levels}: {text}"
+            );
+        } else {
+            let error = output["error"].as_str().unwrap_or_default();
+            assert!(error.contains("answer nests too deep"), "{levels}: {text}");
+        }
     }
 }

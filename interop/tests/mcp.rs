@@ -1045,7 +1045,7 @@ impl BridgeInFront {
 
     /// `bridge` served with these `options` (but the audit log, `audit`).
     async fn serve(
-        bridge: impl agentacp::bridge::BridgeOperator,
+        bridge: impl agentacp::bridge::BridgeOperator + agentacp::server::OffersWebSocket,
         audit: &Path,
         options: BridgeOptions,
     ) -> BridgeInFront {
@@ -1137,6 +1137,10 @@ fn mcp_tap(seen: Arc<Mutex<Vec<String>>>) -> impl Fn(Direction, &[u8]) + Send + 
     }
 }
 
+/// The editor's MCP servers over ACP pass a sandboxed bridge, governed by it. The agent is a
+/// server of this runtime with `examples/sandboxed-server`'s commands and governance
+/// (`nested-agent`), whose own sandbox is best effort: a required one cannot be nested in the
+/// bridge's (see the next test).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it() {
     if !sandbox_enforceable() {
@@ -1146,7 +1150,7 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
     let project = dirs.project("p");
     std::fs::write(project.join("hello.txt"), "hello through the bridge").unwrap();
     let bridge_audit = dirs.state_dir.join("bridge.jsonl");
-    let mut agent = AgentCommand::new(example_binary("sandboxed-server"));
+    let mut agent = AgentCommand::new(env!("CARGO_BIN_EXE_nested-agent"));
     for (key, value) in dirs.env() {
         agent = agent.env(key, value);
     }
@@ -1241,6 +1245,51 @@ async fn the_editors_mcp_servers_over_acp_pass_a_sandboxed_bridge_governed_by_it
     check_audit_log(&dirs.audit_log, |_| true);
 }
 
+/// A server whose SANDBOX.md requires enforcement (`examples/sandboxed-server`) does not start
+/// as a sandboxed bridge's agent: confined by the bridge's Landlock, it may not mount, so its
+/// own programs could get no root of their own, and it refuses to start, naming the gaps
+/// (`chmod`, `utime`, `xattr`, `chown`); the editor gets that error, not a server running
+/// less confined than it declares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_sandbox_cannot_be_nested_in_a_sandboxed_bridge_and_says_why() {
+    if !sandbox_enforceable() {
+        return;
+    }
+    let dirs = AgentDirs::new();
+    let bridge_audit = dirs.state_dir.join("bridge.jsonl");
+    let mut agent = AgentCommand::new(example_binary("sandboxed-server"));
+    for (key, value) in dirs.env() {
+        agent = agent.env(key, value);
+    }
+    let bridge = BridgeInFront::start(agent, &bridge_audit).await;
+    let options = ClientOptions::default().with_workspace_root(dirs.workspace_root.clone());
+    let connected = tokio::time::timeout(WAIT, Client::connect_websocket(Dial::new(&bridge.url), options))
+        .await
+        .expect("answered in time");
+    let error = match connected {
+        Ok(client) => {
+            let project = dirs.project("p");
+            let opened = tokio::time::timeout(WAIT, client.new_session_with_mcp_servers(&project, json!([])))
+                .await
+                .expect("session/new answered in time");
+            client.close().await;
+            opened
+                .expect_err("a required sandbox nested in another does not start")
+                .to_string()
+        }
+        Err(error) => error.to_string(),
+    };
+    bridge.stop().await;
+    assert!(
+        error.contains("sandbox cannot be enforced") && error.contains("Refusing to run unconfined"),
+        "{error}"
+    );
+    for gap in ["(chmod)", "(utime)", "(xattr)", "(chown)"] {
+        assert!(error.contains(gap), "{gap}: {error}");
+    }
+    assert!(error.contains("this runtime is itself confined"), "{error}");
+}
+
 /// An agent that uses the client's MCP server `notes` over ACP on its own: it lists the tools,
 /// sends a `write_note` call as a notification (no id, so nothing would govern it), then calls
 /// `fail` (which governance denies) and `echo` (which governance asks about), and says what it
@@ -1310,7 +1359,7 @@ for line in sys.stdin:
             # Reports the call `echo` and asks about it, then makes it twice: only the first
             # runs on that answer. Says "ok" or the error of each.
             calls, args = [], {"text": "twice"}
-            reported = {"toolCallId": "t0", "title": "mcp/notes/echo", "rawInput": args,
+            reported = {"toolCallId": "t0", "title": "echo", "rawInput": args,
                         "_meta": {"aip44": {"tool": "mcp/notes/echo"}}}
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
                   "update": dict(reported, sessionUpdate="tool_call", status="pending")}})
@@ -1407,7 +1456,7 @@ async fn an_approval_the_agent_got_for_an_mcp_call_lets_it_run_once_through_the_
     assert_eq!(said[1], "ok | ok", "{said:?}");
     assert_eq!(
         *asked.lock().unwrap(),
-        ["mcp/notes/echo", "Call `echo` on the MCP server `notes`"],
+        ["echo", "Call `echo` on the MCP server `notes`"],
         "the agent's question, then the bridge's for the second call"
     );
     let calls = methods

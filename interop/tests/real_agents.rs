@@ -2,7 +2,8 @@
 //! interop/real-agents`; `.ci/run` installs them): the headless client `acpx` drives our
 //! example servers and our bridge end to end, and our example client drives the agents Codex
 //! ACP, Claude agent ACP and Gemini CLI, directly and through our bridge, to the step each
-//! reaches without credentials. After every run, no process is left in the run's folder.
+//! reaches without credentials, and `scaffold-aip conform` reports each agent's demand for a
+//! login as one clear failure. After every run, no process is left in the run's folder.
 //!
 //! Skipped, saying so, when the packages are absent. Nothing here needs network access or
 //! credentials: the agents stop where they would need them.
@@ -310,5 +311,140 @@ fn our_client_authenticates_codex_with_an_env_var_key_directly_and_through_the_b
         !bridged.stderr.contains("Authentication required"),
         "{}",
         show(&bridged)
+    );
+}
+
+/// One real agent, and the `auth.required` failure `scaffold-aip conform` reports for it
+/// without credentials.
+struct Walled {
+    /// Its program in `node_modules/.bin`, and arguments.
+    command: &'static [&'static str],
+    /// What the failure's evidence says (the methods it offers, the request it refused).
+    says: &'static [&'static str],
+}
+
+const WALLED: &[Walled] = &[
+    Walled {
+        command: &["codex-acp"],
+        says: &[
+            "the agent requires authentication: methods chatgpt, codex-api-key (env_var: CODEX_API_KEY)",
+            "it answered session/new with -32000",
+        ],
+    },
+    // Opens sessions, refuses prompts, and offers no methods.
+    Walled {
+        command: &["claude-agent-acp"],
+        says: &["offers no auth methods at initialize: it answered session/prompt with -32000"],
+    },
+    Walled {
+        command: &["gemini", "--acp"],
+        says: &[
+            "the agent requires authentication: methods oauth-personal, gemini-api-key",
+            "it answered session/new with -32000",
+        ],
+    },
+];
+
+/// The checks run against the real agents: those that need a session or the connection to
+/// serve after a refusal (where a missing login used to read as "the connection no longer
+/// serves"), and the handshake. Left out are checks these agents fail for reasons of their own,
+/// unrelated to authentication (seen when this test was written: a truncated frame or a
+/// non-string method left unanswered or answered -32601, bad params answered -32603, Claude's
+/// agent opening a session before `initialize` and still running 5 s after EOF), and
+/// `turn.sigterm`, which Claude's agent (it opens sessions) once failed on a loaded machine.
+const CONFORM_CHECKS: &str = "handshake.version-current,handshake.agent-info,jsonrpc.unknown-method,\
+jsonrpc.notification-unanswered,jsonrpc.ids-echoed,jsonrpc.stdout-clean,session.unknown-session,\
+session.relative-cwd,session.load,turn.updates-before-response,turn.cancel";
+
+/// The bound on one `conform` run against a real agent (seen: Codex under 1 s, Gemini CLI and
+/// Claude's agent 15 s, each check starting the agent afresh; none needs the network).
+const CONFORM_DEADLINE: Duration = Duration::from_secs(90);
+
+/// `scaffold-aip conform` against each real agent, without credentials (a scratch HOME, no
+/// other variables but PATH): the report is the one `auth.required` failure, first, naming
+/// the agent's methods, nothing else fails, what needs what the login guards is skipped for
+/// it, and nothing is left running.
+#[test]
+fn conform_reports_one_clear_authentication_failure_for_each_real_agent() {
+    for agent in WALLED {
+        let program = match program(agent.command[0]) {
+            Ok(program) => program,
+            Err(why) => {
+                interop::skip_without_peer(&why);
+                return;
+            }
+        };
+        let dirs = AgentDirs::new();
+        let project = dirs.project("project");
+        let mut command = Command::new(example_binary("scaffold-aip"));
+        command
+            .current_dir(&project)
+            .env_clear()
+            .env("PATH", path_with_packages())
+            .env("HOME", dirs.project("home"))
+            .args([
+                "conform",
+                "--format",
+                "json",
+                "--timeout-ms",
+                "10000",
+                "--only",
+                CONFORM_CHECKS,
+                "--",
+            ])
+            .arg(&program)
+            .args(&agent.command[1..]);
+        let output = run_script(&mut command, CONFORM_DEADLINE);
+        assert_nothing_left_in(&project, &format!("conform with {:?}", agent.command));
+        assert_eq!(output.status.and_then(|s| s.code()), Some(1), "{}", show(&output));
+        let report: serde_json::Value =
+            serde_json::from_str(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(&output)));
+        let checks = report["checks"].as_array().expect("checks");
+        let failed: Vec<&serde_json::Value> = checks.iter().filter(|c| c["outcome"] == "fail").collect();
+        assert_eq!(failed.len(), 1, "{:?}: {}", agent.command, show(&output));
+        assert_eq!(checks[0]["id"], "auth.required", "{}", show(&output));
+        let evidence = checks[0]["detail"].as_str().unwrap_or_default();
+        for says in agent.says {
+            assert!(evidence.contains(says), "{:?}: {evidence}", agent.command);
+        }
+        // Whatever the login kept from being judged says so.
+        let skipped_for_auth = checks
+            .iter()
+            .filter(|c| {
+                c["outcome"] == "skip"
+                    && c["detail"]
+                        .as_str()
+                        .is_some_and(|d| d.contains("requires authentication"))
+            })
+            .count();
+        assert!(skipped_for_auth >= 1, "{:?}: {}", agent.command, show(&output));
+    }
+}
+
+/// Issue #45.4: acpx in front of a bridge whose agent cannot be reached. The bridge used to
+/// exit without a word: acpx printed an EPIPE trace and waited out its timeout. Now acpx's
+/// `initialize` is answered with the reason, which acpx shows, naming the URL.
+#[test]
+fn acpx_shows_why_the_bridges_agent_cannot_be_reached() {
+    if let Err(why) = program("acpx") {
+        interop::skip_without_peer(&why);
+        return;
+    }
+    let dirs = AgentDirs::new();
+    // A port nothing listens on any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a loopback port")
+        .port();
+    let url = format!("ws://127.0.0.1:{port}/acp");
+    let mut env = dirs.bridge_env(&dirs.project("audit").join("bridge.jsonl"));
+    env.push(("AGENTACP_BRIDGE_CONNECT", url.clone().into()));
+    let output = acpx(&dirs, &env, &example_binary("governance-bridge"), &[], "hi");
+    assert_ne!(output.status.and_then(|s| s.code()), Some(0), "{}", show(&output));
+    let said = format!("governance-bridge cannot reach the agent at {url}: ");
+    assert!(
+        output.stdout.contains(&said) || output.stderr.contains(&said),
+        "{}",
+        show(&output)
     );
 }

@@ -82,3 +82,45 @@ async fn sigterm_answers_the_running_turn_cancelled_and_the_server_exits_0() {
         .expect("closed in time");
     interop::audit::check_identity_in_audit_log(&dirs.audit_log, IDENTITY);
 }
+
+/// Issue #45.10: the remote profile served is WebSocket at `/acp`; Streamable HTTP is not
+/// served yet. What an SDK's HTTP client sends (a JSON-RPC `initialize` POSTed to `/acp`,
+/// asking for JSON or an event stream) gets `426 Upgrade Required`, as `docs/remote.md`
+/// says: this test keeps the page true until the HTTP profile lands.
+#[test]
+fn a_streamable_http_post_to_acp_gets_426_upgrade_required() {
+    use std::io::{Read, Write};
+    let dirs = AgentDirs::new();
+    let mut env = dirs.env();
+    env.push(("AGENTACP_TOKEN", test_token().into()));
+    let server = WsServer::start(&example_binary("governed-server"), &env);
+    let authority = server
+        .url()
+        .trim_start_matches("ws://")
+        .trim_end_matches("/acp")
+        .to_string();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#;
+    let request = format!(
+        "POST /acp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(&authority).expect("the server accepts");
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    // The server closes the connection after its answer (or the read times out: a failure).
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer.lines().next().unwrap_or_default();
+    assert_eq!(status, "HTTP/1.1 426 Upgrade Required", "{answer}");
+    assert!(
+        answer
+            .lines()
+            .any(|line| line.eq_ignore_ascii_case("upgrade: websocket")),
+        "a 426 names the protocol to upgrade to: {answer}"
+    );
+    assert!(
+        answer.contains("WebSocket"),
+        "the body says what to use instead: {answer}"
+    );
+}

@@ -1,6 +1,7 @@
 //! `scaffold-aip conform`: reads the arguments and the manifest, runs `acp-conform`'s suite
 //! and prints its report.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,6 +47,15 @@ pub struct ConformArgs {
     /// The remote agent's workspace root, as the server sees it: sessions are opened there.
     #[arg(long, value_name = "PATH", requires = "connect")]
     pub workspace_root: Option<PathBuf>,
+    /// The auth method to `authenticate` with after each `initialize`, one the agent offers
+    /// (`authMethods`). Without it the kit never authenticates: an agent that refuses sessions
+    /// until then gets one `auth.required` failure, and the checks that need a session skip.
+    #[arg(long, value_name = "METHOD")]
+    pub auth: Option<String>,
+    /// A variable to pass to the agent (the API key of an `env_var` auth method, e.g.
+    /// `--env OPENAI_API_KEY`): `NAME` passes ours (it must be set), `NAME=VALUE` sets it.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", conflicts_with = "connect")]
+    pub env: Vec<String>,
     /// The agent and its arguments.
     #[arg(last = true, required_unless_present = "connect", value_name = "AGENT ARGS")]
     pub agent: Vec<std::ffi::OsString>,
@@ -53,6 +63,21 @@ pub struct ConformArgs {
 
 /// The variable `--token` defaults to.
 pub const TOKEN_VAR: &str = "AGENTACP_CONFORM_TOKEN";
+
+/// The variables `--env` passes to the agent: `NAME` with our value (an error when it is not
+/// set), `NAME=VALUE` as given.
+fn agent_env(given: &[String]) -> Result<Vec<(OsString, OsString)>, String> {
+    given
+        .iter()
+        .map(|entry| match entry.split_once('=') {
+            Some(("", _)) => Err(format!("--env {entry}: no variable name")),
+            Some((name, value)) => Ok((name.into(), value.into())),
+            None => std::env::var_os(entry)
+                .map(|value| (entry.into(), value))
+                .ok_or_else(|| format!("--env {entry}: {entry} is not set here, so it cannot be passed to the agent")),
+        })
+        .collect()
+}
 
 /// Output format of `conform`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -77,11 +102,19 @@ pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std:
             .or_else(|| std::env::var(TOKEN_VAR).ok().filter(|token| !token.is_empty())),
         workspace_root: args.workspace_root.clone().unwrap_or_default(),
     });
+    let env = match agent_env(&args.env) {
+        Ok(env) => env,
+        Err(message) => {
+            writeln!(err, "scaffold-aip conform: {message}")?;
+            return Ok(EXIT_USAGE);
+        }
+    };
     let config = Config {
         launch: Launch {
             command: args.agent.clone(),
-            env: Vec::new(),
+            env,
         },
+        auth: args.auth.clone(),
         connect,
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
         only: args.only.clone(),
@@ -119,4 +152,24 @@ pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std:
     } else {
         EXIT_FINDINGS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agent_env;
+
+    #[test]
+    fn env_passes_a_set_variable_sets_a_given_value_and_refuses_an_unset_one() {
+        // PATH is set wherever the tests run.
+        let path = std::env::var_os("PATH").expect("PATH is set");
+        assert_eq!(
+            agent_env(&["PATH".into(), "CONFORM_KEY=k=v".into()]),
+            Ok(vec![("PATH".into(), path), ("CONFORM_KEY".into(), "k=v".into())])
+        );
+        assert_eq!(
+            agent_env(&["AGENTACP_CONFORM_TEST_NEVER_SET".into()]),
+            Err("--env AGENTACP_CONFORM_TEST_NEVER_SET: AGENTACP_CONFORM_TEST_NEVER_SET is not set here, so it cannot be passed to the agent".into())
+        );
+        assert!(agent_env(&["=v".into()]).is_err());
+    }
 }

@@ -71,7 +71,7 @@ fn an_unreachable_server_is_a_start_up_error_and_the_token_is_not_printed() {
 fn what_an_agent_left_behind_ends_with_the_program() {
     let scratch = tempfile::tempdir().expect("a temporary folder");
     let pid_file = scratch.path().join("helper.pid");
-    let agent = r#"setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > "$1""#;
+    let agent = r#"setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! $(readlink /proc/self/ns/pid) > "$1""#;
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
         .args(["conform", "--timeout-ms", "2000", "--", "sh", "-c", agent, "agent"])
         .arg(&pid_file)
@@ -80,14 +80,102 @@ fn what_an_agent_left_behind_ends_with_the_program() {
         .status()
         .expect("scaffold-aip runs");
     assert_eq!(status.code(), Some(EXIT_USAGE), "the agent exits before `initialize`");
-    let helper: u32 = std::fs::read_to_string(&pid_file)
-        .expect("the agent wrote its helper's pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    let left = std::path::Path::new(&format!("/proc/{helper}")).exists();
-    if left {
-        let _ = std::process::Command::new("kill").arg(helper.to_string()).status();
+    let (helper, namespace) = helper_written(&pid_file);
+    let left = running_as(helper, &namespace);
+    for pid in &left {
+        let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
     }
-    assert!(!left, "the agent's helper {helper} outlived scaffold-aip");
+    assert!(left.is_empty(), "the agent's helper {helper} outlived scaffold-aip");
+}
+
+/// The pid the agent wrote of its helper, and the PID namespace it saw it in.
+#[cfg(target_os = "linux")]
+fn helper_written(file: &std::path::Path) -> (u32, String) {
+    let text = std::fs::read_to_string(file).expect("the agent wrote its helper's pid");
+    let (pid, namespace) = text.trim().split_once(' ').expect("a pid and a namespace");
+    (pid.parse().expect("a pid"), namespace.to_string())
+}
+
+/// The PID namespace of process `pid` (`self`: ours).
+#[cfg(target_os = "linux")]
+fn namespace_of(pid: &str) -> String {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).map_or_else(|_| String::new(), |link| link.display().to_string())
+}
+
+/// What still runs (no zombie) of what the agent saw as `pid` in PID namespace `namespace`:
+/// that process where it is ours; else (a kit run as root starts agents in a namespace of
+/// their own) every process left in that namespace.
+#[cfg(target_os = "linux")]
+fn running_as(pid: u32, namespace: &str) -> Vec<u32> {
+    let running = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_ascii_whitespace().next())
+                .is_some_and(|state| state != "Z" && state != "X")
+        })
+    };
+    if namespace == namespace_of("self") {
+        return [pid].into_iter().filter(|pid| running(*pid)).collect();
+    }
+    let Ok(folder) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    (folder.flatten())
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|host| namespace_of(&host.to_string()) == namespace && running(*host))
+        .collect()
+}
+
+/// Issue #44.10: `kill -9` of `scaffold-aip conform` left its agent running (no death
+/// signal), and with it what the agent started in a session of its own. Where the kit is
+/// root (as here and in CI), the agent dies with it, in a PID namespace that takes everything
+/// it started along.
+#[cfg(target_os = "linux")]
+#[test]
+fn what_an_agent_started_ends_when_the_kit_is_killed() {
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|line| line.split_ascii_whitespace().take(3).eq(["Uid:", "0", "0"]))
+    });
+    if !root {
+        eprintln!("skipped: only a kit run as root ends what the agent started after kill -9");
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let pid_file = scratch.path().join("helper.pid");
+    // Never answers `initialize`: the kit waits for it (up to a minute).
+    let agent = r#"setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! $(readlink /proc/self/ns/pid) > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 600"#;
+    let mut kit = std::process::Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
+        .args(["conform", "--timeout-ms", "60000", "--", "sh", "-c", agent, "agent"])
+        .arg(&pid_file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("scaffold-aip runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pid_file.exists() {
+        assert!(std::time::Instant::now() < deadline, "the agent wrote no pid");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (helper, namespace) = helper_written(&pid_file);
+    assert!(
+        kit.try_wait().expect("a status").is_none(),
+        "the kit still waits for the agent"
+    );
+    kit.kill().expect("SIGKILL");
+    kit.wait().expect("reaped");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut left = running_as(helper, &namespace);
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = running_as(helper, &namespace);
+    }
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(left.is_empty(), "left running after kill -9 of scaffold-aip: {left:?}");
 }

@@ -4,7 +4,9 @@ python3 mutant.py INIT.json [MUTANT]: INIT.json is the initialize result to answ
 is one of answer-notification, update-after-response, ignore-cancel, accept-dotdot,
 extra-capability, stdout-noise, break-chain, accept-busy, ignore-frame-limit, ignore-sigterm,
 skip-audit-record, announce-denied, run-after-reject, run-unanswered,
-unknown-session-invalid-params (or nothing: a correct agent).
+unknown-session-invalid-params (or nothing: a correct agent); or require-auth (sessions and
+prompts are refused with -32000 until `authenticate` with `conform-key`, which needs
+CONFORM_TEST_KEY=k) or require-auth-prompt (only prompts are refused so).
 
 Its tools, for the prompts `/tool read` (runs unasked), `/tool write` (asks permission) and
 `/tool delete` (governance denies it).
@@ -20,6 +22,12 @@ MUTANT = sys.argv[2] if len(sys.argv) > 2 else ""
 ROOT = os.path.realpath(os.environ["AGENTACP_WORKSPACE_ROOT"])
 if MUTANT == "extra-capability":
     INIT["agentCapabilities"]["promptCapabilities"]["image"] = True
+if MUTANT.startswith("require-auth"):
+    INIT["authMethods"] = [
+        {"id": "conform-key", "name": "a key", "type": "env_var", "vars": [{"name": "CONFORM_TEST_KEY"}]},
+        {"id": "login", "name": "log in", "type": "terminal", "args": ["--login"]},
+    ]
+authenticated = False
 
 inbox = queue.Queue()
 
@@ -159,7 +167,7 @@ def inside(cwd):
 
 def handle(message):
     """Handles one message; returns False on EOF."""
-    global initialized
+    global initialized, authenticated
     method, id, params = message.get("method"), message.get("id"), message.get("params") or {}
     if not isinstance(method, str):
         return error(id if isinstance(id, (str, int)) else None, -32600, "invalid request")
@@ -176,6 +184,15 @@ def handle(message):
         return send({"id": id, "result": result})
     if not initialized:
         return error(id, -32600, "not initialized")
+    if method == "authenticate":
+        if params.get("methodId") == "conform-key" and os.environ.get("CONFORM_TEST_KEY") == "k":
+            authenticated = True
+            return send({"id": id, "result": {}})
+        return error(id, -32000, "authentication failed")
+    walled = {"require-auth": ("session/new", "session/prompt", "session/load"),
+              "require-auth-prompt": ("session/prompt",)}.get(MUTANT, ())
+    if method in walled and not authenticated:
+        return error(id, -32000, "Authentication required")
     if method == "session/new":
         cwd = params.get("cwd")
         if not isinstance(cwd, str):

@@ -397,6 +397,9 @@ fn tier_capabilities(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
         let Value::Bool(on) = node.value else { continue };
         let name = flag.path.join(".");
         let beyond = match flag.path[0] {
+            // A bridge's prompt capabilities only let the agent's through: the bridge audits
+            // every prompt whatever its content, at every tier.
+            "agent" if kind == Some(Kind::Bridge) && flag.path[1] == "promptCapabilities" => false,
             "agent" => on && !flag.default,
             _ => on && tier == Tier::Basic,
         };

@@ -3,12 +3,14 @@
 //! Each call the agent announces (a `tool_call`, or a permission request about it) gets a
 //! governance state, decided on what identifies it — every name it goes by (`name`,
 //! `_meta.aip44.tool`, `title`), its `kind` and its `rawInput`, exactly what [`ToolFacts`]
-//! reads — on the strictest reading (the decide function's job: each name, the kind only
-//! where it is stricter). Once decided, what the call *is* — its `title`, `name`, `kind`
-//! and `_meta.aip44.tool` — is fixed: an update or a re-announcement that would change them
-//! passes without them (a re-announcement with them as decided), and the attempt is
-//! reported for the audit ([`Frozen`]). New arguments (`rawInput`), or a permission request
-//! about the call, decide it again; a permission request on every name the call went by.
+//! reads — on the strictest reading (the decide function's job: each name, a title only
+//! where it is a name, the kind only where it is stricter). Once decided, what the call
+//! *is* — its `title`, `name`, `kind` and `_meta.aip44.tool` — is fixed: an update or a
+//! re-announcement that would change them passes without them (a re-announcement with them
+//! as decided), a permission request about the call shows them as decided, and the attempt
+//! is reported for the audit ([`Frozen`]). New arguments (`rawInput`), or a permission
+//! request about the call, decide it again; a permission request on every name the call
+//! went by.
 //! Updates for calls never announced, and everything after a call was hidden, never pass.
 //! History replayed by `session/load` is gated on governance alone: it reports calls that
 //! ran before, so approvals cannot be checked; a replayed update that would change what a
@@ -116,10 +118,14 @@ pub(super) enum Replayed {
 }
 
 /// Governance's answer to a permission request of the agent's, decided on the call as the
-/// editor would show it once the request's `toolCall` is applied to what it was shown.
+/// editor would show it once the request's `toolCall` is applied to what it was shown, and on
+/// every name the call went by.
 #[derive(Debug)]
 pub(super) struct Permission {
     pub(super) facts: ToolFacts,
+    /// Show the editor this `toolCall` instead: the request's, with what it would change of
+    /// the decided call (its title, name, kind, `_meta.aip44.tool`) as decided.
+    pub(super) frozen: Option<Frozen>,
     pub(super) decision: Decision,
     /// The editor had been shown the call that is now denied: tell it the call failed.
     pub(super) close: bool,
@@ -250,9 +256,22 @@ fn facts_of(fields: &Map<String, Value>) -> ToolFacts {
     ToolFacts::of(&value).unwrap_or_default()
 }
 
-/// Whether two views of a call are the same call for governance: names, kind and arguments.
+/// Whether two views of a call are the same call for governance: names, titles, kind and
+/// arguments.
 fn same(a: &ToolFacts, b: &ToolFacts) -> bool {
-    a.tool == b.tool && a.names == b.names && a.kind == b.kind && a.arguments == b.arguments
+    a.tool == b.tool && a.names == b.names && a.titles == b.titles && a.kind == b.kind && a.arguments == b.arguments
+}
+
+/// `facts` with the names and titles of `other` it lacks, each once.
+fn with_names_of(mut facts: ToolFacts, other: ToolFacts) -> ToolFacts {
+    for (names, more) in [(&mut facts.names, other.names), (&mut facts.titles, other.titles)] {
+        for name in more {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    facts
 }
 
 fn tool_name(facts: &ToolFacts) -> &str {
@@ -477,7 +496,9 @@ impl Gate {
     }
 
     /// A `session/request_permission` of the agent's about call `id`, whose `toolCall` is
-    /// `tool_call`: governance decides on the call as it stands once `tool_call` is applied.
+    /// `tool_call`: governance decides on the call as it stands once `tool_call` is applied
+    /// — on every name the call went by, the decided ones and the request's. A decided call
+    /// stays what it is, as an update would ([`freeze`]): the request shows it as decided.
     pub(super) fn permission(
         &mut self,
         session: &str,
@@ -486,18 +507,23 @@ impl Gate {
         decide: impl Fn(&ToolFacts) -> Decision,
     ) -> Permission {
         let key = (session.to_string(), id.to_string());
-        let mut before = None;
+        let asked = facts_of(&identity(id, tool_call));
+        let mut frozen = None;
         let call = match self.calls.get_mut(&key) {
             Some(call) if call.state == State::Hidden => {
                 return Permission {
-                    facts: facts_of(&identity(id, tool_call)),
+                    facts: asked,
+                    frozen: None,
                     decision: Decision::Deny("governance denies this tool".into()),
                     close: false,
                     hidden_before: true,
                 };
             }
             Some(call) => {
-                before = Some(call.facts());
+                if freeze(&call.fields, tool_call, false).is_some() {
+                    frozen = freeze(&call.fields, tool_call, true);
+                }
+                let tool_call = frozen.as_ref().map_or(tool_call, |frozen| &frozen.update);
                 call.fields = overlay(&call.fields, tool_call);
                 call.replayed = false;
                 call
@@ -510,14 +536,8 @@ impl Gate {
             }),
         };
         let facts = call.facts();
-        // On every name the call went by: the one announced, and the one asked about.
-        let mut judged = facts.clone();
-        for name in before.into_iter().flat_map(|before| before.names) {
-            if !judged.names.contains(&name) {
-                judged.names.push(name);
-            }
-        }
-        let decision = decide(&judged);
+        // On every name the call went by: the decided ones, and the ones asked about.
+        let decision = decide(&with_names_of(facts.clone(), asked));
         let mut close = false;
         match &decision {
             Decision::Allow => call.state = State::Approved,
@@ -533,6 +553,7 @@ impl Gate {
         }
         Permission {
             facts,
+            frozen,
             decision,
             close,
             hidden_before: false,
@@ -732,7 +753,7 @@ mod tests {
     fn a_permission_request_is_decided_on_the_names_announced_and_asked_about() {
         let strictest = |facts: &ToolFacts| {
             facts
-                .readings()
+                .readings(&crate::governance::AllowAll)
                 .into_iter()
                 .map(|tool| {
                     decide(&ToolFacts {
@@ -747,6 +768,38 @@ mod tests {
         gate.live("s", "d", &object(json!({"title": "write-file"})), true, strictest);
         let asked = gate.permission("s", "d", &object(json!({"title": "read-file"})), strictest);
         assert_eq!(asked.decision, Decision::Ask, "{asked:?}");
+    }
+
+    /// A permission request that would rename a decided call is decided on every name, and
+    /// shows the editor the call as decided; one that changes nothing of it passes as sent.
+    #[test]
+    fn a_permission_request_shows_a_decided_call_as_decided() {
+        let mut gate = Gate::default();
+        gate.live(
+            "s",
+            "c",
+            &object(json!({"title": "write-file", "kind": "edit"})),
+            true,
+            decide,
+        );
+        let request = json!({"toolCallId": "c", "title": "read-file", "kind": "read", "rawInput": 1});
+        let asked = gate.permission("s", "c", &object(request), decide);
+        assert_eq!(asked.decision, Decision::Ask, "{asked:?}");
+        let frozen = asked.frozen.expect("rewritten");
+        assert_eq!(
+            Value::Object(frozen.update),
+            json!({"toolCallId": "c", "title": "write-file", "kind": "edit", "rawInput": 1})
+        );
+        let refused = frozen.refused.unwrap();
+        assert!(refused.contains(r#"title "write-file" → "read-file""#), "{refused}");
+        assert_eq!(asked.facts.title.as_deref(), Some("write-file"));
+        let again = gate.permission(
+            "s",
+            "c",
+            &object(json!({"toolCallId": "c", "title": "write-file"})),
+            decide,
+        );
+        assert!(again.frozen.is_none(), "{again:?}");
     }
 
     #[test]

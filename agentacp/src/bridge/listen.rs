@@ -1,6 +1,7 @@
 //! A bridge served over WebSocket: remote editors connect to the bridge, and each connection
 //! gets a bridge of its own, with a downstream agent of its own (one process per connection,
-//! or one dialed connection with [`BridgeOptions::connect`]).
+//! or one dialed connection with [`BridgeOptions::connect`]). As for a server, only a bridge
+//! whose manifest's `transport` lists `websocket` can be served so ([`OffersWebSocket`]).
 //!
 //! The listener is the server's ([`Listener`]): the same bounds, origin checks, refusal of a
 //! non-loopback address without tokens, and drain on shutdown. What differs is
@@ -29,6 +30,7 @@ use super::{BridgeOperator, agent_sandbox, downstream, oversight, relay};
 use crate::audit::AuditLog;
 use crate::auth::{Identity, TokenStore};
 use crate::error::Result;
+use crate::server::OffersWebSocket;
 use crate::server::access::auth_event;
 use crate::server::websocket::{ListenOptions, Listener, Upgraded};
 
@@ -57,14 +59,41 @@ impl BridgeListener {
 
     /// Serves until SIGTERM or Ctrl-C, then drains (running prompts are cancelled downstream
     /// and answered, then each agent is stopped).
-    pub async fn serve_until_signal<B: BridgeOperator>(self, bridge: B, options: BridgeOptions) -> Result<()> {
+    pub async fn serve_until_signal<B: BridgeOperator + OffersWebSocket>(
+        self,
+        bridge: B,
+        options: BridgeOptions,
+    ) -> Result<()> {
         self.serve(bridge, options, crate::env::shutdown_signal()).await
     }
 
     /// Runs a bridge per connection until `shutdown` resolves, then drains. The audit log and
     /// governance are opened once and shared by every connection; each connection starts (or
-    /// dials) its own downstream agent.
-    pub async fn serve<B: BridgeOperator>(
+    /// dials) its own downstream agent. Only a bridge whose manifest's `transport` lists
+    /// `websocket` ([`OffersWebSocket`]) can be served: for any other it does not compile.
+    ///
+    /// ```compile_fail,E0277
+    /// use agentacp::bridge::BridgeOptions;
+    /// use agentacp::bridge::listen::BridgeListener;
+    /// use agentacp::client::AgentCommand;
+    /// use agentacp::prelude::*;
+    ///
+    /// // `transport: stdio`, and nothing more.
+    /// #[acp_operator(manifest = "tests/operators/test-bridge-stdio-only/ACP.md")]
+    /// pub struct Gate;
+    ///
+    /// impl GateBridge for Gate {
+    ///     fn downstream(&self) -> AgentCommand {
+    ///         AgentCommand::new("agent")
+    ///     }
+    /// }
+    ///
+    /// async fn listen(listener: BridgeListener) {
+    ///     let _ = listener.serve(Gate, BridgeOptions::default(), async {}).await;
+    /// }
+    /// # fn main() {}
+    /// ```
+    pub async fn serve<B: BridgeOperator + OffersWebSocket>(
         self,
         bridge: B,
         options: BridgeOptions,

@@ -8,9 +8,10 @@
 //!   capability passes only when the manifest can declare it, declares it and the peer
 //!   advertises it, keys the method table does not know are removed, `_meta` passes unchanged
 //!   (but for `clientCapabilities._meta` keys tied to a capability that did not pass, such as
-//!   `terminal-auth`); the answer carries the bridge's `_meta.aip44`. The bridge keeps a
-//!   server's rules towards the editor: `initialize` first and once, no id twice in flight, a
-//!   frame over the limit answered with its id or `null`;
+//!   `terminal-auth`); the answer carries the bridge's `_meta.aip44`, and
+//!   `_meta.agentacp.narrowed`: each capability of the agent's that did not pass, with why.
+//!   The bridge keeps a server's rules towards the editor: `initialize` first and once, no id
+//!   twice in flight, a frame over the limit answered with its id or `null`;
 //! - every method, both ways, passes only when what offers it passed (the method table's
 //!   `offer`); extension methods (`_…`) pass, other methods the table lacks do not. A request
 //!   that does not pass gets `-32601` from the bridge, a notification is dropped, and both are
@@ -27,7 +28,8 @@
 //!   what goes to the agent;
 //! - downstream `session/request_permission`: governance first, on the call as the editor
 //!   would show it — `allow` and `deny` are answered by the bridge, `ask` goes to the editor (a
-//!   timeout or an unreadable answer is a rejection);
+//!   timeout or an unreadable answer is a rejection), its `toolCall` showing a decided call as
+//!   decided (a change of its title, name, kind or `_meta.aip44.tool` is left out and audited);
 //! - MCP-over-ACP (tier `sandboxed`, feature `mcp`; `docs/mcp.md`): the bridge advertises
 //!   `mcpCapabilities.acp`. When the agent does too, `mcp/*` pass (`relay/mcp.rs`); when it
 //!   does not, the editor's `acp` servers reach it as `http` servers on a loopback endpoint of
@@ -47,6 +49,10 @@
 //!   agent's requests to it fail (a permission is rejected), then the agent is stopped (stdin
 //!   closed, SIGTERM, SIGKILL); when the agent goes away, the editor's waiting requests fail and
 //!   the bridge exits;
+//! - when the agent cannot be started or reached (no such program, a refused connection, a
+//!   `401`), the editor's requests are answered with `-32603` naming the program or URL and
+//!   the cause, for a few seconds at most, then the bridge exits with that error
+//!   (`unreachable.rs`);
 //! - remote (feature `websocket`): the downstream may be a remote agent the bridge dials
 //!   ([`BridgeOptions::connect`], `AGENTACP_BRIDGE_CONNECT`) instead of a subprocess — all of
 //!   the above unchanged, but for the agent's environment (none of ours reaches it) — and the
@@ -64,6 +70,7 @@ pub mod listen;
 mod narrow;
 mod options;
 mod relay;
+mod unreachable;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -17,7 +17,7 @@
 //!
 //! A method a capability offers passes only when that capability passed ([`Passed`]).
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::methods::{CLIENT_META, Capability, Side, Signal};
 
@@ -105,6 +105,75 @@ fn walk(side: Side, path: &mut Vec<String>, object: &mut Map<String, Value>, dec
     }
 }
 
+/// What the editor does not get of what the agent advertised, and why: one
+/// `{"capability": "agentCapabilities.<path>", "reason": ...}` for each capability `advertised`
+/// switches on that `given` (the agent capabilities as they reach the editor) does not; the
+/// bridge sends it as `_meta.agentacp.narrowed` of its `initialize` answer.
+pub(super) fn narrowed(advertised: &Value, given: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Some(advertised) = advertised.as_object() {
+        narrowed_in(&mut Vec::new(), advertised, given, &mut out);
+    }
+    out
+}
+
+fn narrowed_in(path: &mut Vec<String>, advertised: &Map<String, Value>, given: &Value, out: &mut Vec<Value>) {
+    for (key, value) in advertised.iter().filter(|(key, _)| *key != "_meta") {
+        path.push(key.clone());
+        let names: Vec<&str> = path.iter().map(String::as_str).collect();
+        let holds = Capability::holds(Side::Agent, &names);
+        let inner = value.as_object();
+        match Capability::at(Side::Agent, &names) {
+            Some(capability) if is_on(capability, Some(value)) => {
+                if !is_on(capability, lookup(given, path)) {
+                    out.push(json!({"capability": capability_name(&names), "reason": why_narrowed(capability)}));
+                } else if let Some(inner) = inner {
+                    narrowed_in(path, inner, given, out);
+                }
+            }
+            Some(_) => {}
+            None if holds => {
+                if let Some(inner) = inner {
+                    narrowed_in(path, inner, given, out);
+                }
+            }
+            // A key the method table does not know: on unless `false` or `null`.
+            None if !matches!(value, Value::Bool(false) | Value::Null) && lookup(given, path).is_none() => {
+                let reason = if names == ["mcpCapabilities", "acp"] {
+                    "MCP-over-ACP passes a bridge only at tier `sandboxed` (built with feature `mcp`), where the bridge governs the agent's calls of the editor's MCP tools"
+                } else {
+                    "the bridge does not know this capability (it is not in the method table of the bridge's ACP revision), so it cannot govern what it offers"
+                };
+                out.push(json!({"capability": capability_name(&names), "reason": reason}));
+            }
+            None => {}
+        }
+        path.pop();
+    }
+}
+
+fn capability_name(path: &[&str]) -> String {
+    format!("agentCapabilities.{}", path.join("."))
+}
+
+/// Why a capability the agent advertised did not pass.
+fn why_narrowed(capability: Capability) -> String {
+    if !capability.declarable {
+        return "the bridge does not govern it: an ACP.md manifest cannot declare it".to_string();
+    }
+    let key = capability.path.join(".");
+    if capability == Capability::MCP_HTTP || capability == Capability::MCP_SSE {
+        return format!(
+            "the agent would reach an MCP server over HTTP or SSE directly, past the bridge, so the bridge could not govern or audit its tool calls (the bridge's manifest does not declare `{key}`)"
+        );
+    }
+    let declared = match capability.path {
+        ["sessionCapabilities", name] => format!("metadata.agentacp.sessions.{name}"),
+        _ => format!("metadata.aip44.capabilities.agent.{key}"),
+    };
+    format!("the bridge's manifest does not declare it (`{declared}`), so its governance does not cover it")
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -159,6 +228,56 @@ mod tests {
         );
         assert!(passed.has(Capability::SESSION_LIST) && passed.has(Capability::SESSION_CLOSE));
         assert!(!passed.has(Capability::SESSION_RESUME) && !passed.has(Capability::SESSION_DELETE));
+    }
+
+    /// Issue #45.7: what the agent advertised and the editor does not get is named, with why.
+    #[test]
+    fn what_was_narrowed_is_named_with_its_reason() {
+        let advertised = object(json!({
+            "loadSession": true,
+            "promptCapabilities": {"image": true, "audio": true, "embeddedContext": false},
+            "mcpCapabilities": {"http": true, "sse": false, "acp": true},
+            "sessionCapabilities": {"list": {}, "delete": {}, "fork": {}},
+            "auth": {"logout": {}},
+            "unstableThing": true,
+            "_meta": {"claudeCode": {"promptQueueing": true}},
+        }));
+        let declared = json!({
+            "loadSession": true,
+            "promptCapabilities": {"image": true},
+            "sessionCapabilities": {"list": {}},
+        });
+        let mut given = advertised.clone();
+        narrow(Side::Agent, &mut given, &declared);
+        // Put back after narrowing (a sandboxed bridge's MCP-over-ACP): not narrowed.
+        given.insert("mcpCapabilities".into(), json!({"http": false, "acp": true}));
+        let narrowed = narrowed(&Value::Object(advertised), &Value::Object(given));
+        let names: Vec<&str> = narrowed.iter().map(|n| n["capability"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "agentCapabilities.promptCapabilities.audio",
+                "agentCapabilities.mcpCapabilities.http",
+                "agentCapabilities.sessionCapabilities.delete",
+                "agentCapabilities.sessionCapabilities.fork",
+                "agentCapabilities.auth.logout",
+                "agentCapabilities.unstableThing",
+            ]
+        );
+        let reason = |name: &str| narrowed[names.iter().position(|n| *n == name).unwrap()]["reason"].clone();
+        let audio = reason("agentCapabilities.promptCapabilities.audio");
+        assert!(
+            audio
+                .as_str()
+                .unwrap()
+                .contains("metadata.aip44.capabilities.agent.promptCapabilities.audio")
+        );
+        let delete = reason("agentCapabilities.sessionCapabilities.delete");
+        assert!(delete.as_str().unwrap().contains("metadata.agentacp.sessions.delete"));
+        let http = reason("agentCapabilities.mcpCapabilities.http");
+        assert!(http.as_str().unwrap().contains("directly, past the bridge"), "{http}");
+        let logout = reason("agentCapabilities.auth.logout");
+        assert!(logout.as_str().unwrap().contains("cannot declare it"), "{logout}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::Notify;
 
+mod auth_env;
 #[cfg(feature = "mcp")]
 mod carry;
 mod mcp;
@@ -64,7 +65,8 @@ pub(super) enum RelayError {
 impl std::fmt::Display for RelayError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RelayError::Spawn(reason) => write!(f, "the downstream agent could not be started or reached: {reason}"),
+            // Names the program or URL: `cannot start the agent `codex-acp`: …`.
+            RelayError::Spawn(reason) => f.write_str(reason),
             RelayError::AgentExited(reason) => write!(f, "the downstream agent went away: {reason}"),
             RelayError::EditorStoppedReading => {
                 f.write_str("the editor stopped reading our messages; the connection was closed")
@@ -158,10 +160,19 @@ where
     if let Some(sandbox) = &sandbox {
         tracing::info!(granted = %sandbox.report_granted(), "the agent runs in the sandbox");
     }
-    let (process, stdin, stdout) = downstream
-        .open(STDERR_LINES)
-        .await
-        .map_err(|error| RelayError::Spawn(error.to_string()))?;
+    let auth_env = auth_env::AuthEnv::new(&downstream);
+    let (process, stdin, stdout) = match downstream.open(STDERR_LINES).await {
+        Ok(opened) => opened,
+        Err(error) => {
+            // The editor is told why (`unreachable.rs`), then the bridge stops.
+            let reason = error.to_string();
+            tracing::info!(%reason, "answering the editor's requests with the reason, then stopping");
+            let message = format!("{} {reason}", spec.id);
+            let (limit, timeout) = (options.max_frame_bytes, options.write_timeout);
+            super::unreachable::answer_with(&message, input, output, limit, timeout).await;
+            return Err(RelayError::Spawn(reason));
+        }
+    };
     let (up, up_writer) = Outbox::start(output, options.write_timeout);
     let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
     let operator = spec.operator_id();
@@ -192,6 +203,7 @@ where
         #[cfg(feature = "mcp")]
         translation: std::sync::OnceLock::new(),
         sandbox,
+        auth_env,
     });
     let editor = FrameReader::new(
         BufReader::with_capacity(64 * 1024, input),
@@ -570,7 +582,7 @@ async fn from_editor<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: Fra
                     .to_editor_line(jsonrpc::encode_error(&id.unwrap_or(Id::Null), &error))
                     .await;
             }
-            Ok(Some(Frame::Line(line))) => editor_message(&relay, line).await,
+            Ok(Some(Frame::Line(line))) => editor_message(&relay, jsonrpc::frame::within_depth(line)).await,
         }
     }
 }
@@ -771,6 +783,11 @@ fn admit(relay: &Relay, id: &Id, method: &str, params: Option<&RawValue>) -> Res
         relay.audit_refused(true, method, session_of(params).as_deref(), Some(id), &reason);
         return Err(RpcError::new(codes::METHOD_NOT_FOUND, reason));
     }
+    let unpassed = (method == wire::method_names::AUTHENTICATE).then(|| relay.auth_env.refusal(params));
+    if let Some(Some(reason)) = unpassed {
+        relay.audit_refused(true, method, None, Some(id), &reason);
+        return Err(RpcError::new(codes::INTERNAL_ERROR, reason));
+    }
     if method == wire::method_names::INITIALIZE {
         relay.initialized.store(true, Ordering::SeqCst);
     }
@@ -867,7 +884,7 @@ async fn from_agent<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: Fram
                     relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
                 }
             }
-            Ok(Some(Frame::Line(line))) => agent_message(&relay, line).await,
+            Ok(Some(Frame::Line(line))) => agent_message(&relay, jsonrpc::frame::within_depth(line)).await,
         }
     }
 }
@@ -1046,7 +1063,8 @@ fn action_of(method: &str) -> String {
 
 /// The agent's `initialize` answer, as the editor sees it: the protocol version checked, the
 /// agent capabilities narrowed to the manifest's ([`narrow`]), the bridge's `_meta.aip44`
-/// added (the agent's other `_meta` kept).
+/// added, and `_meta.agentacp.narrowed`: what was narrowed away and why (the agent's other
+/// `_meta` kept).
 fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>, RpcError> {
     let mut result: Value = serde_json::from_str(result.get()).map_err(|error| {
         RpcError::new(
@@ -1070,6 +1088,7 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
         Some(Value::Object(theirs)) => theirs,
         _ => serde_json::Map::new(),
     };
+    relay.auth_env.advertised(&result);
     let advertised = Value::Object(theirs.clone());
     let passed = narrow::narrow(Side::Agent, &mut theirs, &ours["agentCapabilities"]);
     *lock(&relay.agent_passed) = Some(passed);
@@ -1081,6 +1100,11 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
     meta["aip44"] = ours["_meta"]["aip44"].clone();
+    // What the editor does not get of the agent's capabilities, and why (`narrow.rs`).
+    if !meta["agentacp"].is_object() {
+        meta["agentacp"] = json!({});
+    }
+    meta["agentacp"]["narrowed"] = Value::Array(narrow::narrowed(&advertised, &result["agentCapabilities"]));
     if let Some(downstream) = result.get("agentInfo").cloned() {
         meta["aip44"]["downstream"] = downstream;
     }
@@ -1249,17 +1273,7 @@ fn frozen_update(
     frozen: gate::Frozen,
 ) -> (Vec<u8>, crate::client::Update) {
     const METHOD: &str = wire::method_names::SESSION_UPDATE;
-    if let Some(refused) = &frozen.refused {
-        tracing::warn!(tool_call = id, %refused, "the agent tried to change what a decided tool call is");
-        let mut extra = serde_json::Map::new();
-        extra.insert("toolCallId".into(), json!(id));
-        let reason =
-            format!("policy violation: the agent tried to change what the tool call is ({refused}); not shown");
-        extra.insert("rewritten".into(), json!(reason));
-        if let Err(error) = relay.record_passage(false, METHOD, Some(session), None, extra) {
-            tracing::error!(%error, "auditing a rewritten tool call update failed");
-        }
-    }
+    audit_rewritten(relay, METHOD, session, id, frozen.refused.as_deref());
     let update = Value::Object(frozen.update);
     let typed = serde_json::value::to_raw_value(&update).map_or(crate::client::Update::Other(Value::Null), |raw| {
         crate::client::Update::from_raw(&raw)
@@ -1271,6 +1285,35 @@ fn frozen_update(
     params.insert("sessionId".into(), json!(session));
     params.insert("update".into(), update);
     (jsonrpc::encode_notification(METHOD, &params), typed)
+}
+
+/// Audits what the agent tried to change of the decided call `id` (`refused`, when anything)
+/// in a `method` the bridge passes rewritten ([`gate::Frozen`]): a passage record with
+/// `metadata.aip44.rewritten`.
+fn audit_rewritten(relay: &Relay, method: &str, session: &str, id: &str, refused: Option<&str>) {
+    let Some(refused) = refused else { return };
+    tracing::warn!(tool_call = id, %refused, method, "the agent tried to change what a decided tool call is");
+    let mut extra = serde_json::Map::new();
+    extra.insert("toolCallId".into(), json!(id));
+    let reason = format!("policy violation: the agent tried to change what the tool call is ({refused}); not shown");
+    extra.insert("rewritten".into(), json!(reason));
+    if let Err(error) = relay.record_passage(false, method, Some(session), None, extra) {
+        tracing::error!(%error, "auditing a rewritten tool call failed");
+    }
+}
+
+/// The agent's request `id` (`method`, with params `params`) re-encoded with `tool_call` as
+/// its `toolCall` — a permission request as the editor is to see it — as a line without its
+/// newline, like the lines read from the agent.
+fn with_tool_call(id: &Id, method: &str, params: &str, tool_call: serde_json::Map<String, Value>) -> Vec<u8> {
+    let mut params = match serde_json::from_str::<Value>(params) {
+        Ok(Value::Object(params)) => params,
+        _ => serde_json::Map::new(),
+    };
+    params.insert("toolCall".into(), Value::Object(tool_call));
+    let mut line = jsonrpc::encode_request(id, method, &params);
+    line.pop();
+    line
 }
 
 /// Tells the editor a tool call it was shown, and that governance hid since, failed: nothing
@@ -1288,7 +1331,7 @@ async fn close_on_editor(relay: &Relay, session: &str, id: &str) {
         .await;
 }
 
-async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
+async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, mut line: Vec<u8>) {
     use wire::method_names as m;
     let session = session_of(params.as_deref());
     // What the bridge decides on must be what the editor reads: a key given twice is read
@@ -1351,10 +1394,20 @@ async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Optio
             let decide = |facts: &ToolFacts| relay.oversight.decide(&session_id, facts);
             let gate::Permission {
                 facts,
+                frozen,
                 decision,
                 close,
                 hidden_before,
             } = lock(&relay.gate).permission(&session_id, &call_id, &tool_call, decide);
+            // The editor is asked about the call as it was decided, and the attempt to
+            // change that is audited (a denied call's denial says enough).
+            let mut shown = None;
+            if let Some(frozen) = frozen
+                && !matches!(decision, Decision::Deny(_))
+            {
+                audit_rewritten(relay, &method, &session_id, &call_id, frozen.refused.as_deref());
+                shown = Some(frozen.update);
+            }
             match decision {
                 Decision::Allow => {
                     relay.oversight.permission_answered(&session_id, &facts, Approval::Auto);
@@ -1376,6 +1429,9 @@ async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Optio
                 Decision::Ask => {
                     relay.oversight.permission_asked(&session_id, &facts);
                     permission = Some((request, facts));
+                    if let Some(tool_call) = shown {
+                        line = with_tool_call(&id, &method, text, tool_call);
+                    }
                 }
             }
         }

@@ -113,6 +113,23 @@ impl AuthMethodInfo {
         }
     }
 
+    /// The required variables of this `env_var` method that the environment `command` gives
+    /// the agent lacks (unset or empty), each with whether ours has it; empty for any other
+    /// kind. See [`unpassed_env_advice`] for what to tell the user.
+    pub fn unpassed_env_vars(&self, command: &AgentCommand) -> Vec<UnpassedVar> {
+        let AuthKind::EnvVar(vars) = &self.kind else {
+            return Vec::new();
+        };
+        let set = |value: Option<std::ffi::OsString>| value.is_some_and(|value| !value.is_empty());
+        vars.iter()
+            .filter(|var| !var.optional && !set(command.agent_env(&var.name)))
+            .map(|var| UnpassedVar {
+                name: var.name.clone(),
+                ours: set(std::env::var_os(&var.name)),
+            })
+            .collect()
+    }
+
     /// One line for a person: `id (kind): name`, with the variables of an `env_var` method.
     pub fn describe(&self) -> String {
         let kind = match &self.kind {
@@ -140,6 +157,44 @@ impl AuthMethodInfo {
         }
         super::render::clip(&line, 300)
     }
+}
+
+/// A required variable of an `env_var` method that the agent's environment lacks
+/// ([`AuthMethodInfo::unpassed_env_vars`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnpassedVar {
+    /// The variable's name.
+    pub name: String,
+    /// Whether our own environment has it (set, not empty): passing it through would do.
+    pub ours: bool,
+}
+
+/// What to tell the user when `method` cannot work for want of the `unpassed` variables in
+/// the agent's environment, `pass` being how the program at hand passes one (`--env`,
+/// `--pass-env`): one sentence that names each variable, says to pass one our environment
+/// has with `pass NAME`, and to export one it lacks. Never a value.
+pub fn unpassed_env_advice(method: &AuthMethodInfo, unpassed: &[UnpassedVar], pass: &str) -> String {
+    let each: Vec<String> = unpassed
+        .iter()
+        .map(|var| {
+            let name = &var.name;
+            if var.ours {
+                format!("{name} is set here but not passed to the agent: pass it with `{pass} {name}`")
+            } else {
+                format!("{name} is not set: export {name}=… and pass it with `{pass} {name}`")
+            }
+        })
+        .collect();
+    format!(
+        "the auth method `{}` reads {} from the agent's environment; {}",
+        method.id,
+        unpassed
+            .iter()
+            .map(|var| var.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        each.join("; ")
+    )
 }
 
 /// The variables of an `env_var` method: `vars: [{name, optional}]` (the later schema's), or
@@ -265,5 +320,36 @@ mod tests {
             None
         );
         assert_eq!(AuthPolicy::Never.choose(&methods, &command), None);
+    }
+
+    #[test]
+    fn unpassed_variables_are_named_with_whether_ours_has_them_and_the_advice_names_the_flag() {
+        let init = json!({"authMethods": [
+            {"id": "key", "name": "Key", "type": "env_var", "vars": [
+                {"name": "PATH"}, {"name": "AGENTACP_TEST_SURELY_UNSET_KEY"}, {"name": "OPTIONAL_ONE", "optional": true}
+            ]},
+            {"id": "agent", "name": "Agent"}
+        ]});
+        let methods = AuthMethodInfo::read_all(&init);
+        // PATH is ours and passed by default: not missing. Without the allow-list it is.
+        let passed = methods[0].unpassed_env_vars(&AgentCommand::new("agent"));
+        let unset = UnpassedVar {
+            name: "AGENTACP_TEST_SURELY_UNSET_KEY".into(),
+            ours: false,
+        };
+        assert_eq!(passed, std::slice::from_ref(&unset));
+        let cleared = methods[0].unpassed_env_vars(&AgentCommand::new("agent").env_clear_all());
+        let path = UnpassedVar {
+            name: "PATH".into(),
+            ours: true,
+        };
+        assert_eq!(cleared, [path, unset]);
+        let advice = unpassed_env_advice(&methods[0], &cleared, "--pass-env");
+        assert!(advice.contains("`--pass-env PATH`"), "{advice}");
+        assert!(
+            advice.contains("export AGENTACP_TEST_SURELY_UNSET_KEY=… and pass it"),
+            "{advice}"
+        );
+        assert!(methods[1].unpassed_env_vars(&AgentCommand::new("agent")).is_empty());
     }
 }

@@ -121,7 +121,10 @@ impl Client {
         let root = match (&options.workspace_root, downstream.working_dir()) {
             (Some(root), _) => root.clone(),
             (None, Some(dir)) => dir.to_path_buf(),
-            (None, None) => std::env::current_dir().map_err(ClientError::Spawn)?,
+            (None, None) => std::env::current_dir().map_err(|error| {
+                let why = format!("cannot start the agent: the current folder cannot be read: {error}");
+                ClientError::Spawn(std::io::Error::new(error.kind(), why))
+            })?,
         };
         let root = crate::workspace::Workspace::open(&root).map_err(ClientError::InvalidState)?;
         let (process, stdin, stdout) = downstream.open(options.stderr_lines).await?;
@@ -313,7 +316,10 @@ impl Client {
         &self.initialize
     }
 
-    /// The agent's process id (also its process group id); `None` for a remote agent.
+    /// The agent's process id (also its process group id); `None` for a remote agent. Where
+    /// the agent runs in a PID namespace of its own (a runtime run as root, the sandbox), the
+    /// process the runtime started stands for it: it waits for the agent and ends as it did,
+    /// and a signal to its group reaches the agent.
     pub fn pid(&self) -> Option<u32> {
         self.shared.process.pid
     }

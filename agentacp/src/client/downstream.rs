@@ -59,15 +59,18 @@ impl Downstream {
     }
 
     /// Starts (or dials) the agent: its handle, and the streams to its input and from its
-    /// output. A remote agent that refuses the upgrade is a [`ClientError::Spawn`] whose
-    /// error is `PermissionDenied` for `401` / `403` and names the status.
+    /// output. Failing, a [`ClientError::Spawn`] whose text is a sentence naming the program
+    /// (or the URL) and the cause: `cannot start the agent `codex-acp`: no program of that
+    /// name on PATH`. A remote agent that refuses the upgrade is `PermissionDenied` for `401`
+    /// / `403` and names the status.
     pub(crate) async fn open(
         &self,
         stderr_lines: usize,
     ) -> Result<(AgentProcess, AgentWriter, AgentReader), ClientError> {
         match self {
             Downstream::Process(command) => {
-                let (process, stdin, stdout) = subprocess::spawn(command, stderr_lines).map_err(ClientError::Spawn)?;
+                let (process, stdin, stdout) = subprocess::spawn(command, stderr_lines)
+                    .map_err(|error| ClientError::Spawn(cannot_start(command, error)))?;
                 Ok((process, Box::new(stdin), Box::new(stdout)))
             }
             #[cfg(feature = "websocket")]
@@ -79,6 +82,47 @@ impl Downstream {
             }
         }
     }
+}
+
+/// `error` of starting `command`, as a sentence naming the program and the cause, of the
+/// same kind. "No such file" is told apart: no program of that name on the agent's `PATH`, no
+/// such file, no working folder, or a script whose interpreter (its `#!` line) is missing.
+fn cannot_start(command: &AgentCommand, error: std::io::Error) -> std::io::Error {
+    let program = Path::new(command.program());
+    // A raw OS error is the `exec`'s own; a sandbox's step already says what failed.
+    let cause = match (error.kind(), error.raw_os_error()) {
+        (std::io::ErrorKind::NotFound, Some(_)) => {
+            // Where the program would be, as the child sees it from its working folder.
+            let from_cwd = |path: &Path| {
+                command
+                    .working_dir()
+                    .map_or_else(|| path.to_path_buf(), |cwd| cwd.join(path))
+            };
+            let found = if program.components().count() > 1 {
+                Some(from_cwd(program)).filter(|file| file.is_file())
+            } else {
+                let path = command.agent_env("PATH").unwrap_or_default();
+                std::env::split_paths(&path)
+                    .map(|dir| from_cwd(&dir).join(program))
+                    .find(|candidate| candidate.is_file())
+            };
+            match (found, command.working_dir()) {
+                (_, Some(cwd)) if !cwd.is_dir() => format!("its working folder {} does not exist", cwd.display()),
+                (None, _) if program.components().count() > 1 => "no such file".to_string(),
+                (None, _) => "no program of that name on PATH".to_string(),
+                (Some(file), _) => format!(
+                    "{} exists, but the interpreter its `#!` line names was not found",
+                    file.display()
+                ),
+            }
+        }
+        (std::io::ErrorKind::PermissionDenied, Some(_)) => format!("{error} (is it an executable file?)"),
+        _ => error.to_string(),
+    };
+    std::io::Error::new(
+        error.kind(),
+        format!("cannot start the agent `{}`: {cause}", program.display()),
+    )
 }
 
 /// A writer that shuts down once dropped: a WebSocket's write half does not end the

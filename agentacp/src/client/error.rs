@@ -13,7 +13,8 @@ pub enum ClientError {
     /// The agent could not be started; for a remote agent
     /// ([`Client::connect_websocket`](super::Client::connect_websocket)), not reached: a refused
     /// upgrade is `PermissionDenied` (`401`, `403`) or `ConnectionRefused`, its text naming
-    /// the status.
+    /// the status. The error's text is a sentence that names the program (`cannot start the
+    /// agent `codex-acp`: …`) or the URL (`cannot reach the agent at ws://…: …`).
     Spawn(std::io::Error),
     /// No answer (or, during a prompt, no message at all) within the time allowed.
     Timeout {
@@ -84,7 +85,8 @@ fn write_stderr(f: &mut fmt::Formatter<'_>, stderr: &[String]) -> fmt::Result {
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ClientError::Spawn(error) => write!(f, "cannot start or reach the agent: {error}"),
+            // A sentence naming the program or the URL (`Downstream::open`).
+            ClientError::Spawn(error) => write!(f, "{error}"),
             ClientError::Timeout { what, after, stderr } => {
                 write!(f, "timeout: no answer to `{what}` within {after:?}")?;
                 write_stderr(f, stderr)

@@ -95,7 +95,7 @@ mod tap;
 pub mod terminal;
 
 pub use crate::subprocess::{AgentCommand, DEFAULT_ENV_ALLOW};
-pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy};
+pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy, UnpassedVar, unpassed_env_advice};
 pub use calls::LIST_PAGES_MAX;
 pub use connection::Client;
 pub use context::ClientContext;

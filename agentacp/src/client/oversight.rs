@@ -19,8 +19,11 @@ pub const TERMINAL_TOOL: &str = "terminal/create";
 #[derive(Debug, Default)]
 struct Tracked {
     tool: String,
-    /// Every name it went by ([`ToolFacts::names`]): the audit classifies a call by all of them.
+    /// Every explicit name it went by ([`ToolFacts::names`]): the audit classifies a call by
+    /// all of them.
     names: Vec<String>,
+    /// Every title it went by ([`ToolFacts::titles`]).
+    titles: Vec<String>,
     /// The title it was shown under (the last one reported).
     title: Option<String>,
     kind: Option<ToolKind>,
@@ -43,10 +46,13 @@ pub(crate) struct ToolFacts {
     pub(crate) id: String,
     /// The name it is known by: `name`, else `_meta.aip44.tool`, else the title.
     pub(crate) tool: Option<String>,
-    /// Every name the call goes by — `name`, `_meta.aip44.tool` and `title`, each once — as
-    /// the peer gave them: governance decides on each ([`Oversight::decide`]). Empty when
-    /// this side named the call itself ([`tool`](ToolFacts::tool) alone).
+    /// Every explicit name the call goes by — `name` and `_meta.aip44.tool`, each once — as
+    /// the peer gave them: governance decides on each ([`ToolFacts::readings`]). Empty when
+    /// the peer gave none, or this side named the call itself ([`tool`](ToolFacts::tool)).
     pub(crate) names: Vec<String>,
+    /// Every title the call goes by, each once: a name of the call when it has no explicit
+    /// one, else only where governance knows it as a name ([`ToolFacts::readings`]).
+    pub(crate) titles: Vec<String>,
     /// The title the call is shown under.
     pub(crate) title: Option<String>,
     pub(crate) kind: Option<ToolKind>,
@@ -79,18 +85,19 @@ impl ToolFacts {
                 .pointer("/_meta/aip44/tool")
                 .and_then(Value::as_str)
                 .map(str::to_string),
-            text("title"),
         ];
         for name in given.into_iter().flatten() {
             if !names.contains(&name) {
                 names.push(name);
             }
         }
+        let title = text("title");
         Some(ToolFacts {
             id: text("toolCallId")?,
-            tool: names.first().cloned(),
+            tool: names.first().cloned().or_else(|| title.clone()),
             names,
-            title: text("title"),
+            titles: title.iter().cloned().collect(),
+            title,
             kind: value
                 .get("kind")
                 .and_then(|kind| serde_json::from_value(kind.clone()).ok()),
@@ -103,14 +110,24 @@ impl ToolFacts {
         })
     }
 
-    /// The names governance decides on: [`names`](ToolFacts::names), else the tool's name
-    /// (`unknown` without one).
-    pub(crate) fn readings(&self) -> Vec<&str> {
-        if self.names.is_empty() {
-            vec![self.tool.as_deref().unwrap_or("unknown")]
-        } else {
-            self.names.iter().map(String::as_str).collect()
+    /// The names `governance` decides the call on (each, the strictest decision winning):
+    /// its explicit [`names`](ToolFacts::names), and of its [`titles`](ToolFacts::titles)
+    /// those `governance` knows as names ([`Governance::knows`]) — a descriptive title
+    /// (`Read lib.rs`) beside a proper name neither loosens nor denies anything. A call
+    /// without an explicit name goes by its titles; one without either by its
+    /// [`tool`](ToolFacts::tool) (`unknown` without one).
+    pub(crate) fn readings(&self, governance: &dyn Governance) -> Vec<&str> {
+        let mut readings: Vec<&str> = self.names.iter().map(String::as_str).collect();
+        let explicit = !readings.is_empty();
+        for title in &self.titles {
+            if !readings.contains(&title.as_str()) && (!explicit || governance.knows(title)) {
+                readings.push(title);
+            }
         }
+        if readings.is_empty() {
+            readings.push(self.tool.as_deref().unwrap_or("unknown"));
+        }
+        readings
     }
 }
 
@@ -139,7 +156,8 @@ impl Oversight {
     /// unasked. So governance sees no kind here (an unknown kind counts as changing
     /// something); it decides by what the client's own documents say of the tool's name —
     /// the operator's tool list, policies, autonomy — and of every name the call goes by
-    /// (its `name`, `_meta.aip44.tool` and `title`): the strictest decision wins.
+    /// (its `name` and `_meta.aip44.tool`, and its `title` where that is a name governance
+    /// knows or the call has no other: [`ToolFacts::readings`]): the strictest decision wins.
     pub(crate) fn decide(&self, session: &str, facts: &ToolFacts) -> Decision {
         self.strictest(session, facts, None)
     }
@@ -173,7 +191,7 @@ impl Oversight {
             };
             decide_claimed(governance.as_ref(), &request).0
         };
-        (facts.readings().into_iter())
+        (facts.readings(governance.as_ref()).into_iter())
             .map(decide)
             .reduce(Decision::stricter)
             .unwrap_or(Decision::Ask)
@@ -384,6 +402,7 @@ impl Oversight {
         let facts = ToolFacts {
             tool: Some(tracked.tool.clone()),
             names: tracked.names.clone(),
+            titles: tracked.titles.clone(),
             kind: tracked.kind,
             arguments: Some(tracked.arguments.clone()),
             ..ToolFacts::default()
@@ -441,9 +460,11 @@ fn merge(tracked: &mut Tracked, facts: &ToolFacts) {
     {
         tracked.tool.clone_from(tool);
     }
-    for name in &facts.names {
-        if !tracked.names.contains(name) {
-            tracked.names.push(name.clone());
+    for (names, more) in [(&mut tracked.names, &facts.names), (&mut tracked.titles, &facts.titles)] {
+        for name in more {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
         }
     }
     if facts.title.is_some() {

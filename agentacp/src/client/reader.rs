@@ -311,6 +311,7 @@ async fn authorize(
     // The request is this side's own: its title describes the call, it names no tool.
     let facts = ToolFacts {
         names: Vec::new(),
+        titles: Vec::new(),
         ..ToolFacts::of_permission(&request)
     };
     let (outcome, approval) = decide_permission(shared, &request, &facts, cancellable).await;

@@ -124,6 +124,20 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     }
 }
 
+/// The frame `line` as it may be passed on to a peer: unchanged when it nests within
+/// [`MAX_WRITE_DEPTH`](acp_audit::MAX_WRITE_DEPTH) levels, else with what nests deeper kept as
+/// its JSON text (`{"$deepJson": "…"}`, [`acp_audit::bound_text`]), so that every peer's JSON
+/// reader reads it. Read without recursion, however deep it nests.
+pub fn within_depth(line: Vec<u8>) -> Vec<u8> {
+    match std::str::from_utf8(&line).ok().and_then(acp_audit::bound_text) {
+        Some(bounded) => {
+            tracing::debug!(len = line.len(), "a frame nested too deep for its peer was bounded");
+            bounded.into_bytes()
+        }
+        None => line,
+    }
+}
+
 /// Finds the top-level `"id"` of a (possibly truncated) JSON object from its first bytes.
 pub fn sniff_id(head: &[u8]) -> Option<Id> {
     let mut scan = Scanner { bytes: head, at: 0 };

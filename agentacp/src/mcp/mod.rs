@@ -15,6 +15,7 @@
 //!
 //! How it fits together: `docs/mcp.md`.
 
+mod deep;
 pub(crate) mod in_order;
 pub mod shim;
 pub(crate) mod tunnel;
@@ -528,7 +529,9 @@ async fn connect(
             let program = program.current_dir(cwd);
             let (process, stdin, stdout) = subprocess::spawn(&program, STDERR_LINES)
                 .map_err(|error| format!("cannot start `{}`: {error}", command.display()))?;
-            // In order: a cancellation must not overtake the call it cancels.
+            // In order: a cancellation must not overtake the call it cancels. Its answers
+            // guarded: one rmcp would drop unread fails its call at once.
+            let stdout = deep::guard(name, stdout);
             let transport =
                 in_order::InOrder::new(rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin));
             let service = match config.serve(transport).await {

@@ -503,9 +503,15 @@ pub(crate) fn answer_value(
 ) -> Result<Value, RpcError> {
     match answer {
         Ok(raw) => serde_json::from_str(raw.get()).map_err(|error| {
+            let levels = crate::audit::text_depth(raw.get().as_bytes());
+            let why = if levels > crate::audit::PEER_READ_DEPTH {
+                format!("the answer nests too deep: {levels} levels")
+            } else {
+                error.to_string()
+            };
             RpcError::new(
                 codes::INTERNAL_ERROR,
-                format!("an unreadable answer to `{method}`: {error}"),
+                format!("an unreadable answer to `{method}`: {why}"),
             )
         }),
         Err(RequestFailure::Rpc(error)) => Err(error),

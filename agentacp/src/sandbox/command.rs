@@ -99,30 +99,11 @@ impl std::error::Error for SandboxError {
 /// PR_SET_PDEATHSIG`). Children are started from a runtime worker thread, which lives as long
 /// as the runtime. What the child started is reached through its process group (or its PID
 /// namespace) at close, not by this signal.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[allow(unsafe_code)]
+/// (`acp_process::die_with_parent`, shared with `scaffold-aip conform`; elsewhere nothing:
+/// a child outlives a killed runtime.)
 pub(crate) fn die_with_parent(command: &mut tokio::process::Command) {
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed: it makes two raw system calls (prctl, getppid)
-    // through rustix, allocates nothing and takes no lock.
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-            // The parent may have died before the prctl: then nothing would ever signal us.
-            // (`ESRCH`, "no such process": an error made without allocating, which a child
-            // of a multi-threaded process must not do before exec.)
-            if rustix::process::getppid() != Some(parent) {
-                return Err(rustix::io::Errno::SRCH.into());
-            }
-            Ok(())
-        });
-    }
+    acp_process::die_with_parent(command.as_std_mut());
 }
-
-/// Elsewhere: nothing (a child outlives a killed runtime).
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) fn die_with_parent(_: &mut tokio::process::Command) {}
 
 /// A failed start of a confined program: with the step of its confinement that failed named,
 /// when it was one (the child can pass back only an `errno`); any other error as it is.

@@ -25,6 +25,9 @@
 //! mounts, the system's folders and what it needs exist for it. Landlock is applied last, in
 //! the program: a process it restricts may no longer mount.
 //!
+//! The split into these three is [`acp_process::namespace`]'s, which runs programs without a
+//! sandbox the same way where the runtime is root (`acp_process::contain_tree`).
+//!
 //! The outer process and the init are forks of the runtime that never exec: they hold a copy
 //! of its memory (its environment among it). They are made non-dumpable, so the program, of
 //! the same user, cannot read them through `/proc` (their `environ`, `mem`), and they never
@@ -40,9 +43,9 @@ use landlock::{
 };
 use rustix::process::{Resource, Rlimit};
 
-use super::kernel::mount_own_proc;
 use super::plan::{Confinement, Grant, LANDLOCK_TCP_ABI, NetworkConfinement};
 use super::root::NewRoot;
+use acp_process::namespace::mount_own_proc;
 
 /// The system's folders a program needs to run, readable (and executable) by every confined
 /// program. Missing ones are skipped.
@@ -124,7 +127,7 @@ fn confine(
     let own_proc = confinement.has_own_proc().then(|| OwnProc {
         ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
         access: AccessFs::from_read(RULES_ABI).bits(),
-        command_line: command_line_span(),
+        command_line: acp_process::namespace::command_line_span(),
         hide: (confinement.hidden_sockets_keeping(keep).into_iter())
             .filter_map(|place| {
                 let folder = place.is_dir();
@@ -151,7 +154,7 @@ fn confine(
 
     // SAFETY: the closure runs in the child between fork and exec. It only makes system calls
     // (setrlimit, unshare, open/write/close of /proc/self files, prctl, landlock_restrict_self,
-    // and those of `contain_processes`: fork, pipe2, pidfd_open, poll, unshare, mount, open,
+    // and those of `split_into_init`: fork, pipe2, pidfd_open, poll, unshare, mount, open,
     // landlock_add_rule, close, waitpid, read, write, madvise) on data prepared above; it
     // allocates nothing and takes no lock. Landlock comes last: a process it restricts may no longer mount, and
     // the init mounts the namespace's `/proc`.
@@ -202,7 +205,12 @@ fn confine(
             }
             rustix::thread::set_no_new_privs(true).map_err(|e| failed(Step::NoNewPrivs, e))?;
             if contain {
-                contain_processes(own_proc.as_ref())?;
+                // SAFETY: between fork and exec, after `unshare(CLONE_NEWPID)`; the init's step
+                // only makes system calls (`OwnProc::mount`).
+                acp_process::namespace::split_into_init(
+                    || own_proc.as_ref().map_or(Ok(()), |own_proc| own_proc.mount()),
+                    |error| failed(Step::Containment, error),
+                )?;
             }
             if let Some(ruleset) = &ruleset
                 && libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0
@@ -290,20 +298,6 @@ pub(super) fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
     std::io::Error::new(cause.kind(), format!("{}: {cause}", step.doing()))
 }
 
-/// The signals the outer process does not ignore: those it cannot, those of its own faults,
-/// and its children's ends.
-const NOT_IGNORED: [libc::c_int; 9] = [
-    libc::SIGKILL,
-    libc::SIGSTOP,
-    libc::SIGCHLD,
-    libc::SIGSEGV,
-    libc::SIGBUS,
-    libc::SIGFPE,
-    libc::SIGILL,
-    libc::SIGTRAP,
-    libc::SIGSYS,
-];
-
 /// The namespace's own `/proc`: what the init needs to make it readable, and the service
 /// sockets it hides in the same mount namespace.
 #[derive(Debug)]
@@ -320,20 +314,6 @@ struct OwnProc {
     /// A root of its own ([`Confinement::has_own_root`]), which holds the namespace's
     /// `/proc`; else that `/proc` is mounted over the runtime's.
     root: Option<NewRoot>,
-}
-
-/// Where this process's command line (its `argv` strings) is in its memory: fields 48 and 49
-/// of `/proc/self/stat` (`arg_start`, `arg_end`), read once.
-fn command_line_span() -> Option<(usize, usize)> {
-    static SPAN: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
-    *SPAN.get_or_init(|| {
-        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-        // After the command name (in parentheses, which it may contain) comes field 3.
-        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().skip(48 - 3);
-        let start: usize = fields.next()?.parse().ok()?;
-        let end: usize = fields.next()?.parse().ok()?;
-        (start < end).then_some((start, end))
-    })
 }
 
 /// `struct landlock_path_beneath_attr` of `<linux/landlock.h>`.
@@ -368,7 +348,7 @@ impl OwnProc {
                 Some(root) => root
                     .enter()
                     .map_err(|errno| failed(Step::OwnRoot, std::io::Error::from_raw_os_error(errno)))?,
-                None if !mount_own_proc() => {
+                None if !mount_own_proc(true) => {
                     return Err(failed(Step::OwnProc, std::io::Error::last_os_error()));
                 }
                 None => {}
@@ -422,333 +402,6 @@ impl OwnProc {
             }
             Ok(())
         }
-    }
-}
-
-/// Between fork and exec, after `unshare(CLONE_NEWPID)`: splits this child into the outer
-/// process, the namespace's init and the program (see the module's docs); with `own_proc`,
-/// the init first gives the namespace its own `/proc`. Returns only in the program, which
-/// goes on to exec; the other two end in here.
-///
-/// # Safety
-/// Only between fork and exec: it forks, and the processes that do not return only make
-/// async-signal-safe system calls and `_exit`.
-#[allow(unsafe_code)]
-unsafe fn contain_processes(own_proc: Option<&OwnProc>) -> std::io::Result<()> {
-    // SAFETY (for the block): raw system calls on this process's own descriptors and
-    // children, in a process that is single-threaded (forked) and never returns to Rust code
-    // but in the program's branch.
-    unsafe {
-        // The runtime's signal handlers (tokio's, for SIGCHLD or SIGTERM) would run in the
-        // outer process and the init, which give the runtime's memory back and so cannot run
-        // them: back to the default. The program's exec resets handlers anyway.
-        for signal in 1..=64 {
-            let mut current = std::mem::zeroed::<libc::sigaction>();
-            if libc::sigaction(signal, std::ptr::null(), &mut current) == 0
-                && current.sa_sigaction != libc::SIG_DFL
-                && current.sa_sigaction != libc::SIG_IGN
-            {
-                libc::signal(signal, libc::SIG_DFL);
-            }
-        }
-        // The program's wait status, from the init to the outer process.
-        let mut status_pipe = [0; 2];
-        if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
-        }
-        let [status_read, status_write] = status_pipe;
-        // Unreadable through `/proc` by the program, which shares our user: we hold a copy
-        // of the runtime's memory. The program's exec makes it dumpable again; the init
-        // inherits this.
-        if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong) != 0 {
-            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
-        }
-        // What tells the init, should the outer process die before the init's
-        // `PR_SET_PDEATHSIG` took effect, that it did (the init cannot ask for its parent:
-        // that is outside its namespace).
-        let outer = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as libc::c_int;
-        let init = libc::fork();
-        if init < 0 {
-            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
-        }
-        if init > 0 {
-            outer_process(init, status_read);
-        }
-        libc::close(status_read);
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-        if outer >= 0 {
-            let mut gone = libc::pollfd {
-                fd: outer,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            if libc::poll(&mut gone, 1, 0) > 0 {
-                libc::_exit(1);
-            }
-            libc::close(outer);
-        }
-        // A failure here fails the program's start (the runtime is told through the pipe
-        // that reports a failed exec), rather than running it with less than reported.
-        if let Some(own_proc) = own_proc {
-            own_proc.mount()?;
-        }
-        let program = libc::fork();
-        if program < 0 {
-            // Reported as the first fork's failure is (this init is the process whose
-            // failure the runtime is told of), not as the program's exit 127.
-            return Err(failed(Step::Containment, std::io::Error::last_os_error()));
-        }
-        if program > 0 {
-            namespace_init(program, status_write);
-        }
-        libc::close(status_write);
-        Ok(())
-    }
-}
-
-/// The outer process: waits for the init's report of the program's end, then ends the same
-/// way (by the same signal, or with the same exit code).
-#[allow(unsafe_code)]
-unsafe fn outer_process(init: libc::pid_t, status_read: libc::c_int) -> ! {
-    // SAFETY: async-signal-safe system calls only (see `contain_processes`).
-    unsafe {
-        // Up to the last real-time signal; an invalid number is refused, which is harmless.
-        for signal in (1..=64).filter(|signal| !NOT_IGNORED.contains(signal)) {
-            libc::signal(signal, libc::SIG_IGN);
-        }
-        close_all_but(status_read);
-        release_runtime_memory();
-        let mut report = [0u8; 4];
-        let mut read = 0;
-        while read < report.len() {
-            let got = libc::read(status_read, report[read..].as_mut_ptr().cast(), report.len() - read);
-            if got > 0 {
-                read += got as usize;
-            } else if got == 0 || *libc::__errno_location() != libc::EINTR {
-                break;
-            }
-        }
-        let init_status = reap(init);
-        // No report: the init was killed (with the namespace); end as it did.
-        let status = if read == report.len() {
-            libc::c_int::from_ne_bytes(report)
-        } else {
-            init_status
-        };
-        end_as(status)
-    }
-}
-
-/// The namespace's init: reaps every process orphaned inside until the program ends, then
-/// reports its wait status and exits, which ends whatever is left inside.
-#[allow(unsafe_code)]
-unsafe fn namespace_init(program: libc::pid_t, status_write: libc::c_int) -> ! {
-    // SAFETY: async-signal-safe system calls only (see `contain_processes`).
-    unsafe {
-        close_all_but(status_write);
-        release_runtime_memory();
-        let mut status = 0;
-        loop {
-            let reaped = libc::waitpid(-1, &mut status, 0);
-            if reaped == program {
-                break;
-            }
-            if reaped < 0 && *libc::__errno_location() != libc::EINTR {
-                // No children left, yet the program was never reaped: cannot happen; report a
-                // failure rather than wait forever.
-                status = 127 << 8;
-                break;
-            }
-        }
-        let bytes = status.to_ne_bytes();
-        libc::write(status_write, bytes.as_ptr().cast(), bytes.len());
-        libc::_exit(0)
-    }
-}
-
-/// Gives back this process's hold on the runtime's anonymous memory (its heap, the other
-/// threads' stacks, its buffers), all but the mappings this thread runs on (its stack, its
-/// thread block and TLS): a fork of the runtime that never execs would otherwise keep a copy of
-/// every page the runtime changes after the fork. Nothing here reads that memory again (what
-/// runs after this uses the stack and system calls). Where `/proc/self/maps` cannot be read,
-/// nothing is given back.
-#[allow(unsafe_code)]
-unsafe fn release_runtime_memory() {
-    let on_the_stack = 0u8;
-    // SAFETY: `pthread_self` reads the thread pointer; `open`, `read`, `madvise` and `close`
-    // are system calls on this process, on buffers of this stack frame.
-    unsafe {
-        let keep = [
-            std::ptr::addr_of!(on_the_stack) as usize,
-            // The thread's descriptor, in the mapping that holds its TLS (`errno` among it).
-            libc::pthread_self() as usize,
-        ];
-        let fd = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return;
-        }
-        let mut chunk = [0u8; 4096];
-        let mut line = [0u8; 256];
-        let mut length = 0;
-        loop {
-            let got = libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len());
-            if got < 0 && *libc::__errno_location() == libc::EINTR {
-                continue;
-            }
-            if got <= 0 {
-                break;
-            }
-            for &byte in &chunk[..got as usize] {
-                if byte != b'\n' {
-                    // A longer line only has a longer path: a file's, not memory to give back.
-                    if length < line.len() {
-                        line[length] = byte;
-                        length += 1;
-                    }
-                    continue;
-                }
-                if let Some((start, end)) = releasable(&line[..length])
-                    && !keep.iter().any(|address| (start..end).contains(address))
-                {
-                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
-                }
-                length = 0;
-            }
-        }
-        libc::close(fd);
-    }
-}
-
-/// The address range of a `/proc/<pid>/maps` line that names private, writable, anonymous
-/// memory (no file behind it, or the heap).
-fn releasable(line: &[u8]) -> Option<(usize, usize)> {
-    let mut fields = line.split(|byte| *byte == b' ').filter(|field| !field.is_empty());
-    let (range, mode) = (fields.next()?, fields.next()?);
-    let (_offset, _device, inode) = (fields.next()?, fields.next()?, fields.next()?);
-    let path = fields.next().unwrap_or_default();
-    let private_writable = mode.len() == 4 && mode[0] == b'r' && mode[1] == b'w' && mode[3] == b'p';
-    if !private_writable || inode != b"0" || !(path.is_empty() || path == b"[heap]") {
-        return None;
-    }
-    let dash = range.iter().position(|byte| *byte == b'-')?;
-    Some((hex(&range[..dash])?, hex(&range[dash + 1..])?))
-}
-
-/// A hexadecimal number, without allocating.
-fn hex(digits: &[u8]) -> Option<usize> {
-    digits.iter().try_fold(0usize, |number, digit| {
-        let value = char::from(*digit).to_digit(16)?;
-        number.checked_mul(16)?.checked_add(value as usize)
-    })
-}
-
-/// Closes every descriptor but `keep`: with `close_range` (Linux 5.9), else those
-/// `/proc/self/fd` lists, else one by one up to the descriptor limit. None may stay open: one
-/// of them is the pipe through which the runtime's `spawn` learns that the program was
-/// exec'd, which it reads to its end.
-#[allow(unsafe_code)]
-unsafe fn close_all_but(keep: libc::c_int) {
-    // SAFETY: `close_range`, `getrlimit` and `close` only act on this process.
-    unsafe {
-        let below = keep <= 0 || libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32) == 0;
-        let above = libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32) == 0;
-        if (below && above) || close_listed_but(keep) {
-            return;
-        }
-        let mut limit = std::mem::zeroed::<libc::rlimit>();
-        let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur.min(1 << 20) as libc::c_int
-        } else {
-            1 << 16
-        };
-        for fd in (0..last).filter(|fd| *fd != keep) {
-            libc::close(fd);
-        }
-    }
-}
-
-/// Closes every descriptor `/proc/self/fd` lists but `keep`, listing again until none is
-/// left (a listing read while closing may skip some); false when it cannot be listed.
-#[allow(unsafe_code)]
-unsafe fn close_listed_but(keep: libc::c_int) -> bool {
-    // SAFETY: `open`, `getdents64`, `lseek` and `close` on this process's descriptors, into a
-    // buffer of this stack frame, read within the lengths the kernel gave.
-    unsafe {
-        let listing = libc::open(
-            c"/proc/self/fd".as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        );
-        if listing < 0 {
-            return false;
-        }
-        let mut entries = [0u8; 4096];
-        loop {
-            let mut closed = false;
-            libc::lseek(listing, 0, libc::SEEK_SET);
-            loop {
-                let got = libc::syscall(libc::SYS_getdents64, listing, entries.as_mut_ptr(), entries.len());
-                if got <= 0 {
-                    break;
-                }
-                // Each entry: inode (8 bytes), offset (8), its length (2), type (1), name.
-                let mut at = 0;
-                while at + 19 < got as usize {
-                    let length = usize::from(u16::from_ne_bytes([entries[at + 16], entries[at + 17]]));
-                    if length == 0 {
-                        break;
-                    }
-                    let name = &entries[at + 19..(at + length).min(got as usize)];
-                    let digits = name.split(|byte| *byte == 0).next().unwrap_or_default();
-                    let fd = digits.iter().try_fold(0 as libc::c_int, |fd, digit| {
-                        let digit = char::from(*digit).to_digit(10)?;
-                        fd.checked_mul(10)?.checked_add(digit as libc::c_int)
-                    });
-                    if let Some(fd) = fd.filter(|fd| !digits.is_empty() && *fd != keep && *fd != listing) {
-                        libc::close(fd);
-                        closed = true;
-                    }
-                    at += length;
-                }
-            }
-            if !closed {
-                break;
-            }
-        }
-        libc::close(listing);
-        true
-    }
-}
-
-/// Waits for `child`; its wait status.
-#[allow(unsafe_code)]
-unsafe fn reap(child: libc::pid_t) -> libc::c_int {
-    let mut status = 0;
-    // SAFETY: `waitpid` on our own child.
-    unsafe { while libc::waitpid(child, &mut status, 0) < 0 && *libc::__errno_location() == libc::EINTR {} }
-    status
-}
-
-/// Ends this process as the wait status `status` says a process ended: by its signal
-/// (default action restored, unblocked, raised), else with its exit code.
-#[allow(unsafe_code)]
-unsafe fn end_as(status: libc::c_int) -> ! {
-    // SAFETY: async-signal-safe system calls only.
-    unsafe {
-        if libc::WIFSIGNALED(status) {
-            let signal = libc::WTERMSIG(status);
-            libc::signal(signal, libc::SIG_DFL);
-            let mut set = std::mem::zeroed::<libc::sigset_t>();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, signal);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
-        }
-        libc::_exit(if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else {
-            1
-        })
     }
 }
 
@@ -825,40 +478,6 @@ fn landlock_rules(
 mod tests {
     use super::*;
 
-    /// The fallback where `close_range` is missing: a child closes what `/proc/self/fd`
-    /// lists but stdout, then lists its descriptors with `ls`.
-    #[test]
-    #[allow(unsafe_code)]
-    fn what_proc_self_fd_lists_is_closed_but_the_one_kept() {
-        use std::os::unix::process::CommandExt;
-        // A descriptor that would be inherited (no close-on-exec), at a free number of its own.
-        let file = std::fs::File::open("/proc/self/status").unwrap();
-        // SAFETY: `F_DUPFD` takes the lowest free number from 900 on; closed below.
-        let inherited = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_DUPFD, 900) };
-        assert!(inherited >= 900, "{}", std::io::Error::last_os_error());
-        let mut command = std::process::Command::new("ls");
-        command.arg("/proc/self/fd");
-        // SAFETY: between fork and exec the closure only makes system calls.
-        unsafe {
-            command.pre_exec(|| match close_listed_but(1) {
-                true => Ok(()),
-                false => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
-            });
-        }
-        let output = command.output().unwrap();
-        // SAFETY: the descriptor `dup2` made above.
-        unsafe { libc::close(inherited) };
-        let listed: Vec<String> = String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect();
-        assert!(listed.contains(&"1".to_string()), "{listed:?}");
-        assert!(
-            !listed.contains(&"57".to_string()) && !listed.contains(&"2".to_string()),
-            "{listed:?}"
-        );
-    }
-
     /// A step that fails between fork and exec reaches the runtime through the only thing
     /// the child can pass back, an `errno`, and is named in the error the operator sees.
     #[test]
@@ -905,34 +524,5 @@ mod tests {
         std::fs::write(child.path().join("bin/tool"), "#!/bin/sh\n").unwrap();
         let found = resolve_program(Path::new("tool"), Some(child.path()), Some(&path));
         assert_eq!(found, Some(child.path().join("bin/tool")));
-    }
-
-    #[test]
-    fn only_private_writable_anonymous_memory_is_given_back() {
-        let range = Some((0x7f00_0000_0000, 0x7f00_0002_1000));
-        assert_eq!(releasable(b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0 "), range);
-        assert_eq!(
-            releasable(b"7f0000000000-7f0000021000 rw-p 00000000 00:00 0      [heap]"),
-            range
-        );
-        // A file's pages, read-only or shared memory, the main stack, the vDSO: kept.
-        assert_eq!(
-            releasable(b"7f0000000000-7f0000021000 rw-p 00002000 08:01 1234 /usr/lib/libc.so.6"),
-            None
-        );
-        assert_eq!(releasable(b"7f0000000000-7f0000021000 r--p 00000000 00:00 0 "), None);
-        assert_eq!(
-            releasable(b"7f0000000000-7f0000021000 rw-s 00000000 00:01 99 /dev/zero (deleted)"),
-            None
-        );
-        assert_eq!(
-            releasable(b"7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]"),
-            None
-        );
-        assert_eq!(
-            releasable(b"7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0 [vdso]"),
-            None
-        );
-        assert_eq!(releasable(b"not a line"), None);
     }
 }

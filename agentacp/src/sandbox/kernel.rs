@@ -98,12 +98,13 @@ fn may_unshare(flags: UnshareFlags) -> bool {
 }
 
 /// Tries what a confined program's init does: a child enters a user and a PID namespace, and
-/// its child (the namespace's first process) [`mount_own_proc`]s; any failure means no.
+/// its child (the namespace's first process) mounts its own `/proc`
+/// ([`acp_process::namespace::mount_own_proc`], `hidepid=2`); any failure means no.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn may_mount_own_proc() -> bool {
     // SAFETY: `mount_own_proc` runs in the forked init.
-    in_namespace_init(|| unsafe { mount_own_proc() })
+    in_namespace_init(|| unsafe { acp_process::namespace::mount_own_proc(true) })
 }
 
 /// Tries what a confined program's init does to give it a root of its own (with the system's
@@ -162,38 +163,6 @@ fn in_namespace_init(init: impl Fn() -> bool + Send + Sync + 'static) -> bool {
             1
         })
     })
-}
-
-/// In the first process of a PID namespace (in an unprivileged user namespace): enters a
-/// mount namespace of its own, whose mounts no longer pass to the runtime's (`MS_SLAVE`),
-/// and mounts the namespace's procfs over `/proc`, where a process another may not inspect
-/// (`ptrace` read access: the init, non-dumpable and outside the program's Landlock domain)
-/// is invisible to it (`hidepid=2`). `false` where the kernel refuses.
-///
-/// # Safety
-/// Only in a forked child: it changes the calling process's mount namespace. It makes
-/// system calls only (async-signal-safe).
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-pub(super) unsafe fn mount_own_proc() -> bool {
-    // SAFETY: system calls on constant C strings.
-    unsafe {
-        libc::unshare(libc::CLONE_NEWNS) == 0
-            && libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_SLAVE,
-                std::ptr::null(),
-            ) == 0
-            && libc::mount(
-                c"proc".as_ptr(),
-                c"/proc".as_ptr(),
-                c"proc".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                c"hidepid=2".as_ptr().cast(),
-            ) == 0
-    }
 }
 
 /// Runs `child` in a forked child (between fork and exec, where it must `_exit`): whether it

@@ -133,8 +133,11 @@ impl Memory {
         self.inner.file.is_some()
     }
 
-    /// Adds an entry at the end. Every policy allows it.
-    pub fn append(&self, entry: Value) {
+    /// Adds an entry at the end. Every policy allows it. Kept as it will be read back: within
+    /// [`MAX_WRITE_DEPTH`](crate::audit::MAX_WRITE_DEPTH) levels, what nests deeper kept as its
+    /// JSON text (`{"$deepJson": "…"}`, as the audit log keeps it).
+    pub fn append(&self, mut entry: Value) {
+        crate::audit::bound(&mut entry, 1);
         let mut entries = lock(&self.inner.entries);
         entries.items.push(entry);
         entries.dirty = true;
@@ -153,11 +156,13 @@ impl Memory {
         Ok(())
     }
 
-    /// Replaces every entry by `summary`. Allowed by `summarising` only.
-    pub fn summarise(&self, summary: Vec<Value>) -> Result<(), MemoryError> {
+    /// Replaces every entry by `summary` (each kept as [`append`](Memory::append) keeps it).
+    /// Allowed by `summarising` only.
+    pub fn summarise(&self, mut summary: Vec<Value>) -> Result<(), MemoryError> {
         if !self.inner.policy.may_summarise() {
             return Err(self.refused("summarise"));
         }
+        summary.iter_mut().for_each(|entry| crate::audit::bound(entry, 1));
         let mut entries = lock(&self.inner.entries);
         entries.items = summary;
         entries.dirty = true;
@@ -264,10 +269,20 @@ impl MemoryBook {
                 .lines()
                 .enumerate()
                 .filter(|(_, line)| !line.trim().is_empty())
-                .filter_map(|(index, line)| match serde_json::from_str(line) {
-                    Ok(entry) => Some(entry),
+                // As deep as the audit's readers read: entries written before they were kept
+                // within the bound nest up to about 130 levels.
+                .filter_map(|(index, line)| match crate::audit::parse_record(line) {
+                    Ok(mut entry) => {
+                        crate::audit::bound(&mut entry, 1);
+                        Some(entry)
+                    }
                     Err(error) => {
-                        tracing::warn!(file = name, line = index + 1, %error, "skipping an unreadable memory entry");
+                        tracing::warn!(
+                            file = name,
+                            line = index + 1,
+                            error,
+                            "skipping an unreadable memory entry"
+                        );
                         None
                     }
                 })
@@ -415,6 +430,44 @@ mod tests {
         summarising.append(json!(2));
         summarising.summarise(vec![json!("1 and 2")]).unwrap();
         assert_eq!(summarising.entries(), [json!("1 and 2")]);
+    }
+
+    /// `levels` nested arrays around `"x"`, as JSON text.
+    fn nested_text(levels: usize) -> String {
+        format!("{}\"x\"{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    /// An entry nested deeper than JSON readers read is written within the bound (its deep
+    /// part kept as text) and read back; one written deeper before (up to the audit readers'
+    /// limit) is read too, and written back within the bound. Before, both were skipped on
+    /// reading, with a warning.
+    #[test]
+    fn a_deep_entry_is_written_within_the_bound_and_read_back_whole() {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(state.path().join("memory")).unwrap();
+        let earlier = nested_text(130);
+        std::fs::write(state.path().join("memory/operator.jsonl"), format!("{earlier}\n")).unwrap();
+        let kind = || spec(MemoryKind::OperatorContext, MemoryPolicy::AppendOnly);
+        let book = MemoryBook::new(kind(), state.path());
+        let memory = book.for_session("sess_a");
+        assert_eq!(memory.len(), 1, "the entry written before is read");
+        let deep: Value = {
+            let mut deserializer = serde_json::Deserializer::from_str(&earlier);
+            deserializer.disable_recursion_limit();
+            serde::Deserialize::deserialize(&mut deserializer).unwrap()
+        };
+        memory.append(deep);
+        assert!(memory.persist().unwrap());
+        let text = std::fs::read_to_string(state.path().join("memory/operator.jsonl")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for line in &lines {
+            assert!(serde_json::from_str::<Value>(line).is_ok(), "any reader reads {line}");
+        }
+        let again = MemoryBook::new(kind(), state.path()).for_session("sess_b");
+        assert_eq!(again.len(), 2, "nothing is skipped");
+        let kept = again.entries()[1].to_string();
+        assert!(kept.contains(crate::audit::DEEP_JSON_KEY), "{kept}");
+        assert_eq!(kept.matches('[').count(), 130, "all of it is kept: {kept}");
     }
 
     #[test]

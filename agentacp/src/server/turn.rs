@@ -509,7 +509,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
                 "title": title,
                 "name": self.tool,
                 "status": status,
-                "rawInput": self.arguments,
+                "rawInput": on_the_wire(&self.arguments),
             });
             if let Some(kind) = self.kind {
                 update["kind"] = json!(kind);
@@ -647,7 +647,7 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             "title": title,
             "name": self.tool,
             "status": "pending",
-            "rawInput": self.arguments,
+            "rawInput": on_the_wire(&self.arguments),
         });
         if let Some(kind) = self.kind {
             tool_call["kind"] = json!(kind);
@@ -722,7 +722,20 @@ fn status_update(tool_call_id: &str, status: &str, raw_output: Option<Value>) ->
         "status": status,
     });
     if let Some(output) = raw_output {
-        update["rawOutput"] = output;
+        update["rawOutput"] = on_the_wire(&output);
     }
     update.to_string()
+}
+
+/// Where `rawInput` and `rawOutput` sit in the messages that carry them: the message, its
+/// `params`, the update (or `toolCall`), then the value.
+const RAW_LEVEL: usize = 4;
+
+/// A value from a peer (a call's arguments, a tool's result) as it is put in a message to the
+/// client: within the depth every peer reads, by the audit log's rule (`acp_audit::bound`:
+/// what nests deeper is kept as its JSON text, `{"$deepJson": "…"}`).
+fn on_the_wire(value: &Value) -> Value {
+    let mut value = value.clone();
+    crate::audit::bound(&mut value, RAW_LEVEL);
+    value
 }

@@ -71,7 +71,8 @@ impl Dial {
     }
 
     /// Connects and upgrades; the agent's JSON-RPC lines come from the first half and go to
-    /// the second. A refused upgrade (`401`, `403`, …) is an error that says so.
+    /// the second. A refused upgrade (`401`, `403`, …) is an error that says so. Every error
+    /// is a sentence naming the URL: `cannot reach the agent at URL: …`.
     pub async fn connect(&self) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>)> {
         let (read, write, _pump) = self.connect_watched().await?;
         Ok((read, write))
@@ -82,13 +83,19 @@ impl Dial {
         &self,
     ) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>, JoinHandle<Ended>)> {
         let mut request = self.url.as_str().into_client_request().map_err(|error| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{}`: {error}", self.url))
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("cannot reach the agent at `{}`: not a WebSocket URL: {error}", self.url),
+            )
         })?;
         if let Some(token) = &self.token {
             let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
-                    "the token is not a valid header value",
+                    format!(
+                        "cannot reach the agent at {}: the token is not a valid header value",
+                        self.url
+                    ),
                 )
             })?;
             request.headers_mut().insert("authorization", value);
@@ -111,7 +118,10 @@ impl Dial {
             .map_err(|_| {
                 std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("connecting to {} took over {:?}", self.url, self.connect_timeout),
+                    format!(
+                        "cannot reach the agent at {}: connecting took over {:?}",
+                        self.url, self.connect_timeout
+                    ),
                 )
             })?
             .map_err(|error| refused(&self.url, error))?;
@@ -138,10 +148,11 @@ fn refused(url: &str, error: tokio_tungstenite::tungstenite::Error) -> std::io::
                 401 | 403 => std::io::ErrorKind::PermissionDenied,
                 _ => std::io::ErrorKind::ConnectionRefused,
             };
-            std::io::Error::new(kind, format!("{url} refused the connection: {status} {body}"))
+            let message = format!("cannot reach the agent at {url}: it refused the connection: {status} {body}");
+            std::io::Error::new(kind, message.trim_end().to_string())
         }
-        Error::Io(error) => std::io::Error::new(error.kind(), format!("cannot connect to {url}: {error}")),
-        other => std::io::Error::other(format!("cannot connect to {url}: {other}")),
+        Error::Io(error) => std::io::Error::new(error.kind(), format!("cannot reach the agent at {url}: {error}")),
+        other => std::io::Error::other(format!("cannot reach the agent at {url}: {other}")),
     }
 }
 

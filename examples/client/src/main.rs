@@ -13,8 +13,10 @@
 //! (an agent's `/command` too) is a prompt.
 //!
 //! Authentication: an `env_var` method of the agent's whose variables are passed with `--env`
-//! is used by itself; `--auth ID` picks one (`--auth none`: never). When `session/new` is
-//! refused for want of it, the agent's methods are listed. SIGINT and SIGTERM cancel the
+//! is used by itself; `--auth ID` picks one (`--auth none`: never), and passes the variables of
+//! a named `env_var` method that are set here (the agent is started again with them; `[auth]`
+//! on stderr names them). When `session/new` is refused for want of it, the agent's methods
+//! are listed, with the flag that passes a variable set here. SIGINT and SIGTERM cancel the
 //! running turn and stop the agent (its whole process group) before exiting (130, 143).
 
 use std::io::Write;
@@ -24,7 +26,7 @@ use std::sync::Arc;
 
 use agentacp::client::{
     AgentCommand, AuthPolicy, Client, ClientContext, ClientOptions, Connect, LIST_PAGES_MAX, PermissionDecision,
-    PromptEvent, SessionState, Update, config_value, fs, select_values,
+    PromptEvent, SessionState, Update, config_value, fs, select_values, unpassed_env_advice,
 };
 use agentacp::env::{ShutdownSignal, ShutdownSignals};
 use agentacp::jsonrpc::RpcError;
@@ -87,7 +89,9 @@ struct Args {
     #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
     /// The auth method to `authenticate` with after `initialize` (`none`: never). Default: an
-    /// `env_var` method whose variables are all passed to the agent, else none.
+    /// `env_var` method whose variables are all passed to the agent, else none. A named
+    /// `env_var` method's variables that are set here are passed to the agent (it is started
+    /// again with them); one that is not set is an error naming it.
     #[arg(long, value_name = "METHOD-ID")]
     auth: Option<String>,
     /// The agent's program and arguments.
@@ -193,27 +197,27 @@ async fn run(args: Args) -> std::result::Result<(), Stopped> {
             }
         }
     };
+    // A method named with `--auth` is used below, once its variables reach the agent.
+    let named = args.auth.as_deref().filter(|id| *id != "none");
     let auth = match args.auth.as_deref() {
         None => AuthPolicy::default(),
-        Some("none") => AuthPolicy::Never,
-        Some(id) => AuthPolicy::Method(id.into()),
+        Some(_) => AuthPolicy::Never,
     };
     let options = ClientOptions::default()
         .with_workspace_root(&workspace)
         .with_permission(decide)
         .with_auth(auth);
-    // A signal while connecting drops the client being connected: that stops the agent.
-    let client = tokio::select! {
-        client = Terminal.connect(command, options) => client?,
-        signal = signals.recv() => return Err(Stopped::Signal(signal)),
-    };
+    let mut client = connect(command.clone(), options.clone(), &mut signals).await?;
+    if let Some(id) = named {
+        client = authenticate_named(client, id, command.clone(), options, &mut signals).await?;
+    }
     let info = client.initialize_response().agent_info.clone();
     if let Some(info) = info {
         eprintln!("[agent] {} {}", info.name, info.version);
     }
     let mut session = None;
     let outcome = tokio::select! {
-        outcome = converse(&client, &workspace, &args.prompts, &lines, &mut session) => outcome.map_err(Stopped::Error),
+        outcome = converse(&client, &command, &workspace, &args.prompts, &lines, &mut session) => outcome.map_err(Stopped::Error),
         signal = signals.recv() => Err(Stopped::Signal(signal)),
     };
     if let (Err(Stopped::Signal(_)), Some(session)) = (&outcome, &session) {
@@ -229,10 +233,64 @@ async fn run(args: Args) -> std::result::Result<(), Stopped> {
     outcome
 }
 
+/// Starts the agent and initializes it. A signal while connecting drops the client being
+/// connected: that stops the agent.
+async fn connect(
+    command: AgentCommand,
+    options: ClientOptions,
+    signals: &mut ShutdownSignals,
+) -> std::result::Result<Client, Stopped> {
+    tokio::select! {
+        client = Terminal.connect(command, options) => Ok(client?),
+        signal = signals.recv() => Err(Stopped::Signal(signal)),
+    }
+}
+
+/// `--auth ID`: `authenticate` with the method the user named. When it is an `env_var` method
+/// whose variables our environment has but `command` does not pass, naming it is taken as
+/// leave to pass them: the agent is started again with them (said on stderr, by name, never
+/// the value). One our environment lacks is an error that names it.
+async fn authenticate_named(
+    mut client: Client,
+    id: &str,
+    command: AgentCommand,
+    options: ClientOptions,
+    signals: &mut ShutdownSignals,
+) -> std::result::Result<Client, Stopped> {
+    let method = client
+        .auth_methods()
+        .iter()
+        .find(|method| method.id.as_str() == id)
+        .cloned();
+    if let Some(method) = method {
+        let unpassed = method.unpassed_env_vars(&command);
+        if unpassed.iter().any(|var| !var.ours) {
+            client.close().await;
+            return Err(unpassed_env_advice(&method, &unpassed, "--env").into());
+        }
+        if !unpassed.is_empty() {
+            let names: Vec<&str> = unpassed.iter().map(|var| var.name.as_str()).collect();
+            eprintln!(
+                "[auth] passing {} to the agent for --auth {id}; starting it again with it",
+                names.join(", ")
+            );
+            client.close().await;
+            let command = names.iter().fold(command, |command, name| command.allow_env(name));
+            client = connect(command, options, signals).await?;
+        }
+    }
+    if let Err(error) = client.authenticate(&id.into()).await {
+        client.close().await;
+        return Err(error.into());
+    }
+    Ok(client)
+}
+
 /// Opens the session (saying which auth methods the agent offers when it wants one), then
 /// sends every prompt.
 async fn converse(
     client: &Client,
+    command: &AgentCommand,
     workspace: &std::path::Path,
     prompts: &[String],
     lines: &Lines,
@@ -242,7 +300,7 @@ async fn converse(
         Ok(session) => opened.insert(session).clone(),
         Err(error) => {
             if error.is_auth_required() {
-                explain_auth(client);
+                explain_auth(client, command);
             }
             return Err(error.into());
         }
@@ -449,7 +507,7 @@ fn print_commands(commands: &[wire::AvailableCommand]) {
 }
 
 /// The agent's auth methods, and how to use one.
-fn explain_auth(client: &Client) {
+fn explain_auth(client: &Client, command: &AgentCommand) {
     let methods = client.auth_methods();
     if methods.is_empty() {
         eprintln!("[auth] the agent wants authentication but advertised no auth methods");
@@ -460,6 +518,16 @@ fn explain_auth(client: &Client) {
         eprintln!("[auth]   {}", method.describe());
     }
     eprintln!("[auth] choose one with --auth METHOD-ID; an env_var method needs its variables passed with --env NAME");
+    for method in methods {
+        let unpassed = method.unpassed_env_vars(command);
+        if !unpassed.is_empty() && unpassed.iter().all(|var| var.ours) {
+            eprintln!(
+                "[auth] {}; or name the method with `--auth {}`, which passes it",
+                unpassed_env_advice(method, &unpassed, "--env"),
+                method.id
+            );
+        }
+    }
 }
 
 /// Sends one prompt and prints its turn.

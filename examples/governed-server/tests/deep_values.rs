@@ -99,3 +99,45 @@ fn deeply_nested_tool_arguments_are_audited_readably_and_the_server_restarts_on_
         assert_eq!(restored(&call["metadata"]["aip44"]["arguments"]), sent, "{levels}");
     }
 }
+
+/// How many levels the JSON `value` nests (0 for a scalar).
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(members) => 1 + members.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// An allowed call (`read-file`, which runs without asking) with arguments as deep as the
+/// server reads them is announced in `tool_call` updates any JSON reader reads (the client's
+/// reader here is serde_json's, which stops at 128 levels), the arguments whole: what nests
+/// past the bound is kept as JSON text. Before, a call with arguments 125 levels deep was
+/// announced in a frame 128 levels deep, which the client could not read.
+#[test]
+fn an_allowed_calls_deep_arguments_reach_the_client_readably() {
+    let scratch = Scratch::new("governed-deep-raw-input");
+    let mut server = governed_server(&scratch);
+    let (_, session) = server.open_session(scratch.path());
+    server.recv(); // available_commands_update
+    for (n, levels) in DEPTHS.into_iter().enumerate() {
+        let text = format!("/tool read-file {}", nested_arguments(levels));
+        // Every frame is parsed with serde_json's default limit (or the peer panics).
+        let turn = server.prompt(2 + n as u64, &session, &text);
+        let answer = turn.last().expect("answered");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{levels}: {answer}");
+        for frame in &turn {
+            assert!(depth(frame) <= agentacp::audit::MAX_WRITE_DEPTH, "{levels}");
+        }
+        // The example reads arguments up to serde_json's limit and takes `{}` beyond.
+        let Ok(sent) = serde_json::from_str::<Value>(&nested_arguments(levels)) else {
+            continue;
+        };
+        let call = turn
+            .iter()
+            .find(|m| m["params"]["update"]["sessionUpdate"] == "tool_call")
+            .unwrap_or_else(|| panic!("{levels}: the call is announced: {turn:?}"));
+        assert_eq!(restored(&call["params"]["update"]["rawInput"]), sent, "{levels}");
+    }
+    assert!(server.finish().success());
+}

@@ -104,6 +104,8 @@ pub(super) struct Relay {
     pub(super) translation: std::sync::OnceLock<Translation>,
     /// The sandbox the agent runs in (tier sandboxed, a started agent).
     pub(super) sandbox: Option<std::sync::Arc<crate::sandbox::Confinement>>,
+    /// What an `env_var` auth method needs of the agent's environment (`auth_env.rs`).
+    pub(super) auth_env: super::auth_env::AuthEnv,
 }
 
 /// A `tools/call` of the agent's that the bridge holds while it asks the editor (`mcp.rs`).

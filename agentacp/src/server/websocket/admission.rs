@@ -1,10 +1,10 @@
 //! Who gets a place on a WebSocket listener, and who gives one up.
 //!
-//! Every connection takes one of the listener's slots ([`ListenOptions::max_connections`]).
+//! Every connection takes one of the listener's slots (`ListenOptions::max_connections`).
 //! With tokens, a connection that has not proved who it is yet (upgrading, or upgraded and not
 //! authenticated) also holds a place among the *unauthenticated*: at most
-//! [`ListenOptions::max_unauthenticated_per_address`] from one address and
-//! [`ListenOptions::unauthenticated_limit`] in all, so they never hold every slot.
+//! `ListenOptions::max_unauthenticated_per_address` from one address and
+//! `ListenOptions::unauthenticated_limit` in all, so they never hold every slot.
 //!
 //! A connection over one of those limits, or that finds no free slot, is not turned away at
 //! once: it may be a client with a token. It goes on *over the limit*: its upgrade is read,
@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 
-use super::ListenOptions;
 use crate::sync::lock;
 
 /// How many upgrades over the limit are read at once (the oldest is dropped for a newer one).
@@ -47,16 +46,16 @@ pub(super) type Slot = Arc<Mutex<Option<OwnedSemaphorePermit>>>;
 pub(super) struct Gate {
     slots: Arc<Semaphore>,
     /// The limits on unauthenticated connections; `None` without tokens (nobody authenticates).
-    limits: Option<Limits>,
+    limits: Option<UnauthenticatedLimits>,
     state: Mutex<State>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Limits {
+pub(super) struct UnauthenticatedLimits {
     /// From one address (`0`: no limit).
-    per_address: usize,
+    pub(super) per_address: usize,
     /// In all.
-    total: usize,
+    pub(super) total: usize,
 }
 
 #[derive(Default)]
@@ -102,14 +101,12 @@ impl std::fmt::Debug for UnprovenPlace {
 }
 
 impl Gate {
-    /// The gate of a listener with `options`.
-    pub(super) fn new(options: &ListenOptions) -> Arc<Gate> {
+    /// The gate of a listener with `max_connections` slots; `limits` on the unauthenticated
+    /// when the listener takes tokens (`None`: nobody authenticates).
+    pub(super) fn new(max_connections: usize, limits: Option<UnauthenticatedLimits>) -> Arc<Gate> {
         Arc::new(Gate {
-            slots: Arc::new(Semaphore::new(options.max_connections)),
-            limits: options.tokens.is_some().then(|| Limits {
-                per_address: options.max_unauthenticated_per_address,
-                total: options.unauthenticated_limit(),
-            }),
+            slots: Arc::new(Semaphore::new(max_connections)),
+            limits,
             state: Mutex::default(),
         })
     }
@@ -271,7 +268,6 @@ fn address_key(peer: IpAddr) -> IpAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{Identity, TokenStore};
 
     /// One host usually has a whole IPv6 `/64`: counted per address, it could open as many
     /// unauthenticated connections as it has addresses.
@@ -285,12 +281,9 @@ mod tests {
     }
 
     fn gate(max_connections: usize, per_address: usize, total: Option<usize>) -> Arc<Gate> {
-        let mut options = ListenOptions::new("127.0.0.1:0".parse().unwrap());
-        options.tokens = Some(Arc::new(TokenStore::single(Identity::new("ci").unwrap(), "t")));
-        options.max_connections = max_connections;
-        options.max_unauthenticated_per_address = per_address;
-        options.max_unauthenticated = total;
-        Gate::new(&options)
+        // What `ListenOptions::unauthenticated_limit` makes of `total`.
+        let total = total.unwrap_or(max_connections / 2).clamp(1, max_connections.max(1));
+        Gate::new(max_connections, Some(UnauthenticatedLimits { per_address, total }))
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::server::{Access, OffersWebSocket, Operator, Served, ServerOptions};
 use crate::websocket::{Closer, Limits, into_closable_lines};
 
-use super::admission::{Gate, Ticket, UnprovenPlace};
+use super::admission::{Gate, Ticket, UnauthenticatedLimits, UnprovenPlace};
 
 /// The paths a client may connect to.
 pub const PATHS: [&str; 2] = ["/acp", "/"];
@@ -269,7 +269,7 @@ impl Listener {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let options = Arc::new(self.options);
-        let gate = Gate::new(&options);
+        let gate = gate_of(&options);
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
@@ -535,8 +535,14 @@ fn error_response(status: StatusCode, message: String) -> ErrorResponse {
 /// Answers a plain HTTP response and closes (a refusal outside the WebSocket handshake).
 async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
     let body = format!("{}\n", body.trim_end());
+    // A 426 must name the protocol to upgrade to (RFC 9110, 15.5.22).
+    let upgrade = if status == StatusCode::UPGRADE_REQUIRED {
+        "upgrade: websocket\r\n"
+    } else {
+        ""
+    };
     let head = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {} {}\r\n{upgrade}content-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         status.as_u16(),
         status.canonical_reason().unwrap_or_default(),
         body.len()
@@ -546,4 +552,13 @@ async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
         let _ = stream.shutdown().await;
     })
     .await;
+}
+
+/// The admission gate `options` describe.
+fn gate_of(options: &ListenOptions) -> Arc<Gate> {
+    let limits = options.tokens.is_some().then(|| UnauthenticatedLimits {
+        per_address: options.max_unauthenticated_per_address,
+        total: options.unauthenticated_limit(),
+    });
+    Gate::new(options.max_connections, limits)
 }
