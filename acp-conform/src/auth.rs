@@ -1,5 +1,5 @@
 //! Authentication: the methods the agent offers at `initialize` (`authMethods`), the method
-//! `--auth` names (checked against them), and the [`Watch`] that notes where the agent refused
+//! `--auth` names (checked against them), and the `Watch` that notes where the agent refused
 //! the kit for want of authentication (`-32000`). Such a refusal is reported once, as the
 //! failure [`REQUIRED`], and the checks it kept from judging are skipped, saying so: never a
 //! failure they did not see.

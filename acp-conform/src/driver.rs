@@ -417,6 +417,15 @@ impl Drop for Peer {
         self.stdin = None;
         match &mut self.end {
             End::Process(child) => {
+                // SIGTERM to its group first, and a grace to exit, as an editor would: killed
+                // outright, an agent may leave a lock behind that stalls its next start (Gemini
+                // CLI's projects lock). In a PID namespace the kit's child passes it on.
+                if matches!(child.try_wait(), Ok(None)) && acp_process::terminate_group(child.id()) {
+                    let deadline = Instant::now() + TREE_GRACE;
+                    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                        thread::sleep(Duration::from_millis(5));
+                    }
+                }
                 if matches!(child.try_wait(), Ok(None)) {
                     let _ = child.kill();
                 }

@@ -97,6 +97,24 @@ pub fn end_all_descendants(grace: Duration) -> bool {
     Tree::default().note_descendants_of(std::process::id()) == 0
 }
 
+/// Sends SIGTERM to process group `group` (a child started with `process_group(0)` leads one
+/// of its own): the polite first step of ending an agent, before [`Tree::end`] or a kill.
+/// Whether the signal was sent (`false` off Unix, or when the group is gone).
+pub fn terminate_group(group: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Some(group) = i32::try_from(group).ok().and_then(rustix::process::Pid::from_raw) else {
+            return false;
+        };
+        rustix::process::kill_process_group(group, rustix::process::Signal::TERM).is_ok()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = group;
+        false
+    }
+}
+
 /// Reaps the caller's exited children in process group `group`, its leader aside: what the
 /// group's processes left behind and the caller adopted ([`adopt_orphans`]), now zombies that
 /// would keep the group from being empty. (A child the caller started itself leads a group of

@@ -2,7 +2,7 @@
 //! it starts lives in that namespace, which the kernel empties (`SIGKILL`) when the
 //! namespace's init ends, whatever process group or session a process moved to. Shared by
 //! agentacp's sandbox (in a user namespace, with its other confinement) and by
-//! [`contain_tree`](crate::contain_tree) (root only, nothing else changed).
+//! [`contain_tree`] (root only, nothing else changed).
 //!
 //! Between fork and exec, after `unshare(CLONE_NEWPID)`, [`split_into_init`] splits the
 //! child the caller started into three:
@@ -425,7 +425,7 @@ pub fn tree_namespace() -> bool {
 /// (with the namespace's `/proc` mounted over `/proc`, in a mount namespace of its own), when
 /// [`tree_namespace`] says it can: then everything the program starts ends when the outer
 /// process ends, also by `SIGKILL` — give that one a parent-death signal
-/// ([`die_with_parent`](crate::die_with_parent)) and nothing of the tree outlives the caller.
+/// ([`die_with_parent`]) and nothing of the tree outlives the caller.
 /// Nothing else changes for the program: no user namespace (its uid, its groups and the
 /// owners of files are as before), its environment, folder and stdio as set on `command`.
 /// What it sees differently: its pid (2) and its parent's (1), `/proc` showing only its

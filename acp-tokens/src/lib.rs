@@ -5,7 +5,7 @@
 //! A token file has one entry a line, `<identity> sha256:<64 lowercase hex>`; blank lines and
 //! lines starting with `#` are ignored. Only the SHA-256 of a token is ever stored.
 //!
-//! [`file`] reads a token file (regular files only, at most [`file::MAX_FILE_BYTES`], never
+//! [`file`](mod@file) reads a token file (regular files only, at most [`file::MAX_FILE_BYTES`], never
 //! blocking) and takes the lock writers hold while they change one.
 
 pub mod file;
