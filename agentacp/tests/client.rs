@@ -1995,45 +1995,55 @@ async fn a_setsid_helper_of_the_agent_ends_when_the_client_closes_or_is_dropped(
     .await;
 }
 
+/// The example `program` (`acp-client` or `governance-bridge`) running a fake agent that
+/// leaves a `setsid` helper, once that helper runs: the program, its stdin (kept open), and
+/// the helper's pid. The client waits at its unanswered `session/new`; the bridge has started
+/// its agent for the editor's `initialize`.
+async fn example_with_a_setsid_helper(
+    program: &str,
+    fake: &Fake,
+    dirs: &Dirs,
+) -> (tokio::process::Child, tokio::process::ChildStdin, u32) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (args, pid_file) = fake.setsid_args();
+    let mut command = tokio::process::Command::new(example_binary(program));
+    if program == "acp-client" {
+        command.args(["-p", "hello"]);
+    }
+    let mut running = command
+        .arg("--")
+        .args(&args)
+        .current_dir(&dirs.workspace)
+        .env("AGENTACP_WORKSPACE_ROOT", &dirs.workspace)
+        .env("AGENTACP_STATE_DIR", &dirs.state)
+        .env("AGENTACP_AUDIT_LOG", &dirs.audit)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut input = running.stdin.take().unwrap();
+    if program == "governance-bridge" {
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                         "params": {"protocolVersion": 1, "clientCapabilities": {}}});
+        input.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+        let mut answers = tokio::io::BufReader::new(running.stdout.take().unwrap()).lines();
+        let line = answers.next_line().await.unwrap().expect("the bridge answers");
+        assert!(line.contains("\"result\""), "{line}");
+    }
+    let helper = read_pid(&pid_file, Duration::from_secs(20), running.id().unwrap());
+    (running, input, helper)
+}
+
 /// Issue #44.10: SIGTERM to the example client and bridge left the agent's `setsid` helper
 /// running. Each is now the subreaper of what it starts and ends it.
 #[tokio::test]
 async fn sigterm_to_the_example_client_and_bridge_ends_the_agents_setsid_helper() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     bounded(async {
         for program in ["acp-client", "governance-bridge"] {
-            let fake = Fake::new();
-            let dirs = Dirs::new();
-            let (args, pid_file) = fake.setsid_args();
-            let mut command = tokio::process::Command::new(example_binary(program));
-            if program == "acp-client" {
-                // Its `session/new` is never answered: it waits there.
-                command.args(["-p", "hello"]);
-            }
-            let mut running = command
-                .arg("--")
-                .args(&args)
-                .current_dir(&dirs.workspace)
-                .env("AGENTACP_WORKSPACE_ROOT", &dirs.workspace)
-                .env("AGENTACP_STATE_DIR", &dirs.state)
-                .env("AGENTACP_AUDIT_LOG", &dirs.audit)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap();
-            let mut input = running.stdin.take().unwrap();
-            if program == "governance-bridge" {
-                // The bridge starts its agent for the editor's `initialize`.
-                let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                                 "params": {"protocolVersion": 1, "clientCapabilities": {}}});
-                input.write_all(format!("{request}\n").as_bytes()).await.unwrap();
-                let mut answers = tokio::io::BufReader::new(running.stdout.take().unwrap()).lines();
-                let line = answers.next_line().await.unwrap().expect("the bridge answers");
-                assert!(line.contains("\"result\""), "{line}");
-            }
-            let helper = read_pid(&pid_file, Duration::from_secs(20), running.id().unwrap());
+            let (fake, dirs) = (Fake::new(), Dirs::new());
+            let (mut running, input, helper) = example_with_a_setsid_helper(program, &fake, &dirs).await;
             send_signal(running.id().unwrap(), "TERM");
             let status = tokio::time::timeout(Duration::from_secs(20), running.wait())
                 .await
@@ -2055,45 +2065,14 @@ async fn sigterm_to_the_example_client_and_bridge_ends_the_agents_setsid_helper(
 /// PID namespace of its own, which the kernel empties when the runtime dies.
 #[tokio::test]
 async fn sigkill_of_the_example_client_and_bridge_ends_the_agents_setsid_helper() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     if !agentacp::process_tree::tree_namespace() {
         eprintln!("skipped: no PID namespace without a user namespace here (not root)");
         return;
     }
     bounded(async {
         for program in ["acp-client", "governance-bridge"] {
-            let fake = Fake::new();
-            let dirs = Dirs::new();
-            let (args, pid_file) = fake.setsid_args();
-            let mut command = tokio::process::Command::new(example_binary(program));
-            if program == "acp-client" {
-                // Its `session/new` is never answered: it waits there.
-                command.args(["-p", "hello"]);
-            }
-            let mut running = command
-                .arg("--")
-                .args(&args)
-                .current_dir(&dirs.workspace)
-                .env("AGENTACP_WORKSPACE_ROOT", &dirs.workspace)
-                .env("AGENTACP_STATE_DIR", &dirs.state)
-                .env("AGENTACP_AUDIT_LOG", &dirs.audit)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap();
-            let mut input = running.stdin.take().unwrap();
-            if program == "governance-bridge" {
-                // The bridge starts its agent for the editor's `initialize`.
-                let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                                 "params": {"protocolVersion": 1, "clientCapabilities": {}}});
-                input.write_all(format!("{request}\n").as_bytes()).await.unwrap();
-                let mut answers = tokio::io::BufReader::new(running.stdout.take().unwrap()).lines();
-                let line = answers.next_line().await.unwrap().expect("the bridge answers");
-                assert!(line.contains("\"result\""), "{line}");
-            }
-            let helper = read_pid(&pid_file, Duration::from_secs(20), running.id().unwrap());
+            let (fake, dirs) = (Fake::new(), Dirs::new());
+            let (mut running, input, helper) = example_with_a_setsid_helper(program, &fake, &dirs).await;
             assert!(not_a_zombie(helper), "{program}: the helper {helper} runs");
             running.start_kill().unwrap();
             running.wait().await.unwrap();

@@ -45,7 +45,7 @@ pub(crate) fn guard(server: &str, from: impl AsyncRead + Unpin + Send + 'static)
 }
 
 /// The line to pass on for `frame`: itself, an error answer to its id, or nothing.
-fn checked(server: &str, frame: Frame) -> Option<Vec<u8>> {
+pub(super) fn checked(server: &str, frame: Frame) -> Option<Vec<u8>> {
     let (why, id) = match frame {
         Frame::Line(line) => {
             let levels = text_depth(&line);

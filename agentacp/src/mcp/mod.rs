@@ -16,6 +16,7 @@
 //! How it fits together: `docs/mcp.md`.
 
 mod deep;
+mod deep_http;
 pub(crate) mod in_order;
 pub mod shim;
 pub(crate) mod tunnel;
@@ -568,7 +569,7 @@ async fn connect(
         }
         McpServerSpec::Http { name, url, headers } => {
             let service = config
-                .serve(http_transport(url, headers)?)
+                .serve(http_transport(name, url, headers)?)
                 .await
                 .map_err(|error| format!("MCP initialize over HTTP at `{url}` failed: {error}"))?;
             let tools = list_tools(name, &service).await?;
@@ -726,17 +727,16 @@ pub(crate) fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
     });
 }
 
-/// rmcp's streamable-HTTP client for `url`, sending `headers` (an `Authorization` among them)
-/// with every request. `https://` with feature `tls`: rustls on the ring provider (installed as
+/// rmcp's streamable-HTTP client for the server `server` at `url`, sending `headers` (an
+/// `Authorization` among them) with every request, its answers read by [`deep_http`] first.
+/// `https://` with feature `tls`: rustls on the ring provider (installed as
 /// the process default unless the application installed one), certificates verified against
 /// the platform's roots (on Linux the system store, or the file `SSL_CERT_FILE` names).
 fn http_transport(
+    server: &str,
     url: &str,
     headers: &[(String, String)],
-) -> Result<
-    rmcp::transport::StreamableHttpClientTransport<impl rmcp::transport::streamable_http_client::StreamableHttpClient>,
-    String,
-> {
+) -> Result<rmcp::transport::StreamableHttpClientTransport<deep_http::GuardedHttp>, String> {
     if url.starts_with("https://") && cfg!(not(feature = "tls")) {
         return Err(format!(
             "`{url}`: an `https://` MCP server needs agentacp's cargo feature `tls` (this agent was built without it)"
@@ -757,7 +757,10 @@ fn http_transport(
     }
     let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(custom);
-    Ok(rmcp::transport::StreamableHttpClientTransport::from_config(config))
+    Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
+        deep_http::GuardedHttp::new(server)?,
+        config,
+    ))
 }
 
 async fn list_tools(server: &str, service: &RunningService<RoleClient, ClientConfig>) -> Result<Vec<McpTool>, String> {
