@@ -137,6 +137,53 @@ for line in sys.stdin:
         send(json.dumps({"jsonrpc": "2.0", "id": id, "result": {}}))
 "#;
 
+/// The hostile MCP server over streamable HTTP (Python's `http.server`): it prints its URL,
+/// then answers each request with one server-sent event (the same answers as [`HOSTILE_MCP`])
+/// and keeps the stream open, as a server with more to say would.
+const HOSTILE_HTTP_MCP: &str = r#"
+import http.server, json, sys, threading
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    do_DELETE = do_GET
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        method, id = msg.get("method"), msg.get("id")
+        if id is None:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if method == "initialize":
+            answer = json.dumps({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "1"}}})
+        elif method == "tools/list":
+            answer = json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}})
+        elif method == "tools/call":
+            n = int(msg["params"]["arguments"]["levels"])
+            deep = '{"path":' + "[" * (n - 1) + '"x"' + "]" * (n - 1) + "}"
+            answer = '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"deep"}],"structuredContent":%s}}' % (json.dumps(id), deep)
+        else:
+            answer = json.dumps({"jsonrpc": "2.0", "id": id, "result": {}})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(("event: message\ndata: " + answer + "\n\n").encode())
+        self.wfile.flush()
+        if method == "tools/call":
+            threading.Event().wait(600)
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print("http://127.0.0.1:%d/mcp" % server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
 /// A system Python interpreter, which the sandbox the example runs its MCP servers in can
 /// reach (a per-user install under the home folder is hidden from it).
 fn system_python() -> Option<PathBuf> {
@@ -153,10 +200,45 @@ async fn a_hostile_mcp_servers_deep_structured_content_keeps_the_log_verifiable(
         return;
     };
     let dirs = AgentDirs::new();
-    let project = dirs.project("p");
     let script = dirs.workspace_root.join("hostile_mcp.py");
     std::fs::write(&script, HOSTILE_MCP).unwrap();
     let servers = json!([{"name": "notes", "command": python, "args": [script], "env": []}]);
+    deep_answers_fail_at_once_and_the_log_verifies(&dirs, servers).await;
+}
+
+/// The same hostile server over streamable HTTP, its answer to a call sent as a server-sent
+/// event: an answer too deep for rmcp fails its call at once, as over stdio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_http_mcp_servers_deep_structured_content_fails_its_call_at_once() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(python) = system_python() else {
+        eprintln!("skipped: no system python3 for the hostile MCP server");
+        return;
+    };
+    let dirs = AgentDirs::new();
+    let script = dirs.workspace_root.join("hostile_http_mcp.py");
+    std::fs::write(&script, HOSTILE_HTTP_MCP).unwrap();
+    let mut server = tokio::process::Command::new(python)
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the hostile HTTP MCP server");
+    let mut url = String::new();
+    let stdout = server.stdout.take().expect("its stdout");
+    tokio::time::timeout(WAIT, tokio::io::BufReader::new(stdout).read_line(&mut url))
+        .await
+        .expect("its URL in time")
+        .expect("its URL");
+    let servers = json!([{"type": "http", "name": "notes", "url": url.trim(), "headers": []}]);
+    deep_answers_fail_at_once_and_the_log_verifies(&dirs, servers).await;
+}
+
+/// Runs the sandboxed example twice on one log with the hostile MCP server `servers` names
+/// (`notes`), calling its `echo` at each of [`DEPTHS`], each turn bounded by [`MCP_WAIT`]: the
+/// log verifies, and each call is recorded with its result or the error that it nests too deep.
+async fn deep_answers_fail_at_once_and_the_log_verifies(dirs: &AgentDirs, servers: Value) {
+    let project = dirs.project("p");
     let mut records = 0;
     for _run in 0..2 {
         let mut command = AgentCommand::new(example_binary("sandboxed-server"));

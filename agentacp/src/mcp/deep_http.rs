@@ -34,7 +34,9 @@ pub(crate) struct GuardedHttp {
 
 impl GuardedHttp {
     /// The client for the server named `server`: no idle connections kept (as rmcp's own),
-    /// redirects followed only by a 307 or 308 to the same origin, at most [`MAX_REDIRECTS`].
+    /// redirects followed only by a 307 or 308 to the same origin, at most [`MAX_REDIRECTS`];
+    /// with feature `tls`, rustls on the ring provider (installed as the process default
+    /// unless the application installed one).
     pub(crate) fn new(server: &str) -> Result<Self, String> {
         let redirects = reqwest::redirect::Policy::custom(|attempt| {
             let same_origin = attempt
@@ -49,6 +51,9 @@ impl GuardedHttp {
                 attempt.stop()
             }
         });
+        // reqwest builds its TLS configuration for any URL once it has TLS: the provider first.
+        #[cfg(feature = "tls")]
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let inner = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .redirect(redirects)
@@ -67,7 +72,7 @@ impl GuardedHttp {
             .map(move |event| {
                 event.map(|mut sse| {
                     let message = matches!(sse.event.as_deref(), None | Some("") | Some("message"));
-                    if let Some(data) = sse.data.take().filter(|_| message) {
+                    if let Some(data) = sse.data.take_if(|_| message) {
                         sse.data = checked(&server, Frame::Line(data.into_bytes()))
                             .and_then(|line| String::from_utf8(line).ok());
                     }
@@ -193,5 +198,50 @@ impl StreamableHttpClient for GuardedHttp {
             )
             .await?;
         Ok(self.checked(events))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message event too deep for rmcp becomes an error answer to its id, keeping its event
+    /// id; one without an id loses its data; other events pass unchanged.
+    #[tokio::test]
+    async fn an_event_too_deep_is_answered_with_an_error_and_the_others_pass() {
+        let deep = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0",{id}"result":{}1{}}}"#,
+                "[".repeat(300),
+                "]".repeat(300)
+            )
+        };
+        let event = |name: Option<&str>, data: String| Sse {
+            event: name.map(str::to_string),
+            data: Some(data),
+            id: Some("e1".into()),
+            retry: None,
+        };
+        let shallow = r#"{"jsonrpc":"2.0","id":8,"result":{}}"#.to_string();
+        let events = vec![
+            Ok(event(Some("message"), deep(r#""id":7,"#))),
+            Ok(event(None, deep(""))),
+            Ok(event(None, shallow.clone())),
+            Ok(event(Some("ping"), deep(""))),
+        ];
+        let client = GuardedHttp::new("s").unwrap();
+        let read: Vec<Sse> = client
+            .checked(futures_util::stream::iter(events).boxed())
+            .map(|event| event.unwrap())
+            .collect()
+            .await;
+        let answer: serde_json::Value = serde_json::from_str(read[0].data.as_deref().unwrap()).unwrap();
+        assert_eq!(answer["id"], 7);
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("`s`'s answer nests too deep: 301 levels"), "{message}");
+        assert_eq!(read[0].id.as_deref(), Some("e1"));
+        assert_eq!(read[1].data, None);
+        assert_eq!(read[2].data, Some(shallow));
+        assert_eq!(read[3].data, Some(deep("")));
     }
 }

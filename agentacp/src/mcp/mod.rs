@@ -744,9 +744,6 @@ fn http_transport(
     } else if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(format!("`{url}` is not an http:// or https:// URL"));
     }
-    // reqwest builds its TLS configuration for any URL once it has TLS: the provider first.
-    #[cfg(feature = "tls")]
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut custom = std::collections::HashMap::new();
     for (name, value) in headers {
         let header = http::HeaderName::from_bytes(name.as_bytes())
