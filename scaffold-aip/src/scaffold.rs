@@ -302,6 +302,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("OPERATOR.md", include_str!("../templates/OPERATOR.md.hbs")),
     ("GOVERNANCE.md", include_str!("../templates/GOVERNANCE.md.hbs")),
     ("SANDBOX.md", include_str!("../templates/SANDBOX.md.hbs")),
+    ("policies/reads.md", include_str!("../templates/policies/reads.md.hbs")),
     ("README.md", include_str!("../templates/README.md.hbs")),
     ("gitignore", include_str!("../templates/gitignore.hbs")),
     ("server/lib.rs", include_str!("../templates/server/lib.rs.hbs")),
@@ -502,6 +503,7 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
     }
     if governed {
         plan.push(("GOVERNANCE.md", "GOVERNANCE.md".into()));
+        plan.push(("policies/reads.md", "policies/reads.md".into()));
     }
     if tier == Tier::Sandboxed {
         plan.push(("SANDBOX.md", "SANDBOX.md".into()));

@@ -87,6 +87,7 @@ fn every_kind_and_tier_generates_a_clean_manifest() {
                 "{name}"
             );
             assert_eq!(has("GOVERNANCE.md"), tier != Tier::Basic, "{name}");
+            assert_eq!(has("policies/reads.md"), tier != Tier::Basic, "{name}");
             assert_eq!(has("SANDBOX.md"), tier == Tier::Sandboxed, "{name}");
             assert_clean(&scaffolded.root.join("ACP.md"));
             let cargo = std::fs::read_to_string(scaffolded.root.join("Cargo.toml")).unwrap();
@@ -350,17 +351,26 @@ fn generated_crates_build_and_pass_their_tests() {
 }
 
 /// Issue #19: every server and bridge `scaffold-aip new` makes passes `scaffold-aip conform`
-/// with its manifest (a bridge with the server of its tier behind it). A governed server is
-/// driven to its `read-file` tool call with `/read`. The suites run side by side.
+/// with its manifest (a bridge with the server of its tier behind it; at tier sandboxed the
+/// governance-aware one, since a required sandbox cannot be nested in the bridge's:
+/// docs/sandbox.md, "A sandbox inside a sandbox"). A governed server is driven to its
+/// `read-file` tool call with `/read`. The suites run side by side.
 fn conform_servers_and_bridges(dir: &Path, binaries: &Path) {
     let runs: Vec<(String, Vec<std::ffi::OsString>, PathBuf, Tier)> = TIERS
         .into_iter()
         .flat_map(|tier| {
             let server = binaries.join(crate_name(Kind::Server, tier));
             let bridge = binaries.join(crate_name(Kind::Bridge, tier));
+            let behind_bridge = match tier {
+                Tier::Sandboxed => binaries.join(crate_name(Kind::Server, Tier::GovernanceAware)),
+                _ => server.clone(),
+            };
             [
                 (Kind::Server, vec![server.clone().into_os_string()]),
-                (Kind::Bridge, vec![bridge.into_os_string(), server.into_os_string()]),
+                (
+                    Kind::Bridge,
+                    vec![bridge.into_os_string(), behind_bridge.into_os_string()],
+                ),
             ]
             .map(|(kind, command)| {
                 let name = crate_name(kind, tier);
