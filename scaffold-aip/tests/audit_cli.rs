@@ -1,10 +1,12 @@
 //! `scaffold-aip audit verify`: exit codes and output for intact, broken and unreadable logs.
 
-use std::io::Read;
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Command, Output};
+
+#[cfg(unix)]
+use common::run_bounded;
 
 use acp_audit::{AuditEvent, AuditLog, FsyncPolicy, Lifecycle};
 
@@ -14,57 +16,6 @@ fn run(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-/// Runs `scaffold-aip` like [`run`], but so that a bug cannot hang or swamp the test: the
-/// child gets at most 2 GiB of address space (`ulimit -v`), and is killed, failing the test,
-/// if it has not finished after `LIMIT` (a guard against hanging, not a timing assertion).
-#[cfg(unix)]
-fn run_bounded(dir: &Path, args: &[&str]) -> Output {
-    const LIMIT: Duration = Duration::from_secs(60);
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
-        .arg(env!("CARGO_BIN_EXE_scaffold-aip"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (sender, receiver) = mpsc::channel();
-    for (index, mut pipe) in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let sender = sender.clone();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            let _ = sender.send((index, bytes));
-        });
-    }
-    let mut outputs = [Vec::new(), Vec::new()];
-    for _ in 0..2 {
-        match receiver.recv_timeout(LIMIT) {
-            Ok((index, bytes)) => outputs[index] = bytes,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("scaffold-aip {args:?} was still running after {LIMIT:?}; killed");
-            }
-        }
-    }
-    let [stdout, stderr] = outputs;
-    Output {
-        status: child.wait().unwrap(),
-        stdout,
-        stderr,
-    }
 }
 
 fn stdout(output: &Output) -> String {
@@ -251,7 +202,7 @@ fn verify_stops_at_a_line_over_the_cap() {
     let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
     let start = file.metadata().unwrap().len();
     // 64 MiB with no newline: more than the cap, so the verifier stops reading early.
-    std::io::copy(&mut std::io::repeat(b'x').take(64 << 20), &mut file).unwrap();
+    std::io::copy(&mut std::io::Read::take(std::io::repeat(b'x'), 64 << 20), &mut file).unwrap();
     drop(file);
     let output = run_bounded(dir.path(), &["audit", "verify", "--format", "json", "audit.jsonl"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
