@@ -31,7 +31,7 @@ fn stderr(output: &Output) -> String {
 fn lint_human_output_shows_each_finding_with_its_source_line() {
     let output = run(&["lint", "cli-demo"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    common::assert_snapshot("lint-human.txt", &stdout(&output));
+    common::assert_snapshot!("lint-human.txt", &stdout(&output));
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn lint_json_output_lists_every_diagnostic_with_positions() {
         json["summary"],
         serde_json::json!({"files": 1, "errors": 4, "warnings": 1})
     );
-    common::assert_snapshot("lint-json.txt", &stdout(&output));
+    common::assert_snapshot!("lint-json.txt", &stdout(&output));
 }
 
 #[test]
@@ -92,7 +92,7 @@ fn lint_github_output_is_workflow_commands() {
     assert_eq!(output.status.code(), Some(1));
     let text = stdout(&output);
     assert!(text.lines().all(|l| l.starts_with("::error file=cli-demo/ACP.md,") || l.starts_with("::warning file=cli-demo/ACP.md,")), "{text}");
-    common::assert_snapshot("lint-github.txt", &text);
+    common::assert_snapshot!("lint-github.txt", &text);
 }
 
 #[test]
@@ -195,7 +195,7 @@ fn explain_reports_initialize_refs_and_lifecycle() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(stderr(&output).contains("warning[ACP208]"), "warnings go to stderr");
     let text = stdout(&output).replace(&fixtures().display().to_string(), "<fixtures>");
-    common::assert_snapshot("explain-human.txt", &text);
+    common::assert_snapshot!("explain-human.txt", &text);
 
     let json = run(&["explain", "--format", "json", "cli-clean/ACP.md"]);
     let json: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();

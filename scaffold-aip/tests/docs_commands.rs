@@ -72,8 +72,8 @@ const EXERCISED_BY: &[(&str, &str)] = &[
     ),
     // docs/regen.md: adding a built-in revision.
     (
-        "UPDATE_SNAPSHOTS=1 cargo test -p scaffold-aip --test regen the_default_revisions_public_surface_matches_its_snapshot",
-        "scaffold-aip/tests/regen.rs::the_default_revisions_public_surface_matches_its_snapshot",
+        "UPDATE_SNAPSHOTS=1 cargo test -p acp-wire-gen --test generator the_default_revisions_public_surface_matches_its_snapshot",
+        "acp-wire-gen/tests/generator/upstream.rs::the_default_revisions_public_surface_matches_its_snapshot",
     ),
     (
         "cargo test -p scaffold-aip --test regen",

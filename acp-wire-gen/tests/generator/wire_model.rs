@@ -2,7 +2,7 @@
 //! `acp-schemas-early` (skipped when absent): every definition classifies, every method has
 //! its types, and the constructs named in issue #3 come out as the generator needs them.
 
-mod common;
+use crate::common;
 
 use acp_wire_gen::shape::{Primitive, Shape, TaggedVariant};
 use acp_wire_gen::{MethodTable, Side, classify_all};

@@ -19,27 +19,20 @@
 //! set); anywhere else exactly its `also=` codes (usually none: a clean example). A code
 //! section without an example must say `<!-- no-example -->`, and only a code this test can
 //! prove unreachable may do that, or one of `common::NOT_FROM_TEXT` (a file's size or kind,
-//! which no example text can show; `tests/hostile.rs` checks those).
+//! which no example text can show; `scaffold-aip/tests/hostile.rs` checks those).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, PathBuf};
 
 use acp_manifest::Code;
 use acp_manifest::diagnostic::Severity;
 use acp_manifest::manifest::check_file;
 use serde_json::Value;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("scaffold-aip is inside the workspace")
-        .to_path_buf()
-}
-
 fn read_doc(name: &str) -> String {
-    let path = workspace().join("docs").join(name);
+    let path = common::workspace().join("docs").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -1,7 +1,7 @@
 //! Every kind of record the audit log writes is a valid AIP-7 `audit-event`: checked against
 //! `$defs/auditEvent` of the published GOVERNANCE schema (from `../shared`; skipped when absent).
 
-mod common;
+use test_support as common;
 
 use acp_audit::{
     Actor, Approval, AuditEvent, AuditLog, Lifecycle, MemorySink, PolicyRef, Subject, ToolCallMirror, ToolOutcomeRecord,

@@ -1,12 +1,12 @@
-//! `scaffold-aip regen` on schemas made to break it: references it must not follow, `$ref`
-//! cycles, names that are no Rust names, and inputs too large to generate from. Each ends in
-//! an error naming what and where, or in a module; never in a panic or unbounded memory.
+//! The generator on schemas made to break it: references it must not follow, `$ref` cycles,
+//! names that are no Rust names, and inputs too large to generate from. Each ends in an error
+//! naming what and where, or in a module; never in a panic or unbounded memory. (What the
+//! `scaffold-aip regen` command makes of such schemas, from a file, is tested in
+//! `scaffold-aip/tests/regen.rs`.)
 
-mod common;
+use crate::common;
 
-use std::process::Command;
-
-use acp_wire_gen::input::{MAX_DEFINITIONS, MAX_INPUT_BYTES, MAX_METHODS, MAX_PLANNED};
+use acp_wire_gen::input::{MAX_DEFINITIONS, MAX_METHODS, MAX_PLANNED};
 use acp_wire_gen::{Options, generate};
 use serde_json::{Value, json};
 
@@ -30,34 +30,10 @@ fn problems(schema: &Value) -> Result<String, Vec<String>> {
         .map_err(|error| error.problems)
 }
 
-/// Runs `regen` on `schema` written to a file; exit code and stderr.
-fn regen_file(schema: &[u8]) -> (i32, String) {
-    let temp = tempfile::tempdir().unwrap();
-    let path = temp.path().join("schema.json");
-    std::fs::write(&path, schema).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
-        .args(["regen", "--schema", path.to_str().unwrap(), "--rev", REV])
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn a_ref_that_is_not_a_local_definition_is_named_with_where_it_is() {
-    let mut remote = schema();
-    remote["$defs"]["Thing"]["properties"]["more"] = json!({"$ref": "http://example.com/thing.json"});
-    // Through the CLI: it panicked (exit 101) before.
-    let (code, stderr) = regen_file(remote.to_string().as_bytes());
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains(
-            "the `$ref` `http://example.com/thing.json` at `/$defs/Thing/properties/more` points outside the schema"
-        ),
-        "{stderr}"
-    );
+    // `http://example.com/thing.json` through the CLI (it panicked before):
+    // `a_ref_out_of_the_schema_is_named_not_a_panic` in scaffold-aip/tests/regen.rs.
     let cases = [
         (json!({"$ref": "other.json#/$defs/Thing"}), "points outside the schema"),
         (
@@ -127,7 +103,7 @@ fn names_that_are_no_rust_names_are_refused_or_made_valid() {
 
 #[test]
 fn recursive_types_are_boxed_or_wrapped() {
-    let path = common::workspace().join("scaffold-aip/tests/fixtures/regen/recursive.json");
+    let path = common::workspace().join("acp-wire-gen/tests/fixtures/recursive.json");
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let source = problems(&schema).unwrap();
     for expected in [
@@ -145,7 +121,7 @@ fn recursive_types_are_boxed_or_wrapped() {
     ] {
         assert!(source.contains(expected), "no `{expected}` in:\n{source}");
     }
-    // `every_snapshot_generates_a_module_that_compiles` (in regen.rs, run with --ignored)
+    // `every_snapshot_generates_a_module_that_compiles` (in upstream.rs, run with --ignored)
     // compiles this module.
 }
 
@@ -171,13 +147,8 @@ fn a_cycle_that_never_reaches_a_value_is_refused_naming_it() {
 
 #[test]
 fn inputs_over_the_limits_are_refused_before_the_work() {
-    // Bytes: a file one byte over, read no further (it is not even JSON).
-    let (code, stderr) = regen_file(&vec![b' '; MAX_INPUT_BYTES as usize + 1]);
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("larger than 2 MiB, the most regen reads (an ACP schema is a few hundred KB)"),
-        "{stderr}"
-    );
+    // Bytes (a file one byte over, read no further): `a_schema_file_over_the_size_limit_is_not_read`
+    // in scaffold-aip/tests/regen.rs.
     // Definitions.
     let mut many = schema();
     for i in 0..MAX_DEFINITIONS {

@@ -4,7 +4,7 @@
 //! The frontmatter is split and parsed here independently of our parser (with
 //! `serde-saphyr`), so a bug in our YAML reader cannot hide a disagreement.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! Good cases also have `capabilities.json`, the effective capabilities worked out by hand
 //! from the tier table.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -94,7 +94,7 @@ fn good_manifests_have_the_hand_computed_capabilities() {
 
 #[test]
 fn every_error_code_except_ambiguity_is_exercised_by_the_corpus() {
-    // Codes about a file's size or kind are exercised by `tests/hostile.rs` instead.
+    // Codes about a file's size or kind are exercised by `scaffold-aip/tests/hostile.rs` instead.
     let mut seen = std::collections::BTreeSet::new();
     for group in ["bad", "good"] {
         for case in common::cases(group) {

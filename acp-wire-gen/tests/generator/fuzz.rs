@@ -6,6 +6,8 @@
 use acp_wire_gen::{Options, generate};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
+// The workspace's syn 3, not the generator's syn 2.
+use syn3 as syn;
 
 /// Definition names every schema has.
 const DEF_NAMES: &[&str] = &["A", "B", "Thing"];

@@ -3,14 +3,14 @@
 //! and on character boundaries, no internal "could not read" error, a model exactly when
 //! there is no error. `PROPTEST_CASES=100000` runs it longer.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 
 use acp_manifest::manifest::check_bytes;
 use proptest::prelude::*;
 
-/// A valid manifest (with refs that resolve) to mutate.
+/// A valid manifest (with refs that resolve) to mutate: the clean fixture of the CLI tests.
 fn seed() -> (PathBuf, String) {
     let path = common::workspace().join("scaffold-aip/tests/fixtures/cli-clean/ACP.md");
     let text = std::fs::read_to_string(&path).unwrap();
