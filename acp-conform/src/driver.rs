@@ -124,8 +124,8 @@ impl Peer {
         // SIGKILL to the agent, which is in its group.
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        // It dies with the kit, even by `kill -9`, and where the kit is root, in a PID
-        // namespace of its own, so does everything it started ([`acp_process::contain_tree`]).
+        // It dies with the kit, even by `kill -9`, and in a PID namespace of its own (where
+        // the kernel allows one), so does everything it started ([`acp_process::contain_tree`]).
         acp_process::die_with_parent(&mut command);
         acp_process::contain_tree(&mut command);
         let mut child = (command.spawn()).map_err(|e| format!("cannot start {}: {e}", Path::new(program).display()))?;

@@ -20,9 +20,13 @@
 //! What does not: a process that is SIGKILLed gets no chance to run any of this. The agent
 //! itself can still be ended by the kernel (`PR_SET_PDEATHSIG`, set by whoever spawns it), but
 //! that signal is not inherited by what the agent forks, and a subreaper that dies hands its
-//! orphans on to the next one up (or PID 1). Only a PID namespace ([`contain_tree`] where the
-//! caller is root, agentacp's sandbox) or a service manager that kills its unit's cgroup
-//! (systemd's default `KillMode=control-group`) ends those then. The subreaper is process-wide: orphans below *any* child of the caller
+//! orphans on to the next one up (or PID 1). Only a PID namespace or a service manager that
+//! kills its unit's cgroup (systemd's default `KillMode=control-group`) ends those then:
+//! [`contain_tree`] gives the agent a PID namespace of its own where the caller is root, and
+//! where it is not, inside a user namespace that maps the caller's uid and gid to themselves
+//! (when the kernel lets it make one: [`tree_containment`] says which, and why not is logged;
+//! `AGENTACP_CONTAIN_TREE=off` turns both off); agentacp's sandbox has its own. The subreaper
+//! is process-wide: orphans below *any* child of the caller
 //! are reparented to it, and one that exits on its own stays a zombie of the caller until it
 //! is reaped here (a [`Tree`] member, [`reap_adopted_in_group`]) or the caller exits — the
 //! caller cannot be told it from a child it started itself, whose status is not this crate's
@@ -31,10 +35,30 @@
 
 use std::time::{Duration, Instant};
 
+pub mod cgroup;
 #[cfg(target_os = "linux")]
 pub mod namespace;
 #[cfg(target_os = "linux")]
-pub use namespace::{contain_tree, die_with_parent, tree_namespace};
+pub use namespace::{contain_tree, die_with_parent, tree_containment, tree_namespace};
+
+/// The environment variable that turns [`contain_tree`] off (`off`); unset, empty or `auto`:
+/// on wherever the kernel allows it. Read once per process.
+pub const CONTAIN_TREE_ENV: &str = "AGENTACP_CONTAIN_TREE";
+
+/// How [`contain_tree`] runs a program here ([`tree_containment`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeContainment {
+    /// In a PID namespace of its own, nothing else changed: the caller is root (with
+    /// `CAP_SYS_ADMIN`).
+    PidNamespace,
+    /// In a PID namespace of its own inside a user namespace of its own, which maps the
+    /// caller's uid and gid to themselves: the caller is not root. The program runs with the
+    /// caller's ids and no capabilities; what it sees differently: the owners of files (and
+    /// its supplementary groups) outside that mapping show as `nobody`/`nogroup` (access is
+    /// decided as before), and set-user-ID programs (`sudo`) and file capabilities gain it
+    /// nothing.
+    UserNamespace,
+}
 
 /// Elsewhere than Linux: no PID namespace; `command` is unchanged.
 #[cfg(not(target_os = "linux"))]
@@ -46,6 +70,12 @@ pub fn contain_tree(_command: &mut std::process::Command) -> bool {
 #[cfg(not(target_os = "linux"))]
 pub fn tree_namespace() -> bool {
     false
+}
+
+/// Elsewhere than Linux: no PID namespace.
+#[cfg(not(target_os = "linux"))]
+pub fn tree_containment() -> Option<TreeContainment> {
+    None
 }
 
 /// Elsewhere than Linux: nothing (a child outlives a killed caller).

@@ -2,10 +2,11 @@
 //! it starts lives in that namespace, which the kernel empties (`SIGKILL`) when the
 //! namespace's init ends, whatever process group or session a process moved to. Shared by
 //! agentacp's sandbox (in a user namespace, with its other confinement) and by
-//! [`contain_tree`] (root only, nothing else changed).
+//! [`contain_tree`] (nothing else changed where the caller is root; where it is not, in a user
+//! namespace that maps its uid and gid to themselves).
 //!
-//! Between fork and exec, after `unshare(CLONE_NEWPID)`, [`split_into_init`] splits the
-//! child the caller started into three:
+//! Between fork and exec, after `unshare(CLONE_NEWPID)` (with `CLONE_NEWUSER` where the
+//! caller is not root), [`split_into_init`] splits the child the caller started into three:
 //!
 //! - **the outer process** (the caller's child, the leader of the process group the caller
 //!   signals) waits and then ends as the program ended, with its exit code or by its signal.
@@ -22,6 +23,8 @@
 //! descriptor (the program alone holds its stdio), and are made non-dumpable, so a program of
 //! the same user cannot read them through `/proc` (their `environ`, `mem`) and they never
 //! dump core.
+
+use crate::TreeContainment;
 
 /// The signals the outer process does not ignore: those it cannot, those of its own faults,
 /// and its children's ends.
@@ -413,40 +416,205 @@ unsafe fn end_as(status: libc::c_int) -> ! {
     }
 }
 
-/// Whether [`contain_tree`] can start a program here: the caller may make a PID namespace
-/// without a user namespace (it is root, with `CAP_SYS_ADMIN`), and that namespace's init
-/// may give it a `/proc` of its own. Probed once, by a child that does both and exits.
+/// Whether [`contain_tree`] can start a program here ([`tree_containment`] says how).
 pub fn tree_namespace() -> bool {
-    static PROBED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *PROBED.get_or_init(probe_tree_namespace)
+    tree_containment().is_some()
+}
+
+/// How [`contain_tree`] starts programs here, chosen once per process: in a PID namespace
+/// alone where the caller may make one (it is root, with `CAP_SYS_ADMIN`); else, for a caller
+/// that is not root, in a user namespace that maps its uid and gid to themselves with a PID
+/// namespace in it, where the kernel lets it make them (`user.max_user_namespaces`, a
+/// container's seccomp filter or AppArmor may not). Either way the namespace's init must be
+/// able to mount its own `/proc`; each is tried by a child that does what a program's start
+/// does and exits. `None` where neither works or [`CONTAIN_TREE_ENV`](crate::CONTAIN_TREE_ENV)
+/// is `off`: logged once, saying why and what that leaves.
+pub fn tree_containment() -> Option<TreeContainment> {
+    static CHOSEN: std::sync::OnceLock<Option<TreeContainment>> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| choose_containment(std::env::var_os(crate::CONTAIN_TREE_ENV).as_deref()))
+}
+
+/// What follows when nothing contains an agent's tree, for the logs.
+const UNCONTAINED: &str = "what an agent starts outside its process group outlives a runtime killed with SIGKILL";
+
+/// [`tree_containment`], given the setting of [`CONTAIN_TREE_ENV`](crate::CONTAIN_TREE_ENV).
+fn choose_containment(setting: Option<&std::ffi::OsStr>) -> Option<TreeContainment> {
+    let variable = crate::CONTAIN_TREE_ENV;
+    match containment_wanted(setting) {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!("{variable} is off: agents do not run in namespaces of their own, so {UNCONTAINED}");
+            return None;
+        }
+        Err(value) => {
+            tracing::warn!("{variable} is \"{value}\", which is neither \"off\" nor \"auto\": taken as \"auto\"")
+        }
+    }
+    if probe_tree_namespace(None) {
+        return Some(TreeContainment::PidNamespace);
+    }
+    let maps = match IdMaps::of_caller() {
+        Ok(maps) => maps,
+        Err(why) => {
+            tracing::info!("agents cannot run in a PID namespace of their own ({why}), so {UNCONTAINED}");
+            return None;
+        }
+    };
+    if probe_tree_namespace(Some(maps)) {
+        tracing::debug!("agents run in a user and a PID namespace of their own, with this process's uid and gid");
+        return Some(TreeContainment::UserNamespace);
+    }
+    tracing::info!(
+        "agents cannot run in a user and PID namespace of their own (the kernel refused them or their own /proc: see user.max_user_namespaces, or a seccomp or AppArmor policy), so {UNCONTAINED}"
+    );
+    None
+}
+
+/// Whether the setting of [`CONTAIN_TREE_ENV`](crate::CONTAIN_TREE_ENV) asks for containment:
+/// unset, empty or `auto` yes, `off` no (either in any case, spaces around ignored); any other
+/// value is given back, to be reported.
+fn containment_wanted(setting: Option<&std::ffi::OsStr>) -> Result<bool, String> {
+    let Some(setting) = setting else { return Ok(true) };
+    let value = setting.to_string_lossy();
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "auto" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(value.into_owned()),
+    }
+}
+
+/// The caller's effective uid and gid, each mapped to itself, as a new user namespace's
+/// `uid_map` and `gid_map` take them: prepared before the fork, so that writing them
+/// ([`IdMaps::write`]) allocates nothing. Shared by [`contain_tree`] and agentacp's sandbox.
+#[derive(Debug, Clone)]
+pub struct IdMaps {
+    uid: Vec<u8>,
+    gid: Vec<u8>,
+}
+
+impl IdMaps {
+    /// The caller's effective uid and gid (the only ones an unprivileged process may map),
+    /// each mapped to itself.
+    pub fn identity() -> IdMaps {
+        let (uid, gid) = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
+        IdMaps {
+            uid: format!("{uid} {uid} 1\n").into_bytes(),
+            gid: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+
+    /// [`IdMaps::identity`] for [`contain_tree`]; why not: for root (which gets a PID
+    /// namespace alone, or nothing: mapped to itself it would keep every capability in the
+    /// namespace), or where the real and effective ids differ (only the effective ones may be
+    /// mapped; the real would show as `nobody`).
+    fn of_caller() -> Result<IdMaps, &'static str> {
+        use rustix::process::{getegid, geteuid, getgid, getuid};
+        let (uid, gid) = (geteuid(), getegid());
+        if uid.is_root() {
+            return Err("the kernel refused one, or its own /proc, to this root process");
+        }
+        if getuid() != uid || getgid() != gid {
+            return Err("this process's real and effective user or group differ");
+        }
+        Ok(IdMaps::identity())
+    }
+
+    /// Writes the maps for the user namespace this process has just entered
+    /// (`unshare(CLONE_NEWUSER)`, between fork and exec): `uid_map`, then `setgroups` denied
+    /// (as the kernel requires before an unprivileged process maps a group), then `gid_map`,
+    /// of `/proc/self`, each in one `write`. All three are tried; the first error is returned.
+    /// System calls only: nothing is allocated.
+    pub fn write(&self) -> std::io::Result<()> {
+        let written = [
+            write_proc(c"/proc/self/uid_map", &self.uid),
+            write_proc(c"/proc/self/setgroups", b"deny"),
+            write_proc(c"/proc/self/gid_map", &self.gid),
+        ];
+        written.into_iter().find_map(Result::err).map_or(Ok(()), Err)
+    }
+}
+
+/// Between fork and exec: makes the PID namespace the children of this process will be in
+/// (their init first). With `maps`, inside a new user namespace that this process enters,
+/// where its uid and gid are mapped to themselves: it keeps its ids, and holds every
+/// capability over the new namespaces (its init needs them to mount `/proc`), which the
+/// program's exec under a uid other than 0 drops. `setgroups` is denied there, as the kernel
+/// requires before an unprivileged process maps a group: the supplementary groups stay (they
+/// show as `nogroup`), and no process inside may drop them.
+///
+/// # Safety
+/// Only between fork and exec: it changes the calling process's namespaces. System calls only.
+#[allow(unsafe_code)]
+unsafe fn enter_namespaces(maps: Option<&IdMaps>) -> std::io::Result<()> {
+    let flags = match maps {
+        Some(_) => libc::CLONE_NEWUSER | libc::CLONE_NEWPID,
+        None => libc::CLONE_NEWPID,
+    };
+    // SAFETY: a system call on this process.
+    if unsafe { libc::unshare(flags) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Before the process is made non-dumpable: then its `/proc/self` files are root's.
+    maps.map_or(Ok(()), IdMaps::write)
+}
+
+/// Writes `bytes` to the `/proc` file `file` in one `write` (as those files want them).
+/// System calls only (it runs between fork and exec).
+#[allow(unsafe_code)]
+fn write_proc(file: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
+    // SAFETY: `open`, `write` and `close` on a C string and a buffer we were given.
+    unsafe {
+        let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = std::io::Error::last_os_error();
+        libc::close(fd);
+        match written == bytes.len() as isize {
+            true => Ok(()),
+            false if written < 0 => Err(error),
+            false => Err(std::io::Error::from_raw_os_error(libc::EIO)),
+        }
+    }
 }
 
 /// Starts `command`'s program as the first process but one of a PID namespace of its own
 /// (with the namespace's `/proc` mounted over `/proc`, in a mount namespace of its own), when
-/// [`tree_namespace`] says it can: then everything the program starts ends when the outer
+/// [`tree_containment`] says it can: then everything the program starts ends when the outer
 /// process ends, also by `SIGKILL` — give that one a parent-death signal
 /// ([`die_with_parent`]) and nothing of the tree outlives the caller.
-/// Nothing else changes for the program: no user namespace (its uid, its groups and the
-/// owners of files are as before), its environment, folder and stdio as set on `command`.
-/// What it sees differently: its pid (2) and its parent's (1), `/proc` showing only its
-/// namespace's processes, and mounts it makes no longer reaching the caller's namespace.
-/// Whether it will run so (else `command` is unchanged).
+///
+/// Unchanged for the program: its uid, gid and supplementary groups, its environment,
+/// folder and stdio as set on `command`. What it sees differently: its pid (2) and its
+/// parent's (1), `/proc` showing only its namespace's processes, and mounts it makes no
+/// longer reaching the caller's namespace. Where the caller is not root
+/// ([`TreeContainment::UserNamespace`]) also: the owners of files other than the caller's uid
+/// and gid (root's among them) and its supplementary groups show as `nobody` and `nogroup`
+/// (what it may open is decided on the real ids, as before); it has no capabilities, and a
+/// set-user-ID or set-group-ID program (`sudo`, `su`, `newuidmap`) runs without changing ids,
+/// nor does a file capability (`setcap`) grant anything outside the namespace; it cannot call
+/// `setgroups`. Whether it will run so (else `command` is unchanged).
 pub fn contain_tree(command: &mut std::process::Command) -> bool {
     use std::os::unix::process::CommandExt;
-    if !tree_namespace() {
-        return false;
-    }
+    let maps = match tree_containment() {
+        None => return false,
+        Some(TreeContainment::PidNamespace) => None,
+        Some(TreeContainment::UserNamespace) => match IdMaps::of_caller() {
+            Ok(maps) => Some(maps),
+            // The ids changed since the choice (`setuid` in the caller): not contained.
+            Err(_) => return false,
+        },
+    };
     let command_line = command_line_span();
     // SAFETY: the closure runs in the child between fork and exec: system calls only
-    // (`unshare`, then those of `split_into_init`, and in the init `mount_own_proc` and the
-    // blanking of its copy of our command line), on data prepared here; it allocates nothing
-    // and takes no lock.
+    // (`unshare`, the writes of the id maps, then those of `split_into_init`, and in the init
+    // `mount_own_proc` and the blanking of its copy of our command line), on data prepared
+    // here; it allocates nothing and takes no lock.
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
-            if libc::unshare(libc::CLONE_NEWPID) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            enter_namespaces(maps.as_ref())?;
             let in_init = || {
                 if let Some((start, end)) = command_line {
                     std::ptr::write_bytes(start as *mut u8, 0, end - start);
@@ -462,10 +630,10 @@ pub fn contain_tree(command: &mut std::process::Command) -> bool {
     true
 }
 
-/// Whether a child can enter a PID namespace of its own (no user namespace), and its first
-/// process mount that namespace's `/proc` ([`mount_own_proc`]).
+/// Whether a child can enter a PID namespace of its own (in a user namespace with `maps`,
+/// else alone), and its first process mount that namespace's `/proc` ([`mount_own_proc`]).
 #[allow(unsafe_code)]
-fn probe_tree_namespace() -> bool {
+fn probe_tree_namespace(maps: Option<IdMaps>) -> bool {
     use std::os::unix::process::CommandExt;
     let mut probe = std::process::Command::new("/");
     probe
@@ -475,8 +643,8 @@ fn probe_tree_namespace() -> bool {
     // SAFETY: between fork and exec the closure makes system calls only and `_exit`s (the
     // forked init too): nothing is allocated or locked.
     unsafe {
-        probe.pre_exec(|| {
-            if libc::unshare(libc::CLONE_NEWPID) != 0 {
+        probe.pre_exec(move || {
+            if enter_namespaces(maps.as_ref()).is_err() {
                 libc::_exit(1);
             }
             let init = libc::fork();
@@ -547,44 +715,159 @@ mod tests {
             .collect()
     }
 
-    /// Where the caller is root: a program run with `contain_tree` sees itself as PID 2, with
-    /// the same uid and environment; when its outer process is SIGKILLed (as a dying caller's
-    /// death signal does), what it started in another session (`setsid`) dies with it.
-    #[test]
-    fn a_contained_tree_keeps_the_uid_and_dies_whole_with_its_outer_process() {
-        if !tree_namespace() {
-            eprintln!("skipped: no PID namespace without a user namespace here (not root)");
-            return;
+    /// The pid a process `/proc` lists (`pid`) has in the innermost PID namespace it is in.
+    fn inner_pid(pid: u32) -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|line| line.starts_with("NSpid:"))?;
+        line.split_whitespace().last()?.parse().ok()
+    }
+
+    /// Polls (at most `limit`) until `done`; whether it came.
+    fn poll_until(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while !done() {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        true
+    }
+
+    /// Runs `sh` with [`contain_tree`]: it prints its pid, uid, gid, a variable set for it,
+    /// its PID namespace and what `extra` (shell words) prints, then starts a `sleep` in a
+    /// session of its own (`setsid`) and sleeps. Once that `sleep` runs, SIGKILLs the outer
+    /// process (as a dying caller's death signal does) and asserts that nothing of the
+    /// namespace is left. The line the program printed, the namespace left out.
+    fn kill_a_contained_tree(extra: &str) -> String {
+        let script = format!(
+            "echo $$ $(id -u) $(id -g) $MARK $(readlink /proc/self/ns/pid) {extra}; setsid sleep 600 & exec sleep 600"
+        );
         let mut command = std::process::Command::new("sh");
         command
-            .args(["-c", "echo $$ $(id -u) $MARK; setsid sleep 600 & exec sleep 600"])
+            .args(["-c", &script])
             .env("MARK", "kept")
             .stdout(std::process::Stdio::piped());
         assert!(contain_tree(&mut command));
         let mut outer = command.spawn().unwrap();
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(outer.stdout.take().unwrap()), &mut line).unwrap();
-        let uid = rustix::process::getuid().as_raw();
-        assert_eq!(line.trim(), format!("2 {uid} kept"));
-        let namespace = std::fs::read_link(format!("/proc/{}/ns/pid_for_children", outer.id())).unwrap();
-        // The init, the program and the `setsid` sleep (polled: it may not have forked yet).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while running_in(&namespace).len() < 3 {
-            assert!(std::time::Instant::now() < deadline, "{:?}", running_in(&namespace));
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let mut words: Vec<&str> = line.split_whitespace().collect();
+        assert!(words.len() >= 5, "{line}");
+        let namespace = std::path::PathBuf::from(words.remove(4));
+        // The `setsid` sleep: neither the init (1) nor the program (2). Not the init either
+        // where it cannot be seen: a caller that is not root may not read its `/proc` entries.
+        let started = || running_in(&namespace).into_iter().any(|pid| inner_pid(pid) > Some(2));
+        assert!(
+            poll_until(std::time::Duration::from_secs(20), started),
+            "{:?}",
+            running_in(&namespace)
+        );
         outer.kill().unwrap();
         outer.wait().unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !running_in(&namespace).is_empty() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "left running: {:?}",
-                running_in(&namespace)
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
+        let emptied = || running_in(&namespace).is_empty();
+        assert!(
+            poll_until(std::time::Duration::from_secs(10), emptied),
+            "left running: {:?}",
+            running_in(&namespace)
+        );
+        words.join(" ")
+    }
+
+    /// Where the caller is root: a program run with `contain_tree` sees itself as PID 2, with
+    /// the same uid and environment; when its outer process is SIGKILLed (as a dying caller's
+    /// death signal does), what it started in another session (`setsid`) dies with it.
+    #[test]
+    fn a_contained_tree_keeps_the_uid_and_dies_whole_with_its_outer_process() {
+        if tree_containment() != Some(TreeContainment::PidNamespace) {
+            eprintln!("skipped: no PID namespace without a user namespace here (not root)");
+            return;
         }
+        let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+        assert_eq!(kill_a_contained_tree(""), format!("2 {uid} {gid} kept"));
+    }
+
+    /// The uid and gid [`a_caller_that_is_not_root_contains_the_tree_in_a_user_namespace`]
+    /// runs as when the tests run as root: not 65534, which an unmapped id shows as.
+    const NOT_ROOT: u32 = 10044;
+
+    /// Issue #44.10: where the caller is not root, `contain_tree` changed nothing, so what the
+    /// program started in another session outlived a caller killed with SIGKILL. Now it runs
+    /// in a user namespace of its own, with the caller's uid and gid, no capabilities, and
+    /// root's files shown as `nobody`'s; its tree dies whole with its outer process. Run as
+    /// root, the test runs itself again as [`NOT_ROOT`].
+    #[test]
+    fn a_caller_that_is_not_root_contains_the_tree_in_a_user_namespace() {
+        use std::os::unix::process::CommandExt;
+        if rustix::process::geteuid().is_root() {
+            let output = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "namespace::tests::a_caller_that_is_not_root_contains_the_tree_in_a_user_namespace",
+                ])
+                .args(["--nocapture", "--test-threads=1"])
+                .env_remove(crate::CONTAIN_TREE_ENV)
+                .uid(NOT_ROOT)
+                .gid(NOT_ROOT)
+                .output()
+                .unwrap();
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr),
+            );
+            eprint!("{stderr}");
+            assert!(
+                output.status.success() && stdout.contains("1 passed"),
+                "{stdout}{stderr}"
+            );
+            return;
+        }
+        // What tells a kernel that refuses unprivileged user namespaces (a sysctl, seccomp,
+        // AppArmor) from a `contain_tree` that does not use them: util-linux's `unshare`.
+        let kernel_allows = std::process::Command::new("unshare")
+            .args([
+                "--user",
+                "--map-current-user",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "true",
+            ])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        let setting = std::env::var_os(crate::CONTAIN_TREE_ENV);
+        if containment_wanted(setting.as_deref()) == Ok(false) {
+            eprintln!("skipped: {} is off in this test run", crate::CONTAIN_TREE_ENV);
+            return;
+        }
+        let chosen = tree_containment();
+        if chosen != Some(TreeContainment::UserNamespace) && !kernel_allows {
+            eprintln!(
+                "skipped: this process (uid {}) may not make a user and PID namespace with its own /proc here (`unshare --user --pid --mount-proc` fails too)",
+                rustix::process::geteuid().as_raw()
+            );
+            return;
+        }
+        assert_eq!(chosen, Some(TreeContainment::UserNamespace));
+        let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+        let capabilities = "$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)";
+        assert_eq!(
+            kill_a_contained_tree(&format!("{capabilities} $(stat -c %u /)")),
+            format!("2 {uid} {gid} kept 0000000000000000 65534")
+        );
+    }
+
+    /// `AGENTACP_CONTAIN_TREE`: off, on, and a value that is neither (reported, taken as on).
+    #[test]
+    fn the_contain_tree_setting_is_off_auto_or_reported() {
+        let wanted = |value: &str| containment_wanted(Some(std::ffi::OsStr::new(value)));
+        assert_eq!(containment_wanted(None), Ok(true));
+        assert_eq!(wanted(""), Ok(true));
+        assert_eq!(wanted("auto"), Ok(true));
+        assert_eq!(wanted(" OFF "), Ok(false));
+        assert_eq!(wanted("no"), Err("no".to_string()));
+        assert_eq!(choose_containment(Some(std::ffi::OsStr::new("off"))), None);
     }
 
     /// The fallback where `close_range` is missing: a child closes what `/proc/self/fd`

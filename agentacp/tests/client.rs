@@ -1995,18 +1995,106 @@ async fn a_setsid_helper_of_the_agent_ends_when_the_client_closes_or_is_dropped(
     .await;
 }
 
+/// The uid and gid an example runtime runs as to be a runtime that is not root, where the
+/// tests run as root: `nobody`'s.
+const NOBODY: u32 = 65534;
+
+/// Whether this process, root, may run programs as [`NOBODY`] (`setpriv`), and [`NOBODY`]
+/// may make a user and PID namespace with its own `/proc` (util-linux's `unshare`, which
+/// tells a kernel that refuses them from a runtime that does not use them). Why not, if not.
+fn nobody_may_make_namespaces() -> Result<(), &'static str> {
+    if !rustix::process::geteuid().is_root() {
+        return Err("the tests do not run as root, so they cannot run a runtime as another user");
+    }
+    let works = std::process::Command::new("setpriv")
+        .args(as_nobody())
+        .args([
+            "unshare",
+            "--user",
+            "--map-current-user",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "true",
+        ])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    match works {
+        true => Ok(()),
+        false => Err(
+            "`setpriv` is missing, or the kernel refuses nobody a user and PID namespace (`unshare --user --pid --mount-proc` fails)",
+        ),
+    }
+}
+
+/// `setpriv`'s arguments to run a program as [`NOBODY`], without supplementary groups.
+fn as_nobody() -> [String; 3] {
+    [
+        format!("--reuid={NOBODY}"),
+        format!("--regid={NOBODY}"),
+        "--clear-groups".to_string(),
+    ]
+}
+
+/// Gives `path` and everything below it to [`NOBODY`].
+fn give_to_nobody(path: &Path) {
+    std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+    if path.is_dir() && !path.is_symlink() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            give_to_nobody(&entry.unwrap().path());
+        }
+    }
+}
+
+/// The command that runs the example binary `program`: as this test's user, or with
+/// `as_nobody` as [`NOBODY`] (through `setpriv`), who gets the fake's and `dirs`' folders and,
+/// where the build folder is closed to it, a copy of the binary in `dirs`.
+fn example_command(program: &str, as_nobody_in: Option<(&Fake, &Dirs)>) -> tokio::process::Command {
+    let binary = example_binary(program);
+    let Some((fake, dirs)) = as_nobody_in else {
+        return tokio::process::Command::new(binary);
+    };
+    let base = dirs.workspace.parent().unwrap();
+    let open_to_nobody = std::process::Command::new("setpriv")
+        .args(as_nobody())
+        .arg("test")
+        .arg("-x")
+        .arg(&binary)
+        .status()
+        .is_ok_and(|status| status.success());
+    let binary = match open_to_nobody {
+        true => binary,
+        false => {
+            let copy = base.join(program);
+            std::fs::copy(&binary, &copy).unwrap();
+            copy
+        }
+    };
+    give_to_nobody(fake.dir.path());
+    give_to_nobody(base);
+    let mut command = tokio::process::Command::new("setpriv");
+    // Contained as it would be by default, whatever this test run's setting.
+    (command.args(as_nobody()).arg(binary))
+        .env("HOME", base)
+        .env_remove(agentacp::process_tree::CONTAIN_TREE_ENV);
+    command
+}
+
 /// The example `program` (`acp-client` or `governance-bridge`) running a fake agent that
 /// leaves a `setsid` helper, once that helper runs: the program, its stdin (kept open), and
 /// the helper's pid. The client waits at its unanswered `session/new`; the bridge has started
-/// its agent for the editor's `initialize`.
+/// its agent for the editor's `initialize`. With `as_nobody`, the program runs as [`NOBODY`]
+/// ([`example_command`]).
 async fn example_with_a_setsid_helper(
     program: &str,
     fake: &Fake,
     dirs: &Dirs,
+    as_nobody: bool,
 ) -> (tokio::process::Child, tokio::process::ChildStdin, u32) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let (args, pid_file) = fake.setsid_args();
-    let mut command = tokio::process::Command::new(example_binary(program));
+    let mut command = example_command(program, as_nobody.then_some((fake, dirs)));
     if program == "acp-client" {
         command.args(["-p", "hello"]);
     }
@@ -2043,7 +2131,7 @@ async fn sigterm_to_the_example_client_and_bridge_ends_the_agents_setsid_helper(
     bounded(async {
         for program in ["acp-client", "governance-bridge"] {
             let (fake, dirs) = (Fake::new(), Dirs::new());
-            let (mut running, input, helper) = example_with_a_setsid_helper(program, &fake, &dirs).await;
+            let (mut running, input, helper) = example_with_a_setsid_helper(program, &fake, &dirs, false).await;
             send_signal(running.id().unwrap(), "TERM");
             let status = tokio::time::timeout(Duration::from_secs(20), running.wait())
                 .await
@@ -2061,18 +2149,36 @@ async fn sigterm_to_the_example_client_and_bridge_ends_the_agents_setsid_helper(
 
 /// Issue #44.10: `kill -9` of the example client or bridge ended the agent (its death
 /// signal) but not what the agent started outside its group (`setsid`): nothing of the
-/// runtime ran to end it. Where the runtime is root (as here and in CI), the agent runs in a
-/// PID namespace of its own, which the kernel empties when the runtime dies.
+/// runtime ran to end it. The agent runs in a PID namespace of its own, which the kernel
+/// empties when the runtime dies: alone where the runtime is root (as here and in CI).
 #[tokio::test]
 async fn sigkill_of_the_example_client_and_bridge_ends_the_agents_setsid_helper() {
     if !agentacp::process_tree::tree_namespace() {
-        eprintln!("skipped: no PID namespace without a user namespace here (not root)");
+        eprintln!("skipped: agents cannot run in a PID namespace of their own here (acp_process::tree_containment)");
         return;
     }
+    sigkill_of_the_example_client_and_bridge(false).await;
+}
+
+/// Issue #44.10 where the runtime is not root: there the agent runs in a user namespace of
+/// its own (its uid and gid mapped to themselves) with its PID namespace in it. The example
+/// client and bridge run as `nobody` here.
+#[tokio::test]
+async fn sigkill_of_the_example_client_and_bridge_run_by_a_user_ends_the_agents_setsid_helper() {
+    if let Err(why) = nobody_may_make_namespaces() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    sigkill_of_the_example_client_and_bridge(true).await;
+}
+
+/// `kill -9` of the example client, then of the bridge (run by [`NOBODY`] with `as_nobody`),
+/// each running an agent that left a `setsid` helper: the helper must be gone soon after.
+async fn sigkill_of_the_example_client_and_bridge(as_nobody: bool) {
     bounded(async {
         for program in ["acp-client", "governance-bridge"] {
             let (fake, dirs) = (Fake::new(), Dirs::new());
-            let (mut running, input, helper) = example_with_a_setsid_helper(program, &fake, &dirs).await;
+            let (mut running, input, helper) = example_with_a_setsid_helper(program, &fake, &dirs, as_nobody).await;
             assert!(not_a_zombie(helper), "{program}: the helper {helper} runs");
             running.start_kill().unwrap();
             running.wait().await.unwrap();

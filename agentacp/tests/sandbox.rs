@@ -4,13 +4,15 @@
 //! the sandbox, and the caller gets a clear error. The confined program is this test binary
 //! again (the `child` test, steered by `SANDBOX_CHILD`), so nothing outside it is needed.
 //!
-//! What this kernel lacks is skipped with a message on stderr (see [`KernelSupport`]).
+//! What this kernel lacks is skipped with a message on stderr (see [`KernelSupport`]), and
+//! fails the test under CI (`AGENTACP_REQUIRE_PEERS`, [`skip_unless_required`]).
 
 use std::path::Path;
 use std::time::Duration;
 
 use agentacp::sandbox::{Confinement, KernelSupport, LimitExceeded, SandboxError, SandboxOutput, SandboxProfile};
 use serde_json::{Value, json};
+use test_support::skip_unless_required;
 
 /// The confined side: does what `SANDBOX_CHILD` says and prints `RESULT ok …` or
 /// `RESULT err …`. Does nothing in a normal test run.
@@ -197,6 +199,62 @@ fn child() {
                 Err(format!("not limited here: {:?}", sandbox.gaps()))
             }
         }
+        // Writes this many MiB of shared memory: into a memfd (the pages a `MAP_SHARED`
+        // mapping of it maps; no rlimit counts them), or into a file in a folder (`tmpfs:`
+        // a folder on tmpfs, `MIB:FOLDER`).
+        "memfd" | "tmpfs" => {
+            let (mib, file) = match argument.split_once(':') {
+                Some((mib, folder)) => (
+                    mib,
+                    std::fs::File::create(Path::new(folder).join("shared")).map_err(|e| e.to_string()),
+                ),
+                None => (
+                    argument,
+                    rustix::fs::memfd_create("agentacp-test", rustix::fs::MemfdFlags::CLOEXEC)
+                        .map(std::fs::File::from)
+                        .map_err(|e| std::io::Error::from(e).to_string()),
+                ),
+            };
+            let mib: usize = mib.parse().unwrap();
+            let chunk = vec![1u8; 1024 * 1024];
+            file.and_then(|mut file| {
+                use std::io::Write;
+                for _ in 0..mib {
+                    file.write_all(&chunk).map_err(|e| e.to_string())?;
+                }
+                Ok(format!("wrote {mib} MiB"))
+            })
+        }
+        // A runtime of its own (so that the cgroups it leaves can be counted, with no other
+        // test's runs beside them): runs the action after the second `/` confined, with the
+        // process limit and `memory_mb` before it (`PROCESSES/MEMORY_MB/ACTION`, 0: none).
+        // Its line, or its error, then how many of its runs' cgroups are left.
+        "limited-runtime" => {
+            let mut parts = argument.splitn(3, '/');
+            let mut number = || parts.next().and_then(|n| n.parse::<u64>().ok()).filter(|n| *n > 0);
+            let (processes, memory_mb) = (number(), number());
+            let action = parts.next().unwrap_or_default();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            // A folder the action writes in is mounted.
+            let folder = action
+                .strip_prefix("tmpfs:")
+                .and_then(|rest| rest.split_once(':'))
+                .map(|(_, folder)| folder);
+            let sandbox = confinement(json!({
+                "limits": {"timeout_ms": 60000, "memory_mb": memory_mb},
+                "mounts": folder.map(|folder| json!([{"source": {"file": folder}, "at": folder}])),
+                "metadata": {"agentacp": {"enforcement": "best-effort", "processes": processes}},
+            }));
+            let ran = runtime.block_on(run(&sandbox, action));
+            let left = acp_process::cgroup::runs_left().len();
+            match ran {
+                Ok(line) => Ok(format!("{line} | left {left}")),
+                Err(error) => Err(format!("{error} | left {left}")),
+            }
+        }
         "connect-unix" => std::os::unix::net::UnixStream::connect(argument)
             .map(|_| "connected".into())
             .map_err(|e| e.to_string()),
@@ -258,7 +316,7 @@ fn result_line(output: &SandboxOutput) -> String {
 fn landlock() -> bool {
     let abi = KernelSupport::probe().landlock_abi;
     if abi == 0 {
-        eprintln!("skipped: this kernel has no Landlock, so the sandbox cannot confine files here");
+        skip_unless_required("this kernel has no Landlock, so the sandbox cannot confine files here");
     }
     abi > 0
 }
@@ -398,9 +456,23 @@ fn kill_all(pids: &[u32]) {
     }
 }
 
+/// Whether the user's service sockets are hidden from a program here: not where Landlock
+/// confines Unix sockets (nothing to hide, the test does not apply), nor without a mount
+/// namespace of its own to hide them in (missing: a failure under CI).
+fn socket_hiding(sandbox: &Confinement) -> bool {
+    if sandbox.confines_unix_sockets() {
+        eprintln!("skipped: this kernel's Landlock confines Unix sockets, so none are hidden");
+        return false;
+    }
+    if !sandbox.has_own_proc() {
+        skip_unless_required("this kernel gives a program no mount namespace to hide the sockets in");
+    }
+    sandbox.has_own_proc()
+}
+
 fn pid_namespace(sandbox: &Confinement) -> bool {
     if !sandbox.contains_processes() {
-        eprintln!("skipped: this kernel gives no PID namespaces ({:?})", sandbox.gaps());
+        skip_unless_required(&format!("this kernel gives no PID namespaces ({:?})", sandbox.gaps()));
     }
     sandbox.contains_processes()
 }
@@ -444,8 +516,7 @@ async fn a_process_the_program_started_outside_its_group_ends_at_its_timeout() {
 #[tokio::test]
 async fn the_users_service_sockets_are_hidden_where_landlock_cannot_confine_them() {
     let sandbox = confinement(json!({}));
-    if sandbox.confines_unix_sockets() || !sandbox.has_own_proc() {
-        eprintln!("skipped: this kernel confines Unix sockets, or gives no mount namespace to hide them in");
+    if !socket_hiding(&sandbox) {
         return;
     }
     let folder = Path::new("/tmp/.X11-unix");
@@ -524,7 +595,7 @@ async fn the_program_sees_only_its_namespaces_processes_in_proc() {
         return;
     }
     if !sandbox.has_own_proc() {
-        eprintln!("skipped: this kernel does not let a PID namespace mount its own /proc here");
+        skip_unless_required("this kernel does not let a PID namespace mount its own /proc here");
         return;
     }
     // The init, a fork of the runtime, is hidden (`hidepid`), unless the program is of root's
@@ -671,10 +742,10 @@ async fn memory_beyond_the_limit_cannot_be_allocated() {
 async fn without_egress_the_network_is_unreachable() {
     let sandbox = confinement(json!({"network": {"egress": []}}));
     if sandbox.gaps().iter().any(|gap| gap.starts_with("network")) {
-        eprintln!(
-            "skipped: this kernel cannot cut a program off the network ({:?})",
+        skip_unless_required(&format!(
+            "this kernel cannot cut a program off the network ({:?})",
             sandbox.gaps()
-        );
+        ));
         return;
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -743,7 +814,7 @@ async fn a_program_cannot_change_the_mode_times_or_attributes_of_files_outside_i
                 sandbox.gaps()
             );
         }
-        eprintln!("skipped: this kernel gives a program no root of its own; the gaps say so");
+        skip_unless_required("this kernel gives a program no root of its own; the gaps say so");
         return;
     }
     assert_eq!(sandbox.report()["root"], "own");
@@ -784,7 +855,7 @@ async fn a_unix_socket_outside_the_mounts_cannot_be_reached() {
     let (_dir, [rw, ro, outside]) = folders();
     let sandbox = confinement(mounts(&rw, &ro));
     if !sandbox.has_own_root() && !sandbox.confines_unix_sockets() {
-        eprintln!("skipped: this kernel neither confines Unix sockets nor gives a program a root of its own");
+        skip_unless_required("this kernel neither confines Unix sockets nor gives a program a root of its own");
         return;
     }
     let socket = outside.join("server.sock");
@@ -806,26 +877,9 @@ async fn a_fork_bomb_is_bounded_by_the_process_limit() {
     if !pid_namespace(&sandbox) {
         return;
     }
-    let mut runtime = tokio::process::Command::new(std::env::current_exe().unwrap());
-    runtime
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env("SANDBOX_CHILD", "fork-bomb-runtime:64")
-        .current_dir("/")
-        .kill_on_drop(true);
-    if rustix::process::getuid().is_root() {
-        runtime.uid(65534).gid(65534);
-    }
-    let output = tokio::time::timeout(Duration::from_secs(120), runtime.output())
-        .await
-        .expect("the runtime ended")
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    let said = said
-        .split_once("RESULT ")
-        .and_then(|(_, rest)| rest.lines().next())
-        .unwrap_or_else(|| panic!("no result: {said} {}", String::from_utf8_lossy(&output.stderr)));
+    let said = runtime_said("fork-bomb-runtime:64", rustix::process::getuid().is_root()).await;
     if said.starts_with("err not limited here") {
-        eprintln!("skipped: {said}");
+        skip_unless_required(&said);
         return;
     }
     let started: usize = said
@@ -838,14 +892,175 @@ async fn a_fork_bomb_is_bounded_by_the_process_limit() {
     assert!(said.contains("Resource temporarily unavailable"), "{said}");
 }
 
+/// Runs this binary as a runtime of its own doing `action` (`SANDBOX_CHILD`), as `nobody`
+/// when `as_nobody`: its `RESULT` line.
+async fn runtime_said(action: &str, as_nobody: bool) -> String {
+    let mut runtime = tokio::process::Command::new(std::env::current_exe().unwrap());
+    runtime
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("SANDBOX_CHILD", action)
+        .current_dir("/")
+        .kill_on_drop(true);
+    if as_nobody {
+        runtime.uid(65534).gid(65534);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(120), runtime.output())
+        .await
+        .expect("the runtime ended")
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    said.split_once("RESULT ")
+        .and_then(|(_, rest)| rest.lines().next())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no result: {said} {}", String::from_utf8_lossy(&output.stderr)))
+}
+
+/// Whether a cgroup of each run's own limits `what` (`pids`, `memory`) here; else says so.
+fn run_cgroup(what: &str) -> bool {
+    let cgroup = KernelSupport::probe().cgroup;
+    let available = match what {
+        "pids" => cgroup.pids.is_some(),
+        _ => cgroup.memory.is_some(),
+    };
+    if !available {
+        skip_unless_required(&format!(
+            "this process may make no cgroup with the {what} controller here ({:?}); run as root on cgroup v1, or with a delegated cgroup v2",
+            acp_process::cgroup::probe().why_not()
+        ));
+    }
+    available
+}
+
+/// Issue #44: a program started 300 processes. A runtime run as root (whose processes
+/// `RLIMIT_NPROC` does not limit) reported the process limit as a gap and left it unenforced;
+/// a cgroup of the run's own (`pids.max`) holds for root too. Its cgroup is removed after.
+#[tokio::test]
+async fn a_fork_bomb_is_bounded_by_the_runs_cgroup_even_for_root() {
+    if !run_cgroup("pids") {
+        return;
+    }
+    let sandbox = confinement(json!({"metadata": {"agentacp": {"enforcement": "best-effort", "processes": 16}}}));
+    assert!(sandbox.limits_processes(), "{:?}", sandbox.gaps());
+    let by = sandbox.report()["limits"]["enforced_by"]["processes"].to_string();
+    assert!(by.contains("pids.max"), "{by}");
+    let said = runtime_said("limited-runtime:16/0/fork-bomb:300", false).await;
+    eprintln!("the fork bomb: {said}");
+    let started: usize = said
+        .strip_prefix("ok err started ")
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("not stopped by the limit: {said}"));
+    assert!(started < 16, "{said}");
+    assert!(said.contains("Resource temporarily unavailable"), "{said}");
+    assert!(said.ends_with("| left 0"), "its cgroup was left behind: {said}");
+}
+
+/// Issue #44: shared memory escaped `memory_mb` (RLIMIT_DATA counts neither `MAP_SHARED`
+/// memory nor tmpfs files). The run's cgroup counts all of it: a program that writes more
+/// into a memfd, or into a file on tmpfs, is stopped, and the run says it was the memory
+/// limit. Its cgroup is removed after.
+#[tokio::test]
+async fn shared_memory_beyond_the_limit_stops_the_run() {
+    if !run_cgroup("memory") {
+        return;
+    }
+    let sandbox = confinement(json!({"limits": {"memory_mb": 64}}));
+    assert!(
+        !sandbox
+            .not_enforced()
+            .iter()
+            .any(|entry| entry.starts_with("memory.shared")),
+        "{:?}",
+        sandbox.not_enforced()
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let on_tmpfs = (mounts.lines()).any(|line| line.split(' ').skip(1).take(2).eq(["/dev/shm", "tmpfs"]));
+    if !on_tmpfs {
+        eprintln!("/dev/shm is not a tmpfs here: only the memfd is tried");
+    }
+    let shm = tempfile::tempdir_in("/dev/shm").ok().filter(|_| on_tmpfs);
+    let mut actions = vec!["memfd:128".to_string()];
+    if let Some(shm) = &shm {
+        actions.push(format!("tmpfs:128:{}", shm.path().display()));
+    }
+    for action in actions {
+        // Within the limit, it is written.
+        let small = action.replacen("128", "16", 1);
+        let said = runtime_said(&format!("limited-runtime:0/64/{small}"), false).await;
+        assert_eq!(said, "ok ok wrote 16 MiB | left 0", "{small}");
+        let said = runtime_said(&format!("limited-runtime:0/64/{action}"), false).await;
+        assert!(
+            said.starts_with("err stopped by the sandbox: its processes used more than 64 MiB")
+                && said.contains("limits.memory_mb"),
+            "{action}: {said}"
+        );
+        assert!(said.ends_with("| left 0"), "its cgroup was left behind: {said}");
+        eprintln!("{action}: {said}");
+    }
+}
+
+/// Issue #44: a runtime killed with `SIGKILL` cannot remove its runs' cgroups. They are left
+/// behind under its name, emptied by the sandbox (the parent-death signal, the PID
+/// namespace), and the next runtime started beside it removes them.
+#[tokio::test]
+async fn the_cgroups_a_killed_runtime_left_are_removed_by_the_next_start() {
+    if !run_cgroup("memory") {
+        return;
+    }
+    let mut runtime = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("SANDBOX_CHILD", "limited-runtime:0/64/sleep:60")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // `agentacp-NS.PID-N`: the runtime is in this test's PID namespace.
+    let namespace = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let namespace = namespace.to_string_lossy();
+    let namespace = namespace.trim_start_matches("pid:[").trim_end_matches(']');
+    let name = format!("agentacp-{namespace}.{}-0", runtime.id().unwrap());
+    let left: Vec<std::path::PathBuf> = (acp_process::cgroup::probe().folders().into_iter())
+        .map(|folder| folder.join(&name))
+        .collect();
+    let procs = |dir: &std::path::PathBuf| std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    // Only memory is limited: only that hierarchy gets one.
+    assert!(
+        polled(|| left.iter().any(|dir| !procs(dir).is_empty())).await,
+        "the run started in one of {left:?}"
+    );
+    let left: Vec<std::path::PathBuf> = left.into_iter().filter(|dir| dir.exists()).collect();
+    runtime.start_kill().unwrap();
+    runtime.wait().await.unwrap();
+    assert!(
+        polled(|| left.iter().all(|dir| procs(dir).is_empty())).await,
+        "the run ended with its runtime"
+    );
+    assert!(left.iter().all(|dir| dir.exists()), "left behind: {left:?}");
+    let said = runtime_said("limited-runtime:0/64/memfd:1", false).await;
+    assert_eq!(said, "ok ok wrote 1 MiB | left 0");
+    assert!(
+        left.iter().all(|dir| !dir.exists()),
+        "removed by the next start: {left:?}"
+    );
+}
+
+/// Whether `done` holds within 30 seconds (polled: the kernel tells nobody when a cgroup
+/// fills or empties).
+async fn polled(done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done()
+}
+
 /// Issue #44: a tmux server's socket (`/tmp/tmux-UID/`) ran `id` outside the sandbox for a
 /// program whose workspace mount was `/tmp`. Where Landlock cannot confine pathname Unix
 /// sockets, tmux's folder is hidden like the user's other service sockets, inside a mount too.
 #[tokio::test]
 async fn a_tmux_socket_is_hidden_even_inside_a_mount() {
     let sandbox = confinement(json!({"mounts": [{"source": {"file": "/tmp"}, "at": "/tmp"}]}));
-    if sandbox.confines_unix_sockets() || !sandbox.has_own_proc() {
-        eprintln!("skipped: this kernel confines Unix sockets, or gives no mount namespace to hide them in");
+    if !socket_hiding(&sandbox) {
         return;
     }
     let folder = std::env::var_os("TMUX_TMPDIR")

@@ -21,17 +21,13 @@ pub(super) const LANDLOCK_UNIX_ABI: u32 = 9;
 
 /// What a program is granted on a path beyond the mounts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Grant {
+pub enum Grant {
     /// Read (and execute) it.
     Read,
     /// Read and write it.
     ReadWrite,
     /// Connect to the Unix sockets beneath it, and nothing else (where Landlock confines
     /// that; elsewhere connecting is not confined at all).
-    #[cfg_attr(
-        not(feature = "mcp"),
-        allow(dead_code, reason = "granted to a bridge's stdio MCP shims (feature `mcp`)")
-    )]
     ConnectUnix,
 }
 
@@ -138,11 +134,11 @@ impl Confinement {
 
         let mut gaps = Vec::new();
         // Confining needs this build's mechanisms as much as the kernel's.
-        let kernel = if cfg!(all(target_os = "linux", feature = "sandbox")) {
+        let kernel = if cfg!(all(target_os = "linux", feature = "enforce")) {
             kernel
         } else {
             gaps.push(
-                "agentacp is built without its `sandbox` feature (Linux only), so nothing is confined".to_string(),
+                "agentacp is built without its `sandbox` feature (agentacp-sandbox's `enforce`; Linux only), so nothing is confined".to_string(),
             );
             KernelSupport::NONE
         };
@@ -164,7 +160,7 @@ impl Confinement {
             gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
             NetworkConfinement::Open
         };
-        if !kernel.pid_namespace && cfg!(all(target_os = "linux", feature = "sandbox")) {
+        if !kernel.pid_namespace && cfg!(all(target_os = "linux", feature = "enforce")) {
             gaps.push(
                 "processes: no PID namespaces here (unprivileged user namespaces are off), so processes a program starts outside its process group (`setsid`, a double fork) can outlive its timeout and its session".to_string(),
             );
@@ -182,7 +178,8 @@ impl Confinement {
             }
         }
         if let Some(processes) = profile.limits.processes
-            && let Err(why) = process_limit(kernel)
+            && kernel.cgroup.pids.is_none()
+            && let Err(why) = process_rlimit(kernel)
         {
             gaps.push(format!(
                 "limits: the process limit ({processes}, metadata.agentacp.processes) cannot be enforced: {why}"
@@ -223,7 +220,7 @@ impl Confinement {
     /// This confinement, with `granted` usable too (each path and how): for one program that
     /// needs more than the mounts (a bridge's agent). A path that does not exist is left
     /// out: Landlock could not grant it, so it is not reported either.
-    pub(crate) fn granting(&self, granted: &[(PathBuf, Grant)]) -> Confinement {
+    pub fn granting(&self, granted: &[(PathBuf, Grant)]) -> Confinement {
         let mut confinement = self.clone();
         let existing = granted.iter().filter(|(path, _)| path.exists()).cloned();
         confinement.granted.extend(existing);
@@ -265,10 +262,63 @@ impl Confinement {
         self.has_own_proc() && self.kernel.own_root
     }
 
-    /// Whether `metadata.agentacp.processes` is enforced (`RLIMIT_NPROC` in the program's
-    /// user namespace).
+    /// Whether `metadata.agentacp.processes` is enforced: by a cgroup of each run's own
+    /// (`pids.max`), or `RLIMIT_NPROC` in the program's user namespace, or both.
     pub fn limits_processes(&self) -> bool {
-        process_limit(self.kernel).is_ok()
+        self.kernel.cgroup.pids.is_some() || self.rlimits_processes()
+    }
+
+    /// Whether `RLIMIT_NPROC` in the program's user namespace limits its processes.
+    pub(super) fn rlimits_processes(&self) -> bool {
+        process_rlimit(self.kernel).is_ok()
+    }
+
+    /// What a cgroup of each run's own limits ([`acp_process::cgroup`]), where this kernel
+    /// lets the runtime make one: the processes (`extra` more, the processes above the
+    /// program that the run needs) and the memory of all of them together.
+    #[cfg_attr(
+        not(all(target_os = "linux", feature = "enforce")),
+        allow(dead_code, reason = "applied where the sandbox confines (Linux, feature `enforce`)")
+    )]
+    pub(super) fn cgroup_limits(&self, extra: u64) -> acp_process::cgroup::Limits {
+        let (limits, cgroup) = (self.profile.limits, self.kernel.cgroup);
+        acp_process::cgroup::Limits {
+            processes: (limits.processes)
+                .filter(|_| cgroup.pids.is_some())
+                .map(|n| n.saturating_add(extra)),
+            memory_bytes: (limits.memory_mb)
+                .filter(|_| cgroup.memory.is_some())
+                .map(|mb| mb.saturating_mul(1024 * 1024)),
+        }
+    }
+
+    /// Which mechanism enforces each limit, as reported (`limits.enforced_by`).
+    fn enforced_by(&self) -> Value {
+        let (limits, cgroup) = (self.profile.limits, self.kernel.cgroup);
+        let mut processes = Vec::new();
+        if let Some(version) = cgroup.pids.filter(|_| limits.processes.is_some()) {
+            processes.push(format!("{} pids.max (all its processes together)", version.name()));
+        }
+        if limits.processes.is_some() && self.rlimits_processes() {
+            processes.push("RLIMIT_NPROC in its user namespace".to_string());
+        }
+        let mut memory = Vec::new();
+        if limits.memory_mb.is_some() {
+            memory.push("RLIMIT_DATA (each process's heap and private mappings)".to_string());
+            if let Some(version) = cgroup.memory {
+                let swap = if cgroup.swap { ", swap too" } else { "" };
+                memory.push(format!(
+                    "{} memory limit (all its processes together, shared memory and tmpfs files included{swap})",
+                    version.name()
+                ));
+            }
+        }
+        json!({
+            "timeout_ms": limits.timeout.map(|_| "timer (its process group, or PID namespace, killed)"),
+            "cpu_ms": limits.cpu.map(|_| "RLIMIT_CPU (each process)"),
+            "memory_mb": memory,
+            "processes": processes,
+        })
     }
 
     /// Refuses a sandbox in which a program could write the runtime's own files: its state
@@ -311,12 +361,19 @@ impl Confinement {
     pub fn not_enforced(&self) -> Vec<String> {
         let limits = self.profile.limits;
         let mut unlimited = Vec::new();
-        if limits.memory_mb.is_some() {
-            unlimited.push("memory.shared: memory_mb (RLIMIT_DATA) does not count shared memory (MAP_SHARED, memfd), and no cgroup is made to count it".to_string());
+        let cgroup = self.kernel.cgroup;
+        if limits.memory_mb.is_some() && cgroup.memory.is_none() {
+            unlimited.push(format!(
+                "memory.shared: memory_mb (RLIMIT_DATA) does not count shared memory (MAP_SHARED, memfd, tmpfs files), and no cgroup can count it here ({})",
+                cgroup_why_not("memory")
+            ));
             unlimited.push(
                 "memory.per-process: memory_mb applies to each process a program starts, not to all of them together"
                     .to_string(),
             );
+        }
+        if limits.memory_mb.is_some() && cgroup.memory.is_some() && !cgroup.swap {
+            unlimited.push("memory.swap: this kernel does not account swap to cgroups, so where the machine has swap a program's pages may be swapped out past memory_mb".to_string());
         }
         if limits.cpu.is_some() {
             unlimited.push(
@@ -355,7 +412,7 @@ impl Confinement {
 
     /// [`hidden_sockets`](Self::hidden_sockets) but those holding one of `keep` too (the
     /// program's file, the folders of its `PATH`).
-    pub(crate) fn hidden_sockets_keeping(&self, keep: &[PathBuf]) -> Vec<PathBuf> {
+    pub fn hidden_sockets_keeping(&self, keep: &[PathBuf]) -> Vec<PathBuf> {
         if self.confines_unix_sockets() || !self.has_own_proc() {
             return Vec::new();
         }
@@ -390,8 +447,7 @@ impl Confinement {
 
     /// The folders granted [`Grant::ConnectUnix`]: where a Unix socket the program is meant
     /// to reach is made.
-    #[cfg(feature = "mcp")]
-    pub(crate) fn unix_socket_folders(&self) -> impl Iterator<Item = &Path> {
+    pub fn unix_socket_folders(&self) -> impl Iterator<Item = &Path> {
         self.granted
             .iter()
             .filter(|(_, grant)| *grant == Grant::ConnectUnix)
@@ -440,6 +496,7 @@ impl Confinement {
                 "memory_mb": limits.memory_mb,
                 "cpu_ms": millis(limits.cpu),
                 "processes": limits.processes.filter(|_| self.limits_processes()),
+                "enforced_by": self.enforced_by(),
             },
             "env": { "passthrough": self.profile.env_passthrough },
             "network": match self.network {
@@ -479,12 +536,12 @@ impl Confinement {
 
     /// What the program this confinement was made for is granted beyond the mounts, as the
     /// log reports it.
-    pub(crate) fn report_granted(&self) -> Value {
+    pub fn report_granted(&self) -> Value {
         Value::Array(grant_modes(&self.granted))
     }
 
     /// The environment a confined program gets from ours: `env.passthrough`, where set.
-    pub(crate) fn passed_env(&self) -> impl Iterator<Item = (&str, std::ffi::OsString)> {
+    pub fn passed_env(&self) -> impl Iterator<Item = (&str, std::ffi::OsString)> {
         self.profile
             .env_passthrough
             .iter()
@@ -525,19 +582,36 @@ const UNCONFINED_BY_LANDLOCK: [(&str, &str); 4] = [
     ("chown", "changing a file's owner or group"),
 ];
 
-/// Whether `metadata.agentacp.processes` can be enforced with this kernel: `RLIMIT_NPROC`,
-/// set in the program's own user namespace, counts the processes of that namespace (the
-/// kernel counts them per user and user namespace), so only the sandbox's. Else why not.
-fn process_limit(kernel: KernelSupport) -> Result<(), &'static str> {
+/// Whether `RLIMIT_NPROC` can enforce `metadata.agentacp.processes` with this kernel: set in
+/// the program's own user namespace, it counts the processes of that namespace (the kernel
+/// counts them per user and user namespace), so only the sandbox's. Else why not (a cgroup
+/// neither: [`Confinement::plan`] asks this only then).
+fn process_rlimit(kernel: KernelSupport) -> Result<(), String> {
     if !kernel.pid_namespace {
-        return Err("no user namespaces here, in which RLIMIT_NPROC would count only the sandbox's processes");
+        return Err(format!(
+            "no user namespaces here, in which RLIMIT_NPROC would count only the sandbox's processes, and no cgroup can be made ({})",
+            cgroup_why_not("pids")
+        ));
     }
     if rustix::process::getuid().is_root() {
-        return Err(
-            "the runtime runs as root, whose processes RLIMIT_NPROC does not limit, and the local sandbox makes no cgroup",
-        );
+        return Err(format!(
+            "the runtime runs as root, whose processes RLIMIT_NPROC does not limit, and no cgroup can be made here ({})",
+            cgroup_why_not("pids")
+        ));
     }
     Ok(())
+}
+
+/// Why no cgroup with `controller` can be made here, as the probe found.
+fn cgroup_why_not(controller: &str) -> String {
+    let found = acp_process::cgroup::probe().why_not().iter();
+    let why: Vec<&str> = found
+        .filter_map(|why| why.strip_prefix(controller)?.strip_prefix(": "))
+        .collect();
+    match why.is_empty() {
+        true => "none was found".to_string(),
+        false => why.join("; "),
+    }
 }
 
 /// Service sockets, and folders of them, hidden besides the user's runtime folder (see
@@ -568,7 +642,6 @@ fn within(inner: &Path, outer: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::KernelSupport;
 
     fn profile(extra: Value) -> SandboxProfile {
         let mut doc = json!({"provider": "local", "config": {}, "mounts": [{"source": "workspace", "at": "/srv"}]});
@@ -582,6 +655,7 @@ mod tests {
         pid_namespace: true,
         own_proc: true,
         own_root: true,
+        cgroup: acp_process::cgroup::Available::NONE,
     };
 
     #[test]
@@ -598,7 +672,6 @@ mod tests {
             granted.report()["files"]["granted"],
             json!([{"path": here, "mode": "read-only"}, {"path": here, "mode": "connect-unix"}])
         );
-        #[cfg(feature = "mcp")]
         assert_eq!(granted.unix_socket_folders().collect::<Vec<_>>(), [here.as_path()]);
         // Nothing granted: no `granted` key.
         assert!(confinement.report()["files"].get("granted").is_none());
@@ -689,6 +762,7 @@ mod tests {
                 pid_namespace: true,
                 own_proc: true,
                 own_root,
+                cgroup: acp_process::cgroup::Available::NONE,
             };
             Confinement::plan(profile(json!({})), None, kernel)
         };
@@ -774,6 +848,82 @@ mod tests {
         );
     }
 
+    /// Issue #44: with a cgroup of each run's own the process limit holds for any user (root
+    /// too, whom RLIMIT_NPROC does not limit), and shared memory counts against `memory_mb`;
+    /// the report says which mechanism enforces each limit. Without one, shared memory is
+    /// reported as not enforced, and the process limit is a gap where no rlimit holds it.
+    #[test]
+    fn a_runs_cgroup_enforces_the_process_and_shared_memory_limits_and_is_reported() {
+        use acp_process::cgroup::{Available, Version};
+        let limited = || {
+            profile(json!({
+                "limits": {"memory_mb": 64},
+                "metadata": {"agentacp": {"processes": 16}},
+            }))
+        };
+        let cgroup = KernelSupport {
+            cgroup: Available {
+                pids: Some(Version::V1),
+                memory: Some(Version::V1),
+                swap: true,
+            },
+            ..FULL
+        };
+        let confinement = Confinement::plan(limited(), None, cgroup).unwrap();
+        assert!(confinement.gaps().is_empty(), "{:?}", confinement.gaps());
+        assert!(confinement.limits_processes());
+        let report = confinement.report();
+        assert_eq!(report["limits"]["processes"], 16);
+        let by = &report["limits"]["enforced_by"];
+        assert!(
+            by["processes"][0].as_str().unwrap().starts_with("cgroup v1 pids.max"),
+            "{by}"
+        );
+        assert!(by["memory_mb"][1].as_str().unwrap().contains("shared memory"), "{by}");
+        assert!(
+            !confinement
+                .not_enforced()
+                .iter()
+                .any(|entry| entry.starts_with("memory.")),
+            "{:?}",
+            confinement.not_enforced()
+        );
+        let limits = confinement.cgroup_limits(2);
+        assert_eq!((limits.processes, limits.memory_bytes), (Some(18), Some(64 << 20)));
+        // No swap accounting: said so.
+        let no_swap = KernelSupport {
+            cgroup: Available {
+                swap: false,
+                ..cgroup.cgroup
+            },
+            ..cgroup
+        };
+        let confinement = Confinement::plan(limited(), None, no_swap).unwrap();
+        assert!(
+            confinement
+                .not_enforced()
+                .iter()
+                .any(|entry| entry.starts_with("memory.swap"))
+        );
+        // No cgroup: shared memory is not enforced, and said so.
+        let lenient = profile(json!({
+            "limits": {"memory_mb": 64},
+            "metadata": {"agentacp": {"processes": 16, "enforcement": "best-effort"}},
+        }));
+        let confinement = Confinement::plan(lenient, None, FULL).unwrap();
+        assert!(
+            confinement
+                .not_enforced()
+                .iter()
+                .any(|entry| entry.starts_with("memory.shared"))
+        );
+        assert_eq!(confinement.cgroup_limits(2), acp_process::cgroup::Limits::default());
+        if rustix::process::getuid().is_root() {
+            let error = Confinement::plan(limited(), None, FULL).unwrap_err();
+            assert!(error.contains("runs as root") && error.contains("no cgroup"), "{error}");
+        }
+    }
+
     /// Without a PID namespace, a process a program started outside its group outlives it.
     #[test]
     fn no_pid_namespace_is_a_gap() {
@@ -823,6 +973,7 @@ mod tests {
             pid_namespace: false,
             own_proc: false,
             own_root: false,
+            cgroup: acp_process::cgroup::Available::NONE,
         };
         assert!(Confinement::plan(profile(json!({})), None, kernel).is_err());
         let lenient = Confinement::plan(
@@ -856,6 +1007,7 @@ mod tests {
                 pid_namespace: true,
                 own_proc: true,
                 own_root,
+                cgroup: acp_process::cgroup::Available::NONE,
             };
             let lenient = profile(json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}}));
             Confinement::plan(lenient, None, kernel).unwrap().report()["files"]["unix_sockets"].clone()

@@ -27,6 +27,9 @@ pub enum LimitExceeded {
     Timeout(Duration),
     /// `limits.cpu_ms`: it used more CPU time (`SIGXCPU` / `SIGKILL` from `RLIMIT_CPU`).
     Cpu(Duration),
+    /// `limits.memory_mb` (MiB), as its run's cgroup counts it (all its processes together,
+    /// shared memory included): the kernel's out-of-memory killer ended some of them.
+    Memory(u64),
 }
 
 /// Why a command could not run, or was stopped.
@@ -75,6 +78,10 @@ impl std::fmt::Display for SandboxError {
                         "stopped by the sandbox after {} ms of CPU time (limits.cpu_ms)",
                         cpu.as_millis()
                     )?,
+                    LimitExceeded::Memory(mb) => write!(
+                        f,
+                        "stopped by the sandbox: its processes used more than {mb} MiB of memory together, shared memory included (limits.memory_mb), and the kernel ended them"
+                    )?,
                 }
                 match output.stderr_tail() {
                     Some(line) => write!(f, "; its last stderr line: {line}"),
@@ -101,22 +108,16 @@ impl std::error::Error for SandboxError {
 /// namespace) at close, not by this signal.
 /// (`acp_process::die_with_parent`, shared with `scaffold-aip conform`; elsewhere nothing:
 /// a child outlives a killed runtime.)
-pub(crate) fn die_with_parent(command: &mut tokio::process::Command) {
+pub fn die_with_parent(command: &mut tokio::process::Command) {
     acp_process::die_with_parent(command.as_std_mut());
 }
 
 /// A failed start of a confined program: with the step of its confinement that failed named,
 /// when it was one (the child can pass back only an `errno`); any other error as it is.
-pub(crate) fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
-    #[cfg(all(target_os = "linux", feature = "sandbox"))]
+pub fn explain_spawn_error(error: std::io::Error) -> std::io::Error {
+    #[cfg(all(target_os = "linux", feature = "enforce"))]
     let error = super::confine::explain_spawn_error(error);
     error
-}
-
-impl From<SandboxError> for crate::Error {
-    fn from(error: SandboxError) -> Self {
-        crate::Error::other(error)
-    }
 }
 
 /// What a command did.
@@ -256,7 +257,8 @@ impl<'c> SandboxCommand<'c> {
             program: self.program.clone(),
             source,
         };
-        confinement
+        // Kept to the end of the run: dropping it kills what is left in it.
+        let cgroup = confinement
             .apply(
                 &mut command,
                 (Path::new(&self.program), Some(&self.cwd)),
@@ -292,6 +294,20 @@ impl<'c> SandboxCommand<'c> {
         // empty after this, and its number then given to another process's group.
         group.kill();
         group.disarm();
+        // What is left in its cgroup goes too, wherever it went; and the kernel says whether
+        // its memory limit ended some of it.
+        let oom_kills = match cgroup {
+            Some(cgroup) => {
+                let kills = cgroup.oom_kills();
+                // Bounded (a few seconds at most), but blocking: off the runtime's threads.
+                let ended = tokio::task::spawn_blocking(move || cgroup.end()).await;
+                if !ended.unwrap_or(false) {
+                    tracing::warn!("a sandboxed run's cgroup could not be emptied and removed: left behind");
+                }
+                kills
+            }
+            None => 0,
+        };
         let collect = |task: tokio::task::JoinHandle<(Vec<u8>, bool)>| async move {
             tokio::time::timeout(DRAIN, task)
                 .await
@@ -309,6 +325,15 @@ impl<'c> SandboxCommand<'c> {
         if timed_out {
             return Err(SandboxError::Limit {
                 limit: LimitExceeded::Timeout(timeout),
+                output: Box::new(output),
+            });
+        }
+        // Before the CPU time: the out-of-memory killer's SIGKILL reads as RLIMIT_CPU's.
+        if let Some(mb) = confinement.profile.limits.memory_mb
+            && oom_kills > 0
+        {
+            return Err(SandboxError::Limit {
+                limit: LimitExceeded::Memory(mb),
                 output: Box::new(output),
             });
         }

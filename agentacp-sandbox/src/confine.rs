@@ -26,7 +26,8 @@
 //! the program: a process it restricts may no longer mount.
 //!
 //! The split into these three is [`acp_process::namespace`]'s, which runs programs without a
-//! sandbox the same way where the runtime is root (`acp_process::contain_tree`).
+//! sandbox the same way (`acp_process::contain_tree`: in a PID namespace alone where the
+//! runtime is root, else in a user namespace that maps its ids to themselves).
 //!
 //! The outer process and the init are forks of the runtime that never exec: they hold a copy
 //! of its memory (its environment among it). They are made non-dumpable, so the program, of
@@ -37,6 +38,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use acp_process::cgroup::RunCgroup;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
     path_beneath_rules,
@@ -45,7 +47,7 @@ use rustix::process::{Resource, Rlimit};
 
 use super::plan::{Confinement, Grant, LANDLOCK_TCP_ABI, NetworkConfinement};
 use super::root::NewRoot;
-use acp_process::namespace::mount_own_proc;
+use acp_process::namespace::{IdMaps, mount_own_proc};
 
 /// The system's folders a program needs to run, readable (and executable) by every confined
 /// program. Missing ones are skipped.
@@ -66,13 +68,17 @@ impl Confinement {
     /// the child will, against `cwd` and the child's `PATH`, so its own file can be
     /// allowed). `cpu`: whether `cpu_ms` applies (to a command, not to a long-running MCP
     /// server).
-    pub(crate) fn apply(
+    ///
+    /// The run's cgroup, where one limits it (see [`acp_process::cgroup`]): the program joins
+    /// it before anything else between fork and exec. Keep it while the program runs;
+    /// dropping it kills what is left inside and removes it.
+    pub fn apply(
         &self,
         command: &mut tokio::process::Command,
         (program, cwd): (&Path, Option<&Path>),
         child_path: Option<&std::ffi::OsStr>,
         cpu: bool,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Option<RunCgroup>> {
         let program = resolve_program(program, cwd, child_path);
         // Never hidden from it: its own file, the folders its `PATH` names.
         let keep: Vec<PathBuf> = (program.iter().cloned())
@@ -98,14 +104,14 @@ fn resolve_program(program: &Path, cwd: Option<&Path>, path: Option<&std::ffi::O
         .find(|candidate| candidate.is_file())
 }
 
-/// Confines the child that `command` will start: rlimits, a network namespace, Landlock, a
-/// PID namespace, a root of its own.
+/// Confines the child that `command` will start: a cgroup of its run's own, rlimits, a
+/// network namespace, Landlock, a PID namespace, a root of its own.
 fn confine(
     confinement: &Confinement,
     command: &mut tokio::process::Command,
     (program, keep, cwd): (Option<&Path>, &[PathBuf], Option<&Path>),
     cpu: bool,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<RunCgroup>> {
     let ruleset = match confinement.confines_files() {
         true => Some(ruleset(confinement, program)?),
         false => None,
@@ -119,10 +125,13 @@ fn confine(
     // Counted in its own user namespace: the outer process and the init are there too.
     let processes = limits
         .processes
-        .filter(|_| confinement.limits_processes())
+        .filter(|_| confinement.rlimits_processes())
         .map(|n| n.saturating_add(2));
     let network = confinement.network == NetworkConfinement::Namespace;
     let contain = confinement.contains_processes();
+    // Its run's cgroup counts the outer process and the init too, where they are.
+    let cgroup = RunCgroup::create(confinement.cgroup_limits(if contain { 2 } else { 0 }))?;
+    let join = cgroup.as_ref().map(RunCgroup::joiner).transpose()?;
     // The namespace's own `/proc`, and the rule that makes it readable as the runtime's was.
     let own_proc = confinement.has_own_proc().then(|| OwnProc {
         ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
@@ -148,12 +157,11 @@ fn confine(
     if contain {
         namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWPID;
     }
-    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-    let uid_map = format!("{uid} {uid} 1\n").into_bytes();
-    let gid_map = format!("{gid} {gid} 1\n").into_bytes();
+    let id_maps = IdMaps::identity();
 
     // SAFETY: the closure runs in the child between fork and exec. It only makes system calls
-    // (setrlimit, unshare, open/write/close of /proc/self files, prctl, landlock_restrict_self,
+    // (write to the cgroup files opened above, setrlimit, unshare, open/write/close of the id
+    // maps' /proc/self files, prctl, landlock_restrict_self,
     // and those of `split_into_init`: fork, pipe2, pidfd_open, poll, unshare, mount, open,
     // landlock_add_rule, close, waitpid, read, write, madvise) on data prepared above; it
     // allocates nothing and takes no lock. Landlock comes last: a process it restricts may no longer mount, and
@@ -161,6 +169,10 @@ fn confine(
     #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(move || {
+            // First, while it may: everything it starts from here on is inside.
+            if let Some(join) = &join {
+                join.join().map_err(|e| failed(Step::Cgroup, e))?;
+            }
             if let Some(bytes) = memory {
                 let limit = Rlimit {
                     current: Some(bytes),
@@ -181,9 +193,7 @@ fn confine(
                 // Keep our own ids inside (else they read as `nobody`); cosmetic, so a failure
                 // is not one.
                 // (A root of its own needs them: files are made in it under these ids.)
-                let _ = write_proc(c"/proc/self/uid_map", &uid_map);
-                let _ = write_proc(c"/proc/self/setgroups", b"deny");
-                let _ = write_proc(c"/proc/self/gid_map", &gid_map);
+                let _ = id_maps.write();
                 if let Some(processes) = processes {
                     let limit = Rlimit {
                         current: Some(processes),
@@ -220,7 +230,7 @@ fn confine(
             Ok(())
         });
     }
-    Ok(())
+    Ok(cgroup)
 }
 
 /// A step of the confinement made between fork and exec: named in the error when it fails,
@@ -239,10 +249,11 @@ enum Step {
     HideSockets,
     OwnRoot,
     ProcessLimit,
+    Cgroup,
 }
 
 impl Step {
-    const ALL: [Step; 12] = [
+    const ALL: [Step; 13] = [
         Step::MemoryLimit,
         Step::CpuLimit,
         Step::Namespaces,
@@ -255,6 +266,7 @@ impl Step {
         Step::HideSockets,
         Step::OwnRoot,
         Step::ProcessLimit,
+        Step::Cgroup,
     ];
 
     fn doing(self) -> &'static str {
@@ -271,6 +283,7 @@ impl Step {
             Step::HideSockets => "hiding the user's service sockets (runtime folder, X11, Docker) from it",
             Step::OwnRoot => "giving it a root of its own (its mounts and the system's folders, pivot_root)",
             Step::ProcessLimit => "setting its process limit (RLIMIT_NPROC)",
+            Step::Cgroup => "joining its run's cgroup (its process and memory limits)",
         }
     }
 }
@@ -403,17 +416,6 @@ impl OwnProc {
             Ok(())
         }
     }
-}
-
-/// Writes `bytes` to a file of `/proc/self`.
-fn write_proc(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
-    let fd = rustix::fs::open(
-        path,
-        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?;
-    rustix::io::write(&fd, bytes)?;
-    Ok(())
 }
 
 /// The mounts and grants, and whether each is read-only, as bound into a root of its own

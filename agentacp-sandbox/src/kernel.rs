@@ -1,6 +1,7 @@
 //! What this kernel can enforce, probed once per process: the Landlock ABI, and whether an
 //! unprivileged process may enter a user namespace of its own with a network namespace, and
-//! with a PID namespace whose `/proc` it can mount.
+//! with a PID namespace whose `/proc` it can mount; and which cgroups this process may make
+//! for a run ([`acp_process::cgroup::probe`]).
 
 use std::sync::OnceLock;
 
@@ -28,6 +29,9 @@ pub struct KernelSupport {
     /// neither can it change files there in ways Landlock does not confine (`chmod`,
     /// `utime`, `setxattr`, `chown`) nor reach a pathname Unix socket there.
     pub own_root: bool,
+    /// What a cgroup of each run's own can limit here ([`acp_process::cgroup`]): its
+    /// processes (`pids`) and the memory of all of them together, shared memory included.
+    pub cgroup: acp_process::cgroup::Available,
 }
 
 impl KernelSupport {
@@ -43,6 +47,7 @@ impl KernelSupport {
                 pid_namespace,
                 own_proc,
                 own_root: own_proc && may_have_own_root(),
+                cgroup: acp_process::cgroup::probe().available(),
             };
             tracing::debug!(?support, "sandbox support of this kernel");
             support
@@ -56,6 +61,7 @@ impl KernelSupport {
         pid_namespace: false,
         own_proc: false,
         own_root: false,
+        cgroup: acp_process::cgroup::Available::NONE,
     };
 }
 
@@ -123,23 +129,11 @@ fn may_have_own_root() -> bool {
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn in_namespace_init(init: impl Fn() -> bool + Send + Sync + 'static) -> bool {
-    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-    let uid_map = format!("{uid} {uid} 1\n");
-    let gid_map = format!("{gid} {gid} 1\n");
+    let id_maps = acp_process::namespace::IdMaps::identity();
     // SAFETY: system calls only; the forked process and this one end with `_exit`.
     probe(move || unsafe {
         rustix::thread::unshare_unsafe(UnshareFlags::NEWUSER | UnshareFlags::NEWPID)?;
-        for (file, bytes) in [
-            (c"/proc/self/uid_map", uid_map.as_bytes()),
-            (c"/proc/self/setgroups", b"deny".as_slice()),
-            (c"/proc/self/gid_map", gid_map.as_bytes()),
-        ] {
-            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-                libc::close(fd);
-            }
-        }
+        let _ = id_maps.write();
         let child = libc::fork();
         if child == 0 {
             libc::_exit(if init() { 0 } else { 1 });

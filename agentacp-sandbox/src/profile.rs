@@ -34,7 +34,9 @@ pub enum MountSource {
 pub struct Limits {
     /// `timeout_ms`: wall-clock time of a command (and of each MCP tool call).
     pub timeout: Option<Duration>,
-    /// `memory_mb`: the memory a process may allocate, in MiB.
+    /// `memory_mb`, in MiB: what each process may allocate (`RLIMIT_DATA`) and, where the
+    /// runtime may make a cgroup for the run, what all its processes may use together,
+    /// shared memory included.
     pub memory_mb: Option<u64>,
     /// `cpu_ms`: the CPU time of a command.
     pub cpu: Option<Duration>,

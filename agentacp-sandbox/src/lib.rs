@@ -1,6 +1,7 @@
 //! The local sandbox (AIP-36 `provider: local`): what SANDBOX.md declares, enforced on the
-//! programs the runtime starts for a sandboxed operator — its own commands
-//! (`Turn::sandbox_command` (server)) and the session's stdio MCP servers.
+//! programs [agentacp](https://docs.rs/agentacp)'s runtime starts for a sandboxed operator — its
+//! own commands (`Turn::sandbox_command`) and the session's stdio MCP servers — and on any
+//! program run with [`Confinement::command`].
 //!
 //! - **Files**: Landlock confines a program to the declared mounts (read-write or read-only)
 //!   plus the system's folders, read-only (`/usr`, `/bin`, `/lib*`, `/etc`, `/proc`, `/sys`),
@@ -13,7 +14,10 @@
 //! - **Limits**: `timeout_ms` is a timer (the process group is killed), `memory_mb` is
 //!   `RLIMIT_DATA` (what the heap and private mappings may grow to), `cpu_ms` is
 //!   `RLIMIT_CPU` (whole seconds, rounded up); `metadata.agentacp.processes` is
-//!   `RLIMIT_NPROC` in the program's own user namespace.
+//!   `RLIMIT_NPROC` in the program's own user namespace. Where the runtime may make cgroups
+//!   ([`acp_process::cgroup`]), each run gets one of its own too: `pids.max` for the
+//!   processes (root's too), and a memory limit for all its processes together that counts
+//!   shared memory and tmpfs files, which no rlimit does.
 //! - **Environment**: cleared; only `env.passthrough` comes from the runtime's.
 //! - **Network**: with no `egress`, a network namespace of its own (nothing but a loopback
 //!   that is down), else Landlock's TCP rules (TCP only). A host allow-list cannot be
@@ -24,9 +28,14 @@
 //! the profile says `metadata.agentacp.enforcement: best-effort`, and then reports the gaps
 //! (in `initialize`'s `_meta.aip44.sandbox_enforcement` and the log). Never a silent run
 //! outside the declared sandbox.
+//!
+//! The confinement is feature `enforce` (default; agentacp's feature `sandbox`). Every
+//! `unsafe` block of agentacp is here or in [`acp_process::namespace`]: the system calls
+//! between fork and exec that no safe crate wraps, each item with `#[allow(unsafe_code)]` and
+//! a SAFETY comment.
 
 mod command;
-#[cfg(all(target_os = "linux", feature = "sandbox"))]
+#[cfg(all(target_os = "linux", feature = "enforce"))]
 mod confine;
 mod kernel;
 mod plan;
@@ -34,53 +43,26 @@ mod profile;
 #[cfg(target_os = "linux")]
 mod root;
 
+#[cfg(not(all(target_os = "linux", feature = "enforce")))]
 use std::path::Path;
 
-use serde_json::Value;
-
-pub use command::{LimitExceeded, SandboxCommand, SandboxError, SandboxOutput};
-pub(crate) use command::{die_with_parent, explain_spawn_error};
+pub use command::{LimitExceeded, SandboxCommand, SandboxError, SandboxOutput, die_with_parent, explain_spawn_error};
 pub use kernel::KernelSupport;
-pub(crate) use plan::Grant;
-pub use plan::{Confinement, NetworkConfinement};
+pub use plan::{Confinement, Grant, NetworkConfinement};
 pub use profile::{Limits, Mount, MountSource, SandboxProfile};
 
-/// Elsewhere than Linux, or without feature `sandbox`, there is nothing to apply: the plan
+/// Elsewhere than Linux, or without feature `enforce`, there is nothing to apply: the plan
 /// reported every gap, and only a best-effort profile gets this far.
-#[cfg(not(all(target_os = "linux", feature = "sandbox")))]
+#[cfg(not(all(target_os = "linux", feature = "enforce")))]
 impl Confinement {
-    pub(crate) fn apply(
+    /// Does nothing here (see the Linux build with feature `enforce`).
+    pub fn apply(
         &self,
         _command: &mut tokio::process::Command,
         _program: (&Path, Option<&Path>),
         _child_path: Option<&std::ffi::OsStr>,
         _cpu: bool,
-    ) -> std::io::Result<()> {
-        Ok(())
+    ) -> std::io::Result<Option<acp_process::cgroup::RunCgroup>> {
+        Ok(None)
     }
-}
-
-/// The sandbox bound by `spec` (tier sandboxed), planned for this kernel; `None` without one.
-/// Refused when a program could write the runtime's `state_dir` or its audit log (`audit_log`
-/// overriding the manifest's, as [`OperatorSpec::open_audit`](crate::spec::OperatorSpec::open_audit)
-/// takes it).
-pub(crate) fn from_spec(
-    spec: &crate::spec::OperatorSpec,
-    workspace_root: Option<&Path>,
-    (state_dir, audit_log): (&Path, Option<&Path>),
-) -> Result<Option<Confinement>, String> {
-    let Some(sandbox) = spec.sandbox else {
-        return Ok(None);
-    };
-    let doc: Value = serde_json::from_str(sandbox).map_err(|error| format!("the bound SANDBOX.md: {error}"))?;
-    let profile = SandboxProfile::from_frontmatter(&doc)?;
-    let confinement = Confinement::plan(profile, workspace_root, KernelSupport::probe())
-        .map_err(|why| format!("`{}`: {why}", spec.id))?;
-    let audit_log = spec.audit_path(audit_log, state_dir);
-    (confinement.keep_out(state_dir, audit_log.as_deref())).map_err(|why| format!("`{}`: {why}", spec.id))?;
-    tracing::info!(enforced = %confinement.report(), "sandbox");
-    for gap in confinement.gaps() {
-        tracing::warn!(%gap, "sandbox not fully enforced (best effort)");
-    }
-    Ok(Some(confinement))
 }
