@@ -549,15 +549,16 @@ fn within_at(path: &mut Vec<String>, got: &Value, want: &Value) -> bool {
 
 fn as_is(_: &Context, _: &mut Value) {}
 
+/// Whether `--manifest` was given and the `initialize` answer it expects is as `says`.
+fn manifest_expects(context: &Context, says: impl FnOnce(&Value) -> bool) -> bool {
+    context.config.expected_initialize.as_ref().is_some_and(says)
+}
+
 fn manifest_capabilities(context: &Context) -> Result<Outcome, String> {
     // A server with tokens advertises `auth.logout` (docs/remote.md): its transport's, not
     // the manifest's.
     fn without_transport_auth(context: &Context, capabilities: &mut Value) {
-        let in_manifest = context
-            .config
-            .expected_initialize
-            .as_ref()
-            .is_some_and(|expected| !expected["agentCapabilities"]["auth"].is_null());
+        let in_manifest = manifest_expects(context, |expected| !expected["agentCapabilities"]["auth"].is_null());
         if context.remote()
             && !in_manifest
             && let Some(capabilities) = capabilities.as_object_mut()
@@ -577,11 +578,7 @@ fn manifest_meta(context: &Context) -> Result<Outcome, String> {
     // agentInfo of the agent behind it) and, at tier sandboxed, `sandbox_enforcement` (what
     // this kernel enforces). Each is left out of the comparison when it has its shape.
     fn without_reports(context: &Context, meta: &mut Value) {
-        let sandboxed = context
-            .config
-            .expected_initialize
-            .as_ref()
-            .is_some_and(|expected| expected["_meta"]["aip44"]["tier"] == "sandboxed");
+        let sandboxed = manifest_expects(context, |expected| expected["_meta"]["aip44"]["tier"] == "sandboxed");
         let downstream = context.config.bridge && meta["downstream"]["name"].is_string();
         let enforcement = sandboxed
             && meta["sandbox_enforcement"]["provider"].is_string()

@@ -25,6 +25,10 @@
 //! }
 //! ```
 
+// No `unsafe` here at all: the system calls that need it are in `acp-process` and
+// `agentacp-sandbox` (see the workspace's `unsafe_code` lint).
+#![forbid(unsafe_code)]
+
 // Code the macro generates names `::agentacp::…`, in this crate's own tests too.
 extern crate self as agentacp;
 
@@ -33,6 +37,8 @@ pub use acp_audit as audit;
 pub mod auth;
 pub mod bridge;
 pub mod client;
+pub mod connection;
+pub(crate) mod downstream;
 pub mod env;
 pub mod error;
 pub mod future;
@@ -41,6 +47,7 @@ pub mod jsonrpc;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod methods;
+pub(crate) mod oversight;
 /// Ending every process an agent started, not only the agent: the child subreaper the runtime
 /// becomes when it starts an agent, and [`end_all_descendants`](process_tree::end_all_descendants)
 /// for a program that started agents to call as it exits (the `acp-process` crate).

@@ -4,9 +4,10 @@
 //! then SIGTERM to the group, then SIGKILL. What it started outside its group (`setsid`) is
 //! ended too: the runtime becomes the child subreaper of what it starts, notes the program's
 //! descendants before its stdin closes, and ends them after the group ([`acp_process`]).
-//! Where the runtime is root, the program runs in a PID namespace of its own
-//! ([`acp_process::contain_tree`]): everything it starts ends with it even when the runtime is
-//! killed (`kill -9`).
+//! Where the kernel allows it, the program runs in a PID namespace of its own (in a user
+//! namespace with the runtime's ids where the runtime is not root; `AGENTACP_CONTAIN_TREE=off`
+//! turns it off: [`acp_process::contain_tree`]): everything it starts ends with it even when
+//! the runtime is killed (`kill -9`).
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
@@ -166,7 +167,9 @@ impl AgentCommand {
             .flatten()
     }
 
-    fn to_command(&self) -> std::io::Result<Command> {
+    /// The command, and its run's cgroup where its sandbox limits it with one (kept while it
+    /// runs: dropped, it kills what is left inside).
+    fn to_command(&self) -> std::io::Result<(Command, Option<acp_process::cgroup::RunCgroup>)> {
         let mut command = Command::new(&self.program);
         command.args(&self.args).env_clear();
         for key in &self.env_allow {
@@ -187,9 +190,10 @@ impl AgentCommand {
             // A backstop should everything else be dropped with the runtime.
             .kill_on_drop(true);
         crate::sandbox::die_with_parent(&mut command);
-        // Outside a sandbox (which has a PID namespace of its own where it can), and where the
-        // runtime is root: a PID namespace of its own, so that what it starts dies with it,
-        // also when the runtime is killed (`acp_process::contain_tree`).
+        // Outside a sandbox (which has a PID namespace of its own where it can): a PID
+        // namespace of its own where the kernel allows one (for a runtime that is not root,
+        // inside a user namespace), so that what it starts dies with it, also when the runtime
+        // is killed (`acp_process::contain_tree`).
         if self.sandbox.is_none() && acp_process::contain_tree(command.as_std_mut()) {
             tracing::debug!(program = ?self.program, "started in a PID namespace of its own");
         }
@@ -199,9 +203,10 @@ impl AgentCommand {
             }
             let path = self.agent_env("PATH");
             let program = (Path::new(&self.program), self.cwd.as_deref());
-            sandbox.apply(&mut command, program, path.as_deref(), false)?;
+            let cgroup = sandbox.apply(&mut command, program, path.as_deref(), false)?;
+            return Ok((command, cgroup));
         }
-        Ok(command)
+        Ok((command, None))
     }
 }
 
@@ -267,6 +272,9 @@ pub(crate) struct AgentProcess {
     tree: Mutex<acp_process::Tree>,
     /// A remote agent: no process, no group; its "stderr" is how the connection ended.
     remote: bool,
+    /// Its run's cgroup, where its sandbox limits it with one: ended (what is left inside
+    /// killed, the cgroup removed) once it is stopped.
+    cgroup: Mutex<Option<acp_process::cgroup::RunCgroup>>,
 }
 
 /// Spawns the agent; returns the process and its stdin and stdout.
@@ -279,7 +287,8 @@ pub(crate) fn spawn(
     if let Err(why) = acp_process::adopt_orphans_result() {
         tracing::debug!("{why}: what an agent leaves behind outside its process group may outlive it");
     }
-    let mut child = (command.to_command()?.spawn()).map_err(crate::sandbox::explain_spawn_error)?;
+    let (mut command_to_run, cgroup) = command.to_command()?;
+    let mut child = (command_to_run.spawn()).map_err(crate::sandbox::explain_spawn_error)?;
     let pid = child.id();
     let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
         (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
@@ -305,6 +314,7 @@ pub(crate) fn spawn(
             stopped: std::sync::atomic::AtomicBool::new(false),
             tree: Mutex::default(),
             remote: false,
+            cgroup: Mutex::new(cgroup),
         },
         stdin,
         stdout,
@@ -349,6 +359,7 @@ impl AgentProcess {
             stopped: std::sync::atomic::AtomicBool::new(true),
             tree: Mutex::default(),
             remote: true,
+            cgroup: Mutex::default(),
         }
     }
 }
@@ -472,10 +483,26 @@ impl AgentProcess {
         // The leader is gone; its group may not be.
         self.stop_group_left(kill_grace).await;
         self.end_descendants(kill_grace).await;
+        self.end_cgroup();
         if !self.group_alive() {
             self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         state
+    }
+
+    /// Ends its run's cgroup, if it has one: what is left inside is killed (bounded; by now
+    /// usually nothing), and the cgroup removed.
+    fn end_cgroup(&self) {
+        let Some(cgroup) = lock(&self.cgroup).take() else {
+            return;
+        };
+        let oom_kills = cgroup.oom_kills();
+        if oom_kills > 0 {
+            tracing::warn!(pid = ?self.pid, oom_kills, "the sandbox's memory limit (limits.memory_mb, all its processes together) ended some of its processes");
+        }
+        if !cgroup.end() {
+            tracing::warn!(pid = ?self.pid, "its cgroup could not be emptied and removed: left behind");
+        }
     }
 
     /// Notes what the agent has started so far, so that stopping it ends those too, wherever
@@ -538,6 +565,7 @@ impl AgentProcess {
         if !tree.end(kill_grace) {
             tracing::error!(pid = ?self.pid, left = ?tree.pids(), "processes the agent started could not be stopped");
         }
+        self.end_cgroup();
     }
 
     /// The agent's process group, stopped now (see [`AgentProcess::stop_now`]).
@@ -638,3 +666,54 @@ fn group_has_running_process(_: rustix::process::Pid) -> bool {
 }
 
 use tokio::io::AsyncReadExt as _;
+
+#[cfg(all(test, target_os = "linux", feature = "sandbox"))]
+mod tests {
+    use super::*;
+    use crate::sandbox::{KernelSupport, SandboxProfile};
+
+    /// Issue #44: a sandboxed agent (or stdio MCP server) whose sandbox sets `memory_mb` runs
+    /// in a cgroup of its own (which counts its shared memory), joined before it runs; the
+    /// cgroup is removed when the agent is stopped.
+    #[tokio::test]
+    async fn a_sandboxed_agent_runs_in_a_cgroup_of_its_own_removed_when_it_stops() {
+        let cgroups = acp_process::cgroup::probe();
+        if cgroups.available().memory.is_none() {
+            test_support::skip_unless_required(&format!(
+                "this process may make no memory cgroup here ({:?})",
+                cgroups.why_not()
+            ));
+            return;
+        }
+        let doc = serde_json::json!({
+            "provider": "local", "config": {}, "limits": {"memory_mb": 64},
+            "metadata": {"agentacp": {"enforcement": "best-effort"}},
+        });
+        let profile = SandboxProfile::from_frontmatter(&doc).unwrap();
+        let confinement = Confinement::plan(profile, None, KernelSupport::probe()).unwrap();
+        let command = AgentCommand::new("/bin/sleep")
+            .arg("60")
+            .confined(Arc::new(confinement));
+        let (agent, stdin, _stdout) = spawn(&command, 4).unwrap();
+        let pid = agent.pid.unwrap();
+        let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        let name = (own.lines())
+            .find(|line| {
+                line.split(':')
+                    .nth(1)
+                    .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+            })
+            .or_else(|| own.lines().find(|line| line.starts_with("0::")))
+            .and_then(|line| line.rsplit('/').next())
+            .unwrap_or_default()
+            .to_string();
+        assert!(name.starts_with("agentacp-"), "not in a run's cgroup: {own}");
+        let dir = (cgroups.folders().into_iter())
+            .map(|folder| folder.join(&name))
+            .find(|dir| dir.exists())
+            .expect("its cgroup");
+        drop(stdin);
+        agent.stop(Duration::from_millis(100), Duration::from_millis(500)).await;
+        assert!(!dir.exists(), "left behind: {}", dir.display());
+    }
+}

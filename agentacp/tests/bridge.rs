@@ -1090,6 +1090,40 @@ async fn a_duplicate_id_in_flight_is_refused_and_the_first_request_keeps_its_ans
     assert_eq!(prompts, 2, "{records:#?}");
 }
 
+/// A bridge, a client and a server take their shared limits and timeouts from one place
+/// (`connection::Limits`): the bridge's `exit_grace` was 1 s beside the client's 2 s, and the
+/// frame limit was typed out in each.
+#[test]
+fn the_limits_a_bridge_shares_with_a_client_and_a_server_have_one_default() {
+    let limits = agentacp::connection::Limits::DEFAULT;
+    let bridge = BridgeOptions::default();
+    let client = agentacp::client::ClientOptions::default();
+    let server = agentacp::server::ServerOptions::default();
+    let frames = [bridge.max_frame_bytes, client.max_frame_bytes, server.max_frame_bytes];
+    assert_eq!(frames, [limits.max_frame_bytes; 3]);
+    let writes = [bridge.write_timeout, client.write_timeout, server.write_timeout];
+    assert_eq!(writes, [limits.write_timeout; 3]);
+    let permissions = [
+        bridge.permission_timeout,
+        client.permission_timeout,
+        server.permission_timeout,
+    ];
+    assert_eq!(permissions, [limits.permission_timeout; 3]);
+    assert_eq!(
+        (bridge.request_timeout, client.request_timeout),
+        (limits.request_timeout, limits.request_timeout)
+    );
+    assert_eq!(
+        (bridge.exit_grace, bridge.kill_grace),
+        (client.exit_grace, client.kill_grace)
+    );
+    assert_eq!(
+        (bridge.exit_grace, bridge.kill_grace),
+        (limits.exit_grace, limits.kill_grace)
+    );
+    assert_eq!(bridge.shutdown_grace, server.shutdown_grace);
+}
+
 #[tokio::test]
 async fn a_frame_over_the_limit_is_answered_with_its_id_or_null_and_the_next_one_served() {
     let dir = tempfile::tempdir().unwrap();

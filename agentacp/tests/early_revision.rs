@@ -4,7 +4,7 @@
 //! `fs/write_text_file` answer `null`.
 //!
 //! - The messages of that era (`tests/wire-early/e1c94557.json`, written by hand from the
-//!   revision's schema, which `scaffold-aip/tests/regen.rs` checks them against) go through
+//!   revision's schema, which `acp-wire-gen/tests/generator/upstream.rs` checks them against) go through
 //!   the module's method enums and come back as the same JSON; those the schema refuses are
 //!   refused.
 //! - A server runs on the module through `#[acp_operator(wire = …)]`: it answers `initialize`

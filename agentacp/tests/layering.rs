@@ -7,8 +7,10 @@
 //!    declared modes, config options, commands and extensions), `env.rs` (the `AGENTACP_*`
 //!    environment, state folder, logging), `auth.rs`, `websocket/`, `subprocess.rs` (programs
 //!    started and spoken to over stdio: agents, stdio MCP servers), `mcp/` (MCP clients, with
-//!    `rmcp`), `sandbox/` (the local sandbox: Landlock, limits, the environment, the
-//!    network): what servers, clients and bridges share;
+//!    `rmcp`), `sandbox.rs` (the local sandbox, the `agentacp-sandbox` crate, and the
+//!    sandbox a manifest binds), `oversight/` (the governance decision, the approval question, the
+//!    write-ahead audit record), `downstream.rs` (where a client's or a bridge's agent is):
+//!    what servers, clients and bridges share;
 //! 3. `server/` and `client/`, side by side: neither imports the other;
 //! 4. `bridge/`;
 //! 5. `lib.rs`, the crate root (re-exports, the prelude, the macro's `__private`).
@@ -44,7 +46,7 @@ fn layer_of(file: &str) -> (u8, &'static str) {
             (1, "foundation")
         }
         "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" | "subprocess.rs" | "mcp"
-        | "sandbox" => (2, "shared"),
+        | "sandbox.rs" | "oversight" | "downstream.rs" | "connection" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
         "bridge" => (4, "bridge"),

@@ -538,12 +538,13 @@ async fn refusals_are_answered_with_their_http_status() {
             .await
             .contains("101")
     );
-    // Another path: 404. A plain HTTP request: 426.
+    // Another path: 404. A plain HTTP GET is Streamable HTTP (issue #47), and one that asks
+    // for no event stream is not acceptable: 406.
     assert!(http_status(addr, &upgrade_request("/other", "")).await.contains("404"));
     assert!(
         http_status(addr, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
-            .contains("426")
+            .contains("406")
     );
     server.shut_down().await;
 }

@@ -307,24 +307,14 @@ pub fn shorten(text: &str, max: usize) -> String {
 }
 
 /// The variable under which a test whose peer (Node, an npm package, the Python SDK, a real
-/// agent) is missing fails instead of skipping. `.ci/run` sets it, so a CI run cannot pass
-/// with a peer silently absent; a developer without Node or Python still gets clean skips.
-pub const REQUIRE_PEERS: &str = "AGENTACP_REQUIRE_PEERS";
+/// agent) is missing fails instead of skipping (`.ci/run` sets it).
+pub use test_support::REQUIRE_PEERS;
 
 /// Says why a test is skipped (its peer is missing): prints `skipped: {why}` on stderr, or,
-/// when [`REQUIRE_PEERS`] is set to anything but `0` or empty, fails the test with that reason.
-/// The caller returns right after.
+/// when [`REQUIRE_PEERS`] is set to anything but `0` or empty, fails the test with that reason
+/// ([`test_support::skip_unless_required`]). The caller returns right after.
 pub fn skip_without_peer(why: &str) {
-    let flag = std::env::var_os(REQUIRE_PEERS);
-    skip_or_fail(why, flag.is_some_and(|v| !v.is_empty() && v != "0"));
-}
-
-/// [`skip_without_peer`] with the flag read: fails when `peers_required`, else prints.
-fn skip_or_fail(why: &str, peers_required: bool) {
-    if peers_required {
-        panic!("the peer this test needs is missing ({REQUIRE_PEERS} is set, as under CI): {why}");
-    }
-    eprintln!("skipped: {why}");
+    test_support::skip_unless_required(why);
 }
 
 /// The Python that runs the scripts of `interop/py` (the official Python SDK, import name
@@ -402,14 +392,5 @@ pub fn run_script(command: &mut std::process::Command, deadline: Duration) -> Sc
         status,
         stdout: stdout.join().unwrap_or_default(),
         stderr: stderr.join().unwrap_or_default(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    #[should_panic(expected = "the peer this test needs is missing")]
-    fn a_missing_peer_fails_the_test_when_peers_are_required() {
-        super::skip_or_fail("node is absent", true);
     }
 }

@@ -139,9 +139,13 @@ for line in sys.stdin:
 
 /// The hostile MCP server over streamable HTTP (Python's `http.server`): it prints its URL,
 /// then answers each request with one server-sent event (the same answers as [`HOSTILE_MCP`])
-/// and keeps the stream open, as a server with more to say would.
+/// and keeps the stream open, as a server with more to say would. A call's arguments may ask
+/// for more: `"as": "json"` answers it as an `application/json` body instead (no length given,
+/// the connection closed after it), and `"bytes": n` answers with a text of `n` bytes instead
+/// of a deep value (`-1`: a text that never ends, sent until the client hangs up).
 const HOSTILE_HTTP_MCP: &str = r#"
 import http.server, json, sys, threading
+CHUNK = b"x" * 65536
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *args):
@@ -159,24 +163,38 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        args = msg.get("params", {}).get("arguments", {}) if method == "tools/call" else {}
+        size = args.get("bytes")
         if method == "initialize":
             answer = json.dumps({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": msg["params"]["protocolVersion"],
                 "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "1"}}})
         elif method == "tools/list":
             answer = json.dumps({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}})
+        elif method == "tools/call" and size is not None:
+            answer = '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"' % json.dumps(id)
         elif method == "tools/call":
-            n = int(msg["params"]["arguments"]["levels"])
+            n = int(args["levels"])
             deep = '{"path":' + "[" * (n - 1) + '"x"' + "]" * (n - 1) + "}"
             answer = '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"deep"}],"structuredContent":%s}}' % (json.dumps(id), deep)
         else:
             answer = json.dumps({"jsonrpc": "2.0", "id": id, "result": {}})
+        as_json = args.get("as") == "json"
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Type", "application/json" if as_json else "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(("event: message\ndata: " + answer + "\n\n").encode())
-        self.wfile.flush()
-        if method == "tools/call":
+        try:
+            self.wfile.write((answer if as_json else "event: message\ndata: " + answer).encode())
+            if size is not None:
+                while size < 0:
+                    self.wfile.write(CHUNK)
+                self.wfile.write(b"x" * size + b'"}]}}')
+            if not as_json:
+                self.wfile.write(b"\n\n")
+            self.wfile.flush()
+        except OSError:
+            return
+        if method == "tools/call" and not as_json:
             threading.Event().wait(600)
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
@@ -193,6 +211,40 @@ fn system_python() -> Option<PathBuf> {
         .find(|path| path.exists())
 }
 
+/// What the record of one call of the hostile server's `echo` must hold.
+#[derive(Clone, Copy, Debug)]
+enum Outcome {
+    /// Its result, all of it (deep parts kept as JSON text).
+    Read,
+    /// The error that says its answer was not read, with these words.
+    Fails(&'static str),
+}
+
+/// One call of the hostile server's `echo`: its arguments and what its record must hold.
+#[derive(Debug)]
+struct Call {
+    args: Value,
+    outcome: Outcome,
+}
+
+/// A call of `echo` at each of [`DEPTHS`], with the arguments `extra` besides: an answer
+/// deeper than [`MCP_READABLE`] fails its call.
+fn deep_calls(extra: &Value) -> Vec<Call> {
+    DEPTHS
+        .iter()
+        .map(|&levels| {
+            let mut args = extra.clone();
+            args["levels"] = levels.into();
+            let outcome = if levels <= MCP_READABLE {
+                Outcome::Read
+            } else {
+                Outcome::Fails("answer nests too deep")
+            };
+            Call { args, outcome }
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_mcp_servers_deep_structured_content_keeps_the_log_verifiable() {
     let Some(python) = system_python() else {
@@ -203,13 +255,19 @@ async fn a_hostile_mcp_servers_deep_structured_content_keeps_the_log_verifiable(
     let script = dirs.workspace_root.join("hostile_mcp.py");
     std::fs::write(&script, HOSTILE_MCP).unwrap();
     let servers = json!([{"name": "notes", "command": python, "args": [script], "env": []}]);
-    deep_answers_fail_at_once_and_the_log_verifies(&dirs, servers).await;
+    hostile_answers_fail_at_once_and_the_log_verifies(&dirs, servers, &deep_calls(&json!({}))).await;
 }
 
-/// The same hostile server over streamable HTTP, its answer to a call sent as a server-sent
-/// event: an answer too deep for rmcp fails its call at once, as over stdio.
+/// The most bytes of one answer of an HTTP MCP server's that are read (one server-sent
+/// event, or one `application/json` body), as over stdio.
+const MCP_MAX_ANSWER: i64 = 16 * 1024 * 1024;
+
+/// The same hostile server over streamable HTTP, its answers sent as server-sent events or as
+/// `application/json` bodies: an answer too deep for rmcp, or larger than [`MCP_MAX_ANSWER`]
+/// (one that never ends among them, which must not be read to its end), fails its call at
+/// once, as over stdio, and the session's next call is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hostile_http_mcp_servers_deep_structured_content_fails_its_call_at_once() {
+async fn a_hostile_http_mcp_servers_deep_or_huge_answers_fail_their_calls_at_once() {
     use tokio::io::AsyncBufReadExt;
     let Some(python) = system_python() else {
         eprintln!("skipped: no system python3 for the hostile MCP server");
@@ -231,13 +289,28 @@ async fn a_hostile_http_mcp_servers_deep_structured_content_fails_its_call_at_on
         .expect("its URL in time")
         .expect("its URL");
     let servers = json!([{"type": "http", "name": "notes", "url": url.trim(), "headers": []}]);
-    deep_answers_fail_at_once_and_the_log_verifies(&dirs, servers).await;
+    let mut calls = Vec::new();
+    for transport in ["sse", "json"] {
+        calls.extend(deep_calls(&json!({"as": transport})));
+        for bytes in [MCP_MAX_ANSWER + 1024, -1] {
+            let args = json!({"as": transport, "bytes": bytes});
+            calls.push(Call {
+                args,
+                outcome: Outcome::Fails("answer is too large"),
+            });
+        }
+    }
+    calls.push(Call {
+        args: json!({"levels": 100}),
+        outcome: Outcome::Read,
+    });
+    hostile_answers_fail_at_once_and_the_log_verifies(&dirs, servers, &calls).await;
 }
 
 /// Runs the sandboxed example twice on one log with the hostile MCP server `servers` names
-/// (`notes`), calling its `echo` at each of [`DEPTHS`], each turn bounded by [`MCP_WAIT`]: the
-/// log verifies, and each call is recorded with its result or the error that it nests too deep.
-async fn deep_answers_fail_at_once_and_the_log_verifies(dirs: &AgentDirs, servers: Value) {
+/// (`notes`), making each of `calls` in one session, each turn bounded by [`MCP_WAIT`]: the
+/// log verifies, and each call is recorded as its [`Outcome`] says.
+async fn hostile_answers_fail_at_once_and_the_log_verifies(dirs: &AgentDirs, servers: Value, calls: &[Call]) {
     let project = dirs.project("p");
     let mut records = 0;
     for _run in 0..2 {
@@ -256,14 +329,9 @@ async fn deep_answers_fail_at_once_and_the_log_verifies(dirs: &AgentDirs, server
             .await
             .expect("session/new answered in time")
             .expect("session/new accepted");
-        for levels in DEPTHS {
-            run_turn_within(
-                &client,
-                &session,
-                &format!(r#"/mcp call notes echo {{"levels":{levels}}}"#),
-                MCP_WAIT,
-            )
-            .await;
+        for call in calls {
+            let text = format!("/mcp call notes echo {}", call.args);
+            run_turn_within(&client, &session, &text, MCP_WAIT).await;
         }
         let status = tokio::time::timeout(WAIT, client.close())
             .await
@@ -271,24 +339,32 @@ async fn deep_answers_fail_at_once_and_the_log_verifies(dirs: &AgentDirs, server
         assert!(status.is_some_and(|s| s.success()), "{status:?}");
         records = check_log(&dirs.audit_log, records);
     }
-    // Every call is recorded: with its result, all of it (deep parts kept as JSON text), or,
-    // where the answer nests too deep to be read, with the error that says so.
     let outputs: Vec<Value> = audit_records(&dirs.audit_log)
         .into_iter()
         .filter(|r| r["action"] == "tool.call")
         .map(|r| r["output"].clone())
         .collect();
-    assert_eq!(outputs.len(), 2 * DEPTHS.len(), "{outputs:?}");
-    for (output, &levels) in outputs.iter().zip(DEPTHS.iter().chain(&DEPTHS)) {
-        let text = output.to_string();
-        if levels <= MCP_READABLE {
-            assert!(
-                text.contains(r#"\"x\""#) && text.contains(DEEP_JSON_KEY),
-                "{levels}: {text}"
-            );
-        } else {
-            let error = output["error"].as_str().unwrap_or_default();
-            assert!(error.contains("answer nests too deep"), "{levels}: {text}");
+    assert_eq!(outputs.len(), 2 * calls.len(), "{outputs:?}");
+    let wrong: Vec<String> = outputs
+        .iter()
+        .zip(calls.iter().chain(calls))
+        .filter(|(output, call)| !recorded_as_expected(output, call.outcome))
+        .map(|(output, call)| format!("{}: {}", call.args, interop::shorten(&output.to_string(), 1000)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "calls recorded otherwise than expected:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Whether a call's recorded `output` is as `outcome` says.
+fn recorded_as_expected(output: &Value, outcome: Outcome) -> bool {
+    match outcome {
+        Outcome::Read => {
+            let text = output.to_string();
+            text.contains(r#"\"x\""#) && text.contains(DEEP_JSON_KEY)
         }
+        Outcome::Fails(words) => output["error"].as_str().is_some_and(|error| error.contains(words)),
     }
 }

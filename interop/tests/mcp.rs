@@ -619,12 +619,15 @@ async fn session_new_refuses_malformed_or_unoffered_mcp_servers() {
 }
 
 /// Whether this kernel can enforce the example's SANDBOX.md (Landlock and a network namespace
-/// of its own); says so on stderr when not — the example then refuses to start, by design.
+/// of its own); says so on stderr when not — the example then refuses to start, by design —
+/// or fails the test under CI (`test_support::skip_unless_required`).
 fn sandbox_enforceable() -> bool {
     let kernel = agentacp::sandbox::KernelSupport::probe();
     let enforceable = kernel.landlock_abi > 0 && kernel.network_namespace;
     if !enforceable {
-        eprintln!("skipped: this kernel cannot enforce the example's sandbox ({kernel:?})");
+        test_support::skip_unless_required(&format!(
+            "this kernel cannot enforce the example's sandbox ({kernel:?})"
+        ));
     }
     enforceable
 }

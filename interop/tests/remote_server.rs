@@ -83,12 +83,11 @@ async fn sigterm_answers_the_running_turn_cancelled_and_the_server_exits_0() {
     interop::audit::check_identity_in_audit_log(&dirs.audit_log, IDENTITY);
 }
 
-/// Issue #45.10: the remote profile served is WebSocket at `/acp`; Streamable HTTP is not
-/// served yet. What an SDK's HTTP client sends (a JSON-RPC `initialize` POSTed to `/acp`,
-/// asking for JSON or an event stream) gets `426 Upgrade Required`, as `docs/remote.md`
-/// says: this test keeps the page true until the HTTP profile lands.
+/// Issue #45.10, then #47: what an SDK's Streamable HTTP client sends first (a JSON-RPC
+/// `initialize` POSTed to `/acp`) is served on the WebSocket listener's endpoint: `200`, the
+/// answer as JSON, and the connection's id in `Acp-Connection-Id` (as `docs/remote.md` says).
 #[test]
-fn a_streamable_http_post_to_acp_gets_426_upgrade_required() {
+fn a_streamable_http_initialize_posted_to_acp_is_answered_with_a_connection_id() {
     use std::io::{Read, Write};
     let dirs = AgentDirs::new();
     let mut env = dirs.env();
@@ -112,15 +111,15 @@ fn a_streamable_http_post_to_acp_gets_426_upgrade_required() {
     // The server closes the connection after its answer (or the read times out: a failure).
     let _ = stream.read_to_string(&mut answer);
     let status = answer.lines().next().unwrap_or_default();
-    assert_eq!(status, "HTTP/1.1 426 Upgrade Required", "{answer}");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{answer}");
     assert!(
         answer
             .lines()
-            .any(|line| line.eq_ignore_ascii_case("upgrade: websocket")),
-        "a 426 names the protocol to upgrade to: {answer}"
+            .any(|line| line.to_ascii_lowercase().starts_with("acp-connection-id: ")),
+        "the connection is named: {answer}"
     );
     assert!(
-        answer.contains("WebSocket"),
-        "the body says what to use instead: {answer}"
+        answer.contains(r#""protocolVersion":1"#) && answer.contains(r#""id":1"#),
+        "the answer to initialize is the body: {answer}"
     );
 }

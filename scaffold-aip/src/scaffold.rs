@@ -355,9 +355,30 @@ pub fn checkout_agentacp_of(package_dir: &std::path::Path) -> Option<PathBuf> {
 
 /// Generates the crate `options.dir/options.name`; refuses to touch an existing folder.
 pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
+    let root = new_root(options)?;
+    let agentacp_dep = agentacp_dependency(options)?;
+    let workspace_mount = sandbox_mount(options)?;
+    let data = template_data(options, &agentacp_dep, &workspace_mount);
+    let rendered = render(&plan(options.kind, options.tier), &data)?;
+    write_crate(options, &root, &rendered)?;
+    Ok(Scaffolded {
+        root,
+        files: rendered.into_iter().map(|(path, _)| path).collect(),
+        kind: options.kind,
+        agentacp_dependency: agentacp_dep,
+    })
+}
+
+/// Whether the new crate offers WebSocket.
+fn offers_websocket(options: &Options) -> bool {
+    options.transports.contains(&Transport::Websocket)
+}
+
+/// The new crate's folder, after checking its name, that its transports fit its kind, and
+/// that nothing is there yet.
+fn new_root(options: &Options) -> Result<PathBuf, ScaffoldError> {
     validate_name(&options.name)?;
-    let websocket = options.transports.contains(&Transport::Websocket);
-    if websocket && options.kind != Kind::Server {
+    if offers_websocket(options) && options.kind != Kind::Server {
         return Err(ScaffoldError::BadOptions(
             "--transport websocket is offered by servers only (it adds `authenticate` to the server trait)".into(),
         ));
@@ -366,11 +387,17 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
     if root.symlink_metadata().is_ok() {
         return Err(ScaffoldError::Exists(root));
     }
+    Ok(root)
+}
+
+/// The `agentacp` dependency of the new `Cargo.toml` (the TOML value): a path (made
+/// absolute) or the release, with the features the crate needs.
+fn agentacp_dependency(options: &Options) -> Result<String, ScaffoldError> {
     // A server that offers WebSocket serves it with agentacp's `websocket` feature; a
     // sandboxed server uses the session's MCP servers, and a sandboxed bridge offers the
     // editor's to its agent, with its `mcp` feature.
     let features: Vec<&str> = [
-        (websocket, "\"websocket\""),
+        (offers_websocket(options), "\"websocket\""),
         (
             options.kind != Kind::Client && options.tier == Tier::Sandboxed,
             "\"mcp\"",
@@ -379,7 +406,7 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
     .into_iter()
     .filter_map(|(wanted, feature)| wanted.then_some(feature))
     .collect();
-    let agentacp_dep = match &options.agentacp_path {
+    let dep = match &options.agentacp_path {
         Some(path) => {
             let absolute = std::path::absolute(path).map_err(|error| ScaffoldError::Io(path.clone(), error))?;
             let text = absolute.to_string_lossy().replace('\\', "/");
@@ -388,80 +415,88 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         None if !features.is_empty() => format!("{{ version = {} }}", dependency("agentacp")),
         None => dependency("agentacp").to_string(),
     };
-    let agentacp_dep = if features.is_empty() {
-        agentacp_dep
-    } else {
-        agentacp_dep.replacen(" }", &format!(", features = [{}] }}", features.join(", ")), 1)
+    if features.is_empty() {
+        return Ok(dep);
+    }
+    Ok(dep.replacen(" }", &format!(", features = [{}] }}", features.join(", ")), 1))
+}
+
+/// The workspace mount the templates get: [`workspace_mount`] at tier sandboxed, else
+/// nothing (and `--workspace-root` is refused).
+fn sandbox_mount(options: &Options) -> Result<String, ScaffoldError> {
+    match options.tier {
+        Tier::Sandboxed => workspace_mount(options),
+        _ if options.workspace_root.is_some() => Err(ScaffoldError::BadOptions(
+            "--workspace-root names the folder SANDBOX.md mounts: it is for --tier sandboxed only".into(),
+        )),
+        _ => Ok(String::new()),
+    }
+}
+
+/// Whether the new operator declares `fs.readTextFile`: clients and bridges from tier
+/// governance-aware on (it is beyond tier basic, ACP208).
+fn declares_read(kind: Kind, tier: Tier) -> bool {
+    kind != Kind::Server && tier != Tier::Basic
+}
+
+/// The new operator's `description`, its README's summary and its role, in words.
+fn descriptions(kind: Kind, tier: Tier) -> (String, String, &'static str) {
+    let reading = |text: &'static str| if declares_read(kind, tier) { text } else { "" };
+    let governed_reads = match tier {
+        Tier::Basic => "",
+        _ => " and reads files through a governed tool call on `/read PATH`",
     };
-    let (kind, tier) = (options.kind, options.tier);
-    let workspace_mount = match tier {
-        Tier::Sandboxed => workspace_mount(options)?,
-        _ if options.workspace_root.is_some() => {
-            return Err(ScaffoldError::BadOptions(
-                "--workspace-root names the folder SANDBOX.md mounts: it is for --tier sandboxed only".into(),
-            ));
-        }
-        _ => String::new(),
-    };
-    let governed = tier != Tier::Basic;
-    let declares_read = kind != Kind::Server && governed;
-    let reading = |text: &'static str| if declares_read { text } else { "" };
-    let (description, summary, role) = match kind {
+    let tier = tier.as_str();
+    match kind {
         Kind::Server => (
-            format!(
-                "An AIP-44 ACP server at tier {} that echoes each prompt back.",
-                tier.as_str()
-            ),
-            format!(
-                "An ACP server (`kind: server`, tier `{}`) that echoes each prompt back{}.",
-                tier.as_str(),
-                if governed {
-                    " and reads files through a governed tool call on `/read PATH`"
-                } else {
-                    ""
-                }
-            ),
+            format!("An AIP-44 ACP server at tier {tier} that echoes each prompt back."),
+            format!("An ACP server (`kind: server`, tier `{tier}`) that echoes each prompt back{governed_reads}."),
             "Echo every prompt back to the user.",
         ),
         Kind::Client => (
+            format!("An AIP-44 ACP client at tier {tier} that sends an agent one prompt and prints the answer."),
             format!(
-                "An AIP-44 ACP client at tier {} that sends an agent one prompt and prints the answer.",
-                tier.as_str()
-            ),
-            format!(
-                "An ACP client (`kind: client`, tier `{}`): it starts an agent, sends it one prompt and \
+                "An ACP client (`kind: client`, tier `{tier}`): it starts an agent, sends it one prompt and \
                  prints the answer{}.",
-                tier.as_str(),
                 reading(", letting the agent read files in the current folder")
             ),
             "Drive an agent with one prompt and show its answer.",
         ),
         Kind::Bridge => (
+            format!("An AIP-44 ACP bridge at tier {tier} between an editor and an agent."),
             format!(
-                "An AIP-44 ACP bridge at tier {} between an editor and an agent.",
-                tier.as_str()
-            ),
-            format!(
-                "An ACP bridge (`kind: bridge`, tier `{}`): the editor talks to it as to an agent; it starts \
+                "An ACP bridge (`kind: bridge`, tier `{tier}`): the editor talks to it as to an agent; it starts \
                  the agent named on its command line and relays the session{}.",
-                tier.as_str(),
                 reading(", letting the agent read files through the editor")
             ),
             "Relay a session between an editor and an agent.",
         ),
-    };
+    }
+}
+
+/// The documents the new manifest refers to, as a phrase (`A, B and C`).
+fn refs_text(kind: Kind, tier: Tier) -> String {
+    let governed = tier != Tier::Basic;
     let refs = [
         (kind == Kind::Server || governed, "`OPERATOR.md` (AIP-9)"),
         (governed, "`GOVERNANCE.md` (AIP-7)"),
         (tier == Tier::Sandboxed, "`SANDBOX.md` (AIP-36)"),
     ];
     let refs: Vec<&str> = refs.iter().filter(|(on, _)| *on).map(|(_, text)| *text).collect();
-    let refs_text = match refs.as_slice() {
+    match refs.as_slice() {
         [] => String::new(),
         [one] => one.to_string(),
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
-    };
-    let data = json!({
+    }
+}
+
+/// What the templates are rendered with.
+fn template_data(options: &Options, agentacp_dep: &str, workspace_mount: &str) -> serde_json::Value {
+    let (kind, tier) = (options.kind, options.tier);
+    let governed = tier != Tier::Basic;
+    let websocket = offers_websocket(options);
+    let (description, summary, role) = descriptions(kind, tier);
+    json!({
         "name": options.name,
         "crate_name": options.name.replace('-', "_"),
         "struct_name": struct_name(&options.name),
@@ -476,26 +511,22 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
         "sandboxed_server": kind == Kind::Server && tier == Tier::Sandboxed,
         "workspace_mount": workspace_mount,
         "needs_operator": kind == Kind::Server || governed,
-        // `fs.readTextFile` is beyond tier basic (ACP208): declared from governance-aware on.
-        "declares_read": declares_read,
-        "refs_text": refs_text,
+        "declares_read": declares_read(kind, tier),
+        "refs_text": refs_text(kind, tier),
         "websocket": websocket,
         "transport_yaml": if websocket { "[stdio, websocket]" } else { "stdio" },
         "acp_rev": default_acp_rev(),
-        "agentacp_dep": &agentacp_dep,
+        "agentacp_dep": agentacp_dep,
         "tokio_dep": dependency("tokio"),
         "description": description,
         "summary": summary,
         "role": role,
-    });
-    let mut registry = Handlebars::new();
-    registry.set_strict_mode(true);
-    registry.register_escape_fn(handlebars::no_escape);
-    for (name, text) in TEMPLATES {
-        registry
-            .register_template_string(name, *text)
-            .map_err(|error| ScaffoldError::Template(format!("{name}: {error}")))?;
-    }
+    })
+}
+
+/// The files of the new crate, in order: (path in the crate, template).
+fn plan(kind: Kind, tier: Tier) -> Vec<(&'static str, String)> {
+    let governed = tier != Tier::Basic;
     let k = kind.as_str();
     let mut plan: Vec<(&str, String)> = vec![("Cargo.toml", "Cargo.toml".into()), ("ACP.md", "ACP.md".into())];
     if kind == Kind::Server || governed {
@@ -513,26 +544,37 @@ pub fn new_crate(options: &Options) -> Result<Scaffolded, ScaffoldError> {
     plan.push(("src/lib.rs", format!("{k}/lib.rs")));
     plan.push(("src/main.rs", format!("{k}/main.rs")));
     plan.push(("tests/smoke.rs", format!("{k}/smoke.rs")));
-    let mut rendered = Vec::new();
-    for (path, template) in &plan {
-        let text = registry
-            .render(template, &data)
-            .map_err(|error| ScaffoldError::Template(format!("{template}: {error}")))?;
-        rendered.push((PathBuf::from(path), text));
+    plan
+}
+
+/// Each file of `plan` rendered with `data`: (path in the crate, text).
+fn render(plan: &[(&str, String)], data: &serde_json::Value) -> Result<Vec<(PathBuf, String)>, ScaffoldError> {
+    let mut registry = Handlebars::new();
+    registry.set_strict_mode(true);
+    registry.register_escape_fn(handlebars::no_escape);
+    for (name, text) in TEMPLATES {
+        registry
+            .register_template_string(name, *text)
+            .map_err(|error| ScaffoldError::Template(format!("{name}: {error}")))?;
     }
-    // Everything rendered: only now touch the disk, and all at once — the crate is made in
-    // a temporary folder beside its place and renamed there, never over a folder that exists
-    // (one that appeared meanwhile included), so a crash leaves no half-made crate.
+    plan.iter()
+        .map(|(path, template)| {
+            let text = registry
+                .render(template, data)
+                .map_err(|error| ScaffoldError::Template(format!("{template}: {error}")))?;
+            Ok((PathBuf::from(path), text))
+        })
+        .collect()
+}
+
+/// Writes the `rendered` files as the folder `root`, all at once: the crate is made in a
+/// temporary folder beside its place and renamed there, never over a folder that exists (one
+/// that appeared meanwhile included), so a crash leaves no half-made crate.
+fn write_crate(options: &Options, root: &std::path::Path, rendered: &[(PathBuf, String)]) -> Result<(), ScaffoldError> {
     std::fs::create_dir_all(&options.dir).map_err(|error| ScaffoldError::Io(options.dir.clone(), error))?;
-    crate::atomic::create_folder(&root, &rendered).map_err(|error| match error.kind() {
-        std::io::ErrorKind::AlreadyExists if root.exists() => ScaffoldError::Exists(root.clone()),
-        _ => ScaffoldError::Io(root.clone(), error),
-    })?;
-    Ok(Scaffolded {
-        root,
-        files: rendered.into_iter().map(|(path, _)| path).collect(),
-        kind,
-        agentacp_dependency: agentacp_dep,
+    crate::atomic::create_folder(root, rendered).map_err(|error| match error.kind() {
+        std::io::ErrorKind::AlreadyExists if root.exists() => ScaffoldError::Exists(root.to_path_buf()),
+        _ => ScaffoldError::Io(root.to_path_buf(), error),
     })
 }
 

@@ -20,8 +20,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::client::oversight::ToolFacts;
 use crate::governance::Decision;
+use crate::oversight::ToolFacts;
 
 /// The fields of a tool call that [`ToolFacts`] reads to tell which tool it is, besides
 /// `_meta.aip44.tool` (kept alone, as `{"_meta": {"aip44": {"tool": …}}}`).
@@ -64,6 +64,16 @@ struct Call {
 }
 
 impl Call {
+    /// A call not shown to the editor yet.
+    fn new(fields: Map<String, Value>, state: State, replayed: bool) -> Call {
+        Call {
+            fields,
+            state,
+            shown: false,
+            replayed,
+        }
+    }
+
     fn facts(&self) -> ToolFacts {
         facts_of(&self.fields)
     }
@@ -278,6 +288,106 @@ fn tool_name(facts: &ToolFacts) -> &str {
     facts.tool.as_deref().unwrap_or("unknown")
 }
 
+/// What a live update changed of a call already known (see [`Live::Pass`]).
+#[derive(Default)]
+struct Changes {
+    auto: bool,
+    redecided: Option<String>,
+    frozen: Option<Frozen>,
+}
+
+/// A known call described again by a live update: what identifies it is frozen as decided,
+/// and governance decides again if the rest (its arguments) changed. `Err`: hide it.
+fn described_again(
+    call: &mut Call,
+    id: &str,
+    update: &Map<String, Value>,
+    is_new: bool,
+    decide: impl Fn(&ToolFacts) -> Decision,
+) -> Result<Changes, Box<Live>> {
+    let mut changes = Changes::default();
+    let before = call.facts();
+    changes.frozen = freeze(&call.fields, update, is_new);
+    let update = changes.frozen.as_ref().map_or(update, |frozen| &frozen.update);
+    call.fields = if is_new {
+        // A call announced again is described again, whole.
+        identity(id, update)
+    } else {
+        overlay(&call.fields, update)
+    };
+    call.replayed = false;
+    let after = call.facts();
+    if same(&before, &after) {
+        return Ok(changes);
+    }
+    let decision = decide(&after);
+    changes.redecided = Some(decision_name(&decision));
+    match decision {
+        Decision::Deny(reason) => {
+            let close = call.shown;
+            call.hide();
+            return Err(Box::new(Live::Hide {
+                reason: format!(
+                    "policy violation: the agent turned the tool call into `{}`, which governance denies ({reason})",
+                    tool_name(&after)
+                ),
+                facts: after,
+                close,
+            }));
+        }
+        Decision::Allow => {
+            if call.state == State::NeedsApproval {
+                call.state = State::Allowed;
+                changes.auto = true;
+            } else if call.state == State::Allowed {
+                changes.auto = true;
+            }
+        }
+        Decision::Ask => {
+            // An approval was for what the call was; a rejection stays.
+            if matches!(call.state, State::Allowed | State::Approved) {
+                call.state = State::NeedsApproval;
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// Whether a live `update` of `call` passes: not when it shows the call running or done
+/// without the approval it needs, or after a rejection (`held`: the bridge holds the call at
+/// the wire, so its running is not yet a violation).
+fn passes(call: &mut Call, update: &Map<String, Value>, held: bool, changes: Changes) -> Live {
+    let status = update.get("status").and_then(Value::as_str);
+    let output = update.contains_key("rawOutput");
+    let running = matches!(status, Some("in_progress")) && !held;
+    let violation = match call.state {
+        State::NeedsApproval if output || running || matches!(status, Some("completed" | "failed")) => {
+            Some("policy violation: the agent ran it without the approval governance requires")
+        }
+        State::Rejected if matches!(status, Some("in_progress" | "completed")) => {
+            Some("policy violation: the agent ran it after it was rejected")
+        }
+        _ => None,
+    };
+    let facts = call.facts();
+    if let Some(reason) = violation {
+        let close = call.shown;
+        call.hide();
+        return Live::Hide {
+            facts,
+            reason: reason.into(),
+            close,
+        };
+    }
+    call.shown = true;
+    Live::Pass {
+        facts,
+        auto: changes.auto,
+        redecided: changes.redecided,
+        frozen: changes.frozen,
+    }
+}
+
 /// What a decision is called in the audit.
 fn decision_name(decision: &Decision) -> String {
     match decision {
@@ -298,67 +408,20 @@ impl Gate {
         decide: impl Fn(&ToolFacts) -> Decision,
     ) -> Live {
         let key = (session.to_string(), id.to_string());
-        let mut auto = false;
-        let mut redecided = None;
-        let mut frozen = None;
+        let mut changes = Changes::default();
         let call = match self.calls.get_mut(&key) {
             Some(call) if call.state == State::Hidden => return Live::Drop,
-            Some(call) => {
-                let before = call.facts();
-                frozen = freeze(&call.fields, update, is_new);
-                let update = frozen.as_ref().map_or(update, |frozen| &frozen.update);
-                call.fields = if is_new {
-                    // A call announced again is described again, whole.
-                    identity(id, update)
-                } else {
-                    overlay(&call.fields, update)
-                };
-                call.replayed = false;
-                let after = call.facts();
-                if !same(&before, &after) {
-                    let decision = decide(&after);
-                    redecided = Some(decision_name(&decision));
-                    match decision {
-                        Decision::Deny(reason) => {
-                            let close = call.shown;
-                            call.hide();
-                            return Live::Hide {
-                                reason: format!(
-                                    "policy violation: the agent turned the tool call into `{}`, which governance denies ({reason})",
-                                    tool_name(&after)
-                                ),
-                                facts: after,
-                                close,
-                            };
-                        }
-                        Decision::Allow => {
-                            if call.state == State::NeedsApproval {
-                                call.state = State::Allowed;
-                                auto = true;
-                            } else if call.state == State::Allowed {
-                                auto = true;
-                            }
-                        }
-                        Decision::Ask => {
-                            // An approval was for what the call was; a rejection stays.
-                            if matches!(call.state, State::Allowed | State::Approved) {
-                                call.state = State::NeedsApproval;
-                            }
-                        }
-                    }
+            Some(call) => match described_again(call, id, update, is_new, decide) {
+                Ok(changed) => {
+                    changes = changed;
+                    call
                 }
-                call
-            }
+                Err(hide) => return *hide,
+            },
             None if !is_new => {
-                let facts = facts_of(&identity(id, update));
-                let mut call = Call {
-                    fields: identity(id, update),
-                    state: State::Hidden,
-                    shown: false,
-                    replayed: false,
-                };
-                call.hide();
-                self.calls.insert(key, call);
+                let fields = identity(id, update);
+                let facts = facts_of(&fields);
+                self.hidden(key, fields, false);
                 return Live::Hide {
                     facts,
                     reason: "policy violation: an update for a tool call the agent never announced".into(),
@@ -372,14 +435,7 @@ impl Gate {
                     Decision::Allow => State::Allowed,
                     Decision::Ask => State::NeedsApproval,
                     Decision::Deny(reason) => {
-                        let mut call = Call {
-                            fields,
-                            state: State::Hidden,
-                            shown: false,
-                            replayed: false,
-                        };
-                        call.hide();
-                        self.calls.insert(key, call);
+                        self.hidden(key, fields, false);
                         return Live::Hide {
                             facts,
                             reason,
@@ -387,46 +443,19 @@ impl Gate {
                         };
                     }
                 };
-                self.calls.entry(key).or_insert(Call {
-                    fields,
-                    state,
-                    shown: false,
-                    replayed: false,
-                })
+                self.calls.entry(key).or_insert(Call::new(fields, state, false))
             }
         };
-        let status = update.get("status").and_then(Value::as_str);
-        let output = update.contains_key("rawOutput");
-        let now = call.facts();
-        let tool = tool_name(&now);
+        let tool = tool_name(&call.facts()).to_string();
         let held = (self.held_at_the_wire.iter()).any(|(s, prefix)| s == session && tool.starts_with(prefix.as_str()));
-        let running = matches!(status, Some("in_progress")) && !held;
-        let violation = match call.state {
-            State::NeedsApproval if output || running || matches!(status, Some("completed" | "failed")) => {
-                Some("policy violation: the agent ran it without the approval governance requires")
-            }
-            State::Rejected if matches!(status, Some("in_progress" | "completed")) => {
-                Some("policy violation: the agent ran it after it was rejected")
-            }
-            _ => None,
-        };
-        let facts = call.facts();
-        if let Some(reason) = violation {
-            let close = call.shown;
-            call.hide();
-            return Live::Hide {
-                facts,
-                reason: reason.into(),
-                close,
-            };
-        }
-        call.shown = true;
-        Live::Pass {
-            facts,
-            auto,
-            redecided,
-            frozen,
-        }
+        passes(call, update, held, changes)
+    }
+
+    /// Keeps call `key` hidden from now on, described by `fields`.
+    fn hidden(&mut self, key: (String, String), fields: Map<String, Value>, replayed: bool) {
+        let mut call = Call::new(fields, State::Hidden, replayed);
+        call.hide();
+        self.calls.insert(key, call);
     }
 
     /// A `tool_call` (`is_new`) or `tool_call_update` replayed by `session/load`.
@@ -455,14 +484,7 @@ impl Gate {
             }
             Some(_) => identity(id, update),
             None if !is_new => {
-                let mut call = Call {
-                    fields: identity(id, update),
-                    state: State::Hidden,
-                    shown: false,
-                    replayed: true,
-                };
-                call.hide();
-                self.calls.insert(key, call);
+                self.hidden(key, identity(id, update), true);
                 return Replayed::Drop {
                     reason: "a replayed update for a tool call the history never announced".into(),
                 };
@@ -475,12 +497,10 @@ impl Gate {
             Some(Decision::Deny(reason)) => Some(reason),
             _ => None,
         };
-        let call = self.calls.entry(key).or_insert(Call {
-            fields: Map::new(),
-            state: State::Allowed,
-            shown: false,
-            replayed: true,
-        });
+        let call = self
+            .calls
+            .entry(key)
+            .or_insert(Call::new(Map::new(), State::Allowed, true));
         call.fields = fields;
         if let Some(reason) = denied {
             call.hide();
@@ -528,12 +548,10 @@ impl Gate {
                 call.replayed = false;
                 call
             }
-            None => self.calls.entry(key).or_insert(Call {
-                fields: identity(id, tool_call),
-                state: State::NeedsApproval,
-                shown: false,
-                replayed: false,
-            }),
+            None => self
+                .calls
+                .entry(key)
+                .or_insert(Call::new(identity(id, tool_call), State::NeedsApproval, false)),
         };
         let facts = call.facts();
         // On every name the call went by: the decided ones, and the ones asked about.

@@ -30,8 +30,8 @@ use super::{BridgeOperator, agent_sandbox, downstream, oversight, relay};
 use crate::audit::AuditLog;
 use crate::auth::{Identity, TokenStore};
 use crate::error::Result;
+use crate::oversight::record::{auth_event, write_ahead};
 use crate::server::OffersWebSocket;
-use crate::server::access::auth_event;
 use crate::server::websocket::{ListenOptions, Listener, Upgraded};
 
 /// A bound WebSocket listener for a bridge. [`BridgeListener::serve`] runs one bridge per
@@ -196,10 +196,8 @@ impl<R> RevocableInput<R> {
                 identity = identity.as_str(),
                 "the token of a bridged connection was revoked; ending it"
             );
-            if let Err(error) = self
-                .audit
-                .record(auth_event(self.operator, "auth.revoked", identity, "token store"))
-            {
+            let event = auth_event(self.operator, "auth.revoked", identity, "token store");
+            if let Err(error) = write_ahead(&self.audit, None, event) {
                 tracing::error!(%error, "auditing a revoked token failed");
             }
         }

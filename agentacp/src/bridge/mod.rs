@@ -83,7 +83,7 @@ use tokio::sync::oneshot;
 
 use crate::audit::{AuditLog, FsyncPolicy};
 use crate::client::AgentCommand;
-use crate::client::downstream::Downstream;
+use crate::downstream::Downstream;
 use crate::env::{ShutdownSignals, default_state_dir, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::audit::AuditLog;
-use crate::env::{env_number, env_path};
+use crate::connection::Limits;
+use crate::env::env_path;
 use crate::governance::Governance;
 
-/// Limits and bindings of a bridge. Every field has a documented default.
+/// Limits and bindings of a bridge. Every field has a documented default (the limits and
+/// timeouts a server and a client have too take theirs from [`Limits`]).
 #[derive(Clone)]
 pub struct BridgeOptions {
     /// How long the agent may take to answer a request other than `session/prompt`
@@ -28,7 +30,7 @@ pub struct BridgeOptions {
     /// 4 MiB). A larger one is answered with an error and the connection goes on.
     pub max_frame_bytes: usize,
     /// On shutdown: how long the agent may take to exit after its stdin closed, then SIGTERM;
-    /// then SIGKILL after `kill_grace`. Defaults 1 s and 5 s.
+    /// then SIGKILL after `kill_grace`. Defaults 2 s and 5 s, as a client's ([`Limits`]).
     pub exit_grace: Duration,
     /// See `exit_grace`.
     pub kill_grace: Duration,
@@ -85,14 +87,14 @@ impl BridgeOptions {
 impl Default for BridgeOptions {
     fn default() -> Self {
         BridgeOptions {
-            request_timeout: Duration::from_secs(60),
-            prompt_idle_timeout: Duration::from_secs(600),
-            permission_timeout: Duration::from_secs(300),
-            write_timeout: Duration::from_secs(60),
-            max_frame_bytes: 4 * 1024 * 1024,
-            exit_grace: Duration::from_secs(1),
-            kill_grace: Duration::from_secs(5),
-            shutdown_grace: Duration::from_secs(5),
+            request_timeout: Limits::DEFAULT.request_timeout,
+            prompt_idle_timeout: Limits::DEFAULT.prompt_idle_timeout,
+            permission_timeout: Limits::DEFAULT.permission_timeout,
+            write_timeout: Limits::DEFAULT.write_timeout,
+            max_frame_bytes: Limits::DEFAULT.max_frame_bytes,
+            exit_grace: Limits::DEFAULT.exit_grace,
+            kill_grace: Limits::DEFAULT.kill_grace,
+            shutdown_grace: Limits::DEFAULT.shutdown_grace,
             governance: None,
             audit: None,
             audit_log: None,
@@ -138,19 +140,11 @@ impl BridgeOptions {
                 .unwrap_or_default(),
             ..BridgeOptions::default()
         };
-        let number = env_number;
-        if let Some(ms) = number("AGENTACP_REQUEST_TIMEOUT_MS") {
-            options.request_timeout = Duration::from_millis(ms);
-        }
-        if let Some(ms) = number("AGENTACP_PERMISSION_TIMEOUT_MS") {
-            options.permission_timeout = Duration::from_millis(ms);
-        }
-        if let Some(ms) = number("AGENTACP_WRITE_TIMEOUT_MS") {
-            options.write_timeout = Duration::from_millis(ms);
-        }
-        if let Some(bytes) = number("AGENTACP_MAX_FRAME_BYTES") {
-            options.max_frame_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
-        }
+        let limits = Limits::from_env();
+        options.request_timeout = limits.request_timeout;
+        options.permission_timeout = limits.permission_timeout;
+        options.write_timeout = limits.write_timeout;
+        options.max_frame_bytes = limits.max_frame_bytes;
         #[cfg(feature = "websocket")]
         {
             options.connect = connect_from_env();

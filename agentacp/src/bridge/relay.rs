@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::Notify;
 
 mod auth_env;
@@ -32,16 +32,18 @@ use super::gate;
 use super::narrow;
 use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
-use crate::client::downstream::Downstream;
-use crate::client::mcp_governance::AcpMcpServers;
-use crate::client::oversight::{Oversight, ToolFacts};
-use crate::client::permission::{self, PermissionDecision};
+use crate::connection::{self, CONTINUE, Flow, InFlight, Request, Role};
+use crate::downstream::Downstream;
 use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{CANCEL_REQUEST, Pending};
-use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+use crate::jsonrpc::{self, Id, RpcError, Unreadable, codes};
 use crate::methods::{self, Side, mcp_over_acp};
+use crate::oversight::mcp_calls::AcpMcpServers;
+use crate::oversight::question::{self as permission, PermissionDecision};
+use crate::oversight::record::write_ahead;
+use crate::oversight::{Oversight, ToolFacts};
 use crate::spec::OperatorSpec;
 use crate::subprocess::ExitState;
 use crate::wire::default as wire;
@@ -185,7 +187,7 @@ where
         audit,
         agent_passed: Mutex::default(),
         client_passed: Mutex::default(),
-        to_agent: Mutex::default(),
+        to_agent: InFlight::default(),
         answering: AtomicUsize::new(0),
         answered: Notify::new(),
         to_editor: Mutex::default(),
@@ -205,6 +207,37 @@ where
         sandbox,
         auth_env,
     });
+    let sweeper = tokio::spawn(sweep(Arc::clone(&relay)));
+    // The faces hold the relay only until they end, so that its last lines can be let out below.
+    let outcome = both_faces(&relay, input, stdout).await;
+    sweeper.abort();
+    #[cfg(feature = "mcp")]
+    if let Some(translation) = relay.translation.get() {
+        translation.stop.cancel();
+    }
+    // Before the agent's stdin closes: once it exits, what it started is no longer below it.
+    relay.process.note_descendants();
+    relay.close_down();
+    let options = &relay.options;
+    if let ExitState::Running = relay.process.stop(options.exit_grace, options.kill_grace).await {
+        tracing::error!(pid = ?relay.process.pid, "the agent could not be stopped");
+    }
+    relay.oversight.flush();
+    // Let the editor's last lines out (bounded by the write timeout), then close.
+    let timeout = relay.options.write_timeout;
+    drop(relay);
+    let _ = tokio::time::timeout(timeout, up_writer).await;
+    outcome
+}
+
+/// Runs the editor face and the agent face of the bridge, each a role on the connection core,
+/// until the editor's requests are all answered after its end of input, the agent goes away,
+/// or the editor stops reading.
+async fn both_faces<R, A>(relay: &Arc<Relay>, input: R, stdout: A) -> Result<(), RelayError>
+where
+    R: AsyncRead + Unpin + Send,
+    A: AsyncRead + Unpin + Send,
+{
     let editor = FrameReader::new(
         BufReader::with_capacity(64 * 1024, input),
         relay.options.max_frame_bytes,
@@ -213,11 +246,12 @@ where
         BufReader::with_capacity(64 * 1024, stdout),
         relay.options.max_frame_bytes,
     );
-    let sweeper = tokio::spawn(sweep(Arc::clone(&relay)));
-    // Boxed, so it can be dropped (with its hold on the relay) once the bridge stops.
-    let mut agent_loop = Box::pin(from_agent(Arc::clone(&relay), agent));
-    let outcome = tokio::select! {
-        () = from_editor(Arc::clone(&relay), editor) => {
+    // Pinned, to be polled by both `select!`s below.
+    let mut from_agent = FromAgent(Arc::clone(relay));
+    let mut agent_loop = Box::pin(async move { connection::serve(&mut from_agent, agent).await });
+    let mut from_editor = FromEditor(Arc::clone(relay));
+    tokio::select! {
+        () = connection::serve(&mut from_editor, editor) => {
             // As a server does at end of input: what was received is still answered (each
             // request within its deadline, a running prompt interrupted and given the
             // shutdown grace), then the agent is stopped.
@@ -243,26 +277,7 @@ where
             tracing::warn!("the editor stopped reading; closing the connection");
             Err(RelayError::EditorStoppedReading)
         }
-    };
-    drop(agent_loop);
-    sweeper.abort();
-    #[cfg(feature = "mcp")]
-    if let Some(translation) = relay.translation.get() {
-        translation.stop.cancel();
     }
-    // Before the agent's stdin closes: once it exits, what it started is no longer below it.
-    relay.process.note_descendants();
-    relay.close_down();
-    let options = &relay.options;
-    if let ExitState::Running = relay.process.stop(options.exit_grace, options.kill_grace).await {
-        tracing::error!(pid = ?relay.process.pid, "the agent could not be stopped");
-    }
-    relay.oversight.flush();
-    // Let the editor's last lines out (bounded by the write timeout), then close.
-    let timeout = relay.options.write_timeout;
-    drop(relay);
-    let _ = tokio::time::timeout(timeout, up_writer).await;
-    outcome
 }
 
 impl Relay {
@@ -274,7 +289,7 @@ impl Relay {
     /// Takes the editor's request `id` off the waiting list to answer it; the request counts
     /// as unanswered until the returned guard is dropped (once the answer is queued).
     fn take_to_agent(&self, id: &Id) -> Option<(Forwarded, Answering<'_>)> {
-        let mut waiting = lock(&self.to_agent);
+        let mut waiting = self.to_agent.lock();
         let forwarded = waiting.remove(id)?;
         Some((forwarded, self.answering()))
     }
@@ -292,7 +307,7 @@ impl Relay {
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
-                let waiting = lock(&self.to_agent);
+                let waiting = self.to_agent.lock();
                 if waiting.is_empty() && self.answering.load(Ordering::SeqCst) == 0 {
                     return;
                 }
@@ -312,7 +327,9 @@ impl Relay {
                 .await;
         }
         let until = Instant::now() + self.options.shutdown_grace;
-        let prompts: Vec<String> = lock(&self.to_agent)
+        let prompts: Vec<String> = self
+            .to_agent
+            .lock()
             .values_mut()
             .filter(|f| f.idle)
             .filter_map(|f| {
@@ -517,7 +534,7 @@ impl Relay {
         if self.audit.is_off() {
             return Ok(());
         }
-        self.audit.record(event).map(|_| ()).map_err(|error| {
+        write_ahead(&self.audit, None, event).map_err(|error| {
             tracing::error!(%error, "the bridge's audit log failed");
             RpcError::new(
                 codes::INTERNAL_ERROR,
@@ -544,7 +561,7 @@ impl Relay {
             format!("{status}; its last stderr lines: {}", stderr.join(" | "))
         };
         let waiting: Vec<(Id, Answering<'_>)> = {
-            let mut waiting = lock(&self.to_agent);
+            let mut waiting = self.to_agent.lock();
             let ids: Vec<Id> = waiting.drain().map(|(id, _)| id).collect();
             ids.into_iter().map(|id| (id, self.answering())).collect()
         };
@@ -562,192 +579,202 @@ impl Relay {
 
 // ---- editor → agent ----------------------------------------------------------------------------
 
-async fn from_editor<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: FrameReader<R>) {
-    loop {
-        match frames.next().await {
-            Ok(None) => return,
-            Err(error) => {
-                tracing::warn!(%error, "reading from the editor failed");
-                return;
-            }
-            Ok(Some(Frame::TooLarge { len, id })) => {
-                let limit = relay.options.max_frame_bytes;
-                tracing::warn!(len, limit, "a message from the editor over the limit was discarded");
-                // As a server answers: the id read from its first bytes, else `null`.
-                let error = RpcError::new(
-                    codes::INVALID_REQUEST,
-                    format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
-                );
-                relay
-                    .to_editor_line(jsonrpc::encode_error(&id.unwrap_or(Id::Null), &error))
-                    .await;
-            }
-            Ok(Some(Frame::Line(line))) => editor_message(&relay, jsonrpc::frame::within_depth(line)).await,
-        }
+/// The bridge's editor face on the connection core: the editor's messages, kept to a server's
+/// rules, to the agent.
+struct FromEditor(Arc<Relay>);
+
+impl Role for FromEditor {
+    const PEER: &'static str = "the editor";
+    const BOUND_DEPTH: bool = true;
+    type Wake = std::convert::Infallible;
+
+    async fn too_large(&mut self, id: Option<Id>, error: RpcError) -> Flow {
+        // As a server answers: the id read from its first bytes, else `null`.
+        let line = jsonrpc::encode_error(&id.unwrap_or(Id::Null), &error);
+        self.0.to_editor_line(line).await;
+        CONTINUE
+    }
+
+    async fn unreadable(&mut self, unreadable: Box<Unreadable>) -> Flow {
+        let line = jsonrpc::encode_error(&unreadable.id, &unreadable.error);
+        self.0.to_editor_line(line).await;
+        CONTINUE
+    }
+
+    async fn response(&mut self, id: Id, outcome: Result<Box<RawValue>, RpcError>, line: Vec<u8>) -> Flow {
+        editor_response(&self.0, id, outcome, line).await;
+        CONTINUE
+    }
+
+    async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) -> Flow {
+        editor_notification(&self.0, method, params, line).await;
+        CONTINUE
+    }
+
+    async fn request(&mut self, request: Request) -> Flow {
+        let Request {
+            id,
+            method,
+            params,
+            line,
+            ..
+        } = request;
+        editor_request(&self.0, id, method, params, line).await;
+        CONTINUE
     }
 }
 
-async fn editor_message(relay: &Arc<Relay>, line: Vec<u8>) {
-    let message = match jsonrpc::parse(&line) {
-        Ok(message) => message,
-        Err(unreadable) => {
-            relay
-                .to_editor_line(jsonrpc::encode_error(&unreadable.id, &unreadable.error))
-                .await;
+/// The editor's request: admitted, audited, rewritten where needed, and passed to the agent.
+async fn editor_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
+    if let Err(error) = admit(relay, &id, &method, params.as_deref()) {
+        relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+        return;
+    }
+    let session = session_of(params.as_deref());
+    let mcp_waiting = mcp::editor_request(relay, &method, params.as_deref());
+    let audited = relay
+        .audit_passage(true, &method, session.as_deref(), Some(&id))
+        .and_then(|()| match (method.as_str(), &session) {
+            (wire::method_names::SESSION_PROMPT, Some(session)) => relay.lifecycle(session, Lifecycle::Running, None),
+            _ => Ok(()),
+        });
+    if let Err(error) = audited {
+        relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+        return;
+    }
+    #[cfg(feature = "mcp")]
+    if translate::editor_message(relay, Some(&id), &method, params.as_deref()) {
+        return;
+    }
+    let line = if method == wire::method_names::INITIALIZE {
+        narrow_initialize(relay, &id, params.as_deref())
+    } else {
+        without_token(Some(&id), &method, params.as_deref()).unwrap_or_else(|| with_newline(line))
+    };
+    #[cfg(feature = "mcp")]
+    let line = match translate::session_request(relay, &id, &method, params.as_deref()).await {
+        None => line,
+        Some(Ok(rewritten)) => rewritten,
+        Some(Err(error)) => {
+            relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
             return;
         }
     };
-    match message {
-        Incoming::Request { id, method, params } => {
-            if let Err(error) = admit(relay, &id, &method, params.as_deref()) {
-                relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
-                return;
-            }
-            let session = session_of(params.as_deref());
-            let mcp_waiting = mcp::editor_request(relay, &method, params.as_deref());
-            let audited = relay
-                .audit_passage(true, &method, session.as_deref(), Some(&id))
-                .and_then(|()| match (method.as_str(), &session) {
-                    (wire::method_names::SESSION_PROMPT, Some(session)) => {
-                        relay.lifecycle(session, Lifecycle::Running, None)
-                    }
-                    _ => Ok(()),
-                });
-            if let Err(error) = audited {
-                relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
-                return;
-            }
-            #[cfg(feature = "mcp")]
-            if translate::editor_message(relay, Some(&id), &method, params.as_deref()) {
-                return;
-            }
-            let line = if method == wire::method_names::INITIALIZE {
-                narrow_initialize(relay, &id, params.as_deref())
-            } else {
-                without_token(Some(&id), &method, params.as_deref()).unwrap_or_else(|| with_newline(line))
-            };
-            #[cfg(feature = "mcp")]
-            let line = match translate::session_request(relay, &id, &method, params.as_deref()).await {
-                None => line,
-                Some(Ok(rewritten)) => rewritten,
-                Some(Err(error)) => {
-                    relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
-                    return;
+    let timeout = relay.options.request_timeout;
+    let is_prompt = method == wire::method_names::SESSION_PROMPT;
+    let deadline = Instant::now()
+        + if is_prompt {
+            relay.options.prompt_idle_timeout
+        } else {
+            timeout
+        };
+    relay.to_agent.lock().insert(
+        id.clone(),
+        Forwarded {
+            method,
+            session,
+            deadline,
+            idle: is_prompt,
+            permission: None,
+            mcp: mcp_waiting,
+        },
+    );
+    if !relay.to_agent_line(line).await {
+        let _answering = relay.take_to_agent(&id);
+        let error = RpcError::new(codes::INTERNAL_ERROR, "the downstream agent is gone");
+        relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+    }
+}
+
+/// The editor's notification: refused or audited, then passed to the agent.
+async fn editor_notification(relay: &Arc<Relay>, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
+    let session = session_of(params.as_deref());
+    if let Some(reason) = relay.refusal(Side::Agent, &method) {
+        relay.audit_refused(true, &method, session.as_deref(), None, &reason);
+        return;
+    }
+    if relay.audit_passage(true, &method, session.as_deref(), None).is_err() {
+        return;
+    }
+    #[cfg(feature = "mcp")]
+    if translate::editor_message(relay, None, &method, params.as_deref()) {
+        return;
+    }
+    let line = without_token(None, &method, params.as_deref()).unwrap_or_else(|| with_newline(line));
+    relay.to_agent_line(line).await;
+}
+
+/// The editor's answer to a request of the agent's (a permission: decided here first) or of
+/// the bridge's own.
+async fn editor_response(relay: &Arc<Relay>, id: Id, outcome: Result<Box<RawValue>, RpcError>, line: Vec<u8>) {
+    let Some(forwarded) = lock(&relay.to_editor).remove(&id) else {
+        if !relay.own.resolve(&id, outcome) {
+            tracing::debug!(%id, "an answer from the editor to nothing waiting was dropped");
+        }
+        return;
+    };
+    if let Some((request, facts)) = &forwarded.permission {
+        let session = request.session_id.as_str();
+        // Fail closed: an unreadable answer is a rejection, which the bridge answers.
+        let mut readable = true;
+        let approval = match &outcome {
+            Ok(result) => match serde_json::from_str::<wire::RequestPermissionResponse>(result.get()) {
+                Ok(response) if permission::approves(request, &response.outcome) => {
+                    Approval::ApprovedBy(relay.editor())
                 }
-            };
-            let timeout = relay.options.request_timeout;
-            let is_prompt = method == wire::method_names::SESSION_PROMPT;
-            let deadline = Instant::now()
-                + if is_prompt {
-                    relay.options.prompt_idle_timeout
-                } else {
-                    timeout
-                };
-            lock(&relay.to_agent).insert(
-                id.clone(),
-                Forwarded {
-                    method,
-                    session,
-                    deadline,
-                    idle: is_prompt,
-                    permission: None,
-                    mcp: mcp_waiting,
+                Ok(response) => Approval::RejectedBy {
+                    who: relay.editor(),
+                    reason: match response.outcome {
+                        wire::RequestPermissionOutcome::Cancelled => "cancelled".into(),
+                        _ => "rejected".into(),
+                    },
                 },
-            );
-            if !relay.to_agent_line(line).await {
-                let _answering = relay.take_to_agent(&id);
-                let error = RpcError::new(codes::INTERNAL_ERROR, "the downstream agent is gone");
-                relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
-            }
-        }
-        Incoming::Notification { method, params } => {
-            let session = session_of(params.as_deref());
-            if let Some(reason) = relay.refusal(Side::Agent, &method) {
-                relay.audit_refused(true, &method, session.as_deref(), None, &reason);
-                return;
-            }
-            if relay.audit_passage(true, &method, session.as_deref(), None).is_err() {
-                return;
-            }
-            #[cfg(feature = "mcp")]
-            if translate::editor_message(relay, None, &method, params.as_deref()) {
-                return;
-            }
-            let line = without_token(None, &method, params.as_deref()).unwrap_or_else(|| with_newline(line));
-            relay.to_agent_line(line).await;
-        }
-        Incoming::Response { id, outcome } => {
-            let Some(forwarded) = lock(&relay.to_editor).remove(&id) else {
-                if !relay.own.resolve(&id, outcome) {
-                    tracing::debug!(%id, "an answer from the editor to nothing waiting was dropped");
-                }
-                return;
-            };
-            if let Some((request, facts)) = &forwarded.permission {
-                let session = request.session_id.as_str();
-                // Fail closed: an unreadable answer is a rejection, which the bridge answers.
-                let mut readable = true;
-                let approval = match &outcome {
-                    Ok(result) => match serde_json::from_str::<wire::RequestPermissionResponse>(result.get()) {
-                        Ok(response) if permission::approves(request, &response.outcome) => {
-                            Approval::ApprovedBy(relay.editor())
-                        }
-                        Ok(response) => Approval::RejectedBy {
-                            who: relay.editor(),
-                            reason: match response.outcome {
-                                wire::RequestPermissionOutcome::Cancelled => "cancelled".into(),
-                                _ => "rejected".into(),
-                            },
-                        },
-                        Err(_) => {
-                            readable = false;
-                            Approval::RejectedBy {
-                                who: relay.editor(),
-                                reason: "unreadable answer".into(),
-                            }
-                        }
-                    },
-                    Err(_) => Approval::RejectedBy {
+                Err(_) => {
+                    readable = false;
+                    Approval::RejectedBy {
                         who: relay.editor(),
-                        reason: "error answer".into(),
-                    },
-                };
-                let approved = matches!(approval, Approval::ApprovedBy(_));
-                let applies = lock(&relay.gate).answered(session, facts, approved);
-                match applies {
-                    gate::Answer::Applies => relay.oversight.permission_answered(session, facts, approval),
-                    // Denied meanwhile (and audited so): whatever the editor said, no.
-                    gate::Answer::Hidden => readable = false,
-                    gate::Answer::Changed | gate::Answer::Gone => {
-                        let reason = if applies == gate::Answer::Changed {
-                            "the tool call changed while the client was asked"
-                        } else {
-                            "the tool call was over before the client answered"
-                        };
-                        lock(&relay.gate).rejected(session, &facts.id);
-                        relay.oversight.permission_answered(
-                            session,
-                            facts,
-                            Approval::RejectedBy {
-                                who: "agentacp".into(),
-                                reason: reason.into(),
-                            },
-                        );
-                        readable = false;
+                        reason: "unreadable answer".into(),
                     }
                 }
-                if !readable {
-                    answer_permission(relay, &id, request, &PermissionDecision::Reject).await;
-                    return;
-                }
+            },
+            Err(_) => Approval::RejectedBy {
+                who: relay.editor(),
+                reason: "error answer".into(),
+            },
+        };
+        let approved = matches!(approval, Approval::ApprovedBy(_));
+        let applies = lock(&relay.gate).answered(session, facts, approved);
+        match applies {
+            gate::Answer::Applies => relay.oversight.permission_answered(session, facts, approval),
+            // Denied meanwhile (and audited so): whatever the editor said, no.
+            gate::Answer::Hidden => readable = false,
+            gate::Answer::Changed | gate::Answer::Gone => {
+                let reason = if applies == gate::Answer::Changed {
+                    "the tool call changed while the client was asked"
+                } else {
+                    "the tool call was over before the client answered"
+                };
+                lock(&relay.gate).rejected(session, &facts.id);
+                relay.oversight.permission_answered(
+                    session,
+                    facts,
+                    Approval::RejectedBy {
+                        who: "agentacp".into(),
+                        reason: reason.into(),
+                    },
+                );
+                readable = false;
             }
-            let rewritten =
-                (forwarded.mcp.as_ref()).and_then(|waiting| mcp::editor_answered(relay, &id, waiting, &outcome));
-            relay
-                .to_agent_line(rewritten.unwrap_or_else(|| with_newline(line)))
-                .await;
+        }
+        if !readable {
+            answer_permission(relay, &id, request, &PermissionDecision::Reject).await;
+            return;
         }
     }
+    let rewritten = (forwarded.mcp.as_ref()).and_then(|waiting| mcp::editor_answered(relay, &id, waiting, &outcome));
+    relay
+        .to_agent_line(rewritten.unwrap_or_else(|| with_newline(line)))
+        .await;
 }
 
 /// Whether the editor's request may go to the agent, by the rules a server keeps:
@@ -776,9 +803,7 @@ fn admit(relay: &Relay, id: &Id, method: &str, params: Option<&RawValue>) -> Res
             format!("`{method}` before `initialize`: the client must initialize first"),
         ));
     }
-    if lock(&relay.to_agent).contains_key(id) {
-        return Err(duplicate_id(id));
-    }
+    relay.to_agent.refuse_duplicate(id)?;
     if let Some(reason) = relay.refusal(Side::Agent, method) {
         relay.audit_refused(true, method, session_of(params).as_deref(), Some(id), &reason);
         return Err(RpcError::new(codes::METHOD_NOT_FOUND, reason));
@@ -792,13 +817,6 @@ fn admit(relay: &Relay, id: &Id, method: &str, params: Option<&RawValue>) -> Res
         relay.initialized.store(true, Ordering::SeqCst);
     }
     Ok(())
-}
-
-fn duplicate_id(id: &Id) -> RpcError {
-    RpcError::new(
-        codes::INVALID_REQUEST,
-        format!("duplicate id in flight: request {id} has not been answered yet"),
-    )
 }
 
 /// The editor's message (request `id`, else a notification) re-encoded without
@@ -858,104 +876,115 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
 
 // ---- agent → editor ----------------------------------------------------------------------------
 
-async fn from_agent<R: AsyncBufRead + Unpin>(relay: Arc<Relay>, mut frames: FrameReader<R>) {
-    loop {
-        let frame = frames.next().await;
+/// The bridge's agent face on the connection core: the agent's messages, governed, to the
+/// editor.
+struct FromAgent(Arc<Relay>);
+
+impl Role for FromAgent {
+    const PEER: &'static str = "the agent";
+    const BOUND_DEPTH: bool = true;
+    type Wake = std::convert::Infallible;
+
+    fn frame_read(&mut self, _frame: &Frame) {
         // Any message from the agent shows a running prompt is alive (see `sweep`).
-        *lock(&relay.last_from_agent) = Instant::now();
-        match frame {
-            Ok(None) => return,
-            Err(error) => {
-                tracing::warn!(%error, "reading from the agent failed");
-                return;
-            }
-            Ok(Some(Frame::TooLarge { len, id })) => {
-                let limit = relay.options.max_frame_bytes;
-                tracing::warn!(len, limit, "a message from the agent over the limit was discarded");
-                let Some(id) = id else { continue };
-                let error = RpcError::new(
-                    codes::INVALID_REQUEST,
-                    format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
-                );
-                // An answer to the editor's request: fail that request. Else the agent's request.
-                if let Some((_, _answering)) = relay.take_to_agent(&id) {
-                    relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
-                } else {
-                    relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
-                }
-            }
-            Ok(Some(Frame::Line(line))) => agent_message(&relay, jsonrpc::frame::within_depth(line)).await,
+        *lock(&self.0.last_from_agent) = Instant::now();
+    }
+
+    async fn too_large(&mut self, id: Option<Id>, error: RpcError) -> Flow {
+        let Some(id) = id else { return CONTINUE };
+        // An answer to the editor's request: fail that request. Else the agent's request.
+        if let Some((_, _answering)) = self.0.take_to_agent(&id) {
+            self.0.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
+        } else {
+            self.0.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
         }
+        CONTINUE
+    }
+
+    async fn unreadable(&mut self, unreadable: Box<Unreadable>) -> Flow {
+        tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
+        CONTINUE
+    }
+
+    async fn response(&mut self, id: Id, outcome: Result<Box<RawValue>, RpcError>, line: Vec<u8>) -> Flow {
+        agent_response(&self.0, id, outcome, line).await;
+        CONTINUE
+    }
+
+    async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) -> Flow {
+        agent_notification(&self.0, method, params, line).await;
+        CONTINUE
+    }
+
+    async fn request(&mut self, request: Request) -> Flow {
+        let Request {
+            id,
+            method,
+            params,
+            line,
+            ..
+        } = request;
+        agent_request(&self.0, id, method, params, line).await;
+        CONTINUE
     }
 }
 
-async fn agent_message(relay: &Arc<Relay>, line: Vec<u8>) {
-    let message = match jsonrpc::parse(&line) {
-        Ok(message) => message,
-        Err(unreadable) => {
-            tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
-            return;
-        }
+/// The agent's answer to a request of the editor's: audited, rewritten where needed, passed on.
+async fn agent_response(relay: &Arc<Relay>, id: Id, outcome: Result<Box<RawValue>, RpcError>, line: Vec<u8>) {
+    let Some((forwarded, _answering)) = relay.take_to_agent(&id) else {
+        tracing::debug!(%id, "an answer from the agent to nothing waiting was dropped");
+        return;
     };
-    match message {
-        Incoming::Response { id, outcome } => {
-            let Some((forwarded, _answering)) = relay.take_to_agent(&id) else {
-                tracing::debug!(%id, "an answer from the agent to nothing waiting was dropped");
-                return;
-            };
-            let line = match answered(relay, &id, &forwarded, &outcome) {
-                Ok(Some(rewritten)) => rewritten,
-                Ok(None) => with_newline(line),
-                Err(error) => jsonrpc::encode_error(&id, &error),
-            };
-            relay.to_editor_line(line).await;
-        }
-        Incoming::Notification { method, params } => {
-            if is_request_method(&method) {
-                // A request without an id: the editor could show it but never answer it, and
-                // governance never saw it.
-                let session = session_of(params.as_deref());
-                relay.audit_dropped(&method, session.as_deref(), None, "a request sent as a notification");
-                return;
-            }
-            if let Some(reason) = relay.refusal(Side::Client, &method) {
-                let session = session_of(params.as_deref());
-                relay.audit_refused(false, &method, session.as_deref(), None, &reason);
-                return;
-            }
-            if let Some(reason) = mcp::notification_refusal(&method, params.as_deref()) {
-                relay.audit_dropped(&method, None, None, reason);
-                return;
-            }
-            if method == CANCEL_REQUEST
-                && jsonrpc::pending::cancelled_request(params.as_deref()).is_some_and(|id| is_the_bridges(&id))
-            {
-                relay.audit_dropped(
-                    &method,
-                    None,
-                    None,
-                    "a cancel of a request id in the bridge's own range",
-                );
-                return;
-            }
-            // A cancel of a call the bridge still holds: the editor has not seen that id.
-            if method == CANCEL_REQUEST && mcp::cancel_held(relay, params.as_deref()).await {
-                return;
-            }
-            let line = match params.as_deref() {
-                Some(params) if method == wire::method_names::SESSION_UPDATE => {
-                    match pass_update(relay, params).await {
-                        Passage::Drop => return,
-                        Passage::Pass => with_newline(line),
-                        Passage::Rewritten(line) => line,
-                    }
-                }
-                _ => with_newline(line),
-            };
-            relay.to_editor_line(line).await;
-        }
-        Incoming::Request { id, method, params } => agent_request(relay, id, method, params, line).await,
+    let line = match answered(relay, &id, &forwarded, &outcome) {
+        Ok(Some(rewritten)) => rewritten,
+        Ok(None) => with_newline(line),
+        Err(error) => jsonrpc::encode_error(&id, &error),
+    };
+    relay.to_editor_line(line).await;
+}
+
+/// The agent's notification: refused, dropped or passed on (an update through the gate).
+async fn agent_notification(relay: &Arc<Relay>, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
+    if is_request_method(&method) {
+        // A request without an id: the editor could show it but never answer it, and
+        // governance never saw it.
+        let session = session_of(params.as_deref());
+        relay.audit_dropped(&method, session.as_deref(), None, "a request sent as a notification");
+        return;
     }
+    if let Some(reason) = relay.refusal(Side::Client, &method) {
+        let session = session_of(params.as_deref());
+        relay.audit_refused(false, &method, session.as_deref(), None, &reason);
+        return;
+    }
+    if let Some(reason) = mcp::notification_refusal(&method, params.as_deref()) {
+        relay.audit_dropped(&method, None, None, reason);
+        return;
+    }
+    if method == CANCEL_REQUEST
+        && jsonrpc::pending::cancelled_request(params.as_deref()).is_some_and(|id| is_the_bridges(&id))
+    {
+        relay.audit_dropped(
+            &method,
+            None,
+            None,
+            "a cancel of a request id in the bridge's own range",
+        );
+        return;
+    }
+    // A cancel of a call the bridge still holds: the editor has not seen that id.
+    if method == CANCEL_REQUEST && mcp::cancel_held(relay, params.as_deref()).await {
+        return;
+    }
+    let line = match params.as_deref() {
+        Some(params) if method == wire::method_names::SESSION_UPDATE => match pass_update(relay, params).await {
+            Passage::Drop => return,
+            Passage::Pass => with_newline(line),
+            Passage::Rewritten(line) => line,
+        },
+        _ => with_newline(line),
+    };
+    relay.to_editor_line(line).await;
 }
 
 /// Audits the agent's answer to a request of the editor's; `Some(line)` when it is rewritten.
@@ -1195,7 +1224,9 @@ async fn pass_update(relay: &Relay, raw: &RawValue) -> Passage {
     let decide = |facts: &ToolFacts| relay.oversight.classify(&session, facts);
     // History replayed by a `session/load` is not live: not audited as tool calls, and gated
     // on governance alone (it reports calls that ran before this connection).
-    let replaying = lock(&relay.to_agent)
+    let replaying = relay
+        .to_agent
+        .lock()
         .values()
         .any(|f| f.method == wire::method_names::SESSION_LOAD && f.session.as_deref() == Some(session.as_str()));
     if replaying {
@@ -1209,36 +1240,7 @@ async fn pass_update(relay: &Relay, raw: &RawValue) -> Passage {
         };
     }
     let verdict = lock(&relay.gate).live(&session, &id, &object, is_new, decide);
-    let (pass, close, frozen) = match verdict {
-        gate::Live::Pass {
-            facts,
-            auto,
-            redecided,
-            frozen,
-        } => {
-            if let Some(decision) = redecided {
-                let mut extra = serde_json::Map::new();
-                extra.insert("toolCallId".into(), json!(id));
-                extra.insert("tool".into(), json!(facts.tool));
-                extra.insert("redecided".into(), json!(decision));
-                if let Err(error) = relay.record_passage(false, METHOD, Some(&session), None, extra) {
-                    tracing::error!(%error, "auditing a tool call decided again failed");
-                }
-            }
-            if auto {
-                relay.oversight.permission_answered(&session, &facts, Approval::Auto);
-            }
-            (true, false, frozen)
-        }
-        gate::Live::Drop => (false, false, None),
-        gate::Live::Hide { facts, reason, close } => {
-            tracing::warn!(tool = ?facts.tool, %reason, "governance hid a tool call from the editor");
-            relay
-                .oversight
-                .permission_answered(&session, &facts, Approval::Denied { reason });
-            (false, close, None)
-        }
-    };
+    let (pass, close, frozen) = live_verdict(relay, &session, &id, verdict);
     // What the editor is shown is what is audited.
     let rewritten = frozen.map(|frozen| frozen_update(relay, raw, &session, &id, frozen));
     let update = rewritten.as_ref().map_or(&update, |(_, update)| update);
@@ -1259,6 +1261,43 @@ async fn pass_update(relay: &Relay, raw: &RawValue) -> Passage {
     match rewritten {
         Some((line, _)) if pass => Passage::Rewritten(line),
         _ => Passage::from(pass),
+    }
+}
+
+/// What a live tool call's `verdict` from the gate means for its update: whether it passes,
+/// whether the call is closed on the editor, and the call as decided when it was frozen.
+/// What governance did (decided again, allowed, hid) is audited here.
+fn live_verdict(relay: &Relay, session: &str, id: &str, verdict: gate::Live) -> (bool, bool, Option<gate::Frozen>) {
+    const METHOD: &str = wire::method_names::SESSION_UPDATE;
+    match verdict {
+        gate::Live::Pass {
+            facts,
+            auto,
+            redecided,
+            frozen,
+        } => {
+            if let Some(decision) = redecided {
+                let mut extra = serde_json::Map::new();
+                extra.insert("toolCallId".into(), json!(id));
+                extra.insert("tool".into(), json!(facts.tool));
+                extra.insert("redecided".into(), json!(decision));
+                if let Err(error) = relay.record_passage(false, METHOD, Some(session), None, extra) {
+                    tracing::error!(%error, "auditing a tool call decided again failed");
+                }
+            }
+            if auto {
+                relay.oversight.permission_answered(session, &facts, Approval::Auto);
+            }
+            (true, false, frozen)
+        }
+        gate::Live::Drop => (false, false, None),
+        gate::Live::Hide { facts, reason, close } => {
+            tracing::warn!(tool = ?facts.tool, %reason, "governance hid a tool call from the editor");
+            relay
+                .oversight
+                .permission_answered(session, &facts, Approval::Denied { reason });
+            (false, close, None)
+        }
     }
 }
 
@@ -1331,6 +1370,80 @@ async fn close_on_editor(relay: &Relay, session: &str, id: &str) {
         .await;
 }
 
+/// The agent's `session/request_permission` (params `text`): decided on the call as the editor
+/// was shown it. Answered here (`None`) when governance allows or denies it; else the
+/// question to pass to the editor (`line`, rewritten to show the call as it was decided).
+async fn agent_permission(
+    relay: &Arc<Relay>,
+    id: &Id,
+    method: &str,
+    text: &str,
+    line: &mut Vec<u8>,
+) -> Option<(wire::RequestPermissionRequest, ToolFacts)> {
+    let request = match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
+        Ok(request) => request,
+        Err(error) => {
+            let error = RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}"));
+            relay.to_agent_line(jsonrpc::encode_error(id, &error)).await;
+            return None;
+        }
+    };
+    // The `toolCall` as sent (what the editor would read), applied to the call the
+    // editor was shown: governance decides on that.
+    let tool_call = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(mut params)) => match params.remove("toolCall") {
+            Some(Value::Object(tool_call)) => tool_call,
+            _ => serde_json::Map::new(),
+        },
+        _ => serde_json::Map::new(),
+    };
+    let session_id = request.session_id.as_str().to_string();
+    let call_id = request.tool_call.tool_call_id.as_str().to_string();
+    let decide = |facts: &ToolFacts| relay.oversight.decide(&session_id, facts);
+    let gate::Permission {
+        facts,
+        frozen,
+        decision,
+        close,
+        hidden_before,
+    } = lock(&relay.gate).permission(&session_id, &call_id, &tool_call, decide);
+    // The editor is asked about the call as it was decided, and the attempt to
+    // change that is audited (a denied call's denial says enough).
+    let mut shown = None;
+    if let Some(frozen) = frozen
+        && !matches!(decision, Decision::Deny(_))
+    {
+        audit_rewritten(relay, method, &session_id, &call_id, frozen.refused.as_deref());
+        shown = Some(frozen.update);
+    }
+    match decision {
+        Decision::Allow => {
+            relay.oversight.permission_answered(&session_id, &facts, Approval::Auto);
+            answer_permission(relay, id, &request, &PermissionDecision::Approve).await;
+            None
+        }
+        Decision::Deny(reason) => {
+            if !hidden_before {
+                relay
+                    .oversight
+                    .permission_answered(&session_id, &facts, Approval::Denied { reason });
+            }
+            answer_permission(relay, id, &request, &PermissionDecision::Reject).await;
+            if close {
+                close_on_editor(relay, &session_id, &call_id).await;
+            }
+            None
+        }
+        Decision::Ask => {
+            relay.oversight.permission_asked(&session_id, &facts);
+            if let Some(tool_call) = shown {
+                *line = with_tool_call(id, method, text, tool_call);
+            }
+            Some((request, facts))
+        }
+    }
+}
+
 async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, mut line: Vec<u8>) {
     use wire::method_names as m;
     let session = session_of(params.as_deref());
@@ -1356,7 +1469,7 @@ async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Optio
     // In flight: passed on to the editor, or an MCP call held while the editor is asked.
     if lock(&relay.to_editor).contains_key(&id) || lock(&relay.held_calls).contains_key(&id) {
         relay
-            .to_agent_line(jsonrpc::encode_error(&id, &duplicate_id(&id)))
+            .to_agent_line(jsonrpc::encode_error(&id, &connection::duplicate_id(&id)))
             .await;
         return;
     }
@@ -1372,67 +1485,9 @@ async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Optio
     match method.as_str() {
         m::SESSION_REQUEST_PERMISSION => {
             let text = params.as_deref().map_or("null", RawValue::get);
-            let request = match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
-                Ok(request) => request,
-                Err(error) => {
-                    let error = RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}"));
-                    relay.to_agent_line(jsonrpc::encode_error(&id, &error)).await;
-                    return;
-                }
-            };
-            // The `toolCall` as sent (what the editor would read), applied to the call the
-            // editor was shown: governance decides on that.
-            let tool_call = match serde_json::from_str::<Value>(text) {
-                Ok(Value::Object(mut params)) => match params.remove("toolCall") {
-                    Some(Value::Object(tool_call)) => tool_call,
-                    _ => serde_json::Map::new(),
-                },
-                _ => serde_json::Map::new(),
-            };
-            let session_id = request.session_id.as_str().to_string();
-            let call_id = request.tool_call.tool_call_id.as_str().to_string();
-            let decide = |facts: &ToolFacts| relay.oversight.decide(&session_id, facts);
-            let gate::Permission {
-                facts,
-                frozen,
-                decision,
-                close,
-                hidden_before,
-            } = lock(&relay.gate).permission(&session_id, &call_id, &tool_call, decide);
-            // The editor is asked about the call as it was decided, and the attempt to
-            // change that is audited (a denied call's denial says enough).
-            let mut shown = None;
-            if let Some(frozen) = frozen
-                && !matches!(decision, Decision::Deny(_))
-            {
-                audit_rewritten(relay, &method, &session_id, &call_id, frozen.refused.as_deref());
-                shown = Some(frozen.update);
-            }
-            match decision {
-                Decision::Allow => {
-                    relay.oversight.permission_answered(&session_id, &facts, Approval::Auto);
-                    answer_permission(relay, &id, &request, &PermissionDecision::Approve).await;
-                    return;
-                }
-                Decision::Deny(reason) => {
-                    if !hidden_before {
-                        relay
-                            .oversight
-                            .permission_answered(&session_id, &facts, Approval::Denied { reason });
-                    }
-                    answer_permission(relay, &id, &request, &PermissionDecision::Reject).await;
-                    if close {
-                        close_on_editor(relay, &session_id, &call_id).await;
-                    }
-                    return;
-                }
-                Decision::Ask => {
-                    relay.oversight.permission_asked(&session_id, &facts);
-                    permission = Some((request, facts));
-                    if let Some(tool_call) = shown {
-                        line = with_tool_call(&id, &method, text, tool_call);
-                    }
-                }
+            match agent_permission(relay, &id, &method, text, &mut line).await {
+                Some(asked) => permission = Some(asked),
+                None => return,
             }
         }
         mcp_over_acp::CONNECT | mcp_over_acp::MESSAGE | mcp_over_acp::DISCONNECT => {
@@ -1519,7 +1574,7 @@ async fn sweep(relay: Arc<Relay>) {
                 .collect()
         };
         let late: Vec<(Id, Forwarded, Answering<'_>)> = {
-            let mut waiting = lock(&relay.to_agent);
+            let mut waiting = relay.to_agent.lock();
             expired(&mut waiting)
                 .into_iter()
                 .map(|(id, f)| (id, f, relay.answering()))

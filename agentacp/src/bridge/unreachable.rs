@@ -14,8 +14,11 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
-use crate::jsonrpc::frame::{Frame, FrameReader};
-use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+use serde_json::value::RawValue;
+
+use crate::connection::{self, CONTINUE, Flow, Request, Role};
+use crate::jsonrpc::frame::FrameReader;
+use crate::jsonrpc::{self, Id, RpcError, Unreadable, codes};
 
 /// The longest the editor is listened to when the agent cannot be started or reached.
 pub(super) const LISTEN_FOR: Duration = Duration::from_secs(5);
@@ -28,43 +31,91 @@ pub(super) const LINGER: Duration = Duration::from_millis(250);
 pub(super) async fn answer_with<R, W>(
     message: &str,
     input: R,
-    mut output: W,
+    output: W,
     max_frame_bytes: usize,
     write_timeout: Duration,
 ) where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
 {
-    let mut frames = FrameReader::new(BufReader::new(input), max_frame_bytes);
-    let mut until = Instant::now() + LISTEN_FOR;
-    let error = RpcError::new(codes::INTERNAL_ERROR, message);
-    loop {
-        let frame = match tokio::time::timeout_at(until, frames.next()).await {
-            Ok(Ok(Some(frame))) => frame,
-            // End of input, an unreadable input, or time's up.
-            Ok(Ok(None) | Err(_)) | Err(_) => break,
-        };
-        let answer = match frame {
-            Frame::TooLarge { id, .. } => jsonrpc::encode_error(&id.unwrap_or(Id::Null), &error),
-            Frame::Line(line) => match jsonrpc::parse(&line) {
-                Ok(Incoming::Request { id, method, .. }) => {
-                    tracing::debug!(%id, method, "answered with the reason the agent is not there");
-                    jsonrpc::encode_error(&id, &error)
-                }
-                Ok(Incoming::Notification { .. } | Incoming::Response { .. }) => continue,
-                Err(unreadable) => jsonrpc::encode_error(&unreadable.id, &unreadable.error),
-            },
-        };
-        let written = tokio::time::timeout(write_timeout, async {
-            output.write_all(&answer).await?;
-            output.flush().await
+    let frames = FrameReader::new(BufReader::new(input), max_frame_bytes);
+    let mut role = Unreachable {
+        output,
+        error: RpcError::new(codes::INTERNAL_ERROR, message),
+        until: Instant::now() + LISTEN_FOR,
+        write_timeout,
+    };
+    // End of input, an unreadable input, time's up, or an editor that takes no answers.
+    connection::serve(&mut role, frames).await;
+    let _ = tokio::time::timeout(write_timeout, role.output.shutdown()).await;
+}
+
+/// The editor face of a bridge without an agent: a role on the connection core that answers
+/// every request with the reason.
+struct Unreachable<W> {
+    output: W,
+    /// What every request is answered with.
+    error: RpcError,
+    /// When to stop listening.
+    until: Instant,
+    write_timeout: Duration,
+}
+
+impl<W: AsyncWrite + Unpin + Send> Unreachable<W> {
+    /// Answers request `id` with the reason.
+    async fn answer(&mut self, id: &Id) -> Flow {
+        let answer = jsonrpc::encode_error(id, &self.error);
+        self.send(answer).await
+    }
+
+    /// Writes `answer` at once, bounded by the write timeout; `Break` when the editor does not
+    /// take it.
+    async fn send(&mut self, answer: Vec<u8>) -> Flow {
+        let written = tokio::time::timeout(self.write_timeout, async {
+            self.output.write_all(&answer).await?;
+            self.output.flush().await
         })
         .await;
         if !matches!(written, Ok(Ok(()))) {
             tracing::debug!("the editor does not take our answers; stopping");
-            return;
+            return Flow::Break(());
         }
-        until = until.min(Instant::now() + LINGER);
+        self.until = self.until.min(Instant::now() + LINGER);
+        CONTINUE
     }
-    let _ = tokio::time::timeout(write_timeout, output.shutdown()).await;
+}
+
+impl<W: AsyncWrite + Unpin + Send> Role for Unreachable<W> {
+    const PEER: &'static str = "the editor";
+    type Wake = ();
+
+    fn wait(&mut self) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep_until(self.until)
+    }
+
+    async fn woken(&mut self, (): ()) -> Flow {
+        Flow::Break(())
+    }
+
+    async fn too_large(&mut self, id: Option<Id>, _: RpcError) -> Flow {
+        self.answer(&id.unwrap_or(Id::Null)).await
+    }
+
+    async fn unreadable(&mut self, unreadable: Box<Unreadable>) -> Flow {
+        self.send(jsonrpc::encode_error(&unreadable.id, &unreadable.error))
+            .await
+    }
+
+    async fn response(&mut self, _: Id, _: Result<Box<RawValue>, RpcError>, _: Vec<u8>) -> Flow {
+        CONTINUE
+    }
+
+    async fn notification(&mut self, _: String, _: Option<Box<RawValue>>, _: Vec<u8>) -> Flow {
+        CONTINUE
+    }
+
+    async fn request(&mut self, request: Request) -> Flow {
+        tracing::debug!(id = %request.id, method = request.method, "answered with the reason the agent is not there");
+        self.answer(&request.id).await
+    }
 }

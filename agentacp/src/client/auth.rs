@@ -60,7 +60,7 @@ pub struct AuthMethodInfo {
 impl AuthMethodInfo {
     /// Reads the `authMethods` of an `initialize` answer; entries without a string `id` are
     /// skipped (logged).
-    pub(crate) fn read_all(initialize: &Value) -> Vec<AuthMethodInfo> {
+    pub fn read_all(initialize: &Value) -> Vec<AuthMethodInfo> {
         let Some(methods) = initialize.get("authMethods").and_then(Value::as_array) else {
             return Vec::new();
         };

@@ -7,22 +7,20 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::io::BufReader;
-use tokio::sync::mpsc;
 
 use super::auth::{AuthKind, AuthMethodInfo, AuthPolicy};
 use super::context::ClientContext;
-use super::downstream::Downstream;
 use super::error::ClientError;
-use super::events::Update;
 use super::options::ClientOptions;
-use super::oversight::Oversight;
 use super::state::{Shared, Subscriber};
 use super::stream::{self, PromptStream, StreamKind};
-use super::{reader, tap, terminal};
+use super::{queue, reader, tap, terminal};
+use crate::downstream::Downstream;
 use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::RequestFailure;
 use crate::methods;
+use crate::oversight::Oversight;
 use crate::subprocess::{AgentCommand, ExitState};
 use crate::sync::lock;
 use crate::wire::default as wire;
@@ -127,12 +125,14 @@ impl Client {
             })?,
         };
         let root = crate::workspace::Workspace::open(&root).map_err(ClientError::InvalidState)?;
-        let (process, stdin, stdout) = downstream.open(options.stderr_lines).await?;
+        let (process, stdin, stdout) = downstream
+            .open(options.stderr_lines)
+            .await
+            .map_err(ClientError::Spawn)?;
         let (outbox, _writer) = match options.wire_tap.clone() {
             Some(tap) => Outbox::start(tap::TapWriter::new(stdin, tap), options.write_timeout),
             None => Outbox::start(stdin, options.write_timeout),
         };
-        let frames = FrameReader::new(BufReader::new(stdout), options.max_frame_bytes);
         let permission = Arc::clone(&options.permission);
         let context = ClientContext::new(root, terminal::Terminals::default());
         let operator = options
@@ -141,6 +141,8 @@ impl Client {
             .unwrap_or_else(|| options.client_info.0.clone());
         let oversight = Oversight::new(options.governance.clone(), options.audit.clone(), operator);
         let shared = Arc::new(Shared::new(outbox, permission, options, process, context, oversight));
+        let stdout = queue::Flushing::new(BufReader::new(stdout), Arc::clone(&shared.flushes));
+        let frames = FrameReader::new(stdout, shared.options.max_frame_bytes);
         tokio::spawn(reader::read_loop(Arc::clone(&shared), frames));
         let mut client = Client {
             shared,
@@ -446,7 +448,7 @@ impl Client {
         params: &Value,
         kind: StreamKind,
     ) -> Result<PromptStream, ClientError> {
-        let (sender, updates) = mpsc::channel(UPDATE_QUEUE);
+        let (sender, updates) = queue::queue(UPDATE_QUEUE);
         let tag = self.subscribe(session, sender, kind == StreamKind::Load)?;
         let subscribed = Unsubscribe(self, session, tag);
         let waiting = self
@@ -510,7 +512,7 @@ impl Client {
     fn subscribe(
         &self,
         session: &wire::SessionId,
-        sender: mpsc::Sender<Update>,
+        sender: Arc<queue::UpdateQueue>,
         replay: bool,
     ) -> Result<i64, ClientError> {
         static TAGS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);

@@ -33,9 +33,20 @@ pub enum Update {
     Other(Value),
 }
 
+impl crate::oversight::ReportsToolCall for Update {
+    fn tool_call(&self) -> Option<Value> {
+        match self {
+            Update::ToolCall(call) => serde_json::to_value(call).ok(),
+            Update::ToolCallUpdate(call) => serde_json::to_value(call).ok(),
+            _ => None,
+        }
+    }
+}
+
 impl Update {
-    /// Reads the `update` object of a `session/update`.
-    pub(crate) fn from_raw(raw: &RawValue) -> Update {
+    /// Reads the `update` object of a `session/update` (an update that does not fit its
+    /// type is [`Update::Other`], as its JSON).
+    pub fn from_raw(raw: &RawValue) -> Update {
         match serde_json::from_str::<wire::SessionUpdate>(raw.get()) {
             Ok(wire::SessionUpdate::AgentMessageChunk(chunk)) => Update::MessageChunk(chunk),
             Ok(wire::SessionUpdate::AgentThoughtChunk(chunk)) => Update::ThoughtChunk(chunk),

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use super::handlers::HandlerResult;
-use super::permission::BoxFuture;
 use crate::jsonrpc::{RpcError, codes};
+use crate::oversight::BoxFuture;
 
 /// Answers the agent's `_`-prefixed requests and sees its `_`-prefixed notifications. The
 /// params arrive as the agent sent them (`_meta` included); a request's answer is sent as it

@@ -8,7 +8,7 @@
 //! warning. Each `mcp/connect` of the agent's starts a fresh service of that server on a
 //! connection of its own; `mcp/message`s go to it, and `mcp/disconnect` (or the end of the ACP
 //! connection) stops it. The agent's tool calls on it are governed like its terminals (see
-//! [`mcp_governance`](super::mcp_governance)).
+//! [`mcp_calls`](crate::oversight::mcp_calls)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,10 +17,10 @@ use std::time::Duration;
 use rmcp::service::{DynService, RoleServer, ServiceExt};
 use serde_json::{Value, json};
 
-use super::mcp_governance::{AcpMcpServers, McpMessage};
 use crate::jsonrpc::cancels::Cancellable;
 use crate::jsonrpc::{RpcError, codes};
 use crate::mcp::tunnel::{self, AcpPeer, Tunnel, Tunnels};
+use crate::oversight::mcp_calls::{AcpMcpServers, McpMessage};
 
 /// How many MCP connections over ACP an agent may have open at once (each runs a service of
 /// the client's): beyond it, `mcp/connect` is refused.

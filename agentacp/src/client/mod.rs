@@ -72,7 +72,6 @@ mod auth;
 mod calls;
 mod connection;
 mod context;
-pub(crate) mod downstream;
 mod error;
 mod events;
 mod extensions;
@@ -80,11 +79,10 @@ pub mod fs;
 mod handlers;
 #[cfg(feature = "mcp")]
 mod mcp;
-pub(crate) mod mcp_governance;
 mod operator;
 mod options;
-pub(crate) mod oversight;
-pub(crate) mod permission;
+mod permission;
+mod queue;
 
 mod reader;
 mod render;
@@ -94,6 +92,7 @@ mod stream;
 mod tap;
 pub mod terminal;
 
+pub use crate::oversight::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll, TERMINAL_TOOL};
 pub use crate::subprocess::{AgentCommand, DEFAULT_ENV_ALLOW};
 pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy, UnpassedVar, unpassed_env_advice};
 pub use calls::LIST_PAGES_MAX;
@@ -107,8 +106,6 @@ pub use handlers::{Builtin, ClientHandlers, HandlerResult, NoHandlers, decode, e
 pub use mcp::AcpMcpServer;
 pub use operator::{ClientOperator, Connect};
 pub use options::ClientOptions;
-pub use oversight::TERMINAL_TOOL;
-pub use permission::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};
 pub use render::{ONE_LINE_MAX, clip};
 pub use session::{SessionState, config_value, select_values};
 pub use stream::PromptStream;

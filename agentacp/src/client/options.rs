@@ -7,12 +7,14 @@ use std::time::Duration;
 use super::auth::AuthPolicy;
 use super::extensions::ExtensionHandler;
 use super::handlers::{ClientHandlers, NoHandlers};
-use super::permission::{PermissionHandler, RejectAll};
 use super::tap::{Direction, WireTap};
 use crate::audit::AuditLog;
+use crate::connection::Limits;
 use crate::governance::Governance;
+use crate::oversight::{PermissionHandler, RejectAll};
 
-/// Timeouts and limits of a [`Client`](crate::client::Client). Every field has a documented default.
+/// Timeouts and limits of a [`Client`](crate::client::Client). Every field has a documented
+/// default; the limits and timeouts a server and a bridge have too take theirs from [`Limits`].
 #[derive(Clone)]
 pub struct ClientOptions {
     /// The answer to `initialize`. Default 30 s.
@@ -77,13 +79,13 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             initialize_timeout: Duration::from_secs(30),
-            request_timeout: Duration::from_secs(60),
-            prompt_idle_timeout: Duration::from_secs(600),
-            permission_timeout: Duration::from_secs(300),
-            write_timeout: Duration::from_secs(60),
-            max_frame_bytes: 4 * 1024 * 1024,
-            exit_grace: Duration::from_secs(2),
-            kill_grace: Duration::from_secs(5),
+            request_timeout: Limits::DEFAULT.request_timeout,
+            prompt_idle_timeout: Limits::DEFAULT.prompt_idle_timeout,
+            permission_timeout: Limits::DEFAULT.permission_timeout,
+            write_timeout: Limits::DEFAULT.write_timeout,
+            max_frame_bytes: Limits::DEFAULT.max_frame_bytes,
+            exit_grace: Limits::DEFAULT.exit_grace,
+            kill_grace: Limits::DEFAULT.kill_grace,
             stderr_lines: 20,
             client_info: ("agentacp".to_string(), env!("CARGO_PKG_VERSION").to_string()),
             permission: Arc::new(RejectAll),

@@ -1,11 +1,11 @@
 //! The reader loop of one agent connection (the mirror of `server::dispatch`): frames in
 //! order, answers to our requests, updates to their session's stream, the agent's requests to
-//! their handlers (permission requests through governance first).
+//! their handlers (permission requests through governance first: `permission.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::AsyncBufRead;
@@ -13,16 +13,16 @@ use tokio::io::AsyncBufRead;
 use super::events::Update;
 use super::extensions::{is_extension, method_not_found};
 #[cfg(feature = "mcp")]
-use super::mcp_governance::{McpCall, McpMessage, keep_allowed};
-use super::oversight::{TERMINAL_TOOL, ToolFacts};
-use super::permission::{self, PermissionDecision};
+use super::permission::own_mcp_call;
+use super::permission::{answer_permission, authorize_terminal, run_authorized};
 use super::state::{Ended, Shared};
 use super::tap::Direction;
-use crate::audit::Approval;
-use crate::governance::Decision;
-use crate::jsonrpc::cancels::Cancellable;
+use crate::connection::{self, CONTINUE, Flow, Request, Role};
+use crate::jsonrpc::cancels::{Cancellable, Cancels};
 use crate::jsonrpc::frame::{Frame, FrameReader};
-use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+use crate::jsonrpc::{self, Id, RpcError, Unreadable, codes};
+#[cfg(feature = "mcp")]
+use crate::oversight::mcp_calls::{McpMessage, keep_allowed};
 use crate::sync::lock;
 use crate::wire::default as wire;
 
@@ -37,24 +37,11 @@ struct UpdateParams {
     update: Box<RawValue>,
 }
 
-/// Reads the agent's frames until its stdout closes; then fails everything pending.
-pub(crate) async fn read_loop<R: AsyncBufRead + Unpin>(shared: Arc<Shared>, mut frames: FrameReader<R>) {
-    loop {
-        match frames.next().await {
-            Ok(None) => break,
-            Err(error) => {
-                tracing::warn!(%error, "reading from the agent failed");
-                break;
-            }
-            Ok(Some(Frame::TooLarge { len, id })) => too_large(&shared, len, id).await,
-            Ok(Some(Frame::Line(line))) => {
-                if let Some(tap) = &shared.options.wire_tap {
-                    tap(Direction::FromAgent, &line);
-                }
-                handle(&shared, &line).await
-            }
-        }
-    }
+/// Reads the agent's frames until its stdout closes (on the connection core); then fails
+/// everything pending.
+pub(crate) async fn read_loop<R: AsyncBufRead + Unpin + Send>(shared: Arc<Shared>, frames: FrameReader<R>) {
+    connection::serve(&mut FromAgent(Arc::clone(&shared)), frames).await;
+    shared.flushes.flush();
     tracing::debug!(pid = ?shared.process.pid, "the agent closed its output");
     lock(&shared.ended).get_or_insert(Ended::ByAgent);
     // So that errors carry the exit status and the last stderr lines.
@@ -71,316 +58,144 @@ pub(crate) async fn read_loop<R: AsyncBufRead + Unpin>(shared: Arc<Shared>, mut 
     }
 }
 
-async fn too_large(shared: &Shared, len: usize, id: Option<Id>) {
-    let limit = shared.options.max_frame_bytes;
-    tracing::warn!(len, limit, ?id, "a message from the agent over the limit was discarded");
-    let Some(id) = id else { return };
-    let error = RpcError::new(
-        codes::INVALID_REQUEST,
-        format!("message of {len} bytes is over the limit of {limit} bytes; it was discarded"),
-    );
-    // Our request's answer: fail that request. Otherwise it was a request of the agent's.
-    if !shared.pending.resolve(&id, Err(error.clone())) {
-        shared.send_line(jsonrpc::encode_error(&id, &error)).await;
+/// The client's role on the connection core: what it does with each message of the agent's.
+struct FromAgent(Arc<Shared>);
+
+impl Role for FromAgent {
+    const PEER: &'static str = "the agent";
+    type Wake = std::convert::Infallible;
+
+    fn cancels(&self) -> Option<&Arc<Cancels>> {
+        Some(&self.0.answering)
+    }
+
+    fn frame_read(&mut self, frame: &Frame) {
+        if let (Frame::Line(line), Some(tap)) = (frame, &self.0.options.wire_tap) {
+            tap(Direction::FromAgent, line);
+        }
+    }
+
+    async fn too_large(&mut self, id: Option<Id>, error: RpcError) -> Flow {
+        // Before anything that may wait, the streams see the updates queued (`queue.rs`).
+        self.0.flushes.flush();
+        // Our request's answer: fail that request. Otherwise it was a request of the agent's.
+        if let Some(id) = id
+            && !self.0.pending.resolve(&id, Err(error.clone()))
+        {
+            self.0.send_line(jsonrpc::encode_error(&id, &error)).await;
+        }
+        CONTINUE
+    }
+
+    async fn unreadable(&mut self, unreadable: Box<Unreadable>) -> Flow {
+        tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
+        CONTINUE
+    }
+
+    async fn response(&mut self, id: Id, outcome: Result<Box<RawValue>, RpcError>, _line: Vec<u8>) -> Flow {
+        if !self.0.pending.resolve(&id, outcome) {
+            tracing::debug!(%id, "an answer to no pending request was ignored");
+        }
+        CONTINUE
+    }
+
+    async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, _line: Vec<u8>) -> Flow {
+        notification(&self.0, &method, params.as_deref()).await;
+        CONTINUE
+    }
+
+    async fn request(&mut self, request: Request) -> Flow {
+        self.0.flushes.flush();
+        let Request {
+            id,
+            method,
+            params,
+            cancellable,
+            ..
+        } = request;
+        let cancellable = cancellable.unwrap_or_else(|| self.0.answering.cancellable(&id));
+        agent_request(&self.0, id, method, params, cancellable).await;
+        CONTINUE
     }
 }
 
-async fn handle(shared: &Arc<Shared>, line: &[u8]) {
-    let message = match jsonrpc::parse(line) {
-        Ok(message) => message,
-        Err(unreadable) => {
-            tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
-            return;
-        }
-    };
-    match message {
-        Incoming::Response { id, outcome } => {
-            if !shared.pending.resolve(&id, outcome) {
-                tracing::debug!(%id, "an answer to no pending request was ignored");
-            }
-        }
-        Incoming::Notification { method, params } => {
-            #[cfg(feature = "mcp")]
-            if method == crate::mcp::tunnel::MESSAGE {
-                shared.mcp.notification(params.as_deref());
-                return;
-            }
-            if method == jsonrpc::pending::CANCEL_REQUEST {
-                if !shared.answering.cancel(params.as_deref()) {
-                    tracing::debug!("a `$/cancel_request` for no request being answered was ignored");
-                }
-                return;
-            }
-            if is_extension(&method) {
-                extension_notification(shared, &method, params.as_deref());
-                return;
-            }
-            if method != wire::method_names::SESSION_UPDATE {
-                tracing::debug!(%method, "a notification from the agent was ignored");
-                return;
-            }
-            let text = params.as_deref().map_or("null", RawValue::get);
-            match serde_json::from_str::<UpdateParams>(text) {
-                Ok(params) => {
-                    let update = Update::from_raw(&params.update);
-                    shared.sessions.observe(&params.session_id, &update);
-                    let subscriber = shared.subscriber(&params.session_id);
-                    let replay = subscriber.as_ref().is_some_and(|s| s.2);
-                    if !replay && let Err(error) = shared.oversight.observe(&params.session_id, &update) {
-                        // Fail closed: what cannot be audited is not shown, and the turn stops.
-                        tracing::error!(%error, session = %params.session_id, "auditing a tool call failed; cancelling the turn");
-                        let cancel = serde_json::json!({ "sessionId": params.session_id });
-                        let _ = shared.notify(wire::method_names::SESSION_CANCEL, &cancel).await;
-                        return;
-                    }
-                    match subscriber {
-                        Some((tag, sender, _)) => shared.deliver(&params.session_id, (tag, sender), update).await,
-                        None => {
-                            tracing::debug!(session = %params.session_id, "an update for a session without a running prompt was dropped")
-                        }
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "an unreadable `session/update` was ignored"),
-            }
-        }
-        Incoming::Request { id, method, params } => {
-            // Cancellable from now on: the agent's next message may be its cancel.
-            let cancellable = shared.answering.cancellable(&id);
-            #[cfg(feature = "mcp")]
-            if method.starts_with("mcp/") && !shared.options.mcp_over_acp.is_empty() {
-                tokio::spawn(answer_mcp(Arc::clone(shared), id, method, params, cancellable));
-                return;
-            }
-            if method == wire::method_names::SESSION_REQUEST_PERMISSION {
-                let text = params.as_deref().map_or("null", RawValue::get);
-                match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
-                    Ok(request) => {
-                        tokio::spawn(answer_permission(Arc::clone(shared), id, request, cancellable));
-                    }
-                    Err(error) => {
-                        let error =
-                            RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}"));
-                        shared.send_line(jsonrpc::encode_error(&id, &error)).await;
-                    }
-                }
-            } else if is_extension(&method) {
-                let params = params
-                    .as_deref()
-                    .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                    .unwrap_or(Value::Null);
-                tokio::spawn(answer_extension(Arc::clone(shared), id, method, params, cancellable));
-            } else {
-                let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
-                tokio::spawn(answer_request(Arc::clone(shared), id, method, params, cancellable));
-            }
+/// A notification of the agent's: MCP-over-ACP, an extension, or a session's update.
+async fn notification(shared: &Arc<Shared>, method: &str, params: Option<&RawValue>) {
+    #[cfg(feature = "mcp")]
+    if method == crate::mcp::tunnel::MESSAGE {
+        shared.mcp.notification(params);
+        return;
+    }
+    if is_extension(method) {
+        extension_notification(shared, method, params);
+        return;
+    }
+    if method != wire::method_names::SESSION_UPDATE {
+        tracing::debug!(%method, "a notification from the agent was ignored");
+        return;
+    }
+    let text = params.map_or("null", RawValue::get);
+    match serde_json::from_str::<UpdateParams>(text) {
+        Ok(params) => session_update(shared, params).await,
+        Err(error) => tracing::warn!(%error, "an unreadable `session/update` was ignored"),
+    }
+}
+
+/// A `session/update`: observed, audited (fail closed), and delivered to its prompt.
+async fn session_update(shared: &Arc<Shared>, params: UpdateParams) {
+    let update = Update::from_raw(&params.update);
+    shared.sessions.observe(&params.session_id, &update);
+    let subscriber = shared.subscriber(&params.session_id);
+    let replay = subscriber.as_ref().is_some_and(|s| s.2);
+    if !replay && let Err(error) = shared.oversight.observe(&params.session_id, &update) {
+        // Fail closed: what cannot be audited is not shown, and the turn stops.
+        tracing::error!(%error, session = %params.session_id, "auditing a tool call failed; cancelling the turn");
+        let cancel = serde_json::json!({ "sessionId": params.session_id });
+        shared.flushes.flush();
+        let _ = shared.notify(wire::method_names::SESSION_CANCEL, &cancel).await;
+        return;
+    }
+    match subscriber {
+        Some((tag, sender, _)) => shared.deliver(&params.session_id, (tag, sender), update).await,
+        None => {
+            tracing::debug!(session = %params.session_id, "an update for a session without a running prompt was dropped")
         }
     }
 }
 
-#[derive(Serialize)]
-struct PermissionResponse {
-    outcome: wire::RequestPermissionOutcome,
-}
-
-/// Governance first: `allow` approves and `deny` rejects without asking anyone; `ask` goes to
-/// the handler, where a timeout, a cancel of the session or the agent's cancel of the request
-/// rejects. The answer is remembered for the tool call's audit record.
-async fn answer_permission(
-    shared: Arc<Shared>,
+/// A request of the agent's, cancellable already: answered from a task of its own.
+async fn agent_request(
+    shared: &Arc<Shared>,
     id: Id,
-    request: wire::RequestPermissionRequest,
-    mut cancellable: Cancellable,
+    method: String,
+    params: Option<Box<RawValue>>,
+    cancellable: Cancellable,
 ) {
-    let session = request.session_id.as_str().to_string();
-    let facts = ToolFacts::of_permission(&request);
-    let (outcome, approval) = decide_permission(&shared, &request, &facts, &mut cancellable).await;
-    shared.oversight.permission_answered(&session, &facts, approval);
-    tracing::debug!(%id, ?outcome, "permission answered");
-    shared
-        .send_line(jsonrpc::encode_result(&id, &PermissionResponse { outcome }))
-        .await;
-}
-
-/// Governance, then (for `ask`) the permission handler: the outcome to answer with and the
-/// approval to record.
-async fn decide_permission(
-    shared: &Shared,
-    request: &wire::RequestPermissionRequest,
-    facts: &ToolFacts,
-    cancellable: &mut Cancellable,
-) -> (wire::RequestPermissionOutcome, Approval) {
-    let session = request.session_id.as_str();
-    let (outcome, approval) = match shared.oversight.decide(session, facts) {
-        Decision::Allow => (
-            permission::outcome(request, &PermissionDecision::Approve),
-            Approval::Auto,
-        ),
-        Decision::Deny(reason) => (
-            permission::outcome(request, &PermissionDecision::Reject),
-            Approval::Denied { reason },
-        ),
-        Decision::Ask => ask_handler(shared, request, cancellable).await,
-    };
-    // An `allow` that the request did not offer is a rejection: record what was answered.
-    let approval = match (&approval, permission::approves(request, &outcome)) {
-        (Approval::Auto, false) => Approval::RejectedBy {
-            who: "governance".into(),
-            reason: "the request offered no allow option".into(),
-        },
-        _ => approval,
-    };
-    (outcome, approval)
-}
-
-/// `terminal/create` runs a command with all the rights of the client's user (its `cwd` is only
-/// where it starts), so it is decided like a tool call: governance sees the tool
-/// [`TERMINAL_TOOL`] (kind unknown, so it counts as changing something) with the request as
-/// its arguments, `ask` goes to the permission handler (default: reject), and the decision and
-/// its result are audited. `Err` is the answer to send when it is not approved.
-async fn authorize_terminal(
-    shared: &Shared,
-    session: &str,
-    arguments: &Value,
-    cancellable: &mut Cancellable,
-) -> Result<ToolFacts, Refused> {
-    static TERMINALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let command_line = std::iter::once(&arguments["command"])
-        .chain(arguments["args"].as_array().into_iter().flatten())
-        .filter_map(Value::as_str)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let id = format!(
-        "terminal-{}",
-        TERMINALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
-    );
-    let request = serde_json::json!({
-        "sessionId": session,
-        "toolCall": {
-            "toolCallId": id,
-            "title": format!("Run `{command_line}` in {}", arguments["cwd"].as_str().unwrap_or("?")),
-            "kind": "execute",
-            "rawInput": arguments,
-            "_meta": {"aip44": {"tool": TERMINAL_TOOL}},
-        },
-        "options": [
-            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-        ],
-    });
-    let refused = format!("`terminal/create` of `{command_line}` was not allowed by the client");
-    authorize(shared, request, refused, cancellable).await
-}
-
-/// Runs a call this client decided itself (`authorized`, see [`authorize`]) with `run`, or
-/// answers its refusal; audits either.
-async fn run_authorized(
-    shared: &Shared,
-    session: &str,
-    authorized: Result<ToolFacts, Refused>,
-    run: impl std::future::Future<Output = Result<Value, RpcError>>,
-) -> Result<Value, RpcError> {
-    let (facts, approval, answer) = match authorized {
-        Ok(facts) => (facts, None, run.await),
-        Err((facts, approval, error)) => (facts, Some(approval), Err(error)),
-    };
-    shared.oversight.call_ended(session, &facts, approval, &answer);
-    answer
-}
-
-/// A call this client would run itself, refused: what the audit records, and the answer.
-type Refused = (ToolFacts, Approval, RpcError);
-
-/// Governance, then (for `ask`) the permission handler, on the call the permission `request`
-/// describes, which this client would run itself; `Err` carries the answer to give
-/// (`refused`, the reason; `-32800` when the agent cancelled its request before it was run).
-async fn authorize(
-    shared: &Shared,
-    request: Value,
-    refused: String,
-    cancellable: &mut Cancellable,
-) -> Result<ToolFacts, Refused> {
-    let session = request["sessionId"].as_str().unwrap_or_default().to_string();
-    let described = ToolFacts::of(&request["toolCall"]).unwrap_or_default();
-    let request: wire::RequestPermissionRequest = serde_json::from_value(request).map_err(|error| {
-        let facts = described;
-        let approval = Approval::Denied {
-            reason: format!("unreadable permission request: {error}"),
-        };
-        (facts, approval, RpcError::new(codes::INVALID_PARAMS, error.to_string()))
-    })?;
-    // The request is this side's own: its title describes the call, it names no tool.
-    let facts = ToolFacts {
-        names: Vec::new(),
-        titles: Vec::new(),
-        ..ToolFacts::of_permission(&request)
-    };
-    let (outcome, approval) = decide_permission(shared, &request, &facts, cancellable).await;
-    if cancellable.is_cancelled() {
-        // Whatever was decided, the agent no longer wants it run.
-        return Err(cancelled_before_it_ran(facts, &refused));
+    #[cfg(feature = "mcp")]
+    if method.starts_with("mcp/") && !shared.options.mcp_over_acp.is_empty() {
+        tokio::spawn(answer_mcp(Arc::clone(shared), id, method, params, cancellable));
+        return;
     }
-    if permission::approves(&request, &outcome) {
-        shared.oversight.permission_answered(&session, &facts, approval);
-        Ok(facts)
+    if method == wire::method_names::SESSION_REQUEST_PERMISSION {
+        let text = params.as_deref().map_or("null", RawValue::get);
+        match serde_json::from_str::<wire::RequestPermissionRequest>(text) {
+            Ok(request) => {
+                tokio::spawn(answer_permission(Arc::clone(shared), id, request, cancellable));
+            }
+            Err(error) => {
+                let error = RpcError::new(codes::INVALID_PARAMS, format!("invalid params for `{method}`: {error}"));
+                shared.send_line(jsonrpc::encode_error(&id, &error)).await;
+            }
+        }
+    } else if is_extension(&method) {
+        let params = params
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or(Value::Null);
+        tokio::spawn(answer_extension(Arc::clone(shared), id, method, params, cancellable));
     } else {
-        Err((facts, approval, RpcError::new(codes::INVALID_REQUEST, refused)))
-    }
-}
-
-/// A call this client would run itself, refused because the agent cancelled its request
-/// before it was run: `-32800`.
-fn cancelled_before_it_ran(facts: ToolFacts, refused: &str) -> Refused {
-    let error = RpcError::new(codes::REQUEST_CANCELLED, format!("{refused}: the agent cancelled it"));
-    (facts, cancelled_by_the_agent(), error)
-}
-
-/// What the audit records for a request the agent cancelled (`$/cancel_request`) before it
-/// was decided or run.
-fn cancelled_by_the_agent() -> Approval {
-    Approval::RejectedBy {
-        who: "agent".into(),
-        reason: "cancelled".into(),
-    }
-}
-
-/// The permission handler's answer, bounded by the permission timeout, the session's cancel
-/// and the agent's cancel of the request.
-async fn ask_handler(
-    shared: &Shared,
-    request: &wire::RequestPermissionRequest,
-    cancellable: &mut Cancellable,
-) -> (wire::RequestPermissionOutcome, Approval) {
-    if cancellable.is_cancelled() {
-        // Cancelled before it was read: the user is never asked.
-        return (wire::RequestPermissionOutcome::Cancelled, cancelled_by_the_agent());
-    }
-    let mut cancelled = shared.cancel_receiver(request.session_id.as_str());
-    cancelled.mark_unchanged();
-    let timeout = shared.options.permission_timeout;
-    let rejected = |reason: &str| Approval::RejectedBy {
-        who: "user".into(),
-        reason: reason.into(),
-    };
-    tokio::select! {
-        decision = tokio::time::timeout(timeout, shared.permission.decide(request.clone())) => match decision {
-            Ok(decision) => {
-                let outcome = permission::outcome(request, &decision);
-                let approval = if permission::approves(request, &outcome) {
-                    Approval::ApprovedBy("user".into())
-                } else {
-                    rejected("rejected")
-                };
-                (outcome, approval)
-            }
-            Err(_) => {
-                tracing::warn!(?timeout, "no permission decision in time: rejected");
-                (permission::outcome(request, &PermissionDecision::Reject), rejected("timeout"))
-            }
-        },
-        // The turn was cancelled: ACP's `cancelled` outcome (a rejection).
-        _ = cancelled.changed() => (wire::RequestPermissionOutcome::Cancelled, rejected("cancelled")),
-        // So was the request: answered with the same marker, which `$/cancel_request` allows.
-        () = cancellable.cancelled() => (wire::RequestPermissionOutcome::Cancelled, cancelled_by_the_agent()),
+        let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
+        tokio::spawn(answer_request(Arc::clone(shared), id, method, params, cancellable));
     }
 }
 
@@ -510,48 +325,6 @@ async fn answer_mcp(
         Err(error) => jsonrpc::encode_error(&id, &error),
     };
     shared.send_line(line).await;
-}
-
-/// The agent's `tools/call` on an MCP server this client provides over ACP: decided like a
-/// terminal (governance on `mcp/<server>/<tool>`, `ask` to the permission handler), then run
-/// and audited.
-#[cfg(feature = "mcp")]
-async fn own_mcp_call(
-    shared: &Shared,
-    call: McpCall,
-    params: Option<&RawValue>,
-    mut cancellable: Cancellable,
-) -> Result<Value, RpcError> {
-    let refused = format!("the MCP tool `{}` was not allowed by the client", call.tool_name());
-    let Some(session) = call.session.clone() else {
-        let reason = "its server's session is not known, so it could not be decided";
-        let error = RpcError::new(codes::INVALID_REQUEST, format!("{refused}: {reason}"));
-        let approval = Approval::RejectedBy {
-            who: "agentacp".into(),
-            reason: reason.into(),
-        };
-        let refused = Err(error);
-        (shared.oversight).call_ended(call.session_or_dash(), &call.facts(), Some(approval), &refused);
-        return refused;
-    };
-    // The client chose to offer the tool: without a binding it is allowed; with one, an
-    // `ask` the agent's own permission request already answered is not asked twice.
-    let facts = call.facts();
-    let approved = match shared.oversight.decide(&session, &facts) {
-        Decision::Ask if !shared.oversight.governed() => Some(Approval::Auto),
-        Decision::Ask => shared.oversight.take_approval(&session, &facts),
-        _ => None,
-    };
-    let authorized = match approved {
-        // Nothing to decide, but cancelled already: it never reaches the server.
-        Some(_) if cancellable.is_cancelled() => Err(cancelled_before_it_ran(facts, &refused)),
-        Some(approval) => {
-            shared.oversight.permission_answered(&session, &facts, approval);
-            Ok(facts)
-        }
-        None => authorize(shared, call.permission_request(&session), refused, &mut cancellable).await,
-    };
-    run_authorized(shared, &session, authorized, shared.mcp.message(params, cancellable)).await
 }
 
 /// The agent, as the peer of the client's MCP-over-ACP connections (weak: a connection does

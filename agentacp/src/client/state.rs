@@ -7,18 +7,18 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use super::context::ClientContext;
 use super::error::ClientError;
 use super::events::Update;
 use super::options::ClientOptions;
-use super::oversight::Oversight;
-use super::permission::PermissionHandler;
+use super::queue::{Flushes, UpdateQueue};
 use super::session::Sessions;
 use crate::jsonrpc;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{Pending, RequestFailure};
+use crate::oversight::{Oversight, PermissionHandler};
 use crate::subprocess::{AgentProcess, ExitState};
 use crate::sync::lock;
 
@@ -26,7 +26,7 @@ use crate::sync::lock;
 /// so a stream only removes its own entry.
 pub(crate) struct Subscriber {
     pub(crate) tag: i64,
-    pub(crate) sender: mpsc::Sender<Update>,
+    pub(crate) sender: Arc<UpdateQueue>,
     /// A `session/load` is replaying history: its updates are not live tool calls.
     pub(crate) replay: bool,
 }
@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     outbox: RwLock<Option<Outbox>>,
     pub(crate) pending: Pending,
     pub(crate) subscribers: Mutex<HashMap<String, Subscriber>>,
+    /// The subscribers' queues whose stream is still to be woken (see `queue.rs`).
+    pub(crate) flushes: Arc<Flushes>,
     /// Per session: bumped by `cancel`, so waiting permission requests end.
     pub(super) cancels: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// The agent's requests being answered, which its `$/cancel_request` may cancel.
@@ -77,6 +79,7 @@ impl Shared {
             outbox: RwLock::new(Some(outbox)),
             pending: Pending::new(),
             subscribers: Mutex::default(),
+            flushes: Arc::default(),
             cancels: Mutex::default(),
             answering: Arc::default(),
             permission,
@@ -189,15 +192,15 @@ impl Shared {
     }
 
     /// The subscriber of `session` (its tag, its queue, and whether it is a replay).
-    pub(super) fn subscriber(&self, session: &str) -> Option<(i64, mpsc::Sender<Update>, bool)> {
+    pub(super) fn subscriber(&self, session: &str) -> Option<(i64, Arc<UpdateQueue>, bool)> {
         lock(&self.subscribers)
             .get(session)
             .map(|s| (s.tag, s.sender.clone(), s.replay))
     }
 
     /// Delivers an update to its session's subscriber (waiting while its queue is full).
-    pub(super) async fn deliver(&self, session: &str, (tag, sender): (i64, mpsc::Sender<Update>), update: Update) {
-        if sender.send(update).await.is_err() {
+    pub(super) async fn deliver(&self, session: &str, (tag, sender): (i64, Arc<UpdateQueue>), update: Update) {
+        if sender.push(update, &self.flushes).await.is_err() {
             let mut subscribers = lock(&self.subscribers);
             if subscribers.get(session).is_some_and(|s| s.tag == tag) {
                 subscribers.remove(session);

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 
 use super::error::ClientError;
 use super::events::{PromptEvent, Update};
+use super::queue::Updates;
 use super::state::Shared;
 use crate::jsonrpc::Id;
 use crate::jsonrpc::pending::RequestFailure;
@@ -37,7 +37,7 @@ pub struct PromptStream {
     pub(crate) id: Id,
     pub(crate) tag: i64,
     pub(crate) kind: StreamKind,
-    pub(crate) updates: mpsc::Receiver<Update>,
+    pub(crate) updates: Updates,
     pub(crate) answer: Option<Answer>,
     /// Fires at the idle deadline; when it does, the deadline is moved to the idle timeout
     /// after `last_message` if that is later (cheaper than resetting a timer per update).

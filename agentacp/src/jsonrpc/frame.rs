@@ -62,6 +62,11 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// The limit frames are read with, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// The next frame; `None` at end of input. Blank lines are skipped; a last line without
     /// a line ending is still a frame. Cancel-safe (see [`FrameReader`]).
     pub async fn next(&mut self) -> std::io::Result<Option<Frame>> {

@@ -71,6 +71,16 @@ pub(super) fn checked(server: &str, frame: Frame) -> Option<Vec<u8>> {
     Some(jsonrpc::encode_error(&id, &RpcError::new(codes::INTERNAL_ERROR, why)))
 }
 
+/// A JSON-RPC answer (`id` is `"id":…,` or empty) whose result nests `levels` arrays deep.
+#[cfg(test)]
+pub(super) fn nested_answer(id: &str, levels: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0",{id}"result":{}1{}}}"#,
+        "[".repeat(levels),
+        "]".repeat(levels)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncReadExt;
@@ -81,13 +91,7 @@ mod tests {
     /// pass unchanged, a notification too deep is dropped.
     #[tokio::test]
     async fn a_line_too_deep_is_answered_with_an_error_and_the_others_pass() {
-        let deep = |id: &str| {
-            format!(
-                r#"{{"jsonrpc":"2.0",{id}"result":{}1{}}}"#,
-                "[".repeat(500),
-                "]".repeat(500)
-            )
-        };
+        let deep = |id: &str| nested_answer(id, 500);
         let input = format!(
             "{}\n{}\n{}\n",
             deep(r#""id":7,"#),

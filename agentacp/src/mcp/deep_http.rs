@@ -3,19 +3,27 @@
 //! word, and the call would wait out its timeout. [`GuardedHttp`] is rmcp's reqwest client
 //! with each SSE message event checked by [`super::deep`]'s rule first: such an event's data
 //! becomes an error answer to its request id (a notification's is dropped with a warning).
+//!
+//! rmcp reads at most [`StreamableHttpResponseLimits`] bytes of one answer (16 MiB, as over
+//! stdio), an SSE event or an `application/json` body, and fails what is larger, or an
+//! `application/json` answer too deep for it, with a transport error that names its own
+//! types. An answer to a request that rmcp refuses for its size or depth becomes an error
+//! answer to that request that says so, as over stdio.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::stream::{BoxStream, StreamExt};
 use http::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::ErrorData;
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use sse_stream::Sse;
 
 use super::deep::checked;
+use crate::audit::PEER_READ_DEPTH;
 use crate::jsonrpc::frame::Frame;
 
 /// The most redirects one request follows.
@@ -65,32 +73,96 @@ impl GuardedHttp {
         })
     }
 
-    /// `events`, each message event's data checked before it is read.
-    fn checked(&self, events: Events) -> Events {
+    /// `events`, each message event's data checked before it is read. `answering`: the
+    /// request the events answer, if they answer one: an event larger than
+    /// `max_event_bytes` (which rmcp refused to read) becomes an error answer to it, and the
+    /// events end there.
+    fn checked(&self, events: Events, answering: Option<RequestId>, max_event_bytes: usize) -> Events {
         let server = self.server.clone();
         events
-            .map(move |event| {
-                event.map(|mut sse| {
-                    let message = matches!(sse.event.as_deref(), None | Some("") | Some("message"));
-                    if let Some(data) = sse.data.take_if(|_| message) {
-                        sse.data = checked(&server, Frame::Line(data.into_bytes()))
-                            .and_then(|line| String::from_utf8(line).ok());
-                    }
-                    sse
-                })
+            .scan(false, move |ended, event| {
+                if *ended {
+                    return std::future::ready(None);
+                }
+                let event = match event {
+                    Ok(sse) => Ok(checked_event(&server, sse)),
+                    Err(error) => match &answering {
+                        Some(id) if is_event_too_large(&error) => {
+                            *ended = true;
+                            let answer = error_answer(id.clone(), too_large(&server, max_event_bytes));
+                            Ok(Sse::default().data(serde_json::to_string(&answer).unwrap_or_default()))
+                        }
+                        _ => Err(error),
+                    },
+                };
+                std::future::ready(Some(event))
             })
             .boxed()
     }
 
-    /// `response`, its SSE events (if it is a stream of them) checked.
-    fn checked_response(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
-        match response {
-            StreamableHttpPostResponse::Sse(events, session) => {
-                StreamableHttpPostResponse::Sse(self.checked(events), session)
-            }
-            other => other,
+    /// The server's `response` to a message (to the request `answering`, if it is one), its
+    /// SSE events (if it is a stream of them) checked; an answer to a request that rmcp
+    /// refused to read, too large or too deep, becomes an error answer to it that says so.
+    fn checked_response(
+        &self,
+        answering: Option<RequestId>,
+        response: Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        match (response, answering) {
+            (Ok(StreamableHttpPostResponse::Sse(events, session)), id) => Ok(StreamableHttpPostResponse::Sse(
+                self.checked(events, id, limits.max_sse_event_size),
+                session,
+            )),
+            (Err(error), Some(id)) => match unread_answer(&self.server, &error, limits) {
+                Some(why) => Ok(StreamableHttpPostResponse::Json(error_answer(id, why), None)),
+                None => Err(error),
+            },
+            (response, _) => response,
         }
     }
+}
+
+/// `sse` with its data, if it is a message event, checked by [`super::deep`]'s rule.
+fn checked_event(server: &str, mut sse: Sse) -> Sse {
+    let message = matches!(sse.event.as_deref(), None | Some("") | Some("message"));
+    if let Some(data) = sse.data.take_if(|_| message) {
+        sse.data = checked(server, Frame::Line(data.into_bytes())).and_then(|line| String::from_utf8(line).ok());
+    }
+    sse
+}
+
+/// Whether `error` is rmcp's refusal of an SSE event larger than its limit (rmcp names that
+/// error by its words only).
+fn is_event_too_large(error: &SseError) -> bool {
+    matches!(error, SseError::Body(error) if error.to_string().contains("SSE event exceeded the maximum size"))
+}
+
+/// Why rmcp did not read the answer whose reading failed with `error`, if it refused it for
+/// its size or its depth.
+fn unread_answer(
+    server: &str,
+    error: &StreamableHttpError<reqwest::Error>,
+    limits: StreamableHttpResponseLimits,
+) -> Option<String> {
+    match error {
+        StreamableHttpError::ResponseBodyTooLarge { .. } => Some(too_large(server, limits.max_json_response_size)),
+        StreamableHttpError::UnexpectedServerResponse(text) if text.contains("recursion limit exceeded") => Some(
+            format!("the MCP server `{server}`'s answer nests too deep: at most {PEER_READ_DEPTH} levels are read"),
+        ),
+        _ => None,
+    }
+}
+
+/// Why an answer larger than `max_bytes` was not read.
+fn too_large(server: &str, max_bytes: usize) -> String {
+    format!("the MCP server `{server}`'s answer is too large: at most {max_bytes} bytes of one answer are read")
+}
+
+/// An error answer to the request `id` that says `why` (logged as a warning).
+fn error_answer(id: RequestId, why: String) -> ServerJsonRpcMessage {
+    tracing::warn!("{why}");
+    ServerJsonRpcMessage::error(ErrorData::internal_error(why, None), Some(id))
 }
 
 impl StreamableHttpClient for GuardedHttp {
@@ -104,11 +176,9 @@ impl StreamableHttpClient for GuardedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let response = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await?;
-        Ok(self.checked_response(response))
+        let limits = StreamableHttpResponseLimits::default();
+        self.post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -120,18 +190,10 @@ impl StreamableHttpClient for GuardedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let response = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await?;
-        Ok(self.checked_response(response))
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .await
     }
 
     async fn post_message_with_response_limits(
@@ -143,11 +205,15 @@ impl StreamableHttpClient for GuardedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let answering = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
         let response = self
             .inner
             .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
-            .await?;
-        Ok(self.checked_response(response))
+            .await;
+        self.checked_response(answering, response, limits)
     }
 
     async fn delete_session(
@@ -174,7 +240,7 @@ impl StreamableHttpClient for GuardedHttp {
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await?;
-        Ok(self.checked(events))
+        Ok(self.checked(events, None, StreamableHttpResponseLimits::default().max_sse_event_size))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -197,7 +263,7 @@ impl StreamableHttpClient for GuardedHttp {
                 max_sse_event_size,
             )
             .await?;
-        Ok(self.checked(events))
+        Ok(self.checked(events, None, max_sse_event_size))
     }
 }
 
@@ -209,13 +275,7 @@ mod tests {
     /// id; one without an id loses its data; other events pass unchanged.
     #[tokio::test]
     async fn an_event_too_deep_is_answered_with_an_error_and_the_others_pass() {
-        let deep = |id: &str| {
-            format!(
-                r#"{{"jsonrpc":"2.0",{id}"result":{}1{}}}"#,
-                "[".repeat(300),
-                "]".repeat(300)
-            )
-        };
+        let deep = |id: &str| super::super::deep::nested_answer(id, 300);
         let event = |name: Option<&str>, data: String| Sse {
             event: name.map(str::to_string),
             data: Some(data),
@@ -231,7 +291,7 @@ mod tests {
         ];
         let client = GuardedHttp::new("s").unwrap();
         let read: Vec<Sse> = client
-            .checked(futures_util::stream::iter(events).boxed())
+            .checked(futures_util::stream::iter(events).boxed(), None, 1024)
             .map(|event| event.unwrap())
             .collect()
             .await;
@@ -243,5 +303,128 @@ mod tests {
         assert_eq!(read[1].data, None);
         assert_eq!(read[2].data, Some(shallow));
         assert_eq!(read[3].data, Some(deep("")));
+    }
+
+    /// Serves one HTTP exchange on a loopback port: reads the request, writes `response`
+    /// (status line, headers and body) and closes. Returns the URL.
+    async fn serve_once(response: String) -> Arc<str> {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            read_request(&mut socket).await;
+            let _ = socket.write_all(response.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        });
+        url.into()
+    }
+
+    /// Reads one HTTP request (its head and its `Content-Length` bytes of body).
+    async fn read_request(socket: &mut tokio::net::TcpStream) {
+        use tokio::io::AsyncReadExt;
+        let mut seen = Vec::new();
+        let mut buf = [0; 4096];
+        loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            if n == 0 {
+                return;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+            let Some(end) = text.find("\r\n\r\n") else { continue };
+            let length = text[..end]
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map_or(0, |value| value.trim().parse::<usize>().unwrap());
+            if seen.len() >= end + 4 + length {
+                return;
+            }
+        }
+    }
+
+    /// What the client makes of `body` (an HTTP response of type `content_type`) answering
+    /// `request`, read within `limits`.
+    async fn answer(
+        request: &str,
+        content_type: &str,
+        body: &str,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        let response = format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n{body}");
+        let url = serve_once(response).await;
+        let message: ClientJsonRpcMessage = serde_json::from_str(request).unwrap();
+        let client = GuardedHttp::new("s").unwrap();
+        let post = client.post_message_with_response_limits(url, message, None, None, HashMap::new(), limits);
+        tokio::time::timeout(std::time::Duration::from_secs(30), post)
+            .await
+            .expect("answered in time")
+    }
+
+    /// A ping (id 7) and a notification.
+    const PING: &str = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+    const NOTE: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+    /// rmcp's limits, with at most `bytes` in one SSE event or `application/json` body.
+    fn limits(bytes: usize) -> StreamableHttpResponseLimits {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = bytes;
+        limits.max_json_response_size = bytes;
+        limits
+    }
+
+    /// Asserts that `answer` is an error answer to id 7 whose message says `words`.
+    fn assert_error_answer(answer: &ServerJsonRpcMessage, words: &str) {
+        let answer = serde_json::to_value(answer).unwrap();
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert!(message.contains(words), "{answer}");
+    }
+
+    /// An SSE event larger than rmcp reads, answering a request, becomes an error answer to
+    /// it that says so, and the events end there.
+    #[tokio::test]
+    async fn an_sse_event_too_large_is_an_error_answer_to_its_request() {
+        let big = format!("data: {}\n\ndata: {{}}\n\n", "x".repeat(200));
+        let Ok(StreamableHttpPostResponse::Sse(events, _)) = answer(PING, "text/event-stream", &big, limits(64)).await
+        else {
+            panic!("an SSE stream")
+        };
+        let events: Vec<_> = events.collect().await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        let data = events[0].as_ref().expect("an event").data.clone().unwrap_or_default();
+        let answer = serde_json::from_str(&data).expect("an answer");
+        assert_error_answer(&answer, "`s`'s answer is too large: at most 64 bytes");
+    }
+
+    /// An `application/json` body larger than rmcp reads becomes an error answer to its
+    /// request; one answering a notification is left as rmcp makes it.
+    #[tokio::test]
+    async fn a_json_body_too_large_is_an_error_answer_to_its_request() {
+        let huge = "x".repeat(200);
+        let Ok(StreamableHttpPostResponse::Json(answer_, _)) =
+            answer(PING, "application/json", &huge, limits(64)).await
+        else {
+            panic!("an answer")
+        };
+        assert_error_answer(&answer_, "`s`'s answer is too large: at most 64 bytes");
+        let refused = answer(NOTE, "application/json", &huge, limits(64)).await;
+        assert!(
+            matches!(refused, Err(StreamableHttpError::ResponseBodyTooLarge { .. })),
+            "{refused:?}"
+        );
+    }
+
+    /// An `application/json` body nested too deep for rmcp becomes an error answer to its
+    /// request.
+    #[tokio::test]
+    async fn a_json_body_too_deep_is_an_error_answer_to_its_request() {
+        let deep = super::super::deep::nested_answer(r#""id":7,"#, 300);
+        let Ok(StreamableHttpPostResponse::Json(answer_, _)) =
+            answer(PING, "application/json", &deep, limits(4096)).await
+        else {
+            panic!("an answer")
+        };
+        assert_error_answer(&answer_, "`s`'s answer nests too deep: at most 127 levels are read");
     }
 }

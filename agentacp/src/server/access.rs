@@ -18,10 +18,11 @@ use serde_json::{Value, json};
 
 use super::connection::{Access, Connection, Refused};
 use super::session::{FileStore, MemoryStore, SessionStore};
-use crate::audit::{Actor, AuditEvent, Subject};
+use crate::audit::AuditEvent;
 use crate::auth::{BEARER, Identity, TokenStore};
 use crate::error::{Error, Result};
 use crate::jsonrpc::{RpcError, codes};
+use crate::oversight::record::auth_event;
 use crate::sync::lock;
 
 /// The `authMethods` entry for [`BEARER`].
@@ -162,29 +163,6 @@ pub(crate) fn admitted_on_upgrade(connection: &Connection) -> Result<()> {
 /// in `metadata.aip44.identity`, also when it is not, or no longer, the connection's).
 fn event(connection: &Connection, action: &str, identity: &Identity, via: &str) -> AuditEvent {
     auth_event(&connection.operator_id, action, identity, via)
-}
-
-/// An `auth.*` record of operator `operator_id` (a server's, or a bridge's).
-pub(crate) fn auth_event(operator_id: &str, action: &str, identity: &Identity, via: &str) -> AuditEvent {
-    let mut event = AuditEvent::new(
-        Actor {
-            id: identity.as_str().to_string(),
-            role: Some("client".into()),
-        },
-        action,
-        Subject {
-            kind: "operator".into(),
-            reference: Some(operator_id.to_string()),
-            path: None,
-        },
-    );
-    event.input = Some(json!({"method": BEARER, "via": via}));
-    event.metadata = Some(
-        [("aip44".to_string(), Value::Object(identity.audit_fields()))]
-            .into_iter()
-            .collect(),
-    );
-    event
 }
 
 /// The session stores, one per identity, so that one client never lists, loads or resumes

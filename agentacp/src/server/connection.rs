@@ -15,6 +15,7 @@ use crate::governance::Governance;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::{Pending, RequestFailure};
 use crate::jsonrpc::{self, Id, RpcError};
+use crate::oversight::record::write_ahead;
 
 use super::memory::MemoryAudit;
 use super::session::{SessionContext, SessionStore};
@@ -379,17 +380,7 @@ impl Connection {
     /// session, the session's identity, which is the connection's no longer after a `logout`
     /// or a revoked token (a cancelled turn's last records).
     pub(crate) fn audit_as(&self, identity: Option<&Identity>, event: AuditEvent) -> Result<()> {
-        let stamped;
-        let log = match identity {
-            Some(identity) => {
-                stamped = self.audit.stamped("aip44", identity.audit_fields());
-                &stamped
-            }
-            None => &self.audit,
-        };
-        log.record(event)
-            .map(drop)
-            .map_err(|error| Error::Audit(error.to_string()))
+        write_ahead(&self.audit, identity, event).map_err(Error::Audit)
     }
 
     /// Who answers permission requests: `client:<clientInfo.name>` from `initialize`.

@@ -2,8 +2,8 @@
 //! runs turns (and loads) as tasks, and shuts down cleanly at end of input.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -14,10 +14,12 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::audit::{AuditEvent, Lifecycle};
+use crate::connection::{self, CONTINUE, Flow, InFlight, Request, Role};
 use crate::error::Error;
 use crate::governance::OperatorProfile;
-use crate::jsonrpc::frame::{Frame, FrameReader};
-use crate::jsonrpc::{self, Id, Incoming, RpcError, codes};
+use crate::jsonrpc::frame::FrameReader;
+use crate::jsonrpc::{self, Id, RpcError, codes};
+use crate::wire::default::method_names as names;
 
 use super::access::{self, StoreBook};
 use super::connection::Connection;
@@ -32,7 +34,8 @@ use crate::surface::{CommandInput, ConfigValue, Settings, Surface};
 use crate::sync::lock;
 use crate::workspace::Workspace;
 
-struct InFlight {
+/// One of the client's requests answered by a task (see [`Dispatcher::start`]).
+struct Flight {
     abort: AbortHandle,
     /// Whoever flips this first sends the answer (the task, or `$/cancel_request`).
     answered: Arc<AtomicBool>,
@@ -43,7 +46,7 @@ struct InFlight {
     load: Option<LoadInFlight>,
 }
 
-type InFlightTable = Arc<Mutex<HashMap<Id, InFlight>>>;
+type InFlightTable = Arc<InFlight<Flight>>;
 
 pub(crate) struct Dispatcher<O: Operator> {
     operator: Arc<O>,
@@ -157,7 +160,7 @@ fn runtime_params<'a, O: Operator, T: Deserialize<'a>>(
     params: Option<&'a RawValue>,
     notification: bool,
 ) -> Result<T, RpcError> {
-    let carries_mcp_servers = matches!(method, "session/new" | "session/load" | "session/resume");
+    let carries_mcp_servers = matches!(method, names::SESSION_NEW | names::SESSION_LOAD | names::SESSION_RESUME);
     match params.filter(|_| carries_mcp_servers).and_then(without_acp_mcp_servers) {
         Some(checked) => O::check_params(method, Some(&checked), notification)?,
         None => O::check_params(method, params, notification)?,
@@ -230,57 +233,15 @@ impl<O: Operator> Dispatcher<O> {
         }
     }
 
-    /// Reads and handles frames until end of input, then shuts down.
-    pub(crate) async fn run<R: AsyncBufRead + Unpin>(mut self, mut frames: FrameReader<R>) {
+    /// Reads and handles frames until end of input (on the connection core), then shuts down.
+    pub(crate) async fn run<R: AsyncBufRead + Unpin + Send>(mut self, frames: FrameReader<R>) {
         let mut revocation = tokio::time::interval(REVOCATION_RECHECK);
         revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let tokens = self.connection.access.tokens.is_some();
-        loop {
-            let frame = tokio::select! {
-                frame = frames.next() => frame,
-                // Also a connection that sends nothing (a turn streaming to it) loses a
-                // revoked identity in time.
-                _ = revocation.tick(), if tokens => {
-                    if let Err(error) = self.check_revocation().await {
-                        tracing::error!(%error, "auditing a revoked token failed");
-                    }
-                    continue;
-                }
-                Some(joined) = self.tasks.join_next_with_id() => {
-                    self.reap(joined).await;
-                    continue;
-                }
-                // The writer gave up (the client stopped reading): reading on would only take
-                // requests that can never be answered. Stop, so the client sees end of file.
-                () = self.connection.outbox.closed() => {
-                    tracing::warn!("the client stopped reading our messages; closing the connection");
-                    break;
-                }
-            };
-            let closed = match frame {
-                Ok(None) => break,
-                Ok(Some(Frame::TooLarge { len, id })) => {
-                    tracing::warn!(len, "a frame over the limit was discarded");
-                    let error = RpcError::new(
-                        codes::INVALID_REQUEST,
-                        format!("message of {len} bytes is over the limit; it was discarded"),
-                    );
-                    self.connection
-                        .respond_error(&id.unwrap_or(Id::Null), &error)
-                        .await
-                        .is_err()
-                }
-                Ok(Some(Frame::Line(line))) => self.handle(&line).await.is_err(),
-                Err(error) => {
-                    tracing::warn!(%error, "reading from the client failed");
-                    break;
-                }
-            };
-            if closed {
-                tracing::debug!("the client stopped reading");
-                break;
-            }
-        }
+        let mut role = FromClient {
+            dispatcher: &mut self,
+            revocation,
+        };
+        connection::serve(&mut role, frames).await;
         self.shut_down().await;
     }
 
@@ -295,7 +256,7 @@ impl<O: Operator> Dispatcher<O> {
         };
         {
             // Only this task's entry: the id may already name a newer request.
-            let mut in_flight = lock(&self.in_flight);
+            let mut in_flight = self.in_flight.lock();
             if in_flight.get(&request).is_some_and(|flight| flight.abort.id() == task) {
                 in_flight.remove(&request);
             }
@@ -326,11 +287,11 @@ impl<O: Operator> Dispatcher<O> {
         task: impl Future<Output = ()> + Send + 'static,
     ) {
         let abort = {
-            let mut in_flight = lock(&self.in_flight);
+            let mut in_flight = self.in_flight.lock();
             let abort = self.tasks.spawn(task);
             in_flight.insert(
                 id.clone(),
-                InFlight {
+                Flight {
                     abort: abort.clone(),
                     answered: answered.clone(),
                     session,
@@ -342,39 +303,8 @@ impl<O: Operator> Dispatcher<O> {
         self.track(&abort, id, answered);
     }
 
-    async fn handle(&mut self, line: &[u8]) -> Result<(), Error> {
-        match jsonrpc::parse(line) {
-            Err(unreadable) => self.connection.respond_error(&unreadable.id, &unreadable.error).await,
-            Ok(Incoming::Response { id, outcome }) => {
-                // A revoked identity's answer (to a permission question) is not taken.
-                if self.connection.access.revoked() {
-                    if let Err(error) = self.check_revocation().await {
-                        tracing::error!(%error, "auditing a revoked token failed");
-                    }
-                    return Ok(());
-                }
-                if !self.connection.pending.resolve(&id, outcome) {
-                    tracing::warn!(%id, "an answer to no request we are waiting on was ignored");
-                }
-                Ok(())
-            }
-            Ok(Incoming::Notification { method, params }) => {
-                // Nor is a revoked identity's notification.
-                if let Err(error) = self.check_revocation().await {
-                    tracing::error!(%error, "auditing a revoked token failed");
-                }
-                self.notification(&method, params.as_deref());
-                Ok(())
-            }
-            Ok(Incoming::Request { id, method, params }) => match self.request(&id, &method, params).await {
-                Ok(()) => Ok(()),
-                Err(error) => self.connection.respond_error(&id, &error).await,
-            },
-        }
-    }
-
     async fn request(&mut self, id: &Id, method: &str, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
-        if method == "initialize" {
+        if method == names::INITIALIZE {
             return self.initialize(id, params.as_deref()).await;
         }
         if !self.initialized {
@@ -384,7 +314,7 @@ impl<O: Operator> Dispatcher<O> {
             ));
         }
         self.check_revocation().await?;
-        if self.connection.access.pending() && method != "authenticate" {
+        if self.connection.access.pending() && method != names::AUTHENTICATE {
             return Err(RpcError::new(
                 codes::AUTH_REQUIRED,
                 format!(
@@ -395,26 +325,21 @@ impl<O: Operator> Dispatcher<O> {
         }
         // An id still waiting for its answer: refused; the first keeps its answer. (Requests
         // answered inline are never in flight when the next line is read.)
-        if lock(&self.in_flight).contains_key(id) {
-            return Err(RpcError::new(
-                codes::INVALID_REQUEST,
-                format!("duplicate id in flight: request {id} has not been answered yet"),
-            ));
-        }
+        self.in_flight.refuse_duplicate(id)?;
         match method {
-            "session/new" => self.new_session(id, params.as_deref()).await,
-            "session/prompt" => self.prompt(id, params),
-            "session/load" if self.spec.load_session() => self.load_session(id, params),
-            "session/close" => self.close_session(id, params.as_deref()).await,
-            "session/list" if self.spec.sessions().list => self.list_sessions(id, params.as_deref()).await,
-            "session/resume" if self.spec.sessions().resume => self.resume_session(id, params.as_deref()).await,
-            "session/delete" if self.spec.sessions().delete => self.delete_session(id, params.as_deref()).await,
-            "session/set_mode" if self.spec.surface.modes.is_some() => self.set_mode(id, params),
-            "session/set_config_option" if !self.spec.surface.config_options.is_empty() => {
+            names::SESSION_NEW => self.new_session(id, params.as_deref()).await,
+            names::SESSION_PROMPT => self.prompt(id, params),
+            names::SESSION_LOAD if self.spec.load_session() => self.load_session(id, params),
+            names::SESSION_CLOSE => self.close_session(id, params.as_deref()).await,
+            names::SESSION_LIST if self.spec.sessions().list => self.list_sessions(id, params.as_deref()).await,
+            names::SESSION_RESUME if self.spec.sessions().resume => self.resume_session(id, params.as_deref()).await,
+            names::SESSION_DELETE if self.spec.sessions().delete => self.delete_session(id, params.as_deref()).await,
+            names::SESSION_SET_MODE if self.spec.surface.modes.is_some() => self.set_mode(id, params),
+            names::SESSION_SET_CONFIG_OPTION if !self.spec.surface.config_options.is_empty() => {
                 self.set_config_option(id, params)
             }
-            "authenticate" => self.authenticate(id, params),
-            "logout" if self.connection.access.tokens.is_some() => self.logout(id).await,
+            names::AUTHENTICATE => self.authenticate(id, params),
+            names::LOGOUT if self.connection.access.tokens.is_some() => self.logout(id).await,
             extension if self.spec.surface.extensions.requests.contains(&extension) => {
                 self.extension(id, extension, params.as_deref())
             }
@@ -441,11 +366,11 @@ impl<O: Operator> Dispatcher<O> {
             return;
         }
         match method {
-            "session/cancel" => match runtime_params::<O, SessionRef>(method, params, true) {
+            names::SESSION_CANCEL => match runtime_params::<O, SessionRef>(method, params, true) {
                 Ok(session) => self.cancel_turn(&session.session_id),
                 Err(error) => tracing::warn!(%error, "ignored a bad session/cancel"),
             },
-            "$/cancel_request" => match runtime_params::<O, CancelRequestParams>(method, params, true) {
+            names::CANCEL_REQUEST => match runtime_params::<O, CancelRequestParams>(method, params, true) {
                 Ok(cancel) => self.cancel_request(&cancel.request_id),
                 Err(error) => tracing::warn!(%error, "ignored a bad $/cancel_request"),
             },
@@ -462,7 +387,7 @@ impl<O: Operator> Dispatcher<O> {
         if self.initialized {
             return Err(RpcError::new(codes::INVALID_REQUEST, "`initialize` was already called"));
         }
-        let params: InitializeParams = runtime_params::<O, _>("initialize", params, false)?;
+        let params: InitializeParams = runtime_params::<O, _>(names::INITIALIZE, params, false)?;
         if params.protocol_version != u64::from(self.spec.protocol_version) {
             tracing::info!(
                 asked = params.protocol_version,
@@ -497,7 +422,7 @@ impl<O: Operator> Dispatcher<O> {
     }
 
     async fn new_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let params: NewSessionParams = runtime_params::<O, _>("session/new", params, false)?;
+        let params: NewSessionParams = runtime_params::<O, _>(names::SESSION_NEW, params, false)?;
         self.check_mcp_servers(&params.mcp_servers)?;
         self.room_for_a_session(None)?;
         let workspace = self.confine_cwd(&params.cwd)?;
@@ -523,7 +448,7 @@ impl<O: Operator> Dispatcher<O> {
 
     fn prompt(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
-        let session: SessionRef = read_params("session/prompt", Some(&params))?;
+        let session: SessionRef = read_params(names::SESSION_PROMPT, Some(&params))?;
         let (cancel, cancel_rx) = watch::channel(false);
         let context = {
             let mut sessions = lock(&self.sessions);
@@ -559,7 +484,7 @@ impl<O: Operator> Dispatcher<O> {
 
     fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
-        let params: ReopenSessionParams = read_params("session/load", Some(&raw))?;
+        let params: ReopenSessionParams = read_params(names::SESSION_LOAD, Some(&raw))?;
         self.check_mcp_servers(&params.mcp_servers)?;
         self.room_for_a_session(Some(&params.session_id))?;
         let workspace = self.confine_cwd(&params.cwd)?;
@@ -634,7 +559,7 @@ impl<O: Operator> Dispatcher<O> {
             };
             // Its own entry only: after a cancel took it, the id may be a new request's.
             {
-                let mut flights = lock(&in_flight);
+                let mut flights = in_flight.lock();
                 if flights
                     .get(&id_for_task)
                     .is_some_and(|flight| Arc::ptr_eq(&flight.answered, &answered_by_task))
@@ -656,7 +581,7 @@ impl<O: Operator> Dispatcher<O> {
             // After the answer: stopping what the load replaced may take a while.
             load.let_go(settled).await;
         });
-        if let Some(flight) = lock(&self.in_flight).get_mut(id) {
+        if let Some(flight) = self.in_flight.lock().get_mut(id) {
             flight.load = Some(load);
         }
         Ok(())
@@ -667,7 +592,7 @@ impl<O: Operator> Dispatcher<O> {
     /// it first). Advertised when `metadata.agentacp.sessions.close` declares it; answered
     /// for clients that send it anyway.
     async fn close_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let session: SessionRef = runtime_params::<O, _>("session/close", params, false)?;
+        let session: SessionRef = runtime_params::<O, _>(names::SESSION_CLOSE, params, false)?;
         match lock(&self.sessions).get(&session.session_id) {
             None => return Err(unknown_session(&session.session_id)),
             Some(entry) => entry.busy("closing the session")?,
@@ -686,7 +611,7 @@ impl<O: Operator> Dispatcher<O> {
     /// [`LIST_PAGE`] at a time; `cwd` keeps those whose folder is that one (confined like a
     /// session's), `cursor` is the previous page's `nextCursor`.
     async fn list_sessions(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let params: ListSessionsParams = runtime_params::<O, _>("session/list", params, false)?;
+        let params: ListSessionsParams = runtime_params::<O, _>(names::SESSION_LIST, params, false)?;
         let cwd = params.cwd.as_deref().map(|cwd| self.confine_cwd(cwd)).transpose()?;
         let start = match params.cursor.as_deref() {
             None => 0,
@@ -728,7 +653,7 @@ impl<O: Operator> Dispatcher<O> {
     /// usable on this connection again, without its history being replayed (that is
     /// `session/load`) and without the operator's `load_session`.
     async fn resume_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let params: ReopenSessionParams = runtime_params::<O, _>("session/resume", params, false)?;
+        let params: ReopenSessionParams = runtime_params::<O, _>(names::SESSION_RESUME, params, false)?;
         self.check_mcp_servers(&params.mcp_servers)?;
         if lock(&self.sessions).contains_key(&params.session_id) {
             let _ = self.connection.respond(id, &json!({})).await;
@@ -780,7 +705,7 @@ impl<O: Operator> Dispatcher<O> {
     /// `session/delete` (`metadata.agentacp.sessions.delete`): the session is closed here if
     /// open (refused while a prompt runs) and removed from the store.
     async fn delete_session(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
-        let session: SessionRef = runtime_params::<O, _>("session/delete", params, false)?;
+        let session: SessionRef = runtime_params::<O, _>(names::SESSION_DELETE, params, false)?;
         let open = {
             let sessions = lock(&self.sessions);
             if let Some(entry) = sessions.get(&session.session_id) {
@@ -909,7 +834,7 @@ impl<O: Operator> Dispatcher<O> {
         let request = id.clone();
         self.start(id, &answered, None, async move {
             let outcome = work.await;
-            lock(&in_flight).remove(&request);
+            in_flight.lock().remove(&request);
             if answered_by_task.swap(true, Ordering::SeqCst) {
                 return;
             }
@@ -924,7 +849,7 @@ impl<O: Operator> Dispatcher<O> {
     /// then the operator's `set_mode` runs; if it fails, the mode goes back (audited too).
     fn set_mode(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(null_params);
-        let request: SetModeParams = runtime_params::<O, _>("session/set_mode", Some(&raw), false)?;
+        let request: SetModeParams = runtime_params::<O, _>(names::SESSION_SET_MODE, Some(&raw), false)?;
         let context = self.open_session(&request.session_id)?;
         let previous = self
             .connection
@@ -958,7 +883,7 @@ impl<O: Operator> Dispatcher<O> {
     /// goes back (audited too). The answer's `configOptions` are every option's current value.
     fn set_config_option(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
         let raw = params.unwrap_or_else(null_params);
-        let request: SetConfigParams = runtime_params::<O, _>("session/set_config_option", Some(&raw), false)?;
+        let request: SetConfigParams = runtime_params::<O, _>(names::SESSION_SET_CONFIG_OPTION, Some(&raw), false)?;
         let context = self.open_session(&request.session_id)?;
         let value = ConfigValue::from_json(&request.value).ok_or_else(|| {
             RpcError::new(
@@ -1163,8 +1088,8 @@ impl<O: Operator> Dispatcher<O> {
     async fn forget_sessions(&mut self) {
         // Loads under way stop now: they would go on replaying the history to a client that
         // is not, or no longer, its identity's.
-        let loads: Vec<(Id, InFlight)> = {
-            let mut in_flight = lock(&self.in_flight);
+        let loads: Vec<(Id, Flight)> = {
+            let mut in_flight = self.in_flight.lock();
             let ids: Vec<Id> = in_flight
                 .iter()
                 .filter(|(_, flight)| flight.load.is_some())
@@ -1193,7 +1118,7 @@ impl<O: Operator> Dispatcher<O> {
     }
 
     fn cancel_request(&self, request_id: &Id) {
-        let mut in_flight = lock(&self.in_flight);
+        let mut in_flight = self.in_flight.lock();
         let Some(flight) = in_flight.get(request_id) else {
             tracing::debug!(%request_id, "$/cancel_request for no request in flight");
             return;
@@ -1214,7 +1139,7 @@ impl<O: Operator> Dispatcher<O> {
 
     /// Stops request `id`'s task, taken off the in-flight table, unless it answered already,
     /// and answers `error` for it; a load gives its session back first (as it was).
-    fn stop(&self, id: &Id, flight: InFlight, error: RpcError) {
+    fn stop(&self, id: &Id, flight: Flight, error: RpcError) {
         if flight.answered.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -1266,6 +1191,111 @@ impl<O: Operator> Dispatcher<O> {
         }
         if let Err(error) = self.connection.audit.flush() {
             tracing::error!(%error, "flushing the audit log failed");
+        }
+    }
+}
+
+/// The server's role on the connection core: the [`Dispatcher`], and the token recheck of a
+/// connection that must authenticate.
+struct FromClient<'a, O: Operator> {
+    dispatcher: &'a mut Dispatcher<O>,
+    revocation: tokio::time::Interval,
+}
+
+/// What the server waits on beside the client's frames.
+enum Wake {
+    /// Time to check the connection's token again.
+    Revocation,
+    /// One of its tasks ended.
+    Joined(Result<(tokio::task::Id, ()), tokio::task::JoinError>),
+    /// Its writer gave up.
+    Closed,
+}
+
+/// Go on unless an answer could not be written (the client stopped reading).
+fn unless_closed(written: Result<(), Error>) -> Flow {
+    match written {
+        Ok(()) => CONTINUE,
+        Err(_) => {
+            tracing::debug!("the client stopped reading");
+            Flow::Break(())
+        }
+    }
+}
+
+impl<O: Operator> Role for FromClient<'_, O> {
+    const PEER: &'static str = "the client";
+
+    type Wake = Wake;
+
+    async fn wait(&mut self) -> Wake {
+        let tokens = self.dispatcher.connection.access.tokens.is_some();
+        tokio::select! {
+            _ = self.revocation.tick(), if tokens => Wake::Revocation,
+            Some(joined) = self.dispatcher.tasks.join_next_with_id() => Wake::Joined(joined),
+            () = self.dispatcher.connection.outbox.closed() => Wake::Closed,
+        }
+    }
+
+    async fn woken(&mut self, wake: Wake) -> Flow {
+        match wake {
+            // Also a connection that sends nothing (a turn streaming to it) loses a revoked
+            // identity in time.
+            Wake::Revocation => {
+                if let Err(error) = self.dispatcher.check_revocation().await {
+                    tracing::error!(%error, "auditing a revoked token failed");
+                }
+            }
+            Wake::Joined(joined) => self.dispatcher.reap(joined).await,
+            // The writer gave up (the client stopped reading): reading on would only take
+            // requests that can never be answered. Stop, so the client sees end of file.
+            Wake::Closed => {
+                tracing::warn!("the client stopped reading our messages; closing the connection");
+                return Flow::Break(());
+            }
+        }
+        CONTINUE
+    }
+
+    async fn too_large(&mut self, id: Option<Id>, error: RpcError) -> Flow {
+        let id = id.unwrap_or(Id::Null);
+        unless_closed(self.dispatcher.connection.respond_error(&id, &error).await)
+    }
+
+    async fn unreadable(&mut self, unreadable: Box<jsonrpc::Unreadable>) -> Flow {
+        let connection = &self.dispatcher.connection;
+        unless_closed(connection.respond_error(&unreadable.id, &unreadable.error).await)
+    }
+
+    async fn response(&mut self, id: Id, outcome: Result<Box<RawValue>, RpcError>, _line: Vec<u8>) -> Flow {
+        let dispatcher = &mut *self.dispatcher;
+        // A revoked identity's answer (to a permission question) is not taken.
+        if dispatcher.connection.access.revoked() {
+            if let Err(error) = dispatcher.check_revocation().await {
+                tracing::error!(%error, "auditing a revoked token failed");
+            }
+            return CONTINUE;
+        }
+        if !dispatcher.connection.pending.resolve(&id, outcome) {
+            tracing::warn!(%id, "an answer to no request we are waiting on was ignored");
+        }
+        CONTINUE
+    }
+
+    async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, _line: Vec<u8>) -> Flow {
+        // Nor is a revoked identity's notification.
+        if let Err(error) = self.dispatcher.check_revocation().await {
+            tracing::error!(%error, "auditing a revoked token failed");
+        }
+        self.dispatcher.notification(&method, params.as_deref());
+        CONTINUE
+    }
+
+    async fn request(&mut self, request: Request) -> Flow {
+        let Request { id, method, params, .. } = request;
+        match self.dispatcher.request(&id, &method, params).await {
+            Ok(()) => CONTINUE,
+            Err(error) => unless_closed(self.dispatcher.connection.respond_error(&id, &error).await),
         }
     }
 }
@@ -1436,7 +1466,7 @@ impl<O: Operator> PromptTask<O> {
             self.scope.session.memory(),
             Some(&self.connection.records_of(&self.scope.session)),
         );
-        lock(&self.in_flight).remove(&self.id);
+        self.in_flight.lock().remove(&self.id);
         // The turn is over before the client hears so: a prompt sent the moment the answer
         // arrives is a new turn, not a second one.
         drop(running);

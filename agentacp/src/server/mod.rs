@@ -8,6 +8,8 @@ pub(crate) mod access;
 mod connection;
 mod dispatch;
 pub mod editor;
+#[cfg(feature = "websocket")]
+mod http;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;
@@ -26,6 +28,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::audit::{AuditLog, FsyncPolicy};
+use crate::connection::Limits;
 use crate::env::{default_state_dir, env_number, env_path, home, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
@@ -48,7 +51,7 @@ pub use crate::jsonrpc::frame::DEFAULT_MAX_FRAME_BYTES;
 /// The default limit on sessions per connection.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// The default time a permission request waits before it counts as rejected: 5 minutes.
-pub const DEFAULT_PERMISSION_TIMEOUT: Duration = Duration::from_secs(300);
+pub const DEFAULT_PERMISSION_TIMEOUT: Duration = Limits::DEFAULT.permission_timeout;
 
 /// The default time one request to the editor may take: 60 s.
 pub const DEFAULT_EDITOR_TIMEOUT: Duration = Duration::from_secs(60);
@@ -104,9 +107,9 @@ impl Default for ServerOptions {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             permission_timeout: DEFAULT_PERMISSION_TIMEOUT,
             editor_timeout: DEFAULT_EDITOR_TIMEOUT,
-            write_timeout: Duration::from_secs(60),
+            write_timeout: Limits::DEFAULT.write_timeout,
             fsync: FsyncPolicy::EveryRecord,
-            shutdown_grace: Duration::from_secs(5),
+            shutdown_grace: Limits::DEFAULT.shutdown_grace,
             max_sessions: DEFAULT_MAX_SESSIONS,
             governance: None,
             audit: None,
@@ -141,20 +144,15 @@ impl ServerOptions {
             ..ServerOptions::default()
         };
         let number = env_number;
-        if let Some(bytes) = number("AGENTACP_MAX_FRAME_BYTES") {
-            options.max_frame_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
-        }
-        if let Some(ms) = number("AGENTACP_PERMISSION_TIMEOUT_MS") {
-            options.permission_timeout = Duration::from_millis(ms);
-        }
+        let limits = Limits::from_env();
+        options.max_frame_bytes = limits.max_frame_bytes;
+        options.permission_timeout = limits.permission_timeout;
+        options.write_timeout = limits.write_timeout;
         if let Some(ms) = number("AGENTACP_EDITOR_TIMEOUT_MS") {
             options.editor_timeout = Duration::from_millis(ms);
         }
         if let Some(policy) = crate::env::env_fsync_policy("AGENTACP_AUDIT_FSYNC") {
             options.fsync = policy;
-        }
-        if let Some(ms) = number("AGENTACP_WRITE_TIMEOUT_MS") {
-            options.write_timeout = Duration::from_millis(ms);
         }
         if let Some(sessions) = number("AGENTACP_MAX_SESSIONS") {
             options.max_sessions = usize::try_from(sessions).unwrap_or(usize::MAX);

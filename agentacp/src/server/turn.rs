@@ -20,6 +20,8 @@ use crate::audit::{Approval, AuditEvent, Lifecycle, ToolCallMirror, ToolOutcomeR
 use crate::error::{Error, Result};
 use crate::governance::{Decision, ToolKind, ToolRequest};
 use crate::jsonrpc::pending::RequestFailure;
+use crate::oversight::decide::{KindFrom, decide};
+use crate::oversight::question::{self, Answer};
 use crate::surface::{CommandInput, ConfigValue};
 use crate::tier::{Governed, SandboxedTier, Tier};
 use crate::wire::support::OperatorUpdate;
@@ -484,128 +486,187 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         if scope.is_cancelled() {
             return Err(Error::Cancelled);
         }
-        let connection = &scope.connection;
-        let session = scope.session.id();
-        let decision = connection
-            .governance
-            .decide(&scope.tool_request(&self.tool, self.kind, &self.arguments));
-        let tool_call_id = connection.next_tool_call_id();
-        let record = |outcome, approval| ToolCallMirror {
-            operator: connection.operator_id.clone(),
-            session: session.to_string(),
-            tool_call_id: tool_call_id.clone(),
-            tool: self.tool.clone(),
-            arguments: self.arguments.clone(),
-            outcome,
-            approval,
-        };
-        let mirror = |outcome, approval| AuditEvent::tool_call(record(outcome, approval));
-        let detail = json!({"toolCallId": tool_call_id, "tool": self.tool});
-        let title = self.title.clone().unwrap_or_else(|| self.tool.clone());
-        let announce = |status: &str| {
-            let mut update = json!({
-                "sessionUpdate": "tool_call",
-                "toolCallId": tool_call_id,
-                "title": title,
-                "name": self.tool,
-                "status": status,
-                "rawInput": on_the_wire(&self.arguments),
-            });
-            if let Some(kind) = self.kind {
-                update["kind"] = json!(kind);
-            }
-            update.to_string()
+        let request = scope.tool_request(&self.tool, self.kind, &self.arguments);
+        let decision = decide(
+            scope.connection.governance.as_ref(),
+            &request,
+            [self.tool.as_str()],
+            KindFrom::Operator,
+        );
+        let call = Call {
+            scope,
+            id: scope.connection.next_tool_call_id(),
+            title: self.title.clone().unwrap_or_else(|| self.tool.clone()),
+            tool: self.tool,
+            arguments: self.arguments,
+            kind: self.kind,
         };
         // The `in_progress` announcement of a call run without asking, when it waits for the
         // call's start.
         let mut deferred = None;
-        let approval = match Step::of(decision, || scope.session.remembered(&self.tool)) {
-            Step::RejectedForTheSession(who) => {
-                scope.audit(mirror(
-                    ToolOutcomeRecord::Error(format!("rejected: {REJECTED_ALWAYS}")),
-                    Approval::RejectedBy {
-                        who,
-                        reason: REJECTED_ALWAYS.into(),
-                    },
-                ))?;
-                return Ok(ToolOutcome::Rejected(REJECTED_ALWAYS.into()));
-            }
-            Step::Deny(reason) => {
-                scope.audit(mirror(
-                    ToolOutcomeRecord::Error(format!("denied: {reason}")),
-                    Approval::Denied { reason: reason.clone() },
-                ))?;
-                return Ok(ToolOutcome::Denied(reason));
-            }
+        let approval = match Step::of(decision, || scope.session.remembered(&call.tool)) {
+            Step::RejectedForTheSession(who) => return call.rejected_for_the_session(who),
+            Step::Deny(reason) => return call.denied(reason),
             Step::Run(approval) => {
-                scope.announced.store(true, Ordering::Relaxed);
-                scope.audit(AuditEvent::lifecycle(
-                    &connection.operator_id,
-                    session,
-                    Lifecycle::Running,
-                    Some(detail.clone()),
-                ))?;
-                if self.announced_once_started {
-                    deferred = Some(announce("in_progress"));
-                } else {
-                    scope.send(announce("in_progress")).await?;
-                }
+                deferred = call.start_unasked(self.announced_once_started).await?;
                 approval
             }
-            Step::Ask => {
-                // A turn suspends only once it runs: `running` comes first even when asking
-                // is the turn's first step.
-                scope.announce_running()?;
-                scope.audit(AuditEvent::lifecycle(
-                    &connection.operator_id,
-                    session,
-                    Lifecycle::Suspended,
-                    Some(detail.clone()),
-                ))?;
-                scope.send(announce("pending")).await?;
-                scope.set_unfinished_call(Some(record(
-                    ToolOutcomeRecord::Error("rejected: cancelled".into()),
-                    Approval::RejectedBy {
-                        who: connection.client_name(),
-                        reason: "cancelled".into(),
-                    },
-                )));
-                let permission = self.ask(&tool_call_id, &title).await?;
-                scope.set_unfinished_call(None);
-                match permission {
-                    Permission::Approved(who) => {
-                        let mut resumed = detail.clone();
-                        resumed["approvedBy"] = json!(who);
-                        scope.audit(AuditEvent::lifecycle(
-                            &connection.operator_id,
-                            session,
-                            Lifecycle::Resumed,
-                            Some(resumed),
-                        ))?;
-                        scope.send(status_update(&tool_call_id, "in_progress", None)).await?;
-                        Approval::ApprovedBy(who)
-                    }
-                    Permission::Rejected { who, reason } => {
-                        scope.audit(mirror(
-                            ToolOutcomeRecord::Error(format!("rejected: {reason}")),
-                            Approval::RejectedBy {
-                                who,
-                                reason: reason.clone(),
-                            },
-                        ))?;
-                        let output = json!({"error": format!("rejected: {reason}")});
-                        scope.send(status_update(&tool_call_id, "failed", Some(output))).await?;
-                        return Ok(ToolOutcome::Rejected(reason));
-                    }
-                }
-            }
+            Step::Ask => match call.ask_first().await? {
+                Ok(approval) => approval,
+                Err(rejected) => return Ok(rejected),
+            },
         };
-        let arguments = self.arguments.clone();
-        // Cancelled while it runs, it is still recorded: it may have done something.
-        scope.set_unfinished_call(Some(record(
+        call.execute(execute, approval, deferred).await
+    }
+}
+
+/// A tool call with its id, from its decision to its end: what its records and the client's
+/// updates say of it.
+struct Call<'s> {
+    scope: &'s TurnScope,
+    id: String,
+    tool: String,
+    arguments: Value,
+    title: String,
+    kind: Option<ToolKind>,
+}
+
+impl Call<'_> {
+    /// Its tool-call record, ending with `outcome`, approved as `approval`.
+    fn record(&self, outcome: ToolOutcomeRecord, approval: Approval) -> ToolCallMirror {
+        ToolCallMirror {
+            operator: self.scope.connection.operator_id.clone(),
+            session: self.scope.session.id().to_string(),
+            tool_call_id: self.id.clone(),
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            outcome,
+            approval,
+        }
+    }
+
+    /// Writes its tool-call record (write-ahead: before the client hears of the end).
+    fn audit(&self, outcome: ToolOutcomeRecord, approval: Approval) -> Result<()> {
+        self.scope.audit(AuditEvent::tool_call(self.record(outcome, approval)))
+    }
+
+    /// Writes the turn's lifecycle step `state` about this call (`detail` beside its id).
+    fn audit_lifecycle(&self, state: Lifecycle, approved_by: Option<&str>) -> Result<()> {
+        let mut detail = json!({"toolCallId": self.id, "tool": self.tool});
+        if let Some(who) = approved_by {
+            detail["approvedBy"] = json!(who);
+        }
+        let connection = &self.scope.connection;
+        (self.scope).audit(AuditEvent::lifecycle(
+            &connection.operator_id,
+            self.scope.session.id(),
+            state,
+            Some(detail),
+        ))
+    }
+
+    /// The `tool_call` update announcing it with `status`.
+    fn announcement(&self, status: &str) -> String {
+        let mut update = json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": self.id,
+            "title": self.title,
+            "name": self.tool,
+            "status": status,
+            "rawInput": on_the_wire(&self.arguments),
+        });
+        if let Some(kind) = self.kind {
+            update["kind"] = json!(kind);
+        }
+        update.to_string()
+    }
+
+    /// Refused without asking: the user rejected the tool for the session before.
+    fn rejected_for_the_session(&self, who: String) -> Result<ToolOutcome> {
+        let approval = Approval::RejectedBy {
+            who,
+            reason: REJECTED_ALWAYS.into(),
+        };
+        self.audit(
+            ToolOutcomeRecord::Error(format!("rejected: {REJECTED_ALWAYS}")),
+            approval,
+        )?;
+        Ok(ToolOutcome::Rejected(REJECTED_ALWAYS.into()))
+    }
+
+    /// Denied by governance: recorded, never shown to the client.
+    fn denied(&self, reason: String) -> Result<ToolOutcome> {
+        let approval = Approval::Denied { reason: reason.clone() };
+        self.audit(ToolOutcomeRecord::Error(format!("denied: {reason}")), approval)?;
+        Ok(ToolOutcome::Denied(reason))
+    }
+
+    /// A call run without asking: `running` recorded, then announced `in_progress` — or,
+    /// `once_started`, the announcement returned, to be sent once the call has started.
+    async fn start_unasked(&self, once_started: bool) -> Result<Option<String>> {
+        self.scope.announced.store(true, Ordering::Relaxed);
+        self.audit_lifecycle(Lifecycle::Running, None)?;
+        if once_started {
+            return Ok(Some(self.announcement("in_progress")));
+        }
+        self.scope.send(self.announcement("in_progress")).await?;
+        Ok(None)
+    }
+
+    /// Asks the user, each step recorded first: `suspended`, the `pending` announcement,
+    /// the question; then `resumed` and `in_progress` (the approval), or the rejection's
+    /// record and `failed` (the outcome to return).
+    async fn ask_first(&self) -> Result<std::result::Result<Approval, ToolOutcome>> {
+        // A turn suspends only once it runs: `running` comes first even when asking is the
+        // turn's first step.
+        self.scope.announce_running()?;
+        self.audit_lifecycle(Lifecycle::Suspended, None)?;
+        self.scope.send(self.announcement("pending")).await?;
+        self.scope.set_unfinished_call(Some(self.record(
+            ToolOutcomeRecord::Error("rejected: cancelled".into()),
+            Approval::RejectedBy {
+                who: self.scope.connection.client_name(),
+                reason: "cancelled".into(),
+            },
+        )));
+        let permission = self.ask().await?;
+        self.scope.set_unfinished_call(None);
+        match permission {
+            Permission::Approved(who) => {
+                self.audit_lifecycle(Lifecycle::Resumed, Some(&who))?;
+                (self.scope).send(status_update(&self.id, "in_progress", None)).await?;
+                Ok(Ok(Approval::ApprovedBy(who)))
+            }
+            Permission::Rejected { who, reason } => {
+                let approval = Approval::RejectedBy {
+                    who,
+                    reason: reason.clone(),
+                };
+                self.audit(ToolOutcomeRecord::Error(format!("rejected: {reason}")), approval)?;
+                let output = json!({"error": format!("rejected: {reason}")});
+                (self.scope)
+                    .send(status_update(&self.id, "failed", Some(output)))
+                    .await?;
+                Ok(Err(ToolOutcome::Rejected(reason)))
+            }
+        }
+    }
+
+    /// Runs the approved call; its end recorded, then reported. Cancelled while it runs, it
+    /// is still recorded (`audit_unfinished_call`): it may have done something.
+    async fn execute<F, Fut, E>(self, execute: F, approval: Approval, deferred: Option<String>) -> Result<ToolOutcome>
+    where
+        F: FnOnce(Value) -> Fut,
+        Fut: Future<Output = std::result::Result<Value, E>>,
+        E: Display,
+    {
+        let scope = self.scope;
+        let running = self.record(
             ToolOutcomeRecord::Error("cancelled while running".into()),
             approval.clone(),
-        )));
+        );
+        scope.set_unfinished_call(Some(running));
+        let arguments = self.arguments.clone();
         let executed = match deferred {
             None => execute(arguments).await,
             Some(announcement) => {
@@ -621,17 +682,16 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         scope.set_unfinished_call(None);
         match executed {
             Ok(result) => {
-                scope.audit(mirror(ToolOutcomeRecord::Result(result.clone()), approval))?;
-                scope
-                    .send(status_update(&tool_call_id, "completed", Some(result.clone())))
-                    .await?;
+                self.audit(ToolOutcomeRecord::Result(result.clone()), approval)?;
+                let update = status_update(&self.id, "completed", Some(result.clone()));
+                scope.send(update).await?;
                 Ok(ToolOutcome::Completed(result))
             }
             Err(error) => {
                 let message = error.to_string();
-                scope.audit(mirror(ToolOutcomeRecord::Error(message.clone()), approval))?;
+                self.audit(ToolOutcomeRecord::Error(message.clone()), approval)?;
                 let output = json!({"error": message});
-                scope.send(status_update(&tool_call_id, "failed", Some(output))).await?;
+                scope.send(status_update(&self.id, "failed", Some(output))).await?;
                 Ok(ToolOutcome::Failed(message))
             }
         }
@@ -639,12 +699,12 @@ impl<T: Governed> ToolCall<'_, '_, T> {
 
     /// `session/request_permission`; fails closed: a timeout, a closed connection, an error
     /// answer or anything unreadable is a rejection. A cancelled turn is [`Error::Cancelled`].
-    async fn ask(&self, tool_call_id: &str, title: &str) -> Result<Permission> {
-        let scope = self.turn.scope;
+    async fn ask(&self) -> Result<Permission> {
+        let scope = self.scope;
         let connection = &scope.connection;
         let mut tool_call = json!({
-            "toolCallId": tool_call_id,
-            "title": title,
+            "toolCallId": self.id,
+            "title": self.title,
             "name": self.tool,
             "status": "pending",
             "rawInput": on_the_wire(&self.arguments),
@@ -652,22 +712,12 @@ impl<T: Governed> ToolCall<'_, '_, T> {
         if let Some(kind) = self.kind {
             tool_call["kind"] = json!(kind);
         }
-        let may_remember =
-            connection
-                .governance
-                .may_remember(&scope.tool_request(&self.tool, self.kind, &self.arguments));
-        let mut options = vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
-        if may_remember {
-            options.push(json!({"optionId": ALLOW_ALWAYS, "name": "Always allow", "kind": "allow_always"}));
-        }
-        options.push(json!({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}));
-        if may_remember {
-            options.push(json!({"optionId": REJECT_ALWAYS, "name": "Always reject", "kind": "reject_always"}));
-        }
+        let request = scope.tool_request(&self.tool, self.kind, &self.arguments);
+        let may_remember = connection.governance.may_remember(&request);
         let params = json!({
             "sessionId": scope.session.id(),
             "toolCall": tool_call,
-            "options": options,
+            "options": question::options(may_remember),
         });
         let client = connection.client_name();
         let answer = tokio::select! {
@@ -683,37 +733,28 @@ impl<T: Governed> ToolCall<'_, '_, T> {
             who: client.clone(),
             reason,
         };
-        Ok(match answer {
-            Err(RequestFailure::TimedOut) => runtime("timeout"),
-            Err(RequestFailure::Closed) => runtime("connection closed"),
-            Err(RequestFailure::Rpc(error)) => rejected_by_client(format!("error answer: {error}")),
-            Ok(raw) => {
-                let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-                let outcome = &value["outcome"];
-                match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
-                    (Some("selected"), Some(ALLOW_ONCE)) => Permission::Approved(client),
-                    (Some("selected"), Some(REJECT_ONCE)) => rejected_by_client("declined".into()),
-                    // Only when offered: an `always` answer to a request without it is unreadable.
-                    (Some("selected"), Some(ALLOW_ALWAYS)) if may_remember => {
-                        scope.session.remember(&self.tool, Remembered::Allowed(client.clone()));
-                        Permission::Approved(format!("{client} (allow_always)"))
-                    }
-                    (Some("selected"), Some(REJECT_ALWAYS)) if may_remember => {
-                        scope.session.remember(&self.tool, Remembered::Rejected(client.clone()));
-                        rejected_by_client("declined for the rest of the session (reject_always)".into())
-                    }
-                    (Some("cancelled"), _) => rejected_by_client("cancelled".into()),
-                    _ => rejected_by_client(format!("unreadable answer: {value}")),
-                }
+        let raw = match answer {
+            Err(RequestFailure::TimedOut) => return Ok(runtime("timeout")),
+            Err(RequestFailure::Closed) => return Ok(runtime("connection closed")),
+            Err(RequestFailure::Rpc(error)) => return Ok(rejected_by_client(format!("error answer: {error}"))),
+            Ok(raw) => raw,
+        };
+        Ok(match question::read_answer(raw.get(), may_remember) {
+            Answer::AllowOnce => Permission::Approved(client),
+            Answer::RejectOnce => rejected_by_client("declined".into()),
+            Answer::AllowAlways => {
+                scope.session.remember(&self.tool, Remembered::Allowed(client.clone()));
+                Permission::Approved(format!("{client} (allow_always)"))
             }
+            Answer::RejectAlways => {
+                scope.session.remember(&self.tool, Remembered::Rejected(client.clone()));
+                rejected_by_client("declined for the rest of the session (reject_always)".into())
+            }
+            Answer::Cancelled => rejected_by_client("cancelled".into()),
+            Answer::Unreadable(value) => rejected_by_client(format!("unreadable answer: {value}")),
         })
     }
 }
-
-const ALLOW_ONCE: &str = "allow-once";
-const ALLOW_ALWAYS: &str = "allow-always";
-const REJECT_ONCE: &str = "reject-once";
-const REJECT_ALWAYS: &str = "reject-always";
 
 fn status_update(tool_call_id: &str, status: &str, raw_output: Option<Value>) -> String {
     let mut update = json!({

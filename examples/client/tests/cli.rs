@@ -1,21 +1,50 @@
-//! `acp-client` from the command line, against agents that fail (to start, or a turn).
+//! `acp-client` from the command line, against agents that fail (to start, or a turn), and
+//! what the agents it starts see.
 
 use std::process::Command;
 
-#[test]
-fn an_agent_that_exits_at_once_is_reported_with_its_status_and_stderr() {
+/// `acp-client --prompt hi` with the agent `sh -c script` and `env` added to its
+/// environment, which must fail (exit status 1); returns its stderr.
+fn failing_agent_stderr(script: &str, env: &[(&str, &str)]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_acp-client"))
-        .args(["--prompt", "hi", "--", "sh", "-c", "echo 'no API key' >&2; exit 3"])
+        .args(["--prompt", "hi", "--", "sh", "-c", script])
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .expect("acp-client runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
+#[test]
+fn an_agent_that_exits_at_once_is_reported_with_its_status_and_stderr() {
+    let stderr = failing_agent_stderr("echo 'no API key' >&2; exit 3", &[]);
     assert!(
         stderr.contains("acp-client: the agent exited (exit status: 3)"),
         "{stderr}"
     );
     assert!(stderr.contains("no API key"), "{stderr}");
+}
+
+/// Issue #45.9: the agent `acp-client` starts sees the user's XDG base folders, so an agent
+/// that keeps its state in `$XDG_STATE_HOME` does not fall back to `~/.local/state`.
+#[test]
+fn the_agent_sees_the_users_xdg_base_folders() {
+    // The agent prints what it sees on stderr and exits: the client reports its stderr.
+    let script =
+        r#"echo "state=$XDG_STATE_HOME config=$XDG_CONFIG_HOME data=$XDG_DATA_HOME cache=$XDG_CACHE_HOME" >&2; exit 3"#;
+    let env = [
+        ("XDG_STATE_HOME", "/xdg/state"),
+        ("XDG_CONFIG_HOME", "/xdg/config"),
+        ("XDG_DATA_HOME", "/xdg/data"),
+        ("XDG_CACHE_HOME", "/xdg/cache"),
+    ];
+    let stderr = failing_agent_stderr(script, &env);
+    assert!(
+        stderr.contains("state=/xdg/state config=/xdg/config data=/xdg/data cache=/xdg/cache"),
+        "{stderr}"
+    );
 }
 
 /// An agent that offers a command with a description of three lines, then answers a prompt

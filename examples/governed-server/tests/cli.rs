@@ -68,5 +68,8 @@ fn help_prints_the_usage_and_exits_0() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("Usage: governed-server [OPTIONS]"), "{stdout}");
+    assert!(
+        stdout.contains("usage: governed-server [--listen HOST:PORT]"),
+        "{stdout}"
+    );
 }

@@ -6,19 +6,26 @@ mod stdio_peer;
 use serde_json::Value;
 use stdio_peer::{Scratch, StdioPeer};
 
-#[test]
-fn an_unlisted_tool_is_denied_unseen_and_audited() {
-    let scratch = Scratch::new("governed-server-test");
+/// The governed server started as `program` `args` (the server, or a shell that runs it) with
+/// its workspace and state in `scratch` and its audit log there; returns it and the log's path.
+fn start_in(scratch: &Scratch, program: &str, args: &[&str]) -> (StdioPeer, std::path::PathBuf) {
     let audit = scratch.path().join("audit.jsonl");
-    let mut server = StdioPeer::spawn(
-        std::path::Path::new(env!("CARGO_BIN_EXE_governed-server")),
-        &[],
+    let server = StdioPeer::spawn(
+        std::path::Path::new(program),
+        args,
         &[
             ("AGENTACP_WORKSPACE_ROOT", scratch.path()),
             ("AGENTACP_STATE_DIR", scratch.path()),
             ("AGENTACP_AUDIT_LOG", &audit),
         ],
     );
+    (server, audit)
+}
+
+#[test]
+fn an_unlisted_tool_is_denied_unseen_and_audited() {
+    let scratch = Scratch::new("governed-server-test");
+    let (mut server, audit) = start_in(&scratch, env!("CARGO_BIN_EXE_governed-server"), &[]);
     let (initialized, session) = server.open_session(scratch.path());
     assert_eq!(initialized["agentCapabilities"]["loadSession"], true, "{initialized}");
     // The declared slash commands follow the session/new answer, before any prompt.
@@ -108,18 +115,9 @@ fn the_audit_log_is_in_the_users_state_folder_not_where_it_was_built() {
 #[test]
 fn hundreds_of_sessions_fit_in_a_small_file_descriptor_limit() {
     let scratch = Scratch::new("governed-server-fds");
-    let audit = scratch.path().join("audit.jsonl");
     std::fs::write(scratch.path().join("notes.txt"), "still readable").unwrap();
     let binary = env!("CARGO_BIN_EXE_governed-server");
-    let mut server = StdioPeer::spawn(
-        std::path::Path::new("/bin/sh"),
-        &["-c", "ulimit -n 64 && exec \"$0\"", binary],
-        &[
-            ("AGENTACP_WORKSPACE_ROOT", scratch.path()),
-            ("AGENTACP_STATE_DIR", scratch.path()),
-            ("AGENTACP_AUDIT_LOG", &audit),
-        ],
-    );
+    let (mut server, _) = start_in(&scratch, "/bin/sh", &["-c", "ulimit -n 64 && exec \"$0\"", binary]);
     let (_, first) = server.open_session(scratch.path());
     let cwd = scratch.path().to_str().unwrap();
     for id in 10..310u64 {
@@ -164,16 +162,7 @@ fn call(server: &mut StdioPeer, id: u64, method: &str, params: Value) -> Value {
 #[test]
 fn modes_options_the_command_the_extension_and_the_session_methods() {
     let scratch = Scratch::new("governed-server-surface");
-    let audit = scratch.path().join("audit.jsonl");
-    let mut server = StdioPeer::spawn(
-        std::path::Path::new(env!("CARGO_BIN_EXE_governed-server")),
-        &[],
-        &[
-            ("AGENTACP_WORKSPACE_ROOT", scratch.path()),
-            ("AGENTACP_STATE_DIR", scratch.path()),
-            ("AGENTACP_AUDIT_LOG", &audit),
-        ],
-    );
+    let (mut server, audit) = start_in(&scratch, env!("CARGO_BIN_EXE_governed-server"), &[]);
     let cwd = scratch.path().to_str().unwrap();
     let initialized = call(&mut server, 0, "initialize", serde_json::json!({"protocolVersion": 1}));
     let sessions = &initialized["result"]["agentCapabilities"]["sessionCapabilities"];

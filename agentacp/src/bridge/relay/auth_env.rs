@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::client::downstream::Downstream;
 use crate::client::{AuthMethodInfo, unpassed_env_advice};
+use crate::downstream::Downstream;
 use crate::subprocess::AgentCommand;
 
 /// What an `authenticate` of the editor's needs of the agent's environment.

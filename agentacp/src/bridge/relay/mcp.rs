@@ -15,8 +15,6 @@ use tokio::sync::{oneshot, watch};
 
 use super::state::{Forwarded, HeldCall, McpWaiting, Relay};
 use crate::audit::Approval;
-use crate::client::mcp_governance::{self, McpCall, McpMessage};
-use crate::client::permission;
 use crate::governance::Decision;
 use crate::jsonrpc::pending::{RequestFailure, cancelled_request};
 use crate::jsonrpc::{self, Id, RpcError, codes};
@@ -24,6 +22,8 @@ use crate::methods::Side;
 use crate::methods::mcp_over_acp::{
     CONNECT, DISCONNECT, MESSAGE, connection_id_of, is_inner_notification, is_mcp_over_acp, server_id_of,
 };
+use crate::oversight::mcp_calls::{self, McpCall, McpMessage};
+use crate::oversight::question as permission;
 use crate::spec::OperatorSpec;
 use crate::sync::lock;
 use crate::wire::default as wire;
@@ -456,8 +456,7 @@ pub(super) fn editor_answered(
         }
         (McpWaiting::List(server), Ok(result)) => {
             let mut result: Value = serde_json::from_str(result.get()).ok()?;
-            mcp_governance::keep_allowed(&mut result, server, &relay.oversight)
-                .then(|| jsonrpc::encode_result(id, &result))
+            mcp_calls::keep_allowed(&mut result, server, &relay.oversight).then(|| jsonrpc::encode_result(id, &result))
         }
         (McpWaiting::Call(call, approval), outcome) => {
             let answer = match outcome {

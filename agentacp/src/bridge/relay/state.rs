@@ -13,11 +13,11 @@ use super::super::gate::Gate;
 use super::super::narrow::Passed;
 use super::super::options::BridgeOptions;
 use crate::audit::{Approval, AuditLog};
-use crate::client::mcp_governance::{AcpMcpServers, McpCall};
-use crate::client::oversight::{Oversight, ToolFacts};
 use crate::jsonrpc::Id;
 use crate::jsonrpc::outbox::Outbox;
 use crate::jsonrpc::pending::Pending;
+use crate::oversight::mcp_calls::{AcpMcpServers, McpCall};
+use crate::oversight::{Oversight, ToolFacts};
 use crate::spec::OperatorSpec;
 use crate::subprocess::AgentProcess;
 use crate::wire::default as wire;
@@ -68,7 +68,7 @@ pub(super) struct Relay {
     /// `initialize`): what the agent may call.
     pub(super) client_passed: Mutex<Option<Passed>>,
     /// The editor's requests waiting for the agent.
-    pub(super) to_agent: Mutex<HashMap<Id, Forwarded>>,
+    pub(super) to_agent: crate::connection::InFlight<Forwarded>,
     /// Answers to the editor's requests taken off `to_agent` and not yet queued for the editor
     /// (changed under the `to_agent` lock when it grows).
     pub(super) answering: AtomicUsize,

@@ -51,7 +51,6 @@ use tokio_util::sync::CancellationToken;
 use super::carry::{AgentSide, AgentSlot, within};
 use super::mcp::{self as governed, Verdict};
 use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translation, Upstream, random_name};
-use crate::client::mcp_governance::{self, McpCall};
 use crate::future::BoxFuture;
 use crate::jsonrpc::pending::CANCEL_REQUEST;
 use crate::jsonrpc::{self, Id, RpcError, codes};
@@ -60,6 +59,7 @@ use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
 use crate::mcp::tunnel::{AcpPeer, answer_value};
 use crate::mcp::{AcpLink, CALL_TIMEOUT, CONNECT_TIMEOUT, disconnect, open_over_acp};
 use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
+use crate::oversight::mcp_calls::{self, McpCall};
 use crate::sync::lock;
 use crate::wire::default as wire;
 
@@ -672,7 +672,7 @@ impl rmcp::ServerHandler for Proxy {
         let listed = bounded(reached.peer.list_tools(request)).await?;
         let unreadable = |error: serde_json::Error| ErrorData::internal_error(error.to_string(), None);
         let mut listed = serde_json::to_value(listed).map_err(unreadable)?;
-        mcp_governance::keep_allowed(&mut listed, &reached.server, &relay.oversight);
+        mcp_calls::keep_allowed(&mut listed, &reached.server, &relay.oversight);
         serde_json::from_value(listed).map_err(unreadable)
     }
 

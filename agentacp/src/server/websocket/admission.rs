@@ -27,7 +27,7 @@ use crate::sync::lock;
 pub(super) const OVER_LIMIT_UPGRADES: usize = 32;
 
 /// A refusal: the HTTP status and the body that says why.
-pub(super) type Refusal = (StatusCode, &'static str);
+pub(crate) type Refusal = (StatusCode, &'static str);
 
 const TOO_MANY_FROM_ADDRESS: Refusal = (
     StatusCode::TOO_MANY_REQUESTS,
@@ -40,10 +40,10 @@ const TOO_MANY_UNAUTHENTICATED: Refusal = (
 const FULL: Refusal = (StatusCode::SERVICE_UNAVAILABLE, "too many connections; try again later");
 
 /// A connection's slot: taken from it when it is evicted.
-pub(super) type Slot = Arc<Mutex<Option<OwnedSemaphorePermit>>>;
+pub(crate) type Slot = Arc<Mutex<Option<OwnedSemaphorePermit>>>;
 
 /// The listener's slots and the places of the connections that have not authenticated.
-pub(super) struct Gate {
+pub(crate) struct Gate {
     slots: Arc<Semaphore>,
     /// The limits on unauthenticated connections; `None` without tokens (nobody authenticates).
     limits: Option<UnauthenticatedLimits>,
@@ -77,9 +77,9 @@ struct Unproven {
 }
 
 /// A connection let in by [`Gate::admit`].
-pub(super) struct Ticket {
+pub(crate) struct Ticket {
     /// Its slot (none while it is over the limit).
-    pub(super) slot: Slot,
+    pub(crate) slot: Slot,
     /// Told if the connection is evicted (or, over the limit, dropped for a newer one).
     evicted: Option<oneshot::Receiver<()>>,
     /// Its place among the unauthenticated, or among the upgrades over the limit.
@@ -112,7 +112,7 @@ impl Gate {
     }
 
     /// A ticket for a connection from `peer`, or the refusal to answer it with.
-    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Ticket, Refusal> {
+    pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Ticket, Refusal> {
         let Some(limits) = self.limits else {
             // Nobody authenticates: a slot, or `503`.
             let permit = self.slots.clone().try_acquire_owned().map_err(|_| FULL)?;
@@ -175,7 +175,7 @@ impl Gate {
     /// The connection of `ticket` showed a valid token on its upgrade: it gives back its place
     /// and, over the limit, gets a slot: a free one, or the oldest unauthenticated
     /// connection's, which is evicted. `Err`: there is none to be had.
-    pub(super) fn prove(&self, ticket: &mut Ticket) -> Result<(), Refusal> {
+    pub(crate) fn prove(&self, ticket: &mut Ticket) -> Result<(), Refusal> {
         drop(ticket.place.take());
         if ticket.over_limit.is_none() {
             return Ok(());
@@ -208,7 +208,7 @@ impl Gate {
 impl Ticket {
     /// Completes if the connection is evicted; never, once it no longer can be (it proved
     /// who it is, or ended). Taken once.
-    pub(super) fn evicted(&mut self) -> impl Future<Output = ()> + Send + use<> {
+    pub(crate) fn evicted(&mut self) -> impl Future<Output = ()> + Send + use<> {
         let evicted = self.evicted.take();
         async move {
             let told = match evicted {
@@ -222,12 +222,12 @@ impl Ticket {
     }
 
     /// What the connection is told, over the limit, unless it shows a valid token.
-    pub(super) fn over_limit(&self) -> Option<Refusal> {
+    pub(crate) fn over_limit(&self) -> Option<Refusal> {
         self.over_limit
     }
 
     /// Its place among the unauthenticated, to hold until it proves who it is.
-    pub(super) fn take_place(&mut self) -> Option<UnprovenPlace> {
+    pub(crate) fn take_place(&mut self) -> Option<UnprovenPlace> {
         self.place.take()
     }
 }

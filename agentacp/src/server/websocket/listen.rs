@@ -1,4 +1,6 @@
-//! The WebSocket listener: one ACP connection per WebSocket connection.
+//! The WebSocket listener: one ACP connection per WebSocket connection. A request that is not
+//! a WebSocket upgrade goes to the Streamable HTTP endpoint on the same port and path
+//! (`server/http/`), under the same checks and slots.
 //!
 //! Safe by default: it binds where it is told (the examples' `--listen` takes `HOST:PORT`) but
 //! refuses a non-loopback address unless tokens are configured; a request carrying an `Origin`
@@ -32,6 +34,8 @@ use crate::server::{Access, OffersWebSocket, Operator, Served, ServerOptions};
 use crate::websocket::{Closer, Limits, into_closable_lines};
 
 use super::admission::{Gate, Ticket, UnauthenticatedLimits, UnprovenPlace};
+use crate::server::http::head::{Io, Rewind, is_websocket_upgrade, read_head};
+use crate::server::http::{self, Endpoint};
 
 /// The paths a client may connect to.
 pub const PATHS: [&str; 2] = ["/acp", "/"];
@@ -271,6 +275,7 @@ impl Listener {
         let options = Arc::new(self.options);
         let gate = gate_of(&options);
         let (stop, stopped) = watch::channel(false);
+        let http = http_endpoint(&options, &gate, &stopped, handle.clone());
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
@@ -299,6 +304,7 @@ impl Listener {
                 options: options.clone(),
                 gate: gate.clone(),
                 stopped: stopped.clone(),
+                http: http.clone(),
                 #[cfg(feature = "tls")]
                 tls: self.tls.clone(),
             };
@@ -308,6 +314,7 @@ impl Listener {
         let _ = stop.send(true);
         let drained = tokio::time::timeout(options.drain, async {
             while connections.join_next().await.is_some() {}
+            http.drained().await;
         })
         .await;
         if drained.is_err() {
@@ -328,8 +335,16 @@ struct Connecting {
     options: Arc<ListenOptions>,
     gate: Arc<Gate>,
     stopped: watch::Receiver<bool>,
+    /// Where requests other than a WebSocket upgrade go.
+    http: Arc<Endpoint>,
     #[cfg(feature = "tls")]
     tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// An accepted TCP connection: upgraded to WebSocket, or speaking plain HTTP.
+enum Accepted {
+    WebSocket(Upgraded),
+    Http(Box<dyn Io>),
 }
 
 impl Connecting {
@@ -347,7 +362,8 @@ impl Connecting {
         let upgrading = tokio::time::timeout(self.options.handshake_timeout, self.accept(stream, peer, &mut ticket));
         let mut connection = tokio::select! {
             upgraded = upgrading => match upgraded {
-                Ok(Ok(connection)) => connection,
+                Ok(Ok(Accepted::WebSocket(connection))) => connection,
+                Ok(Ok(Accepted::Http(io))) => return self.http.clone().serve_tcp(io, peer, ticket, evicted).await,
                 Ok(Err(reason)) => return tracing::debug!(%peer, %reason, "a WebSocket upgrade was refused or failed"),
                 Err(_) => return tracing::debug!(%peer, "a WebSocket upgrade took too long; dropped"),
             },
@@ -371,24 +387,45 @@ impl Connecting {
         handling.await;
     }
 
-    /// TLS (when configured), then the WebSocket upgrade with its checks.
+    /// TLS (when configured), then the request head: a WebSocket upgrade is upgraded with
+    /// its checks, anything else is Streamable HTTP.
     async fn accept(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
         ticket: &mut Ticket,
-    ) -> std::result::Result<Upgraded, String> {
+    ) -> std::result::Result<Accepted, String> {
         #[cfg(feature = "tls")]
         if let Some(acceptor) = &self.tls {
             let stream = acceptor.accept(stream).await.map_err(|error| format!("TLS: {error}"))?;
-            return self.upgrade(stream, None, peer, ticket).await;
+            return self.dispatch(stream, None, peer, ticket).await;
         }
         // A second handle on the socket, to answer a plain HTTP request that the WebSocket
         // handshake gives up on without a word.
         let std = stream.into_std().map_err(|error| error.to_string())?;
         let raw = std.try_clone().map_err(|error| error.to_string())?;
         let stream = TcpStream::from_std(std).map_err(|error| error.to_string())?;
-        self.upgrade(stream, Some(raw), peer, ticket).await
+        self.dispatch(stream, Some(raw), peer, ticket).await
+    }
+
+    /// Reads the request head: a WebSocket upgrade goes on to [`upgrade`](Self::upgrade),
+    /// anything else to the HTTP endpoint, the head read again by either.
+    async fn dispatch<S>(
+        &self,
+        mut stream: S,
+        raw: Option<std::net::TcpStream>,
+        peer: SocketAddr,
+        ticket: &mut Ticket,
+    ) -> std::result::Result<Accepted, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let head = read_head(&mut stream).await.map_err(|error| error.to_string())?;
+        if !is_websocket_upgrade(&head) {
+            return Ok(Accepted::Http(Box::new(Rewind::new(head, stream))));
+        }
+        let stream = Rewind::new(head, stream);
+        self.upgrade(stream, raw, peer, ticket).await.map(Accepted::WebSocket)
     }
 
     /// The WebSocket upgrade: path, `Origin` and `Authorization` checked, a connection over
@@ -458,6 +495,40 @@ impl Connecting {
             Err(error) => Err(error.to_string()),
         }
     }
+}
+
+/// The Streamable HTTP endpoint of a listener with `options` and `gate`: the same checks,
+/// and each ACP connection handed to `handle` as an upgraded one (that no listener closes
+/// with a code of its own).
+fn http_endpoint<F, Fut>(
+    options: &Arc<ListenOptions>,
+    gate: &Arc<Gate>,
+    stopped: &watch::Receiver<bool>,
+    handle: F,
+) -> Arc<Endpoint>
+where
+    F: Fn(Upgraded) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let settings = http::Settings {
+        handshake_timeout: options.handshake_timeout,
+        drain: options.drain,
+        max_connections: options.max_connections,
+        limits: options.limits,
+    };
+    let admitting = options.clone();
+    let admit: http::Admit = Arc::new(move |request: &Request| admit(request, &admitting));
+    let handle: http::Handle = Arc::new(move |lines: http::Lines| {
+        Box::pin(handle(Upgraded {
+            read: lines.read,
+            write: lines.write,
+            peer: lines.peer,
+            proved: lines.proved,
+            unproven: lines.unproven,
+            closer: None,
+        }))
+    });
+    Endpoint::new(settings, gate.clone(), stopped.clone(), admit, handle)
 }
 
 /// An upgraded connection: its JSON-RPC lines, who connected, and the identity its upgrade

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use crate::env::init_logging;
 use crate::error::{Error, Result};
 use crate::server::{OffersWebSocket, Operator, Serve, ServerOptions};
+pub(crate) use admission::{Gate, Refusal, Ticket, UnprovenPlace};
 pub(crate) use listen::Upgraded;
 pub use listen::{ListenOptions, Listener, PATHS};
 

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
-use super::oversight::{Oversight, ToolFacts};
+use super::calls::Oversight;
+use super::facts::ToolFacts;
 use crate::governance::Decision;
 use crate::methods::mcp_over_acp::{connection_id_of, governed_name, server_id_of};
 use crate::sync::lock;
@@ -94,20 +95,14 @@ impl McpCall {
 
     /// The permission request that asks about this call in `session`.
     pub(crate) fn permission_request(&self, session: &str) -> Value {
-        json!({
-            "sessionId": session,
-            "toolCall": {
-                "toolCallId": self.id,
-                "title": format!("Call `{}` on the MCP server `{}`", self.tool, self.server),
-                "kind": "other",
-                "rawInput": self.arguments,
-                "_meta": {"aip44": {"tool": self.tool_name()}},
-            },
-            "options": [
-                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-            ],
-        })
+        let tool_call = json!({
+            "toolCallId": self.id,
+            "title": format!("Call `{}` on the MCP server `{}`", self.tool, self.server),
+            "kind": "other",
+            "rawInput": self.arguments,
+            "_meta": {"aip44": {"tool": self.tool_name()}},
+        });
+        super::question::ask_once(session, tool_call)
     }
 }
 

@@ -1,15 +1,18 @@
-//! Governance and audit on the client side: every `session/request_permission` goes through
-//! the [`Governance`] binding before anyone is asked, and every tool call the agent streams is
-//! mirrored to the audit log (the AIP-44 tool-call mirror) once it ends, with who approved it.
+//! The tool calls a side that receives them follows — a client of its agent, a bridge of the
+//! agent behind it: governance's decision on each (by every name, never by the kind the
+//! agent claims), the approval it was given, and its write-ahead record once it ends (the
+//! AIP-44 tool-call mirror), with who approved it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::events::Update;
+use super::decide::{KindFrom, decide};
+use super::facts::{ReportsToolCall, ToolFacts};
+use super::record::write_ahead;
 use crate::audit::{Approval, AuditEvent, AuditLog, ToolCallMirror, ToolOutcomeRecord};
-use crate::governance::{Decision, Governance, ToolKind, ToolRequest, decide_claimed};
+use crate::governance::{Decision, Governance, ToolKind, ToolRequest};
 use crate::sync::lock;
 
 /// The tool name governance and the audit log know a terminal by.
@@ -40,98 +43,7 @@ struct Tracked {
     spent: bool,
 }
 
-/// The fields of a tool call (or its permission request) that governance and audit need.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ToolFacts {
-    pub(crate) id: String,
-    /// The name it is known by: `name`, else `_meta.aip44.tool`, else the title.
-    pub(crate) tool: Option<String>,
-    /// Every explicit name the call goes by — `name` and `_meta.aip44.tool`, each once — as
-    /// the peer gave them: governance decides on each ([`ToolFacts::readings`]). Empty when
-    /// the peer gave none, or this side named the call itself ([`tool`](ToolFacts::tool)).
-    pub(crate) names: Vec<String>,
-    /// Every title the call goes by, each once: a name of the call when it has no explicit
-    /// one, else only where governance knows it as a name ([`ToolFacts::readings`]).
-    pub(crate) titles: Vec<String>,
-    /// The title the call is shown under.
-    pub(crate) title: Option<String>,
-    pub(crate) kind: Option<ToolKind>,
-    pub(crate) arguments: Option<Value>,
-    pub(crate) status: Option<String>,
-    pub(crate) output: Option<Value>,
-}
-
-impl ToolFacts {
-    /// The tool call a permission request is about (at least its id).
-    pub(crate) fn of_permission(request: &crate::wire::default::RequestPermissionRequest) -> ToolFacts {
-        serde_json::to_value(&request.tool_call)
-            .ok()
-            .as_ref()
-            .and_then(ToolFacts::of)
-            .unwrap_or_else(|| ToolFacts {
-                id: request.tool_call.tool_call_id.as_str().to_string(),
-                ..ToolFacts::default()
-            })
-    }
-
-    /// Reads a `tool_call`, `tool_call_update` or a permission request's `toolCall`. The
-    /// tool's name is `name`, else `_meta.aip44.tool`, else the title.
-    pub(crate) fn of(value: &Value) -> Option<ToolFacts> {
-        let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
-        let mut names: Vec<String> = Vec::new();
-        let given = [
-            text("name"),
-            value
-                .pointer("/_meta/aip44/tool")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        ];
-        for name in given.into_iter().flatten() {
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-        let title = text("title");
-        Some(ToolFacts {
-            id: text("toolCallId")?,
-            tool: names.first().cloned().or_else(|| title.clone()),
-            names,
-            titles: title.iter().cloned().collect(),
-            title,
-            kind: value
-                .get("kind")
-                .and_then(|kind| serde_json::from_value(kind.clone()).ok()),
-            arguments: value.get("rawInput").cloned(),
-            status: text("status"),
-            output: value
-                .get("rawOutput")
-                .cloned()
-                .or_else(|| value.get("content").cloned()),
-        })
-    }
-
-    /// The names `governance` decides the call on (each, the strictest decision winning):
-    /// its explicit [`names`](ToolFacts::names), and of its [`titles`](ToolFacts::titles)
-    /// those `governance` knows as names ([`Governance::knows`]) — a descriptive title
-    /// (`Read lib.rs`) beside a proper name neither loosens nor denies anything. A call
-    /// without an explicit name goes by its titles; one without either by its
-    /// [`tool`](ToolFacts::tool) (`unknown` without one).
-    pub(crate) fn readings(&self, governance: &dyn Governance) -> Vec<&str> {
-        let mut readings: Vec<&str> = self.names.iter().map(String::as_str).collect();
-        let explicit = !readings.is_empty();
-        for title in &self.titles {
-            if !readings.contains(&title.as_str()) && (!explicit || governance.knows(title)) {
-                readings.push(title);
-            }
-        }
-        if readings.is_empty() {
-            readings.push(self.tool.as_deref().unwrap_or("unknown"));
-        }
-        readings
-    }
-}
-
-/// The client's governance binding and audit log, and the tool calls in flight.
+/// A client's or a bridge's governance binding and audit log, and the tool calls in flight.
 pub(crate) struct Oversight {
     governance: Option<Arc<dyn Governance>>,
     audit: AuditLog,
@@ -180,21 +92,16 @@ impl Oversight {
             return Decision::Ask;
         };
         let arguments = facts.arguments.clone().unwrap_or(Value::Null);
-        let decide = |tool: &str| {
-            let request = ToolRequest {
-                operator: &self.operator,
-                session,
-                tool,
-                kind,
-                arguments: &arguments,
-                principal: None,
-            };
-            decide_claimed(governance.as_ref(), &request).0
+        let request = ToolRequest {
+            operator: &self.operator,
+            session,
+            tool: "",
+            kind,
+            arguments: &arguments,
+            principal: None,
         };
-        (facts.readings(governance.as_ref()).into_iter())
-            .map(decide)
-            .reduce(Decision::stricter)
-            .unwrap_or(Decision::Ask)
+        let names = facts.readings(governance.as_ref());
+        decide(governance.as_ref(), &request, names, KindFrom::Peer)
     }
 
     /// Whether a governance binding decides here (without one, every request is asked).
@@ -254,13 +161,8 @@ impl Oversight {
 
     /// Follows a tool call through the updates; writes its record when it ends (`completed`
     /// or `failed`). Called before the update is handed to the application.
-    pub(crate) fn observe(&self, session: &str, update: &Update) -> Result<(), String> {
-        let value = match update {
-            Update::ToolCall(call) => serde_json::to_value(call),
-            Update::ToolCallUpdate(call) => serde_json::to_value(call),
-            _ => return Ok(()),
-        };
-        let Some(facts) = value.ok().as_ref().and_then(ToolFacts::of) else {
+    pub(crate) fn observe(&self, session: &str, update: &impl ReportsToolCall) -> Result<(), String> {
+        let Some(facts) = update.tool_call().as_ref().and_then(ToolFacts::of) else {
             return Ok(());
         };
         let key = (session.to_string(), facts.id.clone());
@@ -393,7 +295,7 @@ impl Oversight {
             Some(report) => event.reported_as(report),
             None => event,
         };
-        self.audit.record(event).map(|_| ()).map_err(|error| error.to_string())
+        write_ahead(&self.audit, None, event)
     }
 
     /// The approval of a tool call the agent ran without asking: `auto` when nothing here
@@ -484,11 +386,20 @@ mod tests {
 
     use serde_json::{Value, json};
 
-    use super::{Oversight, ToolFacts};
+    use super::{Oversight, ReportsToolCall, ToolFacts};
     use crate::audit::{Approval, AuditLog, MemorySink};
     use crate::governance::{Decision, Governance, ToolRequest};
 
     struct AlwaysAsk;
+
+    /// A `tool_call` update the agent sent, as the client reads it.
+    struct Reported(crate::wire::default::ToolCall);
+
+    impl ReportsToolCall for Reported {
+        fn tool_call(&self) -> Option<Value> {
+            serde_json::to_value(&self.0).ok()
+        }
+    }
 
     impl Governance for AlwaysAsk {
         fn decide(&self, _: &ToolRequest<'_>) -> Decision {
@@ -511,7 +422,7 @@ mod tests {
                 "toolCallId": "call_1", "title": "write-file", "status": "in_progress"
             }))
             .unwrap();
-            oversight.observe("s1", &super::Update::ToolCall(call)).unwrap();
+            oversight.observe("s1", &Reported(call)).unwrap();
         }
         oversight.turn_ended("s1");
         let records = sink.lines();
@@ -581,7 +492,7 @@ mod tests {
                 "rawInput": {"name": "a.txt"}, "_meta": {"aip44": {"tool": "mcp/notes/read_note"}},
             }))
             .unwrap();
-            oversight.observe(session, &super::Update::ToolCall(call)).unwrap();
+            oversight.observe(session, &Reported(call)).unwrap();
         };
         let passed = |session: &str, id: &str, arguments: Value| {
             let facts = ToolFacts {

@@ -10,7 +10,6 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::error::ClientError;
 use crate::subprocess::{self, AgentCommand, AgentProcess};
 
 /// What we write the agent's input to.
@@ -38,7 +37,7 @@ impl Downstream {
         }
     }
 
-    /// The command an [`AuthPolicy`](super::AuthPolicy) sees. A remote agent gets none of our
+    /// The command an `AuthPolicy` sees. A remote agent gets none of our
     /// environment: it is named by its URL, with an empty environment (so `env_var` methods,
     /// which the agent reads from its own environment, are never picked by the default).
     pub(crate) fn command_for_auth(&self) -> AgentCommand {
@@ -59,23 +58,20 @@ impl Downstream {
     }
 
     /// Starts (or dials) the agent: its handle, and the streams to its input and from its
-    /// output. Failing, a [`ClientError::Spawn`] whose text is a sentence naming the program
+    /// output. Failing, an error whose text is a sentence naming the program
     /// (or the URL) and the cause: `cannot start the agent `codex-acp`: no program of that
     /// name on PATH`. A remote agent that refuses the upgrade is `PermissionDenied` for `401`
     /// / `403` and names the status.
-    pub(crate) async fn open(
-        &self,
-        stderr_lines: usize,
-    ) -> Result<(AgentProcess, AgentWriter, AgentReader), ClientError> {
+    pub(crate) async fn open(&self, stderr_lines: usize) -> std::io::Result<(AgentProcess, AgentWriter, AgentReader)> {
         match self {
             Downstream::Process(command) => {
-                let (process, stdin, stdout) = subprocess::spawn(command, stderr_lines)
-                    .map_err(|error| ClientError::Spawn(cannot_start(command, error)))?;
+                let (process, stdin, stdout) =
+                    subprocess::spawn(command, stderr_lines).map_err(|error| cannot_start(command, error))?;
                 Ok((process, Box::new(stdin), Box::new(stdout)))
             }
             #[cfg(feature = "websocket")]
             Downstream::Remote(dial) => {
-                let (read, write, pump) = dial.connect_watched().await.map_err(ClientError::Spawn)?;
+                let (read, write, pump) = dial.connect_watched().await?;
                 tracing::debug!(url = %dial.url, "connected to a remote agent");
                 let process = AgentProcess::remote(&dial.url, stderr_lines, pump);
                 Ok((process, Box::new(ShutdownOnDrop(Some(write))), Box::new(read)))
