@@ -44,6 +44,8 @@ pub mod error;
 pub mod future;
 pub mod governance;
 pub mod jsonrpc;
+#[cfg(feature = "websocket")]
+pub(crate) mod listener;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod methods;

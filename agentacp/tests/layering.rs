@@ -5,7 +5,8 @@
 //!    `future.rs`: import nothing from the layers above;
 //! 2. shared — `governance.rs`, `spec.rs` (the manifest's `OperatorSpec`), `surface.rs` (its
 //!    declared modes, config options, commands and extensions), `env.rs` (the `AGENTACP_*`
-//!    environment, state folder, logging), `auth.rs`, `websocket/`, `subprocess.rs` (programs
+//!    environment, state folder, logging), `auth.rs`, `websocket/`, `listener/` (the WebSocket and Streamable HTTP
+//!    listener servers and bridges are served on), `subprocess.rs` (programs
 //!    started and spoken to over stdio: agents, stdio MCP servers), `mcp/` (MCP clients, with
 //!    `rmcp`), `sandbox.rs` (the local sandbox, the `agentacp-sandbox` crate, and the
 //!    sandbox a manifest binds), `oversight/` (the governance decision, the approval question, the
@@ -45,8 +46,8 @@ fn layer_of(file: &str) -> (u8, &'static str) {
         "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
             (1, "foundation")
         }
-        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" | "subprocess.rs" | "mcp"
-        | "sandbox.rs" | "oversight" | "downstream.rs" | "connection" => (2, "shared"),
+        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" | "listener"
+        | "subprocess.rs" | "mcp" | "sandbox.rs" | "oversight" | "downstream.rs" | "connection" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
         "bridge" => (4, "bridge"),
@@ -642,4 +643,80 @@ fn the_reader_sees_imports_in_every_form() {
     assert!(!allowed("governance.rs", "server/mod.rs") && !allowed("client/fs.rs", "server/operator.rs"));
     assert!(!allowed("server/mod.rs", "client/mod.rs") && !allowed("jsonrpc/mod.rs", "spec.rs"));
     assert!(allowed("bridge/relay.rs", "client/mod.rs") && allowed("client/fs.rs", "workspace.rs"));
+}
+
+/// Whether `text` declares `name` with a visibility narrower than `pub` (`pub(crate)`,
+/// `pub(super)`, `pub(in …)`): an item only the crate may use.
+fn declared_crate_private(text: &str, name: &str) -> bool {
+    const KINDS: [&str; 10] = [
+        "fn", "async fn", "struct", "enum", "trait", "type", "const", "static", "mod", "union",
+    ];
+    ["pub(crate)", "pub(super)", "pub(in "].iter().any(|visibility| {
+        text.match_indices(visibility).any(|(at, _)| {
+            let rest = &text[at + visibility.len()..];
+            let rest = rest
+                .split_once(')')
+                .filter(|_| visibility.ends_with(' '))
+                .map_or(rest, |(_, after)| after);
+            KINDS.iter().any(|kind| {
+                rest.trim_start()
+                    .strip_prefix(kind)
+                    .and_then(|after| after.strip_prefix(' '))
+                    .and_then(|after| after.trim_start().strip_prefix(name))
+                    .is_some_and(|after| !after.bytes().next().is_some_and(is_ident))
+            })
+        })
+    })
+}
+
+/// Issue #46: the bridge is built on what servers and clients offer everyone and on the shared
+/// layer: no path in `bridge/` reaches an item that `server/` or `client/` declares for the
+/// crate only (`pub(crate)` or narrower). The shared listener (`listener/`) is how a bridge
+/// serves over WebSocket and Streamable HTTP, not `server/websocket/`.
+#[test]
+fn the_bridge_uses_no_crate_private_item_of_servers_or_clients() {
+    let krate = Crate::read();
+    let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = BTreeSet::new();
+    let mut reached = 0;
+    for file in krate.files.iter().filter(|file| file.name.starts_with("bridge/")) {
+        for (path, written, line, _) in &file.paths {
+            let Some(to) = krate.defining(path, 0) else {
+                continue;
+            };
+            let target = &krate.files[to];
+            if !matches!(layer_of(&target.name).1, "server" | "client") {
+                continue;
+            }
+            reached += 1;
+            let text = std::fs::read_to_string(src_dir.join(&target.name)).unwrap();
+            for name in path {
+                if declared_crate_private(&text, name) {
+                    found.insert(format!(
+                        "src/{}:{line}: `{written}` uses `{name}`, which src/{} declares for the crate only",
+                        file.name, target.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        reached > 0,
+        "no path of bridge/ into server/ or client/ was found: the reader is broken"
+    );
+    assert!(
+        found.is_empty(),
+        "the bridge uses crate-private items of server/ or client/ (move what both need to the shared layer):\n{}",
+        found.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn a_crate_private_declaration_is_told_from_a_public_one() {
+    let text = "pub(crate) struct Upgraded {}\npub struct Listener;\npub(in crate::server) fn run() {}\npub(crate) async fn go() {}";
+    assert!(declared_crate_private(text, "Upgraded"));
+    assert!(declared_crate_private(text, "run"));
+    assert!(declared_crate_private(text, "go"));
+    assert!(!declared_crate_private(text, "Listener"));
+    assert!(!declared_crate_private(text, "Upgrade"));
 }

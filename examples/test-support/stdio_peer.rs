@@ -135,6 +135,11 @@ impl StdioPeer {
         }
     }
 
+    /// The program's process id (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Closes stdin (end of input for the program); its stdout can still be read.
     pub fn close_stdin(&mut self) {
         drop(self.stdin.take());

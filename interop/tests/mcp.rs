@@ -431,10 +431,18 @@ async fn a_cancelled_turn_cancels_the_tool_running_on_the_clients_mcp_server_ove
     .await;
     let session = session_with(&client, &project, json!([])).await;
     let mut turn = held_echo(&client, &session).await;
+    let holding = project.join("echo-holding");
     let cancelling = async {
         tokio::time::timeout(WAIT, called.notified())
             .await
-            .expect("the call reached the client's server");
+            .expect("the call reached the client");
+        // Read by the client is not yet running in the tool: a cancel in between ends the
+        // call before the tool starts (nothing for it to see). Cancel once the tool holds it.
+        let deadline = Instant::now() + WAIT;
+        while !holding.exists() {
+            assert!(Instant::now() < deadline, "the call never reached the tool");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         client.cancel(&session).await.expect("session/cancel sent");
     };
     let ending = async {

@@ -672,34 +672,19 @@ mod tests {
         let call = json!({"title": "mcp/notes/read", "rawInput": {"p": 1}, "status": "in_progress"});
         let running = gate.live("s", "c", &object(call), true, ask);
         assert!(matches!(running, Live::Pass { .. }), "{running:?}");
-        let early = gate.live(
-            "s",
-            "c2",
-            &object(json!({"title": "mcp/notes/read", "status": "in_progress"})),
-            true,
-            ask,
-        );
+        let update = json!({"title": "mcp/notes/read", "status": "in_progress"});
+        let early = gate.live("s", "c2", &object(update), true, ask);
         assert!(matches!(early, Live::Pass { .. }), "{early:?}");
-        let result = gate.live(
-            "s",
-            "c2",
-            &object(json!({"status": "completed", "rawOutput": 1})),
-            false,
-            ask,
-        );
+        let update = json!({"status": "completed", "rawOutput": 1});
+        let result = gate.live("s", "c2", &object(update), false, ask);
         assert!(
             matches!(result, Live::Hide { .. }),
             "a result without an approval: {result:?}"
         );
         let approved = gate.approved_elsewhere("s", "mcp/notes/read", &json!({"p": 1}));
         assert_eq!(approved.map(|facts| facts.id), Some("c".to_string()));
-        let result = gate.live(
-            "s",
-            "c",
-            &object(json!({"status": "completed", "rawOutput": 2})),
-            false,
-            ask,
-        );
+        let update = json!({"status": "completed", "rawOutput": 2});
+        let result = gate.live("s", "c", &object(update), false, ask);
         assert!(matches!(result, Live::Pass { .. }), "{result:?}");
         for (session, tool) in [
             ("other", "mcp/notes/read"),

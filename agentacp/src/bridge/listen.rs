@@ -3,8 +3,9 @@
 //! or one dialed connection with [`BridgeOptions::connect`]). As for a server, only a bridge
 //! whose manifest's `transport` lists `websocket` can be served so ([`OffersWebSocket`]).
 //!
-//! The listener is the server's ([`Listener`]): the same bounds, origin checks, refusal of a
-//! non-loopback address without tokens, and drain on shutdown. What differs is
+//! The listener is the one servers use too ([`Listener`], `src/listener/`): the same bounds,
+//! origin checks, refusal of a non-loopback address without tokens, Streamable HTTP beside
+//! WebSocket, and drain on shutdown. What differs is
 //! authentication: a bridge has no `authenticate` step of its own, so when tokens are
 //! configured ([`ListenOptions::tokens`]) a connection must show one on the upgrade
 //! (`Authorization: Bearer <token>`): a missing or wrong token is refused `401` at the upgrade,
@@ -30,9 +31,9 @@ use super::{BridgeOperator, agent_sandbox, downstream, oversight, relay};
 use crate::audit::AuditLog;
 use crate::auth::{Identity, TokenStore};
 use crate::error::Result;
+use crate::listener::{ListenOptions, Listener, Upgraded};
 use crate::oversight::record::{auth_event, write_ahead};
 use crate::server::OffersWebSocket;
-use crate::server::websocket::{ListenOptions, Listener, Upgraded};
 
 /// A bound WebSocket listener for a bridge. [`BridgeListener::serve`] runs one bridge per
 /// connection (see the module docs).

@@ -45,10 +45,10 @@
 //! - every request in either direction, every lifecycle step and every tool call (the AIP-44
 //!   mirror, with its approval) is audited before it is forwarded;
 //! - when the editor closes its side, what it asked is still answered (a running prompt is
-//!   cancelled downstream and gets `shutdown_grace`, other requests keep their deadline), the
-//!   agent's requests to it fail (a permission is rejected), then the agent is stopped (stdin
-//!   closed, SIGTERM, SIGKILL); when the agent goes away, the editor's waiting requests fail and
-//!   the bridge exits;
+//!   cancelled downstream and gets `shutdown_grace`, as does an `initialize` the agent has
+//!   not answered; other requests keep their deadline), the agent's requests to it fail (a
+//!   permission is rejected), then the agent is stopped (stdin closed, SIGTERM, SIGKILL); when
+//!   the agent goes away, the editor's waiting requests fail and the bridge exits;
 //! - when the agent cannot be started or reached (no such program, a refused connection, a
 //!   `401`), the editor's requests are answered with `-32603` naming the program or URL and
 //!   the cause, for a few seconds at most, then the bridge exits with that error

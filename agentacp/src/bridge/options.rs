@@ -35,8 +35,9 @@ pub struct BridgeOptions {
     /// See `exit_grace`.
     pub kill_grace: Duration,
     /// When the editor closes its side: how long a running prompt gets to answer once it has
-    /// been cancelled downstream (default 5 s, as a server's `shutdown_grace`). Other requests
-    /// already received keep their own deadline.
+    /// been cancelled downstream (default 5 s, as a server's `shutdown_grace`), and an
+    /// `initialize` the agent has not answered yet. Other requests already received keep their
+    /// own deadline.
     pub shutdown_grace: Duration,
     /// Replaces the manifest's governance binding.
     pub governance: Option<Arc<dyn Governance>>,
@@ -86,15 +87,22 @@ impl BridgeOptions {
 
 impl Default for BridgeOptions {
     fn default() -> Self {
+        BridgeOptions::with_limits(Limits::DEFAULT)
+    }
+}
+
+impl BridgeOptions {
+    /// The options with `limits` and every other field at its default.
+    fn with_limits(limits: Limits) -> Self {
         BridgeOptions {
-            request_timeout: Limits::DEFAULT.request_timeout,
-            prompt_idle_timeout: Limits::DEFAULT.prompt_idle_timeout,
-            permission_timeout: Limits::DEFAULT.permission_timeout,
-            write_timeout: Limits::DEFAULT.write_timeout,
-            max_frame_bytes: Limits::DEFAULT.max_frame_bytes,
-            exit_grace: Limits::DEFAULT.exit_grace,
-            kill_grace: Limits::DEFAULT.kill_grace,
-            shutdown_grace: Limits::DEFAULT.shutdown_grace,
+            request_timeout: limits.request_timeout,
+            prompt_idle_timeout: limits.prompt_idle_timeout,
+            permission_timeout: limits.permission_timeout,
+            write_timeout: limits.write_timeout,
+            max_frame_bytes: limits.max_frame_bytes,
+            exit_grace: limits.exit_grace,
+            kill_grace: limits.kill_grace,
+            shutdown_grace: limits.shutdown_grace,
             governance: None,
             audit: None,
             audit_log: None,
@@ -131,25 +139,17 @@ impl std::fmt::Debug for BridgeOptions {
 impl BridgeOptions {
     /// The defaults, overridden by the `AGENTACP_*` variables that are set (see the fields).
     pub fn from_env() -> Self {
-        let mut options = BridgeOptions {
+        BridgeOptions {
             audit_log: env_path("AGENTACP_AUDIT_LOG"),
             state_dir: env_path("AGENTACP_STATE_DIR"),
             workspace_root: env_path("AGENTACP_WORKSPACE_ROOT"),
             pass_env: std::env::var("AGENTACP_BRIDGE_PASS_ENV")
                 .map(|names| parse_names(&names))
                 .unwrap_or_default(),
-            ..BridgeOptions::default()
-        };
-        let limits = Limits::from_env();
-        options.request_timeout = limits.request_timeout;
-        options.permission_timeout = limits.permission_timeout;
-        options.write_timeout = limits.write_timeout;
-        options.max_frame_bytes = limits.max_frame_bytes;
-        #[cfg(feature = "websocket")]
-        {
-            options.connect = connect_from_env();
+            #[cfg(feature = "websocket")]
+            connect: connect_from_env(),
+            ..BridgeOptions::with_limits(Limits::from_env())
         }
-        options
     }
 
     /// Dials `dial` instead of starting the bridge's downstream command (see
@@ -226,5 +226,34 @@ mod tests {
             super::parse_names(" OPENAI_API_KEY,GEMINI_API_KEY  ANTHROPIC_API_KEY,,"),
             ["OPENAI_API_KEY", "GEMINI_API_KEY", "ANTHROPIC_API_KEY"]
         );
+    }
+
+    /// Each shared limit lands in the bridge's field of the same name.
+    #[test]
+    fn every_limit_lands_in_its_own_field() {
+        use std::time::Duration;
+        let secs = Duration::from_secs;
+        let limits = crate::connection::Limits {
+            max_frame_bytes: 1,
+            write_timeout: secs(2),
+            request_timeout: secs(3),
+            prompt_idle_timeout: secs(4),
+            permission_timeout: secs(5),
+            exit_grace: secs(6),
+            kill_grace: secs(7),
+            shutdown_grace: secs(8),
+        };
+        let options = super::BridgeOptions::with_limits(limits);
+        let got = [
+            options.write_timeout,
+            options.request_timeout,
+            options.prompt_idle_timeout,
+            options.permission_timeout,
+            options.exit_grace,
+            options.kill_grace,
+            options.shutdown_grace,
+        ];
+        assert_eq!(options.max_frame_bytes, 1);
+        assert_eq!(got, [2, 3, 4, 5, 6, 7, 8].map(secs));
     }
 }

@@ -317,7 +317,8 @@ impl Relay {
     }
 
     /// The editor closed its side: the agent's requests waiting for it fail (a permission is
-    /// rejected), running prompts are cancelled downstream and get the shutdown grace.
+    /// rejected), running prompts are cancelled downstream and get the shutdown grace, as does
+    /// an unanswered `initialize`.
     async fn editor_gone(&self) {
         self.editor_closed.store(true, Ordering::SeqCst);
         self.own.close();
@@ -331,11 +332,14 @@ impl Relay {
             .to_agent
             .lock()
             .values_mut()
-            .filter(|f| f.idle)
+            // An agent that has not answered `initialize` has nothing to finish: it gets the
+            // grace too, not the request timeout (SIGTERM would otherwise wait that out).
+            .filter(|f| f.idle || f.method == wire::method_names::INITIALIZE)
             .filter_map(|f| {
-                f.idle = false;
                 f.deadline = f.deadline.min(until);
-                f.session.clone()
+                // Only a prompt (no longer idle-timed) is cancelled downstream.
+                let prompt = std::mem::take(&mut f.idle);
+                if prompt { f.session.clone() } else { None }
             })
             .collect();
         for session in prompts {
@@ -612,20 +616,22 @@ impl Role for FromEditor {
     }
 
     async fn request(&mut self, request: Request) -> Flow {
-        let Request {
-            id,
-            method,
-            params,
-            line,
-            ..
-        } = request;
-        editor_request(&self.0, id, method, params, line).await;
+        editor_request(&self.0, request).await;
         CONTINUE
     }
 }
 
 /// The editor's request: admitted, audited, rewritten where needed, and passed to the agent.
-async fn editor_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
+async fn editor_request(
+    relay: &Arc<Relay>,
+    Request {
+        id,
+        method,
+        params,
+        line,
+        ..
+    }: Request,
+) {
     if let Err(error) = admit(relay, &id, &method, params.as_deref()) {
         relay.to_editor_line(jsonrpc::encode_error(&id, &error)).await;
         return;
@@ -917,14 +923,7 @@ impl Role for FromAgent {
     }
 
     async fn request(&mut self, request: Request) -> Flow {
-        let Request {
-            id,
-            method,
-            params,
-            line,
-            ..
-        } = request;
-        agent_request(&self.0, id, method, params, line).await;
+        agent_request(&self.0, request).await;
         CONTINUE
     }
 }
@@ -1444,7 +1443,16 @@ async fn agent_permission(
     }
 }
 
-async fn agent_request(relay: &Arc<Relay>, id: Id, method: String, params: Option<Box<RawValue>>, mut line: Vec<u8>) {
+async fn agent_request(
+    relay: &Arc<Relay>,
+    Request {
+        id,
+        method,
+        params,
+        mut line,
+        ..
+    }: Request,
+) {
     use wire::method_names as m;
     let session = session_of(params.as_deref());
     // What the bridge decides on must be what the editor reads: a key given twice is read

@@ -26,7 +26,7 @@ use super::connection::Connection;
 use super::memory::MemoryBook;
 use super::open_sessions::{AbandonOnDrop, Activity, LoadInFlight, SessionEntry, Sessions, Settled, retire};
 use super::operator::Operator;
-use super::session::SessionContext;
+use super::session::{SessionContext, StoredSession};
 use super::turn::{Turn, TurnScope};
 use crate::methods;
 use crate::spec::OperatorSpec;
@@ -489,29 +489,10 @@ impl<O: Operator> Dispatcher<O> {
         self.room_for_a_session(Some(&params.session_id))?;
         let workspace = self.confine_cwd(&params.cwd)?;
         let additional = self.confine_additional(&params.additional_directories)?;
-        let stored = self
-            .connection
-            .store()
-            .load(&params.session_id)
-            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("reading the session failed: {error}")))?
-            .ok_or_else(|| unknown_session(&params.session_id))?;
+        let stored = self.stored_session(&params.session_id)?;
         let settings = stored_settings(&self.spec.surface, &stored.history);
         let context = self.session_context(&params.session_id, workspace, params.mcp_servers, settings, additional);
-        // The session is taken for the load now, not when it ends: a prompt, a close or another
-        // load meanwhile is refused, and loads under way count against the session limit.
-        let previous = {
-            let mut sessions = lock(&self.sessions);
-            if let Some(entry) = sessions.get(&params.session_id) {
-                entry.busy("loading it again")?;
-            } else {
-                self.has_room(&sessions)?;
-            }
-            let loading = SessionEntry {
-                context: context.clone(),
-                activity: Activity::Loading,
-            };
-            sessions.insert(params.session_id.clone(), loading)
-        };
+        let previous = self.take_for_loading(&params.session_id, &context)?;
         let operator = self.operator.clone();
         let connection = self.connection.clone();
         let load = LoadInFlight::new(
@@ -528,26 +509,7 @@ impl<O: Operator> Dispatcher<O> {
         let guard = AbandonOnDrop(load.clone());
         self.start(id, &answered, None, async move {
             let AbandonOnDrop(ref load) = guard;
-            let outcome = async {
-                for update in &stored.history {
-                    let update = update.get().to_string();
-                    // Replayed history is not recorded again.
-                    connection.send_update_unrecorded(&context, update).await?;
-                }
-                let invoked = AuditEvent::lifecycle(
-                    &connection.operator_id,
-                    context.id(),
-                    Lifecycle::Invoked,
-                    Some(json!({"loaded": true, "replayed": stored.history.len()})),
-                );
-                connection.audit_as(context.identity(), invoked)?;
-                let result = match operator.load_session(&context, &raw) {
-                    Some(future) => future.await?,
-                    None => json!({}),
-                };
-                Ok::<Value, Error>(connection.setup_answer(&context, result))
-            }
-            .await;
+            let outcome = replay_and_load(operator.as_ref(), &connection, &context, &stored, &raw).await;
             // The answer is claimed before the session is settled: a `$/cancel_request` that
             // comes between them finds the load answered and leaves it, rather than telling
             // the client "cancelled" of a session that is open.
@@ -557,26 +519,9 @@ impl<O: Operator> Dispatcher<O> {
                 (Settled::Gone { .. }, Ok(_)) => Err(Error::msg(CLOSED_WHILE_LOADING)),
                 (_, outcome) => outcome,
             };
-            // Its own entry only: after a cancel took it, the id may be a new request's.
-            {
-                let mut flights = in_flight.lock();
-                if flights
-                    .get(&id_for_task)
-                    .is_some_and(|flight| Arc::ptr_eq(&flight.answered, &answered_by_task))
-                {
-                    flights.remove(&id_for_task);
-                }
-            }
+            forget_own_flight(&in_flight, &id_for_task, &answered_by_task);
             if answers {
-                match outcome {
-                    Ok(result) => {
-                        let _ = connection.respond(&id_for_task, &result).await;
-                        connection.announce_commands(&context).await;
-                    }
-                    Err(error) => {
-                        let _ = connection.respond_error(&id_for_task, &error.to_rpc()).await;
-                    }
-                }
+                answer_load(&connection, &id_for_task, &context, outcome).await;
             }
             // After the answer: stopping what the load replaced may take a while.
             load.let_go(settled).await;
@@ -585,6 +530,36 @@ impl<O: Operator> Dispatcher<O> {
             flight.load = Some(load);
         }
         Ok(())
+    }
+
+    /// The stored session `session_id` names, for `session/load`.
+    fn stored_session(&self, session_id: &str) -> Result<StoredSession, RpcError> {
+        self.connection
+            .store()
+            .load(session_id)
+            .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("reading the session failed: {error}")))?
+            .ok_or_else(|| unknown_session(session_id))
+    }
+
+    /// Takes the session for a load now, not when the load ends: a prompt, a close or another
+    /// load meanwhile is refused, and loads under way count against the session limit. The
+    /// entry the load replaces, if any, is returned.
+    fn take_for_loading(
+        &self,
+        session_id: &str,
+        context: &Arc<SessionContext>,
+    ) -> Result<Option<SessionEntry>, RpcError> {
+        let mut sessions = lock(&self.sessions);
+        if let Some(entry) = sessions.get(session_id) {
+            entry.busy("loading it again")?;
+        } else {
+            self.has_room(&sessions)?;
+        }
+        let loading = SessionEntry {
+            context: context.clone(),
+            activity: Activity::Loading,
+        };
+        Ok(sessions.insert(session_id.to_string(), loading))
     }
 
     /// `session/close`: the session ends here. Its operator memory is kept (when its kind asks
@@ -1512,6 +1487,59 @@ impl Drop for ClearRunning<'_> {
             && matches!(entry.activity, Activity::Prompting(_))
         {
             entry.activity = Activity::Idle;
+        }
+    }
+}
+
+/// A load's work: the stored history replayed (not recorded again), the load audited, then
+/// the operator's `load_session`; the answer to send.
+async fn replay_and_load<O: Operator>(
+    operator: &O,
+    connection: &Connection,
+    context: &SessionContext,
+    stored: &StoredSession,
+    raw: &RawValue,
+) -> Result<Value, Error> {
+    for update in &stored.history {
+        let update = update.get().to_string();
+        // Replayed history is not recorded again.
+        connection.send_update_unrecorded(context, update).await?;
+    }
+    let invoked = AuditEvent::lifecycle(
+        &connection.operator_id,
+        context.id(),
+        Lifecycle::Invoked,
+        Some(json!({"loaded": true, "replayed": stored.history.len()})),
+    );
+    connection.audit_as(context.identity(), invoked)?;
+    let result = match operator.load_session(context, raw) {
+        Some(future) => future.await?,
+        None => json!({}),
+    };
+    Ok(connection.setup_answer(context, result))
+}
+
+/// Removes request `id`'s entry from the table, if it is still the one `answered` belongs to:
+/// after a cancel took it, the id may be a new request's.
+fn forget_own_flight(in_flight: &InFlightTable, id: &Id, answered: &Arc<AtomicBool>) {
+    let mut flights = in_flight.lock();
+    if flights
+        .get(id)
+        .is_some_and(|flight| Arc::ptr_eq(&flight.answered, answered))
+    {
+        flights.remove(id);
+    }
+}
+
+/// Answers a load: its result and then the session's commands, or its error.
+async fn answer_load(connection: &Connection, id: &Id, context: &SessionContext, outcome: Result<Value, Error>) {
+    match outcome {
+        Ok(result) => {
+            let _ = connection.respond(id, &result).await;
+            connection.announce_commands(context).await;
+        }
+        Err(error) => {
+            let _ = connection.respond_error(id, &error.to_rpc()).await;
         }
     }
 }

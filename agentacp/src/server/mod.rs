@@ -8,8 +8,6 @@ pub(crate) mod access;
 mod connection;
 mod dispatch;
 pub mod editor;
-#[cfg(feature = "websocket")]
-mod http;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;

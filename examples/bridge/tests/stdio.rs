@@ -107,3 +107,64 @@ fn pass_env_lets_a_named_variable_through_to_the_agent() {
         );
     }
 }
+
+/// An agent in `sh` that writes the first line it reads (the editor's `initialize`) to the
+/// file `$1`, then never answers: it becomes `sleep 86399` (found by that in `/proc`).
+const NEVER_ANSWERS: &str = r#"read -r line; printf '%s\n' "$line" > "$1"; exec sleep 86399"#;
+
+/// Whether a `sleep 86399` (the agent [`NEVER_ANSWERS`] becomes) is still running.
+fn never_answering_agent_runs() -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .flatten()
+        .any(|entry| std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| cmdline == b"sleep\x0086399\x00"))
+}
+
+/// SIGTERM while the agent had not answered `initialize`: the bridge waited out the request
+/// timeout (60 s) before it stopped the agent and exited. The `initialize` now gets the
+/// shutdown grace, as a running prompt does, and the agent is stopped.
+#[test]
+fn sigterm_before_the_agent_answers_initialize_ends_the_bridge_and_the_agent() {
+    let scratch = Scratch::new("bridge-sigterm-initialize");
+    let audit = scratch.path().join("bridge.jsonl");
+    let seen = scratch.path().join("seen");
+    let seen_arg = seen.to_str().expect("a UTF-8 folder");
+    let mut bridge = StdioPeer::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_governance-bridge")),
+        &["--", "sh", "-c", NEVER_ANSWERS, "agent", seen_arg],
+        &[
+            ("AGENTACP_AUDIT_LOG", &audit),
+            // Well past the bound `wait_exit` puts on the exit below.
+            ("AGENTACP_REQUEST_TIMEOUT_MS", std::path::Path::new("120000")),
+        ],
+    );
+    bridge.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}));
+    // Once the agent has the request, the bridge is running (its signal handlers set).
+    let deadline = std::time::Instant::now() + stdio_peer::TIMEOUT;
+    while !std::fs::read_to_string(&seen).is_ok_and(|line| line.contains("initialize")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never got `initialize`; stderr: {}",
+            bridge.stderr_so_far()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &bridge.pid().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    // Bounded by `stdio_peer::TIMEOUT` (30 s), well under the request timeout (120 s).
+    let status = bridge.wait_exit();
+    let stderr = bridge.stderr_to_end();
+    assert!(
+        status.success(),
+        "SIGTERM ends the bridge as end of input does: {status:?}; {stderr}"
+    );
+    assert!(!never_answering_agent_runs(), "the agent outlived the bridge; {stderr}");
+    let answer = bridge.recv_or_end().expect("the editor's `initialize` is answered");
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer.get("error").is_some(), "{answer}");
+}

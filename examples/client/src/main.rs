@@ -116,6 +116,8 @@ impl<E: Into<Box<dyn std::error::Error>>> From<E> for Stopped {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // The runtime's logs (warnings, what cannot be contained) on stderr; stdout stays ours.
+    agentacp::env::init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

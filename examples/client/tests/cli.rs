@@ -104,3 +104,22 @@ fn an_error_starts_its_own_line_and_every_description_line_keeps_its_prefix() {
     assert!(text.contains("partial answer\nacp-client: "), "{text}");
     assert!(text.contains("the model went away"), "{text}");
 }
+
+/// The runtime's logs went nowhere: `acp-client` installed no logger, so a warning such as
+/// the one for a bad `AGENTACP_CONTAIN_TREE` was never shown. It is on stderr now, and stdout
+/// stays the conversation's.
+#[test]
+fn the_runtimes_warnings_are_on_stderr_and_not_on_stdout() {
+    let output = Command::new(env!("CARGO_BIN_EXE_acp-client"))
+        .args(["--prompt", "hi", "--", "sh", "-c", "exit 3"])
+        .env("AGENTACP_CONTAIN_TREE", "bogus")
+        .env("AGENTACP_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("acp-client runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warning = r#"AGENTACP_CONTAIN_TREE is "bogus", which is neither "off" nor "auto""#;
+    assert!(stderr.contains(warning), "stderr: {stderr}");
+    assert!(!stdout.contains("AGENTACP_CONTAIN_TREE"), "stdout: {stdout}");
+}

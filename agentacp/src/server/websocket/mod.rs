@@ -3,17 +3,14 @@
 //! of [`ListenOptions`]; [`ServeWebSocket`] for `main`. How to run, connect and issue tokens:
 //! `docs/remote.md`.
 
-mod admission;
 mod listen;
 
 use std::net::SocketAddr;
 
 use crate::env::init_logging;
 use crate::error::{Error, Result};
+pub use crate::listener::{ListenOptions, Listener, PATHS};
 use crate::server::{OffersWebSocket, Operator, Serve, ServerOptions};
-pub(crate) use admission::{Gate, Refusal, Ticket, UnprovenPlace};
-pub(crate) use listen::Upgraded;
-pub use listen::{ListenOptions, Listener, PATHS};
 
 /// Serving over WebSocket. Implemented for every [`Operator`] whose manifest lists
 /// `websocket` ([`OffersWebSocket`]); for any other it does not compile.

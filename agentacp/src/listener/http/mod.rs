@@ -44,10 +44,10 @@ use tokio::sync::watch;
 
 use crate::auth::Identity;
 use crate::future::BoxFuture;
-use crate::server::websocket::{Gate, Refusal, Ticket, UnprovenPlace};
 use crate::sync::lock;
 use crate::websocket::Limits;
 
+use super::admission::{Gate, Refusal, Ticket, UnprovenPlace};
 use connection::{HttpConnection, NotTaken, Reader, Unavailable, answer_route};
 use head::Io;
 
