@@ -299,12 +299,16 @@ mod linux {
         format!("{}.{}", pid_namespace(), std::process::id())
     }
 
-    /// The inode number of this process's PID namespace, or 0.
+    /// The inode number of this process's PID namespace, or 0 (read once: a process never
+    /// changes its own PID namespace).
     fn pid_namespace() -> u64 {
-        let link = std::fs::read_link("/proc/self/ns/pid").unwrap_or_default();
-        let link = link.to_string_lossy();
-        let digits = link.trim_start_matches("pid:[").trim_end_matches(']');
-        digits.parse().unwrap_or(0)
+        static NAMESPACE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        *NAMESPACE.get_or_init(|| {
+            let link = std::fs::read_link("/proc/self/ns/pid").unwrap_or_default();
+            let link = link.to_string_lossy();
+            let digits = link.trim_start_matches("pid:[").trim_end_matches(']');
+            digits.parse().unwrap_or(0)
+        })
     }
 
     /// A hierarchy as `/proc/self/mountinfo` lists it: its version, where it is mounted and

@@ -3,14 +3,15 @@
 //! neither hangs the server nor grows its memory). The client is reqwest; every wait is
 //! bounded.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use agentacp::auth::TokenStore;
 use agentacp::prelude::*;
 use agentacp::server::SessionContext;
-use agentacp::server::websocket::{ListenOptions, Listener};
+use agentacp::server::websocket::ListenOptions;
+use common::listening::{ALICE, BOB, Listening, tokens};
 use reqwest::StatusCode;
+
+mod common;
 
 #[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
 struct Remote;
@@ -59,55 +60,30 @@ impl RemoteServer for Remote {
 }
 
 const WAIT: Duration = Duration::from_secs(10);
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-9876543210";
-
-fn tokens() -> TokenStore {
-    let file = tempfile::NamedTempFile::new().unwrap();
-    let line = |id: &str, token: &str| format!("{id} {}\n", agentacp::auth::hash_token(token));
-    std::fs::write(file.path(), line("alice", ALICE) + &line("bob", BOB)).unwrap();
-    TokenStore::from_file(file.path()).unwrap()
+/// The listener of these tests ([`Listening`]), reached with reqwest.
+struct Server {
+    listening: Listening,
+    http: reqwest::Client,
 }
 
-struct Server {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<agentacp::Result<()>>,
-    dirs: (tempfile::TempDir, tempfile::TempDir),
-    http: reqwest::Client,
+impl std::ops::Deref for Server {
+    type Target = Listening;
+
+    fn deref(&self) -> &Listening {
+        &self.listening
+    }
 }
 
 impl Server {
     async fn start(listen: impl FnOnce(ListenOptions) -> ListenOptions) -> Server {
-        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let options = ServerOptions::default()
-            .workspace_root(dirs.0.path())
-            .state_dir(dirs.1.path());
-        let listener = Listener::bind(listen(ListenOptions::new("127.0.0.1:0".parse().unwrap())))
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(listener.serve(Remote, options, async move {
-            let _ = stopped.await;
-        }));
+        let listening = Listening::start(Remote, listen).await;
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(WAIT * 3).build().unwrap();
-        Server {
-            addr,
-            stop: Some(stop),
-            task,
-            dirs,
-            http,
-        }
+        Server { listening, http }
     }
 
     fn url(&self) -> String {
         format!("http://{}/acp", self.addr)
-    }
-
-    fn cwd(&self) -> String {
-        self.dirs.0.path().canonicalize().unwrap().display().to_string()
     }
 
     /// POSTs `message` with `headers` (name, value); the status and body.
@@ -156,13 +132,8 @@ impl Server {
         request.send().await.expect("answered")
     }
 
-    async fn shut_down(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(WAIT * 2, &mut self.task)
-            .await
-            .expect("the listener drained in time")
-            .unwrap()
-            .unwrap();
+    async fn shut_down(self) {
+        self.listening.shut_down().await;
     }
 }
 
@@ -438,6 +409,11 @@ async fn the_bearer_token_is_checked_on_every_request_and_is_the_identity() {
     })
     .await;
     assert_eq!(update["params"]["update"]["content"]["text"], "hello alice", "{update}");
+    let records = server.audited();
+    assert!(records.iter().any(|r| r["action"] == "auth.login"), "{records:?}");
+    for record in &records {
+        assert_eq!(record["metadata"]["aip44"]["identity"], "alice", "{record}");
+    }
     server.shut_down().await;
 }
 

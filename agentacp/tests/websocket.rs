@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use agentacp::audit::{AuditLog, MemorySink};
 use agentacp::auth::{Identity, TokenStore};
 use agentacp::prelude::*;
 use agentacp::server::SessionContext;
@@ -17,6 +16,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 #[path = "common/mod.rs"]
 mod common;
+
+use common::listening::{ALICE, BOB, Listening, tokens};
 
 #[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
 struct Remote;
@@ -133,24 +134,17 @@ impl SandboxedRemoteServer for SandboxedRemote {
 }
 
 const WAIT: Duration = Duration::from_secs(10);
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-9876543210";
 const CAROL: &str = "carol-token-5555555555";
 
-/// Tokens for alice and bob.
-fn tokens() -> TokenStore {
-    let file = tempfile::NamedTempFile::new().unwrap();
-    let line = |id: &str, token: &str| format!("{id} {}\n", agentacp::auth::hash_token(token));
-    std::fs::write(file.path(), line("alice", ALICE) + &line("bob", BOB)).unwrap();
-    TokenStore::from_file(file.path()).unwrap()
-}
+/// The listener of these tests ([`Listening`]), dialed with tungstenite.
+struct Server(Listening);
 
-struct Server {
-    addr: SocketAddr,
-    sink: MemorySink,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<agentacp::Result<()>>,
-    _dirs: (tempfile::TempDir, tempfile::TempDir),
+impl std::ops::Deref for Server {
+    type Target = Listening;
+
+    fn deref(&self) -> &Listening {
+        &self.0
+    }
 }
 
 impl Server {
@@ -162,33 +156,7 @@ impl Server {
     where
         O: agentacp::server::Operator + agentacp::server::OffersWebSocket,
     {
-        let (workspace, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let sink = MemorySink::new();
-        let options = ServerOptions {
-            audit: Some(AuditLog::with_sink(Box::new(sink.clone()))),
-            ..ServerOptions::default()
-                .workspace_root(workspace.path())
-                .state_dir(state.path())
-        };
-        let listener = Listener::bind(listen(ListenOptions::new("127.0.0.1:0".parse().unwrap())))
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(listener.serve(operator, options, async move {
-            let _ = stopped.await;
-        }));
-        Server {
-            addr,
-            sink,
-            stop: Some(stop),
-            task,
-            _dirs: (workspace, state),
-        }
-    }
-
-    fn cwd(&self) -> String {
-        self._dirs.0.path().canonicalize().unwrap().display().to_string()
+        Server(Listening::start(operator, listen).await)
     }
 
     fn url(&self) -> String {
@@ -233,16 +201,6 @@ impl Server {
         Ok(Peer { ws, next_id: 0 })
     }
 
-    /// The audit records so far; the chain verifies.
-    fn audited(&self) -> Vec<Value> {
-        agentacp::audit::verify(self.sink.contents().as_bytes()).expect("the chain verifies");
-        self.sink
-            .lines()
-            .iter()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-
     /// Whether a record of `action` is written within [`WAIT`] (polled: the audit log is a
     /// sink, not a channel).
     async fn recorded(&self, action: &str) -> bool {
@@ -255,13 +213,8 @@ impl Server {
         .is_ok()
     }
 
-    async fn shut_down(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(WAIT * 2, &mut self.task)
-            .await
-            .expect("the listener drained in time")
-            .unwrap()
-            .unwrap();
+    async fn shut_down(self) {
+        self.0.shut_down().await;
     }
 }
 

@@ -4,6 +4,8 @@
 
 #![allow(dead_code, reason = "each test file uses a part of the harness")]
 
+pub mod listening;
+
 use std::time::Duration;
 
 use agentacp::server::{self, Operator, ServerOptions};

@@ -1,0 +1,96 @@
+//! An operator served in process by a [`Listener`] (WebSocket and Streamable HTTP on `/acp`)
+//! on a loopback port, auditing into memory, with tokens for alice and bob: the server side
+//! of the remote tests (`websocket.rs`, `http.rs`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use agentacp::audit::{AuditLog, MemorySink};
+use agentacp::auth::TokenStore;
+use agentacp::server::ServerOptions;
+use agentacp::server::websocket::{ListenOptions, Listener};
+
+/// Alice's bearer token in [`tokens`].
+pub const ALICE: &str = "alice-token-0123456789";
+/// Bob's bearer token in [`tokens`].
+pub const BOB: &str = "bob-token-9876543210";
+
+/// How long the listener may take to drain at [`Listening::shut_down`].
+const DRAIN: Duration = Duration::from_secs(20);
+
+/// Tokens for alice and bob.
+pub fn tokens() -> TokenStore {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let line = |id: &str, token: &str| format!("{id} {}\n", agentacp::auth::hash_token(token));
+    std::fs::write(file.path(), line("alice", ALICE) + &line("bob", BOB)).unwrap();
+    TokenStore::from_file(file.path()).unwrap()
+}
+
+/// A listener serving an operator until [`shut_down`](Listening::shut_down).
+pub struct Listening {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its audit log's records.
+    pub sink: MemorySink,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<agentacp::Result<()>>,
+    /// The workspace root and the state folder.
+    dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Listening {
+    /// Serves `operator` on `127.0.0.1:0` with the listen options `listen` makes.
+    pub async fn start<O>(operator: O, listen: impl FnOnce(ListenOptions) -> ListenOptions) -> Listening
+    where
+        O: agentacp::server::Operator + agentacp::server::OffersWebSocket,
+    {
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let sink = MemorySink::new();
+        let options = ServerOptions {
+            audit: Some(AuditLog::with_sink(Box::new(sink.clone()))),
+            ..ServerOptions::default()
+                .workspace_root(dirs.0.path())
+                .state_dir(dirs.1.path())
+        };
+        let listener = Listener::bind(listen(ListenOptions::new("127.0.0.1:0".parse().unwrap())))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(listener.serve(operator, options, async move {
+            let _ = stopped.await;
+        }));
+        Listening {
+            addr,
+            sink,
+            stop: Some(stop),
+            task,
+            dirs,
+        }
+    }
+
+    /// The workspace root, as a session's `cwd`.
+    pub fn cwd(&self) -> String {
+        self.dirs.0.path().canonicalize().unwrap().display().to_string()
+    }
+
+    /// The audit records so far; the chain verifies.
+    pub fn audited(&self) -> Vec<serde_json::Value> {
+        agentacp::audit::verify(self.sink.contents().as_bytes()).expect("the chain verifies");
+        self.sink
+            .lines()
+            .iter()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// Stops the listener and waits for it to drain.
+    pub async fn shut_down(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(DRAIN, &mut self.task)
+            .await
+            .expect("the listener drained in time")
+            .unwrap()
+            .unwrap();
+    }
+}
