@@ -41,50 +41,18 @@ pub(crate) fn open_for_append(path: &Path) -> io::Result<File> {
 }
 
 fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Opening a FIFO would block until a writer comes; with O_NONBLOCK it returns at once
-        // and the type check below refuses it (a regular file gets its flags back).
-        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-    }
-    let file = options.open(path)?;
-    let kind = file.metadata()?.file_type();
-    if kind.is_file() {
-        #[cfg(unix)]
-        {
-            use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
-            fcntl_setfl(&file, fcntl_getfl(&file)? - OFlags::NONBLOCK)?;
-        }
-        return Ok(file);
-    }
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!(
-            "not a regular file ({}); an audit log is a regular file",
-            describe(kind)
+    use acp_process::file::Refused;
+    // Opening a FIFO would block until a writer comes: the open does not wait, and anything
+    // but a regular file is refused.
+    acp_process::file::open_regular(path, options).map_err(|refused| match refused {
+        Refused::Io(error) => error,
+        Refused::NotRegular(kind) => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a regular file ({kind}); an audit log is a regular file"),
         ),
-    ))
-}
-
-fn describe(kind: std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if kind.is_fifo() {
-            return "a FIFO";
-        }
-        if kind.is_char_device() {
-            return "a character device";
-        }
-        if kind.is_block_device() {
-            return "a block device";
-        }
-        if kind.is_socket() {
-            return "a socket";
-        }
-    }
-    if kind.is_dir() { "a directory" } else { "not a file" }
+        // An open reads nothing: it has no size to refuse.
+        Refused::TooLarge(_) => io::Error::new(io::ErrorKind::InvalidData, "the audit log is too large"),
+    })
 }
 
 /// Makes `dir`'s entries durable (a new or renamed file in it).

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::auth::AUTH_REQUIRED;
 use crate::driver::{ReadError, error_code};
-use crate::{Check, Context, Needs, Outcome, Peer, trim};
+use crate::{Check, Context, Needs, Outcome, Peer, Sent, trim};
 
 pub mod audit;
 
@@ -17,6 +17,9 @@ const PROTOCOL_VERSION: u64 = 1;
 const RESOURCE_NOT_FOUND: i64 = -32002;
 /// How long the kit listens for a message that must not come.
 const QUIET: Duration = Duration::from_millis(100);
+/// The status with which a Streamable HTTP server refuses a malformed request (the RFD's
+/// `400 Bad Request`).
+const BAD_REQUEST: u16 = 400;
 
 /// Every check, in order.
 pub fn all() -> Vec<Check> {
@@ -24,7 +27,7 @@ pub fn all() -> Vec<Check> {
         check(
             "handshake.initialize-first",
             "a session before initialize is refused",
-            "Initialization: the client must call initialize before anything else; a session/new first gets an error response, and the connection survives",
+            "Initialization: the client must call initialize before anything else; a session/new first gets an error response, and the connection survives (over Streamable HTTP, where no connection exists before initialize, the POST is refused with 400)",
             initialize_first,
         ),
         check(
@@ -72,13 +75,13 @@ pub fn all() -> Vec<Check> {
         check(
             "jsonrpc.parse-error",
             "a frame that is not JSON gets -32700 with id null",
-            "JSON-RPC 2.0 §5.1: a parse error is answered with code -32700 and id null",
+            "JSON-RPC 2.0 §5.1: a parse error is answered with code -32700 and id null (over Streamable HTTP the server may refuse the POST with 400 instead)",
             parse_error,
         ),
         check(
             "jsonrpc.invalid-request",
             "a request that is not a request gets -32600",
-            "JSON-RPC 2.0 §5.1: an object that is not a valid Request is answered with -32600",
+            "JSON-RPC 2.0 §5.1: an object that is not a valid Request is answered with -32600 (over Streamable HTTP the server may refuse the POST with 400 instead)",
             invalid_request,
         ),
         check(
@@ -429,10 +432,29 @@ fn expect_quiet(peer: &mut Peer, what: &str, offending: fn(&Value) -> bool) -> R
     }
 }
 
+/// Sends `frame`; `Ok(true)` when a Streamable HTTP server refused it with `400` (a request
+/// it will not hand to the agent: over HTTP, the transport's answer stands for the agent's),
+/// `Ok(false)` when it went on to the agent; another refusal fails.
+fn refused_by_transport(peer: &mut Peer, frame: &str) -> Result<bool, String> {
+    match peer.try_send_raw(frame)? {
+        Sent::Taken => Ok(false),
+        Sent::Refused { status, .. } if status == BAD_REQUEST => Ok(true),
+        Sent::Refused { sentence, .. } => Err(sentence),
+    }
+}
+
 fn initialize_first(context: &Context) -> Result<Outcome, String> {
     let mut peer = context.spawn()?;
-    let (_, response) = peer.call(json!(1), "session/new", new_session_params(&context.root()))?;
-    expect_error(&response, "session/new before initialize")?;
+    let id = json!(1);
+    let frame =
+        json!({"jsonrpc": "2.0", "id": id, "method": "session/new", "params": new_session_params(&context.root())});
+    // Over HTTP there is no connection before `initialize`: the POST is refused (400).
+    if !refused_by_transport(&mut peer, &frame.to_string())? {
+        let (_, response) = peer
+            .until_response(&id)
+            .map_err(|e| format!("session/new (id {id}): {e}{}", peer.stderr_hint()))?;
+        expect_error(&response, "session/new before initialize")?;
+    }
     initialize(&mut peer).map_err(|e| format!("after the refusal: {e}"))?;
     Ok(Outcome::Pass)
 }
@@ -595,17 +617,34 @@ fn manifest_meta(context: &Context) -> Result<Outcome, String> {
     manifest_part(context, "/_meta/aip44", false, without_reports)
 }
 
+/// How a Streamable HTTP server may treat a bad frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OverHttp {
+    /// It hands it to the agent (`202`), which must answer.
+    Forwards,
+    /// It may refuse it itself (`400`) instead: a frame that is not a JSON-RPC request.
+    MayRefuse,
+}
+
 /// Sends a raw frame after `initialize`, expects an error with `code`, whose id satisfies
-/// `id_ok`, then that the connection still serves.
+/// `id_ok` (or, as `over_http` allows, a `400` from an HTTP server), then that the connection
+/// still serves.
 fn bad_frame(
     context: &Context,
     frame: &str,
-    code: i64,
-    id_ok: fn(&Value) -> bool,
+    (code, id_ok): (i64, fn(&Value) -> bool),
+    over_http: OverHttp,
     what: &str,
 ) -> Result<Outcome, String> {
     let (mut peer, _) = ready(context)?;
-    peer.send_raw(frame)?;
+    if over_http == OverHttp::MayRefuse {
+        if refused_by_transport(&mut peer, frame)? {
+            still_serves(context, &mut peer, what)?;
+            return Ok(Outcome::Pass);
+        }
+    } else {
+        peer.send_raw(frame)?;
+    }
     let response = peer
         .recv()
         .map_err(|e| format!("no answer to {what}: {e}{}", peer.stderr_hint()))?;
@@ -624,8 +663,8 @@ fn parse_error(context: &Context) -> Result<Outcome, String> {
     bad_frame(
         context,
         r#"{"jsonrpc": "2.0", "id": 5, "method": "#,
-        -32700,
-        Value::is_null,
+        (-32700, Value::is_null),
+        OverHttp::MayRefuse,
         "a truncated frame",
     )
 }
@@ -634,8 +673,8 @@ fn invalid_request(context: &Context) -> Result<Outcome, String> {
     bad_frame(
         context,
         r#"{"jsonrpc": "2.0", "id": 6, "method": 42}"#,
-        -32600,
-        |id| id.is_null() || id == &json!(6),
+        (-32600, |id| id.is_null() || id == &json!(6)),
+        OverHttp::MayRefuse,
         "a non-string method",
     )
 }
@@ -644,8 +683,8 @@ fn unknown_method(context: &Context) -> Result<Outcome, String> {
     bad_frame(
         context,
         r#"{"jsonrpc": "2.0", "id": 7, "method": "conform/no-such-method", "params": {}}"#,
-        -32601,
-        |id| id == &json!(7),
+        (-32601, |id| id == &json!(7)),
+        OverHttp::Forwards,
         "an unknown method",
     )
 }
@@ -654,8 +693,8 @@ fn invalid_params(context: &Context) -> Result<Outcome, String> {
     bad_frame(
         context,
         r#"{"jsonrpc": "2.0", "id": 8, "method": "session/new", "params": {"cwd": 42}}"#,
-        -32602,
-        |id| id == &json!(8),
+        (-32602, |id| id == &json!(8)),
+        OverHttp::Forwards,
         "session/new with a numeric cwd",
     )
 }
@@ -664,7 +703,10 @@ fn notification_unanswered(context: &Context) -> Result<Outcome, String> {
     let (mut peer, _) = ready(context)?;
     peer.notify("conform/no-such-notification", json!({}))?;
     peer.notify("session/cancel", json!({"sessionId": "conform-no-such-session"}))?;
-    peer.notify("session/cancel", json!({"sessionId": 42}))?;
+    // A session-scoped notification whose session is not a string, so there is none to name
+    // in `Acp-Session-Id`: an HTTP server may refuse it (400), which is not an answer.
+    let malformed = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": 42}});
+    refused_by_transport(&mut peer, &malformed.to_string())?;
     expect_silence(&mut peer, "a notification was answered")?;
     still_serves(context, &mut peer, "the notifications")?;
     Ok(Outcome::Pass)
@@ -822,10 +864,32 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
     if response.get("error").is_some() {
         return Err(format!("session/load refused: {}", trim(&response.to_string())));
     }
+    if peer.is_http() {
+        // The replay comes on the session's stream, the answer on the connection's (the
+        // RFD): two streams have no order between them, so only that it comes is judged.
+        return replayed_over_http(&mut peer, &before);
+    }
     if !before.iter().any(is_conversation_update) {
         return Err("no history replayed before the session/load response".into());
     }
     expect_no_conversation_update(&mut peer, "history after the session/load response")?;
+    Ok(Outcome::Pass)
+}
+
+/// Over Streamable HTTP: the history of a `session/load` came, before its answer (`before`)
+/// or within [`QUIET`] after it.
+fn replayed_over_http(peer: &mut Peer, before: &[Value]) -> Result<Outcome, String> {
+    let mut replayed = before.iter().any(is_conversation_update);
+    let deadline = Instant::now() + QUIET;
+    while !replayed {
+        match peer.recv_within(deadline.saturating_duration_since(Instant::now())) {
+            Ok(message) => replayed = is_conversation_update(&message),
+            Err(ReadError::Timeout) => {
+                return Err("no history replayed on the session's stream for the session/load".into());
+            }
+            Err(ReadError::Closed) => return Err(format!("the connection ended{}", peer.stderr_hint())),
+        }
+    }
     Ok(Outcome::Pass)
 }
 

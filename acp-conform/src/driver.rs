@@ -1,9 +1,12 @@
 //! The low-level driver: newline-delimited JSON-RPC over a child's stdio, or JSON-RPC as
-//! WebSocket text messages (`--connect`). Frames are written as raw text (a check may send
-//! malformed ones), every read has a deadline, stderr is kept, any stdout line (or line of a
-//! text message) that is not a JSON-RPC message is recorded, and on drop the child is killed
-//! and reaped, with every process it started (its process tree, noted before its stdin closes
-//! and as it is killed: [`acp_process`]), or the connection closed.
+//! WebSocket text messages or over Streamable HTTP (`--connect`). Frames are
+//! written as raw text (a check may send malformed ones), every read has a deadline, stderr is
+//! kept, any stdout line (or line of a text message or an event) that is not a JSON-RPC
+//! message is recorded, and on drop the child is killed and reaped, with every process it
+//! started (its process tree, noted before its stdin closes and as it is killed:
+//! [`acp_process`]), or the connection closed.
+
+mod http;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -29,9 +32,11 @@ pub struct Launch {
 /// A remote agent the kit connects to instead of starting one (`--connect`).
 #[derive(Clone)]
 pub struct Connect {
-    /// The server's WebSocket URL, `ws://HOST:PORT/acp` (`wss://` is not supported yet).
+    /// The server's URL: `ws://HOST:PORT/acp` for WebSocket, `http://HOST:PORT/acp` for
+    /// Streamable HTTP (`wss://` and `https://` are not supported yet).
     pub url: String,
-    /// The bearer token shown on the upgrade (`Authorization: Bearer …`); never printed.
+    /// The bearer token shown on the upgrade, or on every HTTP request (`Authorization:
+    /// Bearer …`); never printed.
     pub token: Option<String>,
     /// The server's workspace root, as the server sees it: sessions are opened there, and the
     /// confinement checks escape from it. The kit cannot choose a remote server's root.
@@ -66,7 +71,24 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-/// A running agent process spoken to over stdio, or a WebSocket connection to a remote one.
+/// What became of a frame the kit sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// On its way (queued for stdin or the WebSocket), or taken by the HTTP server (`202`,
+    /// or `200` with its answer).
+    Taken,
+    /// Refused by the HTTP server with `status` (a frame it will not hand to the agent): why,
+    /// in a sentence. Only over Streamable HTTP.
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The refusal in a sentence, with what the server said.
+        sentence: String,
+    },
+}
+
+/// A running agent process spoken to over stdio, or a connection to a remote one (WebSocket
+/// or Streamable HTTP).
 pub struct Peer {
     end: End,
     /// Frames for the writer thread; `None` once stdin is closed (or the connection closing).
@@ -89,6 +111,9 @@ enum End {
     /// A WebSocket connection, owned by a thread; `done` disconnects when the thread has ended
     /// (and so the connection is closed).
     Socket { done: Receiver<()> },
+    /// A Streamable HTTP connection; `done` disconnects once it is closed and its streams'
+    /// threads have ended.
+    Http { http: http::HttpPeer, done: Receiver<()> },
 }
 
 /// How long the WebSocket thread blocks in one read or write before it looks at the other: a
@@ -169,10 +194,38 @@ impl Peer {
         })
     }
 
+    /// Connects to `target`: over Streamable HTTP for an `http://` URL (nothing is sent
+    /// until the first frame, `initialize`, which opens the connection: an error then says
+    /// why it cannot), else over WebSocket ([`Peer::connect_websocket`]).
+    pub fn connect(target: &Connect, timeout: Duration) -> Result<Peer, String> {
+        let scheme = target
+            .url
+            .split_once("://")
+            .map(|(scheme, _)| scheme.to_ascii_lowercase());
+        if !matches!(scheme.as_deref(), Some("http" | "https")) {
+            return Peer::connect_websocket(target, timeout);
+        }
+        let http::Ends {
+            http,
+            lines,
+            notes,
+            done,
+        } = http::connect(target, timeout)?;
+        Ok(Peer {
+            stdin: None,
+            end: End::Http { http, done },
+            lines,
+            stderr: notes,
+            junk: Vec::new(),
+            timeout,
+            tree: acp_process::Tree::default(),
+        })
+    }
+
     /// Opens a WebSocket connection to `target` (`ws://` only), showing its token on the
     /// upgrade; every step (name lookup aside) waits at most `timeout`. An error says why:
     /// unreachable, refused (`401`: a token is wanted or wrong), not a WebSocket server.
-    pub fn connect(target: &Connect, timeout: Duration) -> Result<Peer, String> {
+    pub fn connect_websocket(target: &Connect, timeout: Duration) -> Result<Peer, String> {
         use tungstenite::client::IntoClientRequest;
         use tungstenite::handshake::HandshakeError;
         use tungstenite::http::{HeaderValue, StatusCode, header};
@@ -230,12 +283,7 @@ impl Peer {
                 timeout.as_millis()
             ),
             HandshakeError::Failure(tungstenite::Error::Http(response)) => match response.status() {
-                StatusCode::UNAUTHORIZED if target.token.is_some() => {
-                    format!("{url}: 401 Unauthorized: the server refused the token (--token)")
-                }
-                StatusCode::UNAUTHORIZED => {
-                    format!("{url}: 401 Unauthorized: the server wants a token (--token or AGENTACP_CONFORM_TOKEN)")
-                }
+                StatusCode::UNAUTHORIZED => unauthorized(url, target.token.is_some()),
                 status => format!("{url}: the server refused the WebSocket upgrade: {status}"),
             },
             HandshakeError::Failure(error) => format!("{url}: the WebSocket upgrade failed: {error}"),
@@ -262,16 +310,30 @@ impl Peer {
         })
     }
 
-    /// Queues one frame, as given and followed by a newline, for the agent's stdin; an error
-    /// when stdin is closed or the agent stopped reading it for good (its pipe broke).
+    /// Queues one frame, as given and followed by a newline, for the agent's stdin (over
+    /// HTTP: POSTs it); an error when stdin is closed or the agent stopped reading it for good
+    /// (its pipe broke), or when the HTTP server refuses it.
     pub fn send_raw(&mut self, frame: &str) -> Result<(), String> {
+        match self.try_send_raw(frame)? {
+            Sent::Taken => Ok(()),
+            Sent::Refused { sentence, .. } => Err(sentence),
+        }
+    }
+
+    /// [`Peer::send_raw`], telling a frame the HTTP server refused ([`Sent::Refused`]) from
+    /// one it could not send.
+    pub fn try_send_raw(&mut self, frame: &str) -> Result<Sent, String> {
+        if let End::Http { http, .. } = &self.end {
+            return http.post(frame);
+        }
         let stdin = self.stdin.as_ref().ok_or("stdin is closed")?;
         let mut bytes = Vec::with_capacity(frame.len() + 1);
         bytes.extend_from_slice(frame.as_bytes());
         bytes.push(b'\n');
         stdin
             .send(bytes)
-            .map_err(|_| format!("cannot write to the agent: its stdin is closed{}", self.stderr_hint()))
+            .map_err(|_| format!("cannot write to the agent: its stdin is closed{}", self.stderr_hint()))?;
+        Ok(Sent::Taken)
     }
 
     /// Sends a JSON-RPC message.
@@ -339,30 +401,45 @@ impl Peer {
             .map_err(|e| format!("{method} (id {id}): {e}{}", self.stderr_hint()))
     }
 
-    /// The agent's process id; `None` over WebSocket.
+    /// The agent's process id; `None` over a connection.
     pub fn pid(&self) -> Option<u32> {
         match &self.end {
             End::Process(child) => Some(child.id()),
-            End::Socket { .. } => None,
+            End::Socket { .. } | End::Http { .. } => None,
         }
     }
 
-    /// Whether this is a WebSocket connection (no process of the kit's).
+    /// Whether this is a connection to a remote agent (no process of the kit's).
     pub fn is_remote(&self) -> bool {
-        matches!(self.end, End::Socket { .. })
+        !matches!(self.end, End::Process(_))
     }
 
-    /// Where the agent's messages come from, for evidence: `stdout` or `the WebSocket`.
+    /// Whether this is a Streamable HTTP connection: the agent's messages come on several
+    /// streams (the connection's and each session's), with no order between them.
+    pub fn is_http(&self) -> bool {
+        matches!(self.end, End::Http { .. })
+    }
+
+    /// Where the agent's messages come from, for evidence: `stdout`, `the WebSocket` or
+    /// `the SSE streams`.
     pub fn channel(&self) -> &'static str {
-        if self.is_remote() { "the WebSocket" } else { "stdout" }
+        match self.end {
+            End::Process(_) => "stdout",
+            End::Socket { .. } => "the WebSocket",
+            End::Http { .. } => "the SSE streams",
+        }
     }
 
     /// Closes the agent's stdin (EOF); over WebSocket, starts closing the connection (a close
-    /// frame), reading on until the server closes its side.
+    /// frame), reading on until the server closes its side; over HTTP, ends the connection
+    /// (`DELETE`), after which the server ends its streams.
     pub fn close_stdin(&mut self) {
         // Before: once it exits, what it started is no longer below it.
         self.note_descendants();
         self.stdin = None;
+        if let End::Http { http, .. } = &self.end {
+            http.close();
+        }
     }
 
     /// Notes what the agent has started so far (while it runs: once reaped, its pid may name
@@ -376,8 +453,8 @@ impl Peer {
     }
 
     /// Waits at most `within` for the agent to exit. Over WebSocket: for the connection to be
-    /// closed (after [`Peer::close_stdin`], or by the server); there is no exit status, so
-    /// this is always `None`.
+    /// closed (after [`Peer::close_stdin`], or by the server); over HTTP, for its streams to
+    /// end after that. There is no exit status then, so this is always `None`.
     pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + within;
         match &mut self.end {
@@ -388,7 +465,7 @@ impl Peer {
                     _ => return None,
                 }
             },
-            End::Socket { done } => {
+            End::Socket { done } | End::Http { done, .. } => {
                 let _ = done.recv_timeout(within);
                 None
             }
@@ -437,6 +514,11 @@ impl Drop for Peer {
             // The thread closes the connection (a close frame, then the server's) and ends; the
             // next check's connection does not overlap this one.
             End::Socket { done } => {
+                let _ = done.recv_timeout(self.timeout);
+            }
+            // The same over HTTP: `DELETE`, then the server ends the streams.
+            End::Http { http, done } => {
+                http.close();
                 let _ = done.recv_timeout(self.timeout);
             }
         }
@@ -552,13 +634,31 @@ fn pump(
     }
 }
 
+/// The start-up error of a server that answered `401` at `url`.
+fn unauthorized(url: &str, token: bool) -> String {
+    if token {
+        format!("{url}: 401 Unauthorized: the server refused the token (--token)")
+    } else {
+        format!("{url}: 401 Unauthorized: the server wants a token (--token or AGENTACP_CONFORM_TOKEN)")
+    }
+}
+
 /// Sends each line of `reader` (without its line ending) to `lines`, each cut to
 /// [`LINE_KEEP`] bytes, until EOF, a read error, or no one listening.
-fn read_lines(mut reader: impl BufRead, lines: &Sender<String>) {
+fn read_lines(reader: impl BufRead, lines: &Sender<String>) {
+    let _ = each_line(reader, |line| lines.send(line.to_string()).is_ok());
+}
+
+/// Hands each line of `reader` (without its line ending and trailing white space, cut to
+/// [`LINE_KEEP`] bytes) to `line`, until EOF (`Ok`; a last line without its newline too), a
+/// read error (`Err`), or `line` says stop (`Ok`).
+fn each_line(mut reader: impl BufRead, mut line_of: impl FnMut(&str) -> bool) -> std::io::Result<()> {
     let mut line = Vec::new();
     loop {
         let (used, ended) = match reader.fill_buf() {
-            Ok([]) | Err(_) => break,
+            Ok([]) => break,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
             Ok(buffer) => match buffer.iter().position(|&b| b == b'\n') {
                 Some(at) => {
                     let keep = (LINE_KEEP.saturating_sub(line.len())).min(at);
@@ -574,16 +674,17 @@ fn read_lines(mut reader: impl BufRead, lines: &Sender<String>) {
         };
         reader.consume(used);
         if ended {
-            let text = String::from_utf8_lossy(&line).trim_end().to_string();
+            let more = line_of(String::from_utf8_lossy(&line).trim_end());
             line.clear();
-            if lines.send(text).is_err() {
-                return;
+            if !more {
+                return Ok(());
             }
         }
     }
     if !line.is_empty() {
-        let _ = lines.send(String::from_utf8_lossy(&line).trim_end().to_string());
+        line_of(String::from_utf8_lossy(&line).trim_end());
     }
+    Ok(())
 }
 
 /// Whether `value` is shaped like a JSON-RPC 2.0 message.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use driver::{Connect, Launch, Peer};
+pub use driver::{Connect, Launch, Peer, Sent};
 
 /// What a check concluded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -284,6 +284,114 @@ struct Plan {
     reasons: Vec<String>,
 }
 
+/// Which manifest line requires which method: `ACP.md:line:col: ...` lines, for the error
+/// that names a missing handler method.
+fn reasons(checked: &Checked, written: &str, resolved: &Resolved) -> Vec<String> {
+    let manifest = &resolved.manifest;
+    let aip44 = &manifest.metadata.aip44;
+    let agent = resolved.capabilities.agent_capabilities.unwrap_or_default();
+    let client = resolved
+        .capabilities
+        .client_capabilities
+        .unwrap_or_default()
+        .as_methods();
+    let mut reasons = Vec::new();
+    if manifest.kind == Kind::Server {
+        reasons.push(format!(
+            "{written}:{}: `kind: server` → `prompt`",
+            position(checked, &["kind"]).unwrap_or_default()
+        ));
+    }
+    let declared = |path: &[&str], methods: &str| {
+        let full: Vec<&str> = ["metadata", "aip44", "capabilities", "client"]
+            .iter()
+            .chain(path)
+            .copied()
+            .collect();
+        format!(
+            "{written}:{}: `{}: true` → {methods}",
+            position(checked, &full).unwrap_or_default(),
+            path.last().copied().unwrap_or_default()
+        )
+    };
+    for capability in client.capabilities() {
+        let handlers: Vec<String> = capability
+            .methods()
+            .filter_map(Method::trait_method)
+            .map(|handler| format!("`{}`", handler.name))
+            .collect();
+        reasons.push(declared(capability.path(), &handlers.join(", ")));
+    }
+    if manifest.kind == Kind::Bridge {
+        reasons.push(format!(
+            "{written}:{}: `kind: bridge` → `downstream` (the agent to start)",
+            position(checked, &["kind"]).unwrap_or_default()
+        ));
+    }
+    if manifest.kind == Kind::Client && reasons.is_empty() {
+        reasons.push(format!(
+            "{written}:{}: `kind: client` without client capabilities → no methods",
+            position(checked, &["kind"]).unwrap_or_default()
+        ));
+    }
+    if agent.load_session && manifest.kind != Kind::Client {
+        let at = position(checked, &["metadata", "aip44", "capabilities", "agent", "loadSession"])
+            .map(|at| format!("{at}: `loadSession: true`"))
+            .unwrap_or_else(|| {
+                format!(
+                    "{}: `tier: {}` turns on loadSession",
+                    position(checked, &["metadata", "aip44", "tier"]).unwrap_or_default(),
+                    aip44.tier.as_str()
+                )
+            });
+        reasons.push(format!("{written}:{at} → `load_session`"));
+    }
+    if manifest.kind == Kind::Server
+        && let Some(surface) = &manifest.metadata.agentacp
+    {
+        surface_reasons(checked, written, surface, &mut reasons);
+    }
+    if resolved.authenticate {
+        reasons.push(format!(
+            "{written}:{}: `transport` includes websocket → `authenticate`",
+            position(checked, &["transport"]).unwrap_or_default()
+        ));
+    }
+    reasons
+}
+
+/// The reasons a server's `metadata.agentacp` surface (modes, config options, extension
+/// methods) gives for its methods, added to `reasons`.
+fn surface_reasons(checked: &Checked, written: &str, surface: &AgentacpMetadata, reasons: &mut Vec<String>) {
+    let at = |path: &[&str]| {
+        let full: Vec<&str> = ["metadata", "agentacp"].iter().chain(path).copied().collect();
+        position(checked, &full).unwrap_or_default()
+    };
+    if surface.modes.is_some() {
+        reasons.push(format!("{written}:{}: `modes` → `set_mode`", at(&["modes"])));
+    }
+    if surface.config_options.is_some() {
+        reasons.push(format!(
+            "{written}:{}: `configOptions` → `set_config_option`",
+            at(&["configOptions"])
+        ));
+    }
+    if let Some(extensions) = &surface.extensions {
+        if !extensions.requests.is_empty() {
+            reasons.push(format!(
+                "{written}:{}: `extensions.requests` → `extension`",
+                at(&["extensions", "requests"])
+            ));
+        }
+        if !extensions.notifications.is_empty() {
+            reasons.push(format!(
+                "{written}:{}: `extensions.notifications` → `extension_notification`",
+                at(&["extensions", "notifications"])
+            ));
+        }
+    }
+}
+
 impl Plan {
     fn of(checked: &Checked, written: &str, path: &Path, wire: Option<syn::Path>, span: Span) -> Option<Plan> {
         // With `wire = path`, an `acp_rev` without built-in wire types was the only error
@@ -299,9 +407,7 @@ impl Plan {
                 Resolved::of(&typed)?
             }
         };
-        let manifest = &resolved.manifest;
-        let aip44 = &manifest.metadata.aip44;
-        let agent = resolved.capabilities.agent_capabilities.unwrap_or_default();
+        let aip44 = &resolved.manifest.metadata.aip44;
         let wire_span = wire.as_ref().map_or(span, |path| path.span());
         // The revision comes from the wire module's `ACP_REV` / `PROTOCOL_VERSION` whatever it
         // is; without `wire = path` it is agentacp's built-in module of the pinned revision.
@@ -317,99 +423,7 @@ impl Plan {
             }
             (None, None) => return None,
         };
-        let client = resolved
-            .capabilities
-            .client_capabilities
-            .unwrap_or_default()
-            .as_methods();
-        let mut reasons = Vec::new();
-        if manifest.kind == Kind::Server {
-            reasons.push(format!(
-                "{written}:{}: `kind: server` → `prompt`",
-                position(checked, &["kind"]).unwrap_or_default()
-            ));
-        }
-        let declared = |path: &[&str], methods: &str| {
-            let full: Vec<&str> = ["metadata", "aip44", "capabilities", "client"]
-                .iter()
-                .chain(path)
-                .copied()
-                .collect();
-            format!(
-                "{written}:{}: `{}: true` → {methods}",
-                position(checked, &full).unwrap_or_default(),
-                path.last().copied().unwrap_or_default()
-            )
-        };
-        for capability in client.capabilities() {
-            let handlers: Vec<String> = capability
-                .methods()
-                .filter_map(Method::trait_method)
-                .map(|handler| format!("`{}`", handler.name))
-                .collect();
-            reasons.push(declared(capability.path(), &handlers.join(", ")));
-        }
-        if manifest.kind == Kind::Bridge {
-            reasons.push(format!(
-                "{written}:{}: `kind: bridge` → `downstream` (the agent to start)",
-                position(checked, &["kind"]).unwrap_or_default()
-            ));
-        }
-        if manifest.kind == Kind::Client && reasons.is_empty() {
-            reasons.push(format!(
-                "{written}:{}: `kind: client` without client capabilities → no methods",
-                position(checked, &["kind"]).unwrap_or_default()
-            ));
-        }
-        if agent.load_session && manifest.kind != Kind::Client {
-            let at = position(checked, &["metadata", "aip44", "capabilities", "agent", "loadSession"])
-                .map(|at| format!("{at}: `loadSession: true`"))
-                .unwrap_or_else(|| {
-                    format!(
-                        "{}: `tier: {}` turns on loadSession",
-                        position(checked, &["metadata", "aip44", "tier"]).unwrap_or_default(),
-                        aip44.tier.as_str()
-                    )
-                });
-            reasons.push(format!("{written}:{at} → `load_session`"));
-        }
-        if manifest.kind == Kind::Server
-            && let Some(surface) = &manifest.metadata.agentacp
-        {
-            let at = |path: &[&str]| {
-                let full: Vec<&str> = ["metadata", "agentacp"].iter().chain(path).copied().collect();
-                position(checked, &full).unwrap_or_default()
-            };
-            if surface.modes.is_some() {
-                reasons.push(format!("{written}:{}: `modes` → `set_mode`", at(&["modes"])));
-            }
-            if surface.config_options.is_some() {
-                reasons.push(format!(
-                    "{written}:{}: `configOptions` → `set_config_option`",
-                    at(&["configOptions"])
-                ));
-            }
-            if let Some(extensions) = &surface.extensions {
-                if !extensions.requests.is_empty() {
-                    reasons.push(format!(
-                        "{written}:{}: `extensions.requests` → `extension`",
-                        at(&["extensions", "requests"])
-                    ));
-                }
-                if !extensions.notifications.is_empty() {
-                    reasons.push(format!(
-                        "{written}:{}: `extensions.notifications` → `extension_notification`",
-                        at(&["extensions", "notifications"])
-                    ));
-                }
-            }
-        }
-        if resolved.authenticate {
-            reasons.push(format!(
-                "{written}:{}: `transport` includes websocket → `authenticate`",
-                position(checked, &["transport"]).unwrap_or_default()
-            ));
-        }
+        let reasons = reasons(checked, written, &resolved);
         Some(Plan {
             manifest: written.to_string(),
             manifest_path: path.to_path_buf(),

@@ -87,28 +87,7 @@ pub(crate) fn emit(kind: Option<Kind>, target: &syn::ItemStruct, tier: Tier, wir
         Some(Kind::Client) => (
             client_trait_name(target),
             quote!(#(#signatures)*),
-            quote_spanned! {span=>
-                impl ::agentacp::client::ClientHandlers for #name {
-                    fn capabilities(&self) -> ::agentacp::__private::ClientMethods {
-                        ::core::default::Default::default()
-                    }
-                    fn handle<'a>(
-                        &'a self,
-                        _context: &'a ::agentacp::client::ClientContext,
-                        _method: &'a str,
-                        _params: &'a ::agentacp::__private::RawValue,
-                    ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
-                        ::core::option::Option::None
-                    }
-                }
-
-                impl ::agentacp::client::ClientOperator for #name {
-                    type Tier = #tier;
-                    fn spec() -> &'static ::agentacp::__private::OperatorSpec {
-                        ::agentacp::__private::stand_in_spec()
-                    }
-                }
-            },
+            client_impls(name, &tier, span),
         ),
         Some(Kind::Bridge) => (
             bridge_trait_name(target),
@@ -164,5 +143,31 @@ pub(crate) fn emit(kind: Option<Kind>, target: &syn::ItemStruct, tier: Tier, wir
         }
 
         #impls
+    }
+}
+
+/// A client stand-in's impls: no handlers, the stand-in spec.
+fn client_impls(name: &syn::Ident, tier: &TokenStream, span: Span) -> TokenStream {
+    quote_spanned! {span=>
+        impl ::agentacp::client::ClientHandlers for #name {
+            fn capabilities(&self) -> ::agentacp::__private::ClientMethods {
+                ::core::default::Default::default()
+            }
+            fn handle<'a>(
+                &'a self,
+                _context: &'a ::agentacp::client::ClientContext,
+                _method: &'a str,
+                _params: &'a ::agentacp::__private::RawValue,
+            ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::client::HandlerResult>> {
+                ::core::option::Option::None
+            }
+        }
+
+        impl ::agentacp::client::ClientOperator for #name {
+            type Tier = #tier;
+            fn spec() -> &'static ::agentacp::__private::OperatorSpec {
+                ::agentacp::__private::stand_in_spec()
+            }
+        }
     }
 }

@@ -47,53 +47,13 @@ impl std::fmt::Display for Refusal {
 /// `take(MAX_FILE_BYTES + 1)`, so neither a huge or growing file nor a device that never ends
 /// is read whole.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
-    use std::io::Read;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(ReadError::Io)?;
-    let metadata = file.metadata().map_err(ReadError::Io)?;
-    if !metadata.is_file() {
-        let kind = kind_of(&metadata.file_type());
-        return Err(ReadError::Refused(Refusal::NotARegularFile(kind)));
-    }
-    if metadata.len() > MAX_FILE_BYTES {
-        return Err(ReadError::Refused(Refusal::TooLarge(metadata.len())));
-    }
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(ReadError::Io)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(ReadError::Refused(Refusal::TooLarge(bytes.len() as u64)));
-    }
-    Ok(bytes)
-}
-
-/// What a file that is not a regular file is, for messages.
-fn kind_of(file_type: &std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if file_type.is_fifo() {
-            return "a FIFO";
-        }
-        if file_type.is_char_device() {
-            return "a character device";
-        }
-        if file_type.is_block_device() {
-            return "a block device";
-        }
-        if file_type.is_socket() {
-            return "a socket";
-        }
-    }
-    if file_type.is_dir() {
-        "a directory"
-    } else {
-        "a special file"
-    }
+    use acp_process::file::{Refused, read_regular};
+    read_regular(path, MAX_FILE_BYTES).map_err(|refused| match refused {
+        Refused::Io(error) => ReadError::Io(error),
+        Refused::NotRegular(kind) => ReadError::Refused(Refusal::NotARegularFile(kind)),
+        // Grown past the limit while it was read: one byte over it was seen.
+        Refused::TooLarge(size) => ReadError::Refused(Refusal::TooLarge(size.unwrap_or(MAX_FILE_BYTES + 1))),
+    })
 }
 
 /// The document of a manifest that was refused: no text, and the finding at 1:1.

@@ -29,7 +29,8 @@
 //! once their processes ended, which the sandbox's own means see to). [`probe`] removes the
 //! empty `agentacp-NS.PID…` cgroups of its own PID namespace whose PID is no longer running,
 //! next to where it makes its own (another namespace's are left: its PIDs cannot be looked
-//! up here). Elsewhere than Linux nothing is available and nothing is made.
+//! up here), and the empty ones named as earlier versions named them, `agentacp-PID…`, whose
+//! PID does not run in this namespace. Elsewhere than Linux nothing is available and nothing is made.
 #![cfg_attr(
     not(target_os = "linux"),
     allow(dead_code, reason = "cgroups are Linux's: elsewhere nothing is found or made")
@@ -528,19 +529,25 @@ mod linux {
 
     /// Removes the empty cgroups of ours in `dir` whose process is gone (left behind by a
     /// process that was SIGKILLed): only those of this PID namespace, where `/proc` tells
-    /// whether their PID still runs. A cgroup with a process in it cannot be removed.
+    /// whether their PID still runs, and those named the earlier way, `agentacp-PID…` with
+    /// no namespace, whose PID does not run here. A cgroup with a process in it cannot be
+    /// removed.
     fn remove_stale(dir: &Path) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
-        let namespace = format!("{}.", pid_namespace());
+        let namespace = pid_namespace().to_string();
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(owner) = name.to_str().and_then(|name| name.strip_prefix(PREFIX)) else {
                 continue;
             };
-            let Some(pid) = owner.split('-').next().and_then(|owner| owner.strip_prefix(&namespace)) else {
-                continue;
+            let owner = owner.split('-').next().unwrap_or_default();
+            let pid = match owner.split_once('.') {
+                Some((ns, pid)) if ns == namespace => pid,
+                Some(_) => continue,
+                // The earlier names: the PID alone.
+                None => owner,
             };
             let ours = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
             if ours && !Path::new("/proc").join(pid).exists() {
@@ -774,6 +781,31 @@ mod linux {
             let kept = (
                 !gone.exists(),
                 full.exists() && running.exists() && elsewhere.exists() && other.exists(),
+            );
+            std::fs::remove_dir_all(&place).unwrap();
+            assert_eq!(kept, (true, true));
+        }
+
+        /// The cgroups named the earlier way, `agentacp-PID-N` (no PID namespace), were never
+        /// removed: each SIGKILLed runtime of an earlier version left them for good. Those of
+        /// a PID gone from this `/proc` are removed once empty; the others stay.
+        #[test]
+        fn the_stale_cgroups_named_the_earlier_way_are_removed_too() {
+            let place = std::env::temp_dir().join(format!("acp-process-stale-old-{}", std::process::id()));
+            std::fs::create_dir_all(&place).unwrap();
+            let gone = place.join(format!("{PREFIX}0-3"));
+            let gone_leaf = place.join(format!("{PREFIX}0"));
+            let full = place.join(format!("{PREFIX}0-4"));
+            let running = place.join(format!("{PREFIX}{}-5", std::process::id()));
+            let unnumbered = place.join(format!("{PREFIX}x0-3"));
+            for dir in [&gone, &gone_leaf, &full, &running, &unnumbered] {
+                std::fs::create_dir(dir).unwrap();
+            }
+            std::fs::write(full.join("cgroup.procs"), "12\n").unwrap();
+            remove_stale(&place);
+            let kept = (
+                !gone.exists() && !gone_leaf.exists(),
+                full.exists() && running.exists() && unnumbered.exists(),
             );
             std::fs::remove_dir_all(&place).unwrap();
             assert_eq!(kept, (true, true));

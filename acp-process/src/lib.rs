@@ -32,10 +32,14 @@
 //! caller cannot be told it from a child it started itself, whose status is not this crate's
 //! to take. Elsewhere than Linux no tree is found: [`adopt_orphans`] says so, and the rest
 //! finds nothing to end.
+//!
+//! Beside that, [`file`](mod@file): the one way the workspace opens a regular file a user names (never
+//! waiting on a FIFO) and reads it within a size limit.
 
 use std::time::{Duration, Instant};
 
 pub mod cgroup;
+pub mod file;
 #[cfg(target_os = "linux")]
 pub mod namespace;
 #[cfg(target_os = "linux")]

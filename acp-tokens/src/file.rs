@@ -8,9 +8,11 @@
 //! token file can still be replaced by a rename (a reader only ever sees a whole version).
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use acp_process::file::Refused;
 
 /// The largest token file read: 1 MiB. An entry is at most 200 bytes (a 128-character
 /// identity, a space, `sha256:` and 64 hex digits), so that is over 5,000 entries; the limit
@@ -26,39 +28,13 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// on the open handle), and a file over [`MAX_FILE_BYTES`] (also one that grows past it while
 /// it is read).
 pub fn read(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    let at = |error: io::Error| format!("{}: {error}", path.display());
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Opening a FIFO would wait for a writer; with O_NONBLOCK it returns at once and the
-        // type check below refuses it.
-        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    match acp_process::file::read_regular(path, MAX_FILE_BYTES) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(Refused::Io(error)) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(Refused::Io(error)) => Err(format!("{}: {error}", path.display())),
+        Err(Refused::NotRegular(kind)) => Err(not_regular(path, kind)),
+        Err(Refused::TooLarge(size)) => Err(too_large(path, size)),
     }
-    let file = match options.open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(at(error)),
-    };
-    let metadata = file.metadata().map_err(at)?;
-    check_kind(path, &metadata)?;
-    #[cfg(unix)]
-    {
-        use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
-        fcntl_getfl(&file)
-            .and_then(|flags| fcntl_setfl(&file, flags - OFlags::NONBLOCK))
-            .map_err(|errno| at(errno.into()))?;
-    }
-    if metadata.len() > MAX_FILE_BYTES {
-        return Err(too_large(path, Some(metadata.len())));
-    }
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(at)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_large(path, None));
-    }
-    Ok(Some(bytes))
 }
 
 /// The error for a file over [`MAX_FILE_BYTES`], with its size when known.
@@ -75,33 +51,15 @@ fn check_kind(path: &Path, metadata: &Metadata) -> Result<(), String> {
     if metadata.is_file() {
         return Ok(());
     }
-    Err(format!(
-        "{}: not a regular file ({}); a token file is a regular file",
-        path.display(),
-        describe(metadata)
-    ))
+    Err(not_regular(path, acp_process::file::kind_of(&metadata.file_type())))
 }
 
-/// What a file that is not a regular file is, for messages.
-fn describe(metadata: &Metadata) -> &'static str {
-    let kind = metadata.file_type();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if kind.is_fifo() {
-            return "a FIFO";
-        }
-        if kind.is_char_device() {
-            return "a character device";
-        }
-        if kind.is_block_device() {
-            return "a block device";
-        }
-        if kind.is_socket() {
-            return "a socket";
-        }
-    }
-    if kind.is_dir() { "a directory" } else { "a special file" }
+/// The error for `path`, which is `kind`, not a regular file.
+fn not_regular(path: &Path, kind: &str) -> String {
+    format!(
+        "{}: not a regular file ({kind}); a token file is a regular file",
+        path.display()
+    )
 }
 
 /// The exclusive lock on a token file taken by [`lock`]; released when dropped (or when its

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, TokenStream};
 use quote::quote;
 
 use super::emit::ident;
@@ -94,14 +94,9 @@ pub fn emit(table: &MethodTable) -> TokenStream {
 }
 
 impl MethodEnum<'_> {
-    fn tokens(&self) -> TokenStream {
-        let name = ident(self.name);
-        let doc = self.doc;
-        let variants: Vec<_> = self.members.iter().map(|(m, _)| ident(&variant_name(m))).collect();
-        let types: Vec<_> = self.members.iter().map(|(_, t)| ident(t)).collect();
-        let wires: Vec<&str> = self.members.iter().map(|(m, _)| m.name.as_str()).collect();
-        let variant_docs = self.members.iter().map(|(m, _)| format!(" `{}`.", m.name));
-        // `From` only where a payload type belongs to a single method.
+    /// `impl From<payload> for` the enum `name`, only where a payload type belongs to a
+    /// single method.
+    fn froms(&self, name: &Ident) -> Vec<TokenStream> {
         let mut seen = BTreeSet::new();
         let repeated: BTreeSet<&str> = self
             .members
@@ -109,8 +104,7 @@ impl MethodEnum<'_> {
             .filter(|(_, t)| !seen.insert(*t))
             .map(|(_, t)| *t)
             .collect();
-        let froms = self
-            .members
+        self.members
             .iter()
             .filter(|(_, t)| !repeated.contains(t))
             .map(|(m, t)| {
@@ -123,7 +117,18 @@ impl MethodEnum<'_> {
                         }
                     }
                 }
-            });
+            })
+            .collect()
+    }
+
+    fn tokens(&self) -> TokenStream {
+        let name = ident(self.name);
+        let doc = self.doc;
+        let variants: Vec<_> = self.members.iter().map(|(m, _)| ident(&variant_name(m))).collect();
+        let types: Vec<_> = self.members.iter().map(|(_, t)| ident(t)).collect();
+        let wires: Vec<&str> = self.members.iter().map(|(m, _)| m.name.as_str()).collect();
+        let variant_docs = self.members.iter().map(|(m, _)| format!(" `{}`.", m.name));
+        let froms = self.froms(&name);
         match self.carries {
             Carries::Params => quote! {
                 #[doc = #doc]

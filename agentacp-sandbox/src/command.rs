@@ -218,6 +218,7 @@ impl<'c> SandboxCommand<'c> {
     /// 10 minutes). A non-zero exit is an `Ok` output (see
     /// [`SandboxOutput::success`]); a command stopped by a limit is [`SandboxError::Limit`].
     pub async fn output(self) -> Result<SandboxOutput, SandboxError> {
+        let child_path = self.child_path();
         let confinement = self.confinement;
         if confinement.profile.read_only {
             return Err(SandboxError::ReadOnly);
@@ -228,18 +229,6 @@ impl<'c> SandboxCommand<'c> {
             command.env(key, value);
         }
         command.envs(self.env.iter().map(|(key, value)| (key, value)));
-        let child_path = self
-            .env
-            .iter()
-            .rev()
-            .find(|(key, _)| key == "PATH")
-            .map(|(_, value)| value.clone())
-            .or_else(|| {
-                confinement
-                    .passed_env()
-                    .find(|(key, _)| *key == "PATH")
-                    .map(|(_, value)| value)
-            });
         command
             .stdin(if self.stdin.is_some() {
                 Stdio::piped()
@@ -297,15 +286,7 @@ impl<'c> SandboxCommand<'c> {
         // What is left in its cgroup goes too, wherever it went; and the kernel says whether
         // its memory limit ended some of it.
         let oom_kills = match cgroup {
-            Some(cgroup) => {
-                let kills = cgroup.oom_kills();
-                // Bounded (a few seconds at most), but blocking: off the runtime's threads.
-                let ended = tokio::task::spawn_blocking(move || cgroup.end()).await;
-                if !ended.unwrap_or(false) {
-                    tracing::warn!("a sandboxed run's cgroup could not be emptied and removed: left behind");
-                }
-                kills
-            }
+            Some(cgroup) => end_cgroup(cgroup).await,
             None => 0,
         };
         let collect = |task: tokio::task::JoinHandle<(Vec<u8>, bool)>| async move {
@@ -322,31 +303,56 @@ impl<'c> SandboxCommand<'c> {
             stderr,
             truncated: cut_out || cut_err,
         };
-        if timed_out {
-            return Err(SandboxError::Limit {
-                limit: LimitExceeded::Timeout(timeout),
+        let exceeded = if timed_out {
+            Some(LimitExceeded::Timeout(timeout))
+        } else {
+            exceeded(confinement, oom_kills, output.status)
+        };
+        match exceeded {
+            Some(limit) => Err(SandboxError::Limit {
+                limit,
                 output: Box::new(output),
-            });
+            }),
+            None => Ok(output),
         }
-        // Before the CPU time: the out-of-memory killer's SIGKILL reads as RLIMIT_CPU's.
-        if let Some(mb) = confinement.profile.limits.memory_mb
-            && oom_kills > 0
-        {
-            return Err(SandboxError::Limit {
-                limit: LimitExceeded::Memory(mb),
-                output: Box::new(output),
-            });
-        }
-        if let Some(cpu) = confinement.profile.limits.cpu
-            && cpu_limit_signal(output.status)
-        {
-            return Err(SandboxError::Limit {
-                limit: LimitExceeded::Cpu(cpu),
-                output: Box::new(output),
-            });
-        }
-        Ok(output)
     }
+
+    /// The `PATH` the command gets: its own, else the one its confinement passes on.
+    fn child_path(&self) -> Option<OsString> {
+        (self.env.iter().rev())
+            .find(|(key, _)| key == "PATH")
+            .map(|(_, value)| value.clone())
+            .or_else(|| {
+                (self.confinement.passed_env())
+                    .find(|(key, _)| *key == "PATH")
+                    .map(|(_, value)| value)
+            })
+    }
+}
+
+/// Ends a run's `cgroup` (what is left in it goes): how many of its processes the kernel's
+/// out-of-memory killer ended.
+async fn end_cgroup(cgroup: acp_process::cgroup::RunCgroup) -> u64 {
+    let kills = cgroup.oom_kills();
+    // Bounded (a few seconds at most), but blocking: off the runtime's threads.
+    let ended = tokio::task::spawn_blocking(move || cgroup.end()).await;
+    if !ended.unwrap_or(false) {
+        tracing::warn!("a sandboxed run's cgroup could not be emptied and removed: left behind");
+    }
+    kills
+}
+
+/// The limit of `confinement` that ended a run which exited with `status`, `oom_kills` of its
+/// processes ended by the out-of-memory killer; none when it ended on its own.
+fn exceeded(confinement: &Confinement, oom_kills: u64, status: Option<ExitStatus>) -> Option<LimitExceeded> {
+    let limits = &confinement.profile.limits;
+    // Before the CPU time: the out-of-memory killer's SIGKILL reads as RLIMIT_CPU's.
+    if let Some(mb) = limits.memory_mb
+        && oom_kills > 0
+    {
+        return Some(LimitExceeded::Memory(mb));
+    }
+    limits.cpu.filter(|_| cpu_limit_signal(status)).map(LimitExceeded::Cpu)
 }
 
 /// A command's process group, killed (SIGKILL) when dropped.

@@ -116,47 +116,16 @@ fn confine(
         true => Some(ruleset(confinement, program)?),
         false => None,
     };
-    let limits = confinement.profile.limits;
-    let memory = limits.memory_mb.map(|mb| mb.saturating_mul(1024 * 1024));
-    let cpu_seconds = limits
-        .cpu
-        .filter(|_| cpu)
-        .map(|cpu| cpu.as_millis().div_ceil(1000).max(1) as u64);
-    // Counted in its own user namespace: the outer process and the init are there too.
-    let processes = limits
-        .processes
-        .filter(|_| confinement.rlimits_processes())
-        .map(|n| n.saturating_add(2));
-    let network = confinement.network == NetworkConfinement::Namespace;
+    let (memory, cpu_seconds, processes) = rlimits(confinement, cpu);
     let contain = confinement.contains_processes();
     // Its run's cgroup counts the outer process and the init too, where they are.
     let cgroup = RunCgroup::create(confinement.cgroup_limits(if contain { 2 } else { 0 }))?;
     let join = cgroup.as_ref().map(RunCgroup::joiner).transpose()?;
     // The namespace's own `/proc`, and the rule that makes it readable as the runtime's was.
-    let own_proc = confinement.has_own_proc().then(|| OwnProc {
-        ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
-        access: AccessFs::from_read(RULES_ABI).bits(),
-        command_line: acp_process::namespace::command_line_span(),
-        hide: (confinement.hidden_sockets_keeping(keep).into_iter())
-            .filter_map(|place| {
-                let folder = place.is_dir();
-                Some((
-                    std::ffi::CString::new(place.into_os_string().into_encoded_bytes()).ok()?,
-                    folder,
-                ))
-            })
-            .collect(),
-        root: confinement
-            .has_own_root()
-            .then(|| NewRoot::plan(&usable_paths(confinement), keep, cwd)),
-    });
-    let mut namespaces = rustix::thread::UnshareFlags::empty();
-    if network {
-        namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNET;
-    }
-    if contain {
-        namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWPID;
-    }
+    let own_proc = confinement
+        .has_own_proc()
+        .then(|| OwnProc::plan(confinement, ruleset.as_ref(), keep, cwd));
+    let namespaces = namespaces(confinement);
     let id_maps = IdMaps::identity();
 
     // SAFETY: the closure runs in the child between fork and exec. It only makes system calls
@@ -231,6 +200,37 @@ fn confine(
         });
     }
     Ok(cgroup)
+}
+
+/// The rlimits of `confinement`'s run, as `setrlimit` takes them: the data size in bytes,
+/// the CPU seconds (when `cpu`) and the process count.
+fn rlimits(confinement: &Confinement, cpu: bool) -> (Option<u64>, Option<u64>, Option<u64>) {
+    let limits = confinement.profile.limits;
+    let memory = limits.memory_mb.map(|mb| mb.saturating_mul(1024 * 1024));
+    let cpu_seconds = limits
+        .cpu
+        .filter(|_| cpu)
+        .map(|cpu| cpu.as_millis().div_ceil(1000).max(1) as u64);
+    // Counted in its own user namespace: the outer process and the init are there too.
+    let processes = limits
+        .processes
+        .filter(|_| confinement.rlimits_processes())
+        .map(|n| n.saturating_add(2));
+    (memory, cpu_seconds, processes)
+}
+
+/// The namespaces the child of `confinement` unshares: a user and network namespace when
+/// its network is cut off that way, a user and PID namespace when its processes are
+/// contained.
+fn namespaces(confinement: &Confinement) -> rustix::thread::UnshareFlags {
+    let mut namespaces = rustix::thread::UnshareFlags::empty();
+    if confinement.network == NetworkConfinement::Namespace {
+        namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWNET;
+    }
+    if confinement.contains_processes() {
+        namespaces |= rustix::thread::UnshareFlags::NEWUSER | rustix::thread::UnshareFlags::NEWPID;
+    }
+    namespaces
 }
 
 /// A step of the confinement made between fork and exec: named in the error when it fails,
@@ -340,6 +340,29 @@ struct PathBeneathAttr {
 const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
 
 impl OwnProc {
+    /// Planned before the fork: what the init needs to mount the namespace's `/proc` for
+    /// `confinement` (`ruleset`: the program's Landlock rules, if files are confined; `keep`
+    /// and `cwd`, as [`confine`] takes them).
+    fn plan(confinement: &Confinement, ruleset: Option<&OwnedFd>, keep: &[PathBuf], cwd: Option<&Path>) -> OwnProc {
+        OwnProc {
+            ruleset: ruleset.map(AsRawFd::as_raw_fd),
+            access: AccessFs::from_read(RULES_ABI).bits(),
+            command_line: acp_process::namespace::command_line_span(),
+            hide: (confinement.hidden_sockets_keeping(keep).into_iter())
+                .filter_map(|place| {
+                    let folder = place.is_dir();
+                    Some((
+                        std::ffi::CString::new(place.into_os_string().into_encoded_bytes()).ok()?,
+                        folder,
+                    ))
+                })
+                .collect(),
+            root: confinement
+                .has_own_root()
+                .then(|| NewRoot::plan(&usable_paths(confinement), keep, cwd)),
+        }
+    }
+
     /// In the init, before it forks the program: blanks the runtime's command line, mounts
     /// the namespace's `/proc` ([`mount_own_proc`]) and adds it to the ruleset, readable. The
     /// rule for the runtime's `/proc` does not reach it: Landlock does not look through a

@@ -77,129 +77,13 @@ impl Confinement {
                 profile.provider
             ));
         }
-        let mut paths = Vec::new();
-        let mut workspace = None;
-        for mount in &profile.mounts {
-            let path = match &mount.source {
-                MountSource::Workspace => {
-                    let path = match workspace_root {
-                        Some(root) if !within(root, &mount.at) => {
-                            return Err(format!(
-                                "the workspace root `{}` is outside the sandbox's workspace mount `{}`: it may only narrow the mount (AGENTACP_WORKSPACE_ROOT)",
-                                root.display(),
-                                mount.at.display()
-                            ));
-                        }
-                        Some(root) => root.to_path_buf(),
-                        None => mount.at.clone(),
-                    };
-                    workspace.get_or_insert_with(|| path.clone());
-                    path
-                }
-                MountSource::File(file) if file == &mount.at => file.clone(),
-                MountSource::File(file) => {
-                    return Err(format!(
-                        "the sandbox mounts `{}` at `{}`: a local sandbox cannot move a folder, so `at` must be the folder itself",
-                        file.display(),
-                        mount.at.display()
-                    ));
-                }
-                MountSource::Storage(what) => {
-                    return Err(format!(
-                        "the sandbox mounts {what} at `{}`: storage backings need a provider that mounts them; a local sandbox mounts folders (`source: workspace` or `{{file: …}}`)",
-                        mount.at.display()
-                    ));
-                }
-            };
-            paths.push((path, mount.read_only));
-        }
-        // Landlock's rules add up: a read-only folder inside a read-write one would be
-        // writable all the same.
-        for (inner, _) in paths.iter().filter(|(_, read_only)| *read_only) {
-            if let Some((outer, _)) = paths
-                .iter()
-                .find(|(outer, read_only)| !read_only && within(inner, outer))
-            {
-                return Err(format!(
-                    "the sandbox mounts `{}` read-only inside the read-write mount `{}`: a local sandbox cannot make part of a writable folder read-only (Landlock's rules add up); mount the writable folders beside it instead",
-                    inner.display(),
-                    outer.display()
-                ));
-            }
-        }
+        let (paths, workspace) = mounted(&profile, workspace_root)?;
         let workspace = workspace
             .or_else(|| workspace_root.map(Path::to_path_buf))
             .or_else(|| paths.first().map(|(path, _)| path.clone()))
             .unwrap_or_else(|| PathBuf::from("/"));
 
-        let mut gaps = Vec::new();
-        // Confining needs this build's mechanisms as much as the kernel's.
-        let kernel = if cfg!(all(target_os = "linux", feature = "enforce")) {
-            kernel
-        } else {
-            gaps.push(
-                "agentacp is built without its `sandbox` feature (agentacp-sandbox's `enforce`; Linux only), so nothing is confined".to_string(),
-            );
-            KernelSupport::NONE
-        };
-        if kernel.landlock_abi == 0 && gaps.is_empty() {
-            gaps.push("files: this kernel has no Landlock, so programs are not confined to the mounts".to_string());
-        }
-        let network = if !profile.egress.is_empty() {
-            gaps.push(format!(
-                "network: egress to named hosts ({}) cannot be enforced by a local sandbox, so the network is open",
-                profile.egress.join(", ")
-            ));
-            NetworkConfinement::Open
-        } else if kernel.network_namespace {
-            NetworkConfinement::Namespace
-        } else if kernel.landlock_abi >= LANDLOCK_TCP_ABI {
-            gaps.push("network: no user namespaces here, so only TCP is cut off (Landlock); UDP is not".to_string());
-            NetworkConfinement::LandlockTcp
-        } else {
-            gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
-            NetworkConfinement::Open
-        };
-        if !kernel.pid_namespace && cfg!(all(target_os = "linux", feature = "enforce")) {
-            gaps.push(
-                "processes: no PID namespaces here (unprivileged user namespaces are off), so processes a program starts outside its process group (`setsid`, a double fork) can outlive its timeout and its session".to_string(),
-            );
-        }
-        // An older Landlock enforces less of the same rules, silently: each part it lacks is
-        // a gap like the others. A root of its own leaves nothing outside the mounts to
-        // truncate, change the mode of, …: the system's folders are bound read-only.
-        let abi = kernel.landlock_abi;
-        let own_root = kernel.pid_namespace && kernel.own_proc && kernel.own_root;
-        if abi > 0 && !own_root {
-            for (operation, what) in UNCONFINED_BY_LANDLOCK {
-                gaps.push(format!(
-                    "files: {what} ({operation}) is not confined outside the mounts: Landlock does not cover it, and the program gets no root of its own here (a mount namespace where only its mounts and the system's folders, read-only, exist: unprivileged user namespaces are off, the container refuses the mounts, or this runtime is itself confined, where Landlock forbids mounting)"
-                ));
-            }
-        }
-        if let Some(processes) = profile.limits.processes
-            && kernel.cgroup.pids.is_none()
-            && let Err(why) = process_rlimit(kernel)
-        {
-            gaps.push(format!(
-                "limits: the process limit ({processes}, metadata.agentacp.processes) cannot be enforced: {why}"
-            ));
-        }
-        if abi > 0 && abi < LANDLOCK_TRUNCATE_ABI && !own_root {
-            gaps.push(format!(
-                "files: this kernel's Landlock (ABI {abi}) does not confine truncating a file, so a program may empty files outside the mounts"
-            ));
-        }
-        if abi > 0 && abi < LANDLOCK_SCOPE_ABI {
-            let sockets = if network == NetworkConfinement::Namespace {
-                ""
-            } else {
-                " and reach their abstract Unix sockets"
-            };
-            gaps.push(format!(
-                "processes: this kernel's Landlock (ABI {abi}) does not scope signals, so a program may signal this user's other processes (this one among them){sockets}"
-            ));
-        }
+        let (kernel, network, gaps) = gaps(&profile, kernel);
         if !gaps.is_empty() && !profile.best_effort {
             return Err(format!(
                 "the sandbox cannot be enforced on this kernel: {}. Refusing to run unconfined; a profile that accepts this says `metadata: {{agentacp: {{enforcement: best-effort}}}}` in SANDBOX.md",
@@ -637,6 +521,140 @@ fn within(inner: &Path, outer: &Path) -> bool {
         })
     };
     resolved(inner).starts_with(resolved(outer))
+}
+
+/// Each folder a sandbox mounts, with whether it is read-only.
+type Mounted = Vec<(PathBuf, bool)>;
+
+/// The folders `profile` mounts, each with whether it is read-only, and the workspace mount
+/// (`workspace_root` when given, which may only narrow it); an error for a mount a local
+/// sandbox cannot make.
+fn mounted(profile: &SandboxProfile, workspace_root: Option<&Path>) -> Result<(Mounted, Option<PathBuf>), String> {
+    let mut paths = Vec::new();
+    let mut workspace = None;
+    for mount in &profile.mounts {
+        let path = match &mount.source {
+            MountSource::Workspace => {
+                let path = match workspace_root {
+                    Some(root) if !within(root, &mount.at) => {
+                        return Err(format!(
+                            "the workspace root `{}` is outside the sandbox's workspace mount `{}`: it may only narrow the mount (AGENTACP_WORKSPACE_ROOT)",
+                            root.display(),
+                            mount.at.display()
+                        ));
+                    }
+                    Some(root) => root.to_path_buf(),
+                    None => mount.at.clone(),
+                };
+                workspace.get_or_insert_with(|| path.clone());
+                path
+            }
+            MountSource::File(file) if file == &mount.at => file.clone(),
+            MountSource::File(file) => {
+                return Err(format!(
+                    "the sandbox mounts `{}` at `{}`: a local sandbox cannot move a folder, so `at` must be the folder itself",
+                    file.display(),
+                    mount.at.display()
+                ));
+            }
+            MountSource::Storage(what) => {
+                return Err(format!(
+                    "the sandbox mounts {what} at `{}`: storage backings need a provider that mounts them; a local sandbox mounts folders (`source: workspace` or `{{file: …}}`)",
+                    mount.at.display()
+                ));
+            }
+        };
+        paths.push((path, mount.read_only));
+    }
+    // Landlock's rules add up: a read-only folder inside a read-write one would be
+    // writable all the same.
+    for (inner, _) in paths.iter().filter(|(_, read_only)| *read_only) {
+        if let Some((outer, _)) = paths
+            .iter()
+            .find(|(outer, read_only)| !read_only && within(inner, outer))
+        {
+            return Err(format!(
+                "the sandbox mounts `{}` read-only inside the read-write mount `{}`: a local sandbox cannot make part of a writable folder read-only (Landlock's rules add up); mount the writable folders beside it instead",
+                inner.display(),
+                outer.display()
+            ));
+        }
+    }
+    Ok((paths, workspace))
+}
+
+/// What of `profile` this build and `kernel` cannot enforce (the gaps), with the kernel
+/// support this build uses and how the network is confined.
+fn gaps(profile: &SandboxProfile, kernel: KernelSupport) -> (KernelSupport, NetworkConfinement, Vec<String>) {
+    let mut gaps = Vec::new();
+    // Confining needs this build's mechanisms as much as the kernel's.
+    let kernel = if cfg!(all(target_os = "linux", feature = "enforce")) {
+        kernel
+    } else {
+        gaps.push(
+            "agentacp is built without its `sandbox` feature (agentacp-sandbox's `enforce`; Linux only), so nothing is confined".to_string(),
+        );
+        KernelSupport::NONE
+    };
+    if kernel.landlock_abi == 0 && gaps.is_empty() {
+        gaps.push("files: this kernel has no Landlock, so programs are not confined to the mounts".to_string());
+    }
+    let network = if !profile.egress.is_empty() {
+        gaps.push(format!(
+            "network: egress to named hosts ({}) cannot be enforced by a local sandbox, so the network is open",
+            profile.egress.join(", ")
+        ));
+        NetworkConfinement::Open
+    } else if kernel.network_namespace {
+        NetworkConfinement::Namespace
+    } else if kernel.landlock_abi >= LANDLOCK_TCP_ABI {
+        gaps.push("network: no user namespaces here, so only TCP is cut off (Landlock); UDP is not".to_string());
+        NetworkConfinement::LandlockTcp
+    } else {
+        gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
+        NetworkConfinement::Open
+    };
+    if !kernel.pid_namespace && cfg!(all(target_os = "linux", feature = "enforce")) {
+        gaps.push(
+            "processes: no PID namespaces here (unprivileged user namespaces are off), so processes a program starts outside its process group (`setsid`, a double fork) can outlive its timeout and its session".to_string(),
+        );
+    }
+    // An older Landlock enforces less of the same rules, silently: each part it lacks is
+    // a gap like the others. A root of its own leaves nothing outside the mounts to
+    // truncate, change the mode of, …: the system's folders are bound read-only.
+    let abi = kernel.landlock_abi;
+    let own_root = kernel.pid_namespace && kernel.own_proc && kernel.own_root;
+    if abi > 0 && !own_root {
+        for (operation, what) in UNCONFINED_BY_LANDLOCK {
+            gaps.push(format!(
+                "files: {what} ({operation}) is not confined outside the mounts: Landlock does not cover it, and the program gets no root of its own here (a mount namespace where only its mounts and the system's folders, read-only, exist: unprivileged user namespaces are off, the container refuses the mounts, or this runtime is itself confined, where Landlock forbids mounting)"
+            ));
+        }
+    }
+    if let Some(processes) = profile.limits.processes
+        && kernel.cgroup.pids.is_none()
+        && let Err(why) = process_rlimit(kernel)
+    {
+        gaps.push(format!(
+            "limits: the process limit ({processes}, metadata.agentacp.processes) cannot be enforced: {why}"
+        ));
+    }
+    if abi > 0 && abi < LANDLOCK_TRUNCATE_ABI && !own_root {
+        gaps.push(format!(
+            "files: this kernel's Landlock (ABI {abi}) does not confine truncating a file, so a program may empty files outside the mounts"
+        ));
+    }
+    if abi > 0 && abi < LANDLOCK_SCOPE_ABI {
+        let sockets = if network == NetworkConfinement::Namespace {
+            ""
+        } else {
+            " and reach their abstract Unix sockets"
+        };
+        gaps.push(format!(
+            "processes: this kernel's Landlock (ABI {abi}) does not scope signals, so a program may signal this user's other processes (this one among them){sockets}"
+        ));
+    }
+    (kernel, network, gaps)
 }
 
 #[cfg(test)]

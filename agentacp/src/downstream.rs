@@ -1,5 +1,6 @@
 //! Where the agent is: a subprocess started from an [`AgentCommand`], or (feature `websocket`)
-//! a remote agent dialed with a [`Dial`](crate::websocket::Dial). The client and the bridge
+//! a remote agent dialed with a [`Dial`](crate::websocket::Dial), over WebSocket or
+//! Streamable HTTP. The client and the bridge
 //! open either the same way and get the same two byte streams; nothing else differs.
 
 use std::path::Path;
@@ -22,7 +23,7 @@ pub(crate) type AgentReader = Box<dyn AsyncRead + Unpin + Send>;
 pub(crate) enum Downstream {
     /// A subprocess, started and stopped by us.
     Process(AgentCommand),
-    /// A remote agent over WebSocket.
+    /// A remote agent over WebSocket or Streamable HTTP (the URL's scheme picks).
     #[cfg(feature = "websocket")]
     Remote(crate::websocket::Dial),
 }
@@ -48,7 +49,8 @@ impl Downstream {
         }
     }
 
-    /// Whether the connection was authenticated on the WebSocket upgrade (a bearer token).
+    /// Whether the connection was authenticated on the WebSocket upgrade, or on every HTTP
+    /// request (a bearer token).
     pub(crate) fn token_on_upgrade(&self) -> bool {
         match self {
             Downstream::Process(_) => false,
@@ -121,7 +123,7 @@ fn cannot_start(command: &AgentCommand, error: std::io::Error) -> std::io::Error
     )
 }
 
-/// A writer that shuts down once dropped: a WebSocket's write half does not end the
+/// A writer that shuts down once dropped: a remote connection's write half does not end the
 /// connection by being dropped (the read half shares it), so closing our side — dropping the
 /// writer, as a subprocess's stdin is closed — must say so.
 #[cfg(feature = "websocket")]

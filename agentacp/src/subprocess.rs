@@ -340,13 +340,7 @@ impl AgentProcess {
         let url = url.to_string();
         let report = Arc::clone(&tail);
         tokio::spawn(async move {
-            let line = match pump.await {
-                Ok(crate::websocket::Ended::Closed) => format!("the WebSocket connection to {url} was closed"),
-                Ok(crate::websocket::Ended::Failed(reason)) => {
-                    format!("the WebSocket connection to {url} failed: {reason}")
-                }
-                Err(_) => format!("the WebSocket connection to {url} was dropped"),
-            };
+            let line = crate::websocket::ended_line(&url, pump.await.ok());
             tracing::debug!(agent = %url, "{line}");
             report.push(line);
             report.done.send_replace(true);
@@ -446,16 +440,7 @@ impl AgentProcess {
     /// Waits, at most `limit`, for the process group to be empty (polled: the kernel tells
     /// nobody when a group empties).
     async fn wait_group_gone(&self, limit: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            if !self.group_alive() {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        poll_until(limit, || !self.group_alive()).await
     }
 
     /// Stops the agent, whose stdin must be closed already: waits `exit_grace` for it to exit
@@ -621,9 +606,15 @@ impl Drop for AgentProcess {
 
 /// Polls, at most `limit`, until no process of `tree` runs.
 async fn wait_tree_gone(tree: &mut acp_process::Tree, limit: Duration) -> bool {
+    poll_until(limit, || !tree.running()).await
+}
+
+/// Polls `done` every 10 ms, at most `limit` (the kernel tells nobody when processes are
+/// gone): whether it held in time.
+async fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        if !tree.running() {
+        if done() {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentacp::prelude::*;
 use agentacp::server::SessionContext;
 use agentacp::server::websocket::ListenOptions;
-use common::listening::{ALICE, BOB, Listening, tokens};
+use common::listening::{ALICE, BOB, Listening, token_file, tokens, write_tokens};
 use reqwest::StatusCode;
 
 mod common;
@@ -31,6 +31,12 @@ impl RemoteServer for Remote {
                     break;
                 }
             }
+            return Ok(wire::StopReason::Cancelled);
+        }
+        if text.contains("/wait") {
+            // Runs until cancelled (by the client, its connection ending, or a revocation).
+            turn.message("waiting").await?;
+            turn.cancelled().await;
             return Ok(wire::StopReason::Cancelled);
         }
         let who = turn.session().identity().map(|id| id.to_string()).unwrap_or_default();
@@ -204,12 +210,16 @@ async fn a_prompt_is_answered_on_its_sessions_stream_and_delete_ends_the_connect
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
     );
-    let (status, _, body) = server.post(&prompt, &[("acp-connection-id", id)]).await;
-    assert_eq!(
-        status,
-        StatusCode::BAD_REQUEST,
-        "a session-scoped method needs Acp-Session-Id: {body}"
-    );
+    // A session-scoped method names its session in Acp-Session-Id or in params (the
+    // Python SDK's client sends the header with some session methods only): neither, or two
+    // that differ, is `400`.
+    let unnamed = request(2, "session/prompt", json!({"prompt": []}));
+    let (status, _, body) = server.post(&unnamed, &[("acp-connection-id", id)]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "no session named: {body}");
+    let (status, _, body) = server
+        .post(&prompt, &[("acp-connection-id", id), ("acp-session-id", "sess_other")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "two sessions named: {body}");
     let (status, _, _) = server
         .post(&prompt, &[("acp-connection-id", id), ("acp-session-id", &session)])
         .await;
@@ -301,6 +311,16 @@ async fn malformed_requests_get_the_rfds_status_codes() {
         (
             "a GET that is no stream",
             server.http.get(server.url()).header("acp-connection-id", id),
+            StatusCode::NOT_ACCEPTABLE,
+        ),
+        (
+            "a GET asking for another upgrade than WebSocket (served as HTTP/1.1)",
+            server
+                .http
+                .get(server.url())
+                .header("connection", "upgrade")
+                .header("upgrade", "h2c")
+                .header("acp-connection-id", id),
             StatusCode::NOT_ACCEPTABLE,
         ),
         (
@@ -573,4 +593,661 @@ async fn a_client_speaking_http2_is_served_http2_on_the_same_port() {
     let created = event(&mut stream, &mut String::new(), |message| message["id"] == 1).await;
     assert!(created["result"]["sessionId"].is_string(), "{created}");
     server.shut_down().await;
+}
+
+/// An HTTP/2 client (prior knowledge: one TCP connection for all its requests and streams).
+fn h2_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .timeout(WAIT * 3)
+        .build()
+        .unwrap()
+}
+
+/// The SSE events of one stream.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    fn new(response: reqwest::Response) -> Events {
+        assert_eq!(response.status(), StatusCode::OK, "the stream opened");
+        Events {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next message that satisfies `wanted`.
+    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        event(&mut self.response, &mut self.buffer, wanted).await
+    }
+
+    /// Whether the stream ends (after what is still in it) within [`WAIT`].
+    async fn ends(&mut self) -> bool {
+        tokio::time::timeout(WAIT, async { while let Ok(Some(_)) = self.response.chunk().await {} })
+            .await
+            .is_ok()
+    }
+}
+
+/// One ACP connection over Streamable HTTP as a client drives it: its id, the bearer token it
+/// shows on every request (if any), and its connection-scoped stream, open.
+struct Connection {
+    url: String,
+    cwd: String,
+    client: reqwest::Client,
+    id: String,
+    bearer: Option<String>,
+    events: Events,
+    next_id: i64,
+}
+
+impl Connection {
+    /// `initialize` with `token` (then shown on every request), and the connection's stream.
+    async fn open(server: &Server, token: Option<&str>) -> Connection {
+        Connection::open_with(server, server.http.clone(), token).await
+    }
+
+    /// [`open`](Self::open) with `client`.
+    async fn open_with(server: &Server, client: reqwest::Client, token: Option<&str>) -> Connection {
+        let bearer = token.map(|token| format!("Bearer {token}"));
+        let (status, response) = initialize_with(server, &client, bearer.as_deref()).await;
+        assert_eq!(status, StatusCode::OK, "initialize: {}", response.1);
+        let id = response.0.expect("a connection id");
+        let mut opening = client
+            .get(server.url())
+            .header("accept", "text/event-stream")
+            .header("acp-connection-id", &id);
+        if let Some(bearer) = &bearer {
+            opening = opening.header("authorization", bearer);
+        }
+        let events = Events::new(opening.send().await.expect("answered"));
+        Connection {
+            url: server.url(),
+            cwd: server.cwd(),
+            client,
+            id,
+            bearer,
+            events,
+            next_id: 0,
+        }
+    }
+
+    /// A request to the endpoint with this connection's headers (and `session`'s).
+    fn request(&self, method: reqwest::Method, session: Option<&str>) -> reqwest::RequestBuilder {
+        let mut request = self
+            .client
+            .request(method, &self.url)
+            .header("acp-connection-id", &self.id);
+        if let Some(bearer) = &self.bearer {
+            request = request.header("authorization", bearer);
+        }
+        if let Some(session) = session {
+            request = request.header("acp-session-id", session);
+        }
+        request
+    }
+
+    /// POSTs the next request, `method` with `params` (about `session`, if any); the status
+    /// and the request's id.
+    async fn send(&mut self, method: &str, params: Value, session: Option<&str>) -> (StatusCode, i64) {
+        self.next_id += 1;
+        let response = self
+            .request(reqwest::Method::POST, session)
+            .header("content-type", "application/json")
+            .body(request(self.next_id, method, params).to_string())
+            .send()
+            .await
+            .expect("answered");
+        (response.status(), self.next_id)
+    }
+
+    /// A request not about a session, and its answer (read from the connection's stream).
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let (status, id) = self.send(method, params, None).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{method}");
+        self.events
+            .until(|message| message["id"] == id && message.get("method").is_none())
+            .await
+    }
+
+    async fn new_session(&mut self) -> Value {
+        let cwd = self.cwd.clone();
+        self.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await
+    }
+
+    /// `authenticate` with a bearer token; the answer.
+    async fn authenticate(&mut self, token: &str) -> Value {
+        let params = json!({"methodId": "bearer", "_meta": {"agentacp": {"token": token}}});
+        self.call("authenticate", params).await
+    }
+
+    /// `session`'s stream.
+    async fn session_events(&self, session: &str) -> Events {
+        let opening = self
+            .request(reqwest::Method::GET, Some(session))
+            .header("accept", "text/event-stream");
+        Events::new(opening.send().await.expect("answered"))
+    }
+
+    /// Prompts `text` in a new session; the session's stream and the prompt's id.
+    async fn prompt_in_new_session(&mut self, text: &str) -> (Events, i64) {
+        let session = self.new_session().await["result"]["sessionId"]
+            .as_str()
+            .expect("a session")
+            .to_string();
+        let events = self.session_events(&session).await;
+        let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+        let (status, id) = self.send("session/prompt", params, Some(&session)).await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        (events, id)
+    }
+
+    /// Starts `/wait` in a new session; returns once the turn runs.
+    async fn start_waiting_turn(&mut self) -> (Events, i64) {
+        let (mut events, id) = self.prompt_in_new_session("/wait").await;
+        let running = events.until(|message| message["method"] == "session/update").await;
+        assert_eq!(running["params"]["update"]["content"]["text"], "waiting", "{running}");
+        (events, id)
+    }
+}
+
+/// POSTs `initialize` with `client` (and `bearer`); the status, and the connection's id with
+/// the body.
+async fn initialize_with(
+    server: &Server,
+    client: &reqwest::Client,
+    bearer: Option<&str>,
+) -> (StatusCode, (Option<String>, String)) {
+    let message = request(0, "initialize", json!({"protocolVersion": 1}));
+    let mut posting = client
+        .post(server.url())
+        .header("content-type", "application/json")
+        .body(message.to_string());
+    if let Some(bearer) = bearer {
+        posting = posting.header("authorization", bearer);
+    }
+    let response = posting.send().await.expect("answered");
+    let status = response.status();
+    let id = response
+        .headers()
+        .get("acp-connection-id")
+        .map(|id| id.to_str().unwrap().to_string());
+    (status, (id, response.text().await.unwrap_or_default()))
+}
+
+/// As over WebSocket: a connection opened without a token is served nothing but `initialize`
+/// and `authenticate` until it authenticates; then it acts as the token's identity, and every
+/// record from its login on names it.
+#[tokio::test]
+async fn a_connection_opened_without_a_token_authenticates_with_authenticate() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut peer = Connection::open(&server, None).await;
+    let refused = peer.new_session().await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    let wrong = peer.authenticate("not-a-token").await;
+    assert_eq!(wrong["error"]["code"], -32000, "{wrong}");
+    assert!(
+        !wrong.to_string().contains("not-a-token"),
+        "the answer repeats the token: {wrong}"
+    );
+    let admitted = peer.authenticate(BOB).await;
+    assert!(admitted.get("result").is_some(), "{admitted}");
+    let (mut events, prompt) = peer.prompt_in_new_session("hi").await;
+    let said = events.until(|message| message["method"] == "session/update").await;
+    assert_eq!(said["params"]["update"]["content"]["text"], "hello bob", "{said}");
+    let answer = events.until(|message| message["id"] == prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let records = server.audited();
+    let login = records
+        .iter()
+        .position(|r| r["action"] == "auth.login")
+        .expect("the login is audited");
+    assert_eq!(records[login]["actor"]["id"], "bob", "{}", records[login]);
+    for record in &records[login..] {
+        assert_eq!(record["metadata"]["aip44"]["identity"], "bob", "{record}");
+    }
+    server.shut_down().await;
+}
+
+/// As over WebSocket: a connection that does not authenticate within the auth timeout is
+/// ended (its stream closes, its id is forgotten).
+#[tokio::test]
+async fn a_connection_that_does_not_authenticate_in_time_is_ended() {
+    let server = Server::start(|options| ListenOptions {
+        auth_timeout: Duration::from_millis(300),
+        ..options.tokens(tokens())
+    })
+    .await;
+    let mut idle = Connection::open(&server, None).await;
+    assert!(idle.events.ends().await, "an unauthenticated connection stayed open");
+    let (status, _) = idle.send("session/list", json!({}), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the connection is forgotten");
+    server.shut_down().await;
+}
+
+/// As over WebSocket: a token revoked from the token file cancels the running turn of the
+/// connection it opened (audited `auth.revoked`), and its next request is refused `401`.
+#[tokio::test]
+async fn a_revoked_token_cancels_its_running_turn_and_is_refused_on_the_next_request() {
+    let (_dir, store, file) = token_file(&[("alice", ALICE), ("bob", BOB)]);
+    let server = Server::start(|options| options.tokens(store)).await;
+    let mut alice = Connection::open(&server, Some(ALICE)).await;
+    let (mut events, prompt) = alice.start_waiting_turn().await;
+    write_tokens(&file, &[("bob", BOB)]);
+    let ended = events.until(|message| message["id"] == prompt).await;
+    assert_eq!(ended["result"]["stopReason"], "cancelled", "{ended}");
+    assert!(server.recorded("auth.revoked").await, "the revocation is audited");
+    let (status, _) = alice.send("session/list", json!({}), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    server.shut_down().await;
+}
+
+/// As over WebSocket: past the most connections a new client is answered `503` with a
+/// sentence, and the connections in are served on.
+#[tokio::test]
+async fn connections_over_the_limit_get_503_and_the_others_are_served() {
+    // One TCP connection (HTTP/2) and its ACP connection: both slots.
+    let server = Server::start(|options| ListenOptions {
+        max_connections: 2,
+        ..options
+    })
+    .await;
+    let mut first = Connection::open_with(&server, h2_client(), None).await;
+    let (status, (_, body)) = initialize_with(&server, &server.http, None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("too many connections"), "{body}");
+    let session = first.new_session().await;
+    assert!(session["result"]["sessionId"].is_string(), "{session}");
+    server.shut_down().await;
+}
+
+/// As over WebSocket: one address holds at most its limit of unauthenticated places (`429`
+/// after), a token gets in over it, and a connection that authenticates gives its places
+/// back. Over HTTP the TCP connection its requests came on kept its place after the
+/// `authenticate`, so an address with one such client had one place fewer for good.
+#[tokio::test]
+async fn one_address_holds_no_more_unauthenticated_connections_than_its_limit() {
+    let server = Server::start(|options| ListenOptions {
+        max_unauthenticated_per_address: 2,
+        ..options.tokens(tokens())
+    })
+    .await;
+    // Its TCP connection and its ACP connection: the address's two places.
+    let mut first = Connection::open_with(&server, h2_client(), None).await;
+    let (status, (_, body)) = initialize_with(&server, &h2_client(), None).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let mut alice = Connection::open_with(&server, h2_client(), Some(ALICE)).await;
+    assert!(alice.new_session().await["result"]["sessionId"].is_string());
+    let admitted = first.authenticate(BOB).await;
+    assert!(admitted.get("result").is_some(), "{admitted}");
+    assert!(first.new_session().await["result"]["sessionId"].is_string());
+    let mut second = Connection::open_with(&server, h2_client(), None).await;
+    second.new_session().await;
+    let (status, (_, body)) = initialize_with(&server, &h2_client(), None).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    server.shut_down().await;
+}
+
+/// A browser origin on the list is served; no CORS is: a preflight (`OPTIONS`) is `405`
+/// with `Allow`, and no answer carries `Access-Control-*` headers.
+#[tokio::test]
+async fn an_allowed_origin_is_served_and_cors_is_not() {
+    let server = Server::start(|options| ListenOptions {
+        allowed_origins: vec!["https://editor.example".into()],
+        ..options
+    })
+    .await;
+    let origin = [("origin", "https://editor.example")];
+    let message = request(0, "initialize", json!({"protocolVersion": 1}));
+    let (status, headers, body) = server.post(&message, &origin).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let preflight = server
+        .http
+        .request(reqwest::Method::OPTIONS, server.url())
+        .header("origin", "https://editor.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(preflight.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(preflight.headers()["allow"], "GET, POST, DELETE");
+    for headers in [&headers, preflight.headers()] {
+        assert!(
+            !headers.keys().any(|name| name.as_str().starts_with("access-control-")),
+            "{headers:?}"
+        );
+    }
+    let evil = server
+        .http
+        .request(reqwest::Method::OPTIONS, server.url())
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(evil.status(), StatusCode::FORBIDDEN);
+    server.shut_down().await;
+}
+
+/// As over WebSocket: on shutdown a running turn is answered `cancelled` on its stream, then
+/// every stream ends and nothing more is accepted.
+#[tokio::test]
+async fn shutdown_answers_running_turns_then_ends_every_stream() {
+    let server = Server::start(|options| options).await;
+    let mut peer = Connection::open(&server, None).await;
+    let (mut events, prompt) = peer.start_waiting_turn().await;
+    let addr = server.addr;
+    server.shut_down().await;
+    let answer = events.until(|message| message["id"] == prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert!(events.ends().await, "the session's stream outlived the listener");
+    assert!(
+        peer.events.ends().await,
+        "the connection's stream outlived the listener"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting after shutdown"
+    );
+}
+
+/// The HTTP twin of a WebSocket dropped mid-turn: a connection ended with `DELETE` cancels
+/// its turn, recorded under its identity, and the audit chain verifies.
+#[tokio::test]
+async fn a_connection_deleted_mid_turn_cancels_the_turn_under_its_identity() {
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let mut alice = Connection::open(&server, Some(ALICE)).await;
+    let (_events, _) = alice.start_waiting_turn().await;
+    let deleted = alice.request(reqwest::Method::DELETE, None).send().await.unwrap();
+    assert_eq!(deleted.status(), StatusCode::ACCEPTED);
+    assert!(server.recorded("operator.interrupted").await, "{:?}", server.audited());
+    let records = server.audited();
+    let ended = records.iter().find(|r| r["action"] == "operator.interrupted").unwrap();
+    assert_eq!(ended["metadata"]["aip44"]["identity"], "alice", "{ended}");
+    server.shut_down().await;
+}
+
+/// Reads one HTTP/1.1 response from `stream`: its status line and body (by
+/// `Content-Length`; none without one).
+async fn read_response<S: tokio::io::AsyncBufRead + Unpin>(stream: &mut S) -> (String, String) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    tokio::time::timeout(WAIT, async {
+        let mut status = String::new();
+        stream.read_line(&mut status).await.unwrap();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            stream.read_line(&mut line).await.unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        stream.read_exact(&mut body).await.unwrap();
+        (status.trim().to_string(), String::from_utf8(body).unwrap())
+    })
+    .await
+    .expect("answered in time")
+}
+
+/// A WebSocket upgrade that came after another request on the same kept-alive HTTP/1.1
+/// connection was answered `400` (the listener looked only at the first request's head). It
+/// is upgraded now, with the same checks as a first one: a wrong token is `401` and the
+/// connection serves on; with alice's token the WebSocket is hers.
+#[tokio::test]
+async fn a_websocket_upgrade_after_another_request_on_the_connection_is_upgraded() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio::io::AsyncWriteExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut tcp = tokio::io::BufReader::new(tcp);
+    let body = request(0, "initialize", json!({"protocolVersion": 1})).to_string();
+    let post = format!(
+        "POST /acp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {ALICE}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(post.as_bytes()).await.unwrap();
+    let (status, _) = read_response(&mut tcp).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let upgrade = |token: &str| {
+        format!(
+            "GET /acp HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Authorization: Bearer {token}\r\n\r\n"
+        )
+    };
+    tcp.write_all(upgrade("wrong").as_bytes()).await.unwrap();
+    let (status, body) = read_response(&mut tcp).await;
+    assert_eq!(status, "HTTP/1.1 401 Unauthorized", "{body}");
+    tcp.write_all(upgrade(ALICE).as_bytes()).await.unwrap();
+    let (status, _) = read_response(&mut tcp).await;
+    assert_eq!(status, "HTTP/1.1 101 Switching Protocols");
+    assert!(
+        tcp.buffer().is_empty(),
+        "nothing follows the 101 before the client speaks"
+    );
+    let role = tokio_tungstenite::tungstenite::protocol::Role::Client;
+    let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(tcp.into_inner(), role, None).await;
+    let mut call = async |message: Value| {
+        ws.send(Message::text(message.to_string())).await.unwrap();
+        loop {
+            let next = tokio::time::timeout(WAIT, ws.next()).await.expect("in time");
+            if let Some(Ok(Message::Text(text))) = next {
+                let answer: Value = serde_json::from_str(&text).unwrap();
+                if answer["id"] == message["id"] {
+                    return answer;
+                }
+            } else {
+                panic!("the WebSocket closed: {next:?}");
+            }
+        }
+    };
+    let initialized = call(request(0, "initialize", json!({"protocolVersion": 1}))).await;
+    assert!(initialized["result"]["protocolVersion"].is_number(), "{initialized}");
+    let created = call(request(
+        1,
+        "session/new",
+        json!({"cwd": server.cwd(), "mcpServers": []}),
+    ))
+    .await;
+    assert!(created["result"]["sessionId"].is_string(), "{created}");
+    let login = server
+        .audited()
+        .into_iter()
+        .rfind(|r| r["action"] == "auth.login")
+        .expect("the login is audited");
+    assert_eq!(login["metadata"]["aip44"]["identity"], "alice", "{login}");
+    server.shut_down().await;
+}
+
+/// With TLS the listener offers HTTP/2 and HTTP/1.1 by ALPN: an HTTP client that speaks both
+/// gets HTTP/2 (it got HTTP/1.1: no ALPN was offered), one that speaks HTTP/1.1 only gets
+/// that, and a WebSocket client still upgrades.
+#[tokio::test]
+async fn over_tls_http2_is_agreed_by_alpn_and_http1_and_websocket_still_served() {
+    let certs = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let files = agentacp::websocket::TlsFiles {
+        cert: certs.path().join("cert.pem"),
+        key: certs.path().join("key.pem"),
+    };
+    std::fs::write(&files.cert, certified.cert.pem()).unwrap();
+    std::fs::write(&files.key, certified.signing_key.serialize_pem()).unwrap();
+    let server = Server::start(|options| ListenOptions {
+        tls: Some(files),
+        ..options
+    })
+    .await;
+    let url = format!("https://localhost:{}/acp", server.addr.port());
+    let https = |http1_only: bool| {
+        let builder = reqwest::Client::builder()
+            .resolve("localhost", server.addr)
+            .tls_certs_only([reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).unwrap()])
+            .timeout(WAIT);
+        let builder = if http1_only { builder.http1_only() } else { builder };
+        builder.build().unwrap()
+    };
+    let initialize = request(0, "initialize", json!({"protocolVersion": 1})).to_string();
+    for (http1_only, version) in [(false, reqwest::Version::HTTP_2), (true, reqwest::Version::HTTP_11)] {
+        let response = https(http1_only)
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(initialize.clone())
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!((response.version(), response.status()), (version, StatusCode::OK));
+    }
+    let mut tls = (*agentacp::websocket::client_config(&[certified.cert.der().clone()]).unwrap()).clone();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(tls));
+    let wss = url.replace("https://", "wss://");
+    let connecting = tokio_tungstenite::connect_async_tls_with_config(wss, None, false, Some(connector));
+    let (_, response) = tokio::time::timeout(WAIT, connecting)
+        .await
+        .expect("in time")
+        .expect("a WebSocket client upgrades over TLS");
+    assert_eq!(response.status(), 101);
+    server.shut_down().await;
+}
+
+/// As over WebSocket: on a server whose every slot is taken, a client with a valid token
+/// takes the slots of the oldest connection that has not authenticated (its TCP connection
+/// dropped, its ACP connection ended); with none left to evict it is answered `503`.
+#[tokio::test]
+async fn a_token_on_a_full_server_evicts_the_oldest_unauthenticated_connection() {
+    let server = Server::start(|options| ListenOptions {
+        max_connections: 4,
+        ..options.tokens(tokens())
+    })
+    .await;
+    // Its TCP connection and its ACP connection: the unauthenticated share (half the slots).
+    let mut oldest = Connection::open_with(&server, h2_client(), None).await;
+    let (status, (_, body)) = initialize_with(&server, &h2_client(), None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "over the share: {body}");
+    // The other half taken by bob.
+    let _bob = Connection::open_with(&server, h2_client(), Some(BOB)).await;
+    let mut alice = Connection::open_with(&server, h2_client(), Some(ALICE)).await;
+    assert!(oldest.events.ends().await, "the evicted connection's stream ended");
+    let (status, _) = oldest.send("session/list", json!({}), None).await;
+    assert!(
+        status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE,
+        "the evicted connection is gone: {status}"
+    );
+    assert!(alice.new_session().await["result"]["sessionId"].is_string());
+    let bearer = format!("Bearer {ALICE}");
+    let (status, (_, body)) = initialize_with(&server, &h2_client(), Some(&bearer)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "none left to evict: {body}");
+    server.shut_down().await;
+}
+
+/// As a slow WebSocket upgrade is dropped: a body that does not arrive within the handshake
+/// time is `408`, and a request head left half-sent on a kept-alive connection closes it.
+#[tokio::test]
+async fn a_slow_body_is_408_and_a_half_sent_head_closes_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = Server::start(|options| ListenOptions {
+        handshake_timeout: Duration::from_millis(300),
+        ..options
+    })
+    .await;
+    let body = request(0, "initialize", json!({"protocolVersion": 1})).to_string();
+    let post = format!(
+        "POST /acp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    // A first request answered at once (no agent involved): the connection is kept alive.
+    let first = "GET /acp HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let mut tcp = tokio::io::BufReader::new(tokio::net::TcpStream::connect(server.addr).await.unwrap());
+    tcp.write_all(first.as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut tcp).await.0, "HTTP/1.1 406 Not Acceptable");
+    // A POST whose body is cut short.
+    tcp.write_all(format!("{post}{}", &body[..10]).as_bytes())
+        .await
+        .unwrap();
+    let (status, said) = read_response(&mut tcp).await;
+    assert_eq!(status, "HTTP/1.1 408 Request Timeout", "{said}");
+    // Half a head on a kept-alive connection: closed after the handshake time.
+    let mut tcp = tokio::io::BufReader::new(tokio::net::TcpStream::connect(server.addr).await.unwrap());
+    tcp.write_all(first.as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut tcp).await.0, "HTTP/1.1 406 Not Acceptable");
+    tcp.write_all(b"GET /acp HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(WAIT, tcp.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "a half-sent head kept its connection open");
+    server.shut_down().await;
+}
+
+/// The RFD names the connection on a WebSocket upgrade's `101` too (`Acp-Connection-Id`), as on
+/// an `initialize` POST's `200`; ours said nothing there. Both ways to upgrade are checked: an
+/// upgrade that opens its TCP connection, and one after a POST on a kept-alive one.
+#[tokio::test]
+async fn the_101_of_a_websocket_upgrade_names_a_fresh_connection() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let server = Server::start(|options| options.tokens(tokens())).await;
+    let is_an_id = |id: &str| id.len() == 32 && id.bytes().all(|byte| byte.is_ascii_hexdigit());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let mut upgrade = format!("ws://{}/acp", server.addr).into_client_request().unwrap();
+        let bearer = format!("Bearer {ALICE}").parse().unwrap();
+        upgrade.headers_mut().insert("authorization", bearer);
+        let connecting = tokio_tungstenite::connect_async(upgrade);
+        let (_ws, response) = tokio::time::timeout(WAIT, connecting).await.expect("in time").unwrap();
+        let id = response
+            .headers()
+            .get("acp-connection-id")
+            .expect("an Acp-Connection-Id on the 101");
+        ids.push(id.to_str().unwrap().to_string());
+    }
+    // After a POST on the same TCP connection (hyper's upgrade, not the first-request path).
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut tcp = tokio::io::BufReader::new(tcp);
+    let body = request(0, "initialize", json!({"protocolVersion": 1})).to_string();
+    let post = format!(
+        "POST /acp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {ALICE}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(post.as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut tcp).await.0, "HTTP/1.1 200 OK");
+    let upgrade = format!(
+        "GET /acp HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Authorization: Bearer {ALICE}\r\n\r\n"
+    );
+    tcp.write_all(upgrade.as_bytes()).await.unwrap();
+    let head = tokio::time::timeout(WAIT, async {
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            tcp.read_line(&mut line).await.unwrap();
+            if line.trim().is_empty() {
+                return head;
+            }
+            head.push(line.trim().to_string());
+        }
+    })
+    .await
+    .expect("the 101 in time");
+    assert_eq!(head[0], "HTTP/1.1 101 Switching Protocols", "{head:?}");
+    let named = head.iter().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("acp-connection-id")
+            .then(|| value.trim().to_string())
+    });
+    ids.push(named.unwrap_or_else(|| panic!("an Acp-Connection-Id on the 101: {head:?}")));
+    assert!(ids.iter().all(|id| is_an_id(id)), "{ids:?}");
+    assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "{ids:?}");
 }

@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 #[path = "common/mod.rs"]
 mod common;
 
-use common::listening::{ALICE, BOB, Listening, tokens};
+use common::listening::{ALICE, BOB, Listening, token_file, tokens, write_tokens};
 
 #[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
 struct Remote;
@@ -199,18 +199,6 @@ impl Server {
             .await
             .expect("the upgrade was answered in time")?;
         Ok(Peer { ws, next_id: 0 })
-    }
-
-    /// Whether a record of `action` is written within [`WAIT`] (polled: the audit log is a
-    /// sink, not a channel).
-    async fn recorded(&self, action: &str) -> bool {
-        tokio::time::timeout(WAIT, async {
-            while !self.audited().iter().any(|r| r["action"] == action) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .is_ok()
     }
 
     async fn shut_down(self) {
@@ -865,25 +853,6 @@ async fn alice_with_revocable_token() -> (Server, Peer, impl Fn(), tempfile::Tem
     alice.initialize().await;
     let revoke = move || write_tokens(&file, &[("bob", BOB)]);
     (server, alice, revoke, dir)
-}
-
-/// A token file of these identities and tokens (in a folder of its own), and a store reading
-/// it.
-fn token_file(entries: &[(&str, &str)]) -> (tempfile::TempDir, TokenStore, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens");
-    write_tokens(&file, entries);
-    let store = TokenStore::from_file(&file).unwrap();
-    (dir, store, file)
-}
-
-/// Writes the token file anew (the store reads it again at its next check).
-fn write_tokens(file: &std::path::Path, entries: &[(&str, &str)]) {
-    let lines: String = entries
-        .iter()
-        .map(|(id, token)| format!("{id} {}\n", agentacp::auth::hash_token(token)))
-        .collect();
-    std::fs::write(file, lines).unwrap();
 }
 
 /// Review of #18 (session 25): the token of an `authenticate` was checked when the request was

@@ -165,17 +165,22 @@ impl StdioPeer {
         self.wait_exit()
     }
 
-    /// Waits (within [`TIMEOUT`]) for the program to exit on its own, stdin still open.
+    /// Waits (within [`TIMEOUT`]) for the program to exit: on its own while its stdin is
+    /// still open, or after [`finish`](Self::finish) closed it.
     pub fn wait_exit(&mut self) -> ExitStatus {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait().expect("the program can be waited for") {
                 return status;
             }
-            assert!(
-                Instant::now() < deadline,
-                "the program did not exit within {TIMEOUT:?} of stdin closing"
-            );
+            if Instant::now() >= deadline {
+                let stdin = if self.stdin.is_some() {
+                    "its stdin still open"
+                } else {
+                    "after its stdin was closed"
+                };
+                panic!("the program had not exited after a wait of {TIMEOUT:?} ({stdin})");
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -27,9 +27,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use agentacp::client::{AgentCommand, Client, ClientOptions, PromptEvent, Update};
-use agentacp::wire::default as wire;
-use interop::bench_support::{StreamRun, chunk_notification, median, sdk_stream, serde_pipe_limit};
+use agentacp::client::{AgentCommand, Client, ClientOptions};
+use interop::bench_support::{StreamRun, chunk_notification, median, our_client_stream, sdk_stream, serde_pipe_limit};
 use interop::raw::{Next, RawClient};
 use interop::{AgentDirs, TIMEOUT, peak_rss_kib, release_binary};
 use serde_json::{Value, json};
@@ -53,31 +52,8 @@ async fn ours(binary: &Path) -> StreamRun {
     }
     .with_workspace_root(&dirs.workspace_root);
     let client = Client::connect(command, options).await.expect("connect to echo-server");
-    let session = client.new_session(&dirs.project("p")).await.expect("session/new");
-    let start = Instant::now();
-    let mut turn = client
-        .prompt_text(&session, &format!("/stream {UPDATES} {SIZE}"))
-        .await
-        .expect("session/prompt");
-    let mut updates = 0u64;
-    let stop = loop {
-        match turn.next().await {
-            Some(Ok(PromptEvent::Update(update))) => {
-                if !matches!(update, Update::MessageChunk(_)) || update.text().map(str::len) != Some(SIZE) {
-                    panic!("update {updates}: not a {SIZE}-byte text chunk: {update:?}");
-                }
-                updates += 1;
-            }
-            Some(Ok(PromptEvent::Stop(reason))) => break reason,
-            Some(Ok(other)) => panic!("after {updates} updates, an unexpected event: {other:?}"),
-            Some(Err(error)) => panic!("the stream failed after {updates} updates: {error}"),
-            None => panic!("the stream ended without a stop reason after {updates} updates"),
-        }
-    };
-    let elapsed = start.elapsed();
+    let elapsed = our_client_stream(&client, &dirs.project("p"), UPDATES, SIZE).await;
     let agent_peak_kib = client.pid().and_then(peak_rss_kib).unwrap_or(0);
-    assert_eq!(stop, wire::StopReason::EndTurn, "the stream's stop reason");
-    drop(turn);
     let status = client.close().await;
     assert!(
         status.is_some_and(|s| s.success()),
@@ -85,7 +61,7 @@ async fn ours(binary: &Path) -> StreamRun {
     );
     StreamRun {
         elapsed,
-        updates,
+        updates: UPDATES as u64,
         agent_peak_kib,
     }
 }

@@ -23,7 +23,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use interop::bench_support::median;
+use interop::bench_support::{median, raise_fd_limit};
 use interop::raw::{Next, RawClient};
 use interop::{AgentDirs, AgentProcess, StderrMode, release_binary};
 use serde_json::{Value, json};
@@ -297,20 +297,4 @@ fn main() {
             after_bursts.iter().map(|mib| format!("{mib:.1}")).collect::<Vec<_>>().join(", ")
         );
     });
-}
-
-/// Raises this process's soft limit on open files to `wanted` (or the hard limit).
-fn raise_fd_limit(wanted: u64) {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    if limit.current.is_some_and(|soft| soft < wanted) {
-        let current = limit.maximum.map_or(wanted, |hard| hard.min(wanted));
-        let _ = setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: Some(current),
-                maximum: limit.maximum,
-            },
-        );
-    }
 }

@@ -4,7 +4,11 @@ interop/tests/client_drives_sdk_agents.rs: our client drives it over its stdio, 
 agent written with the Rust SDK (interop/src/bin/sdk-agent.rs) and the TypeScript SDK
 (interop/ts/agent.mjs).
 
-    python agent.py
+    python agent.py                       over its stdin/stdout
+    python agent.py --listen HOST:PORT    served by the SDK's own Streamable HTTP server
+                                          (`acp.http.asgi.create_asgi_app`, under uvicorn)
+                                          at http://HOST:PORT/acp, one agent per
+                                          connection; for interop/tests/http_servers.rs
 
 What it does with a prompt's text:
 - `/permission`: a `tool_call` (pending, kind edit, title write-file), then
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 from typing import Any
 
 import acp
@@ -123,5 +128,33 @@ class SdkAgent:
         await self._say(session_id, text)
 
 
+async def listen(address: str) -> None:
+    """The SDK's ASGI app (a fresh `SdkAgent` per connection) at `/acp` only, under uvicorn
+    (HTTP/1.1; PyPI `uvicorn`, pinned in requirements.txt)."""
+    import uvicorn
+    from acp.http.asgi import create_asgi_app
+
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        sys.exit(f"agent.py: --listen wants HOST:PORT, not {address!r}")
+    app = create_asgi_app(lambda conn: SdkAgent())
+
+    async def only_acp(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket") and scope.get("path") != "/acp":
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b"not found: the endpoint is /acp\n"})
+            return
+        await app(scope, receive, send)
+
+    print(f"sdk-agent-py: listening on http://{address}/acp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(only_acp, host=host, port=int(port), log_level="warning", lifespan="off")
+    await uvicorn.Server(config).serve()
+
+
 if __name__ == "__main__":
-    asyncio.run(acp.run_agent(SdkAgent()))
+    if len(sys.argv) == 3 and sys.argv[1] == "--listen":
+        asyncio.run(listen(sys.argv[2]))
+    elif len(sys.argv) == 1:
+        asyncio.run(acp.run_agent(SdkAgent()))
+    else:
+        sys.exit("usage: python agent.py [--listen HOST:PORT]")

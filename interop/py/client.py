@@ -16,6 +16,14 @@ on PyPI `websockets`) connects to it instead, without a token on the upgrade; af
 `methodId` `bearer` and the token of `SCENARIO_TOKEN` in `_meta.agentacp.token` (step
 `authenticate`); before that, `websockets` alone tries a wrong token (`refused_wrong_token`)
 and a foreign origin (`refused_origin`): `{"step": NAME, "status": <the HTTP status>}`.
+When AGENT is an `http://` URL, the SDK's own Streamable HTTP transport
+(`acp.http.create_http_stream`, on PyPI `httpx`) connects to it with `Authorization: Bearer`
+and the token of `SCENARIO_TOKEN` on every request; before that, `httpx` alone POSTs an
+`initialize` with a wrong token (`refused_wrong_token`) and one with a foreign origin
+(`refused_origin`); after the steps, `resume` (`session/resume` of the session: `ok`, `error`
+or `failure`) and `after_resume` (a prompt); at the end (`http_exchanges`) every request the SDK made is listed as
+`{"method", "status", "type", "session", "rpc", "version"}` in `exchanges`. It speaks HTTP/2
+only (h2c, prior knowledge), through an `httpx` client given to the SDK.
 The agent's environment gets every `AGENTACP_*` variable of this one. `SCENARIO_CWD` is the
 sessions' cwd (inside the workspace root), `SCENARIO_OUTSIDE` a folder outside it,
 `SCENARIO_TRANSCRIPT` (optional) a file that receives every wire message, one JSON line each:
@@ -97,6 +105,10 @@ class Wire:
                 self.method_of[message["id"]] = method
                 if method == "session/prompt":
                     self.current_prompt = message["id"]
+                elif method in ("session/load", "session/resume"):
+                    # What such a request brings (a replay, the slash commands) belongs to no
+                    # prompt.
+                    self.current_prompt = None
             elif method is None and message.get("id") in self.permission_events:
                 answer = message.get("result", {"error": message.get("error")})
                 self.permission_events[message["id"]]["answer"] = answer
@@ -226,6 +238,19 @@ class Scenario:
             return
         emit({"step": "authenticate", "ok": True})
 
+    async def resume(self, step: str, session_id: str) -> None:
+        """`session/resume` of `session_id`: `ok`, or `error` (a JSON-RPC error) or `failure`
+        (the transport's, e.g. an HTTP status it did not expect)."""
+        try:
+            await asyncio.wait_for(self.conn.resume_session(session_id=session_id, cwd=self.cwd), TIMEOUT)
+        except acp.RequestError as error:
+            emit({"step": step, "error": error_of(error)})
+            return
+        except Exception as error:  # noqa: BLE001 - reported to the test, which fails
+            emit({"step": step, "failure": f"{type(error).__name__}: {error}"})
+            return
+        emit({"step": step, "ok": True})
+
     async def new_session(self, step: str, cwd: str) -> str | None:
         try:
             response = await asyncio.wait_for(self.conn.new_session(cwd=cwd, mcp_servers=[]), TIMEOUT)
@@ -280,7 +305,8 @@ class Scenario:
         await self.prompt("after_cancel", session_id, "still here after cancel")
 
 
-async def run_steps(name: str, scenario: Scenario, token: str | None = None) -> None:
+async def run_steps(name: str, scenario: Scenario, token: str | None = None) -> str | None:
+    """Every step of scenario `name`; the session they ran in."""
     await scenario.initialize()
     if token is not None:
         # Over a WebSocket without a token on the upgrade: refused until `authenticate`.
@@ -288,7 +314,7 @@ async def run_steps(name: str, scenario: Scenario, token: str | None = None) -> 
         await scenario.authenticate(token)
     session = await scenario.new_session("new_session", scenario.cwd)
     if session is None:
-        return
+        return None
     await scenario.prompt("echo", session, "hello from the python sdk")
     if name == "basic":
         await scenario.prompt("stream", session, "/stream 200 32")
@@ -306,6 +332,7 @@ async def run_steps(name: str, scenario: Scenario, token: str | None = None) -> 
             await scenario.prompt("hidden", session, "/tool run-tests {}", "allow_once")
     await scenario.cancel_forever(session)
     await scenario.new_session("new_session_outside", scenario.outside)
+    return session
 
 
 async def refused_upgrade(step: str, url: str, headers: dict[str, str]) -> None:
@@ -336,6 +363,63 @@ async def run_websocket(name: str, url: str, client: InteropClient, wire: Wire) 
         await asyncio.wait_for(conn.close(), TIMEOUT)
 
 
+async def refused_initialize(step: str, url: str, headers: dict[str, str]) -> None:
+    """An `initialize` POST with `headers`, through `httpx` alone: the HTTP status it got."""
+    import httpx
+
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+        response = await http.post(url, json=initialize, headers=headers)
+    emit({"step": step, "status": response.status_code})
+
+
+async def run_http(name: str, url: str, client: InteropClient, wire: Wire) -> None:
+    import httpx
+    from acp.http import create_http_stream
+
+    token = os.environ["SCENARIO_TOKEN"]
+    bearer = {"Authorization": f"Bearer {token}"}
+    await refused_initialize("refused_wrong_token", url, {"Authorization": "Bearer not-the-token"})
+    await refused_initialize("refused_origin", url, {**bearer, "Origin": "https://evil.example"})
+    exchanges: list[dict[str, Any]] = []
+
+    async def record(response: httpx.Response) -> None:
+        request = response.request
+        rpc = None
+        if request.content:
+            rpc = json.loads(request.content).get("method", "(response)")
+        exchanges.append(
+            {
+                "method": request.method,
+                "status": response.status_code,
+                "type": response.headers.get("content-type"),
+                "session": request.headers.get("acp-session-id"),
+                "rpc": rpc,
+                "version": response.http_version,
+            }
+        )
+
+    # As the SDK makes its own (no read timeout: the SSE streams are long-lived), but HTTP/2
+    # only (h2c with prior knowledge: over http:// the SDK's own would speak HTTP/1.1), with a
+    # hook that sees every answer.
+    http = httpx.AsyncClient(
+        http1=False, http2=True, timeout=httpx.Timeout(None), event_hooks={"response": [record]}
+    )
+    transport = create_http_stream(url, client=http, headers=bearer)
+    conn = acp.connect_to_agent(client, transport, observers=[wire])
+    try:
+        scenario = Scenario(conn, client, wire)
+        session = await run_steps(name, scenario)
+        if session is not None:
+            # The SDK sends no Acp-Session-Id with `session/resume` (only params.sessionId).
+            await scenario.resume("resume", session)
+            await scenario.prompt("after_resume", session, "still here after resume")
+    finally:
+        await asyncio.wait_for(conn.close(), TIMEOUT)
+        await http.aclose()
+    emit({"step": "http_exchanges", "exchanges": exchanges})
+
+
 def emit_exit(wire: Wire, returncode: int | None) -> None:
     emit(
         {
@@ -360,9 +444,10 @@ async def main(argv: list[str]) -> int:
     status = 0
     step = "spawn"
     try:
-        if command.startswith(("ws://", "wss://")):
+        if command.startswith(("ws://", "wss://", "http://", "https://")):
             step = "scenario"
-            await run_websocket(name, command, client, wire)
+            run = run_websocket if command.startswith("ws") else run_http
+            await run(name, command, client, wire)
             emit_exit(wire, None)
             return 0
         async with acp.spawn_agent_process(

@@ -6,6 +6,9 @@
 //!   serde_json into an OS pipe on one thread, read and parsed back line by line on another.
 //! - [`chunk_notification`]: one `session/update` of `/stream`, as the official SDK's types,
 //!   serialising to the JSON echo-server sends.
+//! - [`raise_fd_limit`]: room for the many connections of the remote benchmarks.
+//! - [`our_client_stream`]: our client (`agentacp::client::Client`, over any transport)
+//!   consumes `/stream N SIZE` and checks every chunk.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -134,4 +137,57 @@ pub async fn sdk_stream(binary: &Path, updates: usize, size: usize) -> StreamRun
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
     values[values.len() / 2]
+}
+
+/// Raises this process's soft limit on open files to `wanted` (or the hard limit).
+pub fn raise_fd_limit(wanted: u64) {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some_and(|soft| soft < wanted) {
+        let current = limit.maximum.map_or(wanted, |hard| hard.min(wanted));
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(current),
+                maximum: limit.maximum,
+            },
+        );
+    }
+}
+
+/// Our client, connected to an agent that has `/stream` (over stdio or a remote profile),
+/// opens a session in `cwd` and consumes `/stream {updates} {size}`: the time from sending
+/// the prompt to its stop reason. Panics unless exactly `updates` text chunks of `size` bytes
+/// arrive and the turn ends `end_turn`.
+pub async fn our_client_stream(client: &agentacp::client::Client, cwd: &Path, updates: usize, size: usize) -> Duration {
+    use agentacp::client::{PromptEvent, Update};
+    let session = client.new_session(cwd).await.expect("session/new");
+    let start = Instant::now();
+    let mut turn = client
+        .prompt_text(&session, &format!("/stream {updates} {size}"))
+        .await
+        .expect("session/prompt");
+    let mut counted = 0usize;
+    let stop = loop {
+        match turn.next().await {
+            Some(Ok(PromptEvent::Update(update))) => {
+                if !matches!(update, Update::MessageChunk(_)) || update.text().map(str::len) != Some(size) {
+                    panic!("update {counted}: not a {size}-byte text chunk: {update:?}");
+                }
+                counted += 1;
+            }
+            Some(Ok(PromptEvent::Stop(reason))) => break reason,
+            Some(Ok(other)) => panic!("after {counted} updates, an unexpected event: {other:?}"),
+            Some(Err(error)) => panic!("the stream failed after {counted} updates: {error}"),
+            None => panic!("the stream ended without a stop reason after {counted} updates"),
+        }
+    };
+    let elapsed = start.elapsed();
+    assert_eq!(
+        stop,
+        agentacp::wire::default::StopReason::EndTurn,
+        "the stream's stop reason"
+    );
+    assert_eq!(counted, updates, "updates counted");
+    elapsed
 }

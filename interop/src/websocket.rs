@@ -1,5 +1,6 @@
 //! A server serving ACP over a WebSocket (`--listen 127.0.0.1:PORT`, see `docs/remote.md`) for
-//! the tests whose official SDK clients connect to it (`tests/ts_sdk.rs`, `tests/py_sdk.rs`).
+//! the tests whose official SDK clients connect to it (`tests/ts_sdk.rs`, `tests/py_sdk.rs`),
+//! and the SDK agents' own HTTP servers that our client dials (`tests/http_servers.rs`).
 
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -39,6 +40,13 @@ impl WsServer {
     /// machine; then it is reached on loopback). A server that listens beyond loopback wants
     /// a token: give it one in `env`.
     pub fn start_on(binary: &Path, env: &[(&str, OsString)], address: Ipv4Addr) -> Self {
+        Self::start_program(binary, &[], env, address)
+    }
+
+    /// [`WsServer::start_on`] for `program ARGS --listen ADDRESS:PORT` (a script under its
+    /// interpreter: `node http-agent.mjs`, say).
+    pub fn start_program(program: &Path, args: &[OsString], env: &[(&str, OsString)], address: Ipv4Addr) -> Self {
+        let binary = program;
         let host = if address.is_unspecified() {
             Ipv4Addr::LOCALHOST
         } else {
@@ -49,6 +57,7 @@ impl WsServer {
             let port = free_port();
             let stderr = tempfile::NamedTempFile::new().expect("a temporary stderr file");
             let child = Command::new(binary)
+                .args(args)
                 .arg("--listen")
                 .arg(format!("{address}:{port}"))
                 .envs(env.iter().map(|(k, v)| (k, v)))
@@ -96,6 +105,11 @@ impl WsServer {
     /// `ws://127.0.0.1:PORT/acp` (or the one address it listens on).
     pub fn url(&self) -> String {
         format!("ws://{}:{}/acp", self.host, self.port)
+    }
+
+    /// The server's process id (its memory is read from `/proc/PID/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the process is still running.

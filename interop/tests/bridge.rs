@@ -2,16 +2,25 @@
 //! (`examples/bridge`, `kind: bridge`) ↔ our governed server (`examples/governed-server`):
 //! a whole session crosses the bridge, the bridge's governance hides and refuses what its
 //! manifest does not allow, and both audit logs verify. And the bridge fed one `initialize`
-//! and then end of input, as `printf … | governance-bridge` does.
+//! and then end of input, as `printf … | governance-bridge` does; and `governance-bridge
+//! --listen` driven by our client over WebSocket and over Streamable HTTP.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{PermissionOptionKind, StopReason};
 use agentacp::audit::verify_file;
+use agentacp::client::{Client, ClientOptions, PermissionDecision, Update};
+use agentacp::websocket::Dial;
+use agentacp::wire::default as wire;
 use interop::raw::{Next, RawClient};
 use interop::sdk::{Event, Options, PermissionPolicy, SdkClient};
 use interop::{AgentDirs, AgentProcess, StderrMode, example_binary};
 use serde_json::{Value, json};
+
+#[path = "common/turns.rs"]
+mod turns;
+use turns::{chunks, prompt};
 
 /// Starts the bridge (which starts the governed server beside it) with its audit log at
 /// `bridge_audit` and the server's at `dirs.audit_log`.
@@ -405,4 +414,138 @@ async fn behind_the_example_bridge_sessions_are_listed_closed_and_resumed() {
         assert!(actions.iter().any(|a| a == action), "{action} not audited: {actions:?}");
     }
     verify_file(&bridge_audit).expect("the bridge's audit log verifies");
+}
+
+/// Issue #47: `governance-bridge --listen` serves editors over WebSocket and over Streamable
+/// HTTP on its one listener, each connection a bridge in front of its own governed server
+/// (over stdio). Our client (`Client::connect_remote`: `connect_websocket` for `ws://`,
+/// `connect_http` for `http://`), with the bridge's token, has one conversation over each: a
+/// prompt's streamed chunks, a write the bridge asks the editor about (approved), `run-tests`
+/// the bridge's governance denies without asking, and `close`. The bridge exits 0 at SIGTERM,
+/// its audit log verifies, and every record names the token's identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_reaches_a_listening_bridge_over_websocket_and_streamable_http() {
+    const IDENTITY: &str = "editor-afar";
+    for scheme in ["ws", "http"] {
+        let dirs = AgentDirs::new();
+        let bridge_audit = dirs.state_dir.join("bridge-audit.jsonl");
+        let token = interop::websocket::test_token();
+        let mut env = dirs.bridge_env(&bridge_audit);
+        env.push(("AGENTACP_TOKEN", token.clone().into()));
+        env.push(("AGENTACP_TOKEN_IDENTITY", IDENTITY.into()));
+        let mut bridge = interop::websocket::WsServer::start(&example_binary("governance-bridge"), &env);
+        let dial = Dial::new(format!("{scheme}://127.0.0.1:{}/acp", bridge.port)).token(token);
+        let context = |bridge: &interop::websocket::WsServer| {
+            format!("over {scheme}://\n--- bridge stderr\n{}", bridge.stderr_text())
+        };
+        tokio::time::timeout(TURNS_WAIT, through_a_listening_bridge(dial, &dirs))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the conversation did not end within {TURNS_WAIT:?} {}",
+                    context(&bridge)
+                )
+            });
+        // SIGTERM: the bridge drains, ends its governed server, and exits 0.
+        bridge.terminate();
+        let status = bridge.wait_exit(TURNS_WAIT);
+        assert!(status.is_some_and(|s| s.success()), "{status:?} {}", context(&bridge));
+
+        verify_file(&bridge_audit).expect("the bridge's audit log verifies");
+        let records = records(&bridge_audit);
+        let others: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["metadata"]["aip44"]["identity"] != IDENTITY)
+            .collect();
+        assert!(
+            !records.is_empty() && others.is_empty(),
+            "records without the identity {IDENTITY:?} over {scheme}://: {others:#?}"
+        );
+        let approval = |tool: &str| -> Value {
+            records
+                .iter()
+                .find(|r| r["metadata"]["aip44"]["audit-event-kind"] == "tool-call" && r["metadata"]["aip44"]["tool"] == tool)
+                .unwrap_or_else(|| panic!("no tool-call record for {tool} over {scheme}://"))["metadata"]["aip44"]
+                ["approval"]
+                .clone()
+        };
+        assert!(
+            approval("write-file")["approvedBy"]
+                .as_str()
+                .is_some_and(|by| by.starts_with("client:")),
+            "{}",
+            approval("write-file")
+        );
+        assert_eq!(approval("run-tests")["deniedBy"], "governance");
+    }
+}
+
+/// The bound on one conversation with a listening bridge, and on its exit.
+const TURNS_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The conversation of [`our_client_reaches_a_listening_bridge_over_websocket_and_streamable_http`]
+/// over `dial`.
+async fn through_a_listening_bridge(dial: Dial, dirs: &AgentDirs) {
+    let cwd = dirs.project("p");
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = Arc::clone(&asked);
+    let options = ClientOptions::default()
+        .with_workspace_root(dirs.workspace_root.clone())
+        .with_permission(move |request: wire::RequestPermissionRequest| {
+            let request = serde_json::to_value(&request).unwrap_or_default();
+            let title = request["toolCall"]["title"].as_str().unwrap_or_default().to_string();
+            record.lock().expect("lock").push(title);
+            async { PermissionDecision::Approve }
+        });
+    let client = Client::connect_remote(dial, options)
+        .await
+        .unwrap_or_else(|e| panic!("connecting failed: {e}"));
+    let init = serde_json::to_value(client.initialize_response()).unwrap();
+    assert_eq!(init["agentInfo"]["name"], "governance-bridge", "{init}");
+    assert_eq!(
+        init["_meta"]["aip44"]["downstream"]["name"], "governed-server",
+        "{init}"
+    );
+    let session = client
+        .new_session(&cwd)
+        .await
+        .unwrap_or_else(|e| panic!("session/new failed: {e}"));
+
+    let (updates, stop) = prompt(&client, &session, "hello through the bridge").await;
+    assert_eq!(stop, wire::StopReason::EndTurn);
+    assert!(
+        chunks(&updates).concat().contains("hello through the bridge"),
+        "{updates:#?}"
+    );
+
+    // Writing: the bridge asks the editor (approved), the server runs it.
+    let (_, stop) = prompt(
+        &client,
+        &session,
+        r#"/tool write-file {"path":"out.txt","content":"via a listening bridge"}"#,
+    )
+    .await;
+    assert_eq!(stop, wire::StopReason::EndTurn);
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("out.txt")).unwrap(),
+        "via a listening bridge"
+    );
+    assert_eq!(*asked.lock().expect("lock"), ["write-file"]);
+
+    // Running tests: the bridge's manifest does not list the tool; it refuses the permission
+    // itself, and the editor neither sees the call nor is asked.
+    let (updates, stop) = prompt(&client, &session, "/tool run-tests {}").await;
+    assert_eq!(stop, wire::StopReason::EndTurn);
+    assert!(
+        !updates
+            .iter()
+            .any(|u| matches!(u, Update::ToolCall(_) | Update::ToolCallUpdate(_))),
+        "a denied tool never reaches the editor: {updates:#?}"
+    );
+    assert!(
+        chunks(&updates).iter().any(|t| t.starts_with("rejected")),
+        "the server reports the refusal: {updates:#?}"
+    );
+    assert_eq!(*asked.lock().expect("lock"), ["write-file"]);
+    client.close().await;
 }

@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use agentacp::client::{
-    AgentCommand, Builtin, Client, ClientOptions, PermissionDecision, PromptEvent, PromptStream, Update,
-};
+use agentacp::client::{AgentCommand, Builtin, Client, ClientOptions, PermissionDecision, PromptEvent, Update};
 use agentacp::wire::default as wire;
+
+#[path = "common/turns.rs"]
+mod turns;
+use turns::{chunks, finish_turn, prompt};
 
 /// The bound on each test's body (the agent's start included: Node and Python are slow to
 /// start on a loaded machine).
@@ -157,42 +159,6 @@ fn not_a_zombie(pid: u32) -> bool {
             .rsplit_once(')')
             .is_some_and(|(_, rest)| rest.trim_start().as_bytes().first() != Some(&b'Z')),
     }
-}
-
-/// Reads the turn to its end: every update, then the stop reason.
-async fn finish_turn(mut turn: PromptStream) -> (Vec<Update>, wire::StopReason) {
-    let mut updates = Vec::new();
-    while let Some(event) = turn.next().await {
-        let event = event.unwrap_or_else(|e| panic!("the turn failed after {updates:#?}: {e}"));
-        match event {
-            PromptEvent::Update(update) => updates.push(update),
-            PromptEvent::Stop(reason) => {
-                assert!(turn.next().await.is_none(), "an event after the stop");
-                return (updates, reason);
-            }
-            // Other events (`Replay`, `Loaded`: those of `session/load`) are not expected here.
-            other => panic!("unexpected event {other:?} after {updates:#?}"),
-        }
-    }
-    panic!("the turn ended without a stop reason after {updates:#?}");
-}
-
-/// The texts of the message chunks among `updates`, in order.
-fn chunks(updates: &[Update]) -> Vec<&str> {
-    updates
-        .iter()
-        .filter(|u| matches!(u, Update::MessageChunk(_)))
-        .filter_map(Update::text)
-        .collect()
-}
-
-/// Sends `text` in `session` and reads the turn to its end.
-async fn prompt(client: &Client, session: &wire::SessionId, text: &str) -> (Vec<Update>, wire::StopReason) {
-    let turn = client
-        .prompt_text(session, text)
-        .await
-        .unwrap_or_else(|e| panic!("sending the prompt {text:?} failed: {e}"));
-    finish_turn(turn).await
 }
 
 // ---- the scenarios ---------------------------------------------------------------------------

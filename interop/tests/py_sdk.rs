@@ -11,6 +11,11 @@
 //! on the upgrade: refused `-32000` until `authenticate`; a wrong token and a foreign `Origin`
 //! refused `401` and `403` first; the audit log names the token's identity in every record.
 //!
+//! `governed_server_over_streamable_http_with_the_python_sdk` (issue #47): the same through the
+//! SDK's Streamable HTTP transport (`acp.http.create_http_stream`) with the token in the header,
+//! plus a `session/resume` (which the SDK sends without `Acp-Session-Id`) and a list of every
+//! HTTP request it made and how it was answered.
+//!
 //! Skipped, saying so, without a Python that can `import acp` (see
 //! [`interop::python_with_acp`]). On failure: the script's output, the wire transcript (both
 //! directions) and the agent's stderr.
@@ -33,7 +38,7 @@ const DEADLINE: Duration = Duration::from_secs(240);
 /// The `clientInfo.name` the script gives (audited as `client:<name>`).
 const CLIENT: &str = "client:agentacp-interop-py";
 
-/// The identity `governed-server` gives the token in the WebSocket test.
+/// The identity `governed-server` gives the token in the WebSocket and HTTP tests.
 const IDENTITY: &str = "py-editor";
 
 fn client_script() -> PathBuf {
@@ -462,31 +467,45 @@ fn governed_server_with_the_python_sdk() {
     });
 }
 
-#[test]
-fn governed_server_over_websocket_with_the_python_sdk() {
-    let Some(python) = python() else { return };
+/// The venv's Python, if it can import `module` too (else the test skips, saying so).
+fn python_with(module: &str) -> Option<PathBuf> {
+    let python = python()?;
     let imports = Command::new(&python)
-        .args(["-c", "import websockets"])
+        .args(["-c", &format!("import {module}")])
         .output()
         .is_ok_and(|out| out.status.success());
     if !imports {
         interop::skip_without_peer(&format!(
-            "{} cannot `import websockets` (pip install -r interop/py/requirements.txt)",
+            "{} cannot `import {module}` (pip install -r interop/py/requirements.txt)",
             python.display()
         ));
-        return;
+        return None;
     }
+    Some(python)
+}
+
+/// A remote run of the governed scenario: `governed-server --listen` with a token of
+/// [`IDENTITY`], and what the script reported reaching it at its URL with `scheme` (`ws` or
+/// `http`).
+struct Remote {
+    dirs: AgentDirs,
+    cwd: PathBuf,
+    server: WsServer,
+    run: Run,
+}
+
+fn run_remote(python: &Path, scheme: &str) -> Remote {
     let dirs = AgentDirs::new();
     let cwd = dirs.project("p");
     let token = test_token();
     let mut env = dirs.env();
     env.push(("AGENTACP_TOKEN", token.clone().into()));
     env.push(("AGENTACP_TOKEN_IDENTITY", IDENTITY.into()));
-    let mut server = WsServer::start(&example_binary("governed-server"), &env);
-    let url = OsString::from(server.url());
+    let server = WsServer::start(&example_binary("governed-server"), &env);
+    let url = OsString::from(server.url().replacen("ws", scheme, 1));
     let script_env = [("SCENARIO_TOKEN", OsString::from(&token))];
     let run = run(
-        &python,
+        python,
         "governed",
         &url,
         &script_env,
@@ -494,8 +513,7 @@ fn governed_server_over_websocket_with_the_python_sdk() {
         &dirs.outside(),
         Some(&server),
     );
-
-    // `websockets` alone: a wrong token on the upgrade, and a browser's foreign origin.
+    // Alone (`websockets` or `httpx`): a wrong token, and a browser's foreign origin.
     for (step, status) in [("refused_wrong_token", 401), ("refused_origin", 403)] {
         let line = run.step(step);
         run.check(
@@ -503,9 +521,34 @@ fn governed_server_over_websocket_with_the_python_sdk() {
             format!("{step}: want HTTP {status}, got {line}"),
         );
     }
+    Remote { dirs, cwd, server, run }
+}
+
+impl Remote {
+    /// The echo, the tools and cancel as over stdio; the server outlives its client; the audit
+    /// log holds the editor's approvals and names [`IDENTITY`] in every record.
+    fn check_session_and_audit(mut self) {
+        let run = &self.run;
+        check_common(run);
+        check_governed_tools(run, &self.cwd);
+        run.check(self.server.is_running(), "the server exited when its client left");
+        check_audit_log(&self.dirs.audit_log, |records| {
+            editor_approvals(records) && delete_repo_denied(records)
+        });
+        check_identity_in_audit_log(&self.dirs.audit_log, IDENTITY);
+    }
+}
+
+#[test]
+fn governed_server_over_websocket_with_the_python_sdk() {
+    let Some(python) = python_with("websockets") else {
+        return;
+    };
+    let remote = run_remote(&python, "ws");
+    let run = &remote.run;
     // The token's method is offered (with `logout`, so the capabilities are not exactly the
     // stdio ones); nothing but `authenticate` is served before it.
-    check_initialize(&run, "governed-server", "governance-aware", None);
+    check_initialize(run, "governed-server", "governance-aware", None);
     let init = run.step("initialize");
     run.check(
         init["result"]["authMethods"]
@@ -523,14 +566,58 @@ fn governed_server_over_websocket_with_the_python_sdk() {
         auth["ok"] == true,
         format!("authenticate with the token in _meta: {auth}"),
     );
+    remote.check_session_and_audit();
+}
 
-    check_common(&run);
-    check_governed_tools(&run, &cwd);
-    run.check(server.is_running(), "the server exited when its client left");
-    check_audit_log(&dirs.audit_log, |records| {
-        editor_approvals(records) && delete_repo_denied(records)
-    });
-    check_identity_in_audit_log(&dirs.audit_log, IDENTITY);
+/// Issue #47: the SDK's Streamable HTTP client (`acp.http.create_http_stream`, on `httpx`)
+/// with the token in `Authorization` on every request, over HTTP/2 (h2c, prior knowledge). Its `session/resume` carries the
+/// session in `params.sessionId` only (the SDK sends `Acp-Session-Id` with prompt, cancel,
+/// close, set_mode and set_config_option alone): served, as the official Rust server does.
+#[test]
+fn governed_server_over_streamable_http_with_the_python_sdk() {
+    let Some(python) = python_with("httpx") else { return };
+    let remote = run_remote(&python, "http");
+    let run = &remote.run;
+    check_initialize(run, "governed-server", "governance-aware", None);
+    let resume = run.step("resume");
+    run.check(
+        resume["ok"] == true,
+        format!("session/resume without Acp-Session-Id (params.sessionId names it): {resume}"),
+    );
+    let after = run.prompt("after_resume", "end_turn");
+    run.check(
+        texts(after).concat() == "still here after resume",
+        format!("the prompt after resume echoed {:?}", texts(after)),
+    );
+    // Every request the SDK made was answered as the RFD says.
+    let exchanges = run.step("http_exchanges")["exchanges"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let expected = |e: &Value| match e["method"].as_str() {
+        Some("POST") if e["rpc"] == "initialize" => e["status"] == 200,
+        Some("POST") | Some("DELETE") => e["status"] == 202,
+        Some("GET") => e["status"] == 200 && e["type"].as_str().is_some_and(|t| t.starts_with("text/event-stream")),
+        _ => false,
+    };
+    let wrong: Vec<&Value> = exchanges
+        .iter()
+        .filter(|e| !expected(e) || e["version"] != "HTTP/2")
+        .collect();
+    run.check(
+        wrong.is_empty(),
+        format!("answered otherwise than the RFD says, or not over HTTP/2: {wrong:?}"),
+    );
+    let session_streams = exchanges
+        .iter()
+        .filter(|e| e["method"] == "GET" && e["session"].is_string())
+        .count();
+    let deletes = exchanges.iter().filter(|e| e["method"] == "DELETE").count();
+    run.check(
+        session_streams >= 1 && deletes == 1,
+        format!("{session_streams} session streams and {deletes} DELETEs: {exchanges:?}"),
+    );
+    remote.check_session_and_audit();
 }
 
 #[test]

@@ -12,7 +12,13 @@
 //! token in the `Authorization` header, once through the SDK's own `createWebSocketStream`
 //! without it (`session/new` refused `-32000`, then `authenticate` with the token in `_meta`);
 //! both first see a wrong token refused `401` and a foreign `Origin` `403`, and the audit log
-//! then names the token's identity in every record of the connection.
+//! then names the token's identity in every record of the connection. The SDK's
+//! `createWebSocketStream` also runs with the token in the header.
+//!
+//! Issue #47: the same scenario over Streamable HTTP on the same `/acp` endpoint, through the
+//! SDK's `createHttpStream` (`experimental/http-client`), with the token in `Authorization` on
+//! every request or with `authenticate`; every request it made must have been answered as the
+//! RFD says (`initialize` 200, other POSTs 202, SSE GETs 200, DELETE 202).
 //!
 //! Skipped, saying so, when `node` is not on `PATH` or `npm ci --prefix interop/ts` has not
 //! been run (`interop/ts/node_modules` is absent).
@@ -139,16 +145,25 @@ fn run_and_check(command: &mut Command, extra: &[&str], server_stderr: impl Fn()
 /// The identity `governed-server` gives the token in the WebSocket tests.
 const IDENTITY: &str = "ts-editor";
 
-/// Runs the governed scenario over a WebSocket to `governed-server --listen` (`auth`:
-/// `header` or `authenticate`; `stream`: `ndjson` or `sdk`, see `scenario.mjs`), then checks
-/// that the audit log names [`IDENTITY`] in every record of the connection.
-fn run_over_websocket(auth: &str, stream: &str) {
+/// How the scenario reaches `governed-server --listen`.
+#[derive(Debug, Clone, Copy)]
+enum Remote {
+    /// Over a WebSocket; `stream` is `ndjson` or `sdk` (see `scenario.mjs`).
+    WebSocket { stream: &'static str },
+    /// Over Streamable HTTP, through the SDK's `createHttpStream`.
+    Http,
+}
+
+/// Runs the governed scenario against `governed-server --listen` over `remote` (`auth`:
+/// `header` or `authenticate`), then checks that the audit log names [`IDENTITY`] in every
+/// record of the connection.
+fn run_remote(remote: Remote, auth: &str) {
     if let Some(why) = skip_reason() {
         interop::skip_without_peer(&why);
         return;
     }
     let ws = ts_dir().join("node_modules/ws");
-    if !ws.is_dir() {
+    if matches!(remote, Remote::WebSocket { .. }) && !ws.is_dir() {
         interop::skip_without_peer(&format!(
             "{} is absent (run `npm ci --prefix interop/ts`)",
             ws.display()
@@ -165,11 +180,15 @@ fn run_over_websocket(auth: &str, stream: &str) {
     let mut server = WsServer::start(&binary, &env);
 
     let mut command = Command::new("node");
+    command.arg(ts_dir().join("scenario.mjs"));
+    match remote {
+        Remote::WebSocket { stream } => command
+            .arg(format!("--ws={}", server.url()))
+            .arg(format!("--stream={stream}")),
+        Remote::Http => command.arg(format!("--http={}", server.url().replacen("ws://", "http://", 1))),
+    };
     command
-        .arg(ts_dir().join("scenario.mjs"))
-        .arg(format!("--ws={}", server.url()))
         .arg(format!("--auth={auth}"))
-        .arg(format!("--stream={stream}"))
         .arg("--governed")
         .current_dir(ts_dir())
         .env("SCENARIO_TOKEN", &token)
@@ -179,6 +198,9 @@ fn run_over_websocket(auth: &str, stream: &str) {
     let mut extra = vec!["refused-wrong-token", "refused-origin", "connect"];
     if auth == "authenticate" {
         extra.extend(["auth-required", "authenticate"]);
+    }
+    if matches!(remote, Remote::Http) {
+        extra.push("http-exchanges");
     }
     extra.extend(GOVERNED_STEPS);
     run_and_check(&mut command, &extra, || server.stderr_text());
@@ -202,10 +224,28 @@ fn governed_server_with_the_typescript_sdk() {
 
 #[test]
 fn governed_server_over_websocket_with_the_token_in_the_header() {
-    run_over_websocket("header", "ndjson");
+    run_remote(Remote::WebSocket { stream: "ndjson" }, "header");
+}
+
+#[test]
+fn governed_server_over_websocket_with_the_sdk_client_and_the_token_in_the_header() {
+    run_remote(Remote::WebSocket { stream: "sdk" }, "header");
 }
 
 #[test]
 fn governed_server_over_websocket_with_authenticate() {
-    run_over_websocket("authenticate", "sdk");
+    run_remote(Remote::WebSocket { stream: "sdk" }, "authenticate");
+}
+
+/// Issue #47: the SDK's Streamable HTTP client (`experimental/http-client`,
+/// `createHttpStream`) with the token in `Authorization` on every request.
+#[test]
+fn governed_server_over_streamable_http_with_the_token_in_the_header() {
+    run_remote(Remote::Http, "header");
+}
+
+/// The same client without a token on its requests: `authenticate` with the token in `_meta`.
+#[test]
+fn governed_server_over_streamable_http_with_authenticate() {
+    run_remote(Remote::Http, "authenticate");
 }

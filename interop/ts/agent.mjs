@@ -5,7 +5,11 @@
 // same agent written with the Rust SDK (interop/src/bin/sdk-agent.rs) and the Python SDK
 // (interop/py/agent.py).
 //
-//   node agent.mjs
+//   node agent.mjs                        over its stdin/stdout
+//   node agent.mjs --listen HOST:PORT     served by the SDK's own Streamable HTTP server
+//                                         (`experimental/server`, on node:http) at
+//                                         http://HOST:PORT/acp, one agent per connection;
+//                                         for interop/tests/http_servers.rs
 //
 // What it does with a prompt's text:
 // - `/permission`: a `tool_call` (pending, kind edit, title write-file), then
@@ -18,15 +22,9 @@
 // - anything else: the words of `echo: TEXT` as chunks (every word but the first with its
 //   leading space); end_turn.
 
+import { createServer } from "node:http";
 import { Readable, Writable } from "node:stream";
 import { PROTOCOL_VERSION, agent, methods, ndJsonStream } from "@agentclientprotocol/sdk";
-
-let readsOffered = false;
-let sessions = 0;
-let toolCalls = 0;
-// Per session, the function that ends its running turn (called by `session/cancel`), and
-// whether a cancel came before the turn started waiting.
-const cancels = new Map();
 
 function say(client, sessionId, text) {
   return client.notify(methods.client.session.update, {
@@ -35,8 +33,8 @@ function say(client, sessionId, text) {
   });
 }
 
-async function permission(client, sessionId) {
-  const toolCallId = `call-${toolCalls++}`;
+async function permission(state, client, sessionId) {
+  const toolCallId = `call-${state.toolCalls++}`;
   await client.notify(methods.client.session.update, {
     sessionId,
     update: {
@@ -67,8 +65,8 @@ async function permission(client, sessionId) {
   await say(client, sessionId, approved ? "approved" : "rejected");
 }
 
-async function read(client, sessionId, path) {
-  if (!readsOffered) {
+async function read(state, client, sessionId, path) {
+  if (!state.readsOffered) {
     await say(client, sessionId, "error: the client does not offer fs/read_text_file");
     return;
   }
@@ -82,48 +80,80 @@ async function read(client, sessionId, path) {
   await say(client, sessionId, text);
 }
 
-function waitForCancel(sessionId) {
-  return new Promise((resolve) => cancels.set(sessionId, resolve));
+// One agent, with state of its own: whether its client offers file reads, how many sessions
+// and tool calls it made, and per session the function that ends its running turn (called
+// by `session/cancel`).
+function createAgent() {
+  const state = { readsOffered: false, sessions: 0, toolCalls: 0, cancels: new Map() };
+  const waitForCancel = (sessionId) => new Promise((resolve) => state.cancels.set(sessionId, resolve));
+  return agent({ name: "sdk-agent-ts" })
+    .onRequest(methods.agent.initialize, ({ params }) => {
+      state.readsOffered = params.clientCapabilities?.fs?.readTextFile === true;
+      return {
+        protocolVersion: PROTOCOL_VERSION,
+        agentCapabilities: {},
+        agentInfo: { name: "sdk-agent-ts", version: "0.1.0" },
+      };
+    })
+    .onRequest(methods.agent.session.new, () => ({ sessionId: `ts-session-${state.sessions++}` }))
+    .onNotification(methods.agent.session.cancel, ({ params }) => {
+      const end = state.cancels.get(params.sessionId);
+      state.cancels.delete(params.sessionId);
+      end?.();
+    })
+    .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
+      const { sessionId } = params;
+      const text = params.prompt.find((block) => block.type === "text")?.text ?? "";
+      if (text === "/wait") {
+        // Registered before the chunk goes out, so a cancel sent on seeing it finds it.
+        const cancelled = waitForCancel(sessionId);
+        await say(client, sessionId, "waiting");
+        await cancelled;
+        return { stopReason: "cancelled" };
+      }
+      if (text === "/permission") {
+        await permission(state, client, sessionId);
+      } else if (text.startsWith("/read ")) {
+        await read(state, client, sessionId, text.slice("/read ".length).trim());
+      } else {
+        const words = `echo: ${text}`.split(/\s+/).filter((word) => word !== "");
+        for (const [i, word] of words.entries()) {
+          await say(client, sessionId, i === 0 ? word : ` ${word}`);
+        }
+      }
+      return { stopReason: "end_turn" };
+    });
 }
 
-const app = agent({ name: "sdk-agent-ts" })
-  .onRequest(methods.agent.initialize, ({ params }) => {
-    readsOffered = params.clientCapabilities?.fs?.readTextFile === true;
-    return {
-      protocolVersion: PROTOCOL_VERSION,
-      agentCapabilities: {},
-      agentInfo: { name: "sdk-agent-ts", version: "0.1.0" },
-    };
-  })
-  .onRequest(methods.agent.session.new, () => ({ sessionId: `ts-session-${sessions++}` }))
-  .onNotification(methods.agent.session.cancel, ({ params }) => {
-    const end = cancels.get(params.sessionId);
-    cancels.delete(params.sessionId);
-    end?.();
-  })
-  .onRequest(methods.agent.session.prompt, async ({ params, client }) => {
-    const { sessionId } = params;
-    const text = params.prompt.find((block) => block.type === "text")?.text ?? "";
-    if (text === "/wait") {
-      // Registered before the chunk goes out, so a cancel sent on seeing it finds it.
-      const cancelled = waitForCancel(sessionId);
-      await say(client, sessionId, "waiting");
-      await cancelled;
-      return { stopReason: "cancelled" };
+// `--listen HOST:PORT`: the SDK's `AcpServer` behind node:http, at /acp only; WebSocket
+// upgrades are not served (the tests dial Streamable HTTP).
+async function listen(address) {
+  const colon = address.lastIndexOf(":");
+  const [host, port] = [address.slice(0, colon), Number(address.slice(colon + 1))];
+  if (colon < 0 || !Number.isInteger(port)) {
+    console.error(`agent.mjs: --listen wants HOST:PORT, not ${JSON.stringify(address)}`);
+    process.exit(2);
+  }
+  const { AcpServer } = await import("@agentclientprotocol/sdk/experimental/server");
+  const { createNodeHttpHandler } = await import("@agentclientprotocol/sdk/experimental/node");
+  const handle = createNodeHttpHandler(new AcpServer({ createAgent }));
+  const server = createServer((req, res) => {
+    if (new URL(req.url ?? "/", "http://localhost").pathname !== "/acp") {
+      res.writeHead(404, { "Content-Type": "text/plain" }).end("not found: the endpoint is /acp\n");
+      return;
     }
-    if (text === "/permission") {
-      await permission(client, sessionId);
-    } else if (text.startsWith("/read ")) {
-      await read(client, sessionId, text.slice("/read ".length).trim());
-    } else {
-      const words = `echo: ${text}`.split(/\s+/).filter((word) => word !== "");
-      for (const [i, word] of words.entries()) {
-        await say(client, sessionId, i === 0 ? word : ` ${word}`);
-      }
-    }
-    return { stopReason: "end_turn" };
+    handle(req, res);
   });
+  server.listen(port, host, () => console.error(`sdk-agent-ts: listening on http://${address}/acp`));
+}
 
-const connection = app.connect(ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)));
-await connection.closed;
-process.exit(0);
+const flag = process.argv.indexOf("--listen");
+if (flag >= 0) {
+  await listen(process.argv[flag + 1] ?? "");
+} else {
+  const connection = createAgent().connect(
+    ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin)),
+  );
+  await connection.closed;
+  process.exit(0);
+}

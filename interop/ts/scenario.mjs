@@ -6,6 +6,7 @@
 //
 //   node scenario.mjs AGENT_BINARY [--governed]
 //   node scenario.mjs --ws=ws://HOST:PORT/acp [--auth=header|authenticate] [--stream=ndjson|sdk] [--governed]
+//   node scenario.mjs --http=http://HOST:PORT/acp [--auth=header|authenticate] [--governed]
 //
 // Environment: SCENARIO_CWD (a directory inside AGENTACP_WORKSPACE_ROOT, used as the
 // session cwd), SCENARIO_OUTSIDE (an absolute directory outside that root),
@@ -22,6 +23,16 @@
 // one text message); `--stream=sdk` uses the SDK's own `createWebSocketStream` (one JSON text
 // message each, no newline). First, with the `ws` client alone: a wrong token on the upgrade
 // is refused 401 and an `Origin: https://evil.example` 403.
+//
+// Over Streamable HTTP (issue #47): the SDK's `createHttpStream`
+// (`@agentclientprotocol/sdk/experimental/http-client`: `initialize` POSTed and answered
+// 200 with `Acp-Connection-Id`, every other message POSTed and answered 202, the server's
+// messages read from the connection's and each session's SSE stream, DELETE at the end).
+// `--auth=header` gives it `Authorization: Bearer` for every request; `--auth=authenticate`
+// none, and authenticates as above. First, with `fetch` alone: an `initialize` POST with a
+// wrong token is refused 401, one with `Origin: https://evil.example` 403. At the end
+// (`http-exchanges`) every request the SDK made must have been answered as the RFD says:
+// `initialize` 200, other POSTs 202, GETs 200 with `text/event-stream`, the DELETE 202.
 //
 // Prints one line per step, `ok <step>` or `FAIL <step>: <why>`, followed on failure
 // by indented lines with the wire messages seen during that step, and exits 0 only if
@@ -52,7 +63,8 @@ const STREAM_SIZE = 64;
 
 const USAGE =
   "usage: node scenario.mjs AGENT_BINARY [--governed]\n" +
-  "       node scenario.mjs --ws=URL [--auth=header|authenticate] [--stream=ndjson|sdk] [--governed]";
+  "       node scenario.mjs --ws=URL [--auth=header|authenticate] [--stream=ndjson|sdk] [--governed]\n" +
+  "       node scenario.mjs --http=URL [--auth=header|authenticate] [--governed]";
 const args = process.argv.slice(2);
 const options = Object.fromEntries(
   args
@@ -64,12 +76,18 @@ const options = Object.fromEntries(
 );
 const governed = options.governed === true;
 const wsUrl = typeof options.ws === "string" ? options.ws : undefined;
+const httpUrl = typeof options.http === "string" ? options.http : undefined;
+const remote = wsUrl ?? httpUrl;
 const wsAuth = options.auth ?? "header";
 const wsStream = options.stream ?? "ndjson";
 const positional = args.filter((a) => !a.startsWith("--"));
-const known = wsUrl ? ["governed", "ws", "auth", "stream"] : ["governed"];
+const known = wsUrl
+  ? ["governed", "ws", "auth", "stream"]
+  : httpUrl
+    ? ["governed", "http", "auth"]
+    : ["governed"];
 if (
-  positional.length !== (wsUrl ? 0 : 1) ||
+  positional.length !== (remote ? 0 : 1) ||
   Object.keys(options).some((k) => !known.includes(k)) ||
   !["header", "authenticate"].includes(wsAuth) ||
   !["ndjson", "sdk"].includes(wsStream)
@@ -80,7 +98,7 @@ if (
 const binary = positional[0];
 const expectedName =
   process.env.SCENARIO_AGENT_NAME ??
-  (wsUrl ? "governed-server" : basename(binary).replace(/\.exe$/i, ""));
+  (remote ? "governed-server" : basename(binary).replace(/\.exe$/i, ""));
 const sessionCwd = process.env.SCENARIO_CWD;
 const outsideCwd = process.env.SCENARIO_OUTSIDE;
 const token = process.env.SCENARIO_TOKEN;
@@ -387,6 +405,7 @@ async function main() {
   if (!sessionCwd) console.error("scenario: SCENARIO_CWD is not set");
   if (!outsideCwd) console.error("scenario: SCENARIO_OUTSIDE is not set");
   if (wsUrl) return mainWebSocket();
+  if (httpUrl) return mainHttp();
 
   const child = spawn(binary, [], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
   const exited = new Promise((resolve) => {
@@ -1062,7 +1081,7 @@ async function mainWebSocket() {
   const connection = app.connect(tapped(stream));
   const agent = connection.agent;
   try {
-    await runSteps(agent, { afterInitialize: wsAuth === "authenticate" ? authenticateSteps : undefined });
+    await runSteps(agent, { afterInitialize: wsAuth === "authenticate" ? authenticateSteps(agent) : undefined });
   } finally {
     await step("shutdown", async () => {
       const socket = sockets[0];
@@ -1077,10 +1096,103 @@ async function mainWebSocket() {
       return `(closed ${code})`;
     });
   }
+}
 
-  // Without a token on the upgrade: the initialize answer offers `bearer`; a request before
-  // `authenticate` is refused -32000; `authenticate` with the token in `_meta` admits us.
-  async function authenticateSteps(initialized) {
+// ---------------------------------------------------------------- over Streamable HTTP
+
+// A raw `initialize` POST (no SDK) with `headers`, which the server must refuse with HTTP
+// `status`.
+async function refusedInitialize(name, headers, status) {
+  await step(name, async () => {
+    const initialize = { jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: PROTOCOL_VERSION } };
+    const response = await withTimeout(
+      fetch(httpUrl, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body: JSON.stringify(initialize),
+      }),
+      `the answer to an initialize POST with ${JSON.stringify(headers)}`,
+    );
+    await response.body?.cancel();
+    check(
+      response.status === status,
+      `expected HTTP ${status}, got ${response.status} (Acp-Connection-Id ${response.headers.get("acp-connection-id")})`,
+    );
+    return `(HTTP ${response.status})`;
+  });
+}
+
+// What the SDK's transport asked and was answered: `{ method, status, type, session, rpc }`
+// per request, in the order the answers came.
+const exchanges = [];
+let deleted;
+const deleteAnswered = new Promise((resolve) => {
+  deleted = resolve;
+});
+
+async function recordingFetch(url, init = {}) {
+  const response = await fetch(url, init);
+  const headers = new Headers(init.headers);
+  let rpc;
+  try {
+    rpc = init.body === undefined ? undefined : JSON.parse(init.body).method ?? "(response)";
+  } catch {}
+  const exchange = {
+    method: init.method ?? "GET",
+    status: response.status,
+    type: response.headers.get("content-type"),
+    session: headers.get("acp-session-id") ?? undefined,
+    rpc,
+  };
+  exchanges.push(exchange);
+  if (exchange.method === "DELETE") deleted(exchange);
+  return response;
+}
+
+// Every request answered as the RFD says.
+function checkExchanges() {
+  const wrong = exchanges.filter((e) => {
+    if (e.method === "POST") return e.status !== (e.rpc === "initialize" ? 200 : 202);
+    if (e.method === "GET") return e.status !== 200 || !String(e.type).startsWith("text/event-stream");
+    return e.status !== 202;
+  });
+  check(wrong.length === 0, () => `answered otherwise than the RFD says: ${clip(JSON.stringify(wrong), 1500)}`);
+  const count = (method) => exchanges.filter((e) => e.method === method).length;
+  const sessionStreams = exchanges.filter((e) => e.method === "GET" && e.session !== undefined).length;
+  check(sessionStreams > 0, "the SDK never opened a session's stream");
+  return `(${count("POST")} POST, ${count("GET")} GET of which ${sessionStreams} session streams, ${count("DELETE")} DELETE)`;
+}
+
+async function mainHttp() {
+  const { createHttpStream } = await import("@agentclientprotocol/sdk/experimental/http-client");
+  const bearer = { Authorization: `Bearer ${token}` };
+  await refusedInitialize("refused-wrong-token", { Authorization: "Bearer not-the-token" }, 401);
+  await refusedInitialize("refused-origin", { ...bearer, Origin: "https://evil.example" }, 403);
+
+  const headers = wsAuth === "header" ? bearer : {};
+  const stream = createHttpStream(httpUrl, { headers, fetch: recordingFetch });
+  ok("connect", `(the SDK's createHttpStream, ${wsAuth})`);
+  const connection = app.connect(tapped(stream));
+  const agent = connection.agent;
+  try {
+    await runSteps(agent, { afterInitialize: wsAuth === "authenticate" ? authenticateSteps(agent) : undefined });
+  } finally {
+    // Closing the connection cancels the stream, and the SDK's transport DELETEs the connection.
+    await step("shutdown", async () => {
+      connection.close();
+      const answer = await withTimeout(deleteAnswered, "the DELETE of the connection", 10000);
+      check(answer.status === 202, `the DELETE was answered ${answer.status}`);
+      return `(DELETE ${answer.status})`;
+    });
+    await step("http-exchanges", async () => checkExchanges());
+  }
+}
+
+// Without a token on the upgrade (or on the HTTP requests): the initialize answer offers
+// `bearer`; a request before `authenticate` is refused -32000; `authenticate` with the token
+// in `_meta` admits us. The `afterInitialize` of `runSteps`.
+function authenticateSteps(agent) {
+  return async (initialized) => {
     await step("auth-required", async () => {
       const offered = (initialized.authMethods ?? []).map((m) => m.id);
       check(offered.includes("bearer"), `authMethods ${JSON.stringify(initialized.authMethods)}`);
@@ -1095,7 +1207,7 @@ async function mainWebSocket() {
       );
       return `(${JSON.stringify(response)})`;
     });
-  }
+  };
 }
 
 async function shutdown(child, exited) {

@@ -37,11 +37,13 @@ pub struct ConformArgs {
     /// (each is a turn): best one tool that runs unasked, one that needs approval, one denied.
     #[arg(long, value_name = "TEXT")]
     pub tool_prompt: Vec<String>,
-    /// Connect to a remote agent (`ws://HOST:PORT/acp`) instead of starting one; needs
-    /// `--workspace-root`, takes no `-- AGENT ARGS`.
+    /// Connect to a remote agent instead of starting one: over WebSocket
+    /// (`ws://HOST:PORT/acp`) or Streamable HTTP (`http://HOST:PORT/acp`); needs
+    /// `--workspace-root`, takes no `-- AGENT ARGS`. No TLS yet (`wss://`, `https://`).
     #[arg(long, value_name = "URL", requires = "workspace_root", conflicts_with = "agent")]
     pub connect: Option<String>,
-    /// The bearer token for `--connect` (default: `AGENTACP_CONFORM_TOKEN`); never printed.
+    /// The bearer token for `--connect`, on the upgrade or on every HTTP request (default:
+    /// `AGENTACP_CONFORM_TOKEN`); never printed.
     #[arg(long, value_name = "TOKEN", requires = "connect")]
     pub token: Option<String>,
     /// The remote agent's workspace root, as the server sees it: sessions are opened there.

@@ -50,17 +50,17 @@ fn connect_takes_a_workspace_root_and_no_agent_command() {
 
 #[test]
 fn an_unreachable_server_is_a_start_up_error_and_the_token_is_not_printed() {
-    // A port nothing listens on (bound, then released).
+    // A port nothing listens on (bound, then released), over WebSocket and Streamable HTTP.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
-    let url = format!(
-        "ws://127.0.0.1:{}/acp",
-        closed.local_addr().expect("its address").port()
-    );
+    let port = closed.local_addr().expect("its address").port();
     drop(closed);
-    let (status, err) = conform(&["--connect", &url, "--token", "do-not-print", "--workspace-root", "/tmp"]);
-    assert_eq!(status, EXIT_USAGE, "{err}");
-    assert!(err.contains("cannot connect"), "{err}");
-    assert!(!err.contains("do-not-print"), "{err}");
+    for scheme in ["ws", "http"] {
+        let url = format!("{scheme}://127.0.0.1:{port}/acp");
+        let (status, err) = conform(&["--connect", &url, "--token", "do-not-print", "--workspace-root", "/tmp"]);
+        assert_eq!(status, EXIT_USAGE, "{err}");
+        assert!(err.contains(&format!("cannot connect to {url}")), "{err}");
+        assert!(!err.contains("do-not-print"), "{err}");
+    }
 }
 
 /// Issue #45.1: an agent that started a helper outside its group and session (`setsid`) and

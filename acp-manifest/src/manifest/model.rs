@@ -636,7 +636,7 @@ pub enum McpTransport {
 
 /// The JSON Schema of the frontmatter, as committed in `acp-manifest/schema/ACP.schema.json`.
 ///
-/// It is generated from these types ([`generated_json_schema`], behind the `schema-gen`
+/// It is generated from these types (`generated_json_schema`, behind the `schema-gen`
 /// feature, so that an operator build does not compile `schemars`), and a test of this crate
 /// fails when the committed copy differs from what the types give.
 pub fn json_schema() -> serde_json::Value {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::diagnostic::{Code, Diagnostic};
-use crate::document::{self, ReadError};
+use crate::document::{self, Parsed, ReadError};
 use crate::source::SourceFile;
 use crate::yaml::{Node, Value};
 
@@ -79,21 +79,8 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
     let key = role.key();
     let fail = |code, message: String| vec![Diagnostic::new(code, span.clone(), message)];
 
-    if written.trim().is_empty() {
-        return (resolved, fail(Code::RefNotRelative, format!("`{key}` ref is empty")));
-    }
-    if written.contains("://") || Path::new(written).is_absolute() || written.starts_with(['/', '\\']) {
-        let diagnostics = fail(
-            Code::RefNotRelative,
-            format!("`{key}` ref `{written}` must be a path relative to this ACP.md's folder"),
-        );
-        return (
-            resolved,
-            with_help(
-                diagnostics,
-                "write it like `./OPERATOR.md`, relative to the folder that holds ACP.md",
-            ),
-        );
+    if let Some(diagnostics) = unfollowable(key, written, &fail) {
+        return (resolved, diagnostics);
     }
     let bytes = match read_target(&path) {
         Ok(bytes) => bytes,
@@ -104,9 +91,45 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
     }
     let parsed = document::parse(&path, &bytes);
     resolved.source = Some(parsed.document.source.clone());
+    let root = match frontmatter(&parsed, key, written, &fail) {
+        Ok(root) => root,
+        Err(diagnostics) => return (resolved, diagnostics),
+    };
+    let Ok((doctype, required)) = requirements(&role, &root) else {
+        return (resolved, unknown_doctype(&role, key, written, &fail));
+    };
+    resolved.doctype = Some(doctype);
+    let diagnostics = target_findings(&role, &root, (doctype, required), key, written, &fail);
+    resolved.frontmatter = Some(root);
+    (resolved, diagnostics)
+}
+
+/// How a finding at the ref is made: its code and message.
+type Fail<'a> = &'a dyn Fn(Code, String) -> Vec<Diagnostic>;
+
+/// The findings for a ref `written` that cannot be followed at all (empty, absolute, a URL).
+fn unfollowable(key: &str, written: &str, fail: Fail<'_>) -> Option<Vec<Diagnostic>> {
+    if written.trim().is_empty() {
+        return Some(fail(Code::RefNotRelative, format!("`{key}` ref is empty")));
+    }
+    if written.contains("://") || Path::new(written).is_absolute() || written.starts_with(['/', '\\']) {
+        let diagnostics = fail(
+            Code::RefNotRelative,
+            format!("`{key}` ref `{written}` must be a path relative to this ACP.md's folder"),
+        );
+        return Some(with_help(
+            diagnostics,
+            "write it like `./OPERATOR.md`, relative to the folder that holds ACP.md",
+        ));
+    }
+    None
+}
+
+/// The target's frontmatter, a mapping; else the finding that says why there is none.
+fn frontmatter(parsed: &Parsed, key: &str, written: &str, fail: Fail<'_>) -> Result<Node, Vec<Diagnostic>> {
     let frontmatter_error = parsed.diagnostics.iter().find(|d| d.is_error());
-    let root = match (&parsed.document.frontmatter, frontmatter_error) {
-        (Some(root), None) if root.as_mapping().is_some() => root.clone(),
+    match (&parsed.document.frontmatter, frontmatter_error) {
+        (Some(root), None) if root.as_mapping().is_some() => Ok(root.clone()),
         (_, found) => {
             let why = match found {
                 Some(inner) => {
@@ -115,48 +138,49 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
                 }
                 None => format!("{written}: the frontmatter is not a mapping"),
             };
-            return (
-                resolved,
-                fail(
-                    Code::RefBadFrontmatter,
-                    format!("`{key}` ref has no valid frontmatter ({why})"),
-                ),
-            );
+            Err(fail(
+                Code::RefBadFrontmatter,
+                format!("`{key}` ref has no valid frontmatter ({why})"),
+            ))
         }
-    };
-    let (doctype, required) = match requirements(&role, &root) {
-        Ok(found) => found,
-        Err(()) => {
-            if role == RefRole::Policy {
-                return (
-                    resolved,
-                    fail(
-                        Code::RefUnknownDoctype,
-                        format!("`{key}` ref `{written}` is not an AIP-7 policy (`doctype: policy`)"),
-                    ),
-                );
-            }
-            let diagnostics = fail(
-                Code::RefUnknownDoctype,
-                format!("`{key}` ref `{written}` is neither an AIP-7 workspace manifest nor a policy"),
-            );
-            return (
-                resolved,
-                with_help(
-                    diagnostics,
-                    "a GOVERNANCE.md has `schema: governance.workspace/v1`, or `doctype: policy`",
-                ),
-            );
-        }
-    };
-    resolved.doctype = Some(doctype);
+    }
+}
+
+/// The finding for a target that is not the kind of document its `role` refers to.
+fn unknown_doctype(role: &RefRole, key: &str, written: &str, fail: Fail<'_>) -> Vec<Diagnostic> {
+    if *role == RefRole::Policy {
+        return fail(
+            Code::RefUnknownDoctype,
+            format!("`{key}` ref `{written}` is not an AIP-7 policy (`doctype: policy`)"),
+        );
+    }
+    let diagnostics = fail(
+        Code::RefUnknownDoctype,
+        format!("`{key}` ref `{written}` is neither an AIP-7 workspace manifest nor a policy"),
+    );
+    with_help(
+        diagnostics,
+        "a GOVERNANCE.md has `schema: governance.workspace/v1`, or `doctype: policy`",
+    )
+}
+
+/// The findings about a target of kind `doctype` whose frontmatter is `root`: the `required`
+/// fields it lacks, and for a sandbox, a provider or a restriction the runtime cannot give.
+fn target_findings(
+    role: &RefRole,
+    root: &Node,
+    (doctype, required): (&str, &[&str]),
+    key: &str,
+    written: &str,
+    fail: Fail<'_>,
+) -> Vec<Diagnostic> {
     let missing: Vec<&str> = required
         .iter()
         .copied()
         .filter(|field| root.get(field).is_none())
         .collect();
     // The runtime implements the `local` sandbox only: another provider would start nothing.
-    let provider = match (&role, root.get("provider").and_then(|p| p.as_str())) {
+    let provider = match (role, root.get("provider").and_then(|p| p.as_str())) {
         (RefRole::Sandbox, Some(provider)) if provider != "local" => Some(provider.to_string()),
         _ => None,
     };
@@ -164,18 +188,14 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
         RefRole::Sandbox if provider.is_none() => local_sandbox_gaps(&root.to_json()),
         _ => Vec::new(),
     };
-    resolved.frontmatter = Some(root);
     if let Some(provider) = provider.filter(|_| missing.is_empty()) {
         let diagnostics = fail(
             Code::SandboxProviderNotImplemented,
             format!("`{key}` ref `{written}` names the provider `{provider}`, which agentacp does not implement"),
         );
-        return (
-            resolved,
-            with_help(
-                diagnostics,
-                "agentacp runs `provider: local` sandboxes; a server with another provider refuses to start",
-            ),
+        return with_help(
+            diagnostics,
+            "agentacp runs `provider: local` sandboxes; a server with another provider refuses to start",
         );
     }
     if missing.is_empty() && !unenforceable.is_empty() {
@@ -183,26 +203,19 @@ pub fn follow(role: RefRole, written: &str, span: Range<usize>, folder: &Path) -
             .into_iter()
             .flat_map(|why| fail(Code::SandboxNotEnforceable, format!("`{key}` ref `{written}`: {why}")))
             .collect();
-        return (
-            resolved,
-            with_help(
-                diagnostics,
-                "a server refuses to start with this sandbox (see docs/sandbox.md); a host allow-list alone is accepted with `metadata: {agentacp: {enforcement: best-effort}}`",
-            ),
+        return with_help(
+            diagnostics,
+            "a server refuses to start with this sandbox (see docs/sandbox.md); a host allow-list alone is accepted with `metadata: {agentacp: {enforcement: best-effort}}`",
         );
     }
     if missing.is_empty() {
-        (resolved, Vec::new())
-    } else {
-        let list = missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
-        (
-            resolved,
-            fail(
-                Code::RefMissingFields,
-                format!("`{key}` ref `{written}` ({doctype}) lacks required {list}"),
-            ),
-        )
+        return Vec::new();
     }
+    let list = missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+    fail(
+        Code::RefMissingFields,
+        format!("`{key}` ref `{written}` ({doctype}) lacks required {list}"),
+    )
 }
 
 /// What a `provider: local` SANDBOX.md declares that the runtime cannot enforce (each a
@@ -341,104 +354,113 @@ pub fn resolve_policies(refs: &[ResolvedRef], operator_span: Range<usize>) -> (V
     }
     let governance = governance.and_then(|g| Some((g, g.frontmatter.as_ref()?)));
     for entry in entries {
-        let at = operator.source.as_ref().map_or_else(
-            || operator.written.clone(),
-            |source| {
-                let position = source.position(entry.span.start);
-                format!("{}:{}:{}", operator.written, position.line, position.column)
-            },
-        );
-        let mut fail = |why: String, help: &str| {
-            diagnostics.push(Diagnostic::new(Code::PolicyNotResolved, operator_span.clone(), why).with_help(help));
-        };
-        let registry_help = "list it in the workspace GOVERNANCE.md the manifest's `governance` ref names: `policies: [{id: <slug>, ref: ./policies/<slug>.md}]`";
-        let Some(slug) = entry
-            .as_str()
-            .and_then(|text| text.strip_prefix("policy:"))
-            .filter(|slug| !slug.is_empty())
-        else {
-            fail(
-                format!("operator policy at {at} is not a `policy:<slug>` ref"),
-                "write each `governance.policies` entry as `policy:<slug>`",
-            );
-            continue;
-        };
-        let written = format!("policy:{slug}");
-        let Some((governance, root)) = governance else {
-            fail(
-                format!(
-                    "operator policy `{written}` ({at}) cannot be resolved: the manifest has no `governance` ref to a workspace manifest that lists it"
-                ),
-                registry_help,
-            );
-            continue;
-        };
-        if governance.doctype == Some("AIP-7 policy") {
-            if root.get("slug").and_then(Node::as_str) == Some(slug) {
-                let mut target = governance.clone();
-                target.role = RefRole::Policy;
-                resolved.push(ResolvedPolicy {
-                    written,
-                    applies_to: None,
-                    target,
-                });
-            } else {
-                fail(
-                    format!(
-                        "operator policy `{written}` ({at}) cannot be resolved: the `governance` ref `{}` is a single policy with another slug, not a workspace manifest that lists policies",
-                        governance.written
-                    ),
-                    registry_help,
-                );
+        match resolve_policy(entry, operator, governance, &operator_span) {
+            Ok(policy) => resolved.push(policy),
+            Err((why, help)) => {
+                diagnostics.push(Diagnostic::new(Code::PolicyNotResolved, operator_span.clone(), why).with_help(help))
             }
-            continue;
         }
-        let listed = match root.get("policies").map(|node| &node.value) {
-            Some(Value::Sequence(listed)) => listed.as_slice(),
-            _ => &[],
-        };
-        let Some(registered) = listed
-            .iter()
-            .find(|item| item.get("id").and_then(Node::as_str) == Some(slug))
-        else {
-            fail(
+    }
+    (resolved, diagnostics)
+}
+
+/// What [`resolve_policy`] could not resolve: why, and the help for it.
+type Unresolved = (String, &'static str);
+
+/// One `governance.policies` `entry` of the `operator` document, resolved through
+/// `governance` (the ref and its frontmatter); else why not (see [`resolve_policies`]).
+fn resolve_policy(
+    entry: &Node,
+    operator: &ResolvedRef,
+    governance: Option<(&ResolvedRef, &Node)>,
+    operator_span: &Range<usize>,
+) -> Result<ResolvedPolicy, Unresolved> {
+    let at = operator.source.as_ref().map_or_else(
+        || operator.written.clone(),
+        |source| {
+            let position = source.position(entry.span.start);
+            format!("{}:{}:{}", operator.written, position.line, position.column)
+        },
+    );
+    let registry_help = "list it in the workspace GOVERNANCE.md the manifest's `governance` ref names: `policies: [{id: <slug>, ref: ./policies/<slug>.md}]`";
+    let Some(slug) = entry
+        .as_str()
+        .and_then(|text| text.strip_prefix("policy:"))
+        .filter(|slug| !slug.is_empty())
+    else {
+        return Err((
+            format!("operator policy at {at} is not a `policy:<slug>` ref"),
+            "write each `governance.policies` entry as `policy:<slug>`",
+        ));
+    };
+    let written = format!("policy:{slug}");
+    let Some((governance, root)) = governance else {
+        return Err((
+            format!(
+                "operator policy `{written}` ({at}) cannot be resolved: the manifest has no `governance` ref to a workspace manifest that lists it"
+            ),
+            registry_help,
+        ));
+    };
+    if governance.doctype == Some("AIP-7 policy") {
+        if root.get("slug").and_then(Node::as_str) != Some(slug) {
+            return Err((
                 format!(
-                    "operator policy `{written}` ({at}) is not in the `policies` of `{}`",
+                    "operator policy `{written}` ({at}) cannot be resolved: the `governance` ref `{}` is a single policy with another slug, not a workspace manifest that lists policies",
                     governance.written
                 ),
                 registry_help,
-            );
-            continue;
-        };
-        let Some(reference) = registered.get("ref").and_then(Node::as_str) else {
-            fail(
-                format!(
-                    "operator policy `{written}` ({at}): its entry in `{}` has no `ref`",
-                    governance.written
-                ),
-                "give the registry entry `ref: ./policies/<slug>.md`",
-            );
-            continue;
-        };
-        let folder = governance.path.parent().unwrap_or(Path::new(""));
-        let (target, found) = follow(RefRole::Policy, reference, operator_span.clone(), folder);
-        if let Some(problem) = found.first() {
-            fail(
-                format!(
-                    "operator policy `{written}` ({at}), listed in `{}`, does not resolve: {}",
-                    governance.written, problem.message
-                ),
-                "the registry's `ref` is relative to the GOVERNANCE.md's folder and must name an AIP-7 policy",
-            );
-            continue;
+            ));
         }
-        resolved.push(ResolvedPolicy {
+        let mut target = governance.clone();
+        target.role = RefRole::Policy;
+        return Ok(ResolvedPolicy {
             written,
-            applies_to: registered.get("appliesTo").and_then(Node::as_str).map(str::to_string),
+            applies_to: None,
             target,
         });
     }
-    (resolved, diagnostics)
+    let listed = match root.get("policies").map(|node| &node.value) {
+        Some(Value::Sequence(listed)) => listed.as_slice(),
+        _ => &[],
+    };
+    let Some(registered) = listed
+        .iter()
+        .find(|item| item.get("id").and_then(Node::as_str) == Some(slug))
+    else {
+        return Err((
+            format!(
+                "operator policy `{written}` ({at}) is not in the `policies` of `{}`",
+                governance.written
+            ),
+            registry_help,
+        ));
+    };
+    let Some(reference) = registered.get("ref").and_then(Node::as_str) else {
+        return Err((
+            format!(
+                "operator policy `{written}` ({at}): its entry in `{}` has no `ref`",
+                governance.written
+            ),
+            "give the registry entry `ref: ./policies/<slug>.md`",
+        ));
+    };
+    let folder = governance.path.parent().unwrap_or(Path::new(""));
+    let (target, found) = follow(RefRole::Policy, reference, operator_span.clone(), folder);
+    if let Some(problem) = found.first() {
+        return Err((
+            format!(
+                "operator policy `{written}` ({at}), listed in `{}`, does not resolve: {}",
+                governance.written, problem.message
+            ),
+            "the registry's `ref` is relative to the GOVERNANCE.md's folder and must name an AIP-7 policy",
+        ));
+    }
+    Ok(ResolvedPolicy {
+        written,
+        applies_to: registered.get("appliesTo").and_then(Node::as_str).map(str::to_string),
+        target,
+    })
 }
 
 #[cfg(test)]

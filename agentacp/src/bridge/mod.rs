@@ -54,9 +54,9 @@
 //!   the cause, for a few seconds at most, then the bridge exits with that error
 //!   (`unreachable.rs`);
 //! - remote (feature `websocket`): the downstream may be a remote agent the bridge dials
-//!   ([`BridgeOptions::connect`], `AGENTACP_BRIDGE_CONNECT`) instead of a subprocess — all of
+//!   (`BridgeOptions::connect`, `AGENTACP_BRIDGE_CONNECT`) instead of a subprocess — all of
 //!   the above unchanged, but for the agent's environment (none of ours reaches it) — and the
-//!   bridge may itself be served over WebSocket ([`listen::BridgeListener`]): one bridge and one
+//!   bridge may itself be served over WebSocket (`listen::BridgeListener`): one bridge and one
 //!   downstream agent per connection, a bearer token required on the upgrade when tokens are
 //!   configured (a bridge has no `authenticate` of its own);
 //! - over stdio ([`RunBridge::bridge_stdio`]), SIGINT and SIGTERM are that same end of input:
@@ -109,7 +109,7 @@ pub trait BridgeOperator: Send + Sync + 'static {
 }
 
 /// Runs `bridge` between an editor on `input`/`output` and the agent it starts (or, with
-/// [`BridgeOptions::connect`], dials), until either side goes away. `Ok` when the editor
+/// `BridgeOptions::connect` (feature `websocket`), dials), until either side goes away. `Ok` when the editor
 /// closed its side; an error when the agent could not be started (reached) or went away first.
 pub async fn bridge<B, R, W>(bridge: B, options: BridgeOptions, input: R, output: W) -> Result<()>
 where
@@ -230,7 +230,7 @@ pub trait RunBridge: BridgeOperator + Sized {
     }
 
     /// [`bridge_stdio`](RunBridge::bridge_stdio) with these options (e.g.
-    /// [`BridgeOptions::from_env`] with [`connect`](BridgeOptions::connect) set from the
+    /// [`BridgeOptions::from_env`] with `connect` (feature `websocket`) set from the
     /// command line).
     fn bridge_stdio_with(self, options: BridgeOptions) -> impl Future<Output = Result<()>> + Send {
         init_logging();

@@ -58,9 +58,10 @@ pub struct BridgeOptions {
     /// names separated by commas or spaces; default none.
     pub pass_env: Vec<String>,
     /// Dial this remote agent instead of starting [`BridgeOperator::downstream`](super::BridgeOperator::downstream)
-    /// (feature `websocket`): `AGENTACP_BRIDGE_CONNECT=wss://host/acp`, with the bearer token
-    /// read from the variable `AGENTACP_BRIDGE_TOKEN_ENV` names (default `AGENTACP_TOKEN`),
-    /// sent on the upgrade. Governance, audit and narrowing are the same as for a subprocess;
+    /// (feature `websocket`): `AGENTACP_BRIDGE_CONNECT=wss://host/acp` (WebSocket) or
+    /// `https://host/acp` (Streamable HTTP), with the bearer token read from the variable
+    /// `AGENTACP_BRIDGE_TOKEN_ENV` names (default `AGENTACP_TOKEN`), sent on the upgrade (on
+    /// every request over HTTP). Governance, audit and narrowing are the same as for a subprocess;
     /// [`pass_env`](BridgeOptions::pass_env) does not apply (nothing of our environment
     /// reaches a remote agent). Default none.
     #[cfg(feature = "websocket")]
@@ -68,7 +69,7 @@ pub struct BridgeOptions {
     /// The program an agent that takes neither MCP-over-ACP nor HTTP MCP servers runs as the
     /// stdio MCP server for each of the editor's MCP-over-ACP servers (tier `sandboxed`,
     /// feature `mcp`; `docs/mcp.md`): a program that calls
-    /// [`mcp::shim::serve_if_asked`](crate::mcp::shim::serve_if_asked) first, as
+    /// `mcp::shim::serve_if_asked` first, as
     /// [`RunBridge::bridge_stdio`](super::RunBridge::bridge_stdio) does. Default: this
     /// program (`std::env::current_exe`).
     pub mcp_shim: Option<PathBuf>,

@@ -907,11 +907,6 @@ impl Role for FromAgent {
         CONTINUE
     }
 
-    async fn unreadable(&mut self, unreadable: Box<Unreadable>) -> Flow {
-        tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
-        CONTINUE
-    }
-
     async fn response(&mut self, id: Id, outcome: Result<Box<RawValue>, RpcError>, line: Vec<u8>) -> Flow {
         agent_response(&self.0, id, outcome, line).await;
         CONTINUE

@@ -147,14 +147,8 @@ impl Client {
         if self.shared.subscriber(session.as_str()).is_some() {
             stream::cancel(&self.shared, session).await?;
         }
-        let closed = gone_is_done(
-            self.call(method, &wire::CloseSessionRequest::new(session.clone()))
-                .await,
-        )?;
-        self.shared.sessions.forget(session.as_str());
-        #[cfg(feature = "mcp")]
-        self.shared.mcp.session_closed(session.as_str());
-        Ok(closed)
+        self.end_session(session, method, &wire::CloseSessionRequest::new(session.clone()))
+            .await
     }
 
     /// `session/delete`: the agent forgets the session (it no longer lists or loads it). An
@@ -162,14 +156,23 @@ impl Client {
     pub async fn delete_session(&self, session: &wire::SessionId) -> Result<wire::DeleteSessionResponse, ClientError> {
         let method = wire::method_names::SESSION_DELETE;
         self.session_capability(method, "delete", self.capabilities().delete.is_some())?;
-        let deleted = gone_is_done(
-            self.call(method, &wire::DeleteSessionRequest::new(session.clone()))
-                .await,
-        )?;
+        self.end_session(session, method, &wire::DeleteSessionRequest::new(session.clone()))
+            .await
+    }
+
+    /// Asks the agent to end `session` (`session/close` or `session/delete`, an unknown
+    /// session counting as ended), then forgets it here.
+    async fn end_session<T: DeserializeOwned + Default>(
+        &self,
+        session: &wire::SessionId,
+        method: &str,
+        request: &impl Serialize,
+    ) -> Result<T, ClientError> {
+        let ended = gone_is_done(self.call(method, request).await)?;
         self.shared.sessions.forget(session.as_str());
         #[cfg(feature = "mcp")]
         self.shared.mcp.session_closed(session.as_str());
-        Ok(deleted)
+        Ok(ended)
     }
 
     /// `session/set_mode`: offered when the agent's answer about the session carried `modes`;

@@ -62,7 +62,10 @@ impl Client {
     /// Connects to a remote agent over WebSocket (`ws://`, or `wss://` with feature `tls`)
     /// and runs `initialize`, then `authenticate` as [`ClientOptions::auth`] says; the client
     /// is then the same as one [`connect`](Client::connect)ed to a subprocess: the same
-    /// events, timeouts, permission handling, governance, audit mirror and wire tap.
+    /// events, timeouts, permission handling, governance, audit mirror and wire tap. An
+    /// `http://` or `https://` URL is refused ([`ClientError::Spawn`], `InvalidInput`): see
+    /// [`connect_http`](Client::connect_http), or [`connect_remote`](Client::connect_remote)
+    /// for either.
     ///
     /// ```ignore
     /// use agentacp::websocket::Dial;
@@ -97,7 +100,71 @@ impl Client {
         dial: crate::websocket::Dial,
         options: ClientOptions,
     ) -> Result<Client, ClientError> {
+        Client::connect_as(crate::websocket::Transport::WebSocket, dial, options).await
+    }
+
+    /// Connects to a remote agent over Streamable HTTP, the upstream RFD's profile that the
+    /// official SDKs' HTTP clients and servers speak (`http://`, or `https://` with feature
+    /// `tls`: HTTP/2 where ALPN agrees on it, else HTTP/1.1), and runs `initialize`, then
+    /// `authenticate` as [`ClientOptions::auth`] says.
+    ///
+    /// ```ignore
+    /// use agentacp::websocket::Dial;
+    /// let token = std::env::var("AGENTACP_TOKEN")?;
+    /// let client = Client::connect_http(Dial::new("https://agents.example.com/acp").token(token), options).await?;
+    /// ```
+    ///
+    /// The client is then the same as one [`connect_websocket`](Client::connect_websocket)ed
+    /// (what is said there holds), except:
+    /// - the token goes as `Authorization: Bearer` on every request; connecting checks it
+    ///   (one `GET` that opens nothing) and fails with `PermissionDenied` naming `401` or
+    ///   `403` as over WebSocket; the connection itself opens with `initialize`;
+    /// - what the agent sends comes on event streams (the connection's, and one per session,
+    ///   opened as sessions are named); a stream that breaks is resumed with `Last-Event-ID`
+    ///   for [`Dial::resume_within`](crate::websocket::Dial::resume_within), so that nothing
+    ///   is missed or read twice from a server that numbers its events (agentacp's does);
+    ///   one whose server no longer holds the events (`409` to the end of that time) ends
+    ///   the connection with [`ClientError::AgentExited`] naming the stream and the status;
+    /// - cookies the agent sets are kept for the connection and sent back with each request;
+    /// - [`close`](Client::close) sends what is queued, then `DELETE` ends the connection;
+    /// - a `ws://` or `wss://` URL is refused ([`ClientError::Spawn`], `InvalidInput`).
+    #[cfg(feature = "websocket")]
+    pub async fn connect_http(dial: crate::websocket::Dial, options: ClientOptions) -> Result<Client, ClientError> {
+        Client::connect_as(crate::websocket::Transport::StreamableHttp, dial, options).await
+    }
+
+    /// Connects to a remote agent over the profile its URL names: WebSocket for `ws://` and
+    /// `wss://` ([`connect_websocket`](Client::connect_websocket)), Streamable HTTP for
+    /// `http://` and `https://` ([`connect_http`](Client::connect_http)).
+    #[cfg(feature = "websocket")]
+    pub async fn connect_remote(dial: crate::websocket::Dial, options: ClientOptions) -> Result<Client, ClientError> {
         Client::open(Downstream::Remote(dial), options, None).await
+    }
+
+    /// [`connect_remote`](Client::connect_remote), for a URL of `transport` only.
+    #[cfg(feature = "websocket")]
+    async fn connect_as(
+        transport: crate::websocket::Transport,
+        dial: crate::websocket::Dial,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        let named = dial.transport().map_err(ClientError::Spawn)?;
+        if named != transport {
+            let (wants, other) = match transport {
+                crate::websocket::Transport::WebSocket => ("connect_websocket dials ws:// and wss://", "connect_http"),
+                crate::websocket::Transport::StreamableHttp => {
+                    ("connect_http dials http:// and https://", "connect_websocket")
+                }
+            };
+            return Err(ClientError::Spawn(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot reach the agent at {}: {wants}; use {other} (or connect_remote) for this URL",
+                    dial.url
+                ),
+            )));
+        }
+        Client::connect_remote(dial, options).await
     }
 
     /// [`Client::connect`], sending `initialize` with these params (a manifest's; the

@@ -11,7 +11,7 @@ use crate::jsonrpc::{RpcError, codes};
 #[derive(Debug)]
 pub enum ClientError {
     /// The agent could not be started; for a remote agent
-    /// ([`Client::connect_websocket`](super::Client::connect_websocket)), not reached: a refused
+    /// (`Client::connect_websocket`, feature `websocket`), not reached: a refused
     /// upgrade is `PermissionDenied` (`401`, `403`) or `ConnectionRefused`, its text naming
     /// the status. The error's text is a sentence that names the program (`cannot start the
     /// agent `codex-acp`: …`) or the URL (`cannot reach the agent at ws://…: …`).

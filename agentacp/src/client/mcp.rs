@@ -229,14 +229,7 @@ mod tests {
     struct Silent;
 
     impl AcpPeer for Silent {
-        fn request(
-            &self,
-            _: &'static str,
-            _: Value,
-            _: Duration,
-            _: BoxFuture<'static, ()>,
-            _: tunnel::Sent,
-        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        fn request(&self, _: tunnel::PeerRequest) -> BoxFuture<'static, Result<Value, RpcError>> {
             Box::pin(std::future::pending())
         }
 

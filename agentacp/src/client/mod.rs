@@ -48,10 +48,10 @@
 //!   otherwise, [`Client::authenticate`] and [`Client::logout`] are there to call. The
 //!   agent's environment is cleared: pass an API key with [`AgentCommand::allow_env`];
 //! - an agent's error answer keeps its `data` ([`ClientError::Rpc`], shown by `Display`).
-//! - remote agents (feature `websocket`): [`Client::connect_websocket`] dials one over
+//! - remote agents (feature `websocket`): `Client::connect_websocket` dials one over
 //!   `ws://` / `wss://` and is otherwise the same client (events, timeouts, permissions,
 //!   governance, audit, wire tap); a bearer token goes on the upgrade
-//!   ([`Dial::token`](crate::websocket::Dial::token)) or in `authenticate`
+//!   (`websocket::Dial::token`) or in `authenticate`
 //!   ([`Client::authenticate_with_token`], [`AuthPolicy::Token`]).
 //!
 //! - sessions beyond `new` / `load` / `prompt`: [`Client::list_sessions`] (one page) and

@@ -20,7 +20,7 @@ use super::tap::Direction;
 use crate::connection::{self, CONTINUE, Flow, Request, Role};
 use crate::jsonrpc::cancels::{Cancellable, Cancels};
 use crate::jsonrpc::frame::{Frame, FrameReader};
-use crate::jsonrpc::{self, Id, RpcError, Unreadable, codes};
+use crate::jsonrpc::{self, Id, RpcError, codes};
 #[cfg(feature = "mcp")]
 use crate::oversight::mcp_calls::{McpMessage, keep_allowed};
 use crate::sync::lock;
@@ -84,11 +84,6 @@ impl Role for FromAgent {
         {
             self.0.send_line(jsonrpc::encode_error(&id, &error)).await;
         }
-        CONTINUE
-    }
-
-    async fn unreadable(&mut self, unreadable: Box<Unreadable>) -> Flow {
-        tracing::warn!(error = %unreadable.error, "an unreadable message from the agent was ignored");
         CONTINUE
     }
 
@@ -336,28 +331,17 @@ struct AgentPeer(std::sync::Weak<Shared>);
 impl crate::mcp::tunnel::AcpPeer for AgentPeer {
     fn request(
         &self,
-        method: &'static str,
-        params: Value,
-        timeout: std::time::Duration,
-        cancelled: crate::future::BoxFuture<'static, ()>,
-        sent: crate::mcp::tunnel::Sent,
+        request: crate::mcp::tunnel::PeerRequest,
     ) -> crate::future::BoxFuture<'static, Result<Value, RpcError>> {
         let shared = self.0.upgrade();
         Box::pin(async move {
             let Some(shared) = shared else {
                 return Err(RpcError::new(codes::INTERNAL_ERROR, "the client is gone"));
             };
-            let answer = match shared.outbox() {
-                Ok(outbox) => {
-                    (shared.pending)
-                        .call_reporting(&outbox, method, &params, timeout, cancelled, || {
-                            let _ = sent.send(());
-                        })
-                        .await
-                }
-                Err(_) => Err(jsonrpc::pending::RequestFailure::Closed),
-            };
-            crate::mcp::tunnel::answer_value(method, timeout, answer)
+            match shared.outbox() {
+                Ok(outbox) => request.send(&shared.pending, &outbox).await,
+                Err(_) => request.closed(),
+            }
         })
     }
 

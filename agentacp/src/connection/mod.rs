@@ -80,8 +80,16 @@ pub trait Role: Send {
     /// request `id` names, when its first bytes named one.
     fn too_large(&mut self, id: Option<Id>, error: RpcError) -> impl Future<Output = Flow> + Send;
 
-    /// A frame that is not a JSON-RPC message.
-    fn unreadable(&mut self, unreadable: Box<Unreadable>) -> impl Future<Output = Flow> + Send;
+    /// A frame that is not a JSON-RPC message. Default: ignored, with a warning (for a role
+    /// whose peer is not answered for it).
+    #[expect(
+        clippy::boxed_local,
+        reason = "the handler's signature: a role that keeps it takes the box"
+    )]
+    fn unreadable(&mut self, unreadable: Box<Unreadable>) -> impl Future<Output = Flow> + Send {
+        tracing::warn!(error = %unreadable.error, "an unreadable message from {} was ignored", Self::PEER);
+        std::future::ready(CONTINUE)
+    }
 
     /// The answer to one of our requests.
     fn response(

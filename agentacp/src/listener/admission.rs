@@ -189,6 +189,12 @@ impl Gate {
         Ok(())
     }
 
+    /// Whether the place numbered `number` ([`UnprovenPlace::number`]) is still held among
+    /// the unauthenticated: `false` once its connection proved who it is (or ended).
+    pub(crate) fn is_unproven(&self, number: u64) -> bool {
+        lock(&self.state).unproven.contains_key(&number)
+    }
+
     /// Evicts the oldest unauthenticated connection that holds a slot; its slot.
     fn evict_oldest(&self) -> Option<OwnedSemaphorePermit> {
         let mut state = lock(&self.state);
@@ -229,6 +235,13 @@ impl Ticket {
     /// Its place among the unauthenticated, to hold until it proves who it is.
     pub(crate) fn take_place(&mut self) -> Option<UnprovenPlace> {
         self.place.take()
+    }
+}
+
+impl UnprovenPlace {
+    /// Its number, for [`Gate::is_unproven`].
+    pub(crate) fn number(&self) -> u64 {
+        self.number
     }
 }
 

@@ -1,6 +1,7 @@
 //! The listener that servers and bridges share (feature `websocket`): one ACP connection per
 //! WebSocket connection. A request that is not a WebSocket upgrade goes to the Streamable HTTP
-//! endpoint on the same port and path ([`http`]), under the same checks and slots. A server
+//! endpoint on the same port and path ([`http`]), under the same checks and slots. With TLS it
+//! offers HTTP/2 and HTTP/1.1 by ALPN. A server
 //! runs an operator on it (`server/websocket/listen.rs`, [`Listener::serve`]), a bridge one
 //! bridge per connection (`bridge/listen.rs`); both through [`Listener::run`].
 //!
@@ -17,20 +18,19 @@
 
 mod admission;
 pub(crate) mod http;
+mod upgraded;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::auth::{Identity, TokenStore};
 use crate::env::env_number;
@@ -40,6 +40,7 @@ use crate::websocket::{Closer, Limits, into_closable_lines};
 use admission::{Gate, Ticket, UnauthenticatedLimits, UnprovenPlace};
 use http::Endpoint;
 use http::head::{Io, Rewind, is_websocket_upgrade, read_head};
+use upgraded::{until_evicted, websocket_config};
 
 /// The paths a client may connect to.
 pub const PATHS: [&str; 2] = ["/acp", "/"];
@@ -185,11 +186,11 @@ impl Listener {
         }
         #[cfg(feature = "tls")]
         let tls = match &options.tls {
-            Some(files) => Some(
+            Some(files) => Some(with_alpn(
                 files
                     .acceptor()
                     .map_err(|message| Error::Io(std::io::Error::other(message)))?,
-            ),
+            )),
             None => None,
         };
         let tcp = TcpListener::bind(options.addr).await.map_err(|error| {
@@ -236,6 +237,7 @@ impl Listener {
         let (stop, stopped) = watch::channel(false);
         let http = http_endpoint(&options, &gate, &stopped, handle.clone());
         let mut connections = JoinSet::new();
+        let refused_reads = Arc::new(tokio::sync::Semaphore::new(REFUSED_READS));
         tokio::pin!(shutdown);
         loop {
             let (stream, peer) = tokio::select! {
@@ -251,11 +253,15 @@ impl Listener {
                     }
                 },
             };
+            // Small frames (an SSE event, a WebSocket message) go out at once instead of
+            // waiting for the peer's delayed ACK (Nagle); failing that is only slower.
+            let _ = stream.set_nodelay(true);
             let ticket = match gate.admit(peer.ip()) {
                 Ok(ticket) => ticket,
                 Err((status, body)) => {
                     tracing::warn!(%peer, max = options.max_connections, "refusing a connection: too many open");
-                    connections.spawn(refuse(stream, status, body));
+                    let reading = refused_reads.clone().try_acquire_owned().ok();
+                    connections.spawn(refuse_unread(stream, status, body, reading));
                     continue;
                 }
             };
@@ -285,9 +291,6 @@ impl Listener {
         }
     }
 }
-
-/// The close reason of a connection evicted for an authenticated one (at most 123 bytes).
-const EVICTED: &str = "the server is full: an unauthenticated connection made room for an authenticated one";
 
 /// What one accepted connection needs of its listener.
 struct Connecting {
@@ -332,18 +335,7 @@ impl Connecting {
         // it until it does.
         connection.unproven = ticket.take_place();
         let closer = connection.closer.take();
-        let handling = handle(connection);
-        tokio::pin!(handling);
-        tokio::select! {
-            () = &mut handling => return,
-            () = &mut evicted => {
-                tracing::info!(%peer, "closing an unauthenticated connection to make room for an authenticated one");
-                if let Some(closer) = closer {
-                    closer.close(CloseCode::Again, EVICTED);
-                }
-            }
-        }
-        handling.await;
+        until_evicted(handle(connection), evicted, closer, peer).await;
     }
 
     /// TLS (when configured), then the request head: a WebSocket upgrade is upgraded with
@@ -357,6 +349,10 @@ impl Connecting {
         #[cfg(feature = "tls")]
         if let Some(acceptor) = &self.tls {
             let stream = acceptor.accept(stream).await.map_err(|error| format!("TLS: {error}"))?;
+            // HTTP/2 chosen by ALPN: Streamable HTTP (no WebSocket upgrade over HTTP/2).
+            if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                return Ok(Accepted::Http(Box::new(stream)));
+            }
             return self.dispatch(stream, None, peer, ticket).await;
         }
         // A second handle on the socket, to answer a plain HTTP request that the WebSocket
@@ -409,11 +405,17 @@ impl Connecting {
                     None => ticket.over_limit().map_or(Ok(()), Err),
                 };
                 entered.map_err(|(status, body)| (status, body.to_string()))?;
-                Ok(shown)
+                let id = upgraded::new_connection_id().map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))?;
+                Ok((shown, id))
             });
             match outcome {
-                Ok(shown) => {
+                Ok((shown, id)) => {
                     proved = shown;
+                    let mut response = response;
+                    // The RFD names the connection on the `101` too (nothing here needs it).
+                    if let Ok(value) = HeaderValue::from_str(&id) {
+                        response.headers_mut().insert(upgraded::CONNECTION_ID, value);
+                    }
                     Ok(response)
                 }
                 Err((status, message)) => {
@@ -422,11 +424,7 @@ impl Connecting {
                 }
             }
         };
-        let config = WebSocketConfig::default()
-            .max_message_size(Some(options.limits.max_message_bytes))
-            .max_frame_size(Some(options.limits.max_message_bytes))
-            .read_buffer_size(16 * 1024)
-            .write_buffer_size(16 * 1024);
+        let config = websocket_config(&options.limits);
         match tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await {
             Ok(ws) => {
                 let (read, write, _pump, closer) = into_closable_lines(ws, options.limits, self.stopped.clone());
@@ -454,6 +452,16 @@ impl Connecting {
             Err(error) => Err(error.to_string()),
         }
     }
+}
+
+/// `acceptor`, offering HTTP/2 and HTTP/1.1 by ALPN (RFC 7301), HTTP/2 first: a client that
+/// speaks both (an HTTP client) gets HTTP/2; a WebSocket client offers HTTP/1.1, or nothing
+/// (then no protocol is agreed and the head of its first request decides, as without TLS).
+#[cfg(feature = "tls")]
+fn with_alpn(acceptor: tokio_rustls::TlsAcceptor) -> tokio_rustls::TlsAcceptor {
+    let mut config = rustls::ServerConfig::clone(acceptor.config());
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
 /// The Streamable HTTP endpoint of a listener with `options` and `gate`: the same checks,
@@ -562,7 +570,30 @@ fn error_response(status: StatusCode, message: String) -> ErrorResponse {
     response
 }
 
-/// Answers a plain HTTP response and closes (a refusal outside the WebSocket handshake).
+/// How many refused connections may have their request's head read at once (the next ones
+/// are answered without waiting for it), and for how long.
+const REFUSED_READS: usize = 64;
+const REFUSED_READ_TIME: Duration = Duration::from_secs(2);
+
+/// [`refuse`]s a connection whose request has not been read: with a `reading` permit, its
+/// head is read first (for a short time), for an HTTP client takes an answer that comes
+/// before its request is sent for a broken connection, not for the refusal.
+async fn refuse_unread(
+    mut stream: TcpStream,
+    status: StatusCode,
+    body: &str,
+    reading: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
+    if let Some(_reading) = reading {
+        let _ = tokio::time::timeout(REFUSED_READ_TIME, read_head(&mut stream)).await;
+    }
+    refuse(stream, status, body).await;
+}
+
+/// Answers a plain HTTP response and closes (a refusal outside the WebSocket handshake): the
+/// answer, the end of what is sent, then what the client still sends is read and dropped
+/// until it closes (a few seconds at most), so that unread bytes do not reset the connection
+/// before the client has read the answer.
 async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
     let body = format!("{}\n", body.trim_end());
     // A 426 must name the protocol to upgrade to (RFC 9110, 15.5.22).
@@ -580,6 +611,8 @@ async fn refuse(mut stream: TcpStream, status: StatusCode, body: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         let _ = stream.write_all(head.as_bytes()).await;
         let _ = stream.shutdown().await;
+        let mut rest = [0u8; 4096];
+        while matches!(stream.read(&mut rest).await, Ok(read) if read > 0) {}
     })
     .await;
 }

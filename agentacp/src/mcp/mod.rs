@@ -31,7 +31,7 @@ use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Imple
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
 use serde_json::Value;
 
-use self::tunnel::{AcpPeer, Tunnel, Tunnels};
+use self::tunnel::{AcpPeer, PeerRequest, Tunnel, Tunnels};
 use crate::governance::ToolKind;
 use crate::sandbox::Confinement;
 use crate::subprocess::{self, AgentCommand, AgentProcess, ExitState};
@@ -641,13 +641,11 @@ pub(crate) async fn open_over_acp<H: rmcp::ClientHandler>(
 ) -> Result<(RunningService<RoleClient, H>, Tunnel), String> {
     let answer = link
         .peer
-        .request(
+        .request(PeerRequest::plain(
             tunnel::CONNECT,
             serde_json::json!({"serverId": server_id}),
             CONNECT_TIMEOUT,
-            Box::pin(std::future::pending()),
-            tunnel::unobserved(),
-        )
+        ))
         .await
         .map_err(|error| format!("`mcp/connect` failed: {}", error.message))?;
     let connection_id = tunnel::connection_id_of(&answer)
@@ -713,13 +711,7 @@ pub(crate) fn disconnect(tunnel: &Tunnel, link: &AcpLink) {
     let peer = link.peer.clone();
     tokio::spawn(async move {
         if let Err(error) = peer
-            .request(
-                tunnel::DISCONNECT,
-                params,
-                STOP_GRACE,
-                Box::pin(std::future::pending()),
-                tunnel::unobserved(),
-            )
+            .request(PeerRequest::plain(tunnel::DISCONNECT, params, STOP_GRACE))
             .await
         {
             tracing::debug!(%error, "`mcp/disconnect` was not answered");
@@ -785,30 +777,29 @@ mod tests {
     }
 
     impl Stalls {
-        fn at_initialize(disconnected: tokio::sync::mpsc::UnboundedSender<Value>) -> Stalls {
-            Stalls {
-                initializes: false,
-                disconnected,
-            }
-        }
-
-        fn at_tools_list(disconnected: tokio::sync::mpsc::UnboundedSender<Value>) -> Stalls {
-            Stalls {
-                initializes: true,
-                disconnected,
-            }
+        /// A link to a peer that stalls at MCP `initialize`, or (`initializes`) at
+        /// `tools/list`; and what it is sent with `mcp/disconnect`.
+        fn link(initializes: bool) -> (AcpLink, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+            let (disconnected, disconnects) = tokio::sync::mpsc::unbounded_channel();
+            let link = AcpLink {
+                peer: Arc::new(Stalls {
+                    initializes,
+                    disconnected,
+                }),
+                tunnels: Arc::default(),
+            };
+            (link, disconnects)
         }
     }
 
     impl AcpPeer for Stalls {
-        fn request(
-            &self,
-            method: &'static str,
-            params: Value,
-            _: Duration,
-            cancelled: BoxFuture<'static, ()>,
-            _: tunnel::Sent,
-        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        fn request(&self, request: tunnel::PeerRequest) -> BoxFuture<'static, Result<Value, RpcError>> {
+            let tunnel::PeerRequest {
+                method,
+                params,
+                cancelled,
+                ..
+            } = request;
             let (disconnected, initializes) = (self.disconnected.clone(), self.initializes);
             Box::pin(async move {
                 match (method, params["method"].as_str()) {
@@ -835,26 +826,32 @@ mod tests {
         }
     }
 
+    /// Asserts that the connection `id` was disconnected: `mcp/disconnect` sent (seen in
+    /// `disconnects`) and its tunnel no longer routed in `link`.
+    async fn assert_disconnected(
+        disconnects: &mut tokio::sync::mpsc::UnboundedReceiver<Value>,
+        link: &AcpLink,
+        id: &str,
+    ) {
+        let disconnect = tokio::time::timeout(Duration::from_secs(10), disconnects.recv())
+            .await
+            .expect("mcp/disconnect sent in time");
+        assert_eq!(disconnect, Some(json!({"connectionId": id})));
+        assert!(link.tunnels.remove(id).is_none(), "the tunnel is still routed");
+    }
+
     /// Given up on while MCP `initialize` waits (a connect timeout, a cancelled turn), an
     /// MCP connection over ACP is disconnected: `mcp/disconnect` sent, the tunnel no longer
     /// routed. Before, both stayed until the connection ended.
     #[tokio::test]
     async fn an_mcp_connection_over_acp_given_up_on_while_opening_is_disconnected() {
-        let (disconnected, mut disconnects) = tokio::sync::mpsc::unbounded_channel();
-        let link = AcpLink {
-            peer: Arc::new(Stalls::at_initialize(disconnected)),
-            tunnels: Arc::default(),
-        };
+        let (link, mut disconnects) = Stalls::link(false);
         let opening = tokio::time::timeout(
             Duration::from_millis(200),
             open_over_acp("s-1", &link, (), CALL_TIMEOUT),
         );
         assert!(opening.await.is_err(), "initialize is never answered");
-        let disconnect = tokio::time::timeout(Duration::from_secs(10), disconnects.recv())
-            .await
-            .expect("mcp/disconnect sent in time");
-        assert_eq!(disconnect, Some(json!({"connectionId": "c-1"})));
-        assert!(link.tunnels.remove("c-1").is_none(), "the tunnel is still routed");
+        assert_disconnected(&mut disconnects, &link, "c-1").await;
     }
 
     /// Given up on while its tools are listed (initialized already), an MCP connection over
@@ -862,19 +859,11 @@ mod tests {
     /// until the ACP connection ended; a next turn opened another.
     #[tokio::test]
     async fn an_mcp_connection_over_acp_given_up_on_while_listing_its_tools_is_disconnected() {
-        let (disconnected, mut disconnects) = tokio::sync::mpsc::unbounded_channel();
-        let link = AcpLink {
-            peer: Arc::new(Stalls::at_tools_list(disconnected)),
-            tunnels: Arc::default(),
-        };
+        let (link, mut disconnects) = Stalls::link(true);
         let connecting = connect_over_acp("n", "s-2", link.clone(), ClientConfig::default(), CALL_TIMEOUT);
         let connecting = tokio::time::timeout(Duration::from_millis(500), connecting);
         assert!(connecting.await.is_err(), "tools/list is never answered");
-        let disconnect = tokio::time::timeout(Duration::from_secs(10), disconnects.recv())
-            .await
-            .expect("mcp/disconnect sent in time");
-        assert_eq!(disconnect, Some(json!({"connectionId": "c-2"})));
-        assert!(link.tunnels.remove("c-2").is_none(), "the tunnel is still routed");
+        assert_disconnected(&mut disconnects, &link, "c-2").await;
     }
 
     /// A `connectionId` the client gives a second connection while the first is open is
@@ -882,11 +871,7 @@ mod tests {
     /// went to the second's rmcp client.
     #[tokio::test]
     async fn a_connection_id_already_open_is_refused_and_the_open_one_kept() {
-        let (disconnected, _disconnects) = tokio::sync::mpsc::unbounded_channel();
-        let link = AcpLink {
-            peer: Arc::new(Stalls::at_tools_list(disconnected)),
-            tunnels: Arc::default(),
-        };
+        let (link, _disconnects) = Stalls::link(true);
         let (first, _) = open_over_acp("s-2", &link, ClientConfig::default(), CALL_TIMEOUT)
             .await
             .expect("the first connection opens");

@@ -35,7 +35,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::in_order::InOrder;
 use crate::future::BoxFuture;
 use crate::jsonrpc::cancels::{Cancellable, Cancels};
-use crate::jsonrpc::pending::RequestFailure;
+use crate::jsonrpc::outbox::Outbox;
+use crate::jsonrpc::pending::{Pending, RequestFailure};
 use crate::jsonrpc::{Id, RpcError, codes};
 use crate::sync::lock;
 
@@ -46,18 +47,8 @@ pub(crate) use crate::methods::mcp_over_acp::{connection_id_of, server_id_of};
 /// The ACP peer a tunnel's messages go to: the client (for an agent) or the agent (for a
 /// client). Each side implements it on its connection.
 pub(crate) trait AcpPeer: Send + Sync + 'static {
-    /// Sends an ACP request and waits for its result, at most `timeout`; when `cancelled`
-    /// completes first, cancels it at the peer (`$/cancel_request`) and fails. `sent` is told
-    /// once the request is on its way, so that what is sent after it reaches the peer after
-    /// it (dropped unused: it was not sent).
-    fn request(
-        &self,
-        method: &'static str,
-        params: Value,
-        timeout: Duration,
-        cancelled: BoxFuture<'static, ()>,
-        sent: Sent,
-    ) -> BoxFuture<'static, Result<Value, RpcError>>;
+    /// Sends an ACP request and waits for its result (see [`PeerRequest`]).
+    fn request(&self, request: PeerRequest) -> BoxFuture<'static, Result<Value, RpcError>>;
     /// Sends an ACP notification.
     fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()>;
 }
@@ -65,9 +56,57 @@ pub(crate) trait AcpPeer: Send + Sync + 'static {
 /// Told that a request is on its way to the peer ([`AcpPeer::request`]).
 pub(crate) type Sent = oneshot::Sender<()>;
 
-/// A [`Sent`] nobody waits on.
-pub(crate) fn unobserved() -> Sent {
-    oneshot::channel().0
+/// An ACP request a tunnel sends its peer ([`AcpPeer::request`]).
+pub(crate) struct PeerRequest {
+    /// The method.
+    pub(crate) method: &'static str,
+    /// The params.
+    pub(crate) params: Value,
+    /// The longest wait for the result.
+    pub(crate) timeout: Duration,
+    /// Completes when the request is given up on: then it is cancelled at the peer
+    /// (`$/cancel_request`) and fails.
+    pub(crate) cancelled: BoxFuture<'static, ()>,
+    /// Told once the request is on its way, so that what is sent after it reaches the peer
+    /// after it (dropped unused: it was not sent).
+    pub(crate) sent: Sent,
+}
+
+impl PeerRequest {
+    /// `method` with `params`, waited for at most `timeout`: never cancelled, and nobody told
+    /// when it is sent.
+    pub(crate) fn plain(method: &'static str, params: Value, timeout: Duration) -> Self {
+        PeerRequest {
+            method,
+            params,
+            timeout,
+            cancelled: Box::pin(std::future::pending()),
+            sent: oneshot::channel().0,
+        }
+    }
+
+    /// Sends the request through `outbox`, awaited in `pending`, and reads its result (see
+    /// [`answer_value`]).
+    pub(crate) async fn send(self, pending: &Pending, outbox: &Outbox) -> Result<Value, RpcError> {
+        let PeerRequest {
+            method,
+            params,
+            timeout,
+            cancelled,
+            sent,
+        } = self;
+        let answer = pending
+            .call_reporting(outbox, method, &params, timeout, cancelled, || {
+                let _ = sent.send(());
+            })
+            .await;
+        answer_value(method, timeout, answer)
+    }
+
+    /// The failure of the request when its connection is closed (it was not sent).
+    pub(crate) fn closed(self) -> Result<Value, RpcError> {
+        answer_value(self.method, self.timeout, Err(RequestFailure::Closed))
+    }
 }
 
 /// What reaches the local rmcp side: an MCP message, or the end of the connection.
@@ -224,7 +263,14 @@ impl Tunnel {
                 // request could reach the far side before the request it is about).
                 let (sent, on_its_way) = oneshot::channel();
                 tokio::spawn(async move {
-                    let answer = inner.peer.request(MESSAGE, outer, inner.timeout, cancelled, sent).await;
+                    let request = PeerRequest {
+                        method: MESSAGE,
+                        params: outer,
+                        timeout: inner.timeout,
+                        cancelled,
+                        sent,
+                    };
+                    let answer = inner.peer.request(request).await;
                     if lock(&inner.asking).remove(&key).is_none() {
                         // Cancelled by the local side, which no longer waits for an answer.
                         return;
@@ -545,14 +591,14 @@ mod tests {
     }
 
     impl AcpPeer for Arc<Recorder> {
-        fn request(
-            &self,
-            method: &'static str,
-            params: Value,
-            _: Duration,
-            cancelled: BoxFuture<'static, ()>,
-            sent: Sent,
-        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        fn request(&self, request: PeerRequest) -> BoxFuture<'static, Result<Value, RpcError>> {
+            let PeerRequest {
+                method,
+                params,
+                cancelled,
+                sent,
+                ..
+            } = request;
             let recorder = self.clone();
             let gate = lock(&self.gate).clone();
             Box::pin(async move {

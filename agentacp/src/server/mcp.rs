@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -148,23 +147,9 @@ fn shown_title(tool: &McpTool) -> String {
 struct ClientPeer(Arc<Connection>);
 
 impl mcp::tunnel::AcpPeer for ClientPeer {
-    fn request(
-        &self,
-        method: &'static str,
-        params: Value,
-        timeout: Duration,
-        cancelled: BoxFuture<'static, ()>,
-        sent: mcp::tunnel::Sent,
-    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+    fn request(&self, request: mcp::tunnel::PeerRequest) -> BoxFuture<'static, Result<Value, RpcError>> {
         let connection = self.0.clone();
-        Box::pin(async move {
-            let answer = (connection.pending)
-                .call_reporting(&connection.outbox, method, &params, timeout, cancelled, || {
-                    let _ = sent.send(());
-                })
-                .await;
-            mcp::tunnel::answer_value(method, timeout, answer)
-        })
+        Box::pin(async move { request.send(&connection.pending, &connection.outbox).await })
     }
 
     fn notify(&self, method: &'static str, params: Value) -> BoxFuture<'static, ()> {

@@ -669,20 +669,16 @@ impl FileStore {
 /// file, so it cannot be swapped between the check and the use). `None` when there is no
 /// file, or (a warning) when it is not a regular file; then blocking I/O as usual.
 fn open_session_file(options: &mut OpenOptions, path: &Path) -> std::io::Result<Option<File>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let nonblocking = rustix::fs::OFlags::NONBLOCK;
-    let file = match options.custom_flags(nonblocking.bits() as i32).open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    if !file.metadata()?.is_file() {
-        tracing::warn!(path = %path.display(), "ignoring a session store entry that is not a regular file");
-        return Ok(None);
+    use acp_process::file::{Refused, open_regular};
+    match open_regular(path, options) {
+        Ok(file) => Ok(Some(file)),
+        Err(Refused::Io(error)) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(Refused::Io(error)) => Err(error),
+        Err(Refused::NotRegular(_) | Refused::TooLarge(_)) => {
+            tracing::warn!(path = %path.display(), "ignoring a session store entry that is not a regular file");
+            Ok(None)
+        }
     }
-    let flags = rustix::fs::fcntl_getfl(&file)?;
-    rustix::fs::fcntl_setfl(&file, flags - nonblocking)?;
-    Ok(Some(file))
 }
 
 /// After a crash mid-write the file may end inside a line; start the next record on a line of

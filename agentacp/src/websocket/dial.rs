@@ -1,5 +1,6 @@
-//! Dialing an agent over WebSocket: `ws://` or (feature `tls`) `wss://`, with a bearer token
-//! on the upgrade.
+//! Dialing a remote agent: over WebSocket (`ws://`, or with feature `tls` `wss://`), with a
+//! bearer token on the upgrade, or over Streamable HTTP (`http://`, `https://`: see
+//! [`http_dial`](super::http_dial)), with it on every request. The URL's scheme picks.
 
 use std::time::Duration;
 
@@ -15,17 +16,35 @@ use super::stream::{Ended, Limits, into_lines};
 /// Where and how to dial.
 #[derive(Clone)]
 pub struct Dial {
-    /// `ws://host:port/acp` or `wss://…`.
+    /// `ws://host:port/acp` or `wss://…` (WebSocket), `http://host:port/acp` or `https://…`
+    /// (Streamable HTTP).
     pub url: String,
-    /// Sent as `Authorization: Bearer <token>` on the upgrade.
+    /// Sent as `Authorization: Bearer <token>` on the upgrade (WebSocket), or on every
+    /// request (Streamable HTTP).
     pub token: Option<String>,
-    /// How long connecting (TCP, TLS, upgrade) may take (default 10 s).
+    /// How long connecting (TCP, TLS, upgrade) may take (default 10 s). Over Streamable HTTP,
+    /// also each attempt to open an event stream, and the closing `DELETE`.
     pub connect_timeout: Duration,
     /// The connection's bounds.
     pub limits: Limits,
-    /// The TLS configuration for `wss://` (default: the webpki roots).
+    /// Streamable HTTP: how long an event stream that broke is tried again (each attempt
+    /// resuming it with `Last-Event-ID`) before the connection is given up (default 60 s, the
+    /// time an agentacp server keeps a connection that has no stream open).
+    pub resume_within: Duration,
+    /// The TLS configuration for `wss://` and `https://` (default: the webpki roots). Over
+    /// `https://`, ALPN offers `h2` and `http/1.1` whatever this configuration says.
     #[cfg(feature = "tls")]
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+/// Which remote profile a [`Dial`]'s URL names (its scheme).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// `ws://` or `wss://`.
+    WebSocket,
+    /// `http://` or `https://`: the upstream RFD's Streamable HTTP (POST, GET event streams,
+    /// DELETE on one `/acp` endpoint).
+    StreamableHttp,
 }
 
 impl std::fmt::Debug for Dial {
@@ -46,6 +65,7 @@ impl Dial {
             token: None,
             connect_timeout: Duration::from_secs(10),
             limits: Limits::default(),
+            resume_within: Duration::from_secs(60),
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -64,22 +84,34 @@ impl Dial {
         host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
 
-    /// Sends `token` on the upgrade.
+    /// Sends `token` on the upgrade (WebSocket) or on every request (Streamable HTTP).
     pub fn token(mut self, token: impl Into<String>) -> Dial {
         self.token = Some(token.into());
         self
     }
 
-    /// Connects and upgrades; the agent's JSON-RPC lines come from the first half and go to
-    /// the second. A refused upgrade (`401`, `403`, …) is an error that says so. Every error
-    /// is a sentence naming the URL: `cannot reach the agent at URL: …`.
-    pub async fn connect(&self) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>)> {
-        let (read, write, _pump) = self.connect_watched().await?;
-        Ok((read, write))
+    /// The profile the URL's scheme names: `ws`/`wss` WebSocket, `http`/`https` Streamable
+    /// HTTP. Any other scheme, or no URL at all, is an `InvalidInput` error naming the URL.
+    pub fn transport(&self) -> std::io::Result<Transport> {
+        let scheme = self
+            .url
+            .split_once("://")
+            .map(|(scheme, _)| scheme.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some("ws" | "wss") => Ok(Transport::WebSocket),
+            Some("http" | "https") => Ok(Transport::StreamableHttp),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "cannot reach the agent at `{}`: not a URL of a remote agent (ws://, wss://, http:// or https://)",
+                    self.url
+                ),
+            )),
+        }
     }
 
-    /// [`connect`](Dial::connect), and the task that tells how the connection ended.
-    pub(crate) async fn connect_watched(
+    /// [`connect`](Dial::connect) over WebSocket (`connect.rs` picks it by the URL's scheme).
+    pub(crate) async fn connect_websocket(
         &self,
     ) -> std::io::Result<(ReadHalf<DuplexStream>, WriteHalf<DuplexStream>, JoinHandle<Ended>)> {
         let mut request = self.url.as_str().into_client_request().map_err(|error| {
@@ -103,16 +135,17 @@ impl Dial {
         let config = WebSocketConfig::default()
             .max_message_size(Some(self.limits.max_message_bytes))
             .max_frame_size(Some(self.limits.max_message_bytes));
+        // `true`: Nagle off, so each message goes out at once (as the listener's sockets).
         #[cfg(feature = "tls")]
         let connecting = {
             let connector = tokio_tungstenite::Connector::Rustls(match &self.tls {
                 Some(config) => config.clone(),
                 None => super::tls::client_config(&[]).map_err(std::io::Error::other)?,
             });
-            tokio_tungstenite::connect_async_tls_with_config(request, Some(config), false, Some(connector))
+            tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, Some(connector))
         };
         #[cfg(not(feature = "tls"))]
-        let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), false);
+        let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
         let (ws, _response) = tokio::time::timeout(self.connect_timeout, connecting)
             .await
             .map_err(|_| {
@@ -131,6 +164,20 @@ impl Dial {
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move { stop.closed().await });
         Ok(into_lines(ws, self.limits, stopped))
+    }
+}
+
+/// How the connection to `url` ended, as a remote agent's last "stderr" line (`None`: its
+/// task was dropped).
+pub(crate) fn ended_line(url: &str, ended: Option<Ended>) -> String {
+    let what = match Dial::new(url).transport() {
+        Ok(Transport::StreamableHttp) => "Streamable HTTP connection",
+        _ => "WebSocket connection",
+    };
+    match ended {
+        Some(Ended::Closed) => format!("the {what} to {url} was closed"),
+        Some(Ended::Failed(reason)) => format!("the {what} to {url} failed: {reason}"),
+        None => format!("the {what} to {url} was dropped"),
     }
 }
 
@@ -158,7 +205,24 @@ fn refused(url: &str, error: tokio_tungstenite::tungstenite::Error) -> std::io::
 
 #[cfg(test)]
 mod tests {
-    use super::Dial;
+    use super::{Dial, Transport};
+
+    #[test]
+    fn the_scheme_picks_the_transport() {
+        for (url, transport) in [
+            ("ws://h/acp", Transport::WebSocket),
+            ("WSS://h/acp", Transport::WebSocket),
+            ("http://h:1/acp", Transport::StreamableHttp),
+            ("https://h/acp", Transport::StreamableHttp),
+        ] {
+            assert_eq!(Dial::new(url).transport().unwrap(), transport, "{url}");
+        }
+        for url in ["ftp://h/acp", "h:1/acp", ""] {
+            let error = Dial::new(url).transport().unwrap_err();
+            assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+            assert!(error.to_string().contains("http://"), "{error}");
+        }
+    }
 
     #[test]
     fn loopback_urls_are_told_from_others() {

@@ -35,7 +35,10 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-/// The bounds one WebSocket connection runs under.
+/// The bounds one remote connection runs under. Over Streamable HTTP (a dialer's): the
+/// largest event accepted; a stream silent for two keepalives, once its server has sent a
+/// comment on it (servers that send keepalive comments do), is taken as broken and resumed;
+/// each POST may take the write timeout.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// The largest message accepted from the peer, in bytes (default 4 MiB, the stdio frame
@@ -61,7 +64,7 @@ impl Default for Limits {
     }
 }
 
-/// How a WebSocket connection ended.
+/// How a remote connection (WebSocket or Streamable HTTP) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
     /// The peer closed it (or our side finished writing and closed it).

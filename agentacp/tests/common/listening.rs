@@ -26,6 +26,25 @@ pub fn tokens() -> TokenStore {
     TokenStore::from_file(file.path()).unwrap()
 }
 
+/// A token file of these identities and tokens (in a folder of its own), and a store reading
+/// it; [`write_tokens`] changes it (revokes, rotates).
+pub fn token_file(entries: &[(&str, &str)]) -> (tempfile::TempDir, TokenStore, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    write_tokens(&file, entries);
+    let store = TokenStore::from_file(&file).unwrap();
+    (dir, store, file)
+}
+
+/// Writes the token file anew (the store reads it again at its next check).
+pub fn write_tokens(file: &std::path::Path, entries: &[(&str, &str)]) {
+    let lines: String = entries
+        .iter()
+        .map(|(id, token)| format!("{id} {}\n", agentacp::auth::hash_token(token)))
+        .collect();
+    std::fs::write(file, lines).unwrap();
+}
+
 /// A listener serving an operator until [`shut_down`](Listening::shut_down).
 pub struct Listening {
     /// Where it listens.
@@ -82,6 +101,18 @@ impl Listening {
             .iter()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
+    }
+
+    /// Whether a record of `action` is written within [`WAIT`](super::WAIT) (polled: the
+    /// audit log is a sink, not a channel).
+    pub async fn recorded(&self, action: &str) -> bool {
+        tokio::time::timeout(super::WAIT, async {
+            while !self.audited().iter().any(|r| r["action"] == action) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .is_ok()
     }
 
     /// Stops the listener and waits for it to drain.

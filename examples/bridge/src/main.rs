@@ -1,7 +1,7 @@
 //! A governance bridge (`kind: bridge`): the editor starts
 //! `governance-bridge [--pass-env NAME]... [-- AGENT ARGS...]` as its agent (or connects to
-//! `governance-bridge --listen HOST:PORT` over WebSocket; `--connect URL` relays to a remote
-//! agent instead of starting one: see `--help`); the bridge starts the agent (default: the `governed-server` example beside
+//! `governance-bridge --listen HOST:PORT` over WebSocket or Streamable HTTP; `--connect URL`
+//! relays to a remote agent, `ws(s)://` or `http(s)://`, instead of starting one: see `--help`); the bridge starts the agent (default: the `governed-server` example beside
 //! this binary) and relays the session, gating tool calls by `OPERATOR.md` + `GOVERNANCE.md`
 //! and auditing both directions in `audit/bridge.jsonl` of its state folder (or
 //! `$AGENTACP_AUDIT_LOG`).
@@ -61,26 +61,29 @@ fn beside_this_binary(name: &str) -> PathBuf {
 const USAGE: &str = "\
 usage: governance-bridge [OPTIONS] [--] [AGENT ARGS...]
 
-An AIP-44 governance bridge: the editor talks ACP to it (over stdio, or over WebSocket with
---listen); it relays to the agent, gating tool calls by OPERATOR.md + GOVERNANCE.md and
-auditing both directions.
+An AIP-44 governance bridge: the editor talks ACP to it (over stdio, or over WebSocket or
+Streamable HTTP with --listen); it relays to the agent, gating tool calls by OPERATOR.md +
+GOVERNANCE.md and auditing both directions.
 
 The agent (downstream):
   AGENT ARGS...        the agent to start (default: the governed-server example beside
                        this binary), with a cleared environment
   --pass-env NAME      pass the variable NAME through to the agent (repeatable; also
                        AGENTACP_BRIDGE_PASS_ENV)
-  --connect URL        dial a remote agent instead of starting one: ws://HOST:PORT/acp, or
-                       wss://... (also AGENTACP_BRIDGE_CONNECT). Its bearer token is sent on
-                       the WebSocket upgrade, read from the variable --token-env names
+  --connect URL        dial a remote agent instead of starting one (also
+                       AGENTACP_BRIDGE_CONNECT): over WebSocket, ws://HOST:PORT/acp or
+                       wss://..., or over Streamable HTTP, http://HOST:PORT/acp or
+                       https://... Its bearer token, read from the variable --token-env
+                       names, is sent on the WebSocket upgrade, or on every HTTP request
   --token-env NAME     the environment variable holding the remote agent's token (default
                        AGENTACP_BRIDGE_TOKEN_ENV, else AGENTACP_TOKEN). A token is never
                        taken from the command line. Named here, it must be set
 
 The editor (upstream):
   (default)            stdio: the editor starts this program as its agent
-  --listen HOST:PORT   serve remote editors over WebSocket at ws://HOST:PORT/acp, one bridge
-                       and one agent per connection. Tokens: AGENTACP_TOKEN (one) or
+  --listen HOST:PORT   serve remote editors over WebSocket at ws://HOST:PORT/acp (and
+                       Streamable HTTP at http://HOST:PORT/acp), one bridge and one agent
+                       per connection. Tokens: AGENTACP_TOKEN (one) or
                        AGENTACP_TOKENS_FILE; without them only a loopback address may be
                        used. With tokens, every connection must send one on the upgrade
                        (`Authorization: Bearer <token>`): this bridge has no `authenticate`
@@ -94,7 +97,7 @@ Other settings (timeouts, audit log, state dir) come from the AGENTACP_* variabl
 /// What the command line asks for.
 struct Args {
     gatekeeper: Gatekeeper,
-    /// `--listen`: serve editors over WebSocket here.
+    /// `--listen`: serve editors over WebSocket and Streamable HTTP here.
     listen: Option<SocketAddr>,
     /// `--connect`: the remote agent.
     connect: Option<String>,
@@ -123,7 +126,11 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         };
         match flag.as_str() {
             "--pass-env" => pass_env.push(value("a variable name")?),
-            "--connect" => connect = Some(value("a URL (ws://HOST:PORT/acp or wss://...)")?),
+            "--connect" => {
+                connect = Some(value(
+                    "a URL (ws://HOST:PORT/acp, http://HOST:PORT/acp, wss://... or https://...)",
+                )?)
+            }
             "--token-env" => token_env = Some(value("a variable name")?),
             "--listen" => {
                 let addr = value("HOST:PORT")?.replace("localhost:", "127.0.0.1:");
@@ -169,8 +176,10 @@ fn bridge_options(args: &Args) -> Result<BridgeOptions, String> {
         .clone()
         .or_else(|| options.connect.as_ref().map(|dial| dial.url.clone()));
     if let Some(url) = url {
-        if !(url.starts_with("ws://") || url.starts_with("wss://")) {
-            return Err(format!("--connect wants a ws:// or wss:// URL (got `{url}`)"));
+        if Dial::new(&url).transport().is_err() {
+            return Err(format!(
+                "--connect wants a ws://, wss://, http:// or https:// URL (got `{url}`)"
+            ));
         }
         let token = match &args.token_env {
             Some(name) => Some(token_from_env(name).ok_or(format!("--token-env {name}: the variable is not set"))?),
@@ -226,7 +235,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// `--listen`: a bridge per WebSocket connection until SIGTERM or Ctrl-C.
+/// `--listen`: a bridge per connection (WebSocket or Streamable HTTP) until SIGTERM or Ctrl-C.
 fn listen(gatekeeper: Gatekeeper, options: BridgeOptions, addr: SocketAddr) -> agentacp::Result<()> {
     agentacp::env::init_logging();
     let listen = ListenOptions::from_env(addr).map_err(agentacp::Error::msg)?;
@@ -274,6 +283,20 @@ mod tests {
         assert_eq!(args.gatekeeper.agent, ["agent", "--connect", "x"]);
     }
 
+    /// Issue #47: a remote agent over Streamable HTTP as well as over WebSocket.
+    #[test]
+    fn connect_takes_websocket_and_streamable_http_urls() {
+        for url in ["ws://h:1/acp", "wss://h/acp", "http://h:1/acp", "https://h/acp"] {
+            let options = bridge_options(&parse(&["--connect", url]).unwrap()).unwrap();
+            assert_eq!(options.connect.map(|dial| dial.url).as_deref(), Some(url));
+        }
+        let error = bridge_options(&parse(&["--connect", "h:1/acp"]).unwrap())
+            .err()
+            .unwrap();
+        assert!(error.contains("http://"), "{error}");
+        assert!(USAGE.contains("http://HOST:PORT/acp"));
+    }
+
     #[test]
     fn a_token_env_naming_an_unset_variable_is_an_error() {
         let args = parse(&[
@@ -285,7 +308,7 @@ mod tests {
         .unwrap();
         let error = bridge_options(&args).expect_err("an unset token variable is refused");
         assert!(error.contains("AGENTACP_TEST_SURELY_UNSET_TOKEN"), "{error}");
-        let args = parse(&["--connect", "http://example/acp"]).unwrap();
+        let args = parse(&["--connect", "ftp://example/acp"]).unwrap();
         assert!(bridge_options(&args).is_err());
         // Without a remote agent a token variable means nothing: said, not ignored.
         if std::env::var_os("AGENTACP_BRIDGE_CONNECT").is_none() {

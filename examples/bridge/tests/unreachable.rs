@@ -63,21 +63,25 @@ fn a_refused_connection_is_named_to_the_editor_and_on_stderr() {
     initialize_is_answered_with_the_reason(&["--connect", &url], &format!("the agent at {url}: "));
 }
 
+/// Over WebSocket (the upgrade refused) and over Streamable HTTP (issue #47: the first
+/// request refused) alike.
 #[test]
 fn a_401_is_named_to_the_editor_and_on_stderr() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}/acp", listener.local_addr().unwrap());
-    // Answers one upgrade with 401, as a server with tokens answers a wrong one.
-    std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        let mut request = [0u8; 4096];
-        let _ = stream.read(&mut request);
-        let _ = stream.write_all(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-    });
-    initialize_is_answered_with_the_reason(
-        &["--connect", &url],
-        &format!("the agent at {url}: it refused the connection: 401"),
-    );
+    for scheme in ["ws", "http"] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("{scheme}://{}/acp", listener.local_addr().unwrap());
+        // Answers one request with 401, as a server with tokens answers a wrong one.
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        });
+        initialize_is_answered_with_the_reason(
+            &["--connect", &url],
+            &format!("the agent at {url}: it refused the connection: 401"),
+        );
+    }
 }
 
 const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../test-support/env_key_agent.py");

@@ -21,7 +21,10 @@ fn help_prints_the_usage_and_exits_0() {
         let (code, stdout, stderr) = run(&[flag]);
         assert_eq!(code, Some(0), "{stderr}");
         assert!(stdout.contains("usage: echo-server [--listen HOST:PORT]"), "{stdout}");
-        assert!(stdout.contains("--listen HOST:PORT   serve over WebSocket"), "{stdout}");
+        assert!(
+            stdout.contains("--listen HOST:PORT   serve WebSocket and Streamable HTTP"),
+            "{stdout}"
+        );
     }
 }
 

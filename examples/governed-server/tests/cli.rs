@@ -72,4 +72,6 @@ fn help_prints_the_usage_and_exits_0() {
         stdout.contains("usage: governed-server [--listen HOST:PORT]"),
         "{stdout}"
     );
+    // Issue #47: --listen serves Streamable HTTP on the same endpoint as WebSocket.
+    assert!(stdout.contains("Streamable HTTP (http://HOST:PORT/acp"), "{stdout}");
 }

@@ -13,6 +13,9 @@
 //! - `/wait`: the chunk `waiting`, then nothing until `session/cancel`; `cancelled`;
 //! - anything else: the words of `echo: TEXT` as chunks (every word but the first with its
 //!   leading space); `end_turn`.
+//!
+//! `--listen HOST:PORT` serves the same agent over Streamable HTTP with the official
+//! `AcpHttpServer` (`agent-client-protocol-http` 5), for `tests/http_servers.rs`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,7 +30,8 @@ use agent_client_protocol::v1::schema::{
     SessionNotification, SessionUpdate, StopReason, TextContent, ToolCall, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
 };
-use agent_client_protocol::{Agent, Client, Stdio};
+use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
+use agent_client_protocol_http::AcpHttpServer;
 use tokio::sync::Notify;
 
 /// Per session, the signal that ends its running turn (`session/cancel`).
@@ -108,8 +112,8 @@ async fn read(
     }
 }
 
-#[tokio::main]
-async fn main() -> agent_client_protocol::Result<()> {
+/// The agent, with state of its own (its sessions, their turns): one per connection.
+fn agent() -> impl ConnectTo<Client> {
     let sessions = AtomicU64::new(0);
     let tool_calls = Arc::new(AtomicU64::new(0));
     let reads_offered = Arc::new(AtomicBool::new(false));
@@ -191,6 +195,19 @@ async fn main() -> agent_client_protocol::Result<()> {
             },
             agent_client_protocol::on_receive_request!(),
         )
-        .connect_to(Stdio::new())
-        .await
+}
+
+/// Over stdin/stdout; with `--listen HOST:PORT`, a fresh [`agent`] per connection served by
+/// the official `AcpHttpServer` at `/acp` (Streamable HTTP and its WebSocket profile).
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => Ok(agent().connect_to(Stdio::new()).await?),
+        [flag, address] if flag == "--listen" => {
+            let listener = tokio::net::TcpListener::bind(address.as_str()).await?;
+            Ok(axum::serve(listener, AcpHttpServer::new(agent).into_router()).await?)
+        }
+        _ => Err("usage: sdk-agent [--listen HOST:PORT]".into()),
+    }
 }

@@ -6,6 +6,9 @@
 //! (chunk i is i zero-padded to 8 digits, padded with `.` to SIZE bytes) and then `end_turn`;
 //! `/forever` sends `tick N` chunks until `session/cancel`, then `cancelled`; anything else
 //! is echoed back as one chunk.
+//!
+//! `--listen HOST:PORT` serves the same agent over Streamable HTTP with the official
+//! `AcpHttpServer` (`agent-client-protocol-http` 5): the baseline of `benches/http.rs`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +21,9 @@ use agent_client_protocol::v1::schema::{
     InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse, SessionId,
     SessionNotification, SessionUpdate, StopReason, TextContent,
 };
-use agent_client_protocol::{Agent, Stdio};
+use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
+use agent_client_protocol_http::AcpHttpServer;
+use axum::serve::ListenerExt;
 
 /// The cancellation flag of each session's running turn.
 type CancelFlags = Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>;
@@ -64,8 +69,9 @@ fn command(prompt: &PromptRequest) -> Command {
     }
 }
 
-#[tokio::main]
-async fn main() -> agent_client_protocol::Result<()> {
+/// The agent, with state of its own (its sessions and their cancellation flags): one per
+/// connection.
+fn agent() -> impl ConnectTo<Client> {
     let sessions = AtomicU64::new(0);
     let flags: CancelFlags = Arc::default();
     let on_cancel = flags.clone();
@@ -142,6 +148,25 @@ async fn main() -> agent_client_protocol::Result<()> {
             },
             agent_client_protocol::on_receive_request!(),
         )
-        .connect_to(Stdio::new())
-        .await
+}
+
+/// With `--listen HOST:PORT`, the official `AcpHttpServer` serves a fresh [`agent`] per
+/// connection over Streamable HTTP (and its WebSocket profile) at `/acp`; otherwise one
+/// agent speaks over stdin/stdout.
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => Ok(agent().connect_to(Stdio::new()).await?),
+        [flag, address] if flag == "--listen" => {
+            // TCP_NODELAY on each connection, as axum documents it: without it a response's
+            // head and its first SSE event can wait for a delayed ACK (about 40 ms).
+            let listener = tokio::net::TcpListener::bind(address.as_str()).await?.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            let router = AcpHttpServer::new(agent).into_router();
+            Ok(axum::serve(listener, router).await?)
+        }
+        _ => Err("usage: sdk-stream-agent [--listen HOST:PORT]".into()),
+    }
 }

@@ -56,7 +56,7 @@ use crate::jsonrpc::pending::CANCEL_REQUEST;
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::mcp::in_order::InOrder;
 use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
-use crate::mcp::tunnel::{AcpPeer, answer_value};
+use crate::mcp::tunnel::{AcpPeer, PeerRequest};
 use crate::mcp::{AcpLink, CALL_TIMEOUT, CONNECT_TIMEOUT, disconnect, open_over_acp};
 use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
 use crate::oversight::mcp_calls::{self, McpCall};
@@ -519,25 +519,13 @@ pub(super) fn editor_message(relay: &Arc<Relay>, id: Option<&Id>, method: &str, 
 struct EditorPeer(Weak<Relay>);
 
 impl AcpPeer for EditorPeer {
-    fn request(
-        &self,
-        method: &'static str,
-        params: Value,
-        timeout: Duration,
-        cancelled: BoxFuture<'static, ()>,
-        sent: crate::mcp::tunnel::Sent,
-    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+    fn request(&self, request: PeerRequest) -> BoxFuture<'static, Result<Value, RpcError>> {
         let relay = self.0.upgrade();
         Box::pin(async move {
             let Some(relay) = relay else {
                 return Err(RpcError::new(codes::INTERNAL_ERROR, "the bridge is closing"));
             };
-            let answer = (relay.own)
-                .call_reporting(&relay.up, method, &params, timeout, cancelled, || {
-                    let _ = sent.send(());
-                })
-                .await;
-            answer_value(method, timeout, answer)
+            request.send(&relay.own, &relay.up).await
         })
     }
 

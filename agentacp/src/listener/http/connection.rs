@@ -58,10 +58,45 @@ pub(super) struct Queued {
     _share: OwnedSemaphorePermit,
 }
 
-/// One SSE stream: its queue, the reader while no GET holds it, and the events it sent last.
+/// A stream's queue, read by the GET that holds the stream (and, once it has let go, by a
+/// GET that took the stream over).
+type Queue = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Queued>>>;
+
+/// A GET's hold on a stream, ended when a resuming GET takes the stream over.
+#[derive(Default)]
+struct Hold {
+    over: std::sync::atomic::AtomicBool,
+    told: tokio::sync::Notify,
+}
+
+impl Hold {
+    fn end(&self) {
+        self.over.store(true, Ordering::SeqCst);
+        self.told.notify_waiters();
+    }
+
+    fn is_over(&self) -> bool {
+        self.over.load(Ordering::SeqCst)
+    }
+
+    /// Completes once the hold has ended.
+    async fn ended(&self) {
+        loop {
+            let told = self.told.notified();
+            if self.is_over() {
+                return;
+            }
+            told.await;
+        }
+    }
+}
+
+/// One SSE stream: its queue, the hold of the GET that reads it, and the events it sent last.
 struct Stream {
     sender: Option<mpsc::UnboundedSender<Queued>>,
-    receiver: Option<mpsc::UnboundedReceiver<Queued>>,
+    queue: Queue,
+    /// The GET reading it, if one does.
+    held: Option<Arc<Hold>>,
     /// Named by the server (else opened by the client ahead of `session/load`).
     confirmed: bool,
     /// The id of the last event queued (ids start at 1).
@@ -79,7 +114,8 @@ impl Stream {
         let (sender, receiver) = mpsc::unbounded_channel();
         Stream {
             sender: Some(sender),
-            receiver: Some(receiver),
+            queue: Arc::new(tokio::sync::Mutex::new(receiver)),
+            held: None,
             confirmed,
             last_queued: 0,
             last_sent: 0,
@@ -158,6 +194,9 @@ pub(super) struct HttpConnection {
     pub(super) id: String,
     /// Who opened it with a bearer token: later requests must show that identity.
     pub(super) owner: Option<Identity>,
+    /// The number of its place among the unauthenticated when it opened without a token
+    /// (`Gate::is_unproven` tells whether it has authenticated since).
+    pub(super) unproven: Option<u64>,
     input: tokio::sync::Mutex<Option<WriteHalf<DuplexStream>>>,
     streams: Mutex<Streams>,
     budget: Arc<Semaphore>,
@@ -173,6 +212,7 @@ impl HttpConnection {
     pub(super) fn new(
         id: String,
         owner: Option<Identity>,
+        unproven: Option<u64>,
         input: WriteHalf<DuplexStream>,
         budget_bytes: usize,
         write_timeout: Duration,
@@ -184,6 +224,7 @@ impl HttpConnection {
         Arc::new(HttpConnection {
             id,
             owner,
+            unproven,
             input: tokio::sync::Mutex::new(Some(input)),
             streams: Mutex::new(streams),
             budget: Arc::new(Semaphore::new(budget_bytes)),
@@ -250,7 +291,10 @@ impl HttpConnection {
     }
 
     /// The reader of the connection's stream (`None`) or of `session`'s; with `last` (the
-    /// client's `Last-Event-ID`), the events sent after it come first.
+    /// client's `Last-Event-ID`), the events sent after it come first. A stream another GET
+    /// holds is `Busy`, unless this one resumes it (`last`): a client comes back on a new
+    /// TCP connection before the server has seen its old one go, so the new GET takes the
+    /// stream over (the old one ends, and what it sent after `last` is sent again).
     pub(super) fn subscribe(self: &Arc<Self>, session: Option<&str>, last: Option<u64>) -> Result<Reader, Unavailable> {
         let mut streams = lock(&self.streams);
         if streams.closed {
@@ -272,19 +316,30 @@ impl HttpConnection {
                     .or_insert_with(|| Stream::new(false))
             }
         };
-        if stream.receiver.is_none() {
+        if stream.held.is_some() && last.is_none() {
             return Err(Unavailable::Busy);
         }
         let replay = match last {
             Some(last) => stream.since(last).ok_or(Unavailable::Gone)?,
             None => VecDeque::new(),
         };
-        let receiver = stream.receiver.take().ok_or(Unavailable::Busy)?;
+        // Taking over: what to send again is known once the old GET has let go of the queue.
+        let (replay, after) = match stream.held.take() {
+            Some(old) => {
+                old.end();
+                (VecDeque::new(), last)
+            }
+            None => (replay, None),
+        };
+        let hold = Arc::new(Hold::default());
+        stream.held = Some(hold.clone());
         self.readers.fetch_add(1, Ordering::SeqCst);
         self.touch();
         Ok(Reader {
             replay,
-            receiver: Some(receiver),
+            after,
+            queue: stream.queue.clone(),
+            hold,
             connection: self.clone(),
             session: session.map(str::to_string),
         })
@@ -441,29 +496,74 @@ pub(super) fn answer_route(method: &str, params: Option<&Value>) -> Route {
 pub(super) struct Reader {
     /// Events sent before, to send again first (`Last-Event-ID`).
     replay: VecDeque<(u64, Arc<str>)>,
-    receiver: Option<mpsc::UnboundedReceiver<Queued>>,
+    /// Taking the stream over from another GET: the `Last-Event-ID` whose followers are sent
+    /// again, once that GET has let go of the queue.
+    after: Option<u64>,
+    queue: Queue,
+    hold: Arc<Hold>,
     connection: Arc<HttpConnection>,
     session: Option<String>,
 }
 
 impl Reader {
-    /// The next event and its id; `None` once the stream has ended and is read. It is kept
-    /// for a client that resumes ([`RETAINED_EVENTS`]).
+    /// The next event and its id; `None` once the stream has ended and is read, or another
+    /// GET took it over. It is kept for a client that resumes ([`RETAINED_EVENTS`]).
     pub(super) async fn next(&mut self) -> Option<(u64, Arc<str>)> {
+        if self.hold.is_over() {
+            return None;
+        }
         if let Some(event) = self.replay.pop_front() {
             return Some(event);
         }
-        let queued = self.receiver.as_mut()?.recv().await?;
+        let hold = self.hold.clone();
+        let ended = hold.ended();
+        tokio::pin!(ended);
+        let mut queue = tokio::select! {
+            biased;
+            () = &mut ended => return None,
+            queue = self.queue.lock() => queue,
+        };
+        if let Some(after) = self.after.take() {
+            // What the old GET sent after the client's last event (all of it kept, or the
+            // stream ends here: the client's next resume is then `409`).
+            self.replay = self.with_stream(|stream| stream.since(after)).flatten()?;
+            if let Some(event) = self.replay.pop_front() {
+                return Some(event);
+            }
+        }
+        let queued = tokio::select! {
+            biased;
+            () = &mut ended => return None,
+            queued = queue.recv() => queued?,
+        };
         let line: Arc<str> = queued.line.into();
+        self.with_stream(|stream| stream.keep(queued.id, line.clone()));
+        Some((queued.id, line))
+    }
+
+    /// The next event if one is there now (nothing is waited for): what follows an event
+    /// [`next`](Self::next) gave, to send in the same chunk.
+    pub(super) fn ready(&mut self) -> Option<(u64, Arc<str>)> {
+        if self.hold.is_over() || self.after.is_some() {
+            return None;
+        }
+        if let Some(event) = self.replay.pop_front() {
+            return Some(event);
+        }
+        let queued = self.queue.try_lock().ok()?.try_recv().ok()?;
+        let line: Arc<str> = queued.line.into();
+        self.with_stream(|stream| stream.keep(queued.id, line.clone()));
+        Some((queued.id, line))
+    }
+
+    /// `act` on this reader's stream, if it is still there.
+    fn with_stream<T>(&self, act: impl FnOnce(&mut Stream) -> T) -> Option<T> {
         let mut streams = lock(&self.connection.streams);
         let stream = match &self.session {
             None => streams.connection.as_mut(),
             Some(session) => streams.sessions.get_mut(session),
         };
-        if let Some(stream) = stream {
-            stream.keep(queued.id, line.clone());
-        }
-        Some((queued.id, line))
+        stream.map(act)
     }
 }
 
@@ -471,20 +571,17 @@ impl Drop for Reader {
     fn drop(&mut self) {
         self.connection.readers.fetch_sub(1, Ordering::SeqCst);
         self.connection.touch();
-        let mut streams = lock(&self.connection.streams);
-        let stream = match &self.session {
-            None => streams.connection.as_mut(),
-            Some(session) => streams.sessions.get_mut(session),
-        };
-        match stream {
-            // Opened ahead of a session the server never named: forgotten.
-            Some(stream) if !stream.confirmed => {
-                if let Some(session) = &self.session {
-                    streams.sessions.remove(session);
-                }
+        // Only the GET that holds the stream lets it go (one taken over has nothing to give).
+        let held = self.with_stream(|stream| {
+            let mine = stream.held.as_ref().is_some_and(|held| Arc::ptr_eq(held, &self.hold));
+            if mine {
+                stream.held = None;
             }
-            Some(stream) => stream.receiver = self.receiver.take(),
-            None => {}
+            mine.then_some(stream.confirmed)
+        });
+        // Opened ahead of a session the server never named: forgotten.
+        if let (Some(Some(false)), Some(session)) = (held, &self.session) {
+            lock(&self.connection.streams).sessions.remove(session);
         }
     }
 }
@@ -497,7 +594,7 @@ mod tests {
         let (ours, theirs) = tokio::io::duplex(1024);
         let (_, input) = tokio::io::split(ours);
         (
-            HttpConnection::new("c".into(), None, input, 64, Duration::from_millis(200)),
+            HttpConnection::new("c".into(), None, None, input, 64, Duration::from_millis(200)),
             theirs,
         )
     }
@@ -575,6 +672,46 @@ mod tests {
         drop(held);
         connection.close_streams();
         assert_eq!(connection.subscribe(None, None).err(), Some(Unavailable::Closed));
+    }
+
+    /// Issue #47: a client back on a new TCP connection before the server has seen its old
+    /// one go: its GET with `Last-Event-ID` takes the stream over from the stale GET (which
+    /// ends, even while it waits for an event), and what that GET sent after the id comes
+    /// again, then the live events. A GET without `Last-Event-ID` is still refused.
+    #[tokio::test]
+    async fn a_resuming_get_takes_over_a_stream_a_stale_get_still_holds() {
+        let (ours, _theirs) = tokio::io::duplex(1024);
+        let (_, input) = tokio::io::split(ours);
+        let connection = HttpConnection::new("c".into(), None, None, input, 4096, Duration::from_millis(200));
+        let event = |n: u64| format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"n":{n}}}}}"#);
+        let mut stale = connection.subscribe(None, None).unwrap();
+        for n in 1..=2 {
+            assert!(connection.deliver(event(n)).await);
+        }
+        assert_eq!(stale.next().await.unwrap().0, 1, "the client read this one");
+        assert_eq!(stale.next().await.unwrap().0, 2, "lost in flight");
+        // The stale GET waits for the next event, holding the queue.
+        let waiting = tokio::spawn(async move { (stale.next().await, stale) });
+        tokio::task::yield_now().await;
+        assert_eq!(connection.subscribe(None, None).err(), Some(Unavailable::Busy));
+        let mut resumed = connection.subscribe(None, Some(1)).unwrap();
+        let (ended, stale) = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the stale GET ends")
+            .unwrap();
+        assert_eq!(ended, None);
+        let again = resumed.next().await.unwrap();
+        assert_eq!((again.0, &*again.1), (2, event(2).as_str()), "sent again");
+        assert!(connection.deliver(event(3)).await);
+        assert_eq!(resumed.next().await.unwrap().0, 3, "then the live ones");
+        drop(stale);
+        assert_eq!(
+            connection.subscribe(None, None).err(),
+            Some(Unavailable::Busy),
+            "the stale GET gave back nothing"
+        );
+        drop(resumed);
+        assert!(connection.subscribe(None, None).is_ok(), "given back");
     }
 
     /// Issue #47: a client that lost its stream resumes it with `Last-Event-ID` and misses

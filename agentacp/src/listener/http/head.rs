@@ -45,11 +45,15 @@ pub(crate) fn is_websocket_upgrade(head: &[u8]) -> bool {
     }
     request.method == Some("GET")
         && request.headers.iter().any(|header| {
-            header.name.eq_ignore_ascii_case("upgrade")
-                && String::from_utf8_lossy(header.value)
-                    .split(',')
-                    .any(|protocol| protocol.trim().eq_ignore_ascii_case("websocket"))
+            header.name.eq_ignore_ascii_case("upgrade") && names_websocket(&String::from_utf8_lossy(header.value))
         })
+}
+
+/// Whether an `Upgrade` header's value names `websocket` among its protocols.
+pub(crate) fn names_websocket(upgrade: &str) -> bool {
+    upgrade
+        .split(',')
+        .any(|protocol| protocol.trim().eq_ignore_ascii_case("websocket"))
 }
 
 /// A stream whose first bytes, already read, are read again.

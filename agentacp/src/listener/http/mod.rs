@@ -1,19 +1,26 @@
 //! Serving an operator over Streamable HTTP (issue #47), on the same `/acp` endpoint and
 //! listener as WebSocket: the listener reads each TCP connection's first request head and
 //! hands a WebSocket upgrade to the WebSocket handshake, anything else to hyper here
-//! (HTTP/1.1, or HTTP/2 for a client that starts with its preface: h2c).
+//! (HTTP/1.1, or HTTP/2 for a client that starts with its preface, h2c, or that agreed on it
+//! by ALPN over TLS).
 //!
 //! - `POST` carries one JSON-RPC message (`Content-Type: application/json`, at most the frame
 //!   limit). Without `Acp-Connection-Id` it must be `initialize`: a new ACP connection is
 //!   opened (admitted as a WebSocket one is) and the answer comes back `200` with the
 //!   connection's id in `Acp-Connection-Id`. Anything else is answered `202` at once, its
-//!   answer on a stream. A batch is `501`; a session-scoped method without
-//!   `Acp-Session-Id`, or one that differs from `params.sessionId`, `400`.
+//!   answer on a stream. A batch is `501`; a session-scoped method that names no session
+//!   (neither `Acp-Session-Id` nor `params.sessionId`), or an `Acp-Session-Id` that differs
+//!   from `params.sessionId`, `400`.
 //! - `GET` with `Accept: text/event-stream` and `Acp-Connection-Id` opens the connection's
 //!   SSE stream, with `Acp-Session-Id` too a session's ([`connection`] says what goes where);
 //!   one reader per stream (`409` for a second), keepalive comments every
 //!   `Limits::keepalive`.
 //! - `DELETE` with `Acp-Connection-Id` ends the connection (`202`).
+//! - `GET` with `Upgrade: websocket` on a kept-alive HTTP/1.1 connection (not its first
+//!   request, which the listener upgrades itself) is upgraded here (`101`) and runs as a
+//!   WebSocket the listener upgraded.
+//! - Any other method, a CORS preflight (`OPTIONS`) included, is `405` with `Allow`: no CORS
+//!   is served, and no cookies are set.
 //!
 //! Every request is checked as a WebSocket upgrade is (path, `Origin`, bearer token): a
 //! connection opened with a token takes requests only with a token of the same identity;
@@ -25,12 +32,13 @@ pub(crate) mod head;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, Limited, StreamBody};
@@ -45,14 +53,13 @@ use tokio::sync::watch;
 use crate::auth::Identity;
 use crate::future::BoxFuture;
 use crate::sync::lock;
-use crate::websocket::Limits;
+use crate::websocket::{Limits, into_closable_lines};
 
 use super::admission::{Gate, Refusal, Ticket, UnprovenPlace};
+use super::upgraded::CONNECTION_ID;
 use connection::{HttpConnection, NotTaken, Reader, Unavailable, answer_route};
 use head::Io;
 
-/// The header naming an HTTP connection.
-const CONNECTION_ID: &str = "acp-connection-id";
 /// The header naming a session.
 const SESSION_ID: &str = "acp-session-id";
 
@@ -177,7 +184,8 @@ impl Endpoint {
             .timer(TokioTimer::new())
             .keep_alive_interval(self.options.limits.keepalive)
             .keep_alive_timeout(self.options.limits.keepalive);
-        let connection = builder.serve_connection(TokioIo::new(io), service);
+        // With upgrades: a WebSocket upgrade that is not the connection's first request.
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
         let mut stopped = self.stopped.clone();
         tokio::pin!(connection, evicted);
         tokio::select! {
@@ -212,7 +220,7 @@ impl Endpoint {
         ticket: &Mutex<Ticket>,
     ) -> Result<Response<Body>, Refused> {
         let (parts, body) = request.into_parts();
-        let head = Request::from_parts(parts, ());
+        let mut head = Request::from_parts(parts, ());
         let shown = (self.admit)(&head)?;
         {
             let mut ticket = lock(ticket);
@@ -223,9 +231,12 @@ impl Endpoint {
             entered.map_err(refused)?;
         }
         match *head.method() {
-            Method::POST => self.post(&head, body, peer, shown).await,
-            Method::GET => self.get(&head, shown.as_ref()),
-            Method::DELETE => self.delete(&head, shown.as_ref()).await,
+            Method::POST => self.post(&head, body, peer, shown, ticket).await,
+            // Another upgrade (`h2c`, say) is ignored, as a server may: served as HTTP/1.1.
+            Method::GET if asks_websocket(&head) => self.websocket(&mut head, peer, shown),
+            Method::GET => self.get(&head, shown.as_ref(), ticket),
+            Method::DELETE => self.delete(&head, shown.as_ref(), ticket).await,
+            // No CORS: a browser's preflight is refused as any other method (with `Allow`).
             _ => Err((
                 StatusCode::METHOD_NOT_ALLOWED,
                 format!("{} is not served at /acp: POST, GET and DELETE are", head.method()),
@@ -239,6 +250,7 @@ impl Endpoint {
         body: Incoming,
         peer: SocketAddr,
         shown: Option<(Identity, String)>,
+        ticket: &Mutex<Ticket>,
     ) -> Result<Response<Body>, Refused> {
         let json = header(head, CONTENT_TYPE.as_str()).is_some_and(|value| {
             value
@@ -287,14 +299,16 @@ impl Endpoint {
                 )),
             };
         };
-        let connection = self.find(connection_id, shown.as_ref())?;
+        let connection = self.find(connection_id, shown.as_ref(), ticket)?;
         let params = message.get("params");
         if let Some(method) = method {
             let named = params
                 .and_then(|params| params.get("sessionId"))
                 .and_then(Value::as_str);
             match (header(head, SESSION_ID), named) {
-                (None, _) if SESSION_SCOPED.contains(&method) => {
+                // The session named in params alone is enough (the Python SDK's client sends
+                // the header with some session methods only; the official Rust server agrees).
+                (None, None) if SESSION_SCOPED.contains(&method) => {
                     return Err((
                         StatusCode::BAD_REQUEST,
                         format!("`{method}` is session-scoped: send Acp-Session-Id with it"),
@@ -370,15 +384,8 @@ impl Endpoint {
                 "too many connections; try again later".to_string(),
             ));
         }
-        let mut ticket = self.gate.admit(peer.ip()).map_err(refused)?;
-        match &shown {
-            Some(_) => self.gate.prove(&mut ticket).map_err(refused)?,
-            None => {
-                if let Some(refusal) = ticket.over_limit() {
-                    return Err(refused(refusal));
-                }
-            }
-        }
+        let mut ticket = self.ticket(peer, shown.as_ref())?;
+        let unproven = ticket.take_place();
         let connection_id = new_connection_id()?;
         let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
         let (read, write) = tokio::io::split(theirs);
@@ -387,6 +394,7 @@ impl Endpoint {
         let connection = HttpConnection::new(
             connection_id.clone(),
             shown.as_ref().map(|(identity, _)| identity.clone()),
+            unproven.as_ref().map(UnprovenPlace::number),
             input,
             stream_budget(limits.max_message_bytes),
             limits.write_timeout,
@@ -398,7 +406,7 @@ impl Endpoint {
             write,
             peer,
             proved: shown,
-            unproven: ticket.take_place(),
+            unproven,
         };
         tokio::spawn(self.clone().run(connection.clone(), lines, output, ticket));
         let Some(answer) = connection.initialize(line, id, self.options.handshake_timeout).await else {
@@ -415,6 +423,21 @@ impl Endpoint {
             headers.insert(CONNECTION_ID, value);
         }
         Ok(response)
+    }
+
+    /// A slot (and, without a token, a place among the unauthenticated) for a new ACP
+    /// connection from `peer`, as a new WebSocket connection gets one; else the refusal.
+    fn ticket(&self, peer: SocketAddr, shown: Option<&(Identity, String)>) -> Result<Ticket, Refused> {
+        let mut ticket = self.gate.admit(peer.ip()).map_err(refused)?;
+        match shown {
+            Some(_) => self.gate.prove(&mut ticket).map_err(refused)?,
+            None => {
+                if let Some(refusal) = ticket.over_limit() {
+                    return Err(refused(refusal));
+                }
+            }
+        }
+        Ok(ticket)
     }
 
     /// Runs one ACP connection until its server ends; ends its input when it is evicted,
@@ -452,13 +475,77 @@ impl Endpoint {
         self.running.send_modify(|running| *running -= 1);
     }
 
-    fn get(&self, head: &Request<()>, shown: Option<&(Identity, String)>) -> Result<Response<Body>, Refused> {
-        if header(head, "upgrade").is_some() {
-            return Err((
-                StatusCode::BAD_REQUEST,
-                "a WebSocket upgrade must be the first request of its TCP connection".to_string(),
-            ));
+    /// A WebSocket upgrade that is not the first request of its TCP connection (the listener
+    /// upgrades a first one before hyper reads the connection): checked as any request (by
+    /// [`respond`](Self::respond)), given a slot of its own as a new ACP connection is, and
+    /// answered `101`; the WebSocket then runs as one the listener upgraded.
+    fn websocket(
+        self: &Arc<Self>,
+        head: &mut Request<()>,
+        peer: SocketAddr,
+        shown: Option<(Identity, String)>,
+    ) -> Result<Response<Body>, Refused> {
+        let accept = websocket_accept(head)?;
+        let ticket = self.ticket(peer, shown.as_ref())?;
+        let upgrading = hyper::upgrade::on(head);
+        self.running.send_modify(|running| *running += 1);
+        let endpoint = self.clone();
+        tokio::spawn(async move {
+            endpoint.clone().serve_websocket(upgrading, peer, shown, ticket).await;
+            endpoint.running.send_modify(|running| *running -= 1);
+        });
+        let id = new_connection_id()?;
+        let mut response = empty(StatusCode::SWITCHING_PROTOCOLS);
+        let headers = response.headers_mut();
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            headers.insert(CONNECTION_ID, value);
         }
+        headers.insert(http::header::CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
+        headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, accept);
+        Ok(response)
+    }
+
+    /// Runs the WebSocket `upgrading` hands over (within the handshake time) with the
+    /// listener's handler, holding `ticket`'s slot.
+    async fn serve_websocket(
+        self: Arc<Self>,
+        upgrading: hyper::upgrade::OnUpgrade,
+        peer: SocketAddr,
+        proved: Option<(Identity, String)>,
+        mut ticket: Ticket,
+    ) {
+        let _slot = ticket.slot.clone();
+        let evicted = ticket.evicted();
+        let upgraded = match tokio::time::timeout(self.options.handshake_timeout, upgrading).await {
+            Ok(Ok(upgraded)) => upgraded,
+            Ok(Err(error)) => return tracing::debug!(%peer, %error, "a WebSocket upgrade failed"),
+            Err(_) => return tracing::debug!(%peer, "a WebSocket upgrade took too long; dropped"),
+        };
+        let limits = self.options.limits;
+        let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            tokio_tungstenite::tungstenite::protocol::Role::Server,
+            Some(super::upgraded::websocket_config(&limits)),
+        )
+        .await;
+        let (read, write, _pump, closer) = into_closable_lines(ws, limits, self.stopped.clone());
+        let lines = Lines {
+            read,
+            write,
+            peer,
+            proved,
+            unproven: ticket.take_place(),
+        };
+        super::upgraded::until_evicted((self.handle)(lines), evicted, Some(closer), peer).await;
+    }
+
+    fn get(
+        &self,
+        head: &Request<()>,
+        shown: Option<&(Identity, String)>,
+        ticket: &Mutex<Ticket>,
+    ) -> Result<Response<Body>, Refused> {
         let streams = header(head, ACCEPT.as_str()).is_some_and(|accept| accept.contains("text/event-stream"));
         if !streams {
             return Err((
@@ -470,7 +557,7 @@ impl Endpoint {
             StatusCode::BAD_REQUEST,
             "Acp-Connection-Id is required on a stream's GET".to_string(),
         ))?;
-        let connection = self.find(connection_id, shown)?;
+        let connection = self.find(connection_id, shown, ticket)?;
         let last = match header(head, "last-event-id") {
             Some(last) => Some(last.trim().parse::<u64>().map_err(|_| {
                 (
@@ -499,12 +586,17 @@ impl Endpoint {
         Ok(response)
     }
 
-    async fn delete(&self, head: &Request<()>, shown: Option<&(Identity, String)>) -> Result<Response<Body>, Refused> {
+    async fn delete(
+        &self,
+        head: &Request<()>,
+        shown: Option<&(Identity, String)>,
+        ticket: &Mutex<Ticket>,
+    ) -> Result<Response<Body>, Refused> {
         let connection_id = header(head, CONNECTION_ID).ok_or((
             StatusCode::BAD_REQUEST,
             "Acp-Connection-Id names the connection to end".to_string(),
         ))?;
-        let connection = self.find(connection_id, shown)?;
+        let connection = self.find(connection_id, shown, ticket)?;
         self.end(&connection).await;
         Ok(empty(StatusCode::ACCEPTED))
     }
@@ -517,8 +609,15 @@ impl Endpoint {
     }
 
     /// The connection `id` names, if the request may use it: one opened with a token takes
-    /// requests with a token of the same identity only.
-    fn find(&self, id: &str, shown: Option<&(Identity, String)>) -> Result<Arc<HttpConnection>, Refused> {
+    /// requests with a token of the same identity only. One that has authenticated (with
+    /// `authenticate`) proves who the TCP connection of the request is too: that gives its
+    /// place among the unauthenticated back, as an authenticated WebSocket connection does.
+    fn find(
+        &self,
+        id: &str,
+        shown: Option<&(Identity, String)>,
+        ticket: &Mutex<Ticket>,
+    ) -> Result<Arc<HttpConnection>, Refused> {
         let connection = lock(&self.connections).get(id).cloned().ok_or((
             StatusCode::NOT_FOUND,
             "no such connection (it ended, or never was): POST `initialize` to open one".to_string(),
@@ -533,10 +632,20 @@ impl Endpoint {
                 StatusCode::FORBIDDEN,
                 "this connection belongs to another identity".to_string(),
             )),
-            _ => Ok(connection),
+            _ => {
+                let authenticated = connection.unproven.is_none_or(|place| !self.gate.is_unproven(place));
+                if shown.is_none() && authenticated {
+                    drop(lock(ticket).take_place());
+                }
+                Ok(connection)
+            }
         }
     }
 }
+
+/// How many bytes of events already waiting go out in one chunk of an SSE body (at least
+/// one event, whatever its size).
+const CHUNK_BYTES: usize = 64 * 1024;
 
 /// What all of one connection's streams may hold: 4 messages at the frame limit, at least
 /// 1 MiB.
@@ -555,8 +664,18 @@ fn events(reader: Reader, keepalive: Duration) -> Body {
         }
         let chunk = tokio::select! {
             event = reader.next() => {
-                let (id, line) = event?;
-                Bytes::from(format!("id: {id}\ndata: {line}\n\n"))
+                // With the events already waiting behind it, up to `CHUNK_BYTES`: one write
+                // (and one read for the client) for a burst of updates, not one each.
+                let mut chunk = String::new();
+                let mut event = event;
+                while let Some((id, line)) = event {
+                    let _ = write!(chunk, "id: {id}\ndata: {line}\n\n");
+                    event = if chunk.len() < CHUNK_BYTES { reader.ready() } else { None };
+                }
+                if chunk.is_empty() {
+                    return None;
+                }
+                Bytes::from(chunk)
             }
             _ = ticks.tick() => Bytes::from_static(b": keepalive\n\n"),
         };
@@ -565,16 +684,38 @@ fn events(reader: Reader, keepalive: Duration) -> Body {
     StreamBody::new(stream).boxed_unsync()
 }
 
-/// A fresh connection id: 128 bits from the operating system's random source, in hex.
+/// A fresh connection id ([`new_connection_id`](super::upgraded::new_connection_id)), or
+/// `500`.
 fn new_connection_id() -> Result<String, Refused> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|error| {
-        (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot make a connection id: the system's random source failed ({error})"),
-        )
-    })?;
-    Ok(format!("{:032x}", u128::from_be_bytes(bytes)))
+    super::upgraded::new_connection_id().map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))
+}
+
+/// Whether `head` asks for `Upgrade: websocket`.
+fn asks_websocket(head: &Request<()>) -> bool {
+    header(head, "upgrade").is_some_and(head::names_websocket)
+}
+
+/// The `Sec-WebSocket-Accept` of a WebSocket upgrade (RFC 6455, 4.2.1), or why it is none.
+fn websocket_accept(head: &Request<()>) -> Result<HeaderValue, Refused> {
+    let bad = |why: &str| Err((StatusCode::BAD_REQUEST, format!("not a WebSocket upgrade: {why}")));
+    if head.version() != http::Version::HTTP_11 {
+        return bad("an upgrade is an HTTP/1.1 GET (over HTTP/2, open the WebSocket on a connection of its own)");
+    }
+    let connection = header(head, "connection").unwrap_or_default();
+    if !connection
+        .split(',')
+        .any(|option| option.trim().eq_ignore_ascii_case("upgrade"))
+    {
+        return bad("`Connection: Upgrade` is missing");
+    }
+    if header(head, "sec-websocket-version") != Some("13") {
+        return bad("`Sec-WebSocket-Version: 13` is missing");
+    }
+    let Some(key) = header(head, "sec-websocket-key") else {
+        return bad("`Sec-WebSocket-Key` is missing");
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.trim().as_bytes());
+    HeaderValue::from_str(&accept).map_err(|_| (StatusCode::BAD_REQUEST, "not a WebSocket upgrade".to_string()))
 }
 
 /// A header's value, if it is text.
@@ -600,6 +741,9 @@ fn plain(status: StatusCode, message: &str) -> Response<Body> {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     if status == StatusCode::UNAUTHORIZED {
         headers.insert("www-authenticate", HeaderValue::from_static("Bearer"));
+    }
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
     }
     response
 }

@@ -25,14 +25,14 @@ pub trait ServeWebSocket: Operator + OffersWebSocket + Sized {
             let listen = ListenOptions::from_env(addr).map_err(Error::msg)?;
             let listener = Listener::bind(listen).await?;
             let addr = listener.local_addr()?;
-            tracing::info!(%addr, "listening for ACP over WebSocket (path /acp)");
+            tracing::info!(%addr, "listening for ACP over WebSocket and Streamable HTTP (path /acp)");
             eprintln!("{}", listening_line(&program_name(Self::spec().name), addr));
             listener.serve_until_signal(self, ServerOptions::from_env()).await
         }
     }
 
-    /// A whole `main`: stdio with no arguments (how editors launch agents), WebSocket with
-    /// `--listen HOST:PORT` (e.g. `--listen 127.0.0.1:8765`), the usage on stdout with
+    /// A whole `main`: stdio with no arguments (how editors launch agents), WebSocket and
+    /// Streamable HTTP with `--listen HOST:PORT` (e.g. `--listen 127.0.0.1:8765`), the usage on stdout with
     /// `--help` (then `Ok`: exit 0). Anything else is an error in a sentence.
     fn run_main(self) -> Result<()> {
         match main_command(std::env::args().skip(1))? {
@@ -92,14 +92,17 @@ fn usage(program: &str) -> String {
     format!(
         "usage: {program} [--listen HOST:PORT]
 
-Serves this ACP operator over stdio (no arguments: how an editor starts it), or over
-WebSocket at ws://HOST:PORT/acp with --listen (port 0: one the system picks; the address is
-printed on stderr). Remote clients authenticate with a token: AGENTACP_TOKEN or
-AGENTACP_TOKENS_FILE; without tokens only a loopback address may be used. TLS:
-AGENTACP_TLS_CERT and AGENTACP_TLS_KEY. Other settings come from the AGENTACP_* variables
-(docs/remote.md, docs/design/runtime.md).
+Serves this ACP operator over stdio (no arguments: how an editor starts it), or with
+--listen over the network at HOST:PORT/acp, both remote profiles on the one endpoint:
+WebSocket (ws://HOST:PORT/acp) and Streamable HTTP (http://HOST:PORT/acp; HTTP/1.1 and
+HTTP/2). Port 0: one the system picks; the address is printed on stderr. Remote clients
+authenticate with a token: AGENTACP_TOKEN or AGENTACP_TOKENS_FILE; without tokens only a
+loopback address may be used. TLS (wss:// and https://): AGENTACP_TLS_CERT and
+AGENTACP_TLS_KEY. Other settings come from the AGENTACP_* variables (docs/remote.md,
+docs/design/runtime.md).
 
-  --listen HOST:PORT   serve over WebSocket instead of stdio, until SIGTERM or Ctrl-C
+  --listen HOST:PORT   serve WebSocket and Streamable HTTP instead of stdio, until SIGTERM
+                       or Ctrl-C
   -h, --help           print this and exit
 "
     )
@@ -150,6 +153,11 @@ mod tests {
         let usage = usage("my-agent");
         assert!(usage.starts_with("usage: my-agent [--listen HOST:PORT]\n"), "{usage}");
         assert!(usage.contains("--help"), "{usage}");
+        // Issue #47: the one endpoint serves both remote profiles, and the usage says so.
+        assert!(
+            usage.contains("WebSocket (ws://HOST:PORT/acp) and Streamable HTTP (http://HOST:PORT/acp"),
+            "{usage}"
+        );
     }
 
     #[test]
