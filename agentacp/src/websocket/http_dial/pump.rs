@@ -57,6 +57,8 @@ const MAX_QUEUED: usize = 1024;
 const MAX_REMEMBERED: usize = 4096;
 /// How many lines of the streams may wait for the runtime.
 const LINES_WAITING: usize = 64;
+/// How many bytes of lines go to the runtime in one buffer (one line at least).
+const FEED_BYTES: usize = 64 * 1024;
 
 /// Runs the connection of `endpoint` for the runtime at the other end of `runtime`.
 pub(super) async fn run(endpoint: Arc<Endpoint>, runtime: DuplexStream) -> Ended {
@@ -279,6 +281,12 @@ impl Pump {
                 Some((scope, text)) = self.lines.1.recv(), if feeding.is_none() => {
                     active = Instant::now();
                     self.take_line(scope, text);
+                    // And the lines already waiting behind it: one write to the runtime for a
+                    // burst of updates, not one each.
+                    for _ in 1..LINES_WAITING {
+                        let Ok((scope, text)) = self.lines.1.try_recv() else { break };
+                        self.take_line(scope, text);
+                    }
                 }
                 written = feed(&mut to_runtime, feeding) => {
                     match written {
@@ -508,10 +516,16 @@ impl Pump {
         self.feed_line(line);
     }
 
+    /// Queues `line` for the runtime: at the end of the last buffer while that is under
+    /// [`FEED_BYTES`] (bytes already written from it stay where they are), else in a new one.
     fn feed_line(&mut self, line: String) {
-        let mut bytes = line.into_bytes();
-        bytes.push(b'\n');
-        self.to_feed.push_back(bytes);
+        match self.to_feed.back_mut() {
+            Some(last) if last.len() < FEED_BYTES => last.extend_from_slice(line.as_bytes()),
+            _ => self.to_feed.push_back(line.into_bytes()),
+        }
+        if let Some(last) = self.to_feed.back_mut() {
+            last.push(b'\n');
+        }
     }
 
     /// Stops every stream and POST; ends the connection at the server (`DELETE`), unless
