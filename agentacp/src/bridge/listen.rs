@@ -124,6 +124,14 @@ impl BridgeListener {
                         Some((identity, _)) => audit.stamped("aip44", identity.audit_fields()),
                         None => audit,
                     };
+                    // As a server does: the identity the request's token proved signs in,
+                    // audited before anything is served (nothing is, if that fails).
+                    if let Some((identity, _)) = &connection.proved {
+                        let login = auth_event(B::spec().id, "auth.login", identity, "upgrade");
+                        if let Err(error) = write_ahead(&audit, None, login) {
+                            return tracing::error!(peer = %connection.peer, %error, "auditing a sign-in failed; the connection is not served");
+                        }
+                    }
                     let input = RevocableInput::new(connection.read, tokens.zip(connection.proved), audit.clone(), B::spec().id);
                     let run = relay::run(
                         B::spec(),
