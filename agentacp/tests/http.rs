@@ -22,47 +22,10 @@ impl RemoteServer for Remote {
         turn: &mut Turn<'_, GovernanceAware>,
         request: wire::PromptRequest,
     ) -> Result<wire::StopReason> {
-        let text = serde_json::to_value(&request.prompt).unwrap_or_default().to_string();
-        if text.contains("/flood") {
-            // Streams until cancelled (or its connection is given up).
-            let chunk = "x".repeat(1024);
-            while !turn.is_cancelled() {
-                if turn.message(&chunk).await.is_err() {
-                    break;
-                }
-            }
-            return Ok(wire::StopReason::Cancelled);
-        }
-        if text.contains("/wait") {
-            // Runs until cancelled (by the client, its connection ending, or a revocation).
-            turn.message("waiting").await?;
-            turn.cancelled().await;
-            return Ok(wire::StopReason::Cancelled);
-        }
-        let who = turn.session().identity().map(|id| id.to_string()).unwrap_or_default();
-        turn.message(&format!("hello {who}")).await?;
-        Ok(wire::StopReason::EndTurn)
+        common::listening::scripted_prompt(turn, request).await
     }
 
-    async fn load_session(
-        &self,
-        _session: &SessionContext,
-        _request: wire::LoadSessionRequest,
-    ) -> Result<wire::LoadSessionResponse> {
-        Ok(wire::LoadSessionResponse::default())
-    }
-
-    async fn extension(&self, _method: &str, _params: Value) -> Result<Value> {
-        Ok(json!({}))
-    }
-
-    async fn extension_notification(&self, _method: &str, _params: Value) -> Result<()> {
-        Ok(())
-    }
-
-    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
-        Ok(wire::AuthenticateResponse::default())
-    }
+    remote_no_ops!();
 }
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -997,6 +960,33 @@ async fn read_response<S: tokio::io::AsyncBufRead + Unpin>(stream: &mut S) -> (S
     .expect("answered in time")
 }
 
+/// A TCP connection on which alice's `initialize` was POSTed by hand (HTTP/1.1, kept alive)
+/// and answered `200`.
+async fn initialized_by_hand(server: &Server) -> tokio::io::BufReader<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut tcp = tokio::io::BufReader::new(tcp);
+    let body = request(0, "initialize", json!({"protocolVersion": 1})).to_string();
+    let post = format!(
+        "POST /acp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {ALICE}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(post.as_bytes()).await.unwrap();
+    let (status, body) = read_response(&mut tcp).await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    tcp
+}
+
+/// A WebSocket upgrade request written by hand, with `token` as its bearer.
+fn upgrade_by_hand(token: &str) -> String {
+    format!(
+        "GET /acp HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Authorization: Bearer {token}\r\n\r\n"
+    )
+}
+
 /// A WebSocket upgrade that came after another request on the same kept-alive HTTP/1.1
 /// connection was answered `400` (the listener looked only at the first request's head). It
 /// is upgraded now, with the same checks as a first one: a wrong token is `401` and the
@@ -1007,28 +997,11 @@ async fn a_websocket_upgrade_after_another_request_on_the_connection_is_upgraded
     use tokio::io::AsyncWriteExt;
     use tokio_tungstenite::tungstenite::Message;
     let server = Server::start(|options| options.tokens(tokens())).await;
-    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let mut tcp = tokio::io::BufReader::new(tcp);
-    let body = request(0, "initialize", json!({"protocolVersion": 1})).to_string();
-    let post = format!(
-        "POST /acp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Authorization: Bearer {ALICE}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(post.as_bytes()).await.unwrap();
-    let (status, _) = read_response(&mut tcp).await;
-    assert_eq!(status, "HTTP/1.1 200 OK");
-    let upgrade = |token: &str| {
-        format!(
-            "GET /acp HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-             Authorization: Bearer {token}\r\n\r\n"
-        )
-    };
-    tcp.write_all(upgrade("wrong").as_bytes()).await.unwrap();
+    let mut tcp = initialized_by_hand(&server).await;
+    tcp.write_all(upgrade_by_hand("wrong").as_bytes()).await.unwrap();
     let (status, body) = read_response(&mut tcp).await;
     assert_eq!(status, "HTTP/1.1 401 Unauthorized", "{body}");
-    tcp.write_all(upgrade(ALICE).as_bytes()).await.unwrap();
+    tcp.write_all(upgrade_by_hand(ALICE).as_bytes()).await.unwrap();
     let (status, _) = read_response(&mut tcp).await;
     assert_eq!(status, "HTTP/1.1 101 Switching Protocols");
     assert!(
@@ -1212,22 +1185,8 @@ async fn the_101_of_a_websocket_upgrade_names_a_fresh_connection() {
         ids.push(id.to_str().unwrap().to_string());
     }
     // After a POST on the same TCP connection (hyper's upgrade, not the first-request path).
-    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    let mut tcp = tokio::io::BufReader::new(tcp);
-    let body = request(0, "initialize", json!({"protocolVersion": 1})).to_string();
-    let post = format!(
-        "POST /acp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Authorization: Bearer {ALICE}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(post.as_bytes()).await.unwrap();
-    assert_eq!(read_response(&mut tcp).await.0, "HTTP/1.1 200 OK");
-    let upgrade = format!(
-        "GET /acp HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-         Authorization: Bearer {ALICE}\r\n\r\n"
-    );
-    tcp.write_all(upgrade.as_bytes()).await.unwrap();
+    let mut tcp = initialized_by_hand(&server).await;
+    tcp.write_all(upgrade_by_hand(ALICE).as_bytes()).await.unwrap();
     let head = tokio::time::timeout(WAIT, async {
         let mut head = Vec::new();
         loop {

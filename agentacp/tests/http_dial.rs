@@ -66,25 +66,7 @@ impl RemoteServer for Remote {
         Ok(wire::StopReason::EndTurn)
     }
 
-    async fn load_session(
-        &self,
-        _session: &SessionContext,
-        _request: wire::LoadSessionRequest,
-    ) -> Result<wire::LoadSessionResponse> {
-        Ok(wire::LoadSessionResponse::default())
-    }
-
-    async fn extension(&self, _method: &str, _params: Value) -> Result<Value> {
-        Ok(json!({}))
-    }
-
-    async fn extension_notification(&self, _method: &str, _params: Value) -> Result<()> {
-        Ok(())
-    }
-
-    async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
-        Ok(wire::AuthenticateResponse::default())
-    }
+    remote_no_ops!();
 }
 
 fn options(server: &Listening) -> ClientOptions {

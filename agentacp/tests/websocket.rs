@@ -28,35 +28,7 @@ impl RemoteServer for Remote {
         turn: &mut Turn<'_, GovernanceAware>,
         request: wire::PromptRequest,
     ) -> Result<wire::StopReason> {
-        let text = serde_json::to_value(&request.prompt).unwrap_or_default();
-        if text.to_string().contains("/flood") {
-            // Streams until cancelled (or its connection is given up).
-            let chunk = "x".repeat(1024);
-            while !turn.is_cancelled() {
-                if turn.message(&chunk).await.is_err() {
-                    break;
-                }
-            }
-            return Ok(wire::StopReason::Cancelled);
-        }
-        if text.to_string().contains("/wait") {
-            // Runs until cancelled (by the client, or by its connection going away).
-            turn.message("waiting").await?;
-            turn.cancelled().await;
-            return Ok(wire::StopReason::Cancelled);
-        }
-        if text.to_string().contains("/write") {
-            let outcome = turn
-                .tool_call("write", json!({}))
-                .kind(ToolKind::Edit)
-                .run(|_| async move { Ok::<_, String>(json!({"written": true})) })
-                .await?;
-            turn.message(&format!("{outcome:?}")).await?;
-            return Ok(wire::StopReason::EndTurn);
-        }
-        let who = turn.session().identity().map(|id| id.to_string()).unwrap_or_default();
-        turn.message(&format!("hello {who}")).await?;
-        Ok(wire::StopReason::EndTurn)
+        common::listening::scripted_prompt(turn, request).await
     }
 
     async fn load_session(

@@ -125,3 +125,42 @@ impl Listening {
             .unwrap();
     }
 }
+
+/// What the `test-remote` operators of the remote tests do with a prompt: `/flood` streams
+/// until cancelled, `/wait` says `waiting` and waits to be cancelled, `/write` runs an edit
+/// tool call (asking the client), anything else is answered `hello <identity>`.
+pub async fn scripted_prompt(
+    turn: &mut agentacp::prelude::Turn<'_, agentacp::prelude::GovernanceAware>,
+    request: agentacp::prelude::wire::PromptRequest,
+) -> agentacp::Result<agentacp::prelude::wire::StopReason> {
+    use agentacp::prelude::{ToolKind, wire::StopReason};
+    let text = serde_json::to_value(&request.prompt).unwrap_or_default().to_string();
+    if text.contains("/flood") {
+        // Streams until cancelled (or its connection is given up).
+        let chunk = "x".repeat(1024);
+        while !turn.is_cancelled() {
+            if turn.message(&chunk).await.is_err() {
+                break;
+            }
+        }
+        return Ok(StopReason::Cancelled);
+    }
+    if text.contains("/wait") {
+        // Runs until cancelled (by the client, its connection ending, or a revocation).
+        turn.message("waiting").await?;
+        turn.cancelled().await;
+        return Ok(StopReason::Cancelled);
+    }
+    if text.contains("/write") {
+        let outcome = turn
+            .tool_call("write", serde_json::json!({}))
+            .kind(ToolKind::Edit)
+            .run(|_| async move { Ok::<_, String>(serde_json::json!({"written": true})) })
+            .await?;
+        turn.message(&format!("{outcome:?}")).await?;
+        return Ok(StopReason::EndTurn);
+    }
+    let who = turn.session().identity().map(|id| id.to_string()).unwrap_or_default();
+    turn.message(&format!("hello {who}")).await?;
+    Ok(StopReason::EndTurn)
+}

@@ -39,6 +39,33 @@ macro_rules! ok_server {
     };
 }
 
+/// The methods a `test-remote` operator (tests/operators/test-remote/ACP.md) answers with
+/// nothing: `session/load`, extensions, `authenticate`; inside its handler's `impl`.
+#[macro_export]
+macro_rules! remote_no_ops {
+    () => {
+        async fn load_session(
+            &self,
+            _session: &SessionContext,
+            _request: wire::LoadSessionRequest,
+        ) -> Result<wire::LoadSessionResponse> {
+            Ok(wire::LoadSessionResponse::default())
+        }
+
+        async fn extension(&self, _method: &str, _params: Value) -> Result<Value> {
+            Ok(json!({}))
+        }
+
+        async fn extension_notification(&self, _method: &str, _params: Value) -> Result<()> {
+            Ok(())
+        }
+
+        async fn authenticate(&self, _request: wire::AuthenticateRequest) -> Result<wire::AuthenticateResponse> {
+            Ok(wire::AuthenticateResponse::default())
+        }
+    };
+}
+
 /// Every wait on the server is bounded: a broken server fails the test, it does not hang it.
 pub const WAIT: Duration = Duration::from_secs(10);
 
