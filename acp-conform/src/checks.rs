@@ -16,7 +16,7 @@ const PROTOCOL_VERSION: u64 = 1;
 /// ACP's "Resource not found": the answer to a request naming an unknown session.
 const RESOURCE_NOT_FOUND: i64 = -32002;
 /// How long the kit listens for a message that must not come.
-const QUIET: Duration = Duration::from_millis(100);
+pub(crate) const QUIET: Duration = Duration::from_millis(100);
 /// The status with which a Streamable HTTP server refuses a malformed request (the RFD's
 /// `400 Bad Request`).
 const BAD_REQUEST: u16 = 400;
@@ -253,25 +253,32 @@ pub fn preflight(context: &Context) -> Result<(), String> {
         authenticate(&mut peer, id)?;
     }
     context.auth.set_methods(methods);
-    if let Some(connect) = &context.config.connect {
-        // A server with tokens admits a connection that shows none on the upgrade, but serves
-        // it nothing but `authenticate` (-32000): every check would fail for want of a token.
-        let (_, response) = peer.call(json!(1), "conform/no-such-method", json!({}))?;
-        if error_code(&response) == Some(-32000) {
-            let why = match connect.token {
-                None => "the server wants a token (--token or AGENTACP_CONFORM_TOKEN)",
-                Some(_) => "the server still wants authentication after the token on the upgrade",
-            };
-            let answer = trim(&response["error"].to_string());
-            return Err(format!("{}: {why}: it answers {answer}", connect.url));
-        }
-    }
+    remote_refusal(context, &mut peer)?;
     // A session, as the checks open theirs; an agent that gives none (no answer, another
     // error) is left to the checks to judge.
     if let Ok((_, response)) = peer.call(json!("new-session"), "session/new", new_session_params(&context.root())) {
         context.auth.note_sessions(&response);
     }
     Ok(())
+}
+
+/// With `--connect`: `Err` when the server serves the connection nothing but authentication.
+/// A server with tokens admits a connection that shows none on the upgrade, but answers
+/// everything else -32000: every check would fail for want of a token.
+pub(crate) fn remote_refusal(context: &Context, peer: &mut Peer) -> Result<(), String> {
+    let Some(connect) = &context.config.connect else {
+        return Ok(());
+    };
+    let (_, response) = peer.call(json!(1), "conform/no-such-method", json!({}))?;
+    if error_code(&response) != Some(-32000) {
+        return Ok(());
+    }
+    let why = match connect.token {
+        None => "the server wants a token (--token or AGENTACP_CONFORM_TOKEN)",
+        Some(_) => "the server still wants authentication after the token on the upgrade",
+    };
+    let answer = trim(&response["error"].to_string());
+    Err(format!("{}: {why}: it answers {answer}", connect.url))
 }
 
 /// `authenticate` with `method`; `Err` when the agent refuses it.
@@ -337,7 +344,7 @@ fn with_session(context: &Context) -> Result<(Peer, Value, String), String> {
 }
 
 /// The id of the session a `session/new` `response` opened.
-fn session_id(context: &Context, response: &Value) -> Result<String, String> {
+pub(crate) fn session_id(context: &Context, response: &Value) -> Result<String, String> {
     refused_for_auth(context, "session/new", response)?;
     response["result"]["sessionId"]
         .as_str()
@@ -347,7 +354,7 @@ fn session_id(context: &Context, response: &Value) -> Result<String, String> {
 
 /// `Err` when `response` (to `method`) refuses for want of authentication: the check cannot
 /// judge its rule (it is skipped, and the refusal reported once as `auth.required`).
-fn refused_for_auth(context: &Context, method: &str, response: &Value) -> Result<(), String> {
+pub(crate) fn refused_for_auth(context: &Context, method: &str, response: &Value) -> Result<(), String> {
     if context.auth.refused(method, response) {
         Err(format!("{method} was refused for want of authentication"))
     } else {

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod checks;
 pub mod driver;
 pub mod report;
+pub mod v2;
 
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,11 @@ pub struct Config {
     /// The auth method to `authenticate` with after each `initialize` (`--auth`); it must be
     /// one the agent offers (`authMethods`), and not a `terminal` one.
     pub auth: Option<String>,
+    /// The protocol version whose suite runs: 1 (the default) or 2 ([`v2`], `--protocol 2`).
+    pub protocol: u16,
+    /// The v2 JSON schema every frame of the agent's is checked against (`--schema`; `v2.schema`
+    /// is skipped without it). The kit embeds none.
+    pub schema: Option<std::path::PathBuf>,
 }
 
 /// Where the kit finds the agent's audit log.
@@ -112,6 +118,8 @@ impl Config {
             audit_log: None,
             tool_prompts: Vec::new(),
             auth: None,
+            protocol: 1,
+            schema: None,
         }
     }
 }
@@ -185,6 +193,8 @@ pub struct Context {
     allowed_run: std::sync::OnceLock<Result<checks::audit::ToolRun, String>>,
     /// Where, if anywhere, the agent refused the kit for want of authentication.
     auth: auth::Watch,
+    /// The v2 suite's state: the schema, the version the agent chose, the frames it failed.
+    v2: v2::State,
 }
 
 impl Context {
@@ -192,7 +202,9 @@ impl Context {
     pub fn new(config: Config) -> Result<Context, StartError> {
         let make = || tempfile::Builder::new().prefix("acp-conform-").tempdir();
         let io = |e: std::io::Error| StartError(format!("cannot create a temporary folder: {e}"));
+        let v2 = v2::State::new(&config).map_err(StartError)?;
         Ok(Context {
+            v2,
             config,
             root: make().map_err(io)?,
             outside: make().map_err(io)?,
@@ -278,7 +290,15 @@ pub fn all_checks() -> Vec<Check> {
 /// Runs the suite: a preflight (start the agent or connect to it, `initialize`) whose failure
 /// is a [`StartError`], then each selected check in a fresh agent process or connection.
 pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
-    let checks = all_checks();
+    let checks = match config.protocol {
+        1 => all_checks(),
+        2 => v2::all(),
+        other => {
+            return Err(StartError(format!(
+                "--protocol {other}: the kit has suites for versions 1 and 2"
+            )));
+        }
+    };
     if let Some(unknown) = config
         .only
         .iter()
@@ -287,7 +307,11 @@ pub fn run(config: Config) -> Result<Vec<Verdict>, StartError> {
         return Err(StartError(format!("--only: no check `{unknown}`")));
     }
     let context = Context::new(config)?;
-    checks::preflight(&context).map_err(StartError)?;
+    match context.config.protocol {
+        2 => v2::preflight(&context),
+        _ => checks::preflight(&context),
+    }
+    .map_err(StartError)?;
     let selected = checks
         .iter()
         .filter(|c| context.config.only.is_empty() || context.config.only.iter().any(|id| id == c.id));
@@ -308,9 +332,11 @@ fn run_check(context: &Context, check: &Check) -> Verdict {
     let started = Instant::now();
     let skip = (check.needs == Needs::Session)
         .then(|| context.auth.skip_for_sessions())
-        .flatten();
+        .flatten()
+        .map(Outcome::Skip)
+        .or_else(|| v2::gate(context, check));
     let outcome = match skip {
-        Some(skip) => Outcome::Skip(skip),
+        Some(skip) => skip,
         None => {
             context.auth.start_check();
             let outcome = (check.run)(context).unwrap_or_else(Outcome::Fail);

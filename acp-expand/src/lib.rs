@@ -279,6 +279,8 @@ struct Plan {
     wire_span: Span,
     /// `rev_<first 8>` when the wire types are agentacp's built-in module of the revision.
     built_in_module: Option<String>,
+    /// `ACP.md:line:col` of `metadata.agentacp.protocol_versions`, when written.
+    protocol_versions_at: Option<String>,
     span: Span,
     /// `ACP.md:line:col: ...` lines saying which manifest line requires which method.
     reasons: Vec<String>,
@@ -412,7 +414,7 @@ impl Plan {
         // The revision comes from the wire module's `ACP_REV` / `PROTOCOL_VERSION` whatever it
         // is; without `wire = path` it is agentacp's built-in module of the pinned revision.
         let built_in_module = match (&wire, resolved.pin.built_in()) {
-            (None, Some(revision)) => Some(format!("rev_{}", &revision.sha[..8])),
+            (None, Some(revision)) => Some(revision.module.to_string()),
             _ => None,
         };
         let wire = match (wire, &built_in_module) {
@@ -439,6 +441,8 @@ impl Plan {
             ),
             wire_span,
             built_in_module,
+            protocol_versions_at: position(checked, &["metadata", "agentacp", "protocol_versions"])
+                .map(|at| format!("{written}:{at}")),
             span,
             reasons,
             resolved,
@@ -547,6 +551,8 @@ impl Plan {
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         let surface = surface_literal(self.surface().filter(|_| self.kind() == Kind::Server));
         let websocket = self.resolved.authenticate;
+        let protocol_versions = &self.resolved.protocol_versions;
+        let (elicitation_form, elicitation_url) = (self.resolved.elicitation.form, self.resolved.elicitation.url);
         // The spec's tier is the tier type's name: one source for both.
         let tier = tier_type(self.tier());
         let kind = match self.kind() {
@@ -579,6 +585,8 @@ impl Plan {
                 policies: &[#(#policies),*],
                 surface: #surface,
                 websocket: #websocket,
+                elicitation: ::agentacp::__private::ElicitationModes { form: #elicitation_form, url: #elicitation_url },
+                protocol_versions: &[#(#protocol_versions),*],
             };
             &SPEC
         }
@@ -609,11 +617,34 @@ impl Plan {
             );
             quote_spanned! {self.span=> ::agentacp::__require_mcp!(#message); }
         });
+        let v2_check = self.v2_feature_check();
+        let version_mismatch = format!(
+            "{}: the wire module speaks another protocol version than 1; an operator's code is typed by protocol-version-1 wire types (list 2 in `metadata.agentacp.protocol_versions` to speak version 2 too)",
+            self.acp_rev_at
+        );
         quote_spanned! {wire_span=>
             #feature_check
+            #v2_check
             #mcp_check
             const _: () = ::core::assert!(::agentacp::__private::rev_matches(#wire::ACP_REV, #prefix), #rev_mismatch);
+            const _: () = ::core::assert!(#wire::PROTOCOL_VERSION == 1, #version_mismatch);
         }
+    }
+
+    /// A manifest that lists protocol version 2 is served through the runtime's translation
+    /// into the pinned commit's built-in version-2 wire types (lint made sure they exist), which
+    /// is agentacp's cargo feature `v2`: the `__require_v2!` call that fails the build naming
+    /// it and the `protocol_versions` line.
+    fn v2_feature_check(&self) -> Option<TokenStream> {
+        let v2 = self.resolved.v2_revision()?;
+        let at = self.protocol_versions_at.as_deref().unwrap_or(&self.acp_rev_at);
+        let message = format!(
+            "{at}: protocol version 2 is spoken through agentacp's translation into the wire types of {} ({}), which is agentacp's cargo feature `v2`; turn it on in Cargo.toml: agentacp = {{ version = \"{}\", features = [\"v2\"] }}",
+            &v2.sha[..8],
+            v2.label,
+            env!("CARGO_PKG_VERSION"),
+        );
+        Some(quote_spanned! {self.span=> ::agentacp::__require_v2!(#message); })
     }
 
     /// The handler trait's docs and `on_unimplemented` attribute.
@@ -1069,6 +1100,60 @@ mod tests {
             &workspace_examples().join("governed-server"),
         );
         assert!(default.contains("__require_rev_0fc18323 !"), "{default}");
+    }
+
+    /// Issue #48: a manifest's `protocol_versions` reaches the spec, a manifest that lists 2
+    /// needs agentacp's feature `v2` (named with the `protocol_versions` line) and its commit's
+    /// version-1 module's feature, and every wire module must be protocol version 1.
+    #[test]
+    fn protocol_versions_reach_the_spec_and_version_2_needs_its_feature() {
+        let v2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/manifests/good/v2-server");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Both;
+            ),
+            &v2,
+        );
+        assert!(text.contains("protocol_versions : & [1u16 , 2u16]"), "{text}");
+        assert!(text.contains(":: agentacp :: __require_rev_272bf799 !"), "{text}");
+        assert!(text.contains(":: agentacp :: __require_v2 !"), "{text}");
+        assert!(
+            text.contains("ACP.md:14:24: protocol version 2 is spoken through agentacp's translation")
+                && text.contains("agentacp's cargo feature `v2`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("wire :: rev_272bf799 ::"),
+            "typed by the v1 module: {text}"
+        );
+        assert!(text.contains("PROTOCOL_VERSION == 1"), "{text}");
+        let default = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Reviewer;
+            ),
+            &workspace_examples().join("governed-server"),
+        );
+        assert!(default.contains("protocol_versions : & [1u16]"), "{default}");
+        assert!(!default.contains("__require_v2"), "{default}");
+    }
+
+    /// A client's `metadata.agentacp.elicitation` reaches the spec (it was always `NONE`).
+    #[test]
+    fn a_clients_elicitation_modes_reach_the_spec() {
+        let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/manifests/good/elicitation-client");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Asked;
+            ),
+            &client,
+        );
+        assert!(
+            text.contains("elicitation : :: agentacp :: __private :: ElicitationModes { form : true , url : false }"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -120,6 +120,9 @@ codes! {
     /// Two modes, config options, values of one option, commands or extension methods with
     /// one id.
     DuplicateDeclaration = "ACP218", Error, "two declarations with the same id";
+    /// A capability or part of `metadata.agentacp` that ACP protocol version 2 does not have
+    /// (client `fs` / `terminal`, MCP over SSE, session modes) in a manifest that speaks it.
+    NotInProtocolVersion2 = "ACP219", Error, "declared part that protocol version 2 does not have";
 
     /// A ref that is not a relative path.
     RefNotRelative = "ACP300", Error, "ref is not a relative path";
@@ -144,6 +147,10 @@ codes! {
     UnknownRevision = "ACP400", Error, "acp_rev matches no known revision";
     /// `acp_rev` is a prefix of several.
     AmbiguousRevision = "ACP401", Error, "acp_rev prefix is ambiguous";
+    /// `protocol_versions` lists 2, but the pinned commit has no built-in version-2 wire types.
+    ProtocolVersionNotInRevision = "ACP402", Error, "protocol version the pinned revision has no wire types for";
+    /// The wire types `acp_rev` pins (a `regen`-generated module) are not protocol version 1.
+    WireNotProtocolVersion1 = "ACP403", Error, "operator wire types that are not protocol version 1";
 }
 
 /// Codes that are no longer reported, with what they were and why they went. Their numbers

@@ -79,8 +79,11 @@ pub struct Explanation {
     pub acp_rev: String,
     /// What that revision is.
     pub revision_label: String,
-    /// The ACP protocol version spoken.
+    /// The ACP protocol version of the wire types the operator's code is written against.
     pub protocol_version: u16,
+    /// The protocol versions served, when not just `[1]`: each with what speaks it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_versions: Option<Vec<Value>>,
     /// Transports.
     pub transport: Vec<String>,
     /// The effective capabilities.
@@ -130,6 +133,7 @@ pub fn explain_resolved(resolved: &Resolved) -> Option<Explanation> {
         acp_rev: acp_rev.to_string(),
         revision_label: resolved.pin.label(),
         protocol_version,
+        protocol_versions: served_versions(resolved),
         transport: manifest
             .transport
             .to_vec()
@@ -256,6 +260,30 @@ fn without_nulls(mut value: Value) -> Value {
     value
 }
 
+/// `[{"version": 1, "wire": ...}, {"version": 2, "wire": ..., "label": ...}]` for a manifest
+/// that serves more than version 1; `None` for the default `[1]`.
+fn served_versions(resolved: &Resolved) -> Option<Vec<Value>> {
+    if resolved.protocol_versions == [1] {
+        return None;
+    }
+    let v2 = resolved.v2_revision();
+    Some(
+        resolved
+            .protocol_versions
+            .iter()
+            .map(|&version| match (version, v2) {
+                (2, Some(v2)) => json!({
+                    "version": 2,
+                    "wire": format!("agentacp::wire::{}", v2.module),
+                    "label": v2.label,
+                    "spoken": "translated at the connection from the operator's version-1 types",
+                }),
+                (version, _) => json!({"version": version, "spoken": "as the operator's types say"}),
+            })
+            .collect(),
+    )
+}
+
 impl Explanation {
     /// The human-readable report.
     pub fn to_text(&self) -> String {
@@ -270,6 +298,13 @@ impl Explanation {
             self.protocol_version,
             self.transport.join(", "),
         );
+        for served in self.protocol_versions.iter().flatten() {
+            out += &format!("serves protocol version {}", served["version"]);
+            if let (Some(wire), Some(label)) = (served["wire"].as_str(), served["label"].as_str()) {
+                out += &format!(" ({label}, {wire}, translated at the connection)");
+            }
+            out += "\n";
+        }
         if !self.initialize_response.is_null() {
             out += &format!(
                 "\ninitialize result (this runtime answers as the agent):\n{}\n",

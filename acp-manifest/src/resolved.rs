@@ -211,6 +211,12 @@ pub struct Resolved {
     pub refs: Vec<ResolvedRef>,
     /// The workspace root rule.
     pub workspace_root: WorkspaceRoot,
+    /// The ACP protocol versions served (`metadata.agentacp.protocol_versions`, default `[1]`),
+    /// ascending.
+    pub protocol_versions: Vec<u16>,
+    /// The elicitation modes a client or bridge offers (`metadata.agentacp.elicitation`); none
+    /// for a server.
+    pub elicitation: acp_methods::ElicitationModes,
 }
 
 impl Resolved {
@@ -292,8 +298,39 @@ impl Resolved {
             authenticate: manifest.transport.to_vec().contains(&Transport::Websocket),
             refs: checked.refs.clone(),
             workspace_root: workspace_root(manifest.kind, &checked.refs),
+            elicitation: manifest
+                .metadata
+                .agentacp
+                .as_ref()
+                .and_then(|agentacp| agentacp.elicitation)
+                .filter(|_| manifest.kind != Kind::Server)
+                .map_or(acp_methods::ElicitationModes::NONE, |declared| {
+                    acp_methods::ElicitationModes {
+                        form: declared.form.unwrap_or(false),
+                        url: declared.url.unwrap_or(false),
+                    }
+                }),
+            protocol_versions: {
+                let mut versions = manifest
+                    .metadata
+                    .agentacp
+                    .as_ref()
+                    .map_or_else(|| vec![1], |agentacp| agentacp.protocol_versions());
+                versions.sort_unstable();
+                versions
+            },
             manifest,
         })
+    }
+
+    /// The built-in version-2 wire types the runtime speaks on a version-2 connection: the
+    /// pinned commit's, when the manifest lists protocol version 2 (lint guarantees they exist
+    /// for a built-in or generated pin).
+    pub fn v2_revision(&self) -> Option<Revision> {
+        self.protocol_versions
+            .contains(&2)
+            .then(|| self.pin.sha().and_then(crate::revisions::v2_of))
+            .flatten()
     }
 
     /// `agentInfo` / `clientInfo`: the manifest's id, name and version.

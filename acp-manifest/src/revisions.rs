@@ -25,8 +25,11 @@ pub struct Revision {
     pub sha: &'static str,
     /// What it is (release tag or published crate).
     pub label: &'static str,
-    /// The ACP `protocolVersion` spoken at that revision.
+    /// The ACP `protocolVersion` of the module's schema (one commit may have a module of each).
     pub protocol_version: u16,
+    /// The module of `agentacp::wire` holding its types (`rev_<first 8>`, `_v2` for a
+    /// version-2 module); its cargo feature is the same name with `-` for `_`.
+    pub module: &'static str,
     /// The methods the client (the editor) handles at that revision, by wire name.
     pub client_methods: &'static [&'static str],
     /// The methods the agent handles at that revision, by wire name.
@@ -63,6 +66,29 @@ const V1_CLIENT_METHODS: &[&str] = &[
     "terminal/wait_for_exit",
 ];
 
+/// The agent-side methods of the version-2 built-in modules.
+const V2_AGENT_METHODS: &[&str] = &[
+    "auth/login",
+    "auth/logout",
+    "initialize",
+    "session/cancel",
+    "session/close",
+    "session/delete",
+    "session/list",
+    "session/new",
+    "session/prompt",
+    "session/resume",
+    "session/set_config_option",
+];
+
+/// The client-side methods of the version-2 built-in modules: no `fs/*`, no `terminal/*`.
+const V2_CLIENT_METHODS: &[&str] = &[
+    "elicitation/complete",
+    "elicitation/create",
+    "session/request_permission",
+    "session/update",
+];
+
 /// The client-side methods of the later built-in revisions: v1.0.0's plus elicitation.
 const V1_ELICITATION_CLIENT_METHODS: &[&str] = &[
     "elicitation/complete",
@@ -84,6 +110,7 @@ pub const DEFAULT: Revision = Revision {
     sha: "0fc18323a9fdad4e5b4a20ec2f1645dde843fd9b",
     label: "agent-client-protocol-schema 1.15.1",
     protocol_version: 1,
+    module: "rev_0fc18323",
     client_methods: V1_ELICITATION_CLIENT_METHODS,
     agent_methods: V1_AGENT_METHODS,
 };
@@ -95,6 +122,7 @@ pub const KNOWN: &[Revision] = &[
         sha: "b7f0005493b98de32fabee3e9540e2b64da68535",
         label: "v1.7.0 (main, 2026-08-22)",
         protocol_version: 1,
+        module: "rev_b7f00054",
         client_methods: V1_ELICITATION_CLIENT_METHODS,
         agent_methods: V1_AGENT_METHODS,
     },
@@ -102,10 +130,44 @@ pub const KNOWN: &[Revision] = &[
         sha: "d9072428412f97189bad8856f8ee6394a8dd52ef",
         label: "v1.0.0",
         protocol_version: 1,
+        module: "rev_d9072428",
         client_methods: V1_CLIENT_METHODS,
         agent_methods: V1_AGENT_METHODS,
     },
+    Revision {
+        sha: "272bf799f35a258c6a4107a0410ed361e83683d3",
+        label: "schema 1.21.0 (2026-08-20)",
+        protocol_version: 1,
+        module: "rev_272bf799",
+        client_methods: V1_ELICITATION_CLIENT_METHODS,
+        agent_methods: V1_AGENT_METHODS,
+    },
 ];
+
+/// The built-in protocol-version-2 modules: the wire types a commit's v2 schema gives, which
+/// the runtime speaks on a connection that negotiates version 2 when the manifest lists 2 in
+/// `metadata.agentacp.protocol_versions`. The operator's code is typed by the same commit's
+/// version-1 module in [`KNOWN`]; `acp_rev` resolves against that table only.
+pub const KNOWN_V2: &[Revision] = &[Revision {
+    sha: "272bf799f35a258c6a4107a0410ed361e83683d3",
+    label: "schema v2.0.0-alpha.3 (2026-08-20)",
+    protocol_version: 2,
+    module: "rev_272bf799_v2",
+    client_methods: V2_CLIENT_METHODS,
+    agent_methods: V2_AGENT_METHODS,
+}];
+
+/// The built-in version-2 module of commit `sha` (a full SHA), if there is one.
+pub fn v2_of(sha: &str) -> Option<Revision> {
+    KNOWN_V2.iter().find(|r| r.sha == sha).copied()
+}
+
+impl Revision {
+    /// The cargo feature of `agentacp` that builds its module (`rev-272bf799-v2`).
+    pub fn feature(&self) -> String {
+        self.module.replace('_', "-")
+    }
+}
 
 /// A revision without built-in wire types whose module `scaffold-aip regen` generated into the
 /// manifest's crate: what the module itself says about that revision.
@@ -275,6 +337,7 @@ mod tests {
                 sha: "aaaaaaa1",
                 label: "a",
                 protocol_version: 1,
+                module: "rev_aaaaaaa1",
                 client_methods: &[],
                 agent_methods: &[],
             },
@@ -282,6 +345,7 @@ mod tests {
                 sha: "aaaaaaa2",
                 label: "b",
                 protocol_version: 1,
+                module: "rev_aaaaaaa2",
                 client_methods: &[],
                 agent_methods: &[],
             },
@@ -295,14 +359,15 @@ mod generated_tests {
     use super::*;
 
     fn built_in_module(revision: &Revision) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../agentacp-wire/src/rev_{}.rs", &revision.sha[..8]))
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../agentacp-wire/src/{}.rs", revision.module))
     }
 
     /// The table of built-in revisions says what their checked-in modules say: the same SHA,
     /// protocol version and client-side methods (read the way lint reads a generated module).
     #[test]
     fn each_built_in_revision_matches_its_generated_module() {
-        for revision in KNOWN {
+        for revision in KNOWN.iter().chain(KNOWN_V2) {
+            assert!(revision.module.starts_with(&format!("rev_{}", &revision.sha[..8])));
             let generated = Generated::read(&built_in_module(revision)).expect("a generated module");
             assert_eq!(generated.sha, revision.sha);
             assert_eq!(generated.protocol_version, Some(revision.protocol_version));

@@ -106,8 +106,9 @@ pub struct Capability {
     /// How it is switched on.
     pub signal: Signal,
     /// Whether a manifest can declare it: in AIP-44's closed `metadata.aip44.capabilities.agent`
-    /// / `.client` at the same path, or (`sessionCapabilities.*`) in agentacp's own
-    /// `metadata.agentacp.sessions`, since AIP-44 reserves `metadata.aip44` for its bindings.
+    /// / `.client` at the same path, or (`sessionCapabilities.*`, `elicitation.*`) in agentacp's
+    /// own `metadata.agentacp.sessions` / `metadata.agentacp.elicitation`, since AIP-44 reserves
+    /// `metadata.aip44` for its bindings.
     /// One a manifest cannot declare is never let through by a bridge.
     pub declarable: bool,
 }
@@ -185,12 +186,11 @@ impl Capability {
     /// `clientCapabilities.session.notices`: notice session updates.
     pub const SESSION_NOTICES: Capability = capability(Side::Client, &["session", "notices"], Signal::Presence, false);
     /// `clientCapabilities.elicitation`: `elicitation/create` and `elicitation/complete`.
-    pub const ELICITATION: Capability = capability(Side::Client, &["elicitation"], Signal::Presence, false);
+    pub const ELICITATION: Capability = capability(Side::Client, &["elicitation"], Signal::Presence, true);
     /// `clientCapabilities.elicitation.form`.
-    pub const ELICITATION_FORM: Capability =
-        capability(Side::Client, &["elicitation", "form"], Signal::Presence, false);
+    pub const ELICITATION_FORM: Capability = capability(Side::Client, &["elicitation", "form"], Signal::Presence, true);
     /// `clientCapabilities.elicitation.url`.
-    pub const ELICITATION_URL: Capability = capability(Side::Client, &["elicitation", "url"], Signal::Presence, false);
+    pub const ELICITATION_URL: Capability = capability(Side::Client, &["elicitation", "url"], Signal::Presence, true);
 
     /// The capability `side` advertises at `path`, if `path` names one.
     pub fn at(side: Side, path: &[&str]) -> Option<Capability> {
@@ -464,6 +464,38 @@ impl ClientMethods {
     /// The tool names governance sees for the set's capabilities.
     pub fn tools(self) -> Vec<&'static str> {
         self.capabilities().map(ClientCapability::tool).collect()
+    }
+}
+
+/// The elicitation modes a client offers (`clientCapabilities.elicitation.form` / `.url`: each
+/// on only when present), or that a client's or a bridge's manifest declares
+/// (`metadata.agentacp.elicitation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ElicitationModes {
+    /// Form mode: structured input by a restricted JSON Schema.
+    pub form: bool,
+    /// URL mode: an out-of-band interaction at a URL the user opens.
+    pub url: bool,
+}
+
+impl ElicitationModes {
+    /// Neither mode (elicitation not offered).
+    pub const NONE: ElicitationModes = ElicitationModes {
+        form: false,
+        url: false,
+    };
+
+    /// Whether any mode is offered.
+    pub const fn any(self) -> bool {
+        self.form || self.url
+    }
+
+    /// Only the modes both sets have.
+    pub const fn intersect(self, other: ElicitationModes) -> ElicitationModes {
+        ElicitationModes {
+            form: self.form && other.form,
+            url: self.url && other.url,
+        }
     }
 }
 
@@ -842,11 +874,12 @@ mod tests {
                 assert!(CAPABILITIES.contains(&capability), "{}: {capability:?}", method.name);
             }
         }
-        // The client capabilities a manifest declares are exactly the declarable client rows.
+        // The client capabilities a manifest declares are exactly the declarable client rows
+        // (elicitation's are declared apart, in `metadata.agentacp.elicitation`).
         let declarable: Vec<Capability> = CAPABILITIES
             .iter()
             .copied()
-            .filter(|c| c.side == Side::Client && c.declarable)
+            .filter(|c| c.side == Side::Client && c.declarable && c.path[0] != "elicitation")
             .collect();
         let declared: Vec<Capability> = ClientCapability::ALL.iter().map(|c| c.capability()).collect();
         assert_eq!(declarable, declared);

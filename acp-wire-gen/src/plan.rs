@@ -27,6 +27,8 @@ use super::shape::{self, Primitive, Shape};
 /// Fields whose `null` means "clear" while absent means "leave unchanged". A JSON Schema
 /// cannot say this (both are `type: [T, "null"]`, not required); the upstream protocol docs
 /// do, and the upstream crate models exactly these as three-state. `(definition, property)`.
+/// The schema's own descriptions say it too, and the planner reads them (this list is what
+/// they say in the v1 revisions, kept for a schema without descriptions).
 pub const PATCH_FIELDS: &[(&str, &str)] = &[
     ("SessionInfoUpdate", "title"),
     ("SessionInfoUpdate", "updatedAt"),
@@ -388,6 +390,28 @@ fn description(schema: &Value) -> Option<String> {
     schema.get("description").and_then(Value::as_str).map(str::to_string)
 }
 
+/// Whether the schema's prose gives a property patch semantics (absent: unchanged, `null`:
+/// cleared, a value: replaced): its definition's description says its fields "have patch
+/// semantics" (v2's upserts: `ToolCallUpdate`, `TerminalUpdate`, `AgentMessage`, ...), or the
+/// property's own says `null` clears it ("Set to null to clear", "`null` is an explicit clear
+/// signal"). JSON Schema has no keyword for this, and upstream states it only in prose; the
+/// same words in any revision give the same field, so no revision is special-cased.
+fn says_patch(def: &Value, property: &Value) -> bool {
+    let prose = |schema: &Value| {
+        let text = schema.get("description").and_then(Value::as_str).unwrap_or_default();
+        text.replace('`', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let (owner, own) = (prose(def), prose(property));
+    owner.contains("patch semantics")
+        || ["null clears", "null is an explicit clear", "set to null to clear"]
+            .iter()
+            .any(|words| own.contains(words))
+}
+
 fn flag(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool).unwrap_or(false)
 }
@@ -591,7 +615,8 @@ impl Planner {
             .iter()
             .map(|(wire, schema)| {
                 let (ty, nullable) = self.ty(owner, wire, schema);
-                let patch = PATCH_FIELDS.contains(&(owner, wire.as_str()));
+                let patch = PATCH_FIELDS.contains(&(owner, wire.as_str()))
+                    || (!required.contains(wire.as_str()) && says_patch(def, schema));
                 let form = if required.contains(wire.as_str()) {
                     if nullable {
                         Form::RequiredNullable
@@ -1018,5 +1043,41 @@ mod tests {
         let results = BTreeSet::from(["AuthenticateResponse".to_string()]);
         plan.add_null_results(&results).unwrap();
         assert_eq!(plan.items["AuthenticateResponse"].item, Item::Null);
+    }
+
+    /// Patch semantics come from the schema's words, whatever the revision: a definition
+    /// whose fields "have patch semantics" (v2's upserts) makes every optional field a
+    /// `Patch`, a field whose description says `null` clears it is one, and an optional
+    /// nullable field the prose says nothing about stays an `Option`.
+    #[test]
+    fn patch_fields_are_read_from_the_schemas_descriptions() {
+        let nullable = json!({"type": ["string", "null"]});
+        let clears = json!({"type": ["object", "null"], "description": "Omitted means no update; `null` is an\nexplicit clear signal."});
+        let schema = json!({"$defs": {
+            "Upsert": {
+                "description": "Only `id` is required. Other fields have patch\nsemantics: omitted fields stay.",
+                "type": "object",
+                "required": ["id"],
+                "properties": {"id": {"type": "string"}, "title": nullable, "raw": {}},
+            },
+            "Info": {
+                "type": "object",
+                "properties": {"title": nullable, "_meta": clears, "note": {"type": ["string", "null"], "description": "Set to null to clear."}},
+            },
+        }});
+        let plan = plan(&schema).unwrap();
+        let forms = |name: &str| match &plan.items[name].item {
+            Item::Struct { fields, .. } => fields
+                .iter()
+                .map(|f| (f.wire.clone(), f.form == Form::Patch))
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        let owned = |pairs: &[(&str, bool)]| pairs.iter().map(|(w, p)| (w.to_string(), *p)).collect::<Vec<_>>();
+        assert_eq!(forms("Upsert"), owned(&[("id", false), ("title", true), ("raw", true)]));
+        assert_eq!(
+            forms("Info"),
+            owned(&[("title", false), ("_meta", true), ("note", true)])
+        );
     }
 }

@@ -30,6 +30,12 @@ pub mod rev_b7f00054;
 #[cfg(feature = "rev-d9072428")]
 #[rustfmt::skip]
 pub mod rev_d9072428;
+#[cfg(feature = "rev-272bf799")]
+#[rustfmt::skip]
+pub mod rev_272bf799;
+#[cfg(feature = "rev-272bf799-v2")]
+#[rustfmt::skip]
+pub mod rev_272bf799_v2;
 
 pub use rev_0fc18323 as default;
 
@@ -64,3 +70,5 @@ macro_rules! __require_rev_0fc18323 {
 }
 revision_feature_check!("rev-b7f00054", __require_rev_b7f00054);
 revision_feature_check!("rev-d9072428", __require_rev_d9072428);
+revision_feature_check!("rev-272bf799", __require_rev_272bf799);
+revision_feature_check!("rev-272bf799-v2", __require_rev_272bf799_v2);

@@ -336,6 +336,14 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
+    /// A folder with the token file `tokens` in it, holding `text`.
+    fn token_file(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        write(&path, text);
+        (dir, path)
+    }
+
     /// Rewrites `path` and moves its modification time, so a re-read is due even when the
     /// length stays the same and the clock did not tick.
     fn rewrite(path: &Path, text: &str) {
@@ -350,9 +358,7 @@ mod tests {
     /// again, so the token it revoked stayed in force. Its inode changed, and now counts.
     #[test]
     fn a_file_replaced_with_the_same_length_and_time_is_read_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        write(&path, &format!("alice {}\n", hash_token("token-a")));
+        let (dir, path) = token_file(&format!("alice {}\n", hash_token("token-a")));
         let store = TokenStore::from_file(&path).unwrap();
         assert_eq!(store.verify("token-a"), Some(id("alice")));
         let before = std::fs::metadata(&path).unwrap().modified().unwrap();
@@ -415,17 +421,12 @@ mod tests {
 
     #[test]
     fn verify_finds_each_identity_among_many() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        write(
-            &path,
-            &format!(
-                "# tokens\n\nalice {}\n  bob   {}  \nci-bot {}\n",
-                hash_token("a"),
-                hash_token("b"),
-                hash_token("c")
-            ),
-        );
+        let (_dir, path) = token_file(&format!(
+            "# tokens\n\nalice {}\n  bob   {}  \nci-bot {}\n",
+            hash_token("a"),
+            hash_token("b"),
+            hash_token("c")
+        ));
         let store = TokenStore::from_file(&path).unwrap();
         assert_eq!(store.len(), 3);
         assert_eq!(store.verify("a"), Some(id("alice")));
@@ -478,12 +479,7 @@ mod tests {
 
     #[test]
     fn a_changed_file_is_re_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        write(
-            &path,
-            &format!("alice {}\nbob {}\n", hash_token("old"), hash_token("b")),
-        );
+        let (_dir, path) = token_file(&format!("alice {}\nbob {}\n", hash_token("old"), hash_token("b")));
         let store = TokenStore::from_file(&path).unwrap();
         assert_eq!(store.verify("old"), Some(id("alice")));
         // The same length (a token of the same length): only the modification time moves.
@@ -503,9 +499,7 @@ mod tests {
 
     #[test]
     fn a_failed_re_read_keeps_the_previous_tokens() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        write(&path, &format!("alice {}\n", hash_token("a")));
+        let (_dir, path) = token_file(&format!("alice {}\n", hash_token("a")));
         let store = TokenStore::from_file(&path).unwrap();
         rewrite(&path, &format!("alice {}\nbob sha256:nothex\n", hash_token("a2")));
         assert_eq!(store.verify("a"), Some(id("alice")));
@@ -567,9 +561,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_reload_refuses_a_fifo_or_a_file_over_the_limit_and_keeps_the_tokens() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        write(&path, &format!("alice {}\n", hash_token("a")));
+        let (dir, path) = token_file(&format!("alice {}\n", hash_token("a")));
         let store = std::sync::Arc::new(TokenStore::from_file(&path).unwrap());
         let fifo = dir.path().join("fifo");
         mkfifo(&fifo);
@@ -600,9 +592,7 @@ mod tests {
             .unwrap();
         assert_eq!(store.verify("t0k"), Some(id("ci-bot")));
 
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tokens");
-        write(&path, &format!("alice {}\n", hash_token("a")));
+        let (_dir, path) = token_file(&format!("alice {}\n", hash_token("a")));
         let file = path.to_str().unwrap();
         let store = TokenStore::from_vars(vars(&[(TOKENS_FILE_VAR, file)]))
             .unwrap()

@@ -915,6 +915,29 @@ mod tests {
         assert_eq!(decide(&binding, "anything", Some(ToolKind::Read)), Decision::Ask);
     }
 
+    /// Whether a listed policy that denies what `matcher` matches denies the tool `run-tests`.
+    fn denies_run_tests(matcher: Value) -> bool {
+        let deny = listed("p", None, json!({"match": matcher, "decision": "deny"}));
+        matches!(decide(&autonomous_with(&deny), "run-tests", None), Decision::Deny(_))
+    }
+
+    /// An autonomous operator's binding with `policy` listed.
+    fn autonomous_with(policy: &Value) -> ManifestGovernance {
+        listed_in("autonomous", policy)
+    }
+
+    /// The binding of an operator at `autonomy` with `policy` listed.
+    fn listed_in(autonomy: &str, policy: &Value) -> ManifestGovernance {
+        ManifestGovernance::from_documents(Some(&operator(autonomy)), None).with_policies([policy])
+    }
+
+    /// A listed policy `slug` (`match` and `decision` from `rule`) for the `principals` its
+    /// metadata names.
+    fn scoped(slug: &str, mut rule: Value, principals: Value) -> Value {
+        rule["metadata"] = json!({"agentacp": {"principals": principals}});
+        listed(slug, None, rule)
+    }
+
     fn listed(slug: &str, applies_to: Option<&str>, policy: Value) -> Value {
         let mut document =
             json!({"schema": "agentgovernance/v1", "doctype": "policy", "slug": slug, "version": "1.0.0"});
@@ -995,14 +1018,7 @@ mod tests {
             ("tool.call.extra", false),
             ("tool", false),
         ] {
-            let deny = listed("p", None, json!({"match": {"action": action}, "decision": "deny"}));
-            let binding =
-                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
-            assert_eq!(
-                matches!(decide(&binding, "run-tests", None), Decision::Deny(_)),
-                binds,
-                "{action}"
-            );
+            assert_eq!(denies_run_tests(json!({"action": action})), binds, "{action}");
         }
     }
 
@@ -1019,18 +1035,8 @@ mod tests {
             ("tool:write-*", false),
             ("workspace:/finance/**", false),
         ] {
-            let deny = listed(
-                "p",
-                None,
-                json!({"match": {"action": "tool.call", "subject": subject}, "decision": "deny"}),
-            );
-            let binding =
-                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
-            assert_eq!(
-                matches!(decide(&binding, "run-tests", None), Decision::Deny(_)),
-                matches,
-                "{subject}"
-            );
+            let matcher = json!({"action": "tool.call", "subject": subject});
+            assert_eq!(denies_run_tests(matcher), matches, "{subject}");
         }
     }
 
@@ -1038,7 +1044,7 @@ mod tests {
     fn the_workspace_registry_binding_narrows_a_policy() {
         let policy = json!({"match": {"action": "*"}, "decision": "deny"});
         let mutates = listed("no-changes", Some("mutates"), policy.clone());
-        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&mutates]);
+        let binding = autonomous_with(&mutates);
         assert_eq!(decide(&binding, "read-file", Some(ToolKind::Read)), Decision::Allow);
         assert!(matches!(
             decide(&binding, "write-file", Some(ToolKind::Edit)),
@@ -1049,10 +1055,10 @@ mod tests {
             "no kind counts as changing"
         );
         let writes = listed("ws", Some("workspace.write"), policy.clone());
-        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&writes]);
+        let binding = autonomous_with(&writes);
         assert_eq!(decide(&binding, "write-file", Some(ToolKind::Edit)), Decision::Allow);
         let calls = listed("calls", Some("tool.call"), policy);
-        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&calls]);
+        let binding = autonomous_with(&calls);
         assert!(matches!(
             decide(&binding, "read-file", Some(ToolKind::Read)),
             Decision::Deny(_)
@@ -1067,8 +1073,7 @@ mod tests {
                 None,
                 json!({"match": {"action": "tool.call"}, "decision": decision}),
             );
-            let binding =
-                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&policy]);
+            let binding = autonomous_with(&policy);
             assert_eq!(decide(&binding, "run-tests", None), Decision::Ask, "{decision}");
             assert!(!binding.may_remember(&ToolRequest {
                 operator: "op",
@@ -1080,8 +1085,7 @@ mod tests {
             }));
         }
         let undecided = listed("p", None, json!({"match": {"action": "tool.call"}}));
-        let binding =
-            ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&undecided]);
+        let binding = autonomous_with(&undecided);
         assert_eq!(decide(&binding, "run-tests", None), Decision::Allow);
     }
 
@@ -1098,13 +1102,9 @@ mod tests {
 
     #[test]
     fn a_policy_scoped_by_principal_applies_only_to_matching_identities() {
-        let deny = listed(
-            "no-ci-writes",
-            None,
-            json!({"match": {"action": "tool.call", "subject": "write-*"}, "decision": "deny",
-                   "metadata": {"agentacp": {"principals": ["ci-*"]}}}),
-        );
-        let binding = ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+        let rule = json!({"match": {"action": "tool.call", "subject": "write-*"}, "decision": "deny"});
+        let deny = scoped("no-ci-writes", rule, json!(["ci-*"]));
+        let binding = autonomous_with(&deny);
         assert!(
             matches!(decide_as(&binding, "write-file", Some("ci-bot")), Decision::Deny(r) if r.contains("no-ci-writes"))
         );
@@ -1128,13 +1128,9 @@ mod tests {
 
     #[test]
     fn an_allow_scoped_to_a_principal_lets_it_run_what_others_are_asked() {
-        let allow = listed(
-            "alice-writes",
-            None,
-            json!({"match": {"action": "tool.call", "subject": "write-file"}, "decision": "allow",
-                   "metadata": {"agentacp": {"principals": ["alice"]}}}),
-        );
-        let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), None).with_policies([&allow]);
+        let rule = json!({"match": {"action": "tool.call", "subject": "write-file"}, "decision": "allow"});
+        let allow = scoped("alice-writes", rule, json!(["alice"]));
+        let binding = listed_in("supervised", &allow);
         assert_eq!(decide_as(&binding, "write-file", Some("alice")), Decision::Allow);
         assert_eq!(decide_as(&binding, "write-file", Some("bob")), Decision::Ask);
         assert_eq!(decide_as(&binding, "write-file", None), Decision::Ask);
@@ -1142,13 +1138,9 @@ mod tests {
 
     #[test]
     fn a_require_approval_scoped_to_a_principal_is_per_call_only_for_it() {
-        let ask = listed(
-            "ask-ci",
-            None,
-            json!({"match": {"action": "tool.call"}, "decision": "require-approval",
-                   "metadata": {"agentacp": {"principals": ["ci-*"]}}}),
-        );
-        let binding = ManifestGovernance::from_documents(Some(&operator("supervised")), None).with_policies([&ask]);
+        let rule = json!({"match": {"action": "tool.call"}, "decision": "require-approval"});
+        let ask = scoped("ask-ci", rule, json!(["ci-*"]));
+        let binding = listed_in("supervised", &ask);
         let request = |principal| ToolRequest {
             operator: "op",
             session: "s",
@@ -1165,14 +1157,9 @@ mod tests {
     #[test]
     fn a_malformed_principal_scope_applies_the_policy_to_no_call() {
         for principals in [json!(3), json!([]), json!([1, 2]), json!({"a": "b"}), json!(null)] {
-            let deny = listed(
-                "p",
-                None,
-                json!({"match": {"action": "tool.call"}, "decision": "deny",
-                       "metadata": {"agentacp": {"principals": principals}}}),
-            );
-            let binding =
-                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+            let rule = json!({"match": {"action": "tool.call"}, "decision": "deny"});
+            let deny = scoped("p", rule, json!(principals));
+            let binding = autonomous_with(&deny);
             for principal in [Some("alice"), Some("3"), None] {
                 assert_eq!(
                     decide_as(&binding, "run-tests", principal),
@@ -1188,8 +1175,7 @@ mod tests {
                 None,
                 json!({"match": {"action": "tool.call"}, "decision": "deny", "metadata": metadata}),
             );
-            let binding =
-                ManifestGovernance::from_documents(Some(&operator("autonomous")), None).with_policies([&deny]);
+            let binding = autonomous_with(&deny);
             assert!(
                 matches!(decide_as(&binding, "run-tests", None), Decision::Deny(_)),
                 "{metadata}"

@@ -38,6 +38,7 @@ pub mod auth;
 pub mod bridge;
 pub mod client;
 pub mod connection;
+pub mod dialect;
 pub(crate) mod downstream;
 pub mod env;
 pub mod error;
@@ -66,7 +67,10 @@ pub mod websocket;
 pub use agentacp_wire as wire;
 // The expansion checks a pinned revision's feature through `::agentacp::__require_rev_…!`.
 #[doc(hidden)]
-pub use agentacp_wire::{__require_rev_0fc18323, __require_rev_b7f00054, __require_rev_d9072428};
+pub use agentacp_wire::{
+    __require_rev_0fc18323, __require_rev_272bf799, __require_rev_272bf799_v2, __require_rev_b7f00054,
+    __require_rev_d9072428,
+};
 
 /// `#[acp_operator]` on a `tier: sandboxed` server or bridge calls this: nothing with feature
 /// `mcp` (MCP, MCP-over-ACP and the local sandbox), the message as a compile error without it.
@@ -82,6 +86,25 @@ macro_rules! __require_mcp {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __require_mcp {
+    ($message:literal) => {
+        ::core::compile_error!($message);
+    };
+}
+
+/// `#[acp_operator]` on a manifest that lists protocol version 2 calls this: nothing with
+/// feature `v2` (the runtime's version-2 translation), the message as a compile error without.
+#[cfg(feature = "v2")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_v2 {
+    ($message:literal) => {};
+}
+
+/// See the `v2` feature's variant.
+#[cfg(not(feature = "v2"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __require_v2 {
     ($message:literal) => {
         ::core::compile_error!($message);
     };
@@ -112,7 +135,7 @@ pub mod __private {
 
     pub use crate::future::BoxFuture;
     pub use crate::methods::{
-        AgentCapabilities, ClientMethods, McpCapabilities, PromptCapabilities, SessionCapabilities,
+        AgentCapabilities, ClientMethods, ElicitationModes, McpCapabilities, PromptCapabilities, SessionCapabilities,
     };
     pub use crate::spec::{AuditTarget, Bindings, OperatorKind, OperatorSpec};
     pub use crate::surface::{Choice, Command, ConfigKind, ConfigOption, Extensions, Mode, Modes, Surface};
@@ -160,6 +183,8 @@ pub mod __private {
             policies: &[],
             surface: crate::surface::Surface::NONE,
             websocket: false,
+            elicitation: ElicitationModes::NONE,
+            protocol_versions: &[1],
         };
         &SPEC
     }

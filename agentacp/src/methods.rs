@@ -36,6 +36,33 @@ pub fn offered_in(client_capabilities: Option<&Value>) -> ClientMethods {
     })
 }
 
+/// The elicitation modes a `clientCapabilities` JSON value offers: a mode is on only when its
+/// object is present (`elicitation.form: {}`); `{}`, `null` or a missing key offer nothing.
+pub fn elicitation_offered_in(client_capabilities: Option<&Value>) -> ElicitationModes {
+    let on = |mode: &str| {
+        client_capabilities
+            .and_then(|value| value.get("elicitation"))
+            .and_then(|value| value.get(mode))
+            .is_some_and(Value::is_object)
+    };
+    ElicitationModes {
+        form: on("form"),
+        url: on("url"),
+    }
+}
+
+/// `clientCapabilities.elicitation` for `modes`: an object with one empty object per mode, or
+/// `None` when no mode is offered (the key is then left out).
+pub fn elicitation_json(modes: ElicitationModes) -> Option<Value> {
+    let mut object = Map::new();
+    for (mode, on) in [("form", modes.form), ("url", modes.url)] {
+        if on {
+            object.insert(mode.into(), Value::Object(Map::new()));
+        }
+    }
+    modes.any().then_some(Value::Object(object))
+}
+
 #[cfg(test)]
 mod tests {
     /// Each offered session method is an empty object on the wire, and the key is left out

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::audit::{AuditError, AuditLog, FsyncPolicy};
 use crate::error::{Error, Result};
-use crate::methods::{AgentCapabilities, ClientMethods, client_capabilities_json};
+use crate::methods::{AgentCapabilities, ClientMethods, ElicitationModes, client_capabilities_json, elicitation_json};
 
 /// The tool name (and method) of a file read through the editor.
 pub const READ_TEXT_FILE: &str = "fs/read_text_file";
@@ -16,6 +16,9 @@ pub const WRITE_TEXT_FILE: &str = "fs/write_text_file";
 /// The tool name of a command run in the editor's terminal (`terminal/create` and the
 /// follow-up `terminal/*` requests of that run).
 pub const TERMINAL: &str = "terminal/create";
+/// The tool name (and method) governance decides an agent's question to the user by
+/// (`elicitation/create`, crossing a bridge).
+pub const ELICITATION_TOOL: &str = "elicitation/create";
 // (Each is its capability's `tool()` in the method table; `tests::tool_names_are_the_tables`.)
 
 /// Where the manifest sends audit records (`metadata.aip44.audit`).
@@ -126,6 +129,15 @@ pub struct OperatorSpec {
     /// Whether the manifest's `transport` lists `websocket` (the operator may then be served,
     /// or a bridge may listen, over WebSocket).
     pub websocket: bool,
+    /// The elicitation modes a client or a bridge declares (`metadata.agentacp.elicitation`):
+    /// what a bridge lets through of the editor's `clientCapabilities.elicitation`, and
+    /// `elicitation/create` counted as a listed tool of its governance. A server declares none:
+    /// it asks through `Turn::elicit` when its client offers the mode.
+    pub elicitation: ElicitationModes,
+    /// The ACP protocol versions the endpoint serves (the manifest's
+    /// `metadata.agentacp.protocol_versions`; `[1]` by default): each connection is served in
+    /// the one its client asks for when listed, else the latest (`dialect::negotiate`).
+    pub protocol_versions: &'static [u16],
 }
 
 impl OperatorSpec {
@@ -169,9 +181,13 @@ impl OperatorSpec {
     /// [`Self::initialize_result`]; `null` for a server.
     pub fn initialize_params(&self) -> Value {
         self.client.map_or(Value::Null, |client| {
+            let mut capabilities = client_capabilities_json(client);
+            if let Some(elicitation) = elicitation_json(self.elicitation) {
+                capabilities["elicitation"] = elicitation;
+            }
             json!({
                 "protocolVersion": self.protocol_version,
-                "clientCapabilities": client_capabilities_json(client),
+                "clientCapabilities": capabilities,
                 "clientInfo": self.implementation(),
                 "_meta": self.meta(),
             })
@@ -251,7 +267,7 @@ impl OperatorSpec {
 
     /// The default governance binding: the manifest's operator and governance documents,
     /// every policy the operator lists, and the editor methods the manifest declares counted
-    /// as listed tools.
+    /// as listed tools (and `elicitation/create` when it declares elicitation).
     pub fn governance(&self) -> crate::governance::ManifestGovernance {
         let document = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
         let policies: Vec<Value> = self
@@ -265,6 +281,11 @@ impl OperatorSpec {
         )
         .with_policies(&policies)
         .listing(&self.editor.tools())
+        .listing(if self.elicitation.any() {
+            &[ELICITATION_TOOL]
+        } else {
+            &[]
+        })
     }
 
     /// The operator's memory, skills and policies (AIP-9), as typed data.

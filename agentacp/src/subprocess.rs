@@ -223,12 +223,7 @@ const STDERR_LINE_BYTES: usize = 2000;
 
 impl StderrTail {
     pub(crate) fn lines(&self) -> Vec<String> {
-        self.lines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        lock(&self.lines).iter().cloned().collect()
     }
 
     /// Keeps `text` as the newest line (the oldest goes when `keep` are kept).
@@ -236,7 +231,7 @@ impl StderrTail {
         if self.keep == 0 {
             return;
         }
-        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lines = lock(&self.lines);
         if lines.len() == self.keep {
             lines.pop_front();
         }

@@ -10,7 +10,8 @@
 //!    started and spoken to over stdio: agents, stdio MCP servers), `mcp/` (MCP clients, with
 //!    `rmcp`), `sandbox.rs` (the local sandbox, the `agentacp-sandbox` crate, and the
 //!    sandbox a manifest binds), `oversight/` (the governance decision, the approval question, the
-//!    write-ahead audit record), `downstream.rs` (where a client's or a bridge's agent is):
+//!    write-ahead audit record), `downstream.rs` (where a client's or a bridge's agent is),
+//!    `dialect/` (the translations between a peer's protocol version and the runtime's):
 //!    what servers, clients and bridges share;
 //! 3. `server/` and `client/`, side by side: neither imports the other;
 //! 4. `bridge/`;
@@ -47,7 +48,9 @@ fn layer_of(file: &str) -> (u8, &'static str) {
             (1, "foundation")
         }
         "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" | "listener"
-        | "subprocess.rs" | "mcp" | "sandbox.rs" | "oversight" | "downstream.rs" | "connection" => (2, "shared"),
+        | "subprocess.rs" | "mcp" | "sandbox.rs" | "oversight" | "downstream.rs" | "connection" | "dialect" => {
+            (2, "shared")
+        }
         "server" => (3, "server"),
         "client" => (3, "client"),
         "bridge" => (4, "bridge"),

@@ -1,7 +1,8 @@
 //! Pieces shared by the benchmarks (`benches/client_stream.rs` and `benches/stream.rs`).
 //!
 //! - [`sdk_stream`]: the official SDK client ([`SdkClient`]) consumes `/stream N SIZE` from an
-//!   agent and counts the updates.
+//!   agent and counts the updates ([`sdk_stream_with_env`]: with variables added to the
+//!   agent's environment).
 //! - [`serde_pipe_limit`]: the limit of the medium — the same notifications serialised with
 //!   serde_json into an OS pipe on one thread, read and parsed back line by line on another.
 //! - [`chunk_notification`]: one `session/update` of `/stream`, as the official SDK's types,
@@ -10,6 +11,7 @@
 //! - [`our_client_stream`]: our client (`agentacp::client::Client`, over any transport)
 //!   consumes `/stream N SIZE` and checks every chunk.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -103,8 +105,16 @@ pub struct StreamRun {
 /// unless the turn ends `end_turn` and the agent then exits 0 on stdin EOF; the caller checks
 /// the count.
 pub async fn sdk_stream(binary: &Path, updates: usize, size: usize) -> StreamRun {
+    sdk_stream_with_env(binary, &[], updates, size).await
+}
+
+/// [`sdk_stream`] with `env` added to the agent's environment (after the [`AgentDirs`]'
+/// variables), e.g. `AGENTACP_PROTOCOL_VERSIONS`.
+pub async fn sdk_stream_with_env(binary: &Path, env: &[(&str, OsString)], updates: usize, size: usize) -> StreamRun {
     let dirs = AgentDirs::new();
-    let process = AgentProcess::spawn(binary, &dirs, StderrMode::Capture);
+    let mut all: Vec<(&str, OsString)> = dirs.env();
+    all.extend(env.iter().cloned());
+    let process = AgentProcess::spawn_with_env(binary, &all, StderrMode::Capture);
     let pid = process.pid;
     let client = SdkClient::connect(
         process,

@@ -190,7 +190,13 @@ impl AgentProcess {
 
     /// Spawns `binary` with piped stdin/stdout, `env` added to the environment.
     pub fn spawn_with_env(binary: &Path, env: &[(&str, OsString)], stderr: StderrMode) -> Self {
+        Self::spawn_command(binary, &[], env, stderr)
+    }
+
+    /// Spawns `binary ARGS` (`node agent.mjs`, say) like [`AgentProcess::spawn_with_env`].
+    pub fn spawn_command(binary: &Path, args: &[OsString], env: &[(&str, OsString)], stderr: StderrMode) -> Self {
         let mut command = Command::new(binary);
+        command.args(args);
         command.stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true);
         for (key, value) in env {
             command.env(key, value);
@@ -343,6 +349,34 @@ fn find_python_with_acp() -> Result<PathBuf, String> {
             python.display()
         ))
     }
+}
+
+/// The Python whose `agent-client-protocol` has the protocol v2 API (`acp.experimental.v2`,
+/// only in the 1.0 release candidates): `$AGENTACP_PYTHON_V2`, else
+/// `interop/py/.venv-v2/bin/python`. `Err` says why it cannot (and how to set it up).
+pub fn python_with_acp_v2() -> Result<PathBuf, String> {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let python = std::env::var_os("AGENTACP_PYTHON_V2")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("py/.venv-v2/bin/python"));
+            let imports = std::process::Command::new(&python)
+                .args(["-c", "import acp.experimental.v2"])
+                .output()
+                .is_ok_and(|out| out.status.success());
+            if imports {
+                Ok(python)
+            } else {
+                Err(format!(
+                    "{} cannot `import acp.experimental.v2` (python3 -m venv interop/py/.venv-v2 && \
+                     interop/py/.venv-v2/bin/pip install -r interop/py/requirements-v2.txt; or set \
+                     AGENTACP_PYTHON_V2)",
+                    python.display()
+                ))
+            }
+        })
+        .clone()
 }
 
 /// What a script run by [`run_script`] did.

@@ -58,6 +58,14 @@ pub struct ConformArgs {
     /// `--env OPENAI_API_KEY`): `NAME` passes ours (it must be set), `NAME=VALUE` sets it.
     #[arg(long = "env", value_name = "NAME[=VALUE]", conflicts_with = "connect")]
     pub env: Vec<String>,
+    /// The protocol version whose suite runs: 1 (default) or 2 (ACP v2: initialize at
+    /// version 2, the prompt lifecycle as state updates, …; see docs/conform.md).
+    #[arg(long, default_value_t = 1, value_name = "1|2", value_parser = clap::value_parser!(u16).range(1..=2))]
+    pub protocol: u16,
+    /// The v2 JSON schema (`schema.json` of the revision the agent implements) every frame
+    /// the agent sends is checked against, with `--protocol 2` (`v2.schema`; skipped without).
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
     /// The agent and its arguments.
     #[arg(last = true, required_unless_present = "connect", value_name = "AGENT ARGS")]
     pub agent: Vec<std::ffi::OsString>,
@@ -123,6 +131,8 @@ pub fn run(args: &ConformArgs, out: &mut dyn Write, err: &mut dyn Write) -> std:
         long_prompt: args.long_prompt.clone(),
         audit_log: args.audit_log.clone().map(AuditSource::File),
         tool_prompts: args.tool_prompt.clone(),
+        protocol: args.protocol,
+        schema: args.schema.clone(),
         ..Config::new(Vec::new())
     };
     let config = match &args.manifest {

@@ -13,7 +13,8 @@
 //!   stdout (or stdout and stderr together, in either order); a `...` line matches any number of
 //!   lines; a command shown without output is not compared. Placeholders: `<full commit SHA>`
 //!   is the default revision, and `path/to/schema/v1` the upstream snapshot of the revision
-//!   given by `--rev` (else the default), from either snapshot folder; a command that needs a
+//!   given by `--rev` (else the default), from either snapshot folder (`path/to/schema/v2`:
+//!   from `acp-schemas-v2`); a command that needs a
 //!   snapshot is skipped, saying so, when `../shared` is absent.
 //! - **any other command** must be a row of [`EXERCISED_BY`], which names the test that does
 //!   what the command does (`path/to/file.rs::function`); the function must exist, be a test,
@@ -41,6 +42,15 @@ const EXERCISED_BY: &[(&str, &str)] = &[
     (
         "AGENTACP_TOKENS_FILE=tokens AGENTACP_WORKSPACE_ROOT=$PWD cargo run -p governed-server -- --listen 127.0.0.1:8765",
         "agentacp/tests/websocket.rs::a_token_on_the_upgrade_admits_the_client_and_every_audit_record_names_its_identity",
+    ),
+    // docs/v2.md: the examples serving v1 and v2.
+    (
+        "AGENTACP_PROTOCOL_VERSIONS=1,2 cargo run -p echo-server",
+        "interop/tests/v2_sdk.rs::rust_v2_client_drives_echo_server_beside_a_v1_client",
+    ),
+    (
+        "AGENTACP_PROTOCOL_VERSIONS=1,2 cargo run -p governed-server",
+        "interop/tests/v2_sdk.rs::rust_v2_client_drives_governed_server_through_a_permission",
     ),
     // README: the test suite is what CI runs.
     (
@@ -87,6 +97,8 @@ const EXERCISED_BY: &[(&str, &str)] = &[
 
 /// The placeholder for an upstream schema folder.
 const SCHEMA_PLACEHOLDER: &str = "path/to/schema/v1";
+/// The placeholder for an upstream protocol-version-2 schema folder (`acp-schemas-v2`).
+const V2_SCHEMA_PLACEHOLDER: &str = "path/to/schema/v2";
 /// The placeholder for a full revision SHA.
 const SHA_PLACEHOLDER: &str = "<full commit SHA>";
 
@@ -773,9 +785,15 @@ struct Skip(String);
 
 /// `path/to/schema/v1` → the snapshot of the revision given by `--rev` (else the default).
 fn resolve_placeholders(args: &[String]) -> Result<Vec<String>, Skip> {
-    if !args.iter().any(|a| a.starts_with(SCHEMA_PLACEHOLDER)) {
+    let v2 = args.iter().any(|a| a.starts_with(V2_SCHEMA_PLACEHOLDER));
+    if !v2 && !args.iter().any(|a| a.starts_with(SCHEMA_PLACEHOLDER)) {
         return Ok(args.to_vec());
     }
+    let (placeholder, folders): (&str, &[&str]) = if v2 {
+        (V2_SCHEMA_PLACEHOLDER, &[common::V2_SNAPSHOT_FOLDER])
+    } else {
+        (SCHEMA_PLACEHOLDER, &common::SNAPSHOT_FOLDERS)
+    };
     let rev = args
         .windows(2)
         .find(|w| w[0] == "--rev")
@@ -784,7 +802,7 @@ fn resolve_placeholders(args: &[String]) -> Result<Vec<String>, Skip> {
     let Some(shared) = common::shared() else {
         return Err(Skip("../shared is absent".into()));
     };
-    let Some(snapshot) = common::SNAPSHOT_FOLDERS
+    let Some(snapshot) = folders
         .iter()
         .map(|folder| shared.join("upstream").join(folder).join(&rev))
         .find(|snapshot| snapshot.is_dir())
@@ -793,7 +811,7 @@ fn resolve_placeholders(args: &[String]) -> Result<Vec<String>, Skip> {
     };
     Ok(args
         .iter()
-        .map(|a| match a.strip_prefix(SCHEMA_PLACEHOLDER) {
+        .map(|a| match a.strip_prefix(placeholder) {
             Some(rest) => format!("{}{rest}", snapshot.display()),
             None => a.clone(),
         })

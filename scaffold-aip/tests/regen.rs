@@ -25,7 +25,27 @@ const BUILT_IN: &[(&str, &str)] = &[
         "d9072428412f97189bad8856f8ee6394a8dd52ef",
         "agentacp-wire/src/rev_d9072428.rs",
     ),
+    (
+        "272bf799f35a258c6a4107a0410ed361e83683d3",
+        "agentacp-wire/src/rev_272bf799.rs",
+    ),
 ];
+
+/// The built-in protocol-version-2 modules, generated from `../shared/upstream/acp-schemas-v2`
+/// (a commit's v2 schema; the same commit may have a v1 module above).
+const BUILT_IN_V2: &[(&str, &str)] = &[(
+    "272bf799f35a258c6a4107a0410ed361e83683d3",
+    "agentacp-wire/src/rev_272bf799_v2.rs",
+)];
+
+/// The v2 snapshot of commit `sha`, when `../shared` has it (saying so when not).
+fn v2_snapshot(sha: &str) -> Option<std::path::PathBuf> {
+    let found = common::acp_v2_snapshots().into_iter().find(|dir| dir.ends_with(sha));
+    if found.is_none() {
+        eprintln!("skipped: v2 snapshot {sha} is absent");
+    }
+    found
+}
 
 fn scaffold_aip(args: &[&str]) -> (i32, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
@@ -42,8 +62,13 @@ fn scaffold_aip(args: &[&str]) -> (i32, String, String) {
 /// The built-in modules, and the early module the tests use, are what `regen` gives today.
 #[test]
 fn the_checked_in_built_in_modules_are_current() {
-    for (sha, file) in BUILT_IN.iter().chain([&common::EARLY_MODULE]) {
-        let Some(dir) = common::acp_snapshot(sha) else { continue };
+    let v1 = BUILT_IN
+        .iter()
+        .chain([&common::EARLY_MODULE])
+        .map(|(sha, file)| (common::acp_snapshot(sha), file));
+    let v2 = BUILT_IN_V2.iter().map(|(sha, file)| (v2_snapshot(sha), file));
+    for (dir, file) in v1.chain(v2) {
+        let Some(dir) = dir else { continue };
         let path = common::workspace().join(file);
         let (code, stdout, stderr) = scaffold_aip(&[
             "regen",

@@ -125,6 +125,15 @@ pub fn acp_early_snapshots() -> Vec<PathBuf> {
     snapshots_in(SNAPSHOT_FOLDERS[1])
 }
 
+/// The folder of the upstream protocol-version-2 schema snapshots under `../shared/upstream`
+/// (`acp-schemas-v2/<sha>/`: the v2 alphas; a commit may have a v1 snapshot too).
+pub const V2_SNAPSHOT_FOLDER: &str = "acp-schemas-v2";
+
+/// The v2 snapshots (`../shared/upstream/acp-schemas-v2/<sha>/`), sorted; empty when absent.
+pub fn acp_v2_snapshots() -> Vec<PathBuf> {
+    snapshots_in(V2_SNAPSHOT_FOLDER)
+}
+
 /// Every snapshot of both folders, each folder sorted; empty (after saying which folder is
 /// missing) when neither is there.
 pub fn all_acp_snapshots() -> Vec<PathBuf> {

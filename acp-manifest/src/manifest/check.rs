@@ -112,6 +112,12 @@ fn check_parsed(path: &Path, parsed: document::Parsed) -> Checked {
     }
     rules::check(&root, path, &checked.refs, &mut diagnostics);
     (checked.revision, checked.generated_wire) = check_revision(&root, folder, &mut diagnostics);
+    super::versions::check(
+        &root,
+        checked.revision.as_ref(),
+        checked.generated_wire.as_ref(),
+        &mut diagnostics,
+    );
     let client_methods: Option<Vec<&str>> = match (&checked.revision, &checked.generated_wire) {
         (Some(revision), _) => Some(revision.client_methods.to_vec()),
         (None, Some(generated)) => generated
@@ -122,6 +128,7 @@ fn check_parsed(path: &Path, parsed: document::Parsed) -> Checked {
     };
     if let Some(methods) = client_methods {
         rules::client_capabilities_in_revision(&root, &methods, &mut diagnostics);
+        rules::elicitation_in_revision(&root, &methods, &mut diagnostics);
     }
     let agent_surface: Option<(Vec<&str>, bool)> = match (&checked.revision, &checked.generated_wire) {
         (Some(revision), _) => Some((revision.agent_methods.to_vec(), true)),

@@ -7,6 +7,7 @@ pub mod model;
 pub mod refs;
 pub mod rules;
 pub mod schema_check;
+pub mod versions;
 
 pub use capabilities::EffectiveCapabilities;
 pub use check::{Checked, check_bytes, check_file};

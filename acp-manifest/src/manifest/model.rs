@@ -222,6 +222,27 @@ pub struct AgentacpMetadata {
     /// The extension methods (`_`-prefixed) the operator answers; servers only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<DeclaredExtensions>,
+    /// The elicitation modes offered to the agent (`clientCapabilities.elicitation`); clients
+    /// and bridges only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation: Option<DeclaredElicitation>,
+    /// The ACP protocol versions this runtime speaks (`1`, `2`, or both); absent: `[1]`. The
+    /// operator's code is written against the pinned revision's version-1 wire types either
+    /// way; version 2 is spoken through the runtime's translation, with the wire types of the
+    /// pinned commit's version-2 schema.
+    #[serde(default, rename = "protocol_versions", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema-gen",
+        schemars(length(min = 1), extend("uniqueItems" = true, "items" = {"type": "integer", "enum": [1, 2]}))
+    )]
+    pub protocol_versions: Option<Vec<u16>>,
+}
+
+impl AgentacpMetadata {
+    /// The protocol versions spoken: `protocol_versions`, or `[1]` when absent.
+    pub fn protocol_versions(&self) -> Vec<u16> {
+        self.protocol_versions.clone().unwrap_or_else(|| vec![1])
+    }
 }
 
 /// `metadata.agentacp.modes`: the modes a session can be in, and the one it starts in.
@@ -403,6 +424,20 @@ pub struct DeclaredExtensions {
 pub struct ExtensionMethod(
     #[cfg_attr(feature = "schema-gen", schemars(regex(pattern = EXTENSION_PATTERN)))] pub String,
 );
+
+/// `metadata.agentacp.elicitation`: the elicitation modes a client (or a bridge, for its
+/// editor) answers `elicitation/create` in; absent is off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredElicitation {
+    /// Form mode: structured input described by a restricted JSON Schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form: Option<bool>,
+    /// URL mode: an interaction at a URL the user opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<bool>,
+}
 
 /// `metadata.agentacp.sessions`: each key turns on one session method; absent is off.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

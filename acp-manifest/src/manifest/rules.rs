@@ -220,6 +220,7 @@ const SURFACE_PARTS: &[(&str, &[Kind])] = &[
     ("configOptions", &[Kind::Server]),
     ("commands", &[Kind::Server]),
     ("extensions", &[Kind::Server]),
+    ("elicitation", &[Kind::Client, Kind::Bridge]),
 ];
 
 /// `metadata.agentacp` declares what an agent answers (ACP215 on a kind that answers none of
@@ -235,11 +236,13 @@ fn agent_surface(root: &Node, facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
             };
             let who = match *part {
                 "sessions" => "an agent (a server, or a bridge passing them on)",
+                "elicitation" => "a client (or a bridge, for its editor)",
                 _ => "a server's operator",
             };
             let instead = match kind {
+                Kind::Server => "a server asks the client instead (`turn.elicit…`, when the client offers it)",
                 Kind::Client => "a client calls an agent's instead (`agentacp::client`)",
-                _ => "a bridge passes the agent's through unchanged",
+                Kind::Bridge => "a bridge passes the agent's through unchanged",
             };
             out.push(Diagnostic::new(
                 Code::SurfaceOnWrongKind,
@@ -380,6 +383,37 @@ pub fn surface_in_revision(root: &Node, agent_methods: &[&str], commands_update:
     if let Some(entry) = agentacp.entry("commands").filter(|_| !commands_update) {
         report(entry, &["commands"], "available_commands_update");
     }
+}
+
+/// ACP216 for `metadata.agentacp.elicitation` with a mode on at a revision whose client-side
+/// methods (`client_methods`) have no `elicitation/create`.
+pub fn elicitation_in_revision(root: &Node, client_methods: &[&str], out: &mut Vec<Diagnostic>) {
+    let Some(entry) = root
+        .get_at(&["metadata", "agentacp"])
+        .and_then(|a| a.entry("elicitation"))
+    else {
+        return;
+    };
+    let on = ["form", "url"]
+        .iter()
+        .any(|mode| matches!(entry.value.get(mode).map(|n| &n.value), Some(Value::Bool(true))));
+    if !on || client_methods.contains(&"elicitation/create") {
+        return;
+    }
+    let rev = root
+        .get_at(&["metadata", "aip44", "acp_rev"])
+        .and_then(Node::as_str)
+        .unwrap_or_default();
+    out.push(
+        Diagnostic::new(
+            Code::SurfaceNotInRevision,
+            entry.key_span.clone(),
+            format!(
+                "`metadata.agentacp.elicitation` needs `elicitation/create`, which ACP revision `{rev}` does not have"
+            ),
+        )
+        .with_help("remove it, or pin a revision that has it"),
+    );
 }
 
 fn tier_capabilities(facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {

@@ -547,7 +547,8 @@ fn types_and_values(root: &Value, schema: &Value, types: &mut BTreeSet<String>, 
         types.insert(found.to_string());
     }
     for value in schema.get("enum").and_then(Value::as_array).into_iter().flatten() {
-        values.insert(value.as_str().unwrap_or_default().to_string());
+        // A string value as written (`basic`), any other (`1`) as its JSON text.
+        values.insert(value.as_str().map_or_else(|| value.to_string(), str::to_string));
     }
     for union in ["anyOf", "oneOf"] {
         for branch in schema.get(union).and_then(Value::as_array).into_iter().flatten() {

@@ -1,5 +1,6 @@
 //! The generator over the upstream snapshots in `../shared/upstream/acp-schemas` and
-//! `acp-schemas-early` (skipped, saying so, when absent): deterministic output, no upstream
+//! `acp-schemas-early` (skipped, saying so, when absent; the slow compile check also takes the
+//! protocol-version-2 snapshots of `acp-schemas-v2`): deterministic output, no upstream
 //! prose without `--docs`, the public surface of the default revision's module, the early
 //! revision's hand-written messages against its schema, and (ignored, slow) every snapshot's
 //! module compiling. What the `scaffold-aip regen` command does with them (`--out`, `--check`,
@@ -41,7 +42,8 @@ fn description_lines(schema: &serde_json::Value, lines: &mut Vec<String>) {
 
 #[test]
 fn output_is_deterministic_headed_and_free_of_upstream_prose() {
-    let dirs = common::all_acp_snapshots();
+    let mut dirs = common::all_acp_snapshots();
+    dirs.extend(common::acp_v2_snapshots());
     if dirs.is_empty() {
         eprintln!("skipped: ../shared/upstream/acp-schemas and acp-schemas-early are absent");
     }
@@ -260,6 +262,27 @@ fn every_snapshot_generates_a_module_that_compiles() {
             lib += &operator.rust;
         }
     }
+    // The protocol-version-2 snapshots, beside the v1 ones (one commit can have both, hence
+    // the `_v2` suffix). Their modules compile on their own: an operator's code is typed by a
+    // version-1 module (`#[acp_operator]` refuses a version-2 `wire =`), so none has one.
+    let v2 = common::acp_v2_snapshots();
+    if v2.is_empty() {
+        common::skip_unless_required("../shared/upstream/acp-schemas-v2 is absent: the v2 alphas are not compiled");
+    }
+    for dir in &v2 {
+        let files = SchemaFiles::locate(dir).unwrap();
+        let rev = files.rev_from_path().unwrap();
+        let generated =
+            generate_files(&files, &Options::new(rev.clone())).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        assert!(
+            generated.source.contains("pub const PROTOCOL_VERSION: u16 = 2u16;"),
+            "{}: not a version-2 schema",
+            dir.display()
+        );
+        let module = format!("rev_{}_v2", &rev[..8]);
+        std::fs::write(krate.join("src").join(format!("{module}.rs")), generated.source).unwrap();
+        lib += &format!("pub mod {module};\n");
+    }
     // Every revision of the main folder has a server; a missing one would mean the check above
     // stopped finding the stop reason.
     for dir in common::acp_snapshots() {
@@ -279,9 +302,10 @@ fn every_snapshot_generates_a_module_that_compiles() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "cargo check failed:\n{}", tail(&stderr, 120));
     eprintln!(
-        "{} modules checked, each with a client operator; {} with a server operator too",
+        "{} modules checked, each with a client operator; {} with a server operator too; {} version-2 modules",
         dirs.len(),
-        servers.len()
+        servers.len(),
+        v2.len()
     );
 }
 

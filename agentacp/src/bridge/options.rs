@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::audit::AuditLog;
+use crate::client::Protocol;
 use crate::connection::Limits;
 use crate::env::env_path;
 use crate::governance::Governance;
@@ -73,6 +74,14 @@ pub struct BridgeOptions {
     /// [`RunBridge::bridge_stdio`](super::RunBridge::bridge_stdio) does. Default: this
     /// program (`std::env::current_exe`).
     pub mcp_shim: Option<PathBuf>,
+    /// The ACP versions the bridge asks its agent for (`AGENTACP_BRIDGE_AGENT_PROTOCOL`: `1`,
+    /// `2`, or `2,1` for v2 falling back to v1; default v1). A v2 agent's messages are read
+    /// as v1's, so governance, audit and the editor see the same (docs/v2.md).
+    pub agent_protocol: Protocol,
+    /// The ACP versions served to the editor, replacing the manifest's `protocol_versions`
+    /// (`AGENTACP_PROTOCOL_VERSIONS`, e.g. `1,2`; default: the manifest's). Serving 2 needs
+    /// agentacp's feature `v2`.
+    pub protocol_versions: Option<Vec<u16>>,
 }
 
 impl BridgeOptions {
@@ -113,6 +122,8 @@ impl BridgeOptions {
             #[cfg(feature = "websocket")]
             connect: None,
             mcp_shim: None,
+            agent_protocol: Protocol::V1,
+            protocol_versions: None,
         }
     }
 }
@@ -130,7 +141,9 @@ impl std::fmt::Debug for BridgeOptions {
             .field("state_dir", &self.state_dir)
             .field("pass_env", &self.pass_env)
             .field("mcp_shim", &self.mcp_shim)
-            .field("workspace_root", &self.workspace_root);
+            .field("workspace_root", &self.workspace_root)
+            .field("agent_protocol", &self.agent_protocol)
+            .field("protocol_versions", &self.protocol_versions);
         #[cfg(feature = "websocket")]
         f.field("connect", &self.connect);
         f.finish_non_exhaustive()
@@ -149,8 +162,24 @@ impl BridgeOptions {
                 .unwrap_or_default(),
             #[cfg(feature = "websocket")]
             connect: connect_from_env(),
+            agent_protocol: env_protocol("AGENTACP_BRIDGE_AGENT_PROTOCOL").unwrap_or_default(),
+            protocol_versions: env_versions("AGENTACP_PROTOCOL_VERSIONS"),
             ..BridgeOptions::with_limits(Limits::from_env())
         }
+    }
+
+    /// Asks the agent for the ACP versions `protocol` names (see
+    /// [`agent_protocol`](BridgeOptions::agent_protocol)).
+    pub fn agent_protocol(mut self, protocol: Protocol) -> Self {
+        self.agent_protocol = protocol;
+        self
+    }
+
+    /// Serves the editor the ACP `versions` (see
+    /// [`protocol_versions`](BridgeOptions::protocol_versions)).
+    pub fn protocol_versions(mut self, versions: &[u16]) -> Self {
+        self.protocol_versions = Some(versions.to_vec());
+        self
     }
 
     /// Dials `dial` instead of starting the bridge's downstream command (see
@@ -172,6 +201,35 @@ impl BridgeOptions {
     pub fn pass_env(mut self, name: impl Into<String>) -> Self {
         self.pass_env.push(name.into());
         self
+    }
+}
+
+/// The [`Protocol`] the variable `name` names (`1`, `2`, `2,1`); `None` when it is unset,
+/// empty, or names something else (with a warning).
+fn env_protocol(name: &str) -> Option<Protocol> {
+    let text = std::env::var(name).ok().filter(|text| !text.trim().is_empty())?;
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    match compact.as_str() {
+        "1" => Some(Protocol::V1),
+        "2" => Some(Protocol::V2),
+        "2,1" => Some(Protocol::V2OrV1),
+        _ => {
+            tracing::warn!("{name}={text} is ignored: say `1`, `2`, or `2,1` (v2, falling back to v1)");
+            None
+        }
+    }
+}
+
+/// The protocol versions the variable `name` lists (`1,2`); `None` when unset or unreadable
+/// (with a warning).
+fn env_versions(name: &str) -> Option<Vec<u16>> {
+    let text = std::env::var(name).ok().filter(|text| !text.trim().is_empty())?;
+    match crate::dialect::ServedVersions::parse(&text) {
+        Ok(served) => Some(served.versions().to_vec()),
+        Err(error) => {
+            tracing::warn!("{name} is ignored: {error}");
+            None
+        }
     }
 }
 

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
 mod auth_env;
 #[cfg(feature = "mcp")]
 mod carry;
+mod elicit;
 mod mcp;
 mod state;
 #[cfg(feature = "mcp")]
@@ -32,12 +33,15 @@ use super::gate;
 use super::narrow;
 use super::options::BridgeOptions;
 use crate::audit::{Actor, Approval, AuditEvent, AuditLog, Lifecycle, Subject};
-use crate::connection::{self, CONTINUE, Flow, InFlight, Request, Role};
+use crate::client::Protocol;
+use crate::connection::dialect::{self, LoopbackAnswers, PROMPT_ACCEPTED};
+use crate::connection::{self, CONTINUE, CancelRequest, Flow, InFlight, Negotiate, Request, Role, Seam};
+use crate::dialect::{AgentNegotiation, ServedVersions, client_face};
 use crate::downstream::Downstream;
 use crate::governance::{Decision, Governance};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::outbox::Outbox;
-use crate::jsonrpc::pending::{CANCEL_REQUEST, Pending};
+use crate::jsonrpc::pending::Pending;
 use crate::jsonrpc::{self, Id, RpcError, Unreadable, codes};
 use crate::methods::{self, Side, mcp_over_acp};
 use crate::oversight::mcp_calls::AcpMcpServers;
@@ -87,6 +91,7 @@ impl Forwarded {
             idle: false,
             permission: None,
             mcp: None,
+            elicitation: None,
         }
     }
 }
@@ -116,8 +121,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `line` ended as the writer wants it (a line a dialect made may end so already).
 fn with_newline(mut line: Vec<u8>) -> Vec<u8> {
-    line.push(b'\n');
+    if line.last() != Some(&b'\n') {
+        line.push(b'\n');
+    }
     line
 }
 
@@ -163,7 +171,13 @@ where
         tracing::info!(granted = %sandbox.report_granted(), "the agent runs in the sandbox");
     }
     let auth_env = auth_env::AuthEnv::new(&downstream);
-    let (process, stdin, stdout) = match downstream.open(STDERR_LINES).await {
+    let served = ServedVersions::new(options.protocol_versions.as_deref().unwrap_or(spec.protocol_versions))
+        .map_err(|error| format!("cannot serve the editor: {error}"));
+    let opened = match served {
+        Ok(served) => downstream.open(STDERR_LINES).await.map(|opened| (opened, served)),
+        Err(reason) => Err(std::io::Error::other(reason)),
+    };
+    let ((process, stdin, stdout), served) = match opened {
         Ok(opened) => opened,
         Err(error) => {
             // The editor is told why (`unreachable.rs`), then the bridge stops.
@@ -177,6 +191,18 @@ where
     };
     let (up, up_writer) = Outbox::start(output, options.write_timeout);
     let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
+    // The editor's version is settled by its `initialize` (the agent face, for v2); the
+    // agent's is asked for with the client face installed before anything is sent.
+    let up_seam = served
+        .translates()
+        .then(|| Seam::new(&up, Some(Arc::new(AgentNegotiation(served)) as Arc<dyn Negotiate>)));
+    let (down_seam, loopback) = match options.agent_protocol {
+        Protocol::V1 => (None, None),
+        protocol => {
+            let (seam, answers) = client_face::install(&down, protocol == Protocol::V2OrV1);
+            (Some(seam), Some(answers))
+        }
+    };
     let operator = spec.operator_id();
     let relay = Arc::new(Relay {
         spec,
@@ -206,10 +232,12 @@ where
         translation: std::sync::OnceLock::new(),
         sandbox,
         auth_env,
+        up_seam,
+        down_seam,
     });
     let sweeper = tokio::spawn(sweep(Arc::clone(&relay)));
     // The faces hold the relay only until they end, so that its last lines can be let out below.
-    let outcome = both_faces(&relay, input, stdout).await;
+    let outcome = both_faces(&relay, input, stdout, loopback).await;
     sweeper.abort();
     #[cfg(feature = "mcp")]
     if let Some(translation) = relay.translation.get() {
@@ -233,7 +261,12 @@ where
 /// Runs the editor face and the agent face of the bridge, each a role on the connection core,
 /// until the editor's requests are all answered after its end of input, the agent goes away,
 /// or the editor stops reading.
-async fn both_faces<R, A>(relay: &Arc<Relay>, input: R, stdout: A) -> Result<(), RelayError>
+async fn both_faces<R, A>(
+    relay: &Arc<Relay>,
+    input: R,
+    stdout: A,
+    loopback: Option<mpsc::UnboundedReceiver<Vec<u8>>>,
+) -> Result<(), RelayError>
 where
     R: AsyncRead + Unpin + Send,
     A: AsyncRead + Unpin + Send,
@@ -247,7 +280,7 @@ where
         relay.options.max_frame_bytes,
     );
     // Pinned, to be polled by both `select!`s below.
-    let mut from_agent = FromAgent(Arc::clone(relay));
+    let mut from_agent = FromAgent(Arc::clone(relay), loopback);
     let mut agent_loop = Box::pin(async move { connection::serve(&mut from_agent, agent).await });
     let mut from_editor = FromEditor(Arc::clone(relay));
     tokio::select! {
@@ -592,6 +625,10 @@ impl Role for FromEditor {
     const BOUND_DEPTH: bool = true;
     type Wake = std::convert::Infallible;
 
+    fn seam(&self) -> Option<&Seam> {
+        self.0.up_seam.as_ref()
+    }
+
     async fn too_large(&mut self, id: Option<Id>, error: RpcError) -> Flow {
         // As a server answers: the id read from its first bytes, else `null`.
         let line = jsonrpc::encode_error(&id.unwrap_or(Id::Null), &error);
@@ -612,6 +649,11 @@ impl Role for FromEditor {
 
     async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) -> Flow {
         editor_notification(&self.0, method, params, line).await;
+        CONTINUE
+    }
+
+    async fn cancel_request(&mut self, cancel: CancelRequest) -> Flow {
+        editor_cancel(&self.0, cancel).await;
         CONTINUE
     }
 
@@ -683,8 +725,15 @@ async fn editor_request(
             idle: is_prompt,
             permission: None,
             mcp: mcp_waiting,
+            elicitation: None,
         },
     );
+    if is_prompt && relay.up.rewrites() {
+        // A v2 editor's prompt is acknowledged as it goes on (the agent face), before anything
+        // of its turn can reach the editor.
+        let notice = jsonrpc::encode_notification(PROMPT_ACCEPTED, &json!({ "requestId": id }));
+        relay.to_editor_line(notice).await;
+    }
     if !relay.to_agent_line(line).await {
         let _answering = relay.take_to_agent(&id);
         let error = RpcError::new(codes::INTERNAL_ERROR, "the downstream agent is gone");
@@ -694,19 +743,42 @@ async fn editor_request(
 
 /// The editor's notification: refused or audited, then passed to the agent.
 async fn editor_notification(relay: &Arc<Relay>, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
-    let session = session_of(params.as_deref());
-    if let Some(reason) = relay.refusal(Side::Agent, &method) {
-        relay.audit_refused(true, &method, session.as_deref(), None, &reason);
-        return;
-    }
-    if relay.audit_passage(true, &method, session.as_deref(), None).is_err() {
+    if !editor_notice_passes(relay, &method, params.as_deref()) {
         return;
     }
     #[cfg(feature = "mcp")]
     if translate::editor_message(relay, None, &method, params.as_deref()) {
         return;
     }
-    let line = without_token(None, &method, params.as_deref()).unwrap_or_else(|| with_newline(line));
+    editor_notice_on(relay, &method, params.as_deref(), line).await;
+}
+
+/// The editor's `$/cancel_request`: refused or audited as a notification; one of a request on
+/// the bridge's own MCP connections is the bridge's, any other is passed to the agent.
+async fn editor_cancel(relay: &Arc<Relay>, CancelRequest { params, line, .. }: CancelRequest) {
+    if !editor_notice_passes(relay, CancelRequest::METHOD, params.as_deref()) {
+        return;
+    }
+    #[cfg(feature = "mcp")]
+    if translate::editor_cancel(relay, params.as_deref()) {
+        return;
+    }
+    editor_notice_on(relay, CancelRequest::METHOD, params.as_deref(), line).await;
+}
+
+/// Whether the editor's notification `method` may pass (audited); a refusal is audited.
+fn editor_notice_passes(relay: &Relay, method: &str, params: Option<&RawValue>) -> bool {
+    let session = session_of(params);
+    if let Some(reason) = relay.refusal(Side::Agent, method) {
+        relay.audit_refused(true, method, session.as_deref(), None, &reason);
+        return false;
+    }
+    relay.audit_passage(true, method, session.as_deref(), None).is_ok()
+}
+
+/// Passes the editor's notification on to the agent (without its token).
+async fn editor_notice_on(relay: &Relay, method: &str, params: Option<&RawValue>, line: Vec<u8>) {
+    let line = without_token(None, method, params).unwrap_or_else(|| with_newline(line));
     relay.to_agent_line(line).await;
 }
 
@@ -777,7 +849,11 @@ async fn editor_response(relay: &Arc<Relay>, id: Id, outcome: Result<Box<RawValu
             return;
         }
     }
-    let rewritten = (forwarded.mcp.as_ref()).and_then(|waiting| mcp::editor_answered(relay, &id, waiting, &outcome));
+    let rewritten = (forwarded.mcp.as_ref())
+        .and_then(|waiting| mcp::editor_answered(relay, &id, waiting, &outcome))
+        .or_else(|| {
+            (forwarded.elicitation.as_ref()).and_then(|waiting| elicit::editor_answered(relay, &id, waiting, &outcome))
+        });
     relay
         .to_agent_line(rewritten.unwrap_or_else(|| with_newline(line)))
         .await;
@@ -866,6 +942,10 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
         *lock(&relay.editor) = format!("client:{name}");
     }
     remove_token(wire::method_names::INITIALIZE, &mut params);
+    if relay.down_seam.is_some() {
+        // The client face shapes it as v2's.
+        params["protocolVersion"] = Value::from(relay.options.agent_protocol.asked());
+    }
     let declared = relay.spec.initialize_params();
     if let Some(object) = params.as_object_mut() {
         let mut capabilities = match object.remove("clientCapabilities") {
@@ -883,13 +963,26 @@ fn narrow_initialize(relay: &Relay, id: &Id, params: Option<&RawValue>) -> Vec<u
 // ---- agent → editor ----------------------------------------------------------------------------
 
 /// The bridge's agent face on the connection core: the agent's messages, governed, to the
-/// editor.
-struct FromAgent(Arc<Relay>);
+/// editor; and, for an agent asked for v2, the answers the client face gives the editor's
+/// requests that v2 has no counterpart for (read as the agent's).
+struct FromAgent(Arc<Relay>, LoopbackAnswers);
 
 impl Role for FromAgent {
     const PEER: &'static str = "the agent";
     const BOUND_DEPTH: bool = true;
-    type Wake = std::convert::Infallible;
+    type Wake = Vec<u8>;
+
+    fn seam(&self) -> Option<&Seam> {
+        self.0.down_seam.as_ref()
+    }
+
+    async fn wait(&mut self) -> Vec<u8> {
+        dialect::next_loopback(&mut self.1).await
+    }
+
+    async fn woken(&mut self, answer: Vec<u8>) -> Flow {
+        connection::loopback_answered(self, answer).await
+    }
 
     fn frame_read(&mut self, _frame: &Frame) {
         // Any message from the agent shows a running prompt is alive (see `sweep`).
@@ -917,6 +1010,11 @@ impl Role for FromAgent {
         CONTINUE
     }
 
+    async fn cancel_request(&mut self, cancel: CancelRequest) -> Flow {
+        agent_cancel(&self.0, cancel).await;
+        CONTINUE
+    }
+
     async fn request(&mut self, request: Request) -> Flow {
         agent_request(&self.0, request).await;
         CONTINUE
@@ -939,35 +1037,7 @@ async fn agent_response(relay: &Arc<Relay>, id: Id, outcome: Result<Box<RawValue
 
 /// The agent's notification: refused, dropped or passed on (an update through the gate).
 async fn agent_notification(relay: &Arc<Relay>, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) {
-    if is_request_method(&method) {
-        // A request without an id: the editor could show it but never answer it, and
-        // governance never saw it.
-        let session = session_of(params.as_deref());
-        relay.audit_dropped(&method, session.as_deref(), None, "a request sent as a notification");
-        return;
-    }
-    if let Some(reason) = relay.refusal(Side::Client, &method) {
-        let session = session_of(params.as_deref());
-        relay.audit_refused(false, &method, session.as_deref(), None, &reason);
-        return;
-    }
-    if let Some(reason) = mcp::notification_refusal(&method, params.as_deref()) {
-        relay.audit_dropped(&method, None, None, reason);
-        return;
-    }
-    if method == CANCEL_REQUEST
-        && jsonrpc::pending::cancelled_request(params.as_deref()).is_some_and(|id| is_the_bridges(&id))
-    {
-        relay.audit_dropped(
-            &method,
-            None,
-            None,
-            "a cancel of a request id in the bridge's own range",
-        );
-        return;
-    }
-    // A cancel of a call the bridge still holds: the editor has not seen that id.
-    if method == CANCEL_REQUEST && mcp::cancel_held(relay, params.as_deref()).await {
+    if agent_notice_refused(relay, &method, params.as_deref()) {
         return;
     }
     let line = match params.as_deref() {
@@ -979,6 +1049,47 @@ async fn agent_notification(relay: &Arc<Relay>, method: String, params: Option<B
         _ => with_newline(line),
     };
     relay.to_editor_line(line).await;
+}
+
+/// The agent's `$/cancel_request`: refused as a notification would be; a cancel of one of the
+/// bridge's own requests is dropped, one of a call the bridge still holds is the bridge's
+/// (the editor has not seen that id), any other is passed to the editor.
+async fn agent_cancel(relay: &Arc<Relay>, CancelRequest { request, params, line }: CancelRequest) {
+    let method = CancelRequest::METHOD;
+    if agent_notice_refused(relay, method, params.as_deref()) {
+        return;
+    }
+    if request.as_ref().is_some_and(is_the_bridges) {
+        relay.audit_dropped(method, None, None, "a cancel of a request id in the bridge's own range");
+        return;
+    }
+    if let Some(named) = &request
+        && mcp::cancel_held(relay, named).await
+    {
+        return;
+    }
+    relay.to_editor_line(with_newline(line)).await;
+}
+
+/// Whether the agent's notification `method` is refused or dropped here (audited so).
+fn agent_notice_refused(relay: &Relay, method: &str, params: Option<&RawValue>) -> bool {
+    if is_request_method(method) {
+        // A request without an id: the editor could show it but never answer it, and
+        // governance never saw it.
+        let session = session_of(params);
+        relay.audit_dropped(method, session.as_deref(), None, "a request sent as a notification");
+        return true;
+    }
+    if let Some(reason) = relay.refusal(Side::Client, method) {
+        let session = session_of(params);
+        relay.audit_refused(false, method, session.as_deref(), None, &reason);
+        return true;
+    }
+    if let Some(reason) = mcp::notification_refusal(method, params) {
+        relay.audit_dropped(method, None, None, reason);
+        return true;
+    }
+    false
 }
 
 /// Audits the agent's answer to a request of the editor's; `Some(line)` when it is rewritten.
@@ -1096,7 +1207,13 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
         )
     })?;
     let ours = relay.spec.initialize_result();
-    let version = result.get("protocolVersion").and_then(Value::as_u64);
+    let mut version = result.get("protocolVersion").and_then(Value::as_u64);
+    if relay.down_seam.is_some() && version.is_some_and(|v| relay.options.agent_protocol.accepts(v)) {
+        // A v2 agent's answer, read as v1's (the client face): the editor is answered in
+        // the bridge's own version (and in v2 by the agent face, for a v2 editor).
+        version = Some(u64::from(relay.spec.protocol_version));
+        result["protocolVersion"] = Value::from(relay.spec.protocol_version);
+    }
     if version != Some(u64::from(relay.spec.protocol_version)) {
         return Err(RpcError::new(
             codes::INTERNAL_ERROR,
@@ -1485,7 +1602,15 @@ async fn agent_request(
     }
     let mut permission = None;
     let mut mcp_waiting = None;
+    let mut elicitation = None;
     match method.as_str() {
+        m::ELICITATION_CREATE => {
+            let text = params.as_deref().map_or("null", RawValue::get);
+            match elicit::agent_request(relay, &id, text).await {
+                Some(waiting) => elicitation = Some(waiting),
+                None => return,
+            }
+        }
         m::SESSION_REQUEST_PERMISSION => {
             let text = params.as_deref().map_or("null", RawValue::get);
             match agent_permission(relay, &id, &method, text, &mut line).await {
@@ -1514,6 +1639,7 @@ async fn agent_request(
     let forwarded = Forwarded {
         permission,
         mcp: mcp_waiting,
+        elicitation,
         ..Forwarded::agent_request(relay, method, session)
     };
     relay.forward_to_editor(id, forwarded, with_newline(line)).await;

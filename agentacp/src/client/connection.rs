@@ -11,10 +11,11 @@ use tokio::io::BufReader;
 use super::auth::{AuthKind, AuthMethodInfo, AuthPolicy};
 use super::context::ClientContext;
 use super::error::ClientError;
-use super::options::ClientOptions;
+use super::options::{ClientOptions, Protocol};
 use super::state::{Shared, Subscriber};
 use super::stream::{self, PromptStream, StreamKind};
 use super::{queue, reader, tap, terminal};
+use crate::dialect::client_face;
 use crate::downstream::Downstream;
 use crate::jsonrpc::frame::FrameReader;
 use crate::jsonrpc::outbox::Outbox;
@@ -24,6 +25,12 @@ use crate::oversight::Oversight;
 use crate::subprocess::{AgentCommand, ExitState};
 use crate::sync::lock;
 use crate::wire::default as wire;
+
+/// The dialect seam of a connection that asks for v2 (the client face of ACP v2 installed on
+/// it before `initialize` is sent), and where the dialect's own answers come out; `None` for v1.
+fn translate(outbox: &Outbox, protocol: Protocol) -> Option<reader::Translated> {
+    (protocol != Protocol::V1).then(|| client_face::install(outbox, protocol == Protocol::V2OrV1))
+}
 
 /// How many updates of one turn may wait for the reader of its [`PromptStream`].
 const UPDATE_QUEUE: usize = 1024;
@@ -207,10 +214,11 @@ impl Client {
             .clone()
             .unwrap_or_else(|| options.client_info.0.clone());
         let oversight = Oversight::new(options.governance.clone(), options.audit.clone(), operator);
+        let translated = translate(&outbox, options.protocol);
         let shared = Arc::new(Shared::new(outbox, permission, options, process, context, oversight));
         let stdout = queue::Flushing::new(BufReader::new(stdout), Arc::clone(&shared.flushes));
         let frames = FrameReader::new(stdout, shared.options.max_frame_bytes);
-        tokio::spawn(reader::read_loop(Arc::clone(&shared), frames));
+        tokio::spawn(reader::read_loop(Arc::clone(&shared), frames, translated));
         let mut client = Client {
             shared,
             // Replaced below; a client is only handed out once initialized.
@@ -250,16 +258,26 @@ impl Client {
             })
         });
         params["clientCapabilities"] = methods::client_capabilities_json(options.handlers.capabilities());
-        // The version we speak: the manifest's wire module's (in its params), else the default.
-        let ours = params
-            .get("protocolVersion")
-            .and_then(Value::as_u64)
-            .and_then(|version| u16::try_from(version).ok())
-            .unwrap_or(wire::PROTOCOL_VERSION);
+        let elicitation = options.elicitation.as_ref().map(|handler| handler.modes());
+        if let Some(modes) = elicitation.and_then(methods::elicitation_json) {
+            params["clientCapabilities"]["elicitation"] = modes;
+        }
+        // The version we speak: the manifest's wire module's (in its params), else the default;
+        // asked for v2, the dialect translates (see `translate`).
+        let protocol = options.protocol;
+        let ours = match protocol {
+            Protocol::V1 => params
+                .get("protocolVersion")
+                .and_then(Value::as_u64)
+                .and_then(|version| u16::try_from(version).ok())
+                .unwrap_or(wire::PROTOCOL_VERSION),
+            _ => protocol.asked(),
+        };
+        params["protocolVersion"] = Value::from(ours);
         let value: Value = self.shared.request(method, &params, options.initialize_timeout).await?;
         let chosen = value.get("protocolVersion").and_then(Value::as_u64);
         match chosen {
-            Some(version) if version == u64::from(ours) => {}
+            Some(version) if version == u64::from(ours) || (protocol != Protocol::V1 && protocol.accepts(version)) => {}
             Some(version) => {
                 return Err(ClientError::UnsupportedProtocol { agent: version, ours });
             }
@@ -380,7 +398,14 @@ impl Client {
             .await
     }
 
-    /// The agent's answer to `initialize` (capabilities, `agentInfo`, `_meta`).
+    /// The ACP protocol version spoken with the agent, as it answered `initialize` (2 for a
+    /// v2 agent, whose messages the client reads as v1's: see [`ClientOptions::protocol`]).
+    pub fn protocol_version(&self) -> u16 {
+        self.initialize.protocol_version
+    }
+
+    /// The agent's answer to `initialize` (capabilities, `agentInfo`, `_meta`; a v2 agent's
+    /// in the v1 shape).
     pub fn initialize_response(&self) -> &wire::InitializeResponse {
         &self.initialize
     }

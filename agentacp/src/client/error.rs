@@ -44,7 +44,7 @@ pub enum ClientError {
     UnsupportedProtocol {
         /// The version the agent chose.
         agent: u64,
-        /// The version we speak.
+        /// The version we asked for.
         ours: u16,
     },
     /// An answer that does not fit the method's result type.
@@ -109,7 +109,7 @@ impl fmt::Display for ClientError {
             }
             ClientError::UnsupportedProtocol { agent, ours } => write!(
                 f,
-                "the agent chose ACP protocol version {agent}, but this client speaks only version {ours}"
+                "the agent chose ACP protocol version {agent}, which this client does not speak (it asked for version {ours})"
             ),
             ClientError::InvalidResponse { method, reason } => {
                 write!(f, "the agent's answer to `{method}` is not valid: {reason}")

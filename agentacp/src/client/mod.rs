@@ -72,6 +72,7 @@ mod auth;
 mod calls;
 mod connection;
 mod context;
+mod elicitation;
 mod error;
 mod events;
 mod extensions;
@@ -92,7 +93,10 @@ mod stream;
 mod tap;
 pub mod terminal;
 
-pub use crate::oversight::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll, TERMINAL_TOOL};
+pub use crate::oversight::{
+    BoxFuture, DeclineAll, ElicitationHandler, ElicitationModes, ElicitationOutcome, PermissionDecision,
+    PermissionHandler, RejectAll, TERMINAL_TOOL,
+};
 pub use crate::subprocess::{AgentCommand, DEFAULT_ENV_ALLOW};
 pub use auth::{AuthChooser, AuthEnvVar, AuthKind, AuthMethodInfo, AuthPolicy, UnpassedVar, unpassed_env_advice};
 pub use calls::LIST_PAGES_MAX;
@@ -105,7 +109,7 @@ pub use handlers::{Builtin, ClientHandlers, HandlerResult, NoHandlers, decode, e
 #[cfg(feature = "mcp")]
 pub use mcp::AcpMcpServer;
 pub use operator::{ClientOperator, Connect};
-pub use options::ClientOptions;
+pub use options::{ClientOptions, Protocol};
 pub use render::{ONE_LINE_MAX, clip};
 pub use session::{SessionState, config_value, select_values};
 pub use stream::PromptStream;

@@ -59,6 +59,7 @@ impl<T: ClientOperator> Connect for T {
                 )
                 .map_err(|error| ClientError::InvalidState(error.to_string()))?;
         }
+        options.elicitation = crate::oversight::elicitation::declared_handler(options.elicitation, spec.elicitation);
         let initialize = Some(spec.initialize_params());
         Client::spawn(command, options, initialize).await
     }

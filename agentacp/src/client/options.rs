@@ -11,7 +11,7 @@ use super::tap::{Direction, WireTap};
 use crate::audit::AuditLog;
 use crate::connection::Limits;
 use crate::governance::Governance;
-use crate::oversight::{PermissionHandler, RejectAll};
+use crate::oversight::{ElicitationHandler, PermissionHandler, RejectAll};
 
 /// Timeouts and limits of a [`Client`](crate::client::Client). Every field has a documented
 /// default; the limits and timeouts a server and a bridge have too take theirs from [`Limits`].
@@ -69,10 +69,49 @@ pub struct ClientOptions {
     /// Answers the agent's extension requests (`_`-prefixed) and sees its extension
     /// notifications. Default: none (requests `-32601`, notifications ignored).
     pub extensions: Option<Arc<dyn ExtensionHandler>>,
+    /// Answers the agent's elicitations (`elicitation/create`); `clientCapabilities.elicitation`
+    /// advertises its modes. Default: none (no elicitation advertised; a question is refused).
+    pub elicitation: Option<Arc<dyn ElicitationHandler>>,
     /// MCP servers this client provides over the ACP connection (MCP-over-ACP), listed in
     /// every session it opens with an agent that takes them. Default: none.
     #[cfg(feature = "mcp")]
     pub mcp_over_acp: Vec<super::mcp::AcpMcpServer>,
+    /// The ACP protocol versions asked for at `initialize`. Default [`Protocol::V1`].
+    pub protocol: Protocol,
+}
+
+/// The ACP protocol versions a client asks an agent for at `initialize`. Whatever the agent
+/// speaks, the client's API is the same (ACP v1's types and events; see docs/v2.md for what
+/// a v2 agent's messages become); an answer with a version not asked for ends the connection
+/// ([`ClientError::UnsupportedProtocol`](super::ClientError::UnsupportedProtocol)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// ACP v1 only (the default).
+    #[default]
+    V1,
+    /// ACP v2 only (schema v2.0.0-alpha.3).
+    V2,
+    /// ACP v2, or v1 when the agent answers `1`.
+    V2OrV1,
+}
+
+impl Protocol {
+    /// The version `initialize` asks for.
+    pub fn asked(self) -> u16 {
+        match self {
+            Protocol::V1 => 1,
+            Protocol::V2 | Protocol::V2OrV1 => 2,
+        }
+    }
+
+    /// Whether the agent's answer `version` is one this client goes on with.
+    pub fn accepts(self, version: u64) -> bool {
+        match self {
+            Protocol::V1 => version == 1,
+            Protocol::V2 => version == 2,
+            Protocol::V2OrV1 => version == 1 || version == 2,
+        }
+    }
 }
 
 impl Default for ClientOptions {
@@ -97,8 +136,10 @@ impl Default for ClientOptions {
             wire_tap: None,
             auth: AuthPolicy::default(),
             extensions: None,
+            elicitation: None,
             #[cfg(feature = "mcp")]
             mcp_over_acp: Vec::new(),
+            protocol: Protocol::V1,
         }
     }
 }
@@ -123,7 +164,9 @@ impl std::fmt::Debug for ClientOptions {
             .field("operator_id", &self.operator_id)
             .field("wire_tap", &self.wire_tap.is_some())
             .field("auth", &self.auth)
-            .field("extensions", &self.extensions.is_some());
+            .field("extensions", &self.extensions.is_some())
+            .field("elicitation", &self.elicitation.as_ref().map(|handler| handler.modes()))
+            .field("protocol", &self.protocol);
         #[cfg(feature = "mcp")]
         f.field("mcp_over_acp", &self.mcp_over_acp);
         f.finish_non_exhaustive()
@@ -131,6 +174,13 @@ impl std::fmt::Debug for ClientOptions {
 }
 
 impl ClientOptions {
+    /// Answers the agent's elicitations with `handler` (e.g.
+    /// [`DeclineAll`](crate::oversight::DeclineAll)), offering its modes.
+    pub fn with_elicitation(mut self, handler: impl ElicitationHandler) -> Self {
+        self.elicitation = Some(Arc::new(handler));
+        self
+    }
+
     /// Uses `handler` for permission requests.
     pub fn with_permission(mut self, handler: impl PermissionHandler) -> Self {
         self.permission = Arc::new(handler);
@@ -184,6 +234,12 @@ impl ClientOptions {
         F: Fn() -> S + Send + Sync + 'static,
     {
         self.mcp_over_acp.push(super::mcp::AcpMcpServer::new(name, make));
+        self
+    }
+
+    /// Asks the agent for the ACP versions `protocol` names at `initialize`.
+    pub fn with_protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
         self
     }
 

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::AsyncBufRead;
+use tokio::sync::mpsc;
 
 use super::events::Update;
 use super::extensions::{is_extension, method_not_found};
@@ -17,7 +18,7 @@ use super::permission::own_mcp_call;
 use super::permission::{answer_permission, authorize_terminal, run_authorized};
 use super::state::{Ended, Shared};
 use super::tap::Direction;
-use crate::connection::{self, CONTINUE, Flow, Request, Role};
+use crate::connection::{self, CONTINUE, Flow, Request, Role, Seam, dialect};
 use crate::jsonrpc::cancels::{Cancellable, Cancels};
 use crate::jsonrpc::frame::{Frame, FrameReader};
 use crate::jsonrpc::{self, Id, RpcError, codes};
@@ -37,10 +38,24 @@ struct UpdateParams {
     update: Box<RawValue>,
 }
 
+/// The dialect of a connection to an agent asked for another protocol version: its seam, and
+/// the answers the dialect gives our requests itself.
+pub(crate) type Translated = (Seam, mpsc::UnboundedReceiver<Vec<u8>>);
+
 /// Reads the agent's frames until its stdout closes (on the connection core); then fails
 /// everything pending.
-pub(crate) async fn read_loop<R: AsyncBufRead + Unpin + Send>(shared: Arc<Shared>, frames: FrameReader<R>) {
-    connection::serve(&mut FromAgent(Arc::clone(&shared)), frames).await;
+pub(crate) async fn read_loop<R: AsyncBufRead + Unpin + Send>(
+    shared: Arc<Shared>,
+    frames: FrameReader<R>,
+    translated: Option<Translated>,
+) {
+    let (seam, loopback) = translated.unzip();
+    let mut role = FromAgent {
+        shared: Arc::clone(&shared),
+        seam,
+        loopback,
+    };
+    connection::serve(&mut role, frames).await;
     shared.flushes.flush();
     tracing::debug!(pid = ?shared.process.pid, "the agent closed its output");
     lock(&shared.ended).get_or_insert(Ended::ByAgent);
@@ -59,48 +74,66 @@ pub(crate) async fn read_loop<R: AsyncBufRead + Unpin + Send>(shared: Arc<Shared
 }
 
 /// The client's role on the connection core: what it does with each message of the agent's.
-struct FromAgent(Arc<Shared>);
+struct FromAgent {
+    shared: Arc<Shared>,
+    /// The connection's dialect seam, for an agent asked for v2.
+    seam: Option<Seam>,
+    /// Answers the dialect gave our requests itself (v2 has no counterpart for them).
+    loopback: dialect::LoopbackAnswers,
+}
 
 impl Role for FromAgent {
     const PEER: &'static str = "the agent";
-    type Wake = std::convert::Infallible;
+    type Wake = Vec<u8>;
+
+    fn seam(&self) -> Option<&Seam> {
+        self.seam.as_ref()
+    }
+
+    async fn wait(&mut self) -> Vec<u8> {
+        dialect::next_loopback(&mut self.loopback).await
+    }
+
+    async fn woken(&mut self, answer: Vec<u8>) -> Flow {
+        connection::loopback_answered(self, answer).await
+    }
 
     fn cancels(&self) -> Option<&Arc<Cancels>> {
-        Some(&self.0.answering)
+        Some(&self.shared.answering)
     }
 
     fn frame_read(&mut self, frame: &Frame) {
-        if let (Frame::Line(line), Some(tap)) = (frame, &self.0.options.wire_tap) {
+        if let (Frame::Line(line), Some(tap)) = (frame, &self.shared.options.wire_tap) {
             tap(Direction::FromAgent, line);
         }
     }
 
     async fn too_large(&mut self, id: Option<Id>, error: RpcError) -> Flow {
         // Before anything that may wait, the streams see the updates queued (`queue.rs`).
-        self.0.flushes.flush();
+        self.shared.flushes.flush();
         // Our request's answer: fail that request. Otherwise it was a request of the agent's.
         if let Some(id) = id
-            && !self.0.pending.resolve(&id, Err(error.clone()))
+            && !self.shared.pending.resolve(&id, Err(error.clone()))
         {
-            self.0.send_line(jsonrpc::encode_error(&id, &error)).await;
+            self.shared.send_line(jsonrpc::encode_error(&id, &error)).await;
         }
         CONTINUE
     }
 
     async fn response(&mut self, id: Id, outcome: Result<Box<RawValue>, RpcError>, _line: Vec<u8>) -> Flow {
-        if !self.0.pending.resolve(&id, outcome) {
+        if !self.shared.pending.resolve(&id, outcome) {
             tracing::debug!(%id, "an answer to no pending request was ignored");
         }
         CONTINUE
     }
 
     async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, _line: Vec<u8>) -> Flow {
-        notification(&self.0, &method, params.as_deref()).await;
+        notification(&self.shared, &method, params.as_deref()).await;
         CONTINUE
     }
 
     async fn request(&mut self, request: Request) -> Flow {
-        self.0.flushes.flush();
+        self.shared.flushes.flush();
         let Request {
             id,
             method,
@@ -108,8 +141,8 @@ impl Role for FromAgent {
             cancellable,
             ..
         } = request;
-        let cancellable = cancellable.unwrap_or_else(|| self.0.answering.cancellable(&id));
-        agent_request(&self.0, id, method, params, cancellable).await;
+        let cancellable = cancellable.unwrap_or_else(|| self.shared.answering.cancellable(&id));
+        agent_request(&self.shared, id, method, params, cancellable).await;
         CONTINUE
     }
 }
@@ -123,6 +156,10 @@ async fn notification(shared: &Arc<Shared>, method: &str, params: Option<&RawVal
     }
     if is_extension(method) {
         extension_notification(shared, method, params);
+        return;
+    }
+    if method == wire::method_names::ELICITATION_COMPLETE {
+        super::elicitation::completed(shared, params);
         return;
     }
     if method != wire::method_names::SESSION_UPDATE {
@@ -182,6 +219,8 @@ async fn agent_request(
                 shared.send_line(jsonrpc::encode_error(&id, &error)).await;
             }
         }
+    } else if method == wire::method_names::ELICITATION_CREATE {
+        tokio::spawn(super::elicitation::answer(Arc::clone(shared), id, params, cancellable));
     } else if is_extension(&method) {
         let params = params
             .as_deref()

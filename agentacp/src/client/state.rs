@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     pub(crate) oversight: Oversight,
     /// What the agent said about each session (modes, config options, commands).
     pub(crate) sessions: Sessions,
+    /// The URL elicitations this client accepted and the agent has not completed.
+    pub(super) elicitations: crate::oversight::elicitation::Outstanding,
     /// The open MCP-over-ACP connections to the MCP servers this client provides.
     #[cfg(feature = "mcp")]
     pub(crate) mcp: super::mcp::McpHost,
@@ -89,6 +91,7 @@ impl Shared {
             context,
             oversight,
             sessions: Sessions::default(),
+            elicitations: Default::default(),
             #[cfg(feature = "mcp")]
             mcp: super::mcp::McpHost::default(),
         }

@@ -761,6 +761,23 @@ mod tests {
             .await
     }
 
+    /// A `sleep 100` started in `terminals`: its terminal and its pid.
+    async fn sleeper(terminals: &Terminals) -> (wire::TerminalId, i32) {
+        let id = create(terminals, request("sleep", &["100"])).await;
+        let pid = terminals.pid_of(&id);
+        (id, pid)
+    }
+
+    /// Runs `request` to its exit: then its output.
+    async fn output_at_exit(
+        terminals: &Terminals,
+        request: wire::CreateTerminalRequest,
+    ) -> wire::TerminalOutputResponse {
+        let id = create(terminals, request).await;
+        wait(terminals, &id).await;
+        output(terminals, &id).await.unwrap()
+    }
+
     async fn release(terminals: &Terminals, id: &wire::TerminalId) -> Result<wire::ReleaseTerminalResponse, RpcError> {
         terminals
             .release(&wire::ReleaseTerminalRequest::new(session(), id.clone()))
@@ -820,13 +837,11 @@ mod tests {
     #[tokio::test]
     async fn stdout_and_stderr_are_captured_in_order() {
         let terminals = Terminals::default();
-        let id = create(
+        let output = output_at_exit(
             &terminals,
             sh("echo out1; echo err1 >&2; echo out2; echo err2 >&2; echo out3"),
         )
         .await;
-        wait(&terminals, &id).await;
-        let output = output(&terminals, &id).await.unwrap();
         assert_eq!(output.output, "out1\nerr1\nout2\nerr2\nout3\n");
     }
 
@@ -849,13 +864,8 @@ mod tests {
     #[tokio::test]
     async fn wait_for_exit_answers_after_all_output_is_read() {
         let terminals = Terminals::default();
-        let id = create(
-            &terminals,
-            sh("i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done"),
-        )
-        .await;
-        wait(&terminals, &id).await;
-        let output = output(&terminals, &id).await.unwrap();
+        let lines = sh("i=0; while [ $i -lt 5000 ]; do echo line$i; i=$((i+1)); done");
+        let output = output_at_exit(&terminals, lines).await;
         let expected: String = (0..5000).map(|i| format!("line{i}\n")).collect();
         assert_eq!(output.output, expected);
         assert!(!output.truncated);
@@ -870,9 +880,7 @@ mod tests {
             request
         };
         let run = async |request| {
-            let id = create(&terminals, request).await;
-            wait(&terminals, &id).await;
-            let output = output(&terminals, &id).await.unwrap();
+            let output = output_at_exit(&terminals, request).await;
             (output.output, output.truncated)
         };
         // 4 + 4 × 3 bytes; the last 7 would start inside a `€`.
@@ -892,9 +900,7 @@ mod tests {
     #[tokio::test]
     async fn invalid_utf8_is_replaced() {
         let terminals = Terminals::default();
-        let id = create(&terminals, sh("printf 'a\\377b\\342\\202\\254c\\342'")).await;
-        wait(&terminals, &id).await;
-        let output = output(&terminals, &id).await.unwrap();
+        let output = output_at_exit(&terminals, sh("printf 'a\\377b\\342\\202\\254c\\342'")).await;
         assert_eq!(output.output, "a\u{FFFD}b€c\u{FFFD}");
     }
 
@@ -998,8 +1004,7 @@ mod tests {
     #[tokio::test]
     async fn release_kills_a_running_command() {
         let terminals = Terminals::default();
-        let id = create(&terminals, request("sleep", &["100"])).await;
-        let pid = terminals.pid_of(&id);
+        let (id, pid) = sleeper(&terminals).await;
         assert!(is_alive(pid));
         release(&terminals, &id).await.unwrap();
         eventually("the released command is killed and reaped", || !is_our_child(pid)).await;
@@ -1030,20 +1035,17 @@ mod tests {
     #[tokio::test]
     async fn bad_requests_and_spawn_failures_are_reported() {
         let terminals = Terminals::default();
-        let error = terminals
-            .create(&request("agentacp-no-such-program", &[]))
-            .await
-            .unwrap_err();
-        assert_eq!(error.code, codes::INVALID_PARAMS);
-        assert!(error.message.contains("`agentacp-no-such-program`"), "{error}");
-        assert!(error.message.contains("no such program"), "{error}");
-
-        let error = terminals
-            .create(&request("/agentacp/no/such/program", &[]))
-            .await
-            .unwrap_err();
-        assert_eq!(error.code, codes::INVALID_PARAMS);
-        assert!(error.message.contains("no such file"), "{error}");
+        // Refused as invalid params: the message.
+        let refused = async |request: wire::CreateTerminalRequest| {
+            let error = terminals.create(&request).await.unwrap_err();
+            assert_eq!(error.code, codes::INVALID_PARAMS, "{error}");
+            error.message
+        };
+        let message = refused(request("agentacp-no-such-program", &[])).await;
+        assert!(message.contains("`agentacp-no-such-program`"), "{message}");
+        assert!(message.contains("no such program"), "{message}");
+        let message = refused(request("/agentacp/no/such/program", &[])).await;
+        assert!(message.contains("no such file"), "{message}");
 
         let mut no_cwd = request("true", &[]);
         no_cwd.cwd = None;
@@ -1065,8 +1067,7 @@ mod tests {
             bad_name,
             nul_value,
         ] {
-            let error = terminals.create(&request).await.unwrap_err();
-            assert_eq!(error.code, codes::INVALID_PARAMS, "{error}");
+            refused(request).await;
         }
         // Nothing was kept, nothing stays reserved.
         let registry = lock(&terminals.registry);
@@ -1161,8 +1162,7 @@ mod tests {
     #[tokio::test]
     async fn dropping_the_terminals_kills_and_reaps() {
         let terminals = Terminals::default();
-        let id = create(&terminals, request("sleep", &["100"])).await;
-        let pid = terminals.pid_of(&id);
+        let (_id, pid) = sleeper(&terminals).await;
         drop(terminals);
         eventually("the command is killed and reaped", || !is_our_child(pid)).await;
     }

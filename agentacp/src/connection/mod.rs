@@ -4,19 +4,22 @@
 //! [`serve`] reads the peer's frames in order ([`FrameReader`]: the frame limit, and the one
 //! answer to a frame over it, [`over_limit`]), bounds their depth where the role passes them
 //! on, parses each once, and hands it to the [`Role`]: responses, notifications and requests,
-//! each with its frame. A role that answers the peer's requests with [`Cancels`] has
-//! `$/cancel_request` handled here, and each request made cancellable before the next message
-//! is read. The peer's requests in flight are kept in an [`InFlight`] table (the one place
-//! that refuses an id still in flight); our own requests in a
+//! each with its frame. The peer's `$/cancel_request` is read here, for every role, and handed
+//! to [`Role::cancel_request`]: a role that answers the peer's requests with [`Cancels`] has it
+//! handled by default, and each request made cancellable before the next message is read. The
+//! peer's requests in flight are kept in an [`InFlight`] table (the one place that refuses an
+//! id still in flight); our own requests in a
 //! [`Pending`](crate::jsonrpc::pending::Pending); and everything is written through the one
 //! ordered writer ([`Outbox`](crate::jsonrpc::outbox::Outbox)). The transports (stdio, a child
 //! process, WebSocket) are adapters below: any `AsyncBufRead` of lines.
 //!
 //! Shared limits and timeouts, with their one set of defaults, are [`Limits`].
 
+pub mod dialect;
 mod in_flight;
 mod limits;
 
+pub use dialect::{Dialect, Inbound, Negotiate, Seam};
 pub use in_flight::{InFlight, duplicate_id};
 pub use limits::Limits;
 
@@ -29,7 +32,7 @@ use tokio::io::AsyncBufRead;
 
 use crate::jsonrpc::cancels::{Cancellable, Cancels};
 use crate::jsonrpc::frame::{Frame, FrameReader, within_depth};
-use crate::jsonrpc::pending::CANCEL_REQUEST;
+use crate::jsonrpc::pending::{CANCEL_REQUEST, cancelled_request};
 use crate::jsonrpc::{self, Id, Incoming, RpcError, Unreadable, codes};
 
 /// Whether the read loop goes on after a message (`Continue`) or stops (`Break`: the peer
@@ -54,6 +57,22 @@ pub struct Request {
     pub cancellable: Option<Cancellable>,
 }
 
+/// The peer's `$/cancel_request`, as [`serve`] hands it to [`Role::cancel_request`].
+#[derive(Debug)]
+pub struct CancelRequest {
+    /// The request its params name; `None` when they name none (or are not readable).
+    pub request: Option<Id>,
+    /// The params, unparsed (for a role that checks them or passes them on).
+    pub params: Option<Box<RawValue>>,
+    /// The frame as read (depth-bounded for a role with [`Role::BOUND_DEPTH`]), to pass on.
+    pub line: Vec<u8>,
+}
+
+impl CancelRequest {
+    /// The method: `$/cancel_request`.
+    pub const METHOD: &'static str = CANCEL_REQUEST;
+}
+
 /// One side of a connection: what it does with each message its peer sends. The read loop
 /// ([`serve`]) is the same for every role; a role is only its handling.
 ///
@@ -66,15 +85,46 @@ pub trait Role: Send {
     /// parsed ([`within_depth`]): for a role that passes frames on.
     const BOUND_DEPTH: bool = false;
 
-    /// The peer's requests this side answers and the peer may cancel: when `Some`,
-    /// `$/cancel_request` is handled by [`serve`] and never reaches
-    /// [`notification`](Role::notification).
+    /// The peer's requests this side answers and the peer may cancel: when `Some`, each
+    /// request is made cancellable as it is read, and the default
+    /// [`cancel_request`](Role::cancel_request) cancels them.
     fn cancels(&self) -> Option<&Arc<Cancels>> {
         None
     }
 
+    /// The peer's `$/cancel_request`, handled before the next message is read. Default: with
+    /// [`cancels`](Role::cancels), the request it names is cancelled (one it does not name is
+    /// ignored); without, it is handed on as a [`notification`](Role::notification).
+    fn cancel_request(&mut self, cancel: CancelRequest) -> impl Future<Output = Flow> + Send {
+        async move {
+            let cancelled = self
+                .cancels()
+                .map(|cancels| cancel.request.as_ref().is_some_and(|id| cancels.cancel_id(id)));
+            match cancelled {
+                None => {
+                    self.notification(CancelRequest::METHOD.to_owned(), cancel.params, cancel.line)
+                        .await
+                }
+                Some(true) => CONTINUE,
+                Some(false) => {
+                    tracing::debug!(
+                        "a `$/cancel_request` from {} for no request being answered was ignored",
+                        Self::PEER
+                    );
+                    CONTINUE
+                }
+            }
+        }
+    }
+
     /// Sees every frame as it is read, before it is handled (a wire tap, a sign of life).
     fn frame_read(&mut self, _frame: &Frame) {}
+
+    /// The connection's dialect seam, when its peer may speak another protocol version: each
+    /// frame goes through [`Seam::incoming`] before it is handled. Default: none.
+    fn seam(&self) -> Option<&Seam> {
+        None
+    }
 
     /// A frame over the limit was skipped: `error` (see [`over_limit`]) is the answer for the
     /// request `id` names, when its first bytes named one.
@@ -160,9 +210,36 @@ pub async fn serve<R: Role, T: AsyncBufRead + Unpin + Send>(role: &mut R, mut fr
             }
         };
         role.frame_read(&frame);
-        if handle(role, frame, limit).await.is_break() {
+        let flow = match (role.seam().cloned(), frame) {
+            (Some(seam), Frame::Line(line)) => translated(role, seam.incoming(line), limit).await,
+            (_, frame) => handle(role, frame, limit).await,
+        };
+        if flow.is_break() {
             return;
         }
+    }
+}
+
+/// What one frame became through the connection's dialect, handed to the role in order.
+async fn translated<R: Role>(role: &mut R, inbound: Vec<Inbound>, limit: usize) -> Flow {
+    for item in inbound {
+        let flow = match item {
+            Inbound::Line(line) => handle(role, Frame::Line(line), limit).await,
+            Inbound::Refused(refused) => role.unreadable(refused).await,
+        };
+        if flow.is_break() {
+            return flow;
+        }
+    }
+    CONTINUE
+}
+
+/// Hands a loopback answer of the role's dialect (see [`dialect::next_loopback`]) to `role`
+/// as the peer's answer, for its [`Role::woken`]; anything but an answer is dropped.
+pub async fn loopback_answered<R: Role>(role: &mut R, answer: Vec<u8>) -> Flow {
+    match jsonrpc::parse(&answer) {
+        Ok(Incoming::Response { id, outcome }) => role.response(id, outcome, answer).await,
+        _ => CONTINUE,
     }
 }
 
@@ -185,18 +262,11 @@ async fn handle<R: Role>(role: &mut R, frame: Frame, limit: usize) -> Flow {
     match jsonrpc::parse(&line) {
         Err(unreadable) => role.unreadable(unreadable).await,
         Ok(Incoming::Response { id, outcome }) => role.response(id, outcome, line).await,
-        Ok(Incoming::Notification { method, params }) => match role.cancels() {
-            Some(cancels) if method == CANCEL_REQUEST => {
-                if !cancels.cancel(params.as_deref()) {
-                    tracing::debug!(
-                        "a `$/cancel_request` from {} for no request being answered was ignored",
-                        R::PEER
-                    );
-                }
-                CONTINUE
-            }
-            _ => role.notification(method, params, line).await,
-        },
+        Ok(Incoming::Notification { method, params }) if method == CANCEL_REQUEST => {
+            let request = cancelled_request(params.as_deref());
+            role.cancel_request(CancelRequest { request, params, line }).await
+        }
+        Ok(Incoming::Notification { method, params }) => role.notification(method, params, line).await,
         Ok(Incoming::Request { id, method, params }) => {
             // Cancellable from now on: the peer's next message may be its cancel.
             let cancellable = role.cancels().map(|cancels| cancels.cancellable(&id));
@@ -301,5 +371,45 @@ mod tests {
         );
         assert!(role.requests[0].is_cancelled(), "the cancel reached request 1");
         assert!(!role.requests[1].is_cancelled());
+    }
+
+    /// A role that answers nothing the peer may cancel (a bridge's face, which passes the
+    /// peer's cancels on): `$/cancel_request` reaches it as a notification, frame and all.
+    struct Passing(Vec<String>);
+
+    impl Role for Passing {
+        const PEER: &'static str = "the test";
+        type Wake = std::convert::Infallible;
+
+        async fn too_large(&mut self, _: Option<Id>, _: RpcError) -> Flow {
+            CONTINUE
+        }
+
+        async fn response(&mut self, _: Id, _: Result<Box<RawValue>, RpcError>, _: Vec<u8>) -> Flow {
+            CONTINUE
+        }
+
+        async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, line: Vec<u8>) -> Flow {
+            let params = params.map_or("none".into(), |params| params.get().to_owned());
+            self.0.push(format!("{method} {params} {}", line.len()));
+            CONTINUE
+        }
+
+        async fn request(&mut self, request: Request) -> Flow {
+            assert!(request.cancellable.is_none(), "no cancels: nothing made cancellable");
+            CONTINUE
+        }
+    }
+
+    #[tokio::test]
+    async fn a_role_without_cancels_gets_the_peers_cancel_as_a_notification() {
+        let cancel = r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}"#;
+        let input = [r#"{"jsonrpc":"2.0","id":1,"method":"work"}"#, cancel].join("\n");
+        let mut role = Passing(Vec::new());
+        serve(&mut role, FrameReader::new(input.as_bytes(), 1024)).await;
+        assert_eq!(
+            role.0,
+            [format!(r#"$/cancel_request {{"requestId":1}} {}"#, cancel.len())]
+        );
     }
 }

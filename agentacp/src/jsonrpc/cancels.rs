@@ -45,10 +45,13 @@ impl Cancels {
     /// `$/cancel_request` (its params): cancels the request it names when that is one of
     /// these. `false`: it names none of them (unknown, already answered, or unreadable params).
     pub fn cancel(&self, params: Option<&RawValue>) -> bool {
-        let Some(named) = super::pending::cancelled_request(params) else {
-            return false;
-        };
-        match lock(&self.table).remove(&named) {
+        super::pending::cancelled_request(params).is_some_and(|named| self.cancel_id(&named))
+    }
+
+    /// Cancels the request `id` when it is one of these. `false`: it is not (unknown or
+    /// already answered).
+    pub fn cancel_id(&self, id: &Id) -> bool {
+        match lock(&self.table).remove(id) {
             Some((_, cancel)) => cancel.send(()).is_ok(),
             None => false,
         }

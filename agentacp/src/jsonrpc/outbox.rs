@@ -11,7 +11,7 @@
 //! order: a sender writes itself only when it is zero.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -38,11 +38,49 @@ impl std::fmt::Display for Closed {
 
 impl std::error::Error for Closed {}
 
+/// What every line goes through on its way out once set ([`Outbox::set_rewrite`]): a
+/// connection's dialect, turning the runtime's messages into the peer's protocol version.
+pub trait Rewrite: Send + Sync {
+    /// The lines `line` becomes for the peer (none, one or several), appended to `out`.
+    fn rewrite(&self, line: Vec<u8>, out: &mut Vec<Vec<u8>>);
+}
+
 /// A handle for queueing lines; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Outbox {
     tx: mpsc::Sender<Vec<u8>>,
     direct: Option<Arc<Direct>>,
+    /// Shared by every clone: set once, at most.
+    rewrite: Arc<OnceLock<Arc<dyn Rewrite>>>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("direct", &self.direct.is_some())
+            .field("rewrites", &self.rewrites())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The rewrite of an [`Outbox`] and all its clones, set at most once, held apart from the
+/// outbox itself ([`Outbox::rewrite_slot`]).
+#[derive(Clone)]
+pub struct RewriteSlot(Arc<OnceLock<Arc<dyn Rewrite>>>);
+
+impl RewriteSlot {
+    /// Rewrites every line sent from now on; `false` when a rewrite was set already.
+    pub fn set(&self, rewrite: Arc<dyn Rewrite>) -> bool {
+        self.0.set(rewrite).is_ok()
+    }
+}
+
+impl std::fmt::Debug for RewriteSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RewriteSlot")
+            .field("set", &self.0.get().is_some())
+            .finish()
+    }
 }
 
 /// Senders writing lines themselves (stdout as a pipe).
@@ -74,12 +112,44 @@ impl Outbox {
                 })
             });
         let task = tokio::spawn(write_all(rx, output, write_timeout, direct.clone()));
-        (Outbox { tx, direct }, task)
+        let rewrite = Arc::default();
+        (Outbox { tx, direct, rewrite }, task)
     }
 
-    /// Queues one line (it must end with `\n`); waits while the queue is full. With stdout a
-    /// pipe and nothing waiting to be written, writes it at once instead.
+    /// From now on every line sent (by any clone) goes through `rewrite` first. Set once:
+    /// `false` when a rewrite was set already (it stays).
+    pub fn set_rewrite(&self, rewrite: Arc<dyn Rewrite>) -> bool {
+        self.rewrite.set(rewrite).is_ok()
+    }
+
+    /// Where this outbox's rewrite is set, for a holder that must not keep the queue open
+    /// (the writer ends when the last clone of the outbox is dropped).
+    pub fn rewrite_slot(&self) -> RewriteSlot {
+        RewriteSlot(self.rewrite.clone())
+    }
+
+    /// Whether lines are rewritten on their way out.
+    pub fn rewrites(&self) -> bool {
+        self.rewrite.get().is_some()
+    }
+
+    /// Queues one line (it must end with `\n`), rewritten first when a rewrite is set; waits
+    /// while the queue is full. With stdout a pipe and nothing waiting to be written, writes
+    /// it at once instead.
     pub async fn send(&self, line: Vec<u8>) -> Result<(), Closed> {
+        let Some(rewrite) = self.rewrite.get() else {
+            return self.send_line(line).await;
+        };
+        let mut lines = Vec::new();
+        rewrite.rewrite(line, &mut lines);
+        for line in lines {
+            self.send_line(line).await?;
+        }
+        Ok(())
+    }
+
+    /// Queues one line as it is.
+    async fn send_line(&self, line: Vec<u8>) -> Result<(), Closed> {
         let Some(direct) = &self.direct else {
             return self.tx.send(line).await.map_err(|_| Closed);
         };

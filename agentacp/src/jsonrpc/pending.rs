@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 
 use super::outbox::Outbox;
 use super::{Id, RpcError};
+use crate::sync::lock;
 
 /// Why an outbound request has no result.
 #[derive(Debug)]
@@ -62,7 +63,7 @@ impl Pending {
     pub fn register(&self) -> Option<Waiting> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = lock(&self.slots);
         slots.as_mut()?.insert(id, sender);
         Some(Waiting {
             id: Id::Number(id),
@@ -74,7 +75,7 @@ impl Pending {
     pub fn resolve(&self, id: &Id, outcome: Result<Box<RawValue>, RpcError>) -> bool {
         let Id::Number(number) = id else { return false };
         let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slots = lock(&self.slots);
             slots.as_mut().and_then(|slots| slots.remove(number))
         };
         match slot {
@@ -87,13 +88,13 @@ impl Pending {
     /// still waiting for its answer.
     pub fn forget(&self, id: &Id) -> bool {
         let Id::Number(number) = id else { return false };
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = lock(&self.slots);
         slots.as_mut().and_then(|slots| slots.remove(number)).is_some()
     }
 
     /// Fails every waiting request and refuses new ones: the peer is gone.
     pub fn close(&self) {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner()).take();
+        lock(&self.slots).take();
     }
 
     /// Sends a request through `outbox` and waits for its answer, at most `timeout`. The slot

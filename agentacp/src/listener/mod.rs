@@ -363,8 +363,10 @@ impl Connecting {
         self.dispatch(stream, Some(raw), peer, ticket).await
     }
 
-    /// Reads the request head: a WebSocket upgrade goes on to [`upgrade`](Self::upgrade),
-    /// anything else to the HTTP endpoint, the head read again by either.
+    /// Reads the request head: anything but a WebSocket upgrade goes to the HTTP endpoint,
+    /// the head read again. The WebSocket upgrade: path, `Origin` and `Authorization`
+    /// checked, a connection over the limit let in only with a valid token; refusals answered
+    /// with their HTTP status.
     async fn dispatch<S>(
         &self,
         mut stream: S,
@@ -380,21 +382,6 @@ impl Connecting {
             return Ok(Accepted::Http(Box::new(Rewind::new(head, stream))));
         }
         let stream = Rewind::new(head, stream);
-        self.upgrade(stream, raw, peer, ticket).await.map(Accepted::WebSocket)
-    }
-
-    /// The WebSocket upgrade: path, `Origin` and `Authorization` checked, a connection over
-    /// the limit let in only with a valid token; refusals answered with their HTTP status.
-    async fn upgrade<S>(
-        &self,
-        stream: S,
-        raw: Option<std::net::TcpStream>,
-        peer: SocketAddr,
-        ticket: &mut Ticket,
-    ) -> std::result::Result<Upgraded, String>
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
         let options = &*self.options;
         let mut proved = None;
         #[allow(clippy::result_large_err, reason = "the signature of tungstenite's upgrade callback")]
@@ -428,14 +415,14 @@ impl Connecting {
         match tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await {
             Ok(ws) => {
                 let (read, write, _pump, closer) = into_closable_lines(ws, options.limits, self.stopped.clone());
-                Ok(Upgraded {
+                Ok(Accepted::WebSocket(Upgraded {
                     read,
                     write,
                     peer,
                     proved,
                     unproven: None,
                     closer: Some(closer),
-                })
+                }))
             }
             Err(tokio_tungstenite::tungstenite::Error::Protocol(error)) => {
                 if let Some(raw) = raw {

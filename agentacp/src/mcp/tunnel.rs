@@ -646,6 +646,27 @@ mod tests {
         serde_json::from_value(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap()
     }
 
+    /// The peer's `ping`, delivered to the local side until it is answered.
+    fn ping_from_the_peer(tunnel: &Tunnel) -> impl Future<Output = Result<Value, RpcError>> + use<> {
+        let tunnel = tunnel.clone();
+        async move {
+            tunnel
+                .deliver_request("ping".into(), None, std::future::pending())
+                .await
+        }
+    }
+
+    /// Once the `sends` (tasks) are done: the MCP methods the peer was sent, in order.
+    async fn methods_sent<E: std::fmt::Debug>(
+        sends: [tokio::task::JoinHandle<Result<(), E>>; 2],
+        recorder: &Recorder,
+    ) -> Vec<Value> {
+        for send in sends {
+            send.await.unwrap().unwrap();
+        }
+        recorder.inner_methods()
+    }
+
     fn open() -> (Tunnel, InOrder<TunnelTransport<RoleClient>>, Arc<Recorder>) {
         let recorder = Arc::new(Recorder::default());
         let (tunnel, transport) =
@@ -712,9 +733,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         gate.add_permits(1);
-        request.await.unwrap().unwrap();
-        notification.await.unwrap().unwrap();
-        let methods = recorder.inner_methods();
+        let methods = methods_sent([request, notification], &recorder).await;
         assert_eq!(methods, [json!("ping"), json!("notifications/initialized")]);
     }
 
@@ -729,23 +748,14 @@ mod tests {
         // rmcp runs each send as a task; these run in the order spawned (single thread).
         let request = tokio::spawn(request);
         let notification = tokio::spawn(notification);
-        request.await.unwrap().unwrap();
-        notification.await.unwrap().unwrap();
-        let methods = recorder.inner_methods();
+        let methods = methods_sent([request, notification], &recorder).await;
         assert_eq!(methods, [json!("notifications/initialized"), json!("ping")]);
     }
 
     #[tokio::test]
     async fn a_request_of_the_peers_reaches_the_local_side_and_gets_its_answer() {
         let (tunnel, mut transport, _) = open();
-        let asking = tokio::spawn({
-            let tunnel = tunnel.clone();
-            async move {
-                tunnel
-                    .deliver_request("ping".into(), None, std::future::pending())
-                    .await
-            }
-        });
+        let asking = tokio::spawn(ping_from_the_peer(&tunnel));
         let request = next(&mut transport).await;
         assert_eq!(request["method"], "ping", "{request}");
         let reply = serde_json::from_value(json!({"jsonrpc": "2.0", "id": request["id"], "result": {}})).unwrap();
@@ -753,14 +763,7 @@ mod tests {
         assert_eq!(asking.await.unwrap().unwrap(), json!({}));
 
         // Ended: the local side sees the end, and a waiting request fails at once.
-        let waiting = tokio::spawn({
-            let tunnel = tunnel.clone();
-            async move {
-                tunnel
-                    .deliver_request("ping".into(), None, std::future::pending())
-                    .await
-            }
-        });
+        let waiting = tokio::spawn(ping_from_the_peer(&tunnel));
         let _ = next(&mut transport).await;
         tunnel.end();
         let error = waiting.await.unwrap().unwrap_err();

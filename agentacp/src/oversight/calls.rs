@@ -104,6 +104,39 @@ impl Oversight {
         decide(governance.as_ref(), &request, names, KindFrom::Peer)
     }
 
+    /// Governance's decision on the agent's `elicitation/create` (`params`) in `session`: the
+    /// tool [`ELICITATION_TOOL`](crate::spec::ELICITATION_TOOL) with the question as its
+    /// arguments; without a binding, ask (see [`gate`](super::elicitation::gate)).
+    pub(crate) fn decide_elicitation(&self, session: &str, params: &Value) -> Decision {
+        let Some(governance) = &self.governance else {
+            return Decision::Ask;
+        };
+        let request = ToolRequest {
+            operator: &self.operator,
+            session,
+            tool: crate::spec::ELICITATION_TOOL,
+            kind: None,
+            arguments: params,
+            principal: None,
+        };
+        decide(
+            governance.as_ref(),
+            &request,
+            [crate::spec::ELICITATION_TOOL],
+            KindFrom::Peer,
+        )
+    }
+
+    /// Writes `event` ahead in this side's log; the error means nothing may be sent.
+    pub(crate) fn record_ahead(&self, event: AuditEvent) -> Result<(), String> {
+        write_ahead(&self.audit, None, event)
+    }
+
+    /// This side's operator id, for its records.
+    pub(crate) fn operator(&self) -> &str {
+        &self.operator
+    }
+
     /// Whether a governance binding decides here (without one, every request is asked).
     #[cfg(feature = "mcp")]
     pub(crate) fn governed(&self) -> bool {
@@ -446,38 +479,16 @@ mod tests {
             ..ToolFacts::default()
         };
         let user = || Approval::ApprovedBy("user".into());
+        let taken = |session, id, a: i32| oversight.take_approval(session, &facts(id, json!({"a": a})));
         oversight.permission_answered("s1", &facts("call_1", json!({"a": 0})), Approval::Auto);
-        assert_eq!(
-            oversight.take_approval("s1", &facts("mcp-1", json!({"a": 0}))),
-            None,
-            "auto approves nothing"
-        );
+        assert_eq!(taken("s1", "mcp-1", 0), None, "auto approves nothing");
         oversight.permission_answered("s1", &facts("call_2", json!({"a": 1})), user());
-        assert_eq!(
-            oversight.take_approval("s2", &facts("mcp-2", json!({"a": 1}))),
-            None,
-            "another session"
-        );
-        assert_eq!(
-            oversight.take_approval("s1", &facts("mcp-2", json!({"a": 2}))),
-            None,
-            "other arguments"
-        );
-        assert_eq!(
-            oversight.take_approval("s1", &facts("mcp-2", json!({"a": 1}))),
-            Some(user())
-        );
-        assert_eq!(
-            oversight.take_approval("s1", &facts("mcp-3", json!({"a": 1}))),
-            None,
-            "used up"
-        );
+        assert_eq!(taken("s2", "mcp-2", 1), None, "another session");
+        assert_eq!(taken("s1", "mcp-2", 2), None, "other arguments");
+        assert_eq!(taken("s1", "mcp-2", 1), Some(user()));
+        assert_eq!(taken("s1", "mcp-3", 1), None, "used up");
         oversight.approved_with_a_call("s1", &facts("call_3", json!({"a": 3})), user());
-        assert_eq!(
-            oversight.take_approval("s1", &facts("mcp-4", json!({"a": 3}))),
-            None,
-            "spent by its call"
-        );
+        assert_eq!(taken("s1", "mcp-4", 3), None, "spent by its call");
     }
 
     /// An MCP call this side passed, which the agent also reported as its tool call: the

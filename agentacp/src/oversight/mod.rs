@@ -19,9 +19,14 @@
 //! calls a client or a bridge receives until their record is written. The approval question
 //! is asked by each role its own way (a server asks its client, a client its
 //! `PermissionHandler`, a bridge its editor), with the shapes and readings here.
+//!
+//! An agent's question to the user for structured input ([`elicitation`]) goes through the
+//! same steps: governance decides whether it reaches the user at all (a client, a bridge),
+//! and each question and answer is recorded before it is sent or acted on.
 
 pub(crate) mod calls;
 pub(crate) mod decide;
+pub(crate) mod elicitation;
 pub(crate) mod facts;
 pub(crate) mod mcp_calls;
 pub(crate) mod question;
@@ -29,5 +34,6 @@ pub(crate) mod record;
 
 pub(crate) use calls::Oversight;
 pub use calls::TERMINAL_TOOL;
+pub use elicitation::{DeclineAll, Elicitation, ElicitationHandler, ElicitationModes, ElicitationOutcome};
 pub(crate) use facts::{ReportsToolCall, ToolFacts};
 pub use question::{BoxFuture, PermissionDecision, PermissionHandler, RejectAll};

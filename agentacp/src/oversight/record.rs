@@ -3,7 +3,7 @@
 //! a session, a message a bridge passes on — goes through [`write_ahead`] before what it
 //! describes is sent or carried out. When it fails, the caller does not go on.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::audit::{Actor, AuditEvent, AuditLog, Subject};
 use crate::auth::{BEARER, Identity};
@@ -24,26 +24,33 @@ pub(crate) fn write_ahead(log: &AuditLog, identity: Option<&Identity>, event: Au
     log.record(event).map(drop).map_err(|error| error.to_string())
 }
 
+/// A record of `action` by `actor` (its id and role) on the subject of `kind` named
+/// `reference`, with `aip44` as its `metadata.aip44`.
+pub(crate) fn event_of(
+    (actor, role): (String, &str),
+    action: &str,
+    (kind, reference): (&str, &str),
+    aip44: Map<String, Value>,
+) -> AuditEvent {
+    let actor = Actor {
+        id: actor,
+        role: Some(role.into()),
+    };
+    let subject = Subject {
+        kind: kind.into(),
+        reference: Some(reference.to_string()),
+        path: None,
+    };
+    let mut event = AuditEvent::new(actor, action, subject);
+    event.metadata = Some([("aip44".to_string(), Value::Object(aip44))].into_iter().collect());
+    event
+}
+
 /// An `auth.*` record of operator `operator_id` (a server's, or a bridge's).
 pub(crate) fn auth_event(operator_id: &str, action: &str, identity: &Identity, via: &str) -> AuditEvent {
-    let mut event = AuditEvent::new(
-        Actor {
-            id: identity.as_str().to_string(),
-            role: Some("client".into()),
-        },
-        action,
-        Subject {
-            kind: "operator".into(),
-            reference: Some(operator_id.to_string()),
-            path: None,
-        },
-    );
+    let actor = (identity.as_str().to_string(), "client");
+    let mut event = event_of(actor, action, ("operator", operator_id), identity.audit_fields());
     event.input = Some(json!({"method": BEARER, "via": via}));
-    event.metadata = Some(
-        [("aip44".to_string(), Value::Object(identity.audit_fields()))]
-            .into_iter()
-            .collect(),
-    );
     event
 }
 

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use crate::audit::{AuditEvent, AuditLog};
 use crate::auth::{Identity, TokenStore};
+use crate::connection::dialect::{Negotiate, PROMPT_ACCEPTED, Seam};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::jsonrpc::outbox::Outbox;
@@ -194,6 +195,11 @@ pub(crate) struct Connection {
     boolean_options: AtomicBool,
     /// The local sandbox the operator's programs run in (tier sandboxed, SANDBOX.md).
     pub(crate) sandbox: Option<Arc<crate::sandbox::Confinement>>,
+    /// The client's elicitation modes and outstanding URL elicitations (`Turn::elicit`).
+    pub(crate) elicitations: crate::oversight::elicitation::Elicitations,
+    /// The connection's dialect seam, when the server serves another protocol version than
+    /// the runtime's (`ServerOptions::protocol_versions`): the client's `initialize` settles it.
+    pub(crate) seam: Option<Seam>,
     /// The open MCP-over-ACP connections to the client's MCP servers (`mcp/message` routing).
     #[cfg(feature = "mcp")]
     pub(crate) tunnels: Arc<crate::mcp::tunnel::Tunnels>,
@@ -230,6 +236,8 @@ impl Connection {
             tool_calls: AtomicU64::new(0),
             boolean_options: AtomicBool::new(false),
             sandbox: None,
+            seam: None,
+            elicitations: Default::default(),
             #[cfg(feature = "mcp")]
             tunnels: Arc::default(),
         }
@@ -239,6 +247,28 @@ impl Connection {
     pub(crate) fn with_sandbox(mut self, sandbox: Option<Arc<crate::sandbox::Confinement>>) -> Self {
         self.sandbox = sandbox;
         self
+    }
+
+    /// The same connection, its protocol version picked at `initialize` by `negotiation`
+    /// (`None`: the runtime's own, untranslated).
+    pub(crate) fn with_seam(mut self, negotiation: Option<Arc<dyn Negotiate>>) -> Self {
+        self.seam = negotiation.map(|negotiation| Seam::new(&self.outbox, Some(negotiation)));
+        self
+    }
+
+    /// Whether the client speaks a protocol version whose baseline has `session/list` and
+    /// `session/resume` (v2), which are then served whatever the manifest declares.
+    pub(crate) fn session_baseline(&self) -> bool {
+        self.seam.as_ref().is_some_and(|seam| seam.version() >= 2)
+    }
+
+    /// Tells the connection's dialect that prompt `id` was taken (the v2 acknowledgement),
+    /// before anything of its turn is sent. Nothing on a connection without one.
+    pub(crate) async fn prompt_accepted(&self, id: &Id) {
+        if self.outbox.rewrites() {
+            let notice = jsonrpc::encode_notification(PROMPT_ACCEPTED, &serde_json::json!({"requestId": id}));
+            let _ = self.outbox.send(notice).await;
+        }
     }
 
     /// The session store of the client's identity.

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::audit::{AuditEvent, Lifecycle};
-use crate::connection::{self, CONTINUE, Flow, InFlight, Request, Role};
+use crate::connection::{self, CONTINUE, CancelRequest, Flow, InFlight, Request, Role};
 use crate::error::Error;
 use crate::governance::OperatorProfile;
 use crate::jsonrpc::frame::FrameReader;
@@ -87,27 +87,34 @@ struct ClientInfo {
     name: String,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NewSessionParams {
-    cwd: String,
-    #[serde(default)]
-    additional_directories: Vec<String>,
-    #[serde(default)]
-    mcp_servers: Value,
+/// The params of a request that opens a session in a folder: its own `fields` first, then
+/// the folder, the additional ones and the MCP servers (one struct each, not a flattened one:
+/// serde's errors name the field and its place in the params either way).
+macro_rules! opening_params {
+    ($(#[$doc:meta])* $name:ident { $($field:ident: $type:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct $name {
+            $($field: $type,)*
+            cwd: String,
+            #[serde(default)]
+            additional_directories: Vec<String>,
+            #[serde(default)]
+            mcp_servers: Value,
+        }
+    };
 }
 
-/// `session/load` and `session/resume`: a stored session, reopened in a folder.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReopenSessionParams {
-    session_id: String,
-    cwd: String,
-    #[serde(default)]
-    additional_directories: Vec<String>,
-    #[serde(default)]
-    mcp_servers: Value,
-}
+opening_params!(
+    /// `session/new`: a session opened in a folder.
+    NewSessionParams {}
+);
+
+opening_params!(
+    /// `session/load` and `session/resume`: a stored session, reopened in a folder.
+    ReopenSessionParams { session_id: String, }
+);
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -142,14 +149,8 @@ struct SessionRef {
     session_id: String,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CancelRequestParams {
-    request_id: Id,
-}
-
 /// The params of a message the runtime answers itself (`initialize`, `session/new`,
-/// `session/close`, `session/cancel`, `$/cancel_request`): decoded through the pinned
+/// `session/close`, `session/cancel`): decoded through the pinned
 /// revision's generated enums first ([`Operator::check_params`]: the whole message against
 /// the schema's types), then read for the few fields the runtime uses.
 ///
@@ -328,11 +329,15 @@ impl<O: Operator> Dispatcher<O> {
         self.in_flight.refuse_duplicate(id)?;
         match method {
             names::SESSION_NEW => self.new_session(id, params.as_deref()).await,
-            names::SESSION_PROMPT => self.prompt(id, params),
+            names::SESSION_PROMPT => self.prompt(id, params).await,
             names::SESSION_LOAD if self.spec.load_session() => self.load_session(id, params),
             names::SESSION_CLOSE => self.close_session(id, params.as_deref()).await,
-            names::SESSION_LIST if self.spec.sessions().list => self.list_sessions(id, params.as_deref()).await,
-            names::SESSION_RESUME if self.spec.sessions().resume => self.resume_session(id, params.as_deref()).await,
+            names::SESSION_LIST if self.spec.sessions().list || self.connection.session_baseline() => {
+                self.list_sessions(id, params.as_deref()).await
+            }
+            names::SESSION_RESUME if self.spec.sessions().resume || self.connection.session_baseline() => {
+                self.resume_session(id, params.as_deref()).await
+            }
             names::SESSION_DELETE if self.spec.sessions().delete => self.delete_session(id, params.as_deref()).await,
             names::SESSION_SET_MODE if self.spec.surface.modes.is_some() => self.set_mode(id, params),
             names::SESSION_SET_CONFIG_OPTION if !self.spec.surface.config_options.is_empty() => {
@@ -370,10 +375,6 @@ impl<O: Operator> Dispatcher<O> {
                 Ok(session) => self.cancel_turn(&session.session_id),
                 Err(error) => tracing::warn!(%error, "ignored a bad session/cancel"),
             },
-            names::CANCEL_REQUEST => match runtime_params::<O, CancelRequestParams>(method, params, true) {
-                Ok(cancel) => self.cancel_request(&cancel.request_id),
-                Err(error) => tracing::warn!(%error, "ignored a bad $/cancel_request"),
-            },
             extension if self.spec.surface.extensions.notifications.contains(&extension) => {
                 self.extension_notification(extension, params);
             }
@@ -399,6 +400,7 @@ impl<O: Operator> Dispatcher<O> {
             .set_client_name(params.client_info.as_ref().map(|info| info.name.as_str()));
         self.connection
             .set_offered_editor(methods::offered_in(params.client_capabilities.as_ref()));
+        (self.connection.elicitations).set_offered(params.client_capabilities.as_ref());
         self.connection.set_boolean_options(
             params
                 .client_capabilities
@@ -446,9 +448,14 @@ impl<O: Operator> Dispatcher<O> {
         Ok(())
     }
 
-    fn prompt(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
-        let params = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
+    async fn prompt(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
+        let params = params.unwrap_or_else(null_params);
         let session: SessionRef = read_params(names::SESSION_PROMPT, Some(&params))?;
+        if self.connection.session_baseline() {
+            // Acknowledged before the turn runs (v2): what the operator's types refuse is
+            // refused now, not after the acknowledgement.
+            O::check_params(names::SESSION_PROMPT, Some(&params), false)?;
+        }
         let (cancel, cancel_rx) = watch::channel(false);
         let context = {
             let mut sessions = lock(&self.sessions);
@@ -459,6 +466,8 @@ impl<O: Operator> Dispatcher<O> {
             entry.activity = Activity::Prompting(cancel);
             entry.context.clone()
         };
+        // Taken: a client that speaks v2 hears so before anything of the turn.
+        self.connection.prompt_accepted(id).await;
         let task = PromptTask {
             operator: self.operator.clone(),
             memory: self.memory.clone(),
@@ -483,7 +492,7 @@ impl<O: Operator> Dispatcher<O> {
     }
 
     fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
-        let raw = params.unwrap_or_else(|| RawValue::from_string("null".into()).expect("valid JSON"));
+        let raw = params.unwrap_or_else(null_params);
         let params: ReopenSessionParams = read_params(names::SESSION_LOAD, Some(&raw))?;
         self.check_mcp_servers(&params.mcp_servers)?;
         self.room_for_a_session(Some(&params.session_id))?;
@@ -832,23 +841,16 @@ impl<O: Operator> Dispatcher<O> {
             .map_err(|error| error.to_rpc())?;
         let (operator, connection) = (self.operator.clone(), self.connection.clone());
         self.answer_in_task(id, async move {
-            let outcome = match operator.set_mode(&context, &raw) {
-                Some(future) => future.await,
-                None => Ok(json!({})),
+            let kept = |answer| {
+                let update = json!({"sessionUpdate": "current_mode_update", "currentModeId": request.mode_id});
+                connection.record_only(&context, &update.to_string())?;
+                Ok(answer)
             };
-            match outcome {
-                Ok(answer) => {
-                    let update = json!({"sessionUpdate": "current_mode_update", "currentModeId": request.mode_id});
-                    connection.record_only(&context, &update.to_string())?;
-                    Ok(answer)
-                }
-                Err(error) => {
-                    if let Some(previous) = previous {
-                        connection.change_mode(&context, &previous, "operator")?;
-                    }
-                    Err(error)
-                }
-            }
+            let undo = || match previous {
+                Some(previous) => connection.change_mode(&context, &previous, "operator").map(drop),
+                None => Ok(()),
+            };
+            settle_change(operator.set_mode(&context, &raw), kept, undo).await
         });
         Ok(())
     }
@@ -872,30 +874,25 @@ impl<O: Operator> Dispatcher<O> {
             .map_err(|error| error.to_rpc())?;
         let (operator, connection) = (self.operator.clone(), self.connection.clone());
         self.answer_in_task(id, async move {
-            let outcome = match operator.set_config_option(&context, &raw) {
-                Some(future) => future.await,
-                None => Ok(json!({})),
+            let kept = |mut answer: Value| {
+                if let Some(update) = connection.config_update(&context) {
+                    connection.record_only(&context, &update)?;
+                }
+                let options = context
+                    .surface()
+                    .config_options_json(&context.settings(), connection.boolean_options());
+                if let (Some(answer), Some(options)) = (answer.as_object_mut(), options) {
+                    answer.insert("configOptions".into(), options);
+                }
+                Ok(answer)
             };
-            match outcome {
-                Ok(mut answer) => {
-                    if let Some(update) = connection.config_update(&context) {
-                        connection.record_only(&context, &update)?;
-                    }
-                    let options = context
-                        .surface()
-                        .config_options_json(&context.settings(), connection.boolean_options());
-                    if let (Some(answer), Some(options)) = (answer.as_object_mut(), options) {
-                        answer.insert("configOptions".into(), options);
-                    }
-                    Ok(answer)
-                }
-                Err(error) => {
-                    if let Some(previous) = previous {
-                        connection.change_config(&context, &request.config_id, previous, "operator")?;
-                    }
-                    Err(error)
-                }
-            }
+            let undo = || match previous {
+                Some(previous) => connection
+                    .change_config(&context, &request.config_id, previous, "operator")
+                    .map(drop),
+                None => Ok(()),
+            };
+            settle_change(operator.set_config_option(&context, &raw), kept, undo).await
         });
         Ok(())
     }
@@ -1056,6 +1053,13 @@ impl<O: Operator> Dispatcher<O> {
         audited.map_err(|e| internal(&e))
     }
 
+    /// [`check_revocation`](Self::check_revocation), where a failed audit is only logged.
+    async fn lose_a_revoked_identity(&mut self) {
+        if let Err(error) = self.check_revocation().await {
+            tracing::error!(%error, "auditing a revoked token failed");
+        }
+    }
+
     /// Forgets the connection's sessions (`logout`, a revoked token): running turns
     /// cancelled (each saves its session as it ends), loads under way left to close their
     /// own as they end, the others closed as `session/close` closes them (memory, history
@@ -1089,6 +1093,27 @@ impl<O: Operator> Dispatcher<O> {
     fn cancel_turn(&self, session_id: &str) {
         if !lock(&self.sessions).get(session_id).is_some_and(SessionEntry::cancel) {
             tracing::debug!(session = session_id, "session/cancel with no prompt running");
+        }
+    }
+
+    /// The client's `$/cancel_request`, as the connection core read it: ignored before
+    /// authentication; its params checked against the pinned revision's schema, as those of
+    /// every message the runtime answers itself are ([`Operator::check_params`]).
+    fn cancel(&self, cancel: &CancelRequest) {
+        if self.connection.access.pending() {
+            tracing::debug!(
+                method = CancelRequest::METHOD,
+                "ignored a notification before authentication"
+            );
+            return;
+        }
+        match (
+            O::check_params(CancelRequest::METHOD, cancel.params.as_deref(), true),
+            &cancel.request,
+        ) {
+            (Ok(()), Some(request_id)) => self.cancel_request(request_id),
+            (Err(error), _) => tracing::warn!(%error, "ignored a bad $/cancel_request"),
+            (Ok(()), None) => tracing::warn!("ignored a bad $/cancel_request: its params name no request"),
         }
     }
 
@@ -1201,6 +1226,10 @@ fn unless_closed(written: Result<(), Error>) -> Flow {
 impl<O: Operator> Role for FromClient<'_, O> {
     const PEER: &'static str = "the client";
 
+    fn seam(&self) -> Option<&connection::Seam> {
+        self.dispatcher.connection.seam.as_ref()
+    }
+
     type Wake = Wake;
 
     async fn wait(&mut self) -> Wake {
@@ -1216,11 +1245,7 @@ impl<O: Operator> Role for FromClient<'_, O> {
         match wake {
             // Also a connection that sends nothing (a turn streaming to it) loses a revoked
             // identity in time.
-            Wake::Revocation => {
-                if let Err(error) = self.dispatcher.check_revocation().await {
-                    tracing::error!(%error, "auditing a revoked token failed");
-                }
-            }
+            Wake::Revocation => self.dispatcher.lose_a_revoked_identity().await,
             Wake::Joined(joined) => self.dispatcher.reap(joined).await,
             // The writer gave up (the client stopped reading): reading on would only take
             // requests that can never be answered. Stop, so the client sees end of file.
@@ -1246,9 +1271,7 @@ impl<O: Operator> Role for FromClient<'_, O> {
         let dispatcher = &mut *self.dispatcher;
         // A revoked identity's answer (to a permission question) is not taken.
         if dispatcher.connection.access.revoked() {
-            if let Err(error) = dispatcher.check_revocation().await {
-                tracing::error!(%error, "auditing a revoked token failed");
-            }
+            dispatcher.lose_a_revoked_identity().await;
             return CONTINUE;
         }
         if !dispatcher.connection.pending.resolve(&id, outcome) {
@@ -1259,10 +1282,18 @@ impl<O: Operator> Role for FromClient<'_, O> {
 
     async fn notification(&mut self, method: String, params: Option<Box<RawValue>>, _line: Vec<u8>) -> Flow {
         // Nor is a revoked identity's notification.
-        if let Err(error) = self.dispatcher.check_revocation().await {
-            tracing::error!(%error, "auditing a revoked token failed");
-        }
+        self.dispatcher.lose_a_revoked_identity().await;
         self.dispatcher.notification(&method, params.as_deref());
+        CONTINUE
+    }
+
+    /// A prompt's cancel ends it as `session/cancel` does (`stopReason: cancelled`); any
+    /// other request's task is stopped and answered `-32800` (a load gives its session back
+    /// first), before the next message is read.
+    async fn cancel_request(&mut self, cancel: CancelRequest) -> Flow {
+        // Nor is a revoked identity's cancel taken.
+        self.dispatcher.lose_a_revoked_identity().await;
+        self.dispatcher.cancel(&cancel);
         CONTINUE
     }
 
@@ -1271,6 +1302,27 @@ impl<O: Operator> Role for FromClient<'_, O> {
         match self.dispatcher.request(&id, &method, params).await {
             Ok(()) => CONTINUE,
             Err(error) => unless_closed(self.dispatcher.connection.respond_error(&id, &error).await),
+        }
+    }
+}
+
+/// A setting the client changed (made and audited already): the operator's `hook` runs (`{}`
+/// when it has none); then `kept` records the change and makes the answer, or, when the hook
+/// failed, `undo` puts the previous value back (audited too).
+async fn settle_change(
+    hook: Option<crate::future::BoxFuture<'_, Result<Value, Error>>>,
+    kept: impl FnOnce(Value) -> Result<Value, Error>,
+    undo: impl FnOnce() -> Result<(), Error>,
+) -> Result<Value, Error> {
+    let outcome = match hook {
+        Some(future) => future.await,
+        None => Ok(json!({})),
+    };
+    match outcome {
+        Ok(answer) => kept(answer),
+        Err(error) => {
+            undo()?;
+            Err(error)
         }
     }
 }

@@ -8,6 +8,7 @@ pub(crate) mod access;
 mod connection;
 mod dispatch;
 pub mod editor;
+mod elicit;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;
@@ -26,7 +27,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::audit::{AuditLog, FsyncPolicy};
-use crate::connection::Limits;
+use crate::connection::{Limits, Negotiate};
+use crate::dialect::{AgentNegotiation, ServedVersions};
 use crate::env::{default_state_dir, env_number, env_path, home, init_logging};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
@@ -36,10 +38,13 @@ use crate::spec::OperatorSpec;
 use crate::workspace::Workspace;
 
 pub use editor::{CommandOutput, Editor, EditorError, TerminalCommand};
+pub use elicit::ElicitationError;
 pub use memory::{Memory, MemoryError};
 pub use operator::{OffersWebSocket, Operator, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
 pub use turn::{ToolCall, ToolOutcome, Turn};
+
+pub use crate::oversight::{Elicitation, ElicitationOutcome};
 
 use access::StoreBook;
 pub(crate) use connection::{Access, Connection};
@@ -94,6 +99,10 @@ pub struct ServerOptions {
     /// Replaces the session store (default: files in the state folder when `loadSession` is
     /// on, else none).
     pub store: Option<Arc<dyn SessionStore>>,
+    /// The ACP protocol versions served, replacing the manifest's `protocol_versions`
+    /// (`AGENTACP_PROTOCOL_VERSIONS`, e.g. `1,2`; default: the manifest's, `[1]` unless it
+    /// says otherwise). Serving 2 needs agentacp's feature `v2`; see docs/v2.md.
+    pub protocol_versions: Option<Vec<u16>>,
 }
 
 impl Default for ServerOptions {
@@ -112,6 +121,7 @@ impl Default for ServerOptions {
             governance: None,
             audit: None,
             store: None,
+            protocol_versions: None,
         }
     }
 }
@@ -127,6 +137,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("editor_timeout", &self.editor_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("max_sessions", &self.max_sessions)
+            .field("protocol_versions", &self.protocol_versions)
             .finish_non_exhaustive()
     }
 }
@@ -154,6 +165,15 @@ impl ServerOptions {
         }
         if let Some(sessions) = number("AGENTACP_MAX_SESSIONS") {
             options.max_sessions = usize::try_from(sessions).unwrap_or(usize::MAX);
+        }
+        if let Some(versions) = std::env::var("AGENTACP_PROTOCOL_VERSIONS")
+            .ok()
+            .filter(|text| !text.is_empty())
+        {
+            match ServedVersions::parse(&versions) {
+                Ok(served) => options.protocol_versions = Some(served.versions().to_vec()),
+                Err(error) => tracing::warn!("AGENTACP_PROTOCOL_VERSIONS is ignored: {error}"),
+            }
         }
         options
     }
@@ -286,6 +306,8 @@ pub(crate) struct Served {
     /// The operator's memory: one for the process, so connections do not overwrite each
     /// other's `operator-context` entries.
     memory: Arc<memory::MemoryBook>,
+    /// The protocol versions served; `Some` when a connection may need translating.
+    negotiation: Option<Arc<dyn Negotiate>>,
 }
 
 impl Served {
@@ -337,6 +359,11 @@ impl Served {
         }
         let profile = Arc::new(spec.operator_profile());
         let memory = Arc::new(memory::MemoryBook::new(profile.memory.clone(), &state_dir));
+        let served = ServedVersions::new(options.protocol_versions.as_deref().unwrap_or(spec.protocol_versions))
+            .map_err(|error| Error::Io(std::io::Error::other(format!("cannot serve: {error}"))))?;
+        let negotiation = served
+            .translates()
+            .then(|| Arc::new(AgentNegotiation(served)) as Arc<dyn Negotiate>);
         Ok(Served {
             spec,
             profile,
@@ -347,6 +374,7 @@ impl Served {
             governance,
             workspace_root,
             sandbox,
+            negotiation,
         })
     }
 
@@ -379,7 +407,8 @@ impl Served {
                 spec.editor,
                 access,
             )
-            .with_sandbox(self.sandbox.clone()),
+            .with_sandbox(self.sandbox.clone())
+            .with_seam(self.negotiation.clone()),
         );
         access::admitted_on_upgrade(&connection)?;
         let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
@@ -488,6 +517,8 @@ mod tests {
             policies: &[],
             surface: crate::surface::Surface::NONE,
             websocket: false,
+            elicitation: crate::methods::ElicitationModes::NONE,
+            protocol_versions: &[1],
         }))
     }
 

@@ -890,12 +890,19 @@ mod tests {
         roundtrip(&MemoryStore::default());
     }
 
+    /// Runs `check` on a file store in `dir`, then on a memory store; the file store is
+    /// returned, with what it remembers.
+    fn on_both(dir: &Path, check: impl Fn(&dyn SessionStore)) -> FileStore {
+        let file = FileStore::open(dir).unwrap();
+        check(&file);
+        check(&MemoryStore::default());
+        file
+    }
+
     #[test]
     fn stores_list_and_delete_what_they_hold() {
         let dir = tempfile::tempdir().unwrap();
-        let file = FileStore::open(dir.path()).unwrap();
-        let memory = MemoryStore::default();
-        for store in [&file as &dyn SessionStore, &memory] {
+        on_both(dir.path(), |store| {
             store.create("sess_a", Path::new("/w/a")).unwrap();
             store.create("sess_b", Path::new("/w/b")).unwrap();
             store
@@ -917,7 +924,7 @@ mod tests {
             assert!(!store.delete("sess_a").unwrap(), "deleted once");
             assert!(store.load("sess_a").unwrap().is_none());
             assert_eq!(store.list().unwrap().len(), 1);
-        }
+        });
         // A file store names its files' times, and a new instance lists what is on disk.
         let again = FileStore::open(dir.path()).unwrap().list().unwrap();
         assert_eq!(again.len(), 1);
@@ -930,9 +937,7 @@ mod tests {
     #[test]
     fn a_page_matches_the_sorted_list_and_follows_other_writers() {
         let dir = tempfile::tempdir().unwrap();
-        let file = FileStore::open(dir.path()).unwrap();
-        let memory = MemoryStore::default();
-        for store in [&file as &dyn SessionStore, &memory] {
+        let file = on_both(dir.path(), |store| {
             for n in 0..7 {
                 let cwd = if n % 2 == 0 { "/w/even" } else { "/w/odd" };
                 store.create(&format!("sess_{n}"), Path::new(cwd)).unwrap();
@@ -948,7 +953,7 @@ mod tests {
             assert_eq!(store.list_page(Some(Path::new("/w/odd")), 0, 3).unwrap(), (odd, false));
             let even = store.list_page(Some(Path::new("/w/even")), 1, 2).unwrap();
             assert_eq!((even.0.len(), even.1), (2, true));
-        }
+        });
         // Another process: a new session, one removed, one replaced with another `cwd`.
         let other = FileStore::open(dir.path()).unwrap();
         other.create("sess_new", Path::new("/w/new")).unwrap();

@@ -120,7 +120,7 @@ impl TurnScope {
     }
 
     /// Audits the turn's `running` transition, once, before anything else of the turn.
-    fn announce_running(&self) -> Result<()> {
+    pub(super) fn announce_running(&self) -> Result<()> {
         if !self.announced.swap(true, Ordering::Relaxed) {
             self.audit(AuditEvent::lifecycle(
                 &self.connection.operator_id,

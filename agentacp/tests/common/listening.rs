@@ -63,14 +63,26 @@ impl Listening {
     where
         O: agentacp::server::Operator + agentacp::server::OffersWebSocket,
     {
+        Listening::start_with_options(operator, listen, |options| options).await
+    }
+
+    /// [`start`](Self::start), with the server options `configure` makes of the harness's.
+    pub async fn start_with_options<O>(
+        operator: O,
+        listen: impl FnOnce(ListenOptions) -> ListenOptions,
+        configure: impl FnOnce(ServerOptions) -> ServerOptions,
+    ) -> Listening
+    where
+        O: agentacp::server::Operator + agentacp::server::OffersWebSocket,
+    {
         let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let sink = MemorySink::new();
-        let options = ServerOptions {
+        let options = configure(ServerOptions {
             audit: Some(AuditLog::with_sink(Box::new(sink.clone()))),
             ..ServerOptions::default()
                 .workspace_root(dirs.0.path())
                 .state_dir(dirs.1.path())
-        };
+        });
         let listener = Listener::bind(listen(ListenOptions::new("127.0.0.1:0".parse().unwrap())))
             .await
             .unwrap();

@@ -109,17 +109,24 @@ fn pass_env_lets_a_named_variable_through_to_the_agent() {
 }
 
 /// An agent in `sh` that writes the first line it reads (the editor's `initialize`) to the
-/// file `$1`, then never answers: it becomes `sleep 86399` (found by that in `/proc`).
-const NEVER_ANSWERS: &str = r#"read -r line; printf '%s\n' "$line" > "$1"; exec sleep 86399"#;
+/// file `$1`, then never answers: it becomes `sleep $2` (found by that in `/proc`).
+const NEVER_ANSWERS: &str = r#"read -r line; printf '%s\n' "$line" > "$1"; exec sleep "$2""#;
 
-/// Whether a `sleep 86399` (the agent [`NEVER_ANSWERS`] becomes) is still running.
+/// The agent's `sleep` duration: a day, with this test process's id as the fraction, so that
+/// no other process on the machine (another run of these tests) has the same command line.
+fn never_answering_duration() -> String {
+    format!("86399.{}", std::process::id())
+}
+
+/// Whether the `sleep` the agent [`NEVER_ANSWERS`] becomes is still running.
 fn never_answering_agent_runs() -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
     };
+    let wanted = format!("sleep\0{}\0", never_answering_duration());
     entries
         .flatten()
-        .any(|entry| std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| cmdline == b"sleep\x0086399\x00"))
+        .any(|entry| std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| cmdline == wanted.as_bytes()))
 }
 
 /// SIGTERM while the agent had not answered `initialize`: the bridge waited out the request
@@ -133,7 +140,15 @@ fn sigterm_before_the_agent_answers_initialize_ends_the_bridge_and_the_agent() {
     let seen_arg = seen.to_str().expect("a UTF-8 folder");
     let mut bridge = StdioPeer::spawn(
         std::path::Path::new(env!("CARGO_BIN_EXE_governance-bridge")),
-        &["--", "sh", "-c", NEVER_ANSWERS, "agent", seen_arg],
+        &[
+            "--",
+            "sh",
+            "-c",
+            NEVER_ANSWERS,
+            "agent",
+            seen_arg,
+            &never_answering_duration(),
+        ],
         &[
             ("AGENTACP_AUDIT_LOG", &audit),
             // Well past the bound `wait_exit` puts on the exit below.

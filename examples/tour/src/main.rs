@@ -9,7 +9,9 @@
 //! Each step checks what it saw; the tour exits 1 at the first step that misbehaves, naming it.
 //!
 //! `--wire` prints every JSON-RPC message as well; `--keep` keeps the scratch folder (the
-//! workspace and the audit log); `-- AGENT ARGS…` runs the same steps against another agent.
+//! workspace and the audit log); `--protocol 2` runs the steps over ACP v2 (our client asks
+//! for version 2; the governed example serves 1 and 2); `-- AGENT ARGS…` runs the same steps
+//! against another agent.
 
 #![allow(clippy::print_stdout, reason = "the transcript is this program's output")]
 
@@ -22,7 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentacp::client::{
-    AgentCommand, Client, ClientOptions, LIST_PAGES_MAX, PermissionDecision, PromptEvent, Update, config_value,
+    AgentCommand, Client, ClientOptions, LIST_PAGES_MAX, PermissionDecision, PromptEvent, Protocol, Update,
+    config_value,
 };
 use agentacp::prelude::*;
 use agentacp::server::Operator;
@@ -50,6 +53,9 @@ struct Args {
     /// Keep the scratch folder (workspace and audit log) and say where it is.
     #[arg(long)]
     keep: bool,
+    /// The ACP protocol version the tour's client speaks: 1, or 2 (v2; the agent must serve it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=2))]
+    protocol: u16,
     /// Serve the governed example over stdio instead (how the tour starts its server).
     #[arg(long, hide = true, conflicts_with_all = ["wire", "keep", "agent"])]
     serve: bool,
@@ -504,7 +510,9 @@ async fn start(args: &Args, scratch: &Scratch, asked: Arc<Mutex<Vec<String>>>) -
     .current_dir(scratch.workspace())
     .env("AGENTACP_AUDIT_LOG", scratch.audit_log())
     .env("AGENTACP_STATE_DIR", scratch.root.join("state"))
-    .env("AGENTACP_WORKSPACE_ROOT", scratch.workspace());
+    .env("AGENTACP_WORKSPACE_ROOT", scratch.workspace())
+    // The governed example serves v1 and v2 (the client picks with `--protocol`).
+    .env("AGENTACP_PROTOCOL_VERSIONS", "1,2");
     let permission = move |request: wire::RequestPermissionRequest| {
         let asked = Arc::clone(&asked);
         async move {
@@ -516,7 +524,8 @@ async fn start(args: &Args, scratch: &Scratch, asked: Arc<Mutex<Vec<String>>>) -
     };
     let mut options = ClientOptions::default()
         .with_workspace_root(scratch.workspace())
-        .with_permission(permission);
+        .with_permission(permission)
+        .with_protocol(if args.protocol == 2 { Protocol::V2 } else { Protocol::V1 });
     options.client_info = ("agentacp-tour".into(), env!("CARGO_PKG_VERSION").into());
     options.initialize_timeout = STEP_TIMEOUT;
     options.request_timeout = STEP_TIMEOUT;
@@ -537,7 +546,8 @@ async fn start(args: &Args, scratch: &Scratch, asked: Arc<Mutex<Vec<String>>>) -
     );
     println!(
         "  initialize: protocol version {}, loadSession {}",
-        answer.protocol_version, answer.agent_capabilities.load_session
+        client.protocol_version(),
+        answer.agent_capabilities.load_session
     );
     if let Some(aip44) = answer.meta.as_ref().and_then(|meta| meta.get("aip44")) {
         println!("  _meta.aip44: {aip44}");

@@ -202,3 +202,18 @@ fn an_agent_that_exits_at_once_fails_the_tour_at_initialize() {
         run.stdout
     );
 }
+
+/// `--protocol 2`: the same steps over ACP v2 (our client's v2 face in front of the governed
+/// example serving 1 and 2), every step passing, the answer naming version 2 (issue #48).
+#[test]
+fn the_tour_runs_every_step_over_v2() {
+    let run = tour(&["--protocol", "2"]);
+    assert_eq!(run.code, Some(0), "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("initialize: protocol version 2,"), "{}", run.stdout);
+    assert_eq!(
+        run.stdout.matches("✓ passed").count(),
+        15,
+        "every step passes:\n{}",
+        run.stdout
+    );
+}

@@ -16,7 +16,7 @@ use tokio::sync::{oneshot, watch};
 use super::state::{Forwarded, HeldCall, McpWaiting, Relay};
 use crate::audit::Approval;
 use crate::governance::Decision;
-use crate::jsonrpc::pending::{RequestFailure, cancelled_request};
+use crate::jsonrpc::pending::RequestFailure;
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::methods::Side;
 use crate::methods::mcp_over_acp::{
@@ -254,17 +254,14 @@ fn cancelled_by_the_agent(call: &McpCall) -> (Approval, RpcError) {
     )
 }
 
-/// The agent's `$/cancel_request` (its params), for a `tools/call` the bridge holds: before the
+/// The agent's `$/cancel_request` of `named`, for a `tools/call` the bridge holds: before the
 /// decision, the call is cancelled here (`true`: the editor never sees it, nor this cancel);
 /// after it, the cancel waits until the call is passed on, and then follows it (`false`, as
 /// for any request the bridge does not hold).
-pub(super) async fn cancel_held(relay: &Relay, params: Option<&RawValue>) -> bool {
-    let Some(named) = cancelled_request(params) else {
-        return false;
-    };
+pub(super) async fn cancel_held(relay: &Relay, named: &Id) -> bool {
     let mut settled = {
         let mut held = lock(&relay.held_calls);
-        let Some(call) = held.get_mut(&named) else {
+        let Some(call) = held.get_mut(named) else {
             return false;
         };
         if let Some(cancel) = call.cancel.take() {

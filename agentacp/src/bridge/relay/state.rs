@@ -35,6 +35,8 @@ pub(super) struct Forwarded {
     pub(super) permission: Option<(wire::RequestPermissionRequest, ToolFacts)>,
     /// What its answer means for MCP-over-ACP.
     pub(super) mcp: Option<McpWaiting>,
+    /// For the agent's elicitations: what the record of the editor's answer needs.
+    pub(super) elicitation: Option<crate::oversight::elicitation::Asked>,
 }
 
 /// What a forwarded request's answer means for MCP-over-ACP.
@@ -106,6 +108,12 @@ pub(super) struct Relay {
     pub(super) sandbox: Option<std::sync::Arc<crate::sandbox::Confinement>>,
     /// What an `env_var` auth method needs of the agent's environment (`auth_env.rs`).
     pub(super) auth_env: super::auth_env::AuthEnv,
+    /// The editor connection's dialect seam, when the bridge serves the editor other protocol
+    /// versions than v1 (a v2 editor's messages are read as v1's: the agent face).
+    pub(super) up_seam: Option<crate::connection::Seam>,
+    /// The agent connection's dialect seam, when the bridge asks its agent for v2 (the
+    /// client face).
+    pub(super) down_seam: Option<crate::connection::Seam>,
 }
 
 /// A `tools/call` of the agent's that the bridge holds while it asks the editor (`mcp.rs`).

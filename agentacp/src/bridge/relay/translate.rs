@@ -52,7 +52,6 @@ use super::carry::{AgentSide, AgentSlot, within};
 use super::mcp::{self as governed, Verdict};
 use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translation, Upstream, random_name};
 use crate::future::BoxFuture;
-use crate::jsonrpc::pending::CANCEL_REQUEST;
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::mcp::in_order::InOrder;
 use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
@@ -482,16 +481,21 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     response
 }
 
+/// The editor's `$/cancel_request` (its `params`) of a request on one of the bridge's own MCP
+/// connections: handed to it. `false`: not such a request.
+pub(super) fn editor_cancel(relay: &Relay, params: Option<&RawValue>) -> bool {
+    relay
+        .translation
+        .get()
+        .is_some_and(|translation| translation.tunnels.cancel(params))
+}
+
 /// The editor's `mcp/message` on one of the bridge's own MCP connections: handed to it, a
-/// request answered to the editor when its proxy has answered; or the editor's
-/// `$/cancel_request` of such a request. `false`: not one of those.
+/// request answered to the editor when its proxy has answered. `false`: not one.
 pub(super) fn editor_message(relay: &Arc<Relay>, id: Option<&Id>, method: &str, params: Option<&RawValue>) -> bool {
     let Some(translation) = relay.translation.get() else {
         return false;
     };
-    if id.is_none() && method == CANCEL_REQUEST {
-        return translation.tunnels.cancel(params);
-    }
     if method != MESSAGE {
         return false;
     }
