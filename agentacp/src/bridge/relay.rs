@@ -151,25 +151,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    // The variables the options name pass through to the agent (its environment is cleared).
-    let downstream = match downstream {
-        Downstream::Process(command) => Downstream::Process(
-            options
-                .pass_env
-                .iter()
-                .fold(command, |command, name| command.allow_env(name)),
-        ),
-        #[cfg(feature = "websocket")]
-        remote @ Downstream::Remote(_) => remote,
-    };
-    let sandbox = match &downstream {
-        Downstream::Process(command) => command.sandbox().map(Arc::new),
-        #[cfg(feature = "websocket")]
-        Downstream::Remote(_) => None,
-    };
-    if let Some(sandbox) = &sandbox {
-        tracing::info!(granted = %sandbox.report_granted(), "the agent runs in the sandbox");
-    }
+    let (downstream, sandbox) = prepared(downstream, &options);
     let auth_env = auth_env::AuthEnv::new(&downstream);
     let served = ServedVersions::new(options.protocol_versions.as_deref().unwrap_or(spec.protocol_versions))
         .map_err(|error| format!("cannot serve the editor: {error}"));
@@ -191,18 +173,7 @@ where
     };
     let (up, up_writer) = Outbox::start(output, options.write_timeout);
     let (down, _down_writer) = Outbox::start(stdin, options.write_timeout);
-    // The editor's version is settled by its `initialize` (the agent face, for v2); the
-    // agent's is asked for with the client face installed before anything is sent.
-    let up_seam = served
-        .translates()
-        .then(|| Seam::new(&up, Some(Arc::new(AgentNegotiation(served)) as Arc<dyn Negotiate>)));
-    let (down_seam, loopback) = match options.agent_protocol {
-        Protocol::V1 => (None, None),
-        protocol => {
-            let (seam, answers) = client_face::install(&down, protocol == Protocol::V2OrV1);
-            (Some(seam), Some(answers))
-        }
-    };
+    let (up_seam, down_seam, loopback) = seams(served, &up, &down, options.agent_protocol);
     let operator = spec.operator_id();
     let relay = Arc::new(Relay {
         spec,
@@ -256,6 +227,53 @@ where
     drop(relay);
     let _ = tokio::time::timeout(timeout, up_writer).await;
     outcome
+}
+
+/// The agent's command with the variables the options name passed through (its environment
+/// is cleared otherwise), and the sandbox it will run in.
+fn prepared(downstream: Downstream, options: &BridgeOptions) -> (Downstream, Option<Arc<crate::sandbox::Confinement>>) {
+    let downstream = match downstream {
+        Downstream::Process(command) => Downstream::Process(
+            options
+                .pass_env
+                .iter()
+                .fold(command, |command, name| command.allow_env(name)),
+        ),
+        #[cfg(feature = "websocket")]
+        remote @ Downstream::Remote(_) => remote,
+    };
+    let sandbox = match &downstream {
+        Downstream::Process(command) => command.sandbox().map(Arc::new),
+        #[cfg(feature = "websocket")]
+        Downstream::Remote(_) => None,
+    };
+    if let Some(sandbox) = &sandbox {
+        tracing::info!(granted = %sandbox.report_granted(), "the agent runs in the sandbox");
+    }
+    (downstream, sandbox)
+}
+
+/// The dialect seams of the editor's connection (`up`) and the agent's (`down`), and where the
+/// agent face reads the answers its dialect gives itself. The editor's version is settled by
+/// its `initialize` (the agent face, for v2); the agent's is asked for with the client face
+/// installed before anything is sent.
+fn seams(
+    served: ServedVersions,
+    up: &Outbox,
+    down: &Outbox,
+    agent_protocol: Protocol,
+) -> (Option<Seam>, Option<Seam>, LoopbackAnswers) {
+    let up_seam = served
+        .translates()
+        .then(|| Seam::new(up, Some(Arc::new(AgentNegotiation(served)) as Arc<dyn Negotiate>)));
+    let (down_seam, loopback) = match agent_protocol {
+        Protocol::V1 => (None, None),
+        protocol => {
+            let (seam, answers) = client_face::install(down, protocol == Protocol::V2OrV1);
+            (Some(seam), Some(answers))
+        }
+    };
+    (up_seam, down_seam, loopback)
 }
 
 /// Runs the editor face and the agent face of the bridge, each a role on the connection core,
