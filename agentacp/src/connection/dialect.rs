@@ -104,6 +104,12 @@ impl Seam {
         let _ = self.inner.settled.set(None);
     }
 
+    /// Whether the connection was settled on the runtime's own version: its lines pass
+    /// untranslated, and need not go through [`incoming`](Seam::incoming).
+    pub fn passes_through(&self) -> bool {
+        matches!(self.inner.settled.get(), Some(None))
+    }
+
     /// The connection's dialect, once one is installed.
     pub fn dialect(&self) -> Option<&Arc<dyn Dialect>> {
         self.inner.settled.get().and_then(Option::as_ref)

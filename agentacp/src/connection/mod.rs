@@ -210,9 +210,15 @@ pub async fn serve<R: Role, T: AsyncBufRead + Unpin + Send>(role: &mut R, mut fr
             }
         };
         role.frame_read(&frame);
-        let flow = match (role.seam().cloned(), frame) {
-            (Some(seam), Frame::Line(line)) => translated(role, seam.incoming(line), limit).await,
-            (_, frame) => handle(role, frame, limit).await,
+        // Through the seam only while it may still translate: a connection settled on the
+        // runtime's own version reads as one without a seam.
+        let through_seam = match (role.seam(), frame) {
+            (Some(seam), Frame::Line(line)) if !seam.passes_through() => Err(seam.incoming(line)),
+            (_, frame) => Ok(frame),
+        };
+        let flow = match through_seam {
+            Ok(frame) => handle(role, frame, limit).await,
+            Err(inbound) => translated(role, inbound, limit).await,
         };
         if flow.is_break() {
             return;

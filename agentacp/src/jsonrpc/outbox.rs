@@ -38,7 +38,7 @@ impl std::fmt::Display for Closed {
 
 impl std::error::Error for Closed {}
 
-/// What every line goes through on its way out once set ([`Outbox::set_rewrite`]): a
+/// What every line goes through on its way out once set ([`Outbox::rewrite_slot`]): a
 /// connection's dialect, turning the runtime's messages into the peer's protocol version.
 pub trait Rewrite: Send + Sync {
     /// The lines `line` becomes for the peer (none, one or several), appended to `out`.
@@ -69,7 +69,8 @@ impl std::fmt::Debug for Outbox {
 pub struct RewriteSlot(Arc<OnceLock<Arc<dyn Rewrite>>>);
 
 impl RewriteSlot {
-    /// Rewrites every line sent from now on; `false` when a rewrite was set already.
+    /// Rewrites every line sent from now on; `false` when a rewrite was set already (it
+    /// stays).
     pub fn set(&self, rewrite: Arc<dyn Rewrite>) -> bool {
         self.0.set(rewrite).is_ok()
     }
@@ -116,14 +117,9 @@ impl Outbox {
         (Outbox { tx, direct, rewrite }, task)
     }
 
-    /// From now on every line sent (by any clone) goes through `rewrite` first. Set once:
-    /// `false` when a rewrite was set already (it stays).
-    pub fn set_rewrite(&self, rewrite: Arc<dyn Rewrite>) -> bool {
-        self.rewrite.set(rewrite).is_ok()
-    }
-
-    /// Where this outbox's rewrite is set, for a holder that must not keep the queue open
-    /// (the writer ends when the last clone of the outbox is dropped).
+    /// Where this outbox's rewrite is set: from then on every line sent (by any clone) goes
+    /// through it first. The slot does not keep the queue open (the writer ends when the last
+    /// clone of the outbox is dropped).
     pub fn rewrite_slot(&self) -> RewriteSlot {
         RewriteSlot(self.rewrite.clone())
     }
