@@ -23,12 +23,18 @@
 //! (a deeper value is kept as its JSON text under [`DEEP_JSON_KEY`]), and readers accept up to
 //! [`MAX_READ_DEPTH`]: read a log's lines with [`parse_record`].
 //!
+//! With the cargo feature `postgres`, a log can also be a chain in a PostgreSQL database, one
+//! per writer (a replica of a fleet): [`AuditLog::open_database`], checked by
+//! [`verify_database`] and exported to files the file verifier accepts by [`export_database`].
+//!
 //! `docs/audit.md` describes the format, the mirror mapping and the durability guarantees.
 
 mod background;
 mod canonical;
 mod depth;
 mod file;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod record;
 mod recover;
 mod sink;
@@ -44,6 +50,10 @@ use std::time::SystemTime;
 pub use background::BackgroundSync;
 pub use canonical::canonical_json;
 pub use depth::{DEEP_JSON_KEY, MAX_READ_DEPTH, MAX_WRITE_DEPTH, PEER_READ_DEPTH, bound, bound_text, text_depth};
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    ChainVerdict, Export, HEADS_TABLE, MAX_CHAIN_NAME, RECORDS_TABLE, database_chains, export_database, verify_database,
+};
 pub use record::{
     Actor, Approval, AuditEvent, AuditRecord, DOCTYPE, GENESIS, HASH_ALG, Lifecycle, PolicyRef, SCHEMA_TAG, Subject,
     ToolCallMirror, ToolOutcomeRecord,
@@ -52,7 +62,7 @@ pub use recover::{RECOVERED_ACTION, Recovery};
 pub use sink::{AuditSink, FileSink, MemorySink};
 pub use strict::parse_record;
 pub use time::rfc3339_millis;
-pub use verify::{MAX_LINE_BYTES, VerifyError, VerifySummary, verify, verify_file};
+pub use verify::{ChainFault, MAX_LINE_BYTES, VerifyError, VerifySummary, verify, verify_file};
 
 /// The file name of a governance channel's log in the operator's state folder:
 /// `<name>.jsonl` for the AIP-9 channel `audit:<name>` (characters other than ASCII letters,
@@ -105,7 +115,8 @@ pub enum AuditError {
     Broken(VerifyError),
     /// The event would not be a valid AIP-7 `audit-event` (e.g. a malformed `action`).
     Invalid(String),
-    /// An earlier write or sync failed, so the log's end is unknown and it records no more.
+    /// An earlier write or sync failed, so the log's end is unknown and it records no more (a
+    /// database chain goes on once it has found its end again: [`AuditSink::resume`]).
     Failed(String),
     /// Another open handle holds the log's write lock: a second writer would fork the chain.
     Locked {
@@ -113,6 +124,19 @@ pub enum AuditError {
         path: PathBuf,
         /// The pid of the holder, when it could be told (Linux: from `/proc/locks`).
         holder: Option<u32>,
+    },
+    /// A database chain is broken (feature `postgres`); nothing is appended to it.
+    ChainBroken(ChainFault),
+    /// Another writer holds the database chain's lock (feature `postgres`): a second writer
+    /// would fork the chain.
+    ChainLocked {
+        /// The chain.
+        chain: String,
+        /// The database, without its password.
+        database: String,
+        /// Who holds it, when it could be told (the holder's connection: its application
+        /// name, which says its pid, and its client address).
+        holder: Option<String>,
     },
 }
 
@@ -136,6 +160,22 @@ impl fmt::Display for AuditError {
                     path.display()
                 )
             }
+            AuditError::ChainBroken(fault) => write!(f, "audit chain is broken, refusing to append: {fault}"),
+            AuditError::ChainLocked {
+                chain,
+                database,
+                holder,
+            } => {
+                let who = holder
+                    .as_deref()
+                    .map_or_else(|| "another writer".to_string(), |h| format!("another writer ({h})"));
+                write!(
+                    f,
+                    "the audit chain {chain} in the database at {database} is held by {who}; a second writer \
+                     would fork the chain, so this one does not start (stop the other replica, or give this one \
+                     its own name with AGENTACP_REPLICA)"
+                )
+            }
         }
     }
 }
@@ -145,7 +185,11 @@ impl std::error::Error for AuditError {
         match self {
             AuditError::Io(error) => Some(error),
             AuditError::Broken(error) => Some(error),
-            AuditError::Invalid(_) | AuditError::Failed(_) | AuditError::Locked { .. } => None,
+            AuditError::Invalid(_)
+            | AuditError::Failed(_)
+            | AuditError::Locked { .. }
+            | AuditError::ChainBroken(_)
+            | AuditError::ChainLocked { .. } => None,
         }
     }
 }
@@ -198,6 +242,25 @@ impl Chain {
             unsynced: 0,
             failed: None,
             syncer,
+        }
+    }
+
+    /// `Ok` when the log may append: it has not failed, or its sink found its end again
+    /// ([`AuditSink::resume`]; a database chain after an outage), and it goes on from there.
+    fn usable(&mut self) -> Result<(), AuditError> {
+        let Some(reason) = &self.failed else {
+            return Ok(());
+        };
+        match self.sink.resume() {
+            None => Err(AuditError::Failed(reason.clone())),
+            Some(Err(error)) => Err(AuditError::Failed(format!("{reason}; not resumed: {error}"))),
+            Some(Ok((next_seq, prev_hash))) => {
+                self.next_seq = next_seq;
+                self.prev_hash = prev_hash;
+                self.unsynced = 0;
+                self.failed = None;
+                Ok(())
+            }
         }
     }
 
@@ -301,6 +364,41 @@ impl AuditLog {
         })
     }
 
+    /// Opens the chain `chain` in `database` for writing (feature `postgres`), creating the
+    /// audit tables when absent, and continues it: the next record gets the next `seq`.
+    ///
+    /// - One writer per chain: a session-level advisory lock on a connection of the log's own,
+    ///   held while the log is open (released when the last handle is dropped, or the process
+    ///   or its connection dies). Another holder is [`AuditError::ChainLocked`] after a grace
+    ///   of a second.
+    /// - The chain's tail is checked first: its head row names the last record, whose hash is
+    ///   recomputed and linked to the one before it ([`AuditError::ChainBroken`] otherwise,
+    ///   naming the chain and `seq`). [`verify_database`] checks the whole chain.
+    /// - Every record is committed before [`record`](AuditLog::record) returns: synchronously
+    ///   under [`FsyncPolicy::EveryRecord`]; under `Batched` and `Never` with
+    ///   `synchronous_commit = off`, made durable on the server by every `every`-th record and
+    ///   by [`flush`](AuditLog::flush) (a replica killed loses nothing; a crash of the database
+    ///   server may lose what was not yet durable).
+    /// - When the database goes away, the record being written fails, and later ones are
+    ///   refused ([`AuditError::Failed`]) until the log's connection is back: it then retakes
+    ///   the lock, checks the tail and goes on from it by itself ([`AuditSink::resume`]).
+    /// - `chain` is 1 to [`MAX_CHAIN_NAME`] ASCII letters, digits, `.`, `_`, `-` or `@`, not
+    ///   starting with `.` (an export writes `<chain>.jsonl`).
+    #[cfg(feature = "postgres")]
+    pub fn open_database(
+        database: &acp_postgres::Database,
+        chain: &str,
+        policy: FsyncPolicy,
+    ) -> Result<AuditLog, AuditError> {
+        let opened = postgres::open(database, chain, policy)?;
+        let chain = Chain::new(Box::new(opened.sink), policy, opened.next_seq, opened.prev_hash);
+        Ok(AuditLog {
+            chain: Some(Arc::new(Mutex::new(chain))),
+            recovery: None,
+            stamp: None,
+        })
+    }
+
     /// A new chain (from `GENESIS`) written to `sink`, synced after every record.
     pub fn with_sink(sink: Box<dyn AuditSink>) -> AuditLog {
         AuditLog::with_sink_and_policy(sink, FsyncPolicy::EveryRecord)
@@ -378,9 +476,7 @@ impl AuditLog {
         let mut chain = chain
             .lock()
             .map_err(|_| AuditError::Failed("a writer panicked".into()))?;
-        if let Some(reason) = &chain.failed {
-            return Err(AuditError::Failed(reason.clone()));
-        }
+        chain.usable()?;
         // A background sync that failed stops the log before its next record.
         chain.unsynced()?;
         let record = AuditRecord::build(
@@ -397,7 +493,7 @@ impl AuditLog {
                 line.len() - 1
             )));
         }
-        if let Err(error) = chain.sink.append(&line) {
+        if let Err(error) = chain.sink.append_record(record.seq, &record.hash, &line) {
             chain.failed = Some(format!("writing record {} failed: {error}", record.seq));
             return Err(AuditError::Io(error));
         }
@@ -430,9 +526,7 @@ impl AuditLog {
         let mut chain = chain
             .lock()
             .map_err(|_| AuditError::Failed("a writer panicked".into()))?;
-        if let Some(reason) = &chain.failed {
-            return Err(AuditError::Failed(reason.clone()));
-        }
+        chain.usable()?;
         if chain.unsynced()? > 0 { chain.sync() } else { Ok(()) }
     }
 }

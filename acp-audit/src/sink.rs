@@ -15,8 +15,25 @@ use super::{AuditError, file};
 pub trait AuditSink: Send + 'static {
     /// Writes one whole line (a record's JSON and its terminating `\n`).
     fn append(&mut self, line: &str) -> io::Result<()>;
+
+    /// Writes the line of the record `seq` whose hash is `hash`: what the log calls. Default:
+    /// [`append`](AuditSink::append); a sink that keys its records (a database) uses them.
+    fn append_record(&mut self, seq: u64, hash: &str, line: &str) -> io::Result<()> {
+        let _ = (seq, hash);
+        self.append(line)
+    }
     /// Makes everything appended so far durable (fsync, for a file).
     fn sync(&mut self) -> io::Result<()>;
+
+    /// After a failed [`append`](AuditSink::append) or [`sync`](AuditSink::sync), called before
+    /// the next record: whether the sink knows its end again. `None` (the default): it cannot
+    /// tell, and the log records no more (a file's end is unknown after a failed write).
+    /// `Some(Ok((next_seq, prev_hash)))`: the chain goes on there (a database chain, once its
+    /// connection is back, its lock retaken and its tail checked); `Some(Err(_))`: not now,
+    /// asked again at the next record.
+    fn resume(&mut self) -> Option<io::Result<(u64, String)>> {
+        None
+    }
 
     /// What makes everything appended so far durable from another thread, while appends go
     /// on, for a batched log's syncs (see [`FsyncPolicy::Batched`](super::FsyncPolicy::Batched)).

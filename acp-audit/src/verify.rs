@@ -48,6 +48,28 @@ impl fmt::Display for VerifyError {
 
 impl std::error::Error for VerifyError {}
 
+/// The first place a chain kept in a database is broken (feature `postgres`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainFault {
+    /// The chain.
+    pub chain: String,
+    /// The `seq` where it breaks, when one can be named.
+    pub seq: Option<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for ChainFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.seq {
+            Some(seq) => write!(f, "chain {}, seq {seq}: {}", self.chain, self.reason),
+            None => write!(f, "chain {}: {}", self.chain, self.reason),
+        }
+    }
+}
+
+impl std::error::Error for ChainFault {}
+
 /// Why [`scan`] stopped: the chain is broken, or the reader failed.
 pub(crate) enum Failure {
     Broken(VerifyError),
@@ -95,7 +117,7 @@ impl From<Failure> for AuditError {
 }
 
 /// Abbreviates a hash for messages.
-fn short(hash: &str) -> String {
+pub(crate) fn short(hash: &str) -> String {
     match hash.char_indices().nth(12) {
         Some((at, _)) => format!("{}…", &hash[..at]),
         None => hash.to_string(),
@@ -233,7 +255,7 @@ pub(crate) fn scan(mut reader: impl BufRead) -> Result<Scan, Failure> {
 /// Checks one complete line (without its `\n`), the record `expected` of the chain, whose
 /// previous record's hash is `prev` (`None` for the first). Returns its hash, or the `seq` it
 /// claims and what is wrong.
-fn check_record(content: &[u8], expected: u64, prev: Option<&str>) -> Result<String, (Option<u64>, String)> {
+pub(crate) fn check_record(content: &[u8], expected: u64, prev: Option<&str>) -> Result<String, (Option<u64>, String)> {
     let Ok(text) = std::str::from_utf8(content) else {
         return Err((None, "not UTF-8".into()));
     };

@@ -315,8 +315,12 @@ fn initialize(peer: &mut Peer) -> Result<Value, String> {
     initialize_at(peer, PROTOCOL_VERSION)
 }
 
-/// A started, initialized agent and its `initialize` result.
+/// A started, initialized agent and its `initialize` result (in the v2 suite, initialized
+/// at version 2: the checks both suites run start this way).
 fn ready(context: &Context) -> Result<(Peer, Value), String> {
+    if context.config.protocol == 2 {
+        return crate::v2::ready(context);
+    }
     let mut peer = context.spawn()?;
     let result = start(context, &mut peer)?;
     Ok((peer, result))
@@ -368,7 +372,7 @@ fn prompt_params(session: &str, text: &str) -> Value {
 
 /// The connection still serves: `session/new` in the workspace root succeeds (or, from an
 /// agent that refuses sessions for want of authentication, is refused so again).
-fn still_serves(context: &Context, peer: &mut Peer, after: &str) -> Result<(), String> {
+pub(crate) fn still_serves(context: &Context, peer: &mut Peer, after: &str) -> Result<(), String> {
     let no_longer = |e: String| format!("after {after}, the connection no longer serves: {e}");
     let (_, response) = peer
         .call(json!("new-session"), "session/new", new_session_params(&context.root()))
@@ -532,7 +536,21 @@ fn manifest_part(
     };
     let (_, result) = ready(context)?;
     let want = expected.pointer(pointer).unwrap_or(&Value::Null);
-    let mut got = result.pointer(pointer).cloned().unwrap_or(Value::Null);
+    let got = result.pointer(pointer).cloned().unwrap_or(Value::Null);
+    compare_to_manifest(context, pointer, want, got, narrower, adjust)
+}
+
+/// Judges `got`, the agent's `pointer` part of its `initialize` answer (after `adjust`),
+/// against `want`, the manifest's: equal, or for a bridge `narrower` (see [`within`]). Shared
+/// by the v1 and the v2 suite.
+pub(crate) fn compare_to_manifest(
+    context: &Context,
+    pointer: &str,
+    want: &Value,
+    mut got: Value,
+    narrower: bool,
+    adjust: fn(&Context, &mut Value),
+) -> Result<Outcome, String> {
     adjust(context, &mut got);
     let bridge = narrower && context.config.bridge;
     if want == &got || (bridge && within(&got, want)) {
@@ -576,7 +594,8 @@ fn within_at(path: &mut Vec<String>, got: &Value, want: &Value) -> bool {
     }
 }
 
-fn as_is(_: &Context, _: &mut Value) {}
+/// Leaves the agent's part as it is ([`compare_to_manifest`]).
+pub(crate) fn as_is(_: &Context, _: &mut Value) {}
 
 /// Whether `--manifest` was given and the `initialize` answer it expects is as `says`.
 fn manifest_expects(context: &Context, says: impl FnOnce(&Value) -> bool) -> bool {
@@ -603,25 +622,27 @@ fn manifest_agent_info(context: &Context) -> Result<Outcome, String> {
 }
 
 fn manifest_meta(context: &Context) -> Result<Outcome, String> {
-    // What the runtime reports that the manifest cannot know: a bridge's `downstream` (the
-    // agentInfo of the agent behind it) and, at tier sandboxed, `sandbox_enforcement` (what
-    // this kernel enforces). Each is left out of the comparison when it has its shape.
-    fn without_reports(context: &Context, meta: &mut Value) {
-        let sandboxed = manifest_expects(context, |expected| expected["_meta"]["aip44"]["tier"] == "sandboxed");
-        let downstream = context.config.bridge && meta["downstream"]["name"].is_string();
-        let enforcement = sandboxed
-            && meta["sandbox_enforcement"]["provider"].is_string()
-            && meta["sandbox_enforcement"]["enforcement"].is_string();
-        if let Some(meta) = meta.as_object_mut() {
-            if downstream {
-                meta.remove("downstream");
-            }
-            if enforcement {
-                meta.remove("sandbox_enforcement");
-            }
+    manifest_part(context, "/_meta/aip44", false, without_reports)
+}
+
+/// What the runtime reports in `_meta.aip44` that the manifest cannot know: a bridge's
+/// `downstream` (the agentInfo of the agent behind it) and, at tier sandboxed,
+/// `sandbox_enforcement` (what this kernel enforces). Each is left out of the comparison when
+/// it has its shape.
+pub(crate) fn without_reports(context: &Context, meta: &mut Value) {
+    let sandboxed = manifest_expects(context, |expected| expected["_meta"]["aip44"]["tier"] == "sandboxed");
+    let downstream = context.config.bridge && meta["downstream"]["name"].is_string();
+    let enforcement = sandboxed
+        && meta["sandbox_enforcement"]["provider"].is_string()
+        && meta["sandbox_enforcement"]["enforcement"].is_string();
+    if let Some(meta) = meta.as_object_mut() {
+        if downstream {
+            meta.remove("downstream");
+        }
+        if enforcement {
+            meta.remove("sandbox_enforcement");
         }
     }
-    manifest_part(context, "/_meta/aip44", false, without_reports)
 }
 
 /// How a Streamable HTTP server may treat a bad frame.
@@ -744,7 +765,7 @@ fn stdout_clean(context: &Context) -> Result<Outcome, String> {
     }
 }
 
-fn unknown_session(context: &Context) -> Result<Outcome, String> {
+pub(crate) fn unknown_session(context: &Context) -> Result<Outcome, String> {
     let (mut peer, _) = ready(context)?;
     let (_, response) = peer.call(
         json!(2),
@@ -771,7 +792,7 @@ fn refused_cwd(context: &Context, cwd: &std::path::Path, what: &str) -> Result<O
     Ok(Outcome::Pass)
 }
 
-fn relative_cwd(context: &Context) -> Result<Outcome, String> {
+pub(crate) fn relative_cwd(context: &Context) -> Result<Outcome, String> {
     refused_cwd(context, std::path::Path::new("relative/folder"), "a relative cwd")
 }
 
@@ -797,7 +818,7 @@ fn confinement_applies(context: &Context) -> Option<Outcome> {
     manifest_only(context, "workspace confinement is an AIP-44 rule")
 }
 
-fn cwd_dotdot(context: &Context) -> Result<Outcome, String> {
+pub(crate) fn cwd_dotdot(context: &Context) -> Result<Outcome, String> {
     if let Some(skip) = confinement_applies(context) {
         return Ok(skip);
     }
@@ -817,7 +838,7 @@ fn cwd_dotdot(context: &Context) -> Result<Outcome, String> {
 }
 
 #[cfg(unix)]
-fn cwd_symlink(context: &Context) -> Result<Outcome, String> {
+pub(crate) fn cwd_symlink(context: &Context) -> Result<Outcome, String> {
     if let Some(skip) = confinement_applies(context) {
         return Ok(skip);
     }
@@ -839,7 +860,7 @@ fn cwd_symlink(context: &Context) -> Result<Outcome, String> {
 }
 
 #[cfg(not(unix))]
-fn cwd_symlink(_: &Context) -> Result<Outcome, String> {
+pub(crate) fn cwd_symlink(_: &Context) -> Result<Outcome, String> {
     Ok(Outcome::Skip("symlinks are only made on Unix".into()))
 }
 

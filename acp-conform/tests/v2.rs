@@ -23,16 +23,22 @@ fn schema() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// Runs the v2 suite against the scripted agent in `mode` ("" for a correct one).
-fn run(python: &str, mode: &str) -> Vec<Verdict> {
+/// The scripted agent in `mode` ("" for a correct one), `more` arguments after it.
+fn agent_config(python: &str, mode: &str, more: &[String]) -> Config {
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/v2_agent.py");
-    let config = Config {
+    let mut command = vec![python.into(), "-S".into(), agent.into(), mode.into()];
+    command.extend(more.iter().map(Into::into));
+    Config {
         protocol: 2,
         schema: schema(),
         timeout: Duration::from_millis(1500),
-        ..Config::new(vec![python.into(), "-S".into(), agent.into(), mode.into()])
-    };
-    acp_conform::run(config).expect("the suite runs")
+        ..Config::new(command)
+    }
+}
+
+/// Runs the v2 suite against the scripted agent in `mode` ("" for a correct one).
+fn run(python: &str, mode: &str) -> Vec<Verdict> {
+    acp_conform::run(agent_config(python, mode, &[])).expect("the suite runs")
 }
 
 fn detail<'v>(verdicts: &'v [Verdict], id: &str) -> &'v Outcome {
@@ -47,8 +53,15 @@ fn a_correct_v2_agent_passes_and_each_broken_one_fails_exactly_its_check() {
     };
     let correct = run(python, "");
     assert_eq!(failed(&correct), Vec::<&str>::new(), "{correct:#?}");
-    // It advertises no authMethods.
-    assert_eq!(acp_conform::skipped(&correct), vec!["v2.auth-login"], "{correct:#?}");
+    // Without --manifest.
+    let manifest = vec![
+        "v2.manifest-capabilities",
+        "v2.manifest-info",
+        "v2.manifest-meta-aip44",
+        "v2.cwd-dotdot",
+        "v2.cwd-symlink",
+    ];
+    assert_eq!(acp_conform::skipped(&correct), manifest, "{correct:#?}");
     let mut broken = vec![
         // Every check that reads a turn to its end.
         (
@@ -59,22 +72,100 @@ fn a_correct_v2_agent_passes_and_each_broken_one_fails_exactly_its_check() {
                 "v2.tool-calls",
                 "v2.cancel",
                 "v2.resume-replay",
+                "v2.update-shapes",
+                "v2.elicitation",
                 "v2.schema",
             ],
         ),
-        ("v1-tool-call", vec!["v2.tool-calls"]),
+        // Its content chunk names a call no tool_call_update created, too.
+        ("v1-tool-call", vec!["v2.tool-calls", "v2.update-shapes"]),
+        ("no-logout", vec!["v2.auth-logout"]),
+        ("prompt-any-session", vec!["v2.unknown-session"]),
+        ("relative-cwd", vec!["v2.relative-cwd"]),
+        ("list-ignores-cwd", vec!["v2.session-list"]),
+        ("close-refused", vec!["v2.session-close"]),
+        ("delete-keeps", vec!["v2.session-delete"]),
+        ("config-ignored", vec!["v2.set-config-option"]),
+        ("batch-first-only", vec!["v2.batch"]),
+        ("answers-cancel-request", vec!["v2.cancel-request"]),
+        ("elicit-hang", vec!["v2.elicitation"]),
     ];
     // The schema requires messageId too.
     if schema().is_some() {
         broken.push(("no-message-id", vec!["v2.message-ids", "v2.schema"]));
         broken.push(("bad-frame", vec!["v2.schema"]));
+        broken.push(("bad-plan", vec!["v2.update-shapes", "v2.schema"]));
     } else {
         broken.push(("no-message-id", vec!["v2.message-ids"]));
+        broken.push(("bad-plan", vec!["v2.update-shapes"]));
     }
     for (mode, expected) in broken {
         let verdicts = run(python, mode);
         assert_eq!(failed(&verdicts), expected, "{mode}: {verdicts:#?}");
     }
+}
+
+/// `--manifest` on v2: the scripted agent answers `initialize` with the echo example's
+/// manifest's info and `_meta` (as `scaffold-aip explain` computes them) and confines its
+/// sessions to the workspace root: it passes the manifest checks, and the runtime-contract
+/// ones the manifest turns on; each part changed fails exactly its check, and an agent that
+/// does not confine its sessions fails the two confinement checks.
+#[test]
+fn the_manifest_checks_judge_each_part_of_the_v2_initialize_answer() {
+    let Some(python) = python() else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/echo-server/ACP.md");
+    let expected = acp_conform::manifest_initialize(&manifest).expect("the echo manifest reads");
+    let only = [
+        "v2.manifest-capabilities",
+        "v2.manifest-info",
+        "v2.manifest-meta-aip44",
+        "v2.unknown-session",
+        "v2.cwd-dotdot",
+        "v2.cwd-symlink",
+    ];
+    let as_manifest = serde_json::json!({"info": expected["agentInfo"], "_meta": expected["_meta"]});
+    let run_as = |answer: &serde_json::Value| {
+        let config = Config {
+            only: only.iter().map(|id| id.to_string()).collect(),
+            ..agent_config(python, "manifest", &[answer.to_string()])
+        }
+        .with_manifest(&manifest)
+        .expect("the manifest reads");
+        acp_conform::run(config).expect("the suite runs")
+    };
+    let verdicts = run_as(&as_manifest);
+    assert_eq!(failed(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
+    assert_eq!(acp_conform::skipped(&verdicts), Vec::<&str>::new(), "{verdicts:#?}");
+    let mut with_delete = as_manifest.clone();
+    with_delete["delete"] = true.into();
+    let mut renamed = as_manifest.clone();
+    renamed["info"]["name"] = "not-echo".into();
+    let mut other_tier = as_manifest.clone();
+    other_tier["_meta"]["aip44"]["tier"] = "sandboxed".into();
+    for (answer, check) in [
+        (with_delete, "v2.manifest-capabilities"),
+        (renamed, "v2.manifest-info"),
+        (other_tier, "v2.manifest-meta-aip44"),
+    ] {
+        let verdicts = run_as(&answer);
+        assert_eq!(failed(&verdicts), vec![check], "{verdicts:#?}");
+        let Outcome::Fail(why) = detail(&verdicts, check) else {
+            unreachable!()
+        };
+        assert!(why.contains(": the manifest says {"), "{why}");
+    }
+    // The manifest promises confinement to the workspace root (the v1 checks' code).
+    let mut unconfined = as_manifest.clone();
+    unconfined["confined"] = false.into();
+    let verdicts = run_as(&unconfined);
+    assert_eq!(
+        failed(&verdicts),
+        vec!["v2.cwd-dotdot", "v2.cwd-symlink"],
+        "{verdicts:#?}"
+    );
 }
 
 #[test]

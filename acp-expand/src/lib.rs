@@ -303,6 +303,17 @@ fn reasons(checked: &Checked, written: &str, resolved: &Resolved) -> Vec<String>
             "{written}:{}: `kind: server` → `prompt`",
             position(checked, &["kind"]).unwrap_or_default()
         ));
+        if resolved.protocol_versions.contains(&2) {
+            let tier = match aip44.tier {
+                Tier::Basic => "Basic",
+                Tier::GovernanceAware => "GovernanceAware",
+                Tier::Sandboxed => "Sandboxed",
+            };
+            reasons.push(format!(
+                "{written}:{}: `protocol_versions` lists 2 → the turn is `Turn<'_, V2<{tier}>>`, without `turn.editor()` and `turn.set_mode()` (version 2 has no client file system, terminals or session modes)",
+                position(checked, &["metadata", "agentacp", "protocol_versions"]).unwrap_or_default()
+            ));
+        }
     }
     let declared = |path: &[&str], methods: &str| {
         let full: Vec<&str> = ["metadata", "aip44", "capabilities", "client"]
@@ -816,11 +827,23 @@ impl Plan {
         }
     }
 
+    /// A server's tier type: the manifest's tier, as [`V2`](::agentacp::tier::V2) of it when
+    /// `protocol_versions` lists 2, so that what version 2 removed (`turn.editor()`,
+    /// `turn.set_mode()`) does not compile.
+    fn server_tier(&self) -> TokenStream {
+        let tier = tier_type(self.tier());
+        if self.resolved.protocol_versions.contains(&2) {
+            quote!(::agentacp::tier::V2<#tier>)
+        } else {
+            tier
+        }
+    }
+
     fn emit_server(&self, target: &syn::ItemStruct) -> TokenStream {
         let name = &target.ident;
         let vis = &target.vis;
         let handler = trait_name(target);
-        let tier = tier_type(self.tier());
+        let tier = self.server_tier();
         let header = self.trait_header(target, &handler);
         let emit = Emit {
             wire: &self.wire,
@@ -1137,6 +1160,44 @@ mod tests {
         );
         assert!(default.contains("protocol_versions : & [1u16]"), "{default}");
         assert!(!default.contains("__require_v2"), "{default}");
+    }
+
+    /// Issue #48: a server whose manifest lists protocol version 2 has its turn typed
+    /// `Turn<'_, V2<tier>>` (no `turn.editor()`, no `turn.set_mode()`), and the trait's docs
+    /// say why; a version-1 manifest's turn is typed by its tier alone, as before.
+    #[test]
+    fn a_version_2_servers_turn_is_typed_v2_of_its_tier() {
+        let v2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/manifests/good/v2-server");
+        let text = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Both;
+            ),
+            &v2,
+        );
+        assert!(
+            text.contains("Turn < '_ , :: agentacp :: tier :: V2 < :: agentacp :: tier :: Basic > >"),
+            "{text}"
+        );
+        assert!(
+            text.contains("type Tier = :: agentacp :: tier :: V2 < :: agentacp :: tier :: Basic >"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ACP.md:14:24: `protocol_versions` lists 2 → the turn is `Turn<'_, V2<Basic>>`"),
+            "{text}"
+        );
+        let default = expanded(
+            quote!(manifest = "ACP.md"),
+            quote!(
+                pub struct Reviewer;
+            ),
+            &workspace_examples().join("governed-server"),
+        );
+        assert!(
+            default.contains("Turn < '_ , :: agentacp :: tier :: GovernanceAware >") && !default.contains("tier :: V2"),
+            "{default}"
+        );
     }
 
     /// A client's `metadata.agentacp.elicitation` reaches the spec (it was always `NONE`).

@@ -105,6 +105,10 @@ pub struct Explanation {
     pub workspace_root: WorkspaceRoot,
     /// Where the audit log is written (a relative `audit.ref` lies in the state folder).
     pub audit_log: AuditLogRule,
+    /// For a server: where its sessions and the operator's memory are kept, one step a line (a
+    /// deployment setting, not the manifest's); `None` for a client or bridge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_store: Option<Vec<String>>,
     /// What the bound SANDBOX.md asks the runtime to enforce (`None` without one); what a
     /// kernel gives is reported by the running server (`_meta.aip44.sandbox_enforcement`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -162,9 +166,18 @@ pub fn explain_resolved(resolved: &Resolved) -> Option<Explanation> {
             file: resolved.audit.file(),
             rule: resolved.audit.rule(&manifest.id),
         },
+        session_store: (manifest.kind == Kind::Server).then(session_store_rule),
         sandbox: resolved.documents.sandbox.as_ref().map(sandbox_asks),
         lifecycle: lifecycle(tier),
     })
+}
+
+/// Where a server keeps its sessions and the operator's memory (docs/store.md).
+fn session_store_rule() -> Vec<String> {
+    vec![
+        "files, the default: <state folder>/sessions (an identity's in sessions/identities/<identity>) and <state folder>/memory".into(),
+        "PostgreSQL when AGENTACP_DATABASE_URL is set (tables agentacp_sessions, agentacp_session_updates, agentacp_memory): the server must be built with agentacp's feature `postgres`, else it refuses to start".into(),
+    ]
 }
 
 /// `metadata.agentacp`'s modes, config options, commands and extensions, in wire shapes (the
@@ -353,6 +366,12 @@ impl Explanation {
         out += "\naudit log (found when the operator runs, not where it was built):\n";
         for line in &self.audit_log.rule {
             out += &format!("  - {line}\n");
+        }
+        if let Some(store) = &self.session_store {
+            out += "\nsession store (a deployment setting, not the manifest's):\n";
+            for line in store {
+                out += &format!("  - {line}\n");
+            }
         }
         if let Some(sandbox) = &self.sandbox {
             out += &sandbox_text(sandbox);

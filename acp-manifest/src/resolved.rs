@@ -129,7 +129,11 @@ impl AuditTarget {
         match self {
             AuditTarget::Off => None,
             AuditTarget::External { path } if path.is_absolute() => Some(path.display().to_string()),
-            AuditTarget::External { path } => Some(format!("<state folder>/{}", path.display())),
+            // Written with `/` on every platform, as the placeholder is (not `audit\x` on Windows).
+            AuditTarget::External { path } => {
+                let parts: Vec<_> = path.iter().map(|part| part.to_string_lossy()).collect();
+                Some(format!("<state folder>/{}", parts.join("/")))
+            }
             AuditTarget::Governance { channel } => {
                 // `audit:<name>` names the file; a value without the prefix is ignored.
                 let name = channel

@@ -6,8 +6,12 @@
 //! lines starting with `#` are ignored. Only the SHA-256 of a token is ever stored.
 //!
 //! [`file`](mod@file) reads a token file (regular files only, at most [`file::MAX_FILE_BYTES`], never
-//! blocking) and takes the lock writers hold while they change one.
+//! blocking) and takes the lock writers hold while they change one. With feature `postgres`,
+//! [`database`](mod@database) keeps the same entries in PostgreSQL instead, for a fleet of
+//! replicas.
 
+#[cfg(feature = "postgres")]
+pub mod database;
 pub mod file;
 
 use sha2::{Digest, Sha256};
@@ -39,6 +43,18 @@ fn is_identity_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':')
 }
 
+/// What adding a token for an identity does with the identity's tokens already there (in a
+/// token file or in force in the database).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Others {
+    /// Refuse the new token if the identity has one.
+    Refuse,
+    /// Keep them: the identity has several tokens (an overlapping rotation).
+    Keep,
+    /// Remove them from the file, or revoke them in the same transaction (a rotation).
+    Revoke,
+}
+
 /// The SHA-256 of a token.
 pub fn digest(token: &str) -> [u8; 32] {
     let mut hash = [0u8; 32];
@@ -48,7 +64,12 @@ pub fn digest(token: &str) -> [u8; 32] {
 
 /// `sha256:<hex>` of a token, as written in a token file.
 pub fn hash_token(token: &str) -> String {
-    format!("sha256:{}", hex(&digest(token)))
+    hash_text(&digest(token))
+}
+
+/// `sha256:<hex>` of a token's SHA-256, as written in a token file.
+pub fn hash_text(hash: &[u8; 32]) -> String {
+    format!("sha256:{}", hex(hash))
 }
 
 /// `sha256:<64 lowercase hex>` as bytes.

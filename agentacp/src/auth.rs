@@ -7,6 +7,12 @@
 //! length or inode changes, so tokens rotate without a restart. Only a regular file of at most
 //! 1 MiB is read ([`acp_tokens::file::read`]); `scaffold-aip token` replaces the file by a
 //! rename, so a re-read sees a whole version, never a part.
+//!
+//! With feature `postgres`, the tokens may live in PostgreSQL instead (`AGENTACP_TOKENS=database`,
+//! `TokenStore::from_database`), so that a revocation holds on every replica of a fleet: a new
+//! connection's token is looked up in the database ([`TokenStore::check`](crate::auth::TokenStore::check); refused, never
+//! admitted, when the database cannot be reached), and a live connection's is checked against
+//! the revocations the replica learns by `LISTEN`/`NOTIFY` and by polling.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,6 +21,12 @@ use std::time::SystemTime;
 
 use acp_tokens::digest;
 use subtle::{ConditionallySelectable, ConstantTimeEq};
+
+#[cfg(feature = "postgres")]
+mod database;
+mod identity;
+
+pub use identity::{Identity, Unchecked};
 
 /// The id of the one authentication method remote servers offer: a bearer token
 /// (`Authorization: Bearer` on the WebSocket upgrade, or `_meta.agentacp.token` of
@@ -27,37 +39,14 @@ pub const TOKEN_VAR: &str = "AGENTACP_TOKEN";
 pub const TOKEN_IDENTITY_VAR: &str = "AGENTACP_TOKEN_IDENTITY";
 /// The environment variable naming a token file.
 pub const TOKENS_FILE_VAR: &str = "AGENTACP_TOKENS_FILE";
-
-/// A principal an authenticated connection acts as: AIP-7 `principalId`-like (letters, digits,
-/// `-_.@:`, 1..=128 chars).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Identity(String);
-
-impl Identity {
-    /// Checks `id`: 1 to 128 ASCII letters, digits and `-_.@:`. The error says what is wrong.
-    pub fn new(id: impl Into<String>) -> Result<Identity, String> {
-        let id = id.into();
-        acp_tokens::check_identity(&id)?;
-        Ok(Identity(id))
-    }
-
-    /// The identity as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// What every audit record made for this identity carries in `metadata.aip44`:
-    /// `{"identity": "<id>"}` (see [`crate::audit::AuditLog::stamped`]).
-    pub fn audit_fields(&self) -> serde_json::Map<String, serde_json::Value> {
-        serde_json::Map::from_iter([("identity".to_string(), self.0.clone().into())])
-    }
-}
-
-impl fmt::Display for Identity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+/// The environment variable choosing where tokens live: `file` (the default: the token file
+/// [`TOKENS_FILE_VAR`] names, if any) or `database` (PostgreSQL at `AGENTACP_DATABASE_URL`;
+/// feature `postgres`).
+pub const TOKENS_VAR: &str = "AGENTACP_TOKENS";
+/// The environment variable setting how often (milliseconds, at least 100; default 5000) a
+/// server whose tokens live in the database reads the revocations again when no notification
+/// came.
+pub const TOKENS_POLL_VAR: &str = "AGENTACP_TOKENS_POLL_MS";
 
 /// One accepted token: its identity and the SHA-256 of the token.
 #[derive(Clone)]
@@ -92,6 +81,9 @@ pub struct TokenStore {
     /// Tokens given directly (`AGENTACP_TOKEN`, [`TokenStore::single`]).
     fixed: Vec<Entry>,
     file: Option<FileSource>,
+    /// Tokens in PostgreSQL (`AGENTACP_TOKENS=database`).
+    #[cfg(feature = "postgres")]
+    database: Option<database::DatabaseSource>,
 }
 
 impl fmt::Debug for TokenStore {
@@ -100,16 +92,20 @@ impl fmt::Debug for TokenStore {
         f.debug_struct("TokenStore")
             .field("tokens", &self.count())
             .field("file", &self.file.as_ref().map(|file| &file.path))
+            .field("database", &self.in_database())
             .finish()
     }
 }
 
 impl TokenStore {
     /// `AGENTACP_TOKEN` (one token; identity from `AGENTACP_TOKEN_IDENTITY`, default `token`)
-    /// and/or `AGENTACP_TOKENS_FILE` (a token file). `Ok(None)` when neither is set (or both
-    /// are empty). `Err(message)` for an unreadable or malformed file (the message names the
-    /// file and line), an empty token (or one with leading or trailing whitespace), a bad
-    /// identity, or `AGENTACP_TOKEN_IDENTITY` without `AGENTACP_TOKEN`.
+    /// and/or `AGENTACP_TOKENS_FILE` (a token file), or with `AGENTACP_TOKENS=database` the
+    /// tokens in the database `AGENTACP_DATABASE_URL` names (feature `postgres`; see
+    /// `TokenStore::from_database`). `Ok(None)` when none is set (or all are empty).
+    /// `Err(message)` for an unreadable or malformed file (the message names the file and
+    /// line), an empty token (or one with leading or trailing whitespace), a bad identity,
+    /// `AGENTACP_TOKEN_IDENTITY` without `AGENTACP_TOKEN`, a database that cannot be reached, or
+    /// a token file and the database both.
     pub fn from_env() -> Result<Option<TokenStore>, String> {
         Self::from_vars(|name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned()))
     }
@@ -122,13 +118,25 @@ impl TokenStore {
         if token.is_none() && identity.is_some() {
             return Err(format!("{TOKEN_IDENTITY_VAR} is set but {TOKEN_VAR} is not"));
         }
+        let in_database = match get(TOKENS_VAR).as_deref().map(str::trim) {
+            None | Some("" | "file") => false,
+            Some("database") => true,
+            Some(other) => {
+                return Err(format!(
+                    "{TOKENS_VAR}: `{other}` is not where tokens can live: `file` (the default) or `database`"
+                ));
+            }
+        };
+        if in_database && file.is_some() {
+            return Err(format!(
+                "{TOKENS_VAR}=database and {TOKENS_FILE_VAR} are both set: tokens live in one place; unset one"
+            ));
+        }
         let mut store = match &file {
             Some(path) => TokenStore::from_file(Path::new(path))?,
+            None if in_database => TokenStore::from_database_vars(&get)?,
             None if token.is_none() => return Ok(None),
-            None => TokenStore {
-                fixed: Vec::new(),
-                file: None,
-            },
+            None => TokenStore::empty(),
         };
         if let Some(token) = token {
             if token.is_empty() {
@@ -147,6 +155,16 @@ impl TokenStore {
         Ok(Some(store))
     }
 
+    /// A store with no token yet.
+    fn empty() -> TokenStore {
+        TokenStore {
+            fixed: Vec::new(),
+            file: None,
+            #[cfg(feature = "postgres")]
+            database: None,
+        }
+    }
+
     /// One plain token for `identity` (hashed at once; the plain text is not kept). An empty
     /// token is kept too, but [`TokenStore::verify`] never accepts an empty token.
     pub fn single(identity: Identity, token: &str) -> TokenStore {
@@ -155,7 +173,69 @@ impl TokenStore {
                 identity,
                 hash: digest(token),
             }],
-            file: None,
+            ..TokenStore::empty()
+        }
+    }
+
+    /// The tokens in `database` (feature `postgres`): its schema is applied (component
+    /// `tokens`, table `agentacp_tokens`), its revocations read, and the replica listens for
+    /// new ones (`agentacp_tokens`) and reads them all again every `poll` (at least 100 ms;
+    /// `TokenStore::from_database` takes 5 s) in case a notification was lost. An error (a
+    /// sentence naming the database, without its password) when it cannot be reached.
+    #[cfg(feature = "postgres")]
+    pub fn from_database_polled(
+        database: acp_postgres::Database,
+        poll: std::time::Duration,
+    ) -> Result<TokenStore, String> {
+        Ok(TokenStore {
+            database: Some(database::DatabaseSource::open(database, poll)?),
+            ..TokenStore::empty()
+        })
+    }
+
+    /// [`TokenStore::from_database_polled`] every 5 s.
+    #[cfg(feature = "postgres")]
+    pub fn from_database(database: acp_postgres::Database) -> Result<TokenStore, String> {
+        Self::from_database_polled(database, database::DEFAULT_POLL)
+    }
+
+    /// The store `AGENTACP_TOKENS=database` asks for: the database `AGENTACP_DATABASE_URL`
+    /// names, polled every `AGENTACP_TOKENS_POLL_MS`.
+    fn from_database_vars(get: &impl Fn(&str) -> Option<String>) -> Result<TokenStore, String> {
+        let url = get(crate::database::DATABASE_URL_VARIABLE).filter(|url| !url.is_empty());
+        let Some(url) = url else {
+            return Err(format!(
+                "{TOKENS_VAR}=database needs the database: set {}",
+                crate::database::DATABASE_URL_VARIABLE
+            ));
+        };
+        #[cfg(feature = "postgres")]
+        {
+            let poll =
+                database::poll_period(get(TOKENS_POLL_VAR)).map_err(|why| format!("{TOKENS_POLL_VAR}: {why}"))?;
+            let database = crate::database::open_database(Some(&url))
+                .map_err(|error| error.to_string())?
+                .ok_or_else(|| format!("{TOKENS_VAR}=database: the database could not be opened"))?;
+            Self::from_database_polled(database, poll)
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            Err(format!(
+                "{TOKENS_VAR}=database, but this server was built without feature `postgres` of agentacp: build it with the feature, or keep the tokens in a file ({TOKENS_FILE_VAR})"
+            ))
+        }
+    }
+
+    /// Whether the tokens live in a database.
+    fn in_database(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        {
+            self.database.is_some()
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            false
         }
     }
 
@@ -171,7 +251,6 @@ impl TokenStore {
             tracing::warn!(file = %path.display(), "the token file holds no token: every connection is refused");
         }
         Ok(TokenStore {
-            fixed: Vec::new(),
             file: Some(FileSource {
                 path: path.to_path_buf(),
                 state: Mutex::new(FileState {
@@ -179,15 +258,67 @@ impl TokenStore {
                     stamp: Some(stamp),
                 }),
             }),
+            ..TokenStore::empty()
         })
     }
 
-    /// The identity whose token `presented` is, or `None`. The presented token's hash is
+    /// The identity whose token `presented` is, or `None`: [`TokenStore::check`], refusing
+    /// (`None`) a token that cannot be checked.
+    pub fn verify(&self, presented: &str) -> Option<Identity> {
+        self.check(presented).unwrap_or(None)
+    }
+
+    /// The identity whose token `presented` is, `Ok(None)` when it is not accepted, or
+    /// [`Unchecked`] when the tokens live in a database that cannot be reached: what a new
+    /// connection's token is checked with. The entries of [`TokenStore::single`] and
+    /// `AGENTACP_TOKEN`, and a token file's, are compared in constant time; then a database's are looked up (by the token's SHA-256) in the database itself, so
+    /// a token issued or revoked on any replica counts at once.
+    pub fn check(&self, presented: &str) -> Result<Option<Identity>, Unchecked> {
+        if presented.is_empty() {
+            return Ok(None);
+        }
+        if let Some(identity) = self.verify_entries(presented) {
+            return Ok(Some(identity));
+        }
+        #[cfg(feature = "postgres")]
+        if let Some(database) = &self.database {
+            return database.check(digest(presented));
+        }
+        Ok(None)
+    }
+
+    /// Whether `token`, which proved `identity` (through [`TokenStore::check`]), still does:
+    /// what a live connection's token is checked again with, at each request and every 2 s.
+    /// Without a round trip to a database: its tokens count until this replica learns that
+    /// they were revoked (by a notification, or its poll).
+    pub fn still_proves(&self, identity: &Identity, token: &str) -> bool {
+        if let Some(found) = self.verify_entries(token) {
+            return &found == identity;
+        }
+        #[cfg(feature = "postgres")]
+        if let Some(database) = &self.database {
+            return !token.is_empty() && database.still_in_force(identity, &digest(token));
+        }
+        false
+    }
+
+    /// Changes whenever this store learns that a token was revoked (tokens in a database:
+    /// by a notification or its poll); `None` for the other stores, whose changes are seen at
+    /// the next check.
+    pub fn revocations(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        #[cfg(feature = "postgres")]
+        if let Some(database) = &self.database {
+            return Some(database.revocations());
+        }
+        None
+    }
+
+    /// The identity of `presented` among the fixed tokens and the token file's. Its hash is
     /// compared against every entry in constant time, with no early exit. When the store
     /// came from a file, the file is first re-read if its modification time or length
     /// changed since the last read; a re-read that fails keeps the previous entries and
     /// logs a warning (once per version of the file).
-    pub fn verify(&self, presented: &str) -> Option<Identity> {
+    fn verify_entries(&self, presented: &str) -> Option<Identity> {
         let hash = digest(presented);
         let file_entries = self.file.as_ref().map(FileSource::current);
         let entries = self.fixed.iter().chain(file_entries.iter().flatten());
@@ -207,7 +338,8 @@ impl TokenStore {
             .map(|entry| entry.identity.clone())
     }
 
-    /// How many tokens are accepted (after re-reading a changed file).
+    /// How many tokens are accepted (after re-reading a changed file); a database's tokens
+    /// are not counted.
     pub fn len(&self) -> usize {
         self.fixed.len() + self.file.as_ref().map_or(0, |file| file.current().len())
     }
@@ -604,6 +736,72 @@ mod tests {
         assert_eq!(store.len(), 2);
         assert_eq!(store.verify("a"), Some(id("alice")));
         assert_eq!(store.verify("t0k"), Some(id("token")));
+    }
+
+    /// Issue #49: `AGENTACP_TOKENS=database` reads the tokens from the database
+    /// `AGENTACP_DATABASE_URL` names; a file beside it, an unknown place or no database is
+    /// refused in a sentence.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn from_vars_reads_the_tokens_of_the_database() {
+        let Some(cluster) = test_support::postgres::cluster() else {
+            return;
+        };
+        let url = cluster.database("auth_from_vars");
+        let store = TokenStore::from_vars(vars(&[
+            (TOKENS_VAR, "database"),
+            (crate::database::DATABASE_URL_VARIABLE, &url),
+            (TOKENS_POLL_VAR, "250"),
+            (TOKEN_VAR, "t0k"),
+        ]))
+        .unwrap()
+        .unwrap();
+        let admin = crate::database::open_database(Some(&url)).unwrap().unwrap();
+        acp_tokens::database::issue(&admin, "alice", digest("a"), acp_tokens::Others::Refuse).unwrap();
+        assert_eq!(store.check("a"), Ok(Some(id("alice"))));
+        assert_eq!(
+            store.check("t0k"),
+            Ok(Some(id("token"))),
+            "AGENTACP_TOKEN counts beside"
+        );
+        assert_eq!(store.check("b"), Ok(None));
+        assert!(format!("{store:?}").contains("database: true"), "{store:?}");
+    }
+
+    #[test]
+    fn where_tokens_live_is_checked() {
+        let database_var = crate::database::DATABASE_URL_VARIABLE;
+        for (pairs, why) in [
+            (vec![(TOKENS_VAR, "redis")], "`redis` is not where tokens can live"),
+            (
+                vec![
+                    (TOKENS_VAR, "database"),
+                    (TOKENS_FILE_VAR, "/tmp/t"),
+                    (database_var, "postgres://x/y"),
+                ],
+                "both set",
+            ),
+            (vec![(TOKENS_VAR, "database")], "needs the database"),
+        ] {
+            let error = TokenStore::from_vars(vars(&pairs)).unwrap_err();
+            assert!(error.contains(why), "{pairs:?}: {error}");
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let error =
+                TokenStore::from_vars(vars(&[(TOKENS_VAR, "database"), (database_var, "postgres://x/y")])).unwrap_err();
+            assert!(error.contains("without feature `postgres`"), "{error}");
+        }
+        #[cfg(feature = "postgres")]
+        {
+            let pairs = [
+                (TOKENS_VAR, "database"),
+                (database_var, "postgres://x/y"),
+                (TOKENS_POLL_VAR, "5"),
+            ];
+            let error = TokenStore::from_vars(vars(&pairs)).unwrap_err();
+            assert!(error.contains("at least 100"), "{error}");
+        }
     }
 
     #[test]

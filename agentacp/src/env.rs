@@ -53,6 +53,45 @@ pub(crate) fn default_state_dir(id: &str) -> PathBuf {
     base.join("agentacp").join(id)
 }
 
+/// The longest replica name [`replica_name`] takes.
+pub const MAX_REPLICA_NAME: usize = 63;
+
+/// This process's name in a fleet of replicas sharing one database (issue #49): the owner of
+/// the session leases it takes and the name of its audit chain. `AGENTACP_REPLICA` when set
+/// (1 to [`MAX_REPLICA_NAME`] letters, digits, `.`, `_` or `-`; anything else is an error in a
+/// sentence), else the machine's host name (what a container gets per replica), else
+/// `replica-<pid>`. Two replicas on one machine must each be given `AGENTACP_REPLICA`.
+pub fn replica_name() -> Result<String, String> {
+    match std::env::var("AGENTACP_REPLICA") {
+        Ok(name) if !name.is_empty() => valid_replica_name(&name).map(str::to_string),
+        Err(std::env::VarError::NotUnicode(_)) => Err(
+            "AGENTACP_REPLICA is not UTF-8 text: give the replica a name of letters, digits, `.`, `_` or `-`".into(),
+        ),
+        _ => Ok(host_name().unwrap_or_else(|| format!("replica-{}", std::process::id()))),
+    }
+}
+
+/// `name` when it is a replica name [`replica_name`] takes; else why not.
+fn valid_replica_name(name: &str) -> Result<&str, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.len() > MAX_REPLICA_NAME || !name.chars().all(allowed) {
+        return Err(format!(
+            "AGENTACP_REPLICA `{name}` is not a replica name: use 1 to {MAX_REPLICA_NAME} letters, digits, `.`, `_` or `-`"
+        ));
+    }
+    Ok(name)
+}
+
+/// The machine's host name (Linux: `/proc/sys/kernel/hostname`), when it is a valid replica
+/// name.
+fn host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    valid_replica_name(name.trim())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+}
+
 pub(crate) fn home() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from)
 }
@@ -204,6 +243,25 @@ mod tests {
         );
         for bad in ["batched:0", "batched:", "batched:x", "sometimes", "Every"] {
             assert_eq!(parse_fsync_policy(bad), None, "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod replica_tests {
+    use super::valid_replica_name;
+
+    /// Issue #49: a replica name is used as a lease owner and an audit chain's name; one that
+    /// is too long or holds other characters is refused in a sentence.
+    #[test]
+    fn a_replica_name_is_short_and_plain_or_refused_in_a_sentence() {
+        assert_eq!(valid_replica_name("replica-a.eu_1"), Ok("replica-a.eu_1"));
+        for bad in ["a b", "a/b", "ä", &"x".repeat(64)] {
+            let error = valid_replica_name(bad).unwrap_err();
+            assert!(
+                error.starts_with(&format!("AGENTACP_REPLICA `{bad}` is not a replica name")),
+                "{error}"
+            );
         }
     }
 }

@@ -55,6 +55,7 @@ pub(crate) mod oversight;
 /// becomes when it starts an agent, and [`end_all_descendants`](process_tree::end_all_descendants)
 /// for a program that started agents to call as it exits (the `acp-process` crate).
 pub use acp_process as process_tree;
+pub mod database;
 pub mod sandbox;
 pub mod server;
 pub mod spec;
@@ -121,7 +122,7 @@ pub mod prelude {
     pub use crate::error::{Error, Result};
     pub use crate::governance::{Decision, Governance, ToolKind, ToolRequest};
     pub use crate::server::{EditorError, Serve, ServerOptions, SessionContext, TerminalCommand, ToolOutcome, Turn};
-    pub use crate::tier::{Basic, GovernanceAware, Sandboxed};
+    pub use crate::tier::{Basic, GovernanceAware, Sandboxed, V2};
     pub use crate::wire::default as wire;
     pub use serde_json::{Value, json};
 }

@@ -5,7 +5,8 @@
 //!    `future.rs`: import nothing from the layers above;
 //! 2. shared — `governance.rs`, `spec.rs` (the manifest's `OperatorSpec`), `surface.rs` (its
 //!    declared modes, config options, commands and extensions), `env.rs` (the `AGENTACP_*`
-//!    environment, state folder, logging), `auth.rs`, `websocket/`, `listener/` (the WebSocket and Streamable HTTP
+//!    environment, state folder, logging), `auth.rs` and `auth/` (tokens), `database.rs` (the
+//!    database a fleet's stores share), `websocket/`, `listener/` (the WebSocket and Streamable HTTP
 //!    listener servers and bridges are served on), `subprocess.rs` (programs
 //!    started and spoken to over stdio: agents, stdio MCP servers), `mcp/` (MCP clients, with
 //!    `rmcp`), `sandbox.rs` (the local sandbox, the `agentacp-sandbox` crate, and the
@@ -47,10 +48,9 @@ fn layer_of(file: &str) -> (u8, &'static str) {
         "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
             (1, "foundation")
         }
-        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "websocket" | "listener"
-        | "subprocess.rs" | "mcp" | "sandbox.rs" | "oversight" | "downstream.rs" | "connection" | "dialect" => {
-            (2, "shared")
-        }
+        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "auth" | "database.rs" | "websocket"
+        | "listener" | "subprocess.rs" | "mcp" | "sandbox.rs" | "oversight" | "downstream.rs" | "connection"
+        | "dialect" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
         "bridge" => (4, "bridge"),

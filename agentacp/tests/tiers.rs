@@ -12,6 +12,8 @@ mod client;
 mod governance_aware;
 #[path = "../../tests/ui/pass/sandboxed.rs"]
 mod sandboxed;
+#[path = "../../tests/ui/pass/v2.rs"]
+mod v2;
 #[path = "../../tests/ui/pass/websocket.rs"]
 mod websocket;
 
@@ -33,6 +35,13 @@ fn governance_aware_tier_builds_with_load_session_and_tool_calls() {
 #[test]
 fn sandboxed_tier_builds_with_mcp_servers() {
     sandboxed::main();
+}
+
+/// Issue #48: a manifest that lists protocol version 2 builds with a `Turn<'_, V2<tier>>`
+/// that has the tier's powers but not `editor()` or `set_mode()` (`tests/ui/fail/v2_turn_*`).
+#[test]
+fn a_version_2_server_builds_with_the_tiers_powers_version_2_has() {
+    v2::main();
 }
 
 #[test]

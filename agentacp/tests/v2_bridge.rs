@@ -313,3 +313,114 @@ async fn a_v2_editor_drives_a_v1_agent_through_the_bridge() {
     );
     assert!(frames.iter().all(|f| f["method"] != "auth/login"));
 }
+
+/// Sends a v2 `initialize` (`version` 2) or a v1 one, then opens session `s1`; the
+/// `initialize` answer.
+async fn open(editor: &mut Editor, version: u8) -> Value {
+    let params = if version == 2 {
+        json!({"protocolVersion": 2, "info": {"name": "v2-editor", "version": "1"}, "capabilities": {}})
+    } else {
+        json!({"protocolVersion": 1, "clientInfo": {"name": "v1-editor", "version": "1"}, "clientCapabilities": {}})
+    };
+    let init = editor.call(1, "initialize", params, "").await;
+    let opened = editor
+        .call(2, "session/new", json!({"cwd": "/w", "mcpServers": []}), "")
+        .await;
+    assert_eq!(opened.last().unwrap()["result"]["sessionId"], "s1", "{opened:#?}");
+    init[0]["result"].clone()
+}
+
+/// The methods the agent received.
+fn methods_received(agent: &Agent) -> Vec<String> {
+    agent
+        .frames()
+        .iter()
+        .filter_map(|f| f["method"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Issue #48: `session/list`, `session/resume` and `session/close` are v2's baseline, so a
+/// bridge that answers a v2 editor offers them whatever its manifest declares (the governed
+/// bridge declares none of them): they pass to a v1 agent that offers them, are answered,
+/// audited as passages, and not reported as narrowed. A v1 editor of the same bridge is still
+/// refused them (narrowed by the manifest as before).
+#[tokio::test]
+async fn a_v2_editor_gets_the_baseline_session_methods_the_agent_offers() {
+    let agent = Agent::new("v1-sessions");
+    let (mut editor, sink) = Editor::start(&agent, BridgeOptions::default().protocol_versions(&[1, 2]));
+    let init = open(&mut editor, 2).await;
+    assert!(init["capabilities"]["session"].is_object(), "{init}");
+    assert!(
+        !init.to_string().contains("sessionCapabilities.list"),
+        "not narrowed for a v2 editor: {init}"
+    );
+    let listed = editor.call(3, "session/list", json!({}), "").await;
+    let listed = &listed.last().unwrap()["result"];
+    assert_eq!(listed["sessions"][0]["sessionId"], "s1", "{listed}");
+    let resume = json!({"sessionId": "s1", "cwd": "/w"});
+    let resumed = editor.call(4, "session/resume", resume, "").await;
+    assert!(resumed.last().unwrap()["result"].is_object(), "{resumed:#?}");
+    let closed = editor.call(5, "session/close", json!({"sessionId": "s1"}), "").await;
+    assert_eq!(closed.last().unwrap()["result"], json!({}), "{closed:#?}");
+    if let Some(schema) = support::schema() {
+        support::check(&schema, "ListSessionsResponse", listed, listed);
+    }
+    editor.close().await;
+    let methods = methods_received(&agent);
+    for method in ["session/list", "session/resume", "session/close"] {
+        assert!(
+            methods.iter().any(|m| m == method),
+            "{method} reached the agent: {methods:?}"
+        );
+    }
+    let records = audited(&sink);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["action"] == "acp.session.list" && r["metadata"]["aip44"].get("refused").is_none()),
+        "{records:#?}"
+    );
+
+    let agent = Agent::new("v1-sessions");
+    let (mut editor, _sink) = Editor::start(&agent, BridgeOptions::default().protocol_versions(&[1, 2]));
+    let init = open(&mut editor, 1).await;
+    assert_eq!(init["agentCapabilities"]["sessionCapabilities"], json!({}), "{init}");
+    let listed = editor.call(3, "session/list", json!({}), "").await;
+    assert_eq!(listed.last().unwrap()["error"]["code"], -32601, "{listed:#?}");
+    editor.close().await;
+    assert!(!methods_received(&agent).iter().any(|m| m == "session/list"));
+}
+
+/// Issue #48: a v2 editor in front of a v1 agent that does not offer `session/list` (nor
+/// `resume`, `close`) is answered `-32601` in a sentence that says the method is v2's
+/// baseline and the agent does not advertise it; nothing reaches the agent.
+#[tokio::test]
+async fn a_v2_editor_hears_why_a_v1_agent_cannot_list_its_sessions() {
+    let agent = Agent::new("v1");
+    let (mut editor, _sink) = Editor::start(&agent, BridgeOptions::default().protocol_versions(&[1, 2]));
+    open(&mut editor, 2).await;
+    let calls = [
+        ("session/list", json!({}), "sessionCapabilities.list"),
+        (
+            "session/resume",
+            json!({"sessionId": "s1", "cwd": "/w"}),
+            "sessionCapabilities.resume",
+        ),
+        ("session/close", json!({"sessionId": "s1"}), "sessionCapabilities.close"),
+    ];
+    for (id, (method, params, capability)) in (3..).zip(calls) {
+        let answered = editor.call(id, method, params, "").await;
+        let error = &answered.last().unwrap()["error"];
+        assert_eq!(error["code"], -32601, "{error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "`{method}` is one of ACP protocol version 2's baseline session methods"
+            )) && message.contains(&format!("does not advertise `{capability}`")),
+            "{message}"
+        );
+    }
+    editor.close().await;
+    let methods = methods_received(&agent);
+    assert_eq!(methods, ["initialize", "session/new"], "{methods:?}");
+}

@@ -97,6 +97,27 @@ impl RemoteServer for Remote {
     remote_no_ops!();
 }
 
+/// A sandboxed operator whose prompt names the tools of its session's MCP servers.
+#[acp_operator(manifest = "tests/operators/test-v2-mcp/ACP.md")]
+struct McpTester;
+
+impl McpTesterServer for McpTester {
+    async fn prompt(&self, turn: &mut Turn<'_, Sandboxed>, _request: wire::PromptRequest) -> Result<wire::StopReason> {
+        let tools = turn.mcp().tools().await?;
+        let names: Vec<String> = tools.iter().map(|tool| tool.governed_name()).collect();
+        turn.message(names.join(",")).await?;
+        Ok(wire::StopReason::EndTurn)
+    }
+
+    async fn load_session(
+        &self,
+        _session: &SessionContext,
+        _request: wire::LoadSessionRequest,
+    ) -> Result<wire::LoadSessionResponse> {
+        Ok(wire::LoadSessionResponse::default())
+    }
+}
+
 /// The alpha.3 schema's checks of what an agent sends: the whole message (`Agent`), and its
 /// params or result against their own definition (the message's union also takes any
 /// extension's params, so it alone would take a v1 frame). `None` (the checks are skipped)
@@ -247,11 +268,14 @@ impl Peer {
 
     async fn next(&mut self) -> Value {
         let message = self.pipe.next().await;
-        let answering = message["id"].as_i64().and_then(|id| self.sent.get(&id));
-        if self.v2 && message.get("method").is_none() {
-            assert_v2_answering(&message, answering.map(String::as_str));
-        } else if self.v2 {
-            assert_v2(&message);
+        // A batch's answer: each entry is checked.
+        for message in message.as_array().map_or(std::slice::from_ref(&message), Vec::as_slice) {
+            let answering = message["id"].as_i64().and_then(|id| self.sent.get(&id));
+            if self.v2 && message.get("method").is_none() {
+                assert_v2_answering(message, answering.map(String::as_str));
+            } else if self.v2 {
+                assert_v2(message);
+            }
         }
         message
     }
@@ -572,6 +596,94 @@ async fn resume_with_replay_from_the_start_replays_the_history_with_message_ids(
     other.pipe.finish().await;
 }
 
+/// The message ids of `messages` (updates), one per message, in order.
+fn message_ids(messages: &[Value]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for message in messages {
+        if let Some(id) = message["params"]["update"]["messageId"].as_str()
+            && ids.last().map(String::as_str) != Some(id)
+        {
+            ids.push(id.to_string());
+        }
+    }
+    ids
+}
+
+/// A client that resumes `session` on a new connection, replaying from `from`: what came
+/// before the answer, and the answer.
+async fn replayed(setup: &Setup, session: &str, from: Value) -> (Vec<Value>, Value) {
+    let mut peer = setup.start();
+    peer.initialize(2).await;
+    let params = json!({"sessionId": session, "cwd": setup.cwd(), "replayFrom": from});
+    let seen = peer.call("session/resume", params).await;
+    peer.pipe.finish().await;
+    seen
+}
+
+/// Message ids are the messages' places in the session's history: a replay on another
+/// connection gives each message the id it had live, and a replay can begin at a message
+/// (`_agentacp_message`, inclusive); a message the history does not have is an error.
+#[tokio::test]
+async fn message_ids_are_stable_across_connections_and_a_replay_can_begin_at_a_message() {
+    let setup = setup(&[1, 2]);
+    let (mut peer, session) = setup.ready().await;
+    let mut live = Vec::new();
+    peer.prompt(&session, "hello").await;
+    live.extend(peer.until_idle().await);
+    peer.prompt(&session, "/write").await;
+    loop {
+        let message = peer.next().await;
+        if message["method"] == "session/request_permission" {
+            let answer = json!({"outcome": {"outcome": "selected", "optionId": "allow-once"}});
+            peer.pipe.answer(&message, answer).await;
+            break;
+        }
+        live.push(message);
+    }
+    live.extend(peer.until_idle().await);
+    peer.pipe.finish().await;
+    let live = message_ids(&live);
+    assert_eq!(live, ["msg_1", "msg_2", "msg_3", "msg_4"]);
+
+    let (all, answer) = replayed(&setup, &session, json!({"type": "start"})).await;
+    assert!(answer["result"].is_object(), "{answer}");
+    assert_eq!(message_ids(&all), live, "the same ids on another connection");
+
+    let from = json!({"type": "_agentacp_message", "messageId": "msg_3"});
+    let (part, answer) = replayed(&setup, &session, from).await;
+    assert!(answer["result"].is_object(), "{answer}");
+    assert_eq!(message_ids(&part), ["msg_3", "msg_4"]);
+    assert_eq!(
+        kinds(&part).first().map(String::as_str),
+        Some("user_message_chunk"),
+        "from the message on: {part:?}"
+    );
+    assert!(kinds(&part).contains(&"tool_call_update".to_string()), "{part:?}");
+
+    let from = json!({"type": "_agentacp_message", "messageId": "msg_9"});
+    let (none, answer) = replayed(&setup, &session, from).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(none.is_empty(), "nothing replayed: {none:?}");
+    let (_, answer) = replayed(&setup, &session, json!({"type": "_elsewhere"})).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+
+    // Resumed without a replay, the session goes on numbering where its history is.
+    let mut peer = setup.start();
+    peer.initialize(2).await;
+    let params = json!({"sessionId": session, "cwd": setup.cwd()});
+    let (_, answer) = peer.call("session/resume", params).await;
+    assert!(answer["result"].is_object(), "{answer}");
+    peer.prompt(&session, "again").await;
+    let more = message_ids(&peer.until_idle().await);
+    peer.pipe.finish().await;
+    assert_eq!(more, ["msg_5", "msg_6"]);
+    let (all, _) = replayed(&setup, &session, json!({"type": "start"})).await;
+    assert_eq!(
+        message_ids(&all),
+        ["msg_1", "msg_2", "msg_3", "msg_4", "msg_5", "msg_6"]
+    );
+}
+
 #[tokio::test]
 async fn the_v1_methods_v2_removed_are_unknown_on_a_v2_connection() {
     let setup = setup(&[1, 2]);
@@ -642,8 +754,11 @@ async fn a_client_asking_for_another_version_gets_the_latest_served_and_v1_stays
     peer.pipe.finish().await;
 }
 
+/// A batch is answered as one array, its entries' answers in their order (a refused entry's
+/// too); other messages are not held back meanwhile; a batch of notifications only is not
+/// answered; an empty batch is one error.
 #[tokio::test]
-async fn a_batch_is_answered_entry_by_entry() {
+async fn a_batch_is_answered_as_one_array() {
     let setup = setup(&[2]);
     let (mut peer, session) = setup.ready().await;
     peer.pipe.send_raw(b"[]\n").await;
@@ -653,19 +768,151 @@ async fn a_batch_is_answered_entry_by_entry() {
         (&json!(-32600), &Value::Null),
         "{empty}"
     );
+    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "/stream 3"}]});
     let batch = json!([
-        {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": prompt},
         7,
-        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}},
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "not-this-one"}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {"sessionId": session}},
+        {"jsonrpc": "2.0", "id": 3, "method": "session/list", "params": {}},
     ]);
+    peer.sent.insert(1, "session/prompt".into());
+    peer.sent.insert(3, "session/list".into());
     peer.pipe.send(batch).await;
-    let (first, second) = (peer.next().await, peer.next().await);
-    assert_eq!(first["result"]["sessions"][0]["sessionId"], session.as_str(), "{first}");
+    let mut before = Vec::new();
+    let answers = loop {
+        let message = peer.next().await;
+        if message.is_array() {
+            break message;
+        }
+        assert!(message.get("method").is_some(), "no answer on its own: {message}");
+        before.push(message);
+    };
+    let answers = answers.as_array().unwrap();
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    assert!(answers[0]["result"]["messageId"].is_string(), "{answers:?}");
     assert_eq!(
-        (&second["error"]["code"], &second["id"]),
-        (&json!(-32600), &Value::Null),
-        "{second}"
+        (&answers[1]["id"], &answers[1]["error"]["code"]),
+        (&Value::Null, &json!(-32600))
     );
+    assert_eq!(
+        (&answers[2]["id"], &answers[2]["error"]["code"]),
+        (&json!(2), &json!(-32601))
+    );
+    assert_eq!(answers[3]["result"]["sessions"][0]["sessionId"], session.as_str());
+    // The turn went on meanwhile and ends as any turn.
+    before.extend(peer.until_idle().await);
+    assert_eq!(
+        kinds(&before)
+            .iter()
+            .filter(|kind| *kind == "agent_message_chunk")
+            .count(),
+        3
+    );
+    // Notifications only: no answer; the next line is the next request's answer.
+    let cancel = json!([{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}]);
+    peer.pipe.send(cancel).await;
+    let (seen, answer) = peer.call("session/list", json!({})).await;
+    assert!(seen.is_empty() && answer.is_object(), "{seen:?} {answer}");
+    peer.pipe.finish().await;
+}
+
+/// `running` goes out as soon as the permission answer is read, before anything the runtime
+/// sends after it: here before the answer to a request sent right behind the permission's.
+#[tokio::test]
+async fn running_is_said_when_the_permission_answer_is_read() {
+    let setup = setup(&[2]);
+    let (mut peer, session) = setup.ready().await;
+    peer.prompt(&session, "/write").await;
+    let request = loop {
+        let message = peer.next().await;
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}});
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
+    peer.sent.insert(1, "session/list".into());
+    peer.pipe.send_raw(format!("{answer}\n{list}\n").as_bytes()).await;
+    let (before, _) = peer.until_answer(1).await;
+    assert_eq!(
+        kinds(&before).first().map(String::as_str),
+        Some("state:running"),
+        "{before:?}"
+    );
+    let rest = peer.until_idle().await;
+    assert!(
+        !kinds(&rest).contains(&"state:running".to_string()),
+        "said once: {rest:?}"
+    );
+    peer.pipe.finish().await;
+}
+
+/// The answer of a scripted MCP server to the MCP request `request` (`mcp/message` params).
+fn mcp_answer(request: &Value) -> Value {
+    match request["method"].as_str() {
+        Some("initialize") => json!({"protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "notes", "version": "1"}}),
+        Some("tools/list") => json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}),
+        other => panic!("an MCP request the script does not answer: {other:?}"),
+    }
+}
+
+/// MCP-over-ACP on v2: advertised as alpha.3's `mcp.acp`; a `"type": "acp"` server in
+/// `session/new` is reached as on v1 (`mcp/connect`, then MCP in `mcp/message`s) and its
+/// tools offered to the operator.
+#[tokio::test]
+async fn mcp_over_acp_is_advertised_and_routed_on_v2() {
+    let setup = setup(&[2]);
+    let mut peer = Peer::new(Pipe::serve(McpTester, setup.options.clone()));
+    let result = peer.initialize(2).await;
+    assert_eq!(result["capabilities"]["session"]["mcp"]["acp"], json!({}), "{result}");
+    let server = json!({"type": "acp", "name": "notes", "serverId": "notes-1"});
+    let params = json!({"cwd": setup.cwd(), "mcpServers": [server]});
+    let (_, answer) = peer.call("session/new", params).await;
+    let session = answer["result"]["sessionId"].as_str().expect("a session").to_string();
+    peer.prompt(&session, "tools").await;
+    let mut methods = Vec::new();
+    let turn = loop {
+        let message = peer.next().await;
+        let Some(method) = message["method"].as_str() else {
+            continue;
+        };
+        match method {
+            "mcp/connect" => {
+                assert_eq!(message["params"]["serverId"], "notes-1", "{message}");
+                peer.pipe.answer(&message, json!({"connectionId": "c-1"})).await;
+            }
+            "mcp/message" if message.get("id").is_some() => {
+                assert_eq!(message["params"]["connectionId"], "c-1", "{message}");
+                peer.pipe.answer(&message, mcp_answer(&message["params"])).await;
+            }
+            "session/update" if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" => {
+                break message;
+            }
+            _ => {}
+        }
+        methods.push(format!(
+            "{method} {}",
+            message["params"]["method"].as_str().unwrap_or("")
+        ));
+    };
+    assert_eq!(
+        turn["params"]["update"]["content"]["text"], "mcp/notes/echo",
+        "{methods:?}"
+    );
+    assert_eq!(
+        methods.iter().filter(|m| m.starts_with("mcp/")).collect::<Vec<_>>(),
+        [
+            "mcp/connect ",
+            "mcp/message initialize",
+            "mcp/message notifications/initialized",
+            "mcp/message tools/list"
+        ],
+        "{methods:?}"
+    );
+    peer.until_idle().await;
     peer.pipe.finish().await;
 }
 

@@ -20,10 +20,17 @@
 //! version. One warm-up round, then the median of 5 interleaved rounds; ratios are given both
 //! as the ratio of the medians and as the median of each round's own ratio. The agent's peak
 //! RSS is `VmHWM` after the stream. The date, the machine and its load average are printed.
-//! Last, where v2's extra time goes: the v2 agent face's rewrite of one chunk line, timed in
-//! this process, beside the per-line gap between (b) and (a).
+//! Last, where v2's extra time goes: the v2 agent face's rewrite of one chunk line and the
+//! line client's parse of a chunk line in v1 and in v2, timed in this process, beside the
+//! per-line gap between (b) and (a).
 //!
-//! Run with `cargo bench -p interop --bench v2`.
+//! Run with `cargo bench -p interop --bench v2`. Options:
+//!
+//! - `cargo bench -p interop --bench v2 -- rewrite`: only the in-process timing of the
+//!   rewrite (seconds, no agents);
+//! - `AGENTACP_BENCH_V2_BEFORE=<path of another echo-server build>`: that build runs too,
+//!   over v1 and v2, interleaved with ours ((a0), (b0)): a before/after comparison at the
+//!   same load.
 
 #![allow(clippy::print_stdout)]
 
@@ -377,10 +384,11 @@ fn ratio(name: &str, top: &[Run], bottom: &[Run], target: &str) {
 
 /// Where the v2 turn's extra time goes, in this process: per chunk line as the runtime writes
 /// it (v1), the v2 agent face's rewrite of it (`AgentFace::rewrite`, what `Outbox::send` does
-/// on a v2 connection before the line is queued), and, for scale, serde_json's parse of the
-/// line into a `Value` (what the line client does with each frame). Nanoseconds per line,
-/// the median of [`RUNS`] passes over [`UPDATES`] lines.
-fn translation_alone() -> (f64, f64) {
+/// on a v2 connection before the line is queued), and serde_json's parse into a `Value` (what
+/// the line client does with each frame) of the line in v1 and as rewritten for v2 (one field
+/// more: the client's share of the gap). Nanoseconds per line, the median of [`RUNS`] passes
+/// over [`UPDATES`] lines.
+fn translation_alone() -> Translation {
     use agentacp::dialect::v2::AgentFace;
     use agentacp::jsonrpc::outbox::Rewrite;
     let session = "sess_3a42ddb6582ff61a485d195e76c4c617";
@@ -392,7 +400,15 @@ fn translation_alone() -> (f64, f64) {
         .into_bytes()
     };
     let per_line = |elapsed: Duration| elapsed.as_nanos() as f64 / UPDATES as f64;
-    let (mut rewrite, mut parse) = (Vec::new(), Vec::new());
+    let parse = |lines: &[Vec<u8>]| {
+        let start = Instant::now();
+        for line in lines {
+            let value: Value = serde_json::from_slice(line).expect("a chunk line");
+            assert!(is_chunk(&value["params"]["update"]));
+        }
+        per_line(start.elapsed())
+    };
+    let (mut rewrite, mut parse_v1, mut parse_v2) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
         let lines: Vec<Vec<u8>> = (0..UPDATES).map(|i| [line(i), b"\n".to_vec()].concat()).collect();
         let face = AgentFace::new();
@@ -405,14 +421,26 @@ fn translation_alone() -> (f64, f64) {
         }
         rewrite.push(per_line(start.elapsed()));
         let lines: Vec<Vec<u8>> = (0..UPDATES).map(line).collect();
-        let start = Instant::now();
-        for line in &lines {
-            let value: Value = serde_json::from_slice(line).expect("a chunk line");
-            assert!(is_chunk(&value["params"]["update"]));
+        parse_v1.push(parse(&lines));
+        let face = AgentFace::new();
+        let mut v2_lines = Vec::with_capacity(UPDATES);
+        for line in lines {
+            face.rewrite([line, b"\n".to_vec()].concat(), &mut v2_lines);
         }
-        parse.push(per_line(start.elapsed()));
+        parse_v2.push(parse(&v2_lines));
     }
-    (median(rewrite), median(parse))
+    Translation {
+        rewrite: median(rewrite),
+        parse_v1: median(parse_v1),
+        parse_v2: median(parse_v2),
+    }
+}
+
+/// What [`translation_alone`] measured: nanoseconds per chunk line.
+struct Translation {
+    rewrite: f64,
+    parse_v1: f64,
+    parse_v2: f64,
 }
 
 /// A command's first line of output, or `?`.
@@ -455,23 +483,40 @@ fn print_setting(when: &str) {
     );
 }
 
-fn main() {
-    // `cargo bench` passes `--bench`; a filter argument is accepted and ignored.
+/// Prints the in-process timing of the rewrite (see [`translation_alone`]); `gap`: the
+/// per-line gap between (b) and (a) measured by the line client, when the agents ran.
+fn print_translation(gap: Option<f64>) {
+    let Translation {
+        rewrite,
+        parse_v1,
+        parse_v2,
+    } = translation_alone();
+    println!("where v2's time goes, per chunk line (ns):");
+    if let Some(gap) = gap {
+        println!("  {:<46} {gap:>12.0}", "(b) - (a) by the line client");
+    }
+    println!(
+        "  {:<46} {rewrite:>12.0}",
+        "AgentFace::rewrite of a chunk line, in process"
+    );
+    println!("  {:<46} {parse_v1:>12.0}", "serde_json parse of a v1 chunk line");
+    println!("  {:<46} {parse_v2:>12.0}", "serde_json parse of its v2 line");
+    println!("  {:<46} {:>12.0}", "  the v2 line's extra parse", parse_v2 - parse_v1);
+}
+
+/// The contestants: (a), (b), (c), then (a0), (b0) when another echo-server build is given.
+fn contestants(before: Option<PathBuf>) -> Vec<Contestant> {
     let both = || vec![("AGENTACP_PROTOCOL_VERSIONS", OsString::from("1,2"))];
+    let echo = |label, binary: &PathBuf, version| Contestant {
+        label,
+        binary: binary.clone(),
+        version,
+        env: both(),
+    };
     let ours = release_binary("echo-server");
-    let contestants = [
-        Contestant {
-            label: "(a) echo-server, v1",
-            binary: ours.clone(),
-            version: 1,
-            env: both(),
-        },
-        Contestant {
-            label: "(b) echo-server, v2",
-            binary: ours,
-            version: 2,
-            env: both(),
-        },
+    let mut contestants = vec![
+        echo("(a) echo-server, v1", &ours, 1),
+        echo("(b) echo-server, v2", &ours, 2),
         Contestant {
             label: "(c) sdk-v2-stream-agent (official SDK, v2)",
             binary: release_binary("sdk-v2-stream-agent"),
@@ -479,6 +524,22 @@ fn main() {
             env: Vec::new(),
         },
     ];
+    if let Some(before) = before {
+        contestants.push(echo("(a0) echo-server before, v1", &before, 1));
+        contestants.push(echo("(b0) echo-server before, v2", &before, 2));
+    }
+    contestants
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument `rewrite` times the rewrite alone,
+    // any other is accepted and ignored.
+    if std::env::args().skip(1).any(|arg| arg == "rewrite") {
+        print_setting("start");
+        return print_translation(None);
+    }
+    let before = std::env::var_os("AGENTACP_BENCH_V2_BEFORE").map(PathBuf::from);
+    let contestants = contestants(before);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -486,8 +547,8 @@ fn main() {
         .expect("a tokio runtime");
     print_setting("start");
     // lines[i] and sdk[i]: the runs of contestant i.
-    let mut lines: [Vec<Run>; 3] = Default::default();
-    let mut sdk: [Vec<Run>; 3] = Default::default();
+    let mut lines: Vec<Vec<Run>> = contestants.iter().map(|_| Vec::new()).collect();
+    let mut sdk = lines.clone();
     runtime.block_on(async {
         for round in 0..=RUNS {
             for (i, contestant) in contestants.iter().enumerate() {
@@ -526,15 +587,12 @@ fn main() {
         }
         ratio("v2 / v1, ours: (b) / (a)", &runs[1], &runs[0], ">= 0.90x");
         ratio("ours / SDK, v2: (b) / (c)", &runs[1], &runs[2], ">= 2x");
+        if runs.len() == 5 {
+            ratio("v2 / v1, before: (b0) / (a0)", &runs[4], &runs[3], "-");
+            ratio("v2, ours / before: (b) / (b0)", &runs[1], &runs[4], "-");
+        }
     }
-    let (rewrite, parse) = translation_alone();
     let gap =
         1e9 / median(lines[1].iter().map(Run::rate).collect()) - 1e9 / median(lines[0].iter().map(Run::rate).collect());
-    println!("where v2's time goes, per chunk line (ns):");
-    println!("  {:<46} {gap:>12.0}", "(b) - (a) by the line client");
-    println!(
-        "  {:<46} {rewrite:>12.0}",
-        "AgentFace::rewrite of a chunk line, in process"
-    );
-    println!("  {:<46} {parse:>12.0}", "serde_json parse of a chunk line (for scale)");
+    print_translation(Some(gap));
 }

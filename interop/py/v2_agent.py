@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import sys
 from typing import Any
 
@@ -25,7 +26,8 @@ NAME = "sdk-v2-agent-py"
 
 
 class Session:
-    def __init__(self) -> None:
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
         self.history: list[Any] = []
         self.cancelled = asyncio.Event()
 
@@ -58,8 +60,10 @@ class V2Agent:
         )
 
     async def new_session(self, cwd: str, **_: Any) -> schema.NewSessionResponse:
+        if not os.path.isabs(cwd):
+            raise acp.RequestError.invalid_params({"cwd": cwd})
         session_id = self.next("py-v2-session")
-        self.sessions[session_id] = Session()
+        self.sessions[session_id] = Session(cwd)
         # The idle snapshot goes out after the answer.
         asyncio.get_running_loop().call_soon(self.spawn, self.emit(session_id, schema.IdleSessionStateUpdate()))
         return schema.NewSessionResponse(session_id=session_id)
@@ -89,6 +93,16 @@ class V2Agent:
                 await self.conn.session_update(session_id=session_id, update=update)
         await self.emit(session_id, schema.IdleSessionStateUpdate())
         return schema.ResumeSessionResponse()
+
+    async def list_sessions(self, cwd: str | None = None, **_: Any) -> schema.ListSessionsResponse:
+        """The sessions of this connection (those in `cwd` when it is given): v2's baseline."""
+        return schema.ListSessionsResponse(
+            sessions=[
+                schema.SessionInfo(session_id=session_id, cwd=session.cwd)
+                for session_id, session in self.sessions.items()
+                if cwd is None or session.cwd == cwd
+            ]
+        )
 
     async def close_session(self, session_id: str, **_: Any) -> Any:
         return schema.CloseSessionResponse()

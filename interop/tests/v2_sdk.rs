@@ -733,3 +733,58 @@ async fn bridge_joins_a_v1_sdk_editor_to_the_typescript_v2_agent() {
 async fn bridge_joins_a_v1_sdk_editor_to_the_python_v2_agent() {
     bridge_joins_a_v1_editor_to_a_v2_agent(Sdk::Python).await;
 }
+
+#[path = "common/asker.rs"]
+mod asker;
+
+/// The official Python SDK's v2 client (`py/v2_elicit.py`) answers our server's elicitations:
+/// the server (v1 and v2 on one stdio, in process, on the script's stdin and stdout) asks a
+/// form and a URL interaction of a v2 client, which accepts both; the URL one is completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_v2_sdk_client_answers_our_servers_elicitations() {
+    let python = match interop::python_with_acp_v2() {
+        Ok(python) => python,
+        Err(why) => return interop::skip_without_peer(&why),
+    };
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path().canonicalize().unwrap();
+    let seen_file = cwd.join("elicited.json");
+    let sink = agentacp::audit::MemorySink::new();
+    let options = agentacp::server::ServerOptions {
+        workspace_root: Some(cwd.clone()),
+        state_dir: Some(cwd.join(".state")),
+        audit: Some(agentacp::audit::AuditLog::with_sink(Box::new(sink.clone()))),
+        protocol_versions: Some(vec![1, 2]),
+        ..agentacp::server::ServerOptions::default()
+    };
+    let mut script = tokio::process::Command::new(python)
+        .arg(v2_peers::here().join("py/v2_elicit.py"))
+        .arg(&seen_file)
+        .arg(&cwd)
+        .args(["form", "url"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts");
+    let (to_script, from_script) = (script.stdin.take().unwrap(), script.stdout.take().unwrap());
+    let served = agentacp::server::serve(asker::Asker, options, from_script, to_script);
+    let served = tokio::time::timeout(DEADLINE, served).await;
+    let out = tokio::time::timeout(DEADLINE, script.wait_with_output())
+        .await
+        .expect("the script ended in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "v2_elicit.py failed ({:?}):\n{stderr}",
+        out.status
+    );
+    assert!(
+        served.is_ok_and(|served| served.is_ok()),
+        "the server ended badly:\n{stderr}"
+    );
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&seen_file).unwrap()).unwrap();
+    asker::check_form_then_url(&seen, &sink);
+}

@@ -19,8 +19,11 @@
 //   chunk ` approved` (or ` rejected`); idle `end_turn`.
 //
 // `session/resume` with `replayFrom: {type: "start"}` replays every update of the session
-// except state updates, then sends an idle snapshot, then answers.
+// except state updates, then sends an idle snapshot, then answers. `session/list` lists the
+// sessions of this connection (those in `cwd` when it is given), as v2's baseline asks.
+// `session/new` with a relative `cwd` is refused (-32602).
 
+import { isAbsolute } from "node:path";
 import { Readable, Writable } from "node:stream";
 import * as v1 from "@agentclientprotocol/sdk";
 import { agent, agentProtocolRouter, methods, ndJsonStream } from "@agentclientprotocol/sdk/experimental/v2";
@@ -104,6 +107,7 @@ function createV2Agent() {
       capabilities: { session: {} },
     }))
     .onRequest(methods.agent.session.new, ({ params, client }) => {
+      if (!isAbsolute(params.cwd)) throw new v1.RequestError(-32602, `cwd ${params.cwd} is not absolute`);
       const sessionId = next("ts-v2-session");
       sessions.set(sessionId, { history: [], cwd: params.cwd, cancel: null });
       // The idle snapshot goes out after the answer.
@@ -138,6 +142,11 @@ function createV2Agent() {
       await emit(client, params.sessionId, state("idle"));
       return {};
     })
+    .onRequest(methods.agent.session.list, ({ params }) => ({
+      sessions: [...sessions.entries()]
+        .filter(([, session]) => params.cwd == null || session.cwd === params.cwd)
+        .map(([sessionId, session]) => ({ sessionId, cwd: session.cwd })),
+    }))
     .onRequest(methods.agent.session.close, () => ({}));
 }
 

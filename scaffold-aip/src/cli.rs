@@ -48,6 +48,10 @@ pub enum Command {
     /// one, `--connect URL`); exit 0 when every check that applies passes, 1 on a failure, 2
     /// on usage or start-up errors.
     Conform(conform::ConformArgs),
+    /// Write the ACP registry's agent.json for an operator from its ACP.md (or `--check` one),
+    /// checked against the registry's rules; exit 0 when they hold, 1 on a finding, 2 on usage
+    /// or I/O errors.
+    Registry(crate::registry::RegistryArgs),
 }
 
 /// Arguments of `new`.
@@ -88,9 +92,12 @@ pub struct AuditArgs {
 /// An `audit` command.
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check audit logs' hash chains; exit 0 when all are intact, 1 when one is broken, 2 when
-    /// one cannot be read.
+    /// Check audit logs' hash chains (files, or the chains in a database); exit 0 when all are
+    /// intact, 1 when one is broken, 2 when one cannot be read.
     Verify(AuditVerifyArgs),
+    /// Write the audit chains of a database to files, one `<chain>.jsonl` a chain, that
+    /// `audit verify FILE` checks like any log.
+    Export(AuditExportArgs),
 }
 
 /// Arguments of `audit verify`.
@@ -98,12 +105,38 @@ pub enum AuditCommand {
 pub struct AuditVerifyArgs {
     /// The audit logs, regular files: one AIP-7 audit-event JSON object per line (at most 16
     /// MiB each; read line by line). Each is verified, whatever the others are.
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(
+        required_unless_present = "database",
+        conflicts_with = "database",
+        value_name = "FILE"
+    )]
     pub files: Vec<PathBuf>,
+    /// Verify the audit chains kept in this PostgreSQL database (one a replica), each whatever
+    /// the others are: `postgres://user:password@host:port/dbname`.
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// With `--database`: only this chain (a replica's name).
+    #[arg(long, value_name = "NAME", requires = "database")]
+    pub chain: Option<String>,
     /// `human` for one line a log, `json` for the same as one JSON document a log (an array
     /// of them for several logs).
     #[arg(long, value_enum, default_value_t = AuditFormat::Human)]
     pub format: AuditFormat,
+}
+
+/// Arguments of `audit export`.
+#[derive(Debug, clap::Args)]
+pub struct AuditExportArgs {
+    /// The PostgreSQL database holding the chains: `postgres://user:password@host:port/dbname`.
+    #[arg(long, value_name = "URL")]
+    pub database: String,
+    /// The folder to write `<chain>.jsonl` files in (created when absent; an earlier export of
+    /// a chain is replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Only this chain.
+    #[arg(long, value_name = "NAME")]
+    pub chain: Option<String>,
 }
 
 /// Output format of `audit verify`.
@@ -200,10 +233,17 @@ where
         Command::Regen(args) => regen::run(&args, out, err),
         Command::Audit(AuditArgs {
             command: AuditCommand::Verify(args),
-        }) => run_audit_verify(&args, out, err),
+        }) => match &args.database {
+            Some(url) => crate::audit_db::verify(url, args.chain.as_deref(), args.format, out, err),
+            None => run_audit_verify(&args, out, err),
+        },
+        Command::Audit(AuditArgs {
+            command: AuditCommand::Export(args),
+        }) => crate::audit_db::export(&args.database, &args.out, args.chain.as_deref(), out, err),
         Command::New(args) => run_new(&args, out, err),
         Command::Token(args) => token::run(&args, &mut std::io::stdin().lock(), out, err),
         Command::Conform(args) => conform::run(&args, out, err),
+        Command::Registry(args) => crate::registry::run(&args, out, err),
     };
     result.unwrap_or_else(|error| {
         let _ = writeln!(err, "scaffold-aip: {error}");

@@ -1,7 +1,10 @@
 //! `scaffold-aip token`: bearer tokens for ACP servers reached over WebSocket (issue #17).
 //!
-//! `new` makes a token and adds its hash to a token file, `hash` prints a token's hash, and
-//! `revoke` removes an identity's entries. A token file holds one entry a line,
+//! `new` (or `issue`) makes a token and adds its hash to a token file, `rotate` replaces an
+//! identity's tokens by a new one, `hash` prints a token's hash, `revoke` removes an identity's
+//! entries, and `list` shows them. With `--database URL` instead of `--file PATH` the same
+//! commands change the tokens a fleet of servers keeps in PostgreSQL (module `database`; feature
+//! `postgres`). A token file holds one entry a line,
 //! `<identity> sha256:<64 lowercase hex>`, the format `agentacp::auth::TokenStore` reads (both
 //! use `acp-tokens`). `new --file` and `revoke` hold the file's lock (`<file>.lock`) from
 //! reading the file to replacing it by a rename, so concurrent commands never undo each other
@@ -11,6 +14,8 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use acp_tokens::file as token_file;
+
+mod database;
 
 use crate::atomic;
 use crate::exit::{EXIT_OK, EXIT_USAGE};
@@ -26,13 +31,54 @@ pub struct TokenArgs {
 /// A `token` command.
 #[derive(Debug, clap::Subcommand)]
 pub enum TokenCommand {
-    /// Generate a token: print it once on stdout, and add its hash to a token file (or print
-    /// the line to add on stderr).
+    /// Generate a token: print it once on stdout, and add its hash to a token file or the
+    /// database (or print the line to add on stderr).
+    #[command(visible_alias = "issue")]
     New(NewTokenArgs),
+    /// A new token for an identity, replacing its tokens (`new --replace`).
+    Rotate(RotateArgs),
     /// Read one token from stdin and print its hash (`sha256:<hex>`).
     Hash,
-    /// Remove an identity's tokens from a token file.
+    /// Remove an identity's tokens from a token file, or revoke them in the database.
     Revoke(RevokeArgs),
+    /// Show the tokens of a token file or the database (identities and hashes).
+    List(ListArgs),
+}
+
+/// Where the tokens are: a token file or a database (one of the two).
+#[derive(Debug, clap::Args)]
+#[group(id = "store", multiple = false)]
+pub struct StoreArgs {
+    /// The token file (`<identity> sha256:<hex>` lines; created with mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// The PostgreSQL database of a fleet of servers (`postgres://user@host/db`; the schema is
+    /// applied first). A revocation reaches every server that listens.
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+}
+
+/// Where a command that needs the tokens finds them.
+enum Store<'a> {
+    File(&'a Path),
+    Database(&'a str),
+}
+
+impl StoreArgs {
+    /// The store given, if any.
+    fn given(&self) -> Option<Store<'_>> {
+        match (&self.file, &self.database) {
+            (Some(path), _) => Some(Store::File(path)),
+            (None, Some(url)) => Some(Store::Database(url)),
+            (None, None) => None,
+        }
+    }
+
+    /// The store given, or an error saying to give one.
+    fn required(&self) -> Result<Store<'_>, Failure> {
+        self.given()
+            .ok_or_else(|| Failure::Usage("give the tokens' place: --file PATH or --database URL".to_string()))
+    }
 }
 
 /// Arguments of `token new`.
@@ -41,12 +87,38 @@ pub struct NewTokenArgs {
     /// Who connections presenting the token act as: letters, digits and `-_.@:` (1 to 128).
     #[arg(long)]
     pub identity: String,
-    /// The token file to add `<identity> sha256:<hex>` to (created with mode 0600).
-    #[arg(long, value_name = "PATH")]
-    pub file: Option<PathBuf>,
-    /// Replace the identity's entry in the file instead of refusing it (rotation).
-    #[arg(long, requires = "file")]
+    /// Where to add the token.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Replace the identity's tokens instead of refusing a second one (rotation).
+    #[arg(long, requires = "store", conflicts_with = "add")]
     pub replace: bool,
+    /// Add a token beside the identity's others (an overlapping rotation: revoke the old one
+    /// once its clients use the new one).
+    #[arg(long, requires = "store")]
+    pub add: bool,
+}
+
+/// Arguments of `token rotate`.
+#[derive(Debug, clap::Args)]
+pub struct RotateArgs {
+    /// The identity whose tokens are replaced by a new one.
+    #[arg(long)]
+    pub identity: String,
+    /// Where the tokens are.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Arguments of `token list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Where the tokens are.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// With `--database`: the revoked tokens too.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Arguments of `token revoke`.
@@ -55,17 +127,22 @@ pub struct RevokeArgs {
     /// The identity whose tokens are removed.
     #[arg(long)]
     pub identity: String,
-    /// The token file.
-    #[arg(long, value_name = "PATH")]
-    pub file: PathBuf,
+    /// Where the tokens are.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// Runs a `token` command; `stdin` is read by `token hash` only.
 pub fn run(args: &TokenArgs, stdin: &mut dyn Read, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<i32> {
     let result = match &args.command {
-        TokenCommand::New(args) => run_new(args, out, err),
+        TokenCommand::New(args) => run_new(&args.identity, &args.store, others_of(args), out, err),
+        TokenCommand::Rotate(args) => args
+            .store
+            .required()
+            .and_then(|_| run_new(&args.identity, &args.store, Others::Revoke, out, err)),
         TokenCommand::Hash => run_hash(stdin, out),
         TokenCommand::Revoke(args) => run_revoke(args, err),
+        TokenCommand::List(args) => run_list(args, out),
     };
     match result {
         Ok(()) => Ok(EXIT_OK),
@@ -91,30 +168,84 @@ impl From<io::Error> for Failure {
     }
 }
 
-fn run_new(args: &NewTokenArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
-    check_identity(&args.identity)
-        .map_err(|error| Failure::Usage(format!("`{}` is not an identity: {error}", args.identity)))?;
-    let token = generate_token().map_err(|error| Failure::Usage(format!("cannot generate a token: {error}")))?;
-    let line = format!("{} {}", args.identity, hash_token(&token));
-    if let Some(path) = &args.file {
-        add_entry(path, &args.identity, &line, args.replace).map_err(Failure::Usage)?;
+/// What `token new`'s flags ask for the identity's other tokens.
+fn others_of(args: &NewTokenArgs) -> Others {
+    match (args.replace, args.add) {
+        (true, _) => Others::Revoke,
+        (false, true) => Others::Keep,
+        (false, false) => Others::Refuse,
     }
+}
+
+/// A new token for `identity`, added where `store` says (its other tokens kept, revoked or a
+/// reason to refuse, as `others` says), printed once on stdout.
+fn run_new(
+    identity: &str,
+    store: &StoreArgs,
+    others: Others,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), Failure> {
+    check_identity(identity).map_err(|error| Failure::Usage(format!("`{identity}` is not an identity: {error}")))?;
+    let token = generate_token().map_err(|error| Failure::Usage(format!("cannot generate a token: {error}")))?;
+    let line = format!("{identity} {}", hash_token(&token));
+    let added = match store.given() {
+        Some(Store::File(path)) => {
+            add_entry(path, identity, &line, others).map_err(Failure::Usage)?;
+            Some(path.display().to_string())
+        }
+        Some(Store::Database(url)) => {
+            let (shown, revoked) = database::issue(url, identity, &token, others).map_err(Failure::Usage)?;
+            if revoked > 0 {
+                writeln!(
+                    err,
+                    "scaffold-aip token: revoked {} of `{identity}`",
+                    tokens_noun(revoked)
+                )?;
+            }
+            Some(format!("the database at {shown}"))
+        }
+        None => None,
+    };
     writeln!(out, "{token}")?;
     writeln!(
         err,
         "scaffold-aip token: this is the only time the token is shown: store it now; only its hash is kept"
     )?;
-    match &args.file {
-        Some(path) => writeln!(
-            err,
-            "scaffold-aip token: `{}` added to {}",
-            args.identity,
-            path.display()
-        )?,
+    match added {
+        Some(place) => writeln!(err, "scaffold-aip token: `{identity}` added to {place}")?,
         None => writeln!(err, "add this line to the token file:\n{line}")?,
     }
-    if let Some(path) = &args.file {
+    if let Some(path) = &store.file {
         warn_if_shared(path, err)?;
+    }
+    Ok(())
+}
+
+/// `1 token`, `2 tokens`.
+fn tokens_noun(count: u64) -> String {
+    format!("{count} {}", if count == 1 { "token" } else { "tokens" })
+}
+
+fn run_list(args: &ListArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    match args.store.required()? {
+        Store::File(path) => {
+            let text = read_text(&followed(path))
+                .map_err(Failure::Usage)?
+                .ok_or_else(|| Failure::Usage(format!("{}: no such file", path.display())))?;
+            for (number, line) in text.lines().enumerate() {
+                let entry = acp_tokens::parse_line(line)
+                    .map_err(|error| Failure::Usage(format!("{}:{}: {error}", path.display(), number + 1)))?;
+                if let Some((identity, _)) = entry {
+                    writeln!(out, "{identity} {}", line.split_whitespace().nth(1).unwrap_or_default())?;
+                }
+            }
+        }
+        Store::Database(url) => {
+            for line in database::list(url, args.all).map_err(Failure::Usage)? {
+                writeln!(out, "{line}")?;
+            }
+        }
     }
     Ok(())
 }
@@ -162,7 +293,20 @@ fn run_hash(stdin: &mut dyn Read, out: &mut dyn Write) -> Result<(), Failure> {
 }
 
 fn run_revoke(args: &RevokeArgs, err: &mut dyn Write) -> Result<(), Failure> {
-    let path = &followed(&args.file);
+    let path = match args.store.required()? {
+        Store::File(path) => path,
+        Store::Database(url) => {
+            let (shown, revoked) = database::revoke(url, &args.identity).map_err(Failure::Usage)?;
+            writeln!(
+                err,
+                "scaffold-aip token: revoked {} of `{}` in the database at {shown}; every server listening to it refuses them now",
+                tokens_noun(revoked),
+                args.identity
+            )?;
+            return Ok(());
+        }
+    };
+    let path = &followed(path);
     let missing = || Failure::Usage(format!("{}: no such file", path.display()));
     if !path.try_exists().unwrap_or(true) {
         return Err(missing()); // before the lock, which would leave a lock file for nothing
@@ -179,10 +323,10 @@ fn run_revoke(args: &RevokeArgs, err: &mut dyn Write) -> Result<(), Failure> {
     }
     atomic::write_file(path, kept.as_bytes())
         .map_err(|error| Failure::Usage(format!("{}: {error}", path.display())))?;
-    let noun = if removed == 1 { "token" } else { "tokens" };
     writeln!(
         err,
-        "scaffold-aip token: removed {removed} {noun} of `{}` from {}",
+        "scaffold-aip token: removed {} of `{}` from {}",
+        tokens_noun(removed as u64),
         args.identity,
         path.display()
     )?;
@@ -241,21 +385,22 @@ fn without_identity(text: &str, identity: &str) -> (String, usize) {
 }
 
 /// Adds `line` (the entry of `identity`) to the token file `path`, created with mode 0600 if
-/// new. An identity already in the file is refused, or with `replace` its entries are removed
-/// first (rotation). The file is locked from reading to writing, and replaced whole by a
-/// rename: a concurrent `token` command waits, and a server reading it sees the old or the new
-/// version, never a part.
-fn add_entry(path: &Path, identity: &str, line: &str, replace: bool) -> Result<(), String> {
+/// new. An identity already in the file is refused, or its entries are kept (`--add`) or
+/// removed first (rotation), as `others` says. The file is locked from reading to writing, and
+/// replaced whole by a rename: a concurrent `token` command waits, and a server reading it
+/// sees the old or the new version, never a part.
+fn add_entry(path: &Path, identity: &str, line: &str, others: Others) -> Result<(), String> {
     let path = &followed(path);
     let _lock = token_file::lock(path)?;
     let text = read_text(path)?.unwrap_or_default();
-    let (mut new_text, removed) = without_identity(&text, identity);
-    if removed > 0 && !replace {
+    let (without, removed) = without_identity(&text, identity);
+    if removed > 0 && others == Others::Refuse {
         return Err(format!(
-            "{}: `{identity}` already has a token; pass --replace to rotate it, or `token revoke` first",
+            "{}: `{identity}` already has a token; pass --replace to rotate it, --add to give it another, or `token revoke` first",
             path.display()
         ));
     }
+    let mut new_text = if others == Others::Keep { text } else { without };
     if !new_text.is_empty() && !new_text.ends_with('\n') {
         new_text.push('\n');
     }
@@ -264,7 +409,7 @@ fn add_entry(path: &Path, identity: &str, line: &str, replace: bool) -> Result<(
     atomic::write_file(path, new_text.as_bytes()).map_err(|error| format!("{}: {error}", path.display()))
 }
 
-pub use acp_tokens::{check_identity, generate_token, hash_token};
+pub use acp_tokens::{Others, check_identity, generate_token, hash_token};
 
 #[cfg(test)]
 mod tests {

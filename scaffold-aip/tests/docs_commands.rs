@@ -38,10 +38,32 @@ use serde_json::Value;
 /// (`path from the repository root::function`). A command must match a row exactly (runs of
 /// spaces count as one).
 const EXERCISED_BY: &[(&str, &str)] = &[
+    // docs/design/windows.md: scaffold-aip built for Windows and run under Wine.
+    (
+        "cargo build --target x86_64-pc-windows-gnu --target-dir target/windows -p scaffold-aip",
+        "scaffold-aip/tests/wine.rs::the_windows_build_under_wine_answers_as_the_linux_build",
+    ),
+    (
+        "cargo test -p scaffold-aip --test wine",
+        "scaffold-aip/tests/wine.rs::the_windows_build_under_wine_answers_as_the_linux_build",
+    ),
     // docs/remote.md: a server over WebSocket with a token file.
     (
         "AGENTACP_TOKENS_FILE=tokens AGENTACP_WORKSPACE_ROOT=$PWD cargo run -p governed-server -- --listen 127.0.0.1:8765",
         "agentacp/tests/websocket.rs::a_token_on_the_upgrade_admits_the_client_and_every_audit_record_names_its_identity",
+    ),
+    // docs/deploy.md: three replicas of a fleet on one database.
+    (
+        "AGENTACP_REPLICA=a governed-server --listen 127.0.0.1:8701",
+        "examples/governed-server/tests/fleet.rs::a_session_made_through_one_replica_is_listed_loaded_and_prompted_through_the_others",
+    ),
+    (
+        "AGENTACP_REPLICA=b governed-server --listen 127.0.0.1:8702",
+        "examples/governed-server/tests/fleet.rs::a_session_made_through_one_replica_is_listed_loaded_and_prompted_through_the_others",
+    ),
+    (
+        "AGENTACP_REPLICA=c governed-server --listen 127.0.0.1:8703",
+        "examples/governed-server/tests/fleet.rs::a_session_made_through_one_replica_is_listed_loaded_and_prompted_through_the_others",
     ),
     // docs/v2.md: the examples serving v1 and v2.
     (

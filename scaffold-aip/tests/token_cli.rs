@@ -256,6 +256,9 @@ fn every_token_command_has_help() {
         &["token", "new", "--help"],
         &["token", "hash", "--help"],
         &["token", "revoke", "--help"],
+        &["token", "rotate", "--help"],
+        &["token", "list", "--help"],
+        &["token", "issue", "--help"],
     ] {
         let output = run(dir.path(), args);
         assert_eq!(output.status.code(), Some(0), "{args:?}");
@@ -481,4 +484,157 @@ fn a_linked_token_file_is_changed_where_it_is() {
     );
     let real = dir.path().join("secrets/tokens");
     assert_eq!(entries(&real), [("alice".to_string(), acp_tokens::hash_token(&token))]);
+}
+
+/// `token list --file` prints the entries; `new --add` gives an identity a second token beside
+/// the first (an overlapping rotation), and `rotate` replaces both.
+#[test]
+fn list_add_and_rotate_work_on_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens");
+    let first = new_token(dir.path(), &["--identity", "alice", "--file", "tokens"]);
+    let second = new_token(dir.path(), &["--identity", "alice", "--file", "tokens", "--add"]);
+    let both: Vec<_> = [&first, &second]
+        .iter()
+        .map(|token| ("alice".to_string(), hash_of(dir.path(), token)))
+        .collect();
+    assert_eq!(entries(&path), both);
+    let listed = run(dir.path(), &["token", "list", "--file", "tokens"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let expected: String = both.iter().map(|(id, hash)| format!("{id} {hash}\n")).collect();
+    assert_eq!(text(&listed.stdout), expected);
+
+    let rotated = run(
+        dir.path(),
+        &["token", "rotate", "--identity", "alice", "--file", "tokens"],
+    );
+    assert_eq!(rotated.status.code(), Some(0), "{}", text(&rotated.stderr));
+    let third = text(&rotated.stdout).trim_end().to_string();
+    assert_eq!(entries(&path), [("alice".to_string(), hash_of(dir.path(), &third))]);
+
+    let nowhere = run(dir.path(), &["token", "list"]);
+    assert_eq!(nowhere.status.code(), Some(2));
+    assert!(
+        text(&nowhere.stderr).contains("--file PATH or --database URL"),
+        "{}",
+        text(&nowhere.stderr)
+    );
+}
+
+/// Issue #49: `token new|rotate|revoke|list --database URL` keep the tokens of a fleet in
+/// PostgreSQL: only hashes are stored, the token is printed once, a rotation or revocation
+/// revokes (kept, with its time) and is announced on `agentacp_tokens` in its transaction.
+#[cfg(feature = "postgres")]
+#[test]
+fn token_commands_keep_a_fleets_tokens_in_the_database() {
+    use acp_tokens::database::CHANNEL;
+    let Some(cluster) = test_support::postgres::cluster() else {
+        return;
+    };
+    let url = cluster.database("token_cli");
+    let dir = tempfile::tempdir().unwrap();
+    let rows = |sql: &str| cluster.psql(&url, sql).unwrap().trim().to_string();
+    let state_of = |token: &str| {
+        let hex = hash_of(dir.path(), token)["sha256:".len()..].to_string();
+        rows(&format!(
+            "select identity || ' ' || (revoked_at is null) from agentacp_tokens where sha256 = decode('{hex}', 'hex')"
+        ))
+    };
+
+    let first = new_token(dir.path(), &["--identity", "alice", "--database", &url]);
+    assert_eq!(state_of(&first), "alice true");
+    assert!(
+        rows("select count(*) from agentacp_tokens where position(convert_to('acp_', 'UTF8') in sha256) > 0") == "0",
+        "only hashes are stored"
+    );
+    let refused = run(dir.path(), &["token", "new", "--identity", "alice", "--database", &url]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(refused.stdout.is_empty(), "no token is shown for nothing");
+    assert!(text(&refused.stderr).contains("--replace"), "{}", text(&refused.stderr));
+    let second = new_token(dir.path(), &["--identity", "alice", "--database", &url, "--add"]);
+    assert_eq!(state_of(&second), "alice true");
+
+    // A server replica listens to the channel.
+    let db = acp_postgres::Database::connect(&url, acp_postgres::Options::default()).unwrap();
+    let (notices, notified) = std::sync::mpsc::channel();
+    let _listener = db.listen(&[CHANNEL], move |notice| drop(notices.send(notice))).unwrap();
+    let wait = std::time::Duration::from_secs(10);
+    assert_eq!(notified.recv_timeout(wait).unwrap(), acp_postgres::Notice::Listening);
+    let announced = acp_postgres::Notice::Notification {
+        channel: CHANNEL.to_string(),
+        payload: "alice".to_string(),
+    };
+
+    let rotated = run(
+        dir.path(),
+        &["token", "rotate", "--identity", "alice", "--database", &url],
+    );
+    assert_eq!(rotated.status.code(), Some(0), "{}", text(&rotated.stderr));
+    assert!(
+        text(&rotated.stderr).contains("revoked 2 tokens of `alice`"),
+        "{}",
+        text(&rotated.stderr)
+    );
+    let third = text(&rotated.stdout).trim_end().to_string();
+    assert_eq!(notified.recv_timeout(wait).unwrap(), announced);
+    assert_eq!(
+        (state_of(&first), state_of(&second), state_of(&third)),
+        ("alice false".into(), "alice false".into(), "alice true".into())
+    );
+
+    let listed = run(dir.path(), &["token", "list", "--database", &url]);
+    let listed = text(&listed.stdout);
+    assert!(
+        listed.starts_with(&format!("alice {} issued 20", hash_of(dir.path(), &third))) && listed.lines().count() == 1,
+        "{listed}"
+    );
+    let all = text(&run(dir.path(), &["token", "list", "--database", &url, "--all"]).stdout);
+    assert_eq!(
+        all.lines().filter(|line| line.contains(" revoked 20")).count(),
+        2,
+        "{all}"
+    );
+
+    let revoked = run(
+        dir.path(),
+        &["token", "revoke", "--identity", "alice", "--database", &url],
+    );
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked.stderr));
+    assert_eq!(notified.recv_timeout(wait).unwrap(), announced);
+    assert_eq!(state_of(&third), "alice false");
+    let again = run(
+        dir.path(),
+        &["token", "revoke", "--identity", "alice", "--database", &url],
+    );
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).contains("no token in force for `alice`"),
+        "{}",
+        text(&again.stderr)
+    );
+}
+
+/// A database that cannot be reached is said in a sentence (without the password), and no
+/// token is printed for nothing.
+#[cfg(feature = "postgres")]
+#[test]
+fn an_unreachable_database_is_a_sentence_and_no_token_is_shown() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://agent:s3cret@127.0.0.1:{port}/agents");
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(dir.path(), &["token", "new", "--identity", "alice", "--database", &url]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty(), "no token is shown");
+    let said = text(&output.stderr);
+    assert!(
+        said.contains(&format!(
+            "cannot reach the database at postgres://agent@127.0.0.1:{port}/agents"
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("s3cret"), "{said}");
 }

@@ -4,6 +4,8 @@
 //! peer or kernel facility is missing ([`skip_unless_required`], a failure under CI). Each
 //! test that reads `../shared` skips, saying so, when it is absent.
 
+pub mod postgres;
+
 use std::path::{Path, PathBuf};
 
 /// The workspace root.

@@ -5,6 +5,8 @@
 //! `TRYBUILD=overwrite cargo test -p ui-tests`, then read every changed `.stderr`.
 //!
 //! The pass cases in `pass/` are compiled as ordinary tests of `agentacp` (`tests/tiers.rs`).
+//! The cases of manifests that list protocol version 2 are in `v2/`, a package of its own
+//! (`ui-v2-tests`: they need agentacp's features `rev-272bf799` and `v2`).
 
 #[test]
 fn compile_fail() {

@@ -1,9 +1,17 @@
 //! The ACP v2 suite (`--protocol 2`): the same driver (stdio, WebSocket, Streamable HTTP), and
-//! checks of what v2 changes: `initialize`'s shape, the prompt lifecycle as `state_update`s,
-//! message ids, tool calls created by their first update, cancel, resume with replay,
-//! `auth/login`, unknown fields, and every frame against the v2 schema the user gives.
+//! checks of what v2 changes: `initialize`'s shape (and, with `--manifest`, the manifest's
+//! parts of it), the prompt lifecycle as `state_update`s, message ids, tool calls created by
+//! their first update, cancel, resume with replay, `auth/login` and `auth/logout`, the
+//! session baseline (`session/list`, `session/close`) and `session/delete`,
+//! `session/set_config_option`, batches, `$/cancel_request`, the shapes of plans, terminals
+//! and tool call content, elicitation, unknown fields, and every frame against the v2 schema
+//! the user gives.
 
+mod jsonrpc;
+mod manifest;
 pub mod schema;
+mod sessions;
+mod updates;
 mod wire;
 
 use std::sync::{Mutex, OnceLock};
@@ -89,6 +97,27 @@ pub fn all() -> Vec<Check> {
             version_newer,
         ),
         check(
+            "v2.manifest-capabilities",
+            "capabilities.session are the manifest's",
+            "AIP-44 / runtime contract on v2: the session capabilities are the manifest's effective ones as v2 marks them (prompt and mcp markers as objects, delete, additionalDirectories; a bridge may offer less). Skipped without --manifest",
+            Needs::Agent,
+            manifest::capabilities,
+        ),
+        check(
+            "v2.manifest-info",
+            "info is the manifest's",
+            "AIP-44 / runtime contract on v2: info is the agentInfo scaffold-aip explain computes for the manifest. Skipped without --manifest",
+            Needs::Agent,
+            manifest::info,
+        ),
+        check(
+            "v2.manifest-meta-aip44",
+            "_meta.aip44 is the manifest's",
+            "AIP-44 / runtime contract on v2: _meta.aip44 (revision, tier, operator) is the manifest's, as on v1. Skipped without --manifest",
+            Needs::Agent,
+            manifest::meta,
+        ),
+        check(
             "v2.auth-login",
             "auth/login is served when authMethods are advertised",
             "v2 Initialization / Authentication: an agent that advertises authMethods must support auth/login (and auth/logout)",
@@ -96,11 +125,74 @@ pub fn all() -> Vec<Check> {
             auth_login,
         ),
         check(
+            "v2.auth-logout",
+            "auth/logout is answered when authMethods are advertised",
+            "v2 Authentication: every agent implements auth/logout (one without authentication state answers an empty result); a client calls it only when authMethods is not empty",
+            Needs::Agent,
+            auth_logout,
+        ),
+        check(
             "v2.session-new",
             "session/new opens a session",
             "v2 Session setup: session/new with an absolute cwd is answered with a sessionId",
             Needs::Session,
             session_new,
+        ),
+        check(
+            "v2.unknown-session",
+            "a prompt for an unknown session is refused",
+            "v2 Prompt lifecycle, as on v1 (session.unknown-session, the same code): a prompt naming a session the agent never made is refused with an error (with --manifest -32002, the runtime contract's), and the connection goes on",
+            Needs::Agent,
+            crate::checks::unknown_session,
+        ),
+        check(
+            "v2.relative-cwd",
+            "session/new with a relative cwd is refused",
+            "v2 Session setup, as on v1 (session.relative-cwd, the same code): cwd must be an absolute path",
+            Needs::Session,
+            crate::checks::relative_cwd,
+        ),
+        check(
+            "v2.cwd-dotdot",
+            "a cwd escaping the workspace root with .. is refused",
+            "AIP-44 runtime contract on v2, as on v1 (session.cwd-dotdot, the same code): sessions are confined to the workspace root after canonicalisation. Skipped without --manifest",
+            Needs::Session,
+            crate::checks::cwd_dotdot,
+        ),
+        check(
+            "v2.cwd-symlink",
+            "a cwd escaping the workspace root through a symlink is refused",
+            "AIP-44 runtime contract on v2, as on v1 (session.cwd-symlink, the same code): the same, with symlinks resolved. Skipped without --manifest, and off Unix",
+            Needs::Session,
+            crate::checks::cwd_symlink,
+        ),
+        check(
+            "v2.session-list",
+            "session/list lists sessions in the shape asked",
+            "v2 Session setup, baseline: advertising capabilities.session commits the agent to session/list; each entry has a sessionId and an absolute cwd, and a cwd filter is honoured",
+            Needs::Session,
+            sessions::list,
+        ),
+        check(
+            "v2.session-close",
+            "session/close closes a session",
+            "v2 Session setup, baseline: advertising capabilities.session commits the agent to session/close, answered with a result; the connection goes on",
+            Needs::Session,
+            sessions::close,
+        ),
+        check(
+            "v2.session-delete",
+            "session/delete removes the session from session/list",
+            "v2 Session setup: an agent advertising capabilities.session.delete answers session/delete, after which session/list no longer lists the session",
+            Needs::Session,
+            sessions::delete,
+        ),
+        check(
+            "v2.set-config-option",
+            "session/set_config_option sets the value and answers every option",
+            "v2 Session config options: session/set_config_option (configId, type, value) is answered with the full configOptions, the option set holding its new currentValue",
+            Needs::Session,
+            sessions::set_config_option,
         ),
         check(
             "v2.prompt-lifecycle",
@@ -143,6 +235,34 @@ pub fn all() -> Vec<Check> {
             "v2 Extensibility: implementations ignore fields and enum values they do not know; initialize, session/new and session/prompt carrying some still work",
             Needs::Session,
             unknown_fields,
+        ),
+        check(
+            "v2.batch",
+            "a batch on stdio is answered entry by entry",
+            "v2 Transports / JSON-RPC 2.0 batch: a line may be a batch array; each request in it is answered once (as lines or as one array), a notification in it never, an entry that is not a request with -32600 and id null; the connection goes on",
+            Needs::Session,
+            jsonrpc::batch_check,
+        ),
+        check(
+            "v2.cancel-request",
+            "$/cancel_request is never answered; the request it names is answered once",
+            "v2 Cancellation ($/cancel_request): a notification, so never answered (not even for an id never sent); the cancelled request still gets exactly one answer (its result or an error, -32800 when cancelled); the connection goes on",
+            Needs::Session,
+            jsonrpc::cancel_request,
+        ),
+        check(
+            "v2.update-shapes",
+            "plan_update, terminal updates and tool call content chunks have their shape",
+            "v2 Plans, Terminals, Tool calls: a plan_update carries a plan with a type and a planId (an items plan: entries with content, priority, status); terminal_update a terminalId (output as base64 data, exitStatus); terminal_output_chunk a terminalId and base64 data; tool_call_content_chunk a content item for a call already created. Skipped when the turns send none",
+            Needs::Session,
+            updates::shapes,
+        ),
+        check(
+            "v2.elicitation",
+            "an elicitation is well formed, and the turn completes after the kit declines it",
+            "v2 Elicitation: elicitation/create has a message, a mode (form: requestedSchema; url: elicitationId and url) and a scope (the session or a request); declined, the turn still ends idle; elicitation/complete names an elicitation made. Skipped when the agent does not elicit",
+            Needs::Session,
+            updates::elicitation,
         ),
         check(
             "v2.schema",
@@ -188,6 +308,14 @@ fn login(wire: &mut Wire<'_>, method: &str) -> Result<(), String> {
         None => Ok(()),
         Some(error) => Err(format!("auth/login with {method} failed: {}", trim(&error.to_string()))),
     }
+}
+
+/// A started agent, initialized at 2 (and logged in with `--auth`), as a bare connection: for
+/// the checks the v2 suite shares with v1's ([`crate::checks`]).
+pub(crate) fn ready(context: &Context) -> Result<(crate::Peer, Value), String> {
+    let mut wire = Wire::open(context)?;
+    let init = start(context, &mut wire)?;
+    Ok((wire.peer, init))
 }
 
 /// `session/new` params of the kit's.
@@ -303,6 +431,27 @@ fn auth_login(context: &Context) -> Result<Outcome, String> {
         ));
     }
     Ok(Outcome::Pass)
+}
+
+fn auth_logout(context: &Context) -> Result<Outcome, String> {
+    let mut wire = Wire::open(context)?;
+    let init = initialize_with(&mut wire, init_params(VERSION))?;
+    if crate::auth::Method::all_of(&init).is_empty() {
+        return Ok(Outcome::Skip(
+            "the agent advertises no authMethods (a client must not call auth/logout then)".into(),
+        ));
+    }
+    if let Some(method) = &context.config.auth {
+        login(&mut wire, method)?;
+    }
+    let (_, response) = wire.call(json!("logout"), "auth/logout", json!({}))?;
+    match response.get("result") {
+        Some(result) if result.is_object() => Ok(Outcome::Pass),
+        _ => Err(format!(
+            "auth/logout must be answered with a result by an agent that advertises authMethods (an empty one without authentication state): {}",
+            trim(&response.to_string())
+        )),
+    }
 }
 
 fn session_new(context: &Context) -> Result<Outcome, String> {
@@ -478,7 +627,7 @@ fn still_running(wire: &mut Wire<'_>, session: &str) -> Result<bool, String> {
                 return Err(format!("the prompt was refused: {}", trim(&message.to_string())));
             }
             Ok(message) => {
-                wire.answer_permission(&message)?;
+                wire.answer_request(&message)?;
                 if message.get("result").is_some() || is_running_of(&message, session) {
                     quiet_from.get_or_insert_with(Instant::now);
                 }

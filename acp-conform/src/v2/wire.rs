@@ -1,7 +1,7 @@
 //! A v2 connection as the checks see it: a [`Peer`] whose every incoming frame is checked
 //! against the schema (when one is given), and a turn read to its `idle` `state_update`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -16,6 +16,10 @@ pub(crate) struct Wire<'c> {
     context: &'c Context,
     /// The method of each request sent, by id, to check its answer against its definition.
     asked: HashMap<String, String>,
+    /// Messages read but not yet handed out: the entries of an array line (a batch's answer).
+    queued: VecDeque<Value>,
+    /// The `elicitation/create` requests the kit declined, in order.
+    pub declined: Vec<Value>,
 }
 
 impl<'c> Wire<'c> {
@@ -25,6 +29,8 @@ impl<'c> Wire<'c> {
             peer: context.spawn()?,
             context,
             asked: HashMap::new(),
+            queued: VecDeque::new(),
+            declined: Vec::new(),
         })
     }
 
@@ -39,15 +45,42 @@ impl<'c> Wire<'c> {
         self.peer.notify(method, params)
     }
 
-    /// The next message within `within`, checked against the schema.
+    /// The next message within `within`, checked against the schema. A line that is an array
+    /// (JSON-RPC's batch answer) is read as its entries, in order.
     pub fn recv_within(&mut self, within: Duration) -> Result<Value, ReadError> {
-        let message = self.peer.recv_within(within)?;
+        if let Some(message) = self.queued.pop_front() {
+            return Ok(message);
+        }
+        let junk_before = self.peer.junk.len();
+        let read = self.peer.recv_within(within);
+        let entries: Vec<Value> = self.peer.junk[junk_before..]
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Vec<Value>>(line).ok())
+            .flatten()
+            .filter(crate::driver::is_jsonrpc)
+            .collect();
+        for entry in entries {
+            self.observe(&entry);
+            self.queued.push_back(entry);
+        }
+        match read {
+            Ok(message) => {
+                self.observe(&message);
+                self.queued.push_back(message);
+            }
+            Err(e) if self.queued.is_empty() => return Err(e),
+            Err(_) => {}
+        }
+        Ok(self.queued.pop_front().expect("a message was queued"))
+    }
+
+    /// Checks `message` against the schema, with the method it answers when it is an answer.
+    fn observe(&self, message: &Value) {
         let answering = match message.get("method") {
             Some(_) => None,
             None => self.asked.get(&message["id"].to_string()).map(String::as_str),
         };
-        self.context.v2.observe(&message, answering);
-        Ok(message)
+        self.context.v2.observe(message, answering);
     }
 
     /// Reads until the answer to `id` (the messages before it, and the answer); the agent's
@@ -62,7 +95,7 @@ impl<'c> Wire<'c> {
             if message.get("method").is_none() && message.get("id") == Some(id) {
                 return Ok((before, message));
             }
-            self.answer_permission(&message)?;
+            self.answer_request(&message)?;
             before.push(message);
         }
     }
@@ -82,21 +115,28 @@ impl<'c> Wire<'c> {
             })
     }
 
-    /// Answers `message` when it is a permission request: the first option that allows
-    /// (else the first option).
-    pub fn answer_permission(&mut self, message: &Value) -> Result<(), String> {
-        if message["method"] != "session/request_permission" {
-            return Ok(());
-        }
-        let options = message["params"]["options"].as_array().cloned().unwrap_or_default();
-        let allows = |o: &&Value| o["kind"].as_str().is_some_and(|k| k.starts_with("allow"));
-        let chosen = options.iter().find(allows).or(options.first());
-        let outcome = match chosen {
-            Some(option) => json!({"outcome": "selected", "optionId": option["optionId"]}),
-            None => json!({"outcome": "cancelled"}),
+    /// Answers `message` when it is a request of the agent's: a permission request with the
+    /// first option that allows (else the first option), an `elicitation/create` with
+    /// `decline` (noted in [`Wire::declined`]).
+    pub fn answer_request(&mut self, message: &Value) -> Result<(), String> {
+        let result = match message["method"].as_str() {
+            Some("session/request_permission") => {
+                let options = message["params"]["options"].as_array().cloned().unwrap_or_default();
+                let allows = |o: &&Value| o["kind"].as_str().is_some_and(|k| k.starts_with("allow"));
+                let outcome = match options.iter().find(allows).or(options.first()) {
+                    Some(option) => json!({"outcome": "selected", "optionId": option["optionId"]}),
+                    None => json!({"outcome": "cancelled"}),
+                };
+                json!({"outcome": outcome})
+            }
+            Some("elicitation/create") => {
+                self.declined.push(message.clone());
+                json!({"action": "decline"})
+            }
+            _ => return Ok(()),
         };
-        let answer = json!({"jsonrpc": "2.0", "id": message["id"], "result": {"outcome": outcome}});
-        self.peer.send(&answer)
+        self.peer
+            .send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
     }
 }
 
@@ -167,7 +207,7 @@ pub(crate) fn run_turn(wire: &mut Wire<'_>, session: &str, text: &str, id: Value
             ack = Some(message);
             continue;
         }
-        wire.answer_permission(&message)?;
+        wire.answer_request(&message)?;
         if is_idle_of(&message, session) {
             if !(ack.is_some() || messages.iter().any(|m| is_running_of(m, session))) {
                 continue;

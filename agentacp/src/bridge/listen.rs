@@ -194,7 +194,7 @@ impl<R> RevocableInput<R> {
     fn token_revoked(&self) -> bool {
         self.proof
             .as_ref()
-            .is_some_and(|(tokens, (identity, token))| tokens.verify(token).as_ref() != Some(identity))
+            .is_some_and(|(tokens, (identity, token))| !tokens.still_proves(identity, token))
     }
 
     /// The token was revoked: audited, and the input ends.

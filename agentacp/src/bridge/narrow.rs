@@ -16,6 +16,11 @@
 //!   `terminal-auth`): removed when the capability they depend on did not pass.
 //!
 //! A method a capability offers passes only when that capability passed ([`Passed`]).
+//!
+//! An editor that speaks ACP protocol version 2 is owed v2's baseline session methods
+//! (`session/list`, `session/resume`, `session/close`: [`V2_SESSION_BASELINE`]) whatever the
+//! manifest declares: for it they count as declared ([`with_v2_baseline`]), so they pass when
+//! the agent advertises them, and are refused with the reason otherwise.
 
 use serde_json::{Map, Value, json};
 
@@ -30,6 +35,33 @@ impl Passed {
     pub(super) fn has(&self, capability: Capability) -> bool {
         self.0.contains(&capability)
     }
+}
+
+/// The session capabilities whose methods are v2's baseline: `capabilities.session` of a v2
+/// agent promises them, so a bridge that answers a v2 editor offers them.
+pub(super) const V2_SESSION_BASELINE: [Capability; 3] = [
+    Capability::SESSION_LIST,
+    Capability::SESSION_RESUME,
+    Capability::SESSION_CLOSE,
+];
+
+/// `declared` (the manifest's agent capabilities) with v2's baseline session capabilities
+/// declared too: what a bridge lets through to an editor that speaks v2.
+pub(super) fn with_v2_baseline(declared: &Value) -> Value {
+    let mut declared = declared.clone();
+    if !declared.is_object() {
+        declared = json!({});
+    }
+    for capability in V2_SESSION_BASELINE {
+        let mut at = &mut declared;
+        for key in capability.path {
+            if !at.get(*key).is_some_and(Value::is_object) {
+                at[*key] = json!({});
+            }
+            at = &mut at[*key];
+        }
+    }
+    declared
 }
 
 /// Whether `value` switches `capability` on.
@@ -211,6 +243,23 @@ mod tests {
         );
         assert!(passed.has(Capability::LOAD_SESSION) && passed.has(Capability::PROMPT_IMAGE));
         assert!(!passed.has(Capability::SESSION_LIST) && !passed.has(Capability::MCP_HTTP));
+    }
+
+    /// Issue #48: for a v2 editor, v2's baseline session capabilities count as declared (the
+    /// manifest's own declarations kept, `delete` still the manifest's to give): what the agent
+    /// advertises of them passes.
+    #[test]
+    fn a_v2_editor_is_owed_the_baseline_session_capabilities() {
+        let declared = with_v2_baseline(&json!({"loadSession": true, "sessionCapabilities": {"close": {}}}));
+        assert_eq!(
+            declared,
+            json!({"loadSession": true, "sessionCapabilities": {"close": {}, "list": {}, "resume": {}}})
+        );
+        let mut theirs = object(json!({"sessionCapabilities": {"list": {}, "delete": {}}}));
+        let passed = narrow(Side::Agent, &mut theirs, &declared);
+        assert!(passed.has(Capability::SESSION_LIST));
+        assert!(!passed.has(Capability::SESSION_RESUME) && !passed.has(Capability::SESSION_DELETE));
+        assert_eq!(Value::Object(theirs), json!({"sessionCapabilities": {"list": {}}}));
     }
 
     /// `metadata.agentacp.sessions` makes `sessionCapabilities.*` declarable: what the manifest

@@ -486,6 +486,16 @@ impl Relay {
         let path = capability.path.join(".");
         match passed.as_ref() {
             Some(passed) if passed.has(capability) => None,
+            // Declared for a v2 editor (`narrow::with_v2_baseline`): the agent lacks it.
+            Some(_)
+                if to == Side::Agent
+                    && self.editor_speaks_v2()
+                    && narrow::V2_SESSION_BASELINE.contains(&capability) =>
+            {
+                Some(format!(
+                    "`{method}` is one of ACP protocol version 2's baseline session methods, but the agent behind this bridge does not offer it (it does not advertise `{path}`)"
+                ))
+            }
             Some(_) if !capability.declarable => Some(format!(
                 "`{method}` is not offered: the bridge does not govern `{path}` (a manifest cannot declare it), so it does not pass"
             )),
@@ -494,6 +504,11 @@ impl Relay {
             )),
             None => Some(format!("`{method}` is not offered before `initialize` is answered")),
         }
+    }
+
+    /// Whether the editor speaks ACP protocol version 2 (settled by its `initialize`).
+    fn editor_speaks_v2(&self) -> bool {
+        self.up_seam.as_ref().is_some_and(|seam| seam.version() >= 2)
     }
 
     fn down(&self) -> Option<Outbox> {
@@ -1248,7 +1263,15 @@ fn widen_initialize(relay: &Relay, id: &Id, result: &RawValue) -> Result<Vec<u8>
     };
     relay.auth_env.advertised(&result);
     let advertised = Value::Object(theirs.clone());
-    let passed = narrow::narrow(Side::Agent, &mut theirs, &ours["agentCapabilities"]);
+    // A v2 editor is owed v2's baseline session methods whatever the manifest declares.
+    let with_baseline;
+    let declared = if relay.editor_speaks_v2() {
+        with_baseline = narrow::with_v2_baseline(&ours["agentCapabilities"]);
+        &with_baseline
+    } else {
+        &ours["agentCapabilities"]
+    };
+    let passed = narrow::narrow(Side::Agent, &mut theirs, declared);
     *lock(&relay.agent_passed) = Some(passed);
     result["agentCapabilities"] = Value::Object(theirs);
     mcp::advertise(relay, &advertised, &mut result);

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::jsonrpc::Unreadable;
-use crate::jsonrpc::outbox::{Outbox, Rewrite, RewriteSlot};
+use crate::jsonrpc::outbox::{Outbox, Rewrite, RewriteSlot, WeakOutbox};
 
 /// What a frame of the peer's becomes for the role.
 #[derive(Debug)]
@@ -31,6 +31,10 @@ pub enum Inbound {
     /// Refused before the role sees it (a method the peer's version does not have, an invalid
     /// entry of a batch): the role answers it as it answers an unreadable frame.
     Refused(Box<Unreadable>),
+    /// A line the dialect says to the peer itself, already in the peer's version (a state its
+    /// version reports when the runtime's has no message for it, the answer to a batch):
+    /// written as it is, before the role is handed what follows in the frame.
+    Say(Vec<u8>),
 }
 
 /// One connection's translation between the peer's protocol version and the runtime's.
@@ -65,6 +69,8 @@ struct SeamInner {
     /// The outbox's rewrite, not the outbox: a seam must not keep the connection's writer
     /// open (a client closing its agent's stdin drops every outbox but the reader's seam).
     rewrite: RewriteSlot,
+    /// Where [`Inbound::Say`] lines are written (weak, for the same reason).
+    outbox: WeakOutbox,
 }
 
 impl std::fmt::Debug for Seam {
@@ -84,6 +90,7 @@ impl Seam {
                 settled: OnceLock::new(),
                 negotiate,
                 rewrite: outbox.rewrite_slot(),
+                outbox: outbox.downgrade(),
             }),
         }
     }
@@ -118,6 +125,14 @@ impl Seam {
     /// The protocol version the peer speaks: the dialect's, else the runtime's own (1).
     pub fn version(&self) -> u16 {
         self.dialect().map_or(RUNTIME_VERSION, |dialect| dialect.version())
+    }
+
+    /// Writes a line the dialect says to the peer itself ([`Inbound::Say`]), as it is; nothing
+    /// once the connection's writer is gone.
+    pub async fn say(&self, line: Vec<u8>) {
+        if let Some(outbox) = self.inner.outbox.upgrade() {
+            let _ = outbox.send_untranslated(line).await;
+        }
     }
 
     /// One frame of the peer's: what the role is handed, in order. Before the version is
@@ -164,6 +179,12 @@ pub async fn next_loopback(loopback: &mut LoopbackAnswers) -> Vec<u8> {
 /// on a connection with a dialect: what a dialect whose prompts are acknowledged at once (v2)
 /// turns into the acknowledgement. Never written to the wire as it is.
 pub const PROMPT_ACCEPTED: &str = "$/agentacp/prompt_accepted";
+
+/// The internal notice a server sends, only on a connection with a dialect, when a session is
+/// resumed without its history replayed: `params.sessionId` and the stored `params.updates`,
+/// for a dialect that numbers a session's messages by their place in its history (v2).
+/// Never written to the wire as it is.
+pub const SESSION_HISTORY: &str = "$/agentacp/session_history";
 
 /// The runtime's own protocol version (the default revision's).
 pub const RUNTIME_VERSION: u16 = crate::wire::default::PROTOCOL_VERSION;
@@ -232,6 +253,7 @@ mod tests {
             .map(|item| match item {
                 Inbound::Line(line) => String::from_utf8(line).unwrap(),
                 Inbound::Refused(refused) => format!("refused {}", refused.error.message),
+                Inbound::Say(line) => format!("say {}", String::from_utf8(line).unwrap()),
             })
             .collect()
     }

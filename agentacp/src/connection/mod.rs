@@ -232,6 +232,12 @@ async fn translated<R: Role>(role: &mut R, inbound: Vec<Inbound>, limit: usize) 
         let flow = match item {
             Inbound::Line(line) => handle(role, Frame::Line(line), limit).await,
             Inbound::Refused(refused) => role.unreadable(refused).await,
+            Inbound::Say(line) => {
+                if let Some(seam) = role.seam() {
+                    seam.say(line).await;
+                }
+                CONTINUE
+            }
         };
         if flow.is_break() {
             return flow;

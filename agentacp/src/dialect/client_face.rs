@@ -658,6 +658,10 @@ fn initialize_response(result: Value) -> Value {
         "sessionCapabilities": session_capabilities,
         "auth": if auth_methods.is_empty() { json!({}) } else { json!({ "logout": {} }) },
     });
+    // MCP-over-ACP: alpha.3's unstable marker; its messages are v1's.
+    if marker(&mcp["acp"]) {
+        agent["mcpCapabilities"]["acp"] = json!(true);
+    }
     if let Some(meta) = capabilities.get("_meta").filter(|m| m.is_object()) {
         agent["_meta"] = meta.clone();
     }

@@ -84,6 +84,32 @@ impl std::fmt::Debug for RewriteSlot {
     }
 }
 
+/// An [`Outbox`] that does not keep the writer open ([`Outbox::downgrade`]): for a part of the
+/// connection that must not outlive its writers (a dialect's seam) yet may write to the peer.
+#[derive(Clone)]
+pub struct WeakOutbox {
+    tx: mpsc::WeakSender<Vec<u8>>,
+    direct: Option<Arc<Direct>>,
+    rewrite: Arc<OnceLock<Arc<dyn Rewrite>>>,
+}
+
+impl std::fmt::Debug for WeakOutbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakOutbox").finish_non_exhaustive()
+    }
+}
+
+impl WeakOutbox {
+    /// The outbox, while some clone of it is still alive.
+    pub fn upgrade(&self) -> Option<Outbox> {
+        Some(Outbox {
+            tx: self.tx.upgrade()?,
+            direct: self.direct.clone(),
+            rewrite: self.rewrite.clone(),
+        })
+    }
+}
+
 /// Senders writing lines themselves (stdout as a pipe).
 #[derive(Debug)]
 struct Direct {
@@ -122,6 +148,21 @@ impl Outbox {
     /// clone of the outbox is dropped).
     pub fn rewrite_slot(&self) -> RewriteSlot {
         RewriteSlot(self.rewrite.clone())
+    }
+
+    /// A handle on this outbox that does not keep its writer open.
+    pub fn downgrade(&self) -> WeakOutbox {
+        WeakOutbox {
+            tx: self.tx.downgrade(),
+            direct: self.direct.clone(),
+            rewrite: self.rewrite.clone(),
+        }
+    }
+
+    /// Queues one line (ending with `\n`) as it is, past the rewrite: a line already in the
+    /// peer's version (a dialect's own).
+    pub async fn send_untranslated(&self, line: Vec<u8>) -> Result<(), Closed> {
+        self.send_line(line).await
     }
 
     /// Whether lines are rewritten on their way out.

@@ -539,9 +539,11 @@ fn admit(
             StatusCode::UNAUTHORIZED,
             "the Authorization header is not `Bearer <token>`".to_string(),
         ))?;
-    match tokens.verify(token) {
-        Some(identity) => Ok(Some((identity, token.to_string()))),
-        None => Err((StatusCode::UNAUTHORIZED, "the token is not accepted".to_string())),
+    match tokens.check(token) {
+        Ok(Some(identity)) => Ok(Some((identity, token.to_string()))),
+        Ok(None) => Err((StatusCode::UNAUTHORIZED, "the token is not accepted".to_string())),
+        // Never admitted unchecked: the client may try again (another replica, later).
+        Err(unchecked) => Err((StatusCode::SERVICE_UNAVAILABLE, unchecked.to_string())),
     }
 }
 

@@ -63,9 +63,13 @@ pub(crate) fn check_bearer(
         ));
     }
     match params.pointer("/_meta/agentacp/token").and_then(Value::as_str) {
-        Some(token) => match tokens.verify(token) {
-            Some(identity) => Ok((identity, Some(token.to_string()))),
-            None => {
+        Some(token) => match tokens.check(token) {
+            Ok(Some(identity)) => Ok((identity, Some(token.to_string()))),
+            Err(unchecked) => Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("authentication failed: {unchecked}"),
+            )),
+            Ok(None) => {
                 tracing::warn!("authenticate: a token was refused");
                 Err(RpcError::new(
                     codes::AUTH_REQUIRED,
@@ -170,19 +174,28 @@ fn event(connection: &Connection, action: &str, identity: &Identity, via: &str) 
 /// store.
 pub(crate) struct StoreBook {
     default: Arc<dyn SessionStore>,
-    /// Where each identity's files go (`<state>/sessions/identities/<identity>`); `None`: the
-    /// sessions are kept in memory, or the options gave one store for everybody.
-    files: Option<PathBuf>,
+    /// Where each identity's sessions go.
+    backing: Backing,
     /// Whether the options gave the store: then it serves every identity.
     given: bool,
     by_identity: Mutex<HashMap<Identity, Arc<dyn SessionStore>>>,
 }
 
+/// Where a [`StoreBook`] keeps each identity's sessions.
+pub(crate) enum Backing {
+    /// In memory (also when the options gave one store for everybody).
+    Memory,
+    /// In files: `<this folder>/<identity>` (`<state>/sessions/identities/<identity>`).
+    Files(PathBuf),
+    /// In the database, as the rows of the identity.
+    Database(crate::server::store::InDatabase),
+}
+
 impl StoreBook {
-    pub(crate) fn new(default: Arc<dyn SessionStore>, files: Option<PathBuf>, given: bool) -> StoreBook {
+    pub(crate) fn new(default: Arc<dyn SessionStore>, backing: Backing, given: bool) -> StoreBook {
         StoreBook {
             default,
-            files,
+            backing,
             given,
             by_identity: Mutex::default(),
         }
@@ -197,8 +210,8 @@ impl StoreBook {
         if let Some(store) = stores.get(identity) {
             return Ok(store.clone());
         }
-        let store: Arc<dyn SessionStore> = match &self.files {
-            Some(base) => {
+        let store: Arc<dyn SessionStore> = match &self.backing {
+            Backing::Files(base) => {
                 let dir = base.join(folder_name(identity));
                 Arc::new(FileStore::open(&dir).map_err(|error| {
                     Error::Io(std::io::Error::new(
@@ -207,7 +220,8 @@ impl StoreBook {
                     ))
                 })?)
             }
-            None => Arc::new(MemoryStore::default()),
+            Backing::Database(place) => crate::server::store::session_store(place, Some(identity.as_str())),
+            Backing::Memory => Arc::new(MemoryStore::default()),
         };
         stores.insert(identity.clone(), store.clone());
         Ok(store)

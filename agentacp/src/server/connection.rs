@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 use crate::audit::{AuditEvent, AuditLog};
 use crate::auth::{Identity, TokenStore};
-use crate::connection::dialect::{Negotiate, PROMPT_ACCEPTED, Seam};
+use crate::connection::dialect::{Negotiate, PROMPT_ACCEPTED, SESSION_HISTORY, Seam};
 use crate::error::{Error, Result};
 use crate::governance::Governance;
 use crate::jsonrpc::outbox::Outbox;
@@ -93,7 +93,7 @@ impl Access {
             current => {
                 let token = token.or(current.map(|(_, before)| before.as_str()));
                 match (token, &self.tokens) {
-                    (Some(token), Some(tokens)) if tokens.verify(token).as_ref() == Some(identity) => Ok(()),
+                    (Some(token), Some(tokens)) if tokens.still_proves(identity, token) => Ok(()),
                     (Some(_), None) => Ok(()),
                     _ => Err(Refused::NotProved),
                 }
@@ -136,7 +136,7 @@ impl Access {
     pub(crate) fn revoked(&self) -> bool {
         let Some(tokens) = &self.tokens else { return false };
         let proof = self.proof.borrow().clone();
-        proof.is_some_and(|(identity, token)| tokens.verify(&token).as_ref() != Some(&identity))
+        proof.is_some_and(|(identity, token)| !tokens.still_proves(&identity, &token))
     }
 
     /// Whether requests other than `initialize` and `authenticate` must wait for
@@ -203,6 +203,10 @@ pub(crate) struct Connection {
     /// The open MCP-over-ACP connections to the client's MCP servers (`mcp/message` routing).
     #[cfg(feature = "mcp")]
     pub(crate) tunnels: Arc<crate::mcp::tunnel::Tunnels>,
+    /// This replica's part in a fleet sharing a database (issue #49): the leases its turns
+    /// hold, the cancels forwarded between replicas. `None`: one process alone.
+    #[cfg(feature = "postgres")]
+    pub(crate) fleet: Option<Arc<crate::server::store::fleet::Fleet>>,
 }
 
 impl Connection {
@@ -240,7 +244,16 @@ impl Connection {
             elicitations: Default::default(),
             #[cfg(feature = "mcp")]
             tunnels: Arc::default(),
+            #[cfg(feature = "postgres")]
+            fleet: None,
         }
+    }
+
+    /// The same connection, its turns leasing their sessions in `fleet`.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn with_fleet(mut self, fleet: Option<Arc<crate::server::store::fleet::Fleet>>) -> Self {
+        self.fleet = fleet;
+        self
     }
 
     /// The same connection, running the operator's programs in `sandbox`.
@@ -268,6 +281,25 @@ impl Connection {
         if self.outbox.rewrites() {
             let notice = jsonrpc::encode_notification(PROMPT_ACCEPTED, &serde_json::json!({"requestId": id}));
             let _ = self.outbox.send(notice).await;
+        }
+    }
+
+    /// Whether the connection's lines are translated (its client speaks another protocol
+    /// version than the runtime's).
+    pub(crate) fn translated(&self) -> bool {
+        self.outbox.rewrites()
+    }
+
+    /// Hands the connection's dialect the stored `history` of `session`, resumed without a
+    /// replay (the v2 face numbers the session's messages from it), before the answer.
+    /// Nothing on a connection without one.
+    pub(crate) async fn session_history(&self, session: &str, history: &[Box<serde_json::value::RawValue>]) {
+        if self.outbox.rewrites() {
+            let params = serde_json::json!({"sessionId": session, "updates": history});
+            let _ = self
+                .outbox
+                .send(jsonrpc::encode_notification(SESSION_HISTORY, &params))
+                .await;
         }
     }
 

@@ -24,6 +24,8 @@ use crate::wire::default::method_names as names;
 use super::access::{self, StoreBook};
 use super::connection::Connection;
 use super::memory::MemoryBook;
+#[cfg(feature = "postgres")]
+use super::open_sessions::prompt_running;
 use super::open_sessions::{AbandonOnDrop, Activity, LoadInFlight, SessionEntry, Sessions, Settled, retire};
 use super::operator::Operator;
 use super::session::{SessionContext, StoredSession};
@@ -238,9 +240,16 @@ impl<O: Operator> Dispatcher<O> {
     pub(crate) async fn run<R: AsyncBufRead + Unpin + Send>(mut self, frames: FrameReader<R>) {
         let mut revocation = tokio::time::interval(REVOCATION_RECHECK);
         revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let revocations = self
+            .connection
+            .access
+            .tokens
+            .as_ref()
+            .and_then(|tokens| tokens.revocations());
         let mut role = FromClient {
             dispatcher: &mut self,
             revocation,
+            revocations,
         };
         connection::serve(&mut role, frames).await;
         self.shut_down().await;
@@ -457,6 +466,8 @@ impl<O: Operator> Dispatcher<O> {
             O::check_params(names::SESSION_PROMPT, Some(&params), false)?;
         }
         let (cancel, cancel_rx) = watch::channel(false);
+        #[cfg(feature = "postgres")]
+        let cancel_for_lease = cancel.clone();
         let context = {
             let mut sessions = lock(&self.sessions);
             let entry = sessions
@@ -465,6 +476,14 @@ impl<O: Operator> Dispatcher<O> {
             entry.busy("prompting")?;
             entry.activity = Activity::Prompting(cancel);
             entry.context.clone()
+        };
+        #[cfg(feature = "postgres")]
+        let lease = match self.take_lease(&context, cancel_for_lease).await {
+            Ok(lease) => lease,
+            Err(error) => {
+                drop(ClearRunning(&self.sessions, &session.session_id));
+                return Err(error);
+            }
         };
         // Taken: a client that speaks v2 hears so before anything of the turn.
         self.connection.prompt_accepted(id).await;
@@ -485,10 +504,41 @@ impl<O: Operator> Dispatcher<O> {
                 ..TurnScope::new(self.connection.clone(), context, cancel_rx)
             },
             params,
+            #[cfg(feature = "postgres")]
+            lease,
         };
         let answered = task.answered.clone();
         self.start(id, &answered, Some(session.session_id), task.run());
         Ok(())
+    }
+
+    /// In a fleet: takes the session's lease for a turn that `cancel` cancels — refused as a
+    /// busy session is while another replica (or connection) runs one of its turns — and
+    /// records the turn a dead replica left unfinished as interrupted.
+    #[cfg(feature = "postgres")]
+    async fn take_lease(
+        &self,
+        context: &SessionContext,
+        cancel: watch::Sender<bool>,
+    ) -> Result<Option<crate::server::store::fleet::TurnLease>, RpcError> {
+        use crate::server::store::fleet::NotTaken;
+        let Some(fleet) = self.connection.fleet.clone() else {
+            return Ok(None);
+        };
+        let (lease, interrupted) = fleet.take(context.id(), cancel).await.map_err(|not| match not {
+            NotTaken::Busy { owner } => {
+                tracing::debug!(session = context.id(), owner, "a turn of this session runs elsewhere");
+                prompt_running("prompting")
+            }
+            NotTaken::Failed(error) => RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("the turn cannot start: the session's lease cannot be taken ({error})"),
+            ),
+        })?;
+        if let Some(interrupted) = interrupted {
+            record_interrupted(&self.connection, context, &interrupted, fleet.replica()).map_err(|e| internal(&e))?;
+        }
+        Ok(Some(lease))
     }
 
     fn load_session(&mut self, id: &Id, params: Option<Box<RawValue>>) -> Result<(), RpcError> {
@@ -663,21 +713,29 @@ impl<O: Operator> Dispatcher<O> {
                 ),
             ));
         }
-        // Modes and config values come back from the history, read only when there are some.
+        // Modes and config values come back from the history, read only when there are some
+        // (or when the client's dialect numbers the session's messages from it: a recorded one).
         let surface = &self.spec.surface;
-        let settings = if surface.modes.is_some() || !surface.config_options.is_empty() {
-            let stored =
-                self.connection.store().load(&params.session_id).map_err(|error| {
-                    RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}"))
-                })?;
-            stored.map_or_else(
-                || surface.defaults(),
-                |stored| stored_settings(surface, &stored.history),
-            )
+        let wants_settings = surface.modes.is_some() || !surface.config_options.is_empty();
+        let numbered = self.connection.translated() && self.connection.record_history;
+        let stored = if wants_settings || numbered {
+            self.connection
+                .store()
+                .load(&params.session_id)
+                .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot read the session: {error}")))?
         } else {
-            surface.defaults()
+            None
+        };
+        let settings = match &stored {
+            Some(stored) if wants_settings => stored_settings(surface, &stored.history),
+            _ => surface.defaults(),
         };
         self.session_audit("session.resume", &params.session_id)?;
+        if let Some(stored) = stored.as_ref().filter(|_| numbered) {
+            self.connection
+                .session_history(&params.session_id, &stored.history)
+                .await;
+        }
         let context = self.session_context(&params.session_id, workspace, params.mcp_servers, settings, additional);
         lock(&self.sessions).insert(params.session_id, SessionEntry::idle(context.clone()));
         let answer = self.connection.setup_answer(&context, json!({}));
@@ -1090,10 +1148,20 @@ impl<O: Operator> Dispatcher<O> {
         }
     }
 
+    /// Cancels `session_id`'s running turn; in a fleet, one that does not run on this
+    /// connection is forwarded to the replica that holds its lease (a session not open here
+    /// must be this identity's).
     fn cancel_turn(&self, session_id: &str) {
-        if !lock(&self.sessions).get(session_id).is_some_and(SessionEntry::cancel) {
-            tracing::debug!(session = session_id, "session/cancel with no prompt running");
+        let open = match lock(&self.sessions).get(session_id) {
+            Some(entry) if entry.cancel() => return,
+            open => open.is_some(),
+        };
+        #[cfg(feature = "postgres")]
+        if let Some(fleet) = &self.connection.fleet {
+            fleet.forward_cancel(session_id, (!open).then(|| self.connection.store()));
+            return;
         }
+        tracing::debug!(session = session_id, open, "session/cancel with no prompt running");
     }
 
     /// The client's `$/cancel_request`, as the connection core read it: ignored before
@@ -1200,6 +1268,9 @@ impl<O: Operator> Dispatcher<O> {
 struct FromClient<'a, O: Operator> {
     dispatcher: &'a mut Dispatcher<O>,
     revocation: tokio::time::Interval,
+    /// Changes when the token store learns of a revocation (tokens in a database): the token
+    /// is checked again at once, not at the next tick.
+    revocations: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 /// What the server waits on beside the client's frames.
@@ -1234,8 +1305,15 @@ impl<O: Operator> Role for FromClient<'_, O> {
 
     async fn wait(&mut self) -> Wake {
         let tokens = self.dispatcher.connection.access.tokens.is_some();
+        let learned = async {
+            match self.revocations.as_mut() {
+                Some(revocations) => revocations.changed().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.revocation.tick(), if tokens => Wake::Revocation,
+            Ok(()) = learned => Wake::Revocation,
             Some(joined) = self.dispatcher.tasks.join_next_with_id() => Wake::Joined(joined),
             () = self.dispatcher.connection.outbox.closed() => Wake::Closed,
         }
@@ -1435,10 +1513,14 @@ struct PromptTask<O: Operator> {
     answered: Arc<AtomicBool>,
     scope: TurnScope,
     params: Box<RawValue>,
+    /// In a fleet: the session's lease, released after the turn's last write.
+    #[cfg(feature = "postgres")]
+    lease: Option<crate::server::store::fleet::TurnLease>,
 }
 
 impl<O: Operator> PromptTask<O> {
-    async fn run(self) {
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    async fn run(mut self) {
         let session_id = self.scope.session.id().to_string();
         // However this task ends, the session can take the next prompt.
         let running = ClearRunning(&self.sessions, &session_id);
@@ -1493,6 +1575,10 @@ impl<O: Operator> PromptTask<O> {
             self.scope.session.memory(),
             Some(&self.connection.records_of(&self.scope.session)),
         );
+        #[cfg(feature = "postgres")]
+        if let Some(lease) = self.lease.take() {
+            lease.release().await;
+        }
         self.in_flight.lock().remove(&self.id);
         // The turn is over before the client hears so: a prompt sent the moment the answer
         // arrives is a new turn, not a second one.
@@ -1594,6 +1680,35 @@ async fn answer_load(connection: &Connection, id: &Id, context: &SessionContext,
             let _ = connection.respond_error(id, &error.to_rpc()).await;
         }
     }
+}
+
+/// Records the turn `interrupted` left unfinished in `session`, now taken over by `replica`:
+/// audited (`turn.interrupted`, naming the replica that ran it and its lease's epoch), then
+/// marked in the session's history (a last message of that turn, saying so, which
+/// `session/load` replays), before the new turn starts.
+#[cfg(feature = "postgres")]
+fn record_interrupted(
+    connection: &Connection,
+    session: &SessionContext,
+    interrupted: &crate::server::store::lease::Interrupted,
+    replica: &str,
+) -> crate::Result<()> {
+    let detail = serde_json::json!({
+        "replica": interrupted.owner,
+        "epoch": interrupted.epoch,
+        "takenOverBy": replica,
+    });
+    tracing::warn!(session = session.id(), replica = %interrupted.owner, epoch = interrupted.epoch, "the session's last turn was interrupted: its replica stopped mid-turn");
+    connection.session_audit("turn.interrupted", session.id(), Some(detail.clone()))?;
+    let marker = serde_json::json!({
+        "sessionUpdate": "agent_message_chunk",
+        "content": {
+            "type": "text",
+            "text": format!("\n\n[This turn was interrupted: replica {} stopped before it ended.]", interrupted.owner),
+        },
+        "_meta": {"agentacp": {"interrupted": detail}},
+    });
+    connection.record_only(session, &marker.to_string())
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 use crate::governance::ToolKind;
 use crate::jsonrpc::pending::RequestFailure;
-use crate::tier::Governed;
+use crate::tier::{ClientTools, Governed};
 
 use super::connection::Connection;
 use super::turn::{ToolOutcome, Turn, TurnScope};
@@ -140,7 +140,13 @@ pub struct Editor<'a, 't, T: Governed> {
 impl<'t, T: Governed> Turn<'t, T> {
     /// The editor's files and terminal (tier governance-aware and up): each call governed,
     /// audited, and checked against the manifest and the editor's capabilities.
-    pub fn editor(&mut self) -> Editor<'_, 't, T> {
+    ///
+    /// Not on a manifest that lists protocol version 2, which has no client file system or
+    /// terminals (tier [`V2`](crate::tier::V2)): calling it there does not compile.
+    pub fn editor(&mut self) -> Editor<'_, 't, T>
+    where
+        T: ClientTools,
+    {
         Editor { turn: self }
     }
 }

@@ -14,6 +14,13 @@
 //! renamed, through [`Workspace::write`]). Within one process every session shares one
 //! `operator-context` memory; two processes of the same operator sharing a state folder are
 //! not merged (the last write wins).
+//!
+//! With a database (feature `postgres`, `AGENTACP_DATABASE_URL`), each kept memory is a row
+//! instead of a file (same names), replaced in one statement, with a version: a write checks
+//! that nobody wrote since this process read the row. When another replica did, entries
+//! only appended here are added after the other replica's (nothing is lost); a memory
+//! redacted or summarised here replaces the other's (the last write wins, logged). A session
+//! that starts, or is loaded, reads the newest row unless its memory has unsaved changes.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +44,30 @@ pub(crate) trait MemoryAudit {
 
 /// The largest memory file read back (64 MiB); a larger one is left alone and reported.
 const MAX_MEMORY_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How many times a write to the database merges another replica's newer entries before it
+/// gives up (reported; the entries stay unsaved for the next write).
+const MAX_MERGES: usize = 8;
+
+/// Kept memories as rows of a database rather than files (feature `postgres`).
+pub(crate) trait MemoryRows: Send + Sync + std::fmt::Debug {
+    /// The entries kept under `name` (JSON lines) and their version; `None` when none are.
+    fn read(&self, name: &str) -> std::io::Result<Option<(String, i64)>>;
+    /// Replaces the entries under `name` when they are as `expected`: their new version, or
+    /// `None` when another writer changed them first (nothing written).
+    fn replace(&self, name: &str, entries: &str, expected: Expected) -> std::io::Result<Option<i64>>;
+}
+
+/// What a write to [`MemoryRows`] expects to replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expected {
+    /// No row yet.
+    Absent,
+    /// The row at this version.
+    Version(i64),
+    /// Whatever is there (the last write wins).
+    Any,
+}
 
 /// Why a change to the memory was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,8 +112,17 @@ struct Shared {
 
 #[derive(Debug)]
 struct MemoryFile {
-    folder: Workspace,
+    place: Place,
     name: String,
+}
+
+/// Where a kept memory is written.
+#[derive(Debug)]
+enum Place {
+    /// A file of this folder.
+    Folder(Workspace),
+    /// A row of the database.
+    Rows(Arc<dyn MemoryRows>),
 }
 
 #[derive(Debug, Default)]
@@ -90,6 +130,13 @@ struct Entries {
     items: Vec<Value>,
     /// Changed since it was last written.
     dirty: bool,
+    /// In the database: the version of the row the entries were read from or last written
+    /// as (`None`: there was no row).
+    version: Option<i64>,
+    /// How many of `items` the row held; those after it were appended here.
+    base: usize,
+    /// Redacted or summarised since it was read: not an append to merge.
+    rewritten: bool,
 }
 
 impl Memory {
@@ -103,7 +150,11 @@ impl Memory {
             inner: Arc::new(Shared {
                 policy,
                 file,
-                entries: Mutex::new(Entries { items, dirty: false }),
+                entries: Mutex::new(Entries {
+                    base: items.len(),
+                    items,
+                    ..Entries::default()
+                }),
             }),
         }
     }
@@ -153,6 +204,7 @@ impl Memory {
         let entry = entries.items.get_mut(index).ok_or(MemoryError::NoSuchEntry(index))?;
         *entry = json!({"$redacted": true, "reason": reason});
         entries.dirty = true;
+        entries.rewritten = true;
         Ok(())
     }
 
@@ -166,6 +218,7 @@ impl Memory {
         let mut entries = lock(&self.inner.entries);
         entries.items = summary;
         entries.dirty = true;
+        entries.rewritten = true;
         Ok(())
     }
 
@@ -196,16 +249,125 @@ impl Memory {
         if !entries.dirty {
             return Ok(false);
         }
-        before(&file.name, entries.items.len())?;
-        let mut bytes = Vec::new();
-        for entry in &entries.items {
-            serde_json::to_writer(&mut bytes, entry)?;
-            bytes.push(b'\n');
+        match &file.place {
+            Place::Folder(folder) => {
+                before(&file.name, entries.items.len())?;
+                folder.write(&file.name, &lines(&entries.items)?)?;
+            }
+            Place::Rows(rows) => write_rows(rows.as_ref(), &file.name, &mut entries, before)?,
         }
-        file.folder.write(&file.name, &bytes)?;
         entries.dirty = false;
         Ok(true)
     }
+
+    /// Reads the newest entries of a memory kept in the database, unless it has unsaved
+    /// changes (another replica may have written since).
+    fn refresh(&self) {
+        let Some(MemoryFile {
+            place: Place::Rows(rows),
+            name,
+        }) = &self.inner.file
+        else {
+            return;
+        };
+        let mut entries = lock(&self.inner.entries);
+        if entries.dirty {
+            return;
+        }
+        match rows.read(name) {
+            Ok(Some((text, version))) if entries.version != Some(version) => {
+                entries.items = parse_entries(&text, name);
+                entries.base = entries.items.len();
+                entries.version = Some(version);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(memory = name.as_str(), %error, "the operator's memory could not be read again")
+            }
+        }
+    }
+}
+
+/// Entries as JSON lines.
+fn lines(items: &[Value]) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for entry in items {
+        serde_json::to_writer(&mut bytes, entry)?;
+        bytes.push(b'\n');
+    }
+    Ok(bytes)
+}
+
+/// Writes `entries` to their row, audited once first (`before`): when another replica wrote
+/// since they were read, its entries come first and those appended here after them; a
+/// memory redacted or summarised here replaces the other's (the last write wins).
+fn write_rows(
+    rows: &dyn MemoryRows,
+    name: &str,
+    entries: &mut Entries,
+    before: impl FnOnce(&str, usize) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut before = Some(before);
+    let mut expected = entries.version.map_or(Expected::Absent, Expected::Version);
+    for _ in 0..MAX_MERGES {
+        if let Some(before) = before.take() {
+            before(name, entries.items.len())?;
+        }
+        let text = String::from_utf8(lines(&entries.items)?).map_err(std::io::Error::other)?;
+        if let Some(version) = rows.replace(name, &text, expected)? {
+            entries.version = Some(version);
+            entries.base = entries.items.len();
+            entries.rewritten = false;
+            return Ok(());
+        }
+        if entries.rewritten {
+            tracing::warn!(
+                memory = name,
+                "another replica wrote the operator's memory since it was read; this redacted or summarised memory replaces it"
+            );
+            expected = Expected::Any;
+            continue;
+        }
+        let (theirs, version) = match rows.read(name)? {
+            Some((text, version)) => (parse_entries(&text, name), Some(version)),
+            None => (Vec::new(), None),
+        };
+        let base = entries.base.min(entries.items.len());
+        let mine = entries.items.split_off(base);
+        entries.items = theirs;
+        entries.base = entries.items.len();
+        entries.items.extend(mine);
+        entries.version = version;
+        expected = version.map_or(Expected::Absent, Expected::Version);
+    }
+    Err(std::io::Error::other(
+        "other replicas kept writing the operator's memory; this write was given up and is tried again at the next one",
+    ))
+}
+
+/// The entries in `text` (JSON lines), an unreadable line skipped (a warning).
+fn parse_entries(text: &str, name: &str) -> Vec<Value> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        // As deep as the audit's readers read: entries written before they were kept
+        // within the bound nest up to about 130 levels.
+        .filter_map(|(index, line)| match crate::audit::parse_record(line) {
+            Ok(mut entry) => {
+                crate::audit::bound(&mut entry, 1);
+                Some(entry)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    file = name,
+                    line = index + 1,
+                    error,
+                    "skipping an unreadable memory entry"
+                );
+                None
+            }
+        })
+        .collect()
 }
 
 /// Hands each session its memory, as the operator's `memory` says, and keeps what is shared.
@@ -218,6 +380,8 @@ pub(crate) struct MemoryBook {
     operator: Mutex<Option<Memory>>,
     /// `thread` memories of the sessions open in this process.
     threads: Mutex<HashMap<String, Memory>>,
+    /// Where kept memories go instead of the folder: the database's rows.
+    rows: Option<Arc<dyn MemoryRows>>,
 }
 
 impl MemoryBook {
@@ -227,7 +391,14 @@ impl MemoryBook {
             folder: state_dir.join("memory"),
             operator: Mutex::default(),
             threads: Mutex::default(),
+            rows: None,
         }
+    }
+
+    /// The same book, keeping memories in `rows` instead of files.
+    pub(crate) fn with_rows(mut self, rows: Option<Arc<dyn MemoryRows>>) -> Self {
+        self.rows = rows;
+        self
     }
 
     fn policy(&self) -> MemoryPolicy {
@@ -238,22 +409,57 @@ impl MemoryBook {
 
     /// The memory of session `session`: the operator's (loaded once), the session's own
     /// (loaded from an earlier run of that session), or a fresh one that ends with it.
+    /// In the database, one already loaded is read again unless it has unsaved changes.
     pub(crate) fn for_session(&self, session: &str) -> Memory {
+        let held = |memory: Option<&Memory>| {
+            if let Some(memory) = memory {
+                memory.refresh();
+            }
+        };
         match self.spec.as_ref().map(|spec| &spec.kind) {
-            Some(MemoryKind::OperatorContext) => lock(&self.operator)
-                .get_or_insert_with(|| self.load("operator.jsonl"))
-                .clone(),
-            Some(MemoryKind::Thread) if valid_name(session) => lock(&self.threads)
-                .entry(session.to_string())
-                .or_insert_with(|| self.load(&format!("thread-{session}.jsonl")))
-                .clone(),
+            Some(MemoryKind::OperatorContext) => {
+                let mut operator = lock(&self.operator);
+                held(operator.as_ref());
+                operator.get_or_insert_with(|| self.load("operator.jsonl")).clone()
+            }
+            Some(MemoryKind::Thread) if valid_name(session) => {
+                let mut threads = lock(&self.threads);
+                held(threads.get(session));
+                threads
+                    .entry(session.to_string())
+                    .or_insert_with(|| self.load(&format!("thread-{session}.jsonl")))
+                    .clone()
+            }
             _ => Memory::ephemeral(self.policy()),
         }
+    }
+
+    /// The memory kept in row `name` of the database, or — when it cannot be read — one that
+    /// is not kept (reported).
+    fn load_row(&self, rows: &Arc<dyn MemoryRows>, name: &str) -> Memory {
+        let (items, version) = match rows.read(name) {
+            Ok(Some((text, version))) => (parse_entries(&text, name), Some(version)),
+            Ok(None) => (Vec::new(), None),
+            Err(error) => {
+                tracing::error!(memory = name, %error, "the operator's memory cannot be read; this memory will not be kept");
+                return Memory::ephemeral(self.policy());
+            }
+        };
+        let file = MemoryFile {
+            place: Place::Rows(rows.clone()),
+            name: name.to_string(),
+        };
+        let memory = Memory::with(self.policy(), Some(file), items);
+        lock(&memory.inner.entries).version = version;
+        memory
     }
 
     /// The memory kept in `name`, or — when the folder cannot be used — one that is not kept
     /// (reported).
     fn load(&self, name: &str) -> Memory {
+        if let Some(rows) = &self.rows {
+            return self.load_row(rows, name);
+        }
         let folder = crate::workspace::create_private_folder(&self.folder)
             .map_err(|error| error.to_string())
             .and_then(|()| Workspace::open(&self.folder));
@@ -265,28 +471,7 @@ impl MemoryBook {
             }
         };
         let items = match folder.read(name, MAX_MEMORY_FILE_BYTES) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes)
-                .lines()
-                .enumerate()
-                .filter(|(_, line)| !line.trim().is_empty())
-                // As deep as the audit's readers read: entries written before they were kept
-                // within the bound nest up to about 130 levels.
-                .filter_map(|(index, line)| match crate::audit::parse_record(line) {
-                    Ok(mut entry) => {
-                        crate::audit::bound(&mut entry, 1);
-                        Some(entry)
-                    }
-                    Err(error) => {
-                        tracing::warn!(
-                            file = name,
-                            line = index + 1,
-                            error,
-                            "skipping an unreadable memory entry"
-                        );
-                        None
-                    }
-                })
-                .collect(),
+            Ok(bytes) => parse_entries(&String::from_utf8_lossy(&bytes), name),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(error) => {
                 // Writing would replace entries that could not be read: keep nothing instead.
@@ -295,7 +480,7 @@ impl MemoryBook {
             }
         };
         let file = MemoryFile {
-            folder,
+            place: Place::Folder(folder),
             name: name.to_string(),
         };
         Memory::with(self.policy(), Some(file), items)

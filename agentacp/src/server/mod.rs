@@ -16,6 +16,7 @@ mod open_sessions;
 pub mod operator;
 pub mod sandbox;
 pub mod session;
+pub(crate) mod store;
 pub mod turn;
 #[cfg(feature = "websocket")]
 pub mod websocket;
@@ -46,7 +47,7 @@ pub use turn::{ToolCall, ToolOutcome, Turn};
 
 pub use crate::oversight::{Elicitation, ElicitationOutcome};
 
-use access::StoreBook;
+use access::{Backing, StoreBook};
 pub(crate) use connection::{Access, Connection};
 use dispatch::Dispatcher;
 
@@ -103,6 +104,11 @@ pub struct ServerOptions {
     /// (`AGENTACP_PROTOCOL_VERSIONS`, e.g. `1,2`; default: the manifest's, `[1]` unless it
     /// says otherwise). Serving 2 needs agentacp's feature `v2`; see docs/v2.md.
     pub protocol_versions: Option<Vec<u16>>,
+    /// The PostgreSQL database that keeps sessions and the operator's memory instead of the
+    /// state folder's files (`AGENTACP_DATABASE_URL`: a `postgres://` URL or `key=value`
+    /// string; default: none, files). Needs agentacp's feature `postgres`: without it a
+    /// database set here stops the start-up. See docs/store.md.
+    pub database: Option<String>,
 }
 
 impl Default for ServerOptions {
@@ -122,6 +128,7 @@ impl Default for ServerOptions {
             audit: None,
             store: None,
             protocol_versions: None,
+            database: None,
         }
     }
 }
@@ -138,6 +145,7 @@ impl std::fmt::Debug for ServerOptions {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("max_sessions", &self.max_sessions)
             .field("protocol_versions", &self.protocol_versions)
+            .field("database", &self.database.as_deref().map(crate::database::shown_url))
             .finish_non_exhaustive()
     }
 }
@@ -150,6 +158,7 @@ impl ServerOptions {
             workspace_root: env_path("AGENTACP_WORKSPACE_ROOT"),
             state_dir: env_path("AGENTACP_STATE_DIR"),
             audit_log: env_path("AGENTACP_AUDIT_LOG"),
+            database: env_database_url(),
             ..ServerOptions::default()
         };
         let number = env_number;
@@ -196,8 +205,24 @@ impl ServerOptions {
         self
     }
 
+    /// Keeps sessions and the operator's memory in the PostgreSQL database at `url` (see
+    /// [`database`](Self::database)).
+    pub fn database(mut self, url: impl Into<String>) -> Self {
+        self.database = Some(url.into());
+        self
+    }
+
     fn resolved_state_dir(&self, id: &str) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(|| default_state_dir(id))
+    }
+}
+
+/// `AGENTACP_DATABASE_URL` when set and not empty. Text that is not UTF-8 is kept (lossily)
+/// so that opening it fails, saying so, rather than being ignored.
+fn env_database_url() -> Option<String> {
+    match std::env::var_os(crate::database::DATABASE_URL_VARIABLE) {
+        Some(url) if !url.is_empty() => Some(url.to_string_lossy().into_owned()),
+        _ => None,
     }
 }
 
@@ -268,12 +293,66 @@ fn root_at_start(spec: &OperatorSpec, options: &ServerOptions) -> Result<std::re
     }
 }
 
-/// The audit log the manifest asks for (or the options' override).
-fn open_audit(spec: &OperatorSpec, options: &ServerOptions, state_dir: &Path) -> Result<AuditLog> {
-    match &options.audit {
-        Some(audit) => Ok(audit.clone()),
-        None => spec.open_audit(options.audit_log.as_deref(), options.fsync, state_dir),
+/// The audit log the manifest asks for (or the options' override): with a database and no
+/// `AGENTACP_AUDIT_LOG`, this replica's chain in the database instead of the target's file (a
+/// target `off` stays off); see docs/audit.md.
+fn open_audit(
+    spec: &OperatorSpec,
+    options: &ServerOptions,
+    state_dir: &Path,
+    database: Option<&crate::database::Shared>,
+) -> Result<AuditLog> {
+    if let Some(audit) = &options.audit {
+        return Ok(audit.clone());
     }
+    #[cfg(feature = "postgres")]
+    if let Some(database) = database
+        && options.audit_log.is_none()
+        && spec.audit_path(None, state_dir).is_some()
+    {
+        return open_audit_chain(spec, database, options.fsync);
+    }
+    #[cfg(not(feature = "postgres"))]
+    let _ = database;
+    spec.open_audit(options.audit_log.as_deref(), options.fsync, state_dir)
+}
+
+/// Opens this replica's audit chain in `database`: `<operator id>@<replica>` (the replica's
+/// name from `AGENTACP_REPLICA`, else the host name), continued after its tail is checked.
+#[cfg(feature = "postgres")]
+fn open_audit_chain(
+    spec: &OperatorSpec,
+    database: &acp_postgres::Database,
+    fsync: crate::audit::FsyncPolicy,
+) -> Result<AuditLog> {
+    let replica = crate::env::replica_name().map_err(Error::Audit)?;
+    let id: String = spec
+        .id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let chain = format!("{id}@{replica}");
+    let log = AuditLog::open_database(database, &chain, fsync).map_err(|error| match error {
+        // Names the chain and who holds it already.
+        crate::audit::AuditError::ChainLocked { .. } => Error::Audit(error.to_string()),
+        error => Error::Audit(format!(
+            "cannot open the audit chain {chain} in the database at {}: {error}",
+            database.shown()
+        )),
+    })?;
+    tracing::info!(
+        operator = spec.id,
+        chain,
+        database = database.shown(),
+        "writing the audit log to the database"
+    );
+    Ok(log)
 }
 
 /// Runs `operator` over `input`/`output` until end of input. Returns an error when the server
@@ -296,6 +375,12 @@ where
 pub(crate) struct Served {
     spec: &'static OperatorSpec,
     pub(crate) options: ServerOptions,
+    /// The database the stores share (one pool for the process), when one is configured.
+    #[allow(dead_code, reason = "the stores of other components take it as they are wired")]
+    pub(crate) database: Option<crate::database::Shared>,
+    /// This replica's part in a fleet on that database: its turns' leases, forwarded cancels.
+    #[cfg(feature = "postgres")]
+    fleet: Option<Arc<crate::server::store::fleet::Fleet>>,
     audit: AuditLog,
     stores: Arc<StoreBook>,
     governance: Arc<dyn Governance>,
@@ -311,27 +396,54 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    /// Opens what `O`'s connections share; an error when the audit log or the session store
-    /// cannot be opened.
+    /// Opens what `O`'s connections share; an error when the database, the audit log or the
+    /// session store cannot be opened.
     pub(crate) fn open<O: Operator>(options: ServerOptions) -> Result<Served> {
         let spec = O::spec();
         let state_dir = options.resolved_state_dir(spec.id);
-        let audit = open_audit(spec, &options, &state_dir)?;
+        // First: the stores opened after it may keep their records there.
+        let database = crate::database::open_database(options.database.as_deref())?;
+        #[cfg(feature = "postgres")]
+        if let Some(database) = &database {
+            store::postgres::migrate(database)?;
+        }
+        // A fleet's leases (issue #49), before the stores, whose appends they fence.
+        #[cfg(feature = "postgres")]
+        let fleet = database
+            .as_ref()
+            .map(|database| crate::server::store::fleet::join(database, spec.id))
+            .transpose()?;
+        #[cfg(feature = "postgres")]
+        let fences = fleet.as_ref().map(|fleet| fleet.fences());
+        #[cfg(not(feature = "postgres"))]
+        let fences = None;
+        let audit = open_audit(spec, &options, &state_dir, database.as_ref())?;
         let sessions_dir = state_dir.join("sessions");
-        let (store, files): (Arc<dyn SessionStore>, _) = match (&options.store, spec.stores_sessions()) {
-            (Some(store), _) => (store.clone(), None),
-            (None, true) => (
+        let (store, backing): (Arc<dyn SessionStore>, _) = match (&options.store, spec.stores_sessions(), &database) {
+            (Some(store), _, _) => (store.clone(), Backing::Memory),
+            (None, true, Some(database)) => {
+                let place = crate::server::store::InDatabase {
+                    database: database.clone(),
+                    operator: spec.id.to_string(),
+                    fences: fences.clone(),
+                };
+                (
+                    crate::server::store::session_store(&place, None),
+                    Backing::Database(place),
+                )
+            }
+            (None, true, None) => (
                 Arc::new(FileStore::open(&sessions_dir).map_err(|error| {
                     Error::Io(std::io::Error::new(
                         error.kind(),
                         format!("cannot open the session store in {}: {error}", state_dir.display()),
                     ))
                 })?),
-                Some(sessions_dir.join("identities")),
+                Backing::Files(sessions_dir.join("identities")),
             ),
-            (None, false) => (Arc::new(MemoryStore::default()), None),
+            (None, false, _) => (Arc::new(MemoryStore::default()), Backing::Memory),
         };
-        let stores = Arc::new(StoreBook::new(store, files, options.store.is_some()));
+        let stores = Arc::new(StoreBook::new(store, backing, options.store.is_some()));
         let governance = options
             .governance
             .clone()
@@ -358,7 +470,10 @@ impl Served {
             }
         }
         let profile = Arc::new(spec.operator_profile());
-        let memory = Arc::new(memory::MemoryBook::new(profile.memory.clone(), &state_dir));
+        let memory_rows = database
+            .as_ref()
+            .map(|database| crate::server::store::memory_rows(database, spec.id));
+        let memory = Arc::new(memory::MemoryBook::new(profile.memory.clone(), &state_dir).with_rows(memory_rows));
         let served = ServedVersions::new(options.protocol_versions.as_deref().unwrap_or(spec.protocol_versions))
             .map_err(|error| Error::Io(std::io::Error::other(format!("cannot serve: {error}"))))?;
         let negotiation = served
@@ -366,6 +481,9 @@ impl Served {
             .then(|| Arc::new(AgentNegotiation(served)) as Arc<dyn Negotiate>);
         Ok(Served {
             spec,
+            database,
+            #[cfg(feature = "postgres")]
+            fleet,
             profile,
             memory,
             options,
@@ -394,22 +512,23 @@ impl Served {
         let (spec, options) = (self.spec, &self.options);
         let store = self.stores.for_identity(access.identity().as_ref())?;
         let (outbox, writer) = Outbox::start(output, options.write_timeout);
-        let connection = Arc::new(
-            Connection::new(
-                outbox,
-                self.audit.clone(),
-                store,
-                spec.stores_sessions(),
-                self.governance.clone(),
-                spec.operator_id(),
-                options.permission_timeout,
-                options.editor_timeout,
-                spec.editor,
-                access,
-            )
-            .with_sandbox(self.sandbox.clone())
-            .with_seam(self.negotiation.clone()),
-        );
+        let connection = Connection::new(
+            outbox,
+            self.audit.clone(),
+            store,
+            spec.stores_sessions(),
+            self.governance.clone(),
+            spec.operator_id(),
+            options.permission_timeout,
+            options.editor_timeout,
+            spec.editor,
+            access,
+        )
+        .with_sandbox(self.sandbox.clone())
+        .with_seam(self.negotiation.clone());
+        #[cfg(feature = "postgres")]
+        let connection = connection.with_fleet(self.fleet.clone());
+        let connection = Arc::new(connection);
         access::admitted_on_upgrade(&connection)?;
         let frames = FrameReader::new(BufReader::with_capacity(64 * 1024, input), options.max_frame_bytes);
         Dispatcher::new(

@@ -46,7 +46,7 @@ impl SessionEntry {
     pub(super) fn busy(&self, act: &str) -> Result<(), RpcError> {
         let why = match self.activity {
             Activity::Idle => return Ok(()),
-            Activity::Prompting(_) => "a prompt is running in this session; cancel it or wait for its answer",
+            Activity::Prompting(_) => return Err(prompt_running(act)),
             Activity::Loading => "this session is being loaded; wait for the answer to `session/load`",
         };
         Err(RpcError::new(codes::INVALID_PARAMS, format!("{why} before {act}")))
@@ -62,6 +62,15 @@ impl SessionEntry {
             Activity::Idle | Activity::Loading => false,
         }
     }
+}
+
+/// `-32602`: a prompt runs in the session (on this connection, or on another connection or
+/// replica: its lease is held), so it cannot `act` now.
+pub(super) fn prompt_running(act: &str) -> RpcError {
+    RpcError::new(
+        codes::INVALID_PARAMS,
+        format!("a prompt is running in this session; cancel it or wait for its answer before {act}"),
+    )
 }
 
 /// Ends an open session here: its MCP servers stopped, its operator memory closed (kept where

@@ -845,7 +845,7 @@ impl SessionStore for FileStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The folders a store creates are its user's alone: sessions hold what was said in them.
@@ -862,7 +862,9 @@ mod tests {
         }
     }
 
-    fn roundtrip(store: &dyn SessionStore) {
+    /// The contract every store keeps (the file store, the memory store, and PostgreSQL's in
+    /// `store::postgres`): history in order, an unknown session's append ignored.
+    pub(crate) fn roundtrip(store: &dyn SessionStore) {
         store.create("sess_1", Path::new("/w")).unwrap();
         store
             .append("sess_1", r#"{"sessionUpdate":"user_message_chunk"}"#)
@@ -899,32 +901,35 @@ mod tests {
         file
     }
 
+    /// A store lists, summarises and deletes what it holds.
+    pub(crate) fn lists_and_deletes(store: &dyn SessionStore) {
+        store.create("sess_a", Path::new("/w/a")).unwrap();
+        store.create("sess_b", Path::new("/w/b")).unwrap();
+        store
+            .append("sess_b", r#"{"sessionUpdate":"user_message_chunk"}"#)
+            .unwrap();
+        let mut listed: Vec<(String, PathBuf)> = store.list().unwrap().into_iter().map(|s| (s.id, s.cwd)).collect();
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                ("sess_a".into(), PathBuf::from("/w/a")),
+                ("sess_b".into(), PathBuf::from("/w/b"))
+            ]
+        );
+        let summary = store.summary("sess_b").unwrap().expect("stored");
+        assert_eq!(summary.cwd, PathBuf::from("/w/b"));
+        assert!(store.summary("sess_none").unwrap().is_none());
+        assert!(store.delete("sess_a").unwrap());
+        assert!(!store.delete("sess_a").unwrap(), "deleted once");
+        assert!(store.load("sess_a").unwrap().is_none());
+        assert_eq!(store.list().unwrap().len(), 1);
+    }
+
     #[test]
     fn stores_list_and_delete_what_they_hold() {
         let dir = tempfile::tempdir().unwrap();
-        on_both(dir.path(), |store| {
-            store.create("sess_a", Path::new("/w/a")).unwrap();
-            store.create("sess_b", Path::new("/w/b")).unwrap();
-            store
-                .append("sess_b", r#"{"sessionUpdate":"user_message_chunk"}"#)
-                .unwrap();
-            let mut listed: Vec<(String, PathBuf)> = store.list().unwrap().into_iter().map(|s| (s.id, s.cwd)).collect();
-            listed.sort();
-            assert_eq!(
-                listed,
-                [
-                    ("sess_a".into(), PathBuf::from("/w/a")),
-                    ("sess_b".into(), PathBuf::from("/w/b"))
-                ]
-            );
-            let summary = store.summary("sess_b").unwrap().expect("stored");
-            assert_eq!(summary.cwd, PathBuf::from("/w/b"));
-            assert!(store.summary("sess_none").unwrap().is_none());
-            assert!(store.delete("sess_a").unwrap());
-            assert!(!store.delete("sess_a").unwrap(), "deleted once");
-            assert!(store.load("sess_a").unwrap().is_none());
-            assert_eq!(store.list().unwrap().len(), 1);
-        });
+        on_both(dir.path(), lists_and_deletes);
         // A file store names its files' times, and a new instance lists what is on disk.
         let again = FileStore::open(dir.path()).unwrap().list().unwrap();
         assert_eq!(again.len(), 1);
@@ -934,26 +939,29 @@ mod tests {
 
     /// `list_page` answers as the whole `list` sorted would, and sees what another process
     /// writes, removes or replaces in the folder, though it remembers the headers it read.
+    /// `list_page` answers as the whole `list` sorted would.
+    pub(crate) fn pages_match_the_sorted_list(store: &dyn SessionStore) {
+        for n in 0..7 {
+            let cwd = if n % 2 == 0 { "/w/even" } else { "/w/odd" };
+            store.create(&format!("sess_{n}"), Path::new(cwd)).unwrap();
+        }
+        let mut all = store.list().unwrap();
+        all.sort_by(newest_first);
+        let (first, more) = store.list_page(None, 0, 3).unwrap();
+        assert_eq!((first.as_slice(), more), (&all[..3], true));
+        let (last, more) = store.list_page(None, 6, 3).unwrap();
+        assert_eq!((last.as_slice(), more), (&all[6..], false));
+        assert_eq!(store.list_page(None, 9, 3).unwrap(), (Vec::new(), false));
+        let odd: Vec<SessionSummary> = all.iter().filter(|s| s.cwd == Path::new("/w/odd")).cloned().collect();
+        assert_eq!(store.list_page(Some(Path::new("/w/odd")), 0, 3).unwrap(), (odd, false));
+        let even = store.list_page(Some(Path::new("/w/even")), 1, 2).unwrap();
+        assert_eq!((even.0.len(), even.1), (2, true));
+    }
+
     #[test]
     fn a_page_matches_the_sorted_list_and_follows_other_writers() {
         let dir = tempfile::tempdir().unwrap();
-        let file = on_both(dir.path(), |store| {
-            for n in 0..7 {
-                let cwd = if n % 2 == 0 { "/w/even" } else { "/w/odd" };
-                store.create(&format!("sess_{n}"), Path::new(cwd)).unwrap();
-            }
-            let mut all = store.list().unwrap();
-            all.sort_by(newest_first);
-            let (first, more) = store.list_page(None, 0, 3).unwrap();
-            assert_eq!((first.as_slice(), more), (&all[..3], true));
-            let (last, more) = store.list_page(None, 6, 3).unwrap();
-            assert_eq!((last.as_slice(), more), (&all[6..], false));
-            assert_eq!(store.list_page(None, 9, 3).unwrap(), (Vec::new(), false));
-            let odd: Vec<SessionSummary> = all.iter().filter(|s| s.cwd == Path::new("/w/odd")).cloned().collect();
-            assert_eq!(store.list_page(Some(Path::new("/w/odd")), 0, 3).unwrap(), (odd, false));
-            let even = store.list_page(Some(Path::new("/w/even")), 1, 2).unwrap();
-            assert_eq!((even.0.len(), even.1), (2, true));
-        });
+        let file = on_both(dir.path(), pages_match_the_sorted_list);
         // Another process: a new session, one removed, one replaced with another `cwd`.
         let other = FileStore::open(dir.path()).unwrap();
         other.create("sess_new", Path::new("/w/new")).unwrap();

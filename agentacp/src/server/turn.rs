@@ -2,7 +2,9 @@
 //! updates, and — from tier governance-aware — make governed, audited tool calls.
 //!
 //! `Turn<'_, T>` is typed by the manifest's tier `T`; [`Turn::tool_call`] needs
-//! `T: Governed`, so a tool call in a basic-tier operator is a compile error.
+//! `T: Governed`, so a tool call in a basic-tier operator is a compile error, and
+//! [`Turn::set_mode`] needs `T: SessionModes`, which a manifest that lists protocol version 2
+//! does not give (its tier is [`V2<T>`](crate::tier::V2)).
 
 use std::fmt::Display;
 use std::future::Future;
@@ -18,12 +20,13 @@ use tokio::sync::watch;
 
 use crate::audit::{Approval, AuditEvent, Lifecycle, ToolCallMirror, ToolOutcomeRecord};
 use crate::error::{Error, Result};
+use crate::future::BoxFuture;
 use crate::governance::{Decision, ToolKind, ToolRequest};
 use crate::jsonrpc::pending::RequestFailure;
 use crate::oversight::decide::{KindFrom, decide};
 use crate::oversight::question::{self, Answer};
 use crate::surface::{CommandInput, ConfigValue};
-use crate::tier::{Governed, SandboxedTier, Tier};
+use crate::tier::{Governed, SandboxedTier, SessionModes, Tier};
 use crate::wire::support::OperatorUpdate;
 
 use super::connection::Connection;
@@ -240,7 +243,7 @@ impl<'t, T: Tier> Turn<'t, T> {
         match update.get("sessionUpdate").and_then(Value::as_str) {
             Some("current_mode_update") => {
                 let mode = update.get("currentModeId").and_then(Value::as_str).unwrap_or_default();
-                self.set_mode(mode).await
+                self.switch_mode(mode).await
             }
             Some("config_option_update") => self.config_update_from(&update).await,
             Some("available_commands_update") => {
@@ -286,7 +289,21 @@ impl<'t, T: Tier> Turn<'t, T> {
     /// Switches the session to `mode`, one the manifest declares: audited (`session.mode`),
     /// set, and sent to the client as a `current_mode_update`. An undeclared mode is an error
     /// and nothing is sent.
-    pub async fn set_mode(&mut self, mode: &str) -> Result<()> {
+    ///
+    /// Not on a manifest that lists protocol version 2, which has no session modes (tier
+    /// [`V2`](crate::tier::V2)): calling it there does not compile.
+    // A named future, not `async fn`: a bound on an opaque future is reported three times
+    // (the call, its future, its `.await`).
+    pub fn set_mode<'a>(&'a mut self, mode: &'a str) -> BoxFuture<'a, Result<()>>
+    where
+        T: SessionModes,
+    {
+        Box::pin(self.switch_mode(mode))
+    }
+
+    /// [`Turn::set_mode`], and a `current_mode_update` given to [`Turn::update_json`] (which
+    /// a manifest without modes refuses at run time).
+    async fn switch_mode(&mut self, mode: &str) -> Result<()> {
         self.scope.announce_running()?;
         self.scope
             .connection

@@ -1,7 +1,8 @@
 # A scripted raw ACP v2 agent (schema v2.0.0-alpha.3) for tests/v2_client.rs and
 # tests/v2_bridge.rs. argv[1] is what it answers to `initialize`: `v2`, `v1` (a v1-only agent:
-# it answers protocolVersion 1 and speaks v1) or `v3` (a version nobody speaks); argv[2] a file
-# every frame it receives is appended to (one JSON line each), so a test can check them.
+# it answers protocolVersion 1 and speaks v1), `v1-sessions` (the same, advertising and answering
+# `session/list`, `session/resume` and `session/close`) or `v3` (a version nobody speaks); argv[2]
+# a file every frame it receives is appended to (one JSON line each), so a test can check them.
 #
 # In v1 mode, `hello` announces a `write-file` tool call, asks permission for it (v1 shapes),
 # completes or fails it on the answer, says "done" and ends the turn.
@@ -13,6 +14,7 @@
 import json, sys
 
 mode = sys.argv[1]
+v1 = mode in ("v1", "v1-sessions")
 seen_file = sys.argv[2]
 next_id = 100
 pending = []  # messages read while waiting for something else
@@ -118,8 +120,11 @@ while True:
     def answer(result):
         send({"jsonrpc": "2.0", "id": id, "result": result})
     if method == "initialize":
-        if mode == "v1":
-            answer({"protocolVersion": 1, "agentCapabilities": {"loadSession": True}, "agentInfo": {"name": "v1-only", "version": "0"}})
+        if v1:
+            capabilities = {"loadSession": True}
+            if mode == "v1-sessions":
+                capabilities["sessionCapabilities"] = {"list": {}, "resume": {}, "close": {}}
+            answer({"protocolVersion": 1, "agentCapabilities": capabilities, "agentInfo": {"name": "v1-only", "version": "0"}})
         elif mode == "v3":
             answer({"protocolVersion": 3, "info": {"name": "future", "version": "0"}})
         else:
@@ -142,7 +147,7 @@ while True:
     elif method == "session/prompt":
         session = params["sessionId"]
         words = " ".join(b.get("text", "") for b in params["prompt"])
-        if mode == "v1":
+        if v1:
             if words == "hello":
                 v1_hello(session)
             send({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}})
@@ -156,6 +161,10 @@ while True:
             wait(session, id)
         else:
             hello(session, id)
+    elif method == "session/list" and mode == "v1-sessions":
+        answer({"sessions": [{"sessionId": "s1", "cwd": params.get("cwd") or "/w"}]})
+    elif method == "session/close" and mode == "v1-sessions":
+        answer({})
     elif method == "session/cancel":
         pass
     elif id is not None:

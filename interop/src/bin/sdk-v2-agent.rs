@@ -14,7 +14,9 @@
 //!   `end_turn`.
 //!
 //! `session/resume` with `replayFrom: {type: "start"}` replays every update of the session
-//! except state updates, then sends an `idle` snapshot, then answers.
+//! except state updates, then sends an `idle` snapshot, then answers. `session/list` lists the
+//! sessions of this connection (those in `cwd` when it is given), as v2's baseline asks.
+//! `session/new` with a relative `cwd` is refused (-32602).
 //!
 //! `--both` serves v1 and v2 on the same stdio through the SDK's `Agent.protocol_router()`:
 //! an `initialize` asking for v1 gets a minimal v1 agent (`v1 echo: TEXT`, `end_turn`).
@@ -25,12 +27,13 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v2::schema::{
-    AgentCapabilities, CancelSessionNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock,
-    ContentChunk, IdleStateUpdate, Implementation, InitializeRequest, InitializeResponse, NewSessionRequest,
-    NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest, PromptResponse, ReplayFrom,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionSubject, RequiresActionStateUpdate,
-    ResumeSessionRequest, ResumeSessionResponse, RunningStateUpdate, SessionCapabilities, SessionId, SessionUpdate,
-    StateUpdate, StopReason, TextContent, ToolCallPermissionSubject, ToolCallStatus, ToolCallUpdate, ToolKind,
+    AbsolutePath, AgentCapabilities, CancelSessionNotification, CloseSessionRequest, CloseSessionResponse,
+    ContentBlock, ContentChunk, IdleStateUpdate, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, NewSessionRequest, NewSessionResponse, PermissionOption,
+    PermissionOptionKind, PromptRequest, PromptResponse, ReplayFrom, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionSubject, RequiresActionStateUpdate, ResumeSessionRequest,
+    ResumeSessionResponse, RunningStateUpdate, SessionCapabilities, SessionId, SessionInfo, SessionUpdate, StateUpdate,
+    StopReason, TextContent, ToolCallPermissionSubject, ToolCallStatus, ToolCallUpdate, ToolKind,
     UpdateSessionNotification, UserMessage,
 };
 use agent_client_protocol::v2::{ConnectionTo, Responder};
@@ -42,8 +45,8 @@ const NAME: &str = "sdk-v2-agent-rust";
 
 /// What the agent keeps per session: the updates to replay, and the signal that ends the
 /// running turn (`session/cancel`).
-#[derive(Default)]
 struct Session {
+    cwd: AbsolutePath,
     history: Vec<SessionUpdate>,
     cancel: Arc<Notify>,
 }
@@ -192,7 +195,8 @@ async fn run_turn(
 /// The v2 agent.
 fn v2_agent() -> impl ConnectTo<Client> {
     let agent = State::default();
-    let (on_new, on_prompt, on_cancel, on_resume) = (agent.clone(), agent.clone(), agent.clone(), agent);
+    let (on_new, on_prompt, on_cancel, on_resume) = (agent.clone(), agent.clone(), agent.clone(), agent.clone());
+    let on_list = agent;
     Agent
         .v2()
         .name(NAME)
@@ -209,9 +213,17 @@ fn v2_agent() -> impl ConnectTo<Client> {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |_: NewSessionRequest, responder: Responder<NewSessionResponse>, cx: ConnectionTo<Client>| {
+            async move |new: NewSessionRequest, responder: Responder<NewSessionResponse>, cx: ConnectionTo<Client>| {
+                if !new.cwd.0.is_absolute() {
+                    return responder.respond_with_error(agent_client_protocol::Error::invalid_params());
+                }
                 let id = SessionId::new(on_new.next("rust-v2-session"));
-                on_new.lock().insert(id.to_string(), Session::default());
+                let session = Session {
+                    cwd: new.cwd,
+                    history: Vec::new(),
+                    cancel: Arc::default(),
+                };
+                on_new.lock().insert(id.to_string(), session);
                 responder.respond(NewSessionResponse::new(id.clone()))?;
                 on_new.emit(&cx, &id, state(StateUpdate::Idle(IdleStateUpdate::new())))
             },
@@ -258,6 +270,18 @@ fn v2_agent() -> impl ConnectTo<Client> {
                     state(StateUpdate::Idle(IdleStateUpdate::new())),
                 )?;
                 responder.respond(ResumeSessionResponse::new())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |list: ListSessionsRequest, responder: Responder<ListSessionsResponse>, _cx| {
+                let sessions = on_list
+                    .lock()
+                    .iter()
+                    .filter(|(_, session)| list.cwd.as_ref().is_none_or(|cwd| *cwd == session.cwd))
+                    .map(|(id, session)| SessionInfo::new(id.clone(), session.cwd.clone()))
+                    .collect();
+                responder.respond(ListSessionsResponse::new(sessions))
             },
             agent_client_protocol::on_receive_request!(),
         )

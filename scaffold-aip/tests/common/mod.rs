@@ -12,15 +12,22 @@ pub use test_support::*;
 /// finished within a minute (a guard against hanging, not a timing assertion). Stdin is empty.
 #[cfg(unix)]
 pub fn run_bounded(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    use std::io::Read;
-    use std::process::{Command, Stdio};
-    const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
-    let mut child = Command::new("sh")
+    let mut command = std::process::Command::new("sh");
+    command
         .arg("-c")
         .arg("ulimit -v 2097152 && ulimit -f 0 && exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_scaffold-aip"))
         .args(args)
-        .current_dir(dir)
+        .current_dir(dir);
+    output_within(&mut command, std::time::Duration::from_secs(60))
+}
+
+/// Runs `command` with an empty stdin and collects its output; kills it and fails the test
+/// when it has not ended within `limit` (a guard against hanging, not a timing assertion).
+pub fn output_within(command: &mut std::process::Command, limit: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -41,10 +48,10 @@ pub fn run_bounded(dir: &std::path::Path, args: &[&str]) -> std::process::Output
     }
     let mut outputs = [Vec::new(), Vec::new()];
     for _ in 0..2 {
-        let Ok((index, bytes)) = receiver.recv_timeout(LIMIT) else {
+        let Ok((index, bytes)) = receiver.recv_timeout(limit) else {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("scaffold-aip {args:?} was still running after {LIMIT:?}; killed");
+            panic!("{command:?} was still running after {limit:?}; killed");
         };
         outputs[index] = bytes;
     }

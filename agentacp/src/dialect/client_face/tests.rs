@@ -268,6 +268,22 @@ fn permission_requests_take_the_v1_shape() {
     assert_eq!(sent(&mut face, answer.clone()), answer);
 }
 
+/// A v2 agent's MCP-over-ACP marker (`mcp.acp`) is v1's `mcpCapabilities.acp`.
+#[test]
+fn mcp_over_acp_is_read_from_a_v2_agent() {
+    let mut face = ClientFace::new(false);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 2,
+        "clientInfo": {"name": "c", "version": "1"}}});
+    sent(&mut face, init);
+    let answer = json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2, "info": {"name": "a", "version": "2"},
+        "capabilities": {"session": {"mcp": {"stdio": {}, "acp": {}}}}}});
+    let v1 = &face.from_agent(answer)[0]["result"];
+    assert_eq!(
+        v1["agentCapabilities"]["mcpCapabilities"],
+        json!({"http": false, "sse": false, "acp": true})
+    );
+}
+
 /// `initialize` both ways, and authentication.
 #[test]
 fn initialize_and_auth_take_the_other_shape() {

@@ -9,8 +9,8 @@
 //!   that stands for v1 modes → `session/set_mode`;
 //! - the v1 methods v2 removed (`session/load`, `session/set_mode`, `authenticate`,
 //!   `logout`) are refused, as unknown methods;
-//! - a batch (a JSON array) is taken entry by entry, each answered on its own line; an empty
-//!   batch or an entry that is not an object is answered `-32600`.
+//! - a batch (a JSON array) is taken entry by entry and answered as one array
+//!   (`batch.rs`); an empty batch is answered `-32600`.
 //!
 //! To the client ([`Rewrite::rewrite`]):
 //! - the answer to `initialize` in v2's shape ([`shapes::initialize_result_to_v2`]);
@@ -18,8 +18,8 @@
 //!   [`PROMPT_ACCEPTED`](crate::connection::dialect::PROMPT_ACCEPTED) notice, which never reaches the wire) with the user's message and a
 //!   `running` state; the runtime's answer at the end of the turn becomes an `idle`
 //!   `state_update` with its stop reason (`error`, with the error in `_meta`, when the turn
-//!   failed); a permission request of the turn's is preceded by `requires_action`, and the
-//!   turn's next message by `running` again;
+//!   failed); a permission request of the turn's is preceded by `requires_action`, and its
+//!   answer followed at once by `running` again (said by the face as it reads the answer);
 //! - message chunks get a `messageId` (one per message: consecutive chunks of one kind in a
 //!   turn); `tool_call` → the first `tool_call_update`; diffs in v2's shape; `plan` →
 //!   `plan_update`; `current_mode_update` → `config_option_update` of the `mode` option;
@@ -35,12 +35,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::shapes;
+use super::{batch, shapes};
 use crate::connection::dialect::{Dialect, Inbound};
 use crate::jsonrpc::outbox::Rewrite;
 use crate::jsonrpc::{Id, RpcError, Unreadable, codes};
@@ -104,6 +101,8 @@ struct State {
     /// Our permission requests in flight, by id: the session each is for.
     permissions: HashMap<Id, String>,
     sessions: HashMap<String, SessionState>,
+    /// The client's batches whose answers are not all sent yet.
+    batches: batch::Batches,
 }
 
 #[derive(Default)]
@@ -112,12 +111,17 @@ struct SessionState {
     message: Option<(String, String)>,
     /// The request id of the prompt running, once acknowledged.
     turn: Option<Id>,
-    /// A permission request was answered: the turn's next message says `running` first.
-    resume_running: bool,
     /// The session's config options in v2, the `mode` option first when it has modes.
     options: Option<Vec<Value>>,
     /// Whether the `mode` option stands for v1 modes.
     has_modes: bool,
+    /// How many messages the session's history holds so far, when this connection knows (it
+    /// created the session, or replayed its history): its ids are then `msg_<n>`, the same
+    /// on every connection that replays it. `None`: ids unique to this connection.
+    messages: Option<u64>,
+    /// While a replay from a message runs: that message's id, until it comes (what comes
+    /// before it is left out).
+    replay_from: Option<String>,
 }
 
 impl State {
@@ -125,7 +129,13 @@ impl State {
         self.sessions.entry(id.to_string()).or_default()
     }
 
-    fn new_message_id(&mut self) -> String {
+    /// A new message's id: its place in the session's history when that is known, else one
+    /// unique to this connection.
+    fn new_message_id(&mut self, session: &str) -> String {
+        if let Some(count) = self.sessions.get_mut(session).and_then(|state| state.messages.as_mut()) {
+            *count += 1;
+            return format!("msg_{count}");
+        }
         self.next_message += 1;
         format!("{}_{}", self.prefix, self.next_message)
     }
@@ -152,17 +162,8 @@ impl Dialect for AgentFace {
                 ));
             }
             Value::Array(entries) => {
-                for entry in entries {
-                    if entry.is_object() {
-                        state.take_from_client(entry, out);
-                    } else {
-                        out.push(refused(
-                            Id::Null,
-                            codes::INVALID_REQUEST,
-                            "a batch entry that is not a JSON-RPC message object".into(),
-                        ));
-                    }
-                }
+                let batch = batch::read(entries, out, |entry, out| state.take_from_client(entry, out));
+                out.extend(state.batches.opened(batch).map(Inbound::Say));
             }
             Value::Object(_) if !needs_translating(&value) => out.push(Inbound::Line(line)),
             value => state.take_from_client(value, out),
@@ -176,68 +177,73 @@ impl Rewrite for AgentFace {
         let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(&line) else {
             return out.push(line);
         };
-        let mut sink = Lines(out);
-        lock(&self.state).send_to_client(message, line, &mut sink);
+        let from = out.len();
+        let mut state = lock(&self.state);
+        state.send_to_client(message, line, &mut Lines(out));
+        // The answers to a batch's entries go out together.
+        state.batches.collect(out, from);
     }
 }
 
 impl AgentFace {
-    /// The most frequent line, a message chunk the runtime streams, given its `messageId`
-    /// without building a JSON tree; `Err` gives the line back for the full translation.
+    /// The most frequent line: a chunk the runtime streams that continues the message the
+    /// session's last chunk began. Its `messageId` is spliced into its bytes, the rest of them
+    /// kept as they are (no JSON tree, no second serialisation); `Err` gives any other line
+    /// back for the full translation, which also starts each new message. The line is the
+    /// runtime's own JSON, so the output is JSON too: one member more, first in an object that
+    /// has members already.
     fn chunk_fast(&self, line: Vec<u8>, out: &mut Vec<Vec<u8>>) -> Result<(), Vec<u8>> {
-        #[derive(Deserialize)]
-        struct Notification<'a> {
-            method: &'a str,
-            #[serde(borrow)]
-            params: Params<'a>,
-        }
-        #[derive(Deserialize)]
-        struct Params<'a> {
-            #[serde(rename = "sessionId")]
-            session: String,
-            #[serde(borrow)]
-            update: &'a RawValue,
-        }
-        #[derive(Deserialize)]
-        struct Chunk<'a> {
-            #[serde(rename = "sessionUpdate")]
-            kind: &'a str,
-            #[serde(rename = "messageId")]
-            message_id: Option<IgnoredAny>,
-        }
-        if !line.starts_with(UPDATE_PREFIX) {
-            return Err(line);
-        }
-        let Ok(notification) = serde_json::from_slice::<Notification<'_>>(&line) else {
+        let Some(chunk) = RuntimeChunk::read(&line) else {
             return Err(line);
         };
-        let update = notification.params.update.get();
-        let chunk = match serde_json::from_str::<Chunk<'_>>(update) {
-            Ok(chunk) if notification.method == "session/update" && chunk.message_id.is_none() => chunk,
-            _ => return Err(line),
+        let mut rewritten = Vec::with_capacity(line.len() + MESSAGE_ID_ROOM);
+        rewritten.extend_from_slice(&line[..chunk.members]);
+        rewritten.extend_from_slice(br#""messageId":"#);
+        let written = match lock(&self.state).current_message(chunk.session, chunk.kind) {
+            Some(id) => serde_json::to_writer(&mut rewritten, id).is_ok(),
+            None => false,
         };
-        if !CHUNKS.contains(&chunk.kind) || !update.starts_with('{') {
+        if !written {
             return Err(line);
         }
-        let session = notification.params.session;
-        let mut lines = Lines(out);
-        let id = {
-            let mut state = lock(&self.state);
-            state.running_again(&session, &mut lines);
-            state.chunk_id(&session, chunk.kind)
-        };
-        let mut rewritten = Vec::with_capacity(line.len() + id.len() + 16);
-        rewritten.extend_from_slice(UPDATE_PREFIX);
-        serde_json::to_writer(&mut rewritten, &session).map_err(|_| line.clone())?;
-        rewritten.extend_from_slice(br#","update":{"messageId":"#);
-        serde_json::to_writer(&mut rewritten, &id).map_err(|_| line.clone())?;
         rewritten.push(b',');
-        rewritten.extend_from_slice(&update.as_bytes()[1..]);
-        rewritten.extend_from_slice(b"}}\n");
+        rewritten.extend_from_slice(&line[chunk.members..]);
         out.push(rewritten);
         Ok(())
     }
 }
+
+/// A message chunk as the runtime writes it (`Connection::send_update_unrecorded`, the
+/// update's `sessionUpdate` first), read without parsing it: where its `messageId` goes.
+struct RuntimeChunk<'a> {
+    session: &'a str,
+    kind: &'a str,
+    /// Where the update object's members begin (just after its `{`).
+    members: usize,
+}
+
+impl<'a> RuntimeChunk<'a> {
+    /// `None` for any other line: another method or update kind, another layout, a session id
+    /// or kind with escapes, or an update that has a `messageId` (or names one anywhere).
+    fn read(line: &'a [u8]) -> Option<RuntimeChunk<'a>> {
+        let rest = std::str::from_utf8(line.strip_prefix(UPDATE_PREFIX)?).ok()?;
+        let (session, rest) = plain_string(rest)?;
+        let rest = rest.strip_prefix(r#","update":{"#)?;
+        let members = line.len() - rest.len();
+        let (kind, rest) = plain_string(rest.strip_prefix(r#""sessionUpdate":"#)?)?;
+        let chunk = CHUNKS.contains(&kind) && (rest.starts_with(',') || rest.starts_with('}'));
+        (chunk && !rest.contains(r#""messageId""#)).then_some(RuntimeChunk { session, kind, members })
+    }
+}
+
+/// The JSON string `text` starts with, when it has no escapes: its value, and what follows.
+fn plain_string(text: &str) -> Option<(&str, &str)> {
+    let (value, rest) = text.strip_prefix('"')?.split_once('"')?;
+    (!value.contains('\\')).then_some((value, rest))
+}
+
+/// Room for `"messageId":"msg_…_N",` beside a chunk line's own bytes.
+const MESSAGE_ID_ROOM: usize = 48;
 
 /// How the runtime writes a `session/update` (`Connection::send_update_unrecorded`).
 const UPDATE_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"#;
@@ -307,7 +313,7 @@ impl State {
         let Some(method) = message.get("method").and_then(Value::as_str).map(str::to_string) else {
             // An answer to one of our requests: a permission answer lets the turn run again.
             if let Some(session) = id.as_ref().and_then(|id| self.permissions.remove(id)) {
-                self.session(&session).resume_running = true;
+                self.permission_answered(&session, out);
             }
             return out.push(line_of(&message));
         };
@@ -357,15 +363,10 @@ impl State {
                 mcp_servers_to_v1(&mut params);
                 let replay = match params.as_object_mut().and_then(|params| params.remove("replayFrom")) {
                     None | Some(Value::Null) => false,
-                    Some(from) if from["type"] == "start" => true,
                     Some(from) => {
-                        return Err(RpcError::new(
-                            codes::INVALID_PARAMS,
-                            format!(
-                                "`replayFrom` of type {} is not one this agent knows: it replays from the start only",
-                                from["type"]
-                            ),
-                        ));
+                        let cursor = replay_cursor(&from)?;
+                        self.replaying(session.as_deref().unwrap_or_default(), cursor);
+                        true
                     }
                 };
                 let method = if replay { "session/load" } else { "session/resume" };
@@ -432,11 +433,11 @@ impl State {
             .and_then(|id| serde_json::from_value::<Id>(id).ok());
         match (method, id) {
             (Some(crate::connection::dialect::PROMPT_ACCEPTED), _) => self.prompt_accepted(&message, out),
+            (Some(crate::connection::dialect::SESSION_HISTORY), _) => self.history_known(&message["params"]),
             (Some("session/update"), None) => self.update_to_v2(message, out),
             (Some("session/request_permission"), Some(id)) => {
                 let params = shapes::permission_params_to_v2(&message["params"]);
                 let session = params["sessionId"].as_str().unwrap_or_default().to_string();
-                self.running_again(&session, out);
                 self.session(&session).message = None;
                 if self.session(&session).turn.is_some() {
                     out.state(&session, "requires_action");
@@ -464,12 +465,12 @@ impl State {
         else {
             return;
         };
-        let message_id = self.new_message_id();
         let Some(Asked::Prompt { session, prompt, acked }) = self.asked.get_mut(&id) else {
             return;
         };
         *acked = true;
         let (session, prompt) = (session.clone(), prompt.take());
+        let message_id = self.new_message_id(&session);
         out.push(&json!({"jsonrpc": "2.0", "id": id, "result": {"messageId": message_id}}));
         out.update(
             &session,
@@ -479,7 +480,6 @@ impl State {
         let state = self.session(&session);
         state.turn = Some(id);
         state.message = None;
-        state.resume_running = false;
     }
 
     /// The `messageId` of a chunk of `kind` without one: the current message's when the last
@@ -490,17 +490,82 @@ impl State {
         {
             return id.clone();
         }
-        let id = self.new_message_id();
+        let id = self.new_message_id(session);
         self.session(session).message = Some((kind.to_string(), id.clone()));
         id
     }
 
-    /// Says `running` again when a permission answer came since the last message of the turn.
-    fn running_again(&mut self, session: &str, out: &mut Lines<'_>) {
-        let state = self.session(session);
-        if std::mem::take(&mut state.resume_running) && state.turn.is_some() {
-            out.state(session, "running");
+    /// The id of `session`'s current message when it is of `kind` (a chunk of `kind` comes
+    /// next), without creating the session's state.
+    fn current_message(&self, session: &str, kind: &str) -> Option<&str> {
+        let state = self.sessions.get(session)?;
+        match &state.message {
+            // A replay still looking for its first message: each chunk goes the full way.
+            Some((current, id)) if current == kind && state.replay_from.is_none() => Some(id),
+            _ => None,
         }
+    }
+
+    /// The message a chunk of `kind` belongs to: the id it was `given`, else its session's
+    /// current message's or a new one's ([`chunk_id`](State::chunk_id)).
+    fn chunk_message(&mut self, session: &str, kind: &str, given: Option<&str>) -> String {
+        match given {
+            Some(id) => id.to_string(),
+            None => self.chunk_id(session, kind),
+        }
+    }
+
+    /// The stored history of a session resumed without a replay (the runtime's internal
+    /// notice, `params`): its messages numbered as a replay numbers them, nothing sent.
+    fn history_known(&mut self, params: &Value) {
+        let Some(session) = params["sessionId"].as_str() else {
+            return;
+        };
+        self.replaying(session, None);
+        for update in params["updates"].as_array().into_iter().flatten() {
+            match update["sessionUpdate"].as_str() {
+                Some(kind) if CHUNKS.contains(&kind) => {
+                    self.chunk_message(session, kind, update["messageId"].as_str());
+                }
+                _ => self.session(session).message = None,
+            }
+        }
+        self.session(session).message = None;
+    }
+
+    /// Whether a chunk of message `id` is left out of a replay from a later message: `false`
+    /// from that message on.
+    fn skipped(&mut self, session: &str, id: &str) -> bool {
+        let state = self.session(session);
+        match &state.replay_from {
+            Some(cursor) if cursor == id => {
+                state.replay_from = None;
+                false
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    /// `session`'s history is about to be replayed, from `cursor`'s message (`None`: from the
+    /// start): its messages are numbered from the first.
+    fn replaying(&mut self, session: &str, cursor: Option<String>) {
+        let state = self.session(session);
+        state.messages = Some(0);
+        state.message = None;
+        state.replay_from = cursor;
+    }
+
+    /// A permission request of `session`'s was answered: its turn is `running` again, said
+    /// at once (before the runtime takes the answer), unless it waits on another answer.
+    fn permission_answered(&mut self, session: &str, out: &mut Vec<Inbound>) {
+        let waiting = self.permissions.values().any(|other| other == session);
+        if waiting || self.sessions.get(session).is_none_or(|state| state.turn.is_none()) {
+            return;
+        }
+        let mut line = Vec::with_capacity(1);
+        Lines(&mut line).state(session, "running");
+        out.extend(line.into_iter().map(Inbound::Say));
     }
 
     /// One `session/update` in v2 (none, or several lines).
@@ -516,7 +581,6 @@ impl State {
         let Some(update) = params.get_mut("update").and_then(Value::as_object_mut) else {
             return out.push(&Value::Object(message));
         };
-        self.running_again(&session, out);
         let kind = update
             .get("sessionUpdate")
             .and_then(Value::as_str)
@@ -525,10 +589,11 @@ impl State {
         let state = self.sessions.entry(session.clone()).or_default();
         match kind.as_str() {
             kind if CHUNKS.contains(&kind) => {
-                let id = match update.get("messageId").and_then(Value::as_str) {
-                    Some(id) => id.to_string(),
-                    None => self.chunk_id(&session, kind),
-                };
+                let given = update.get("messageId").and_then(Value::as_str);
+                let id = self.chunk_message(&session, kind, given);
+                if self.skipped(&session, &id) {
+                    return;
+                }
                 update.insert("messageId".into(), json!(id));
             }
             other => {
@@ -563,6 +628,9 @@ impl State {
                         }
                     }
                     _ => {}
+                }
+                if state.replay_from.is_some() {
+                    return;
                 }
             }
         }
@@ -604,6 +672,9 @@ impl State {
             Asked::Setup {
                 session: Some(session), ..
             } => {
+                if let Some(cursor) = self.session(&session).replay_from.take() {
+                    return out.push(&no_such_message(&id, &session, &cursor));
+                }
                 // A resumed session's state comes before the answer (after any replay).
                 self.setup_answer(Some(&session), result);
                 let running = self.sessions.get(&session).is_some_and(|state| state.turn.is_some());
@@ -612,6 +683,10 @@ impl State {
             Asked::Setup { session: None, .. } => {
                 let session = result["sessionId"].as_str().map(str::to_string);
                 self.setup_answer(session.as_deref(), result);
+                // A new session: its history is all on this connection.
+                if let Some(session) = session {
+                    self.session(&session).messages = Some(0);
+                }
             }
             Asked::SetConfig { session } => {
                 if let Some(options) = result.get_mut("configOptions") {
@@ -631,6 +706,15 @@ impl State {
     /// An error answering a request whose answer is translated: a prompt that was
     /// acknowledged ends `idle` with stop reason `error`; the others go as they are.
     fn error_to_v2(&mut self, id: Id, asked: Asked, mut message: Map<String, Value>, out: &mut Lines<'_>) {
+        if let Asked::Setup {
+            session: Some(session),
+            replay: true,
+        } = &asked
+        {
+            // Not replayed: the session's place in its history is not known here.
+            let state = self.session(session);
+            (state.messages, state.replay_from) = (None, None);
+        }
         match asked {
             Asked::Prompt {
                 session, acked: true, ..
@@ -661,7 +745,6 @@ impl State {
         let state = self.session(session);
         state.turn = None;
         state.message = None;
-        state.resume_running = false;
     }
 
     /// A setup answer (`session/new`, `resume`, a load's) in v2: `modes` become the `mode`
@@ -721,6 +804,37 @@ fn mcp_servers_to_v1(params: &mut Value) {
     }
 }
 
+/// The `replayFrom` type of a replay from a message (inclusive): `{"type": "_agentacp_message",
+/// "messageId": …}`, an implementation's own cursor as alpha.3 allows (`_`-prefixed).
+const REPLAY_FROM_MESSAGE: &str = "_agentacp_message";
+
+/// Where a replay begins: `None` from the start, else the id of the message it begins with;
+/// any other cursor is refused.
+fn replay_cursor(from: &Value) -> Result<Option<String>, RpcError> {
+    match (from["type"].as_str(), from["messageId"].as_str()) {
+        (Some("start"), _) => Ok(None),
+        (Some(REPLAY_FROM_MESSAGE), Some(id)) => Ok(Some(id.to_string())),
+        (Some(REPLAY_FROM_MESSAGE), None) => Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("a `replayFrom` of type `{REPLAY_FROM_MESSAGE}` needs the `messageId` to replay from"),
+        )),
+        _ => Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            format!(
+                "`replayFrom` of type {} is not one this agent knows: it replays from `start`, or from a message (type `{REPLAY_FROM_MESSAGE}` with its `messageId`)",
+                from["type"]
+            ),
+        )),
+    }
+}
+
+/// The answer to a replay from a message the session's history does not have.
+fn no_such_message(id: &Id, session: &str, cursor: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": codes::INVALID_PARAMS, "message": format!(
+        "message `{cursor}` is not in the history of session `{session}`: nothing was replayed (the session is open on this connection all the same)"
+    )}})
+}
+
 /// A message for the runtime: a line without its newline, as frames are read.
 fn line_of(message: &Value) -> Inbound {
     Inbound::Line(serde_json::to_vec(message).unwrap_or_default())
@@ -768,5 +882,156 @@ mod tests {
         assert!(ids[3].is_null());
         assert_ne!(ids[4], ids[0]);
         assert_eq!(ids[5], "mine");
+    }
+
+    /// A line as the runtime writes it: `update` of the session whose id is the JSON string
+    /// `session`.
+    fn runtime_line(session: &str, update: &str) -> Vec<u8> {
+        format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":{session},"update":{update}}}}}"#)
+            .into_bytes()
+            .into_iter()
+            .chain(*b"\n")
+            .collect()
+    }
+
+    /// A text chunk of `kind`.
+    fn chunk(kind: &str, text: &str) -> String {
+        format!(r#"{{"sessionUpdate":"{kind}","content":{{"type":"text","text":"{text}"}}}}"#)
+    }
+
+    /// What the fast path makes of `line`: `None` when it gives the line back.
+    fn fast(face: &AgentFace, line: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        face.chunk_fast(line.to_vec(), &mut out).ok()?;
+        assert_eq!(out.len(), 1, "one chunk, one line");
+        out.pop()
+    }
+
+    /// The `messageId` of the only line of `out`.
+    fn message_id(out: &[Value]) -> &str {
+        assert_eq!(out.len(), 1, "{out:?}");
+        out[0]["params"]["update"]["messageId"].as_str().unwrap_or_default()
+    }
+
+    /// A chunk continuing a message gets the message's id spliced in first, its own bytes
+    /// kept as they are, whatever its strings hold: the line stays JSON and says what the
+    /// full translation says.
+    #[test]
+    fn a_continued_chunk_gets_its_message_id_spliced_into_its_bytes() {
+        let face = AgentFace::new();
+        let start = runtime_line(r#""s""#, &chunk("agent_message_chunk", "start"));
+        assert!(fast(&face, &start).is_none(), "a new message goes the full way");
+        let id = message_id(&rewritten(&face, std::str::from_utf8(&start).unwrap())).to_string();
+        let texts = [
+            "plain",
+            r#"a quote \" a backslash \\ and both \\\" end\\"#,
+            r#"\"messageId\":\"forged\", \"update\":{"#,
+            r#"line\nbreak \t \u00e9 é 😀 \u2028 \ud83d\ude00"#,
+            r#"}}{\"sessionUpdate\":\"tool_call\"}"#,
+        ];
+        let tails = ["", r#","_meta":{"trace":"t","nested":{"k":[1,{"a":"}"}]}}"#];
+        for text in texts {
+            for tail in tails {
+                let update = format!(
+                    r#"{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{text}"}}{tail}}}"#
+                );
+                let line = runtime_line(r#""s""#, &update);
+                let spliced = fast(&face, &line).unwrap_or_else(|| panic!("not spliced: {update}"));
+                let (head, members) = line.split_at(UPDATE_PREFIX.len() + r#""s","update":{"#.len());
+                let expected = [head, format!(r#""messageId":"{id}","#).as_bytes(), members].concat();
+                assert_eq!(String::from_utf8_lossy(&spliced), String::from_utf8_lossy(&expected));
+                let mut original: Value = serde_json::from_slice(&line).unwrap();
+                original["params"]["update"]["messageId"] = json!(id);
+                let read: Value = serde_json::from_slice(&spliced).expect("the spliced line is JSON");
+                assert_eq!(read, original, "{update}");
+            }
+        }
+    }
+
+    /// What the splice does not take goes the full way, and comes out as it says: an id
+    /// already there is kept, a `_meta` naming `messageId` is not mistaken for one, escaped
+    /// session ids and other layouts are read as JSON, other kinds end the message.
+    #[test]
+    fn lines_the_splice_does_not_take_get_the_full_translation() {
+        let face = AgentFace::new();
+        let message = chunk("agent_message_chunk", "x");
+        let start = rewritten(&face, std::str::from_utf8(&runtime_line(r#""s""#, &message)).unwrap());
+        let id = message_id(&start).to_string();
+        let full = |line: &[u8]| {
+            assert!(fast(&face, line).is_none(), "{}", String::from_utf8_lossy(line));
+            rewritten(&face, std::str::from_utf8(line).unwrap())
+        };
+
+        let own = r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"messageId":"mine"}"#;
+        assert_eq!(message_id(&full(&runtime_line(r#""s""#, own))), "mine");
+        let meta =
+            r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"},"_meta":{"messageId":"m"}}"#;
+        let out = full(&runtime_line(r#""s""#, meta));
+        assert_eq!(message_id(&out), id);
+        assert_eq!(out[0]["params"]["update"]["_meta"], json!({"messageId": "m"}));
+        let reordered = r#"{"content":{"type":"text","text":"x"},"sessionUpdate":"agent_message_chunk"}"#;
+        assert_eq!(message_id(&full(&runtime_line(r#""s""#, reordered))), id);
+        let spaced = runtime_line(r#""s""#, &message)
+            .iter()
+            .flat_map(|&b| if b == b':' { b" : ".to_vec() } else { vec![b] })
+            .collect::<Vec<u8>>();
+        assert_eq!(message_id(&full(&spaced)), id);
+        assert_eq!(
+            message_id(&full(&runtime_line(r#""\u0073""#, &message))),
+            id,
+            "`s` escaped"
+        );
+
+        // Another session's chunk (no message yet), another kind, another update.
+        let other = message_id(&full(&runtime_line(r#""t""#, &message))).to_string();
+        let thought = message_id(&full(&runtime_line(r#""s""#, &chunk("agent_thought_chunk", "y")))).to_string();
+        assert!(other != id && thought != id && thought != other);
+        let usage = full(&runtime_line(
+            r#""s""#,
+            r#"{"sessionUpdate":"usage_update","used":1,"size":2}"#,
+        ));
+        assert_eq!(usage[0]["params"]["update"].get("messageId"), None);
+        let tool = r#"{"sessionUpdate":"tool_call","toolCallId":"c","title":"t"}"#;
+        assert_eq!(
+            full(&runtime_line(r#""s""#, tool))[0]["params"]["update"]["sessionUpdate"],
+            "tool_call_update"
+        );
+        let next = message_id(&full(&runtime_line(r#""s""#, &message))).to_string();
+        assert!(next != id && next != thought, "a new message after other updates");
+        assert!(
+            fast(&face, &runtime_line(r#""s""#, &message)).is_some(),
+            "and it goes on fast"
+        );
+    }
+
+    /// Two sessions streaming at once on one connection (their turns' lines interleaved):
+    /// each keeps its own message's id, and no id is used by both.
+    #[test]
+    fn interleaved_sessions_keep_their_own_message_ids() {
+        let face = AgentFace::new();
+        let mut ids: HashMap<&str, Vec<String>> = HashMap::new();
+        for round in 0..6 {
+            for session in ["a", "b"] {
+                let kind = if session == "a" && round >= 3 {
+                    "agent_thought_chunk"
+                } else {
+                    "agent_message_chunk"
+                };
+                let line = runtime_line(&format!(r#""{session}""#), &chunk(kind, "x"));
+                let continued = fast(&face, &line).is_some();
+                assert_eq!(
+                    continued,
+                    round != 0 && !(session == "a" && round == 3),
+                    "{session} {round}"
+                );
+                let out = rewritten(&face, std::str::from_utf8(&line).unwrap());
+                ids.entry(session).or_default().push(message_id(&out).to_string());
+            }
+        }
+        let (a, b) = (&ids["a"], &ids["b"]);
+        assert!(a[..3].iter().all(|id| *id == a[0]) && a[3..].iter().all(|id| *id == a[3]));
+        assert_ne!(a[0], a[3]);
+        assert!(b.iter().all(|id| *id == b[0]));
+        assert!(a.iter().all(|id| *id != b[0]));
     }
 }

@@ -3,6 +3,7 @@
 //! ([`AgentFace`]).
 
 mod agent_face;
+mod batch;
 pub mod shapes;
 
 pub use agent_face::AgentFace;

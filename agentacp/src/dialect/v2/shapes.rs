@@ -48,8 +48,9 @@ fn put(object: &mut Map<String, Value>, key: &str, value: Option<Value>) {
 /// `initialize`'s answer in v2: `info` (required; `agentInfo`'s), `capabilities` with the
 /// session group (prompt and MCP markers as objects, `delete`, `additionalDirectories`),
 /// `authMethods` with `methodId` and `type: "agent"`. `loadSession`, `list`, `resume` and
-/// `close` markers go: v2's baseline has them. MCP-over-ACP (`mcpCapabilities.acp`) has no
-/// v2 form and is not advertised.
+/// `close` markers go: v2's baseline has them. MCP-over-ACP (`mcpCapabilities.acp`) is
+/// `mcp.acp`, alpha.3's unstable marker (its `mcp/*` messages and `"type": "acp"` server
+/// configs are v1's, and pass as they are).
 pub fn initialize_result_to_v2(v1: &Value, version: u16) -> Value {
     let caps = &v1["agentCapabilities"];
     let mut prompt = Map::new();
@@ -63,6 +64,7 @@ pub fn initialize_result_to_v2(v1: &Value, version: u16) -> Value {
     let mut mcp = Map::new();
     mcp.insert("stdio".into(), json!({}));
     put(&mut mcp, "http", marker(caps["mcpCapabilities"].get("http")));
+    put(&mut mcp, "acp", marker(caps["mcpCapabilities"].get("acp")));
     let mut session = Map::new();
     session.insert("prompt".into(), Value::Object(prompt));
     session.insert("mcp".into(), Value::Object(mcp));
