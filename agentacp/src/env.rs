@@ -74,9 +74,10 @@ pub fn replica_name() -> Result<String, String> {
 /// `name` when it is a replica name [`replica_name`] takes; else why not.
 fn valid_replica_name(name: &str) -> Result<&str, String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if name.len() > MAX_REPLICA_NAME || !name.chars().all(allowed) {
+    // Not starting with `.`: the name is part of the audit chain's, which may not (`.`, `..`).
+    if name.len() > MAX_REPLICA_NAME || !name.chars().all(allowed) || name.starts_with('.') {
         return Err(format!(
-            "AGENTACP_REPLICA `{name}` is not a replica name: use 1 to {MAX_REPLICA_NAME} letters, digits, `.`, `_` or `-`"
+            "AGENTACP_REPLICA `{name}` is not a replica name: use 1 to {MAX_REPLICA_NAME} letters, digits, `.`, `_` or `-`, not starting with `.`"
         ));
     }
     Ok(name)
@@ -256,7 +257,7 @@ mod replica_tests {
     #[test]
     fn a_replica_name_is_short_and_plain_or_refused_in_a_sentence() {
         assert_eq!(valid_replica_name("replica-a.eu_1"), Ok("replica-a.eu_1"));
-        for bad in ["a b", "a/b", "ä", &"x".repeat(64)] {
+        for bad in ["a b", "a/b", "ä", &"x".repeat(64), ".", "..", ".hidden"] {
             let error = valid_replica_name(bad).unwrap_err();
             assert!(
                 error.starts_with(&format!("AGENTACP_REPLICA `{bad}` is not a replica name")),
