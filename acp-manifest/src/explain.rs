@@ -105,8 +105,9 @@ pub struct Explanation {
     pub workspace_root: WorkspaceRoot,
     /// Where the audit log is written (a relative `audit.ref` lies in the state folder).
     pub audit_log: AuditLogRule,
-    /// For a server: where its sessions and the operator's memory are kept, one step a line (a
-    /// deployment setting, not the manifest's); `None` for a client or bridge.
+    /// For a server: where its sessions and the operator's memory are kept, and where its audit
+    /// log and tokens go with a database, one step a line (a deployment setting, not the
+    /// manifest's); `None` for a client or bridge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_store: Option<Vec<String>>,
     /// What the bound SANDBOX.md asks the runtime to enforce (`None` without one); what a
@@ -172,11 +173,13 @@ pub fn explain_resolved(resolved: &Resolved) -> Option<Explanation> {
     })
 }
 
-/// Where a server keeps its sessions and the operator's memory (docs/store.md).
+/// Where a server keeps its sessions and the operator's memory, and with a database its audit
+/// chain and tokens too (docs/store.md).
 fn session_store_rule() -> Vec<String> {
     vec![
         "files, the default: <state folder>/sessions (an identity's in sessions/identities/<identity>) and <state folder>/memory".into(),
         "PostgreSQL when AGENTACP_DATABASE_URL is set (tables agentacp_sessions, agentacp_session_updates, agentacp_memory): the server must be built with agentacp's feature `postgres`, else it refuses to start".into(),
+        "with that database, the audit log is this replica's hash chain <id>@<AGENTACP_REPLICA or host name> there (tables agentacp_audit_records, agentacp_audit_heads) instead of the file above, unless AGENTACP_AUDIT_LOG names a file or the target is off; and AGENTACP_TOKENS=database keeps the bearer tokens there (table agentacp_tokens)".into(),
     ]
 }
 

@@ -381,16 +381,7 @@ mod tests {
             return;
         };
         let db = Database::connect(&cluster.database("restart"), Options::default()).unwrap();
-        // Every connection of the pool is open and idle.
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                let db = db.clone();
-                std::thread::spawn(move || db.run(|c| c.simple_query("select pg_sleep(0.2)").map(|_| ())))
-            })
-            .collect();
-        for handle in handles {
-            handle.join().unwrap().unwrap();
-        }
+        open_every_connection(&db);
         db.run(|c| {
             c.execute(
                 "select pg_terminate_backend(pid) from pg_stat_activity \
@@ -411,15 +402,7 @@ mod tests {
             return;
         };
         let db = Database::connect(&cluster.database("idle_outage"), Options::default()).unwrap();
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                let db = db.clone();
-                std::thread::spawn(move || db.run(|c| c.simple_query("select pg_sleep(0.2)").map(|_| ())))
-            })
-            .collect();
-        for handle in handles {
-            handle.join().unwrap().unwrap();
-        }
+        open_every_connection(&db);
         // Every connection is cut from outside (as by a server restart) …
         cluster
             .psql(
@@ -432,6 +415,20 @@ mod tests {
         for _ in 0..8 {
             db.run(|c| c.simple_query("select 1").map(|_| ()))
                 .expect("checked and reopened first");
+        }
+    }
+
+    /// Gives each of the pool's four connections a job at once, so that all are open and
+    /// idle afterwards.
+    fn open_every_connection(db: &Database) {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let db = db.clone();
+                std::thread::spawn(move || db.run(|c| c.simple_query("select pg_sleep(0.2)").map(|_| ())))
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap().unwrap();
         }
     }
 

@@ -375,9 +375,6 @@ where
 pub(crate) struct Served {
     spec: &'static OperatorSpec,
     pub(crate) options: ServerOptions,
-    /// The database the stores share (one pool for the process), when one is configured.
-    #[allow(dead_code, reason = "the stores of other components take it as they are wired")]
-    pub(crate) database: Option<crate::database::Shared>,
     /// This replica's part in a fleet on that database: its turns' leases, forwarded cancels.
     #[cfg(feature = "postgres")]
     fleet: Option<Arc<crate::server::store::fleet::Fleet>>,
@@ -481,7 +478,6 @@ impl Served {
             .then(|| Arc::new(AgentNegotiation(served)) as Arc<dyn Negotiate>);
         Ok(Served {
             spec,
-            database,
             #[cfg(feature = "postgres")]
             fleet,
             profile,
