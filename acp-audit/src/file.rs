@@ -1,5 +1,6 @@
-//! Opening log files: regular files only, and one writer at a time (an exclusive advisory
-//! lock held for as long as the file is open for writing).
+//! Opening log files: regular files only, and one writer at a time (an exclusive lock held for
+//! as long as the file is open for writing: advisory on Unix, on a byte past the data on
+//! Windows, so readers are not blocked there either).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -69,42 +70,35 @@ pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
 
 /// How long a new writer waits for the lock held by another: time for a writer that is
 /// exiting (an agent restarted at once, one killed with its parent) to be gone.
-#[cfg(unix)]
 const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Takes the exclusive advisory lock (`flock`) on `file`, the log at `path`, waiting at most
-/// [`LOCK_GRACE`]: [`AuditError::Locked`] when another open file (in this or another
-/// process) still holds it then. The lock goes with the open file: it is released when the
-/// file is closed, or its process dies.
-#[cfg(unix)]
+/// Takes the exclusive lock on `file`, the log at `path` ([`acp_process::file::try_lock_exclusive`]:
+/// `flock` on Unix, `LockFileEx` of a byte past the data on Windows, so readers are never
+/// blocked), waiting at most [`LOCK_GRACE`]: [`AuditError::Locked`] when another open file (in
+/// this or another process) still holds it then. The lock goes with the open file: it is
+/// released when the file is closed, or its process dies.
 pub(crate) fn lock_exclusive(file: &File, path: &Path) -> Result<(), AuditError> {
-    use rustix::fs::{FlockOperation, flock};
     let deadline = std::time::Instant::now() + LOCK_GRACE;
-    let taken = loop {
-        match flock(file, FlockOperation::NonBlockingLockExclusive) {
-            Err(errno) if errno == rustix::io::Errno::WOULDBLOCK && std::time::Instant::now() < deadline => {
+    loop {
+        match acp_process::file::try_lock_exclusive(file) {
+            Ok(true) => return Ok(()),
+            Ok(false) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            taken => break taken,
+            Ok(false) => {
+                return Err(AuditError::Locked {
+                    path: path.to_path_buf(),
+                    holder: lock_holder(file),
+                });
+            }
+            Err(error) => {
+                return Err(AuditError::Io(io::Error::new(
+                    error.kind(),
+                    format!("cannot lock the log for writing: {error}"),
+                )));
+            }
         }
-    };
-    match taken {
-        Ok(()) => Ok(()),
-        Err(errno) if errno == rustix::io::Errno::WOULDBLOCK => Err(AuditError::Locked {
-            path: path.to_path_buf(),
-            holder: lock_holder(file),
-        }),
-        Err(errno) => Err(AuditError::Io(io::Error::new(
-            io::Error::from(errno).kind(),
-            format!("cannot lock the log for writing: {errno}"),
-        ))),
     }
-}
-
-/// No advisory lock on this platform: a second writer is not detected.
-#[cfg(not(unix))]
-pub(crate) fn lock_exclusive(_file: &File, _path: &Path) -> Result<(), AuditError> {
-    Ok(())
 }
 
 /// The pid holding an `flock` on `file`, from `/proc/locks` (best effort: `None` when it
@@ -129,21 +123,14 @@ fn lock_holder(file: &File) -> Option<u32> {
     })
 }
 
-#[cfg(all(unix, not(target_os = "linux")))]
+#[cfg(not(target_os = "linux"))]
 fn lock_holder(_file: &File) -> Option<u32> {
     None
 }
 
-/// Whether `a` and `b` are the same file (not a path replaced in between).
-#[cfg(unix)]
+/// Whether `a` and `b` are the same file (not a path replaced in between): device and inode
+/// on Unix, volume serial number and file index on Windows.
 pub(crate) fn same_file(a: &File, b: &File) -> io::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let (a, b) = (a.metadata()?, b.metadata()?);
-    Ok((a.dev(), a.ino()) == (b.dev(), b.ino()))
-}
-
-/// Whether `a` and `b` are the same file (not checked on this platform).
-#[cfg(not(unix))]
-pub(crate) fn same_file(_a: &File, _b: &File) -> io::Result<bool> {
-    Ok(true)
+    use acp_process::file::identity;
+    Ok(identity(a)? == identity(b)?)
 }

@@ -471,7 +471,6 @@ fn two_opens_of_one_log_in_one_process_are_refused() {
 /// A writer that is going away (an agent restarted at once, or killed with its parent)
 /// releases the lock within moments: the next one waits for it (up to a second) instead of
 /// being refused. Before, it was refused at once.
-#[cfg(unix)]
 #[test]
 fn a_new_writer_waits_a_moment_for_one_that_is_going_away() {
     let dir = TempDir::new();

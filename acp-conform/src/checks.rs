@@ -256,7 +256,11 @@ pub fn preflight(context: &Context) -> Result<(), String> {
     remote_refusal(context, &mut peer)?;
     // A session, as the checks open theirs; an agent that gives none (no answer, another
     // error) is left to the checks to judge.
-    if let Ok((_, response)) = peer.call(json!("new-session"), "session/new", new_session_params(&context.root())) {
+    if let Ok((_, response)) = peer.call(
+        json!("new-session"),
+        "session/new",
+        new_session_params(&context.agent_root()),
+    ) {
         context.auth.note_sessions(&response);
     }
     Ok(())
@@ -342,7 +346,11 @@ fn new_session_params(cwd: &std::path::Path) -> Value {
 /// A started agent with a session in the workspace root.
 fn with_session(context: &Context) -> Result<(Peer, Value, String), String> {
     let (mut peer, init) = ready(context)?;
-    let (_, response) = peer.call(json!("new-session"), "session/new", new_session_params(&context.root()))?;
+    let (_, response) = peer.call(
+        json!("new-session"),
+        "session/new",
+        new_session_params(&context.agent_root()),
+    )?;
     let session = session_id(context, &response)?;
     Ok((peer, init, session))
 }
@@ -375,7 +383,11 @@ fn prompt_params(session: &str, text: &str) -> Value {
 pub(crate) fn still_serves(context: &Context, peer: &mut Peer, after: &str) -> Result<(), String> {
     let no_longer = |e: String| format!("after {after}, the connection no longer serves: {e}");
     let (_, response) = peer
-        .call(json!("new-session"), "session/new", new_session_params(&context.root()))
+        .call(
+            json!("new-session"),
+            "session/new",
+            new_session_params(&context.agent_root()),
+        )
         .map_err(no_longer)?;
     if context.auth.refuses_sessions() && error_code(&response) == Some(AUTH_REQUIRED) {
         return Ok(());
@@ -457,8 +469,7 @@ fn refused_by_transport(peer: &mut Peer, frame: &str) -> Result<bool, String> {
 fn initialize_first(context: &Context) -> Result<Outcome, String> {
     let mut peer = context.spawn()?;
     let id = json!(1);
-    let frame =
-        json!({"jsonrpc": "2.0", "id": id, "method": "session/new", "params": new_session_params(&context.root())});
+    let frame = json!({"jsonrpc": "2.0", "id": id, "method": "session/new", "params": new_session_params(&context.agent_root())});
     // Over HTTP there is no connection before `initialize`: the POST is refused (400).
     if !refused_by_transport(&mut peer, &frame.to_string())? {
         let (_, response) = peer
@@ -834,7 +845,7 @@ pub(crate) fn cwd_dotdot(context: &Context) -> Result<Outcome, String> {
             .join("..")
             .join(context.outside().file_name().unwrap_or_default())
     };
-    refused_cwd(context, &escape, "a cwd escaping with ..")
+    refused_cwd(context, &context.agent_path(&escape), "a cwd escaping with ..")
 }
 
 #[cfg(unix)]
@@ -851,7 +862,7 @@ pub(crate) fn cwd_symlink(context: &Context) -> Result<Outcome, String> {
     if !link.exists() {
         std::os::unix::fs::symlink(context.outside(), &link).map_err(|e| format!("cannot make the symlink: {e}"))?;
     }
-    let outcome = refused_cwd(context, &link, "a cwd escaping through a symlink");
+    let outcome = refused_cwd(context, &context.agent_path(&link), "a cwd escaping through a symlink");
     if context.remote() {
         // The root is the server's, not a temporary folder of the kit's.
         let _ = std::fs::remove_file(&link);
@@ -871,7 +882,7 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
         let (_, response) = peer.call(
             json!(3),
             "session/load",
-            json!({"sessionId": session, "cwd": context.root(), "mcpServers": []}),
+            json!({"sessionId": session, "cwd": context.agent_root(), "mcpServers": []}),
         )?;
         expect_error(&response, "session/load without loadSession")?;
         return Ok(Outcome::Pass);
@@ -887,7 +898,7 @@ fn session_load(context: &Context) -> Result<Outcome, String> {
     let (before, response) = peer.call(
         json!(4),
         "session/load",
-        json!({"sessionId": session, "cwd": context.root(), "mcpServers": []}),
+        json!({"sessionId": session, "cwd": context.agent_root(), "mcpServers": []}),
     )?;
     if response.get("error").is_some() {
         return Err(format!("session/load refused: {}", trim(&response.to_string())));
@@ -1046,7 +1057,7 @@ fn oversized_frame(context: &Context) -> Result<Outcome, String> {
     let mut peer = context.spawn_with(&[("AGENTACP_MAX_FRAME_BYTES", &FRAME_LIMIT.to_string())])?;
     start(context, &mut peer)?;
     let padding = "x".repeat(FRAME_LIMIT * 2);
-    peer.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": {"cwd": context.root(), "mcpServers": [], "_meta": {"padding": padding}}}))?;
+    peer.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "session/new", "params": {"cwd": context.agent_root(), "mcpServers": [], "_meta": {"padding": padding}}}))?;
     let response = peer.recv().map_err(|e| {
         format!(
             "no answer to a frame of {} bytes: {e}{}",

@@ -85,6 +85,11 @@ pub struct Config {
     /// The v2 JSON schema every frame of the agent's is checked against (`--schema`; `v2.schema`
     /// is skipped without it). The kit embeds none.
     pub schema: Option<std::path::PathBuf>,
+    /// The agent is a Windows program run under Wine here, which names this machine's root
+    /// folder as this drive (Wine's default is `Z`): every path the kit gives it (its
+    /// `AGENTACP_WORKSPACE_ROOT` and `AGENTACP_STATE_DIR`, each `cwd`) is written as it names
+    /// them (`Z:\tmp\…`). Not used with [`connect`](Self::connect), whose root is the server's.
+    pub wine_drive: Option<char>,
 }
 
 /// Where the kit finds the agent's audit log.
@@ -120,6 +125,7 @@ impl Config {
             auth: None,
             protocol: 1,
             schema: None,
+            wine_drive: None,
         }
     }
 }
@@ -222,6 +228,23 @@ impl Context {
         root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
     }
 
+    /// The workspace root as the agent names it: [`root`](Self::root), or under Wine
+    /// ([`Config::wine_drive`]) on Wine's drive.
+    pub fn agent_root(&self) -> std::path::PathBuf {
+        self.agent_path(&self.root())
+    }
+
+    /// A path of this machine as the agent names it: itself, or under Wine
+    /// ([`Config::wine_drive`], not remote) on Wine's drive, with `\\` for `/`.
+    pub fn agent_path(&self, path: &std::path::Path) -> std::path::PathBuf {
+        match self.config.wine_drive {
+            Some(drive) if !self.remote() && path.is_absolute() => {
+                format!("{drive}:{}", path.display()).replace('/', "\\").into()
+            }
+            _ => path.to_path_buf(),
+        }
+    }
+
     /// Whether the agent is remote ([`Config::connect`]): no process of the kit's.
     pub fn remote(&self) -> bool {
         self.config.connect.is_some()
@@ -273,10 +296,12 @@ impl Context {
             return Peer::connect(connect, self.config.timeout);
         }
         let mut launch = self.config.launch.clone();
-        launch.env.push(("AGENTACP_WORKSPACE_ROOT".into(), self.root().into()));
         launch
             .env
-            .push(("AGENTACP_STATE_DIR".into(), self.outside.path().into()));
+            .push(("AGENTACP_WORKSPACE_ROOT".into(), self.agent_root().into()));
+        launch
+            .env
+            .push(("AGENTACP_STATE_DIR".into(), self.agent_path(self.outside.path()).into()));
         launch.env.extend(env.iter().map(|(k, v)| ((*k).into(), (*v).into())));
         Peer::spawn(&launch, self.config.timeout)
     }
@@ -400,5 +425,29 @@ pub fn trim(text: &str) -> String {
     } else {
         let cut: String = flat.chars().take(EVIDENCE_CHARS).collect();
         format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Config, Context};
+    use std::path::{Path, PathBuf};
+
+    /// Issue #50: under Wine every absolute path the kit gives the agent is named on Wine's
+    /// drive; without `wine_drive`, and for a relative path, it is left as it is.
+    #[test]
+    fn paths_are_named_on_wines_drive_only_for_a_windows_agent_under_wine() {
+        let wine = Context::new(Config {
+            wine_drive: Some('Z'),
+            ..Config::new(Vec::new())
+        })
+        .unwrap();
+        assert_eq!(wine.agent_path(Path::new("/tmp/a b/c")), PathBuf::from(r"Z:\tmp\a b\c"));
+        assert_eq!(wine.agent_path(Path::new("relative/x")), PathBuf::from("relative/x"));
+        let root = wine.agent_root().to_string_lossy().into_owned();
+        assert!(root.starts_with(r"Z:\") && !root.contains('/'), "{root}");
+        let native = Context::new(Config::new(Vec::new())).unwrap();
+        assert_eq!(native.agent_path(Path::new("/tmp/a")), PathBuf::from("/tmp/a"));
+        assert_eq!(native.agent_root(), native.root());
     }
 }

@@ -21,7 +21,7 @@ mod methods;
 mod stand_in;
 
 use acp_manifest::diagnostic::Code;
-use acp_manifest::manifest::{self, AgentacpMetadata, Checked, DeclaredConfigOption, Kind, Tier};
+use acp_manifest::manifest::{self, AgentacpMetadata, AuthKind, Checked, DeclaredConfigOption, Kind, Tier};
 use acp_manifest::methods::{
     self as table, AgentCapabilities, ClientMethods, McpCapabilities, Method, Offer, PromptCapabilities,
     SessionCapabilities, Side,
@@ -364,7 +364,7 @@ fn reasons(checked: &Checked, written: &str, resolved: &Resolved) -> Vec<String>
     {
         surface_reasons(checked, written, surface, &mut reasons);
     }
-    if resolved.authenticate {
+    if resolved.websocket {
         reasons.push(format!(
             "{written}:{}: `transport` includes websocket → `authenticate`",
             position(checked, &["transport"]).unwrap_or_default()
@@ -389,6 +389,7 @@ fn surface_reasons(checked: &Checked, written: &str, surface: &AgentacpMetadata,
             at(&["configOptions"])
         ));
     }
+    sign_in_reasons(checked, written, surface, reasons);
     if let Some(extensions) = &surface.extensions {
         if !extensions.requests.is_empty() {
             reasons.push(format!(
@@ -402,6 +403,36 @@ fn surface_reasons(checked: &Checked, written: &str, surface: &AgentacpMetadata,
                 at(&["extensions", "notifications"])
             ));
         }
+    }
+}
+
+/// The reasons a server's sign-in methods (`metadata.agentacp.auth`) give: the first `agent`
+/// one → `authenticate`, the first `terminal` one → `sign_in`, each at its item's line.
+fn sign_in_reasons(checked: &Checked, written: &str, surface: &AgentacpMetadata, reasons: &mut Vec<String>) {
+    let methods = surface.auth.as_deref().unwrap_or_default();
+    let items = checked
+        .document
+        .frontmatter
+        .as_ref()
+        .and_then(|root| root.get_at(&["metadata", "agentacp", "auth"]))
+        .and_then(|node| match &node.value {
+            acp_manifest::yaml::Value::Sequence(items) => Some(items.as_slice()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    for (kind, method_name) in [(AuthKind::Agent, "authenticate"), (AuthKind::Terminal, "sign_in")] {
+        let Some(index) = methods.iter().position(|method| method.kind == kind) else {
+            continue;
+        };
+        let at = items.get(index).map_or_else(String::new, |item| {
+            let at = checked.document.source.position(item.span.start);
+            format!("{}:{}", at.line, at.column)
+        });
+        reasons.push(format!(
+            "{written}:{at}: `auth` method `{}` (type {}) → `{method_name}`",
+            methods[index].id,
+            kind.as_str()
+        ));
     }
 }
 
@@ -561,7 +592,7 @@ impl Plan {
         );
         let manifest_path = self.manifest_path.to_string_lossy().into_owned();
         let surface = surface_literal(self.surface().filter(|_| self.kind() == Kind::Server));
-        let websocket = self.resolved.authenticate;
+        let websocket = self.resolved.websocket;
         let protocol_versions = &self.resolved.protocol_versions;
         let (elicitation_form, elicitation_url) = (self.resolved.elicitation.form, self.resolved.elicitation.url);
         // The spec's tier is the tier type's name: one source for both.
@@ -770,7 +801,7 @@ impl Plan {
     /// `impl OffersWebSocket` when the manifest's `transport` lists `websocket`: what lets the
     /// operator be served (or a bridge listen) over WebSocket.
     fn offers_websocket(&self, name: &syn::Ident) -> TokenStream {
-        if !self.resolved.authenticate {
+        if !self.resolved.websocket {
             return TokenStream::new();
         }
         let doc = self
@@ -863,6 +894,14 @@ impl Plan {
             false,
         );
         let extension_glue = emit.extension_glue(!requests.is_empty(), !notifications.is_empty(), &handler);
+        let terminal_sign_in = reason_for("→ `sign_in`");
+        let declares_sign_in = !self.resolved.sign_in.is_empty();
+        let sign_in_signature = emit.sign_in_signatures(
+            declares_sign_in.then_some(self.resolved.manifest.id.as_str()),
+            terminal_sign_in,
+            false,
+        );
+        let sign_in_glue = emit.sign_in_glue(declares_sign_in, terminal_sign_in.is_some(), &handler);
         let spec = self.spec_body();
         let rev_check = self.rev_check();
         let check_params = emit.check_params();
@@ -874,6 +913,7 @@ impl Plan {
             #vis trait #handler: ::core::marker::Send + ::core::marker::Sync + 'static {
                 #(#signatures)*
                 #extension_signatures
+                #sign_in_signature
             }
 
             #rev_check
@@ -891,6 +931,7 @@ impl Plan {
 
                 #(#glue)*
                 #extension_glue
+                #sign_in_glue
             }
         }
     }
@@ -949,6 +990,21 @@ fn surface_literal(surface: Option<&AgentacpMetadata>) -> TokenStream {
     let extensions = surface.extensions.clone().unwrap_or_default();
     let requests = extensions.requests.iter().map(|m| &m.0);
     let notifications = extensions.notifications.iter().map(|m| &m.0);
+    let sign_in = surface.auth.iter().flatten().map(|method| {
+        let (id, name, description) = (&method.id, &method.name, option_str(method.description.as_deref()));
+        let kind = match method.kind {
+            AuthKind::Agent => quote!(Agent),
+            AuthKind::Terminal => quote!(Terminal),
+        };
+        let args = method.args.iter().flatten();
+        let env = method.env.iter().flatten().map(|(key, value)| quote!((#key, #value)));
+        quote! {
+            ::agentacp::__private::SignIn {
+                id: #id, kind: ::agentacp::__private::SignInKind::#kind, name: #name,
+                description: #description, args: &[#(#args),*], env: &[#(#env),*],
+            }
+        }
+    });
     quote! {
         ::agentacp::__private::Surface {
             modes: #modes,
@@ -958,6 +1014,7 @@ fn surface_literal(surface: Option<&AgentacpMetadata>) -> TokenStream {
                 requests: &[#(#requests),*],
                 notifications: &[#(#notifications),*],
             },
+            sign_in: &[#(#sign_in),*],
         }
     }
 }

@@ -218,6 +218,72 @@ impl Emit<'_> {
         quote!(#request #notification)
     }
 
+    /// The handler trait's sign-in methods when the manifest declares any
+    /// (`credential_file`, which has a default); `sign_in` too for a `terminal` one, with
+    /// `terminal` as its reason (the stand-in always has both).
+    pub(crate) fn sign_in_signatures(
+        &self,
+        declared: Option<&str>,
+        terminal: Option<&str>,
+        stand_in: bool,
+    ) -> TokenStream {
+        let span = self.span;
+        let Some(id) = declared else {
+            return TokenStream::new();
+        };
+        let file = quote!(::agentacp::server::CredentialFile);
+        let credential_file = quote_spanned! {span=>
+            #[doc = "Where the credential of a sign-in is kept (a terminal sign-in's is stored there by the runtime; a session request is served once it holds one). Default: `credential` in the state folder (`AGENTACP_STATE_DIR`, else `~/.local/state/agentacp/<id>`)."]
+            fn credential_file(&self) -> #file {
+                #file::in_state_dir(#id)
+            }
+        };
+        let sign_in = terminal.map(|reason| {
+            let (doc, reason, body) = if stand_in {
+                ("Stand-in.", None, quote_spanned!(span=> {
+                    let _ = method;
+                    async { ::core::result::Result::Err(::agentacp::Error::msg("the manifest has errors")) }
+                }))
+            } else {
+                (
+                    "A terminal sign-in: the editor ran this program with the `args` of the declared `terminal` method `method`, in a terminal (stdin and stdout are the user's, not ACP). Return the credential; the runtime stores it in `credential_file` and the program exits 0 (an error: non-zero).",
+                    Some(quote_spanned!(span=> #[doc = #reason])),
+                    quote_spanned!(span=> ;),
+                )
+            };
+            quote_spanned! {span=>
+                #[doc = #doc]
+                #reason
+                fn sign_in(&self, method: &str)
+                    -> impl ::core::future::Future<Output = ::agentacp::Result<::agentacp::server::Credential>> + ::core::marker::Send
+                    #body
+            }
+        });
+        quote!(#credential_file #sign_in)
+    }
+
+    /// The `agentacp::server::Operator` methods that reach the sign-in handlers.
+    pub(crate) fn sign_in_glue(&self, declared: bool, terminal: bool, handler: &Ident) -> TokenStream {
+        let file = declared.then(|| {
+            quote! {
+                fn credential_file(&self) -> ::core::option::Option<::agentacp::server::CredentialFile> {
+                    ::core::option::Option::Some(<Self as #handler>::credential_file(self))
+                }
+            }
+        });
+        let sign_in = terminal.then(|| {
+            quote! {
+                fn sign_in<'a>(
+                    &'a self,
+                    method: &'a str,
+                ) -> ::core::option::Option<::agentacp::__private::BoxFuture<'a, ::agentacp::Result<::agentacp::server::Credential>>> {
+                    ::core::option::Option::Some(::std::boxed::Box::pin(<Self as #handler>::sign_in(self, method)))
+                }
+            }
+        });
+        quote!(#file #sign_in)
+    }
+
     /// The `agentacp::server::Operator` methods that call the extension handlers.
     pub(crate) fn extension_glue(&self, requests: bool, notifications: bool, handler: &Ident) -> TokenStream {
         let value = quote!(::agentacp::__private::Value);

@@ -82,6 +82,7 @@ pub(crate) fn emit(kind: Option<Kind>, target: &syn::ItemStruct, tier: Tier, wir
         .filter(|method| method.trait_method().is_some())
         .map(|method: &Method| emit.signature(method, None, true))
         .chain((side == Side::Agent).then(|| emit.extension_signatures(Some(""), Some(""), true)))
+        .chain((side == Side::Agent).then(|| emit.sign_in_signatures(Some("stand-in"), Some(""), true)))
         .collect();
     let (handler, signatures, impls) = match kind {
         Some(Kind::Client) => (

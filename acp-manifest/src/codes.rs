@@ -123,6 +123,9 @@ codes! {
     /// A capability or part of `metadata.agentacp` that ACP protocol version 2 does not have
     /// (client `fs` / `terminal`, MCP over SSE, session modes) in a manifest that speaks it.
     NotInProtocolVersion2 = "ACP219", Error, "declared part that protocol version 2 does not have";
+    /// A `terminal` sign-in method without `args` (the program would start as an ACP server
+    /// in the user's terminal), or an `agent` one with `args` or `env` (never used).
+    SignInArgs = "ACP220", Error, "sign-in method whose args do not fit its type";
 
     /// A ref that is not a relative path.
     RefNotRelative = "ACP300", Error, "ref is not a relative path";

@@ -300,6 +300,35 @@ fn served_versions(resolved: &Resolved) -> Option<Vec<Value>> {
     )
 }
 
+/// The human-readable lines on a server's sign-in methods (`authMethods`); empty without any.
+fn sign_in_text(initialize: &Value) -> String {
+    let Some(methods) = initialize["authMethods"].as_array().filter(|m| !m.is_empty()) else {
+        return String::new();
+    };
+    let mut out = String::from(
+        "\nsign-in (metadata.agentacp.auth; over stdio, every request but initialize and authenticate is refused -32000 until signed in):\n",
+    );
+    for method in methods {
+        let id = method["id"].as_str().unwrap_or_default();
+        out += &match method["type"].as_str() {
+            Some("terminal") => {
+                let args: Vec<&str> = method["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                format!(
+                    "  {id} (terminal): the client runs the program with `{}` in a terminal; handler `sign_in`; offered only to clients with auth.terminal (or _meta.terminal-auth)\n",
+                    args.join(" ")
+                )
+            }
+            _ => format!("  {id} (agent): the client calls `authenticate`; handler `authenticate`\n"),
+        };
+    }
+    out
+}
+
 impl Explanation {
     /// The human-readable report.
     pub fn to_text(&self) -> String {
@@ -327,6 +356,7 @@ impl Explanation {
                 pretty(&self.initialize_response)
             );
         }
+        out += &sign_in_text(&self.initialize_response);
         if !self.initialize_request.is_null() {
             out += &format!(
                 "\ninitialize params (this runtime sends as the client):\n{}\n",

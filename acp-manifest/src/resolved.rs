@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::manifest::capabilities::ClientCapabilities;
+use crate::manifest::model::{AuthKind, DeclaredAuthMethod};
 use crate::manifest::refs::{RefRole, ResolvedRef};
 use crate::manifest::{AuditKind, Checked, EffectiveCapabilities, Kind, Manifest, Transport};
 use crate::revisions::Revision;
@@ -209,8 +210,14 @@ pub struct Resolved {
     pub policies: Vec<Value>,
     /// Where audit records go.
     pub audit: AuditTarget,
-    /// Whether the operator answers `authenticate` (a websocket transport needs it).
+    /// Whether the operator answers `authenticate`: a websocket transport needs it, and so
+    /// does a sign-in method of type `agent`.
     pub authenticate: bool,
+    /// Whether `transport` lists `websocket`.
+    pub websocket: bool,
+    /// A server's sign-in methods (`metadata.agentacp.auth`), in order; none for a client or
+    /// a bridge.
+    pub sign_in: Vec<DeclaredAuthMethod>,
     /// The refs that were followed.
     pub refs: Vec<ResolvedRef>,
     /// The workspace root rule.
@@ -291,6 +298,14 @@ impl Resolved {
                 Some(json!({"ref": policy.written, "appliesTo": policy.applies_to, "policy": document}))
             })
             .collect();
+        let websocket = manifest.transport.to_vec().contains(&Transport::Websocket);
+        let sign_in = manifest
+            .metadata
+            .agentacp
+            .as_ref()
+            .and_then(|agentacp| agentacp.auth.clone())
+            .filter(|_| manifest.kind == Kind::Server)
+            .unwrap_or_default();
         Some(Resolved {
             pin,
             capabilities: EffectiveCapabilities::of(&manifest),
@@ -299,7 +314,9 @@ impl Resolved {
             documents,
             policies,
             audit,
-            authenticate: manifest.transport.to_vec().contains(&Transport::Websocket),
+            authenticate: websocket || sign_in.iter().any(|method| method.kind == AuthKind::Agent),
+            websocket,
+            sign_in,
             refs: checked.refs.clone(),
             workspace_root: workspace_root(manifest.kind, &checked.refs),
             elicitation: manifest
@@ -367,7 +384,7 @@ impl Resolved {
             json!({
                 "protocolVersion": protocol_version,
                 "agentCapabilities": agent,
-                "authMethods": [],
+                "authMethods": auth_methods_json(&self.sign_in),
                 "agentInfo": self.implementation(),
                 "_meta": self.meta(acp_rev),
             })
@@ -390,6 +407,25 @@ impl Resolved {
     pub fn kind(&self) -> Kind {
         self.manifest.kind
     }
+}
+
+/// The `authMethods` entries of a server's sign-in methods, as `initialize` advertises them to
+/// a client that takes terminal sign-in (to another, the runtime leaves the terminal ones out).
+pub fn auth_methods_json(methods: &[DeclaredAuthMethod]) -> Value {
+    let entries = methods.iter().map(|method| {
+        let mut entry = json!({"id": method.id, "name": method.name, "type": method.kind.as_str()});
+        if let Some(description) = &method.description {
+            entry["description"] = json!(description);
+        }
+        if method.kind == AuthKind::Terminal {
+            entry["args"] = json!(method.args.clone().unwrap_or_default());
+            if let Some(env) = method.env.as_ref().filter(|env| !env.is_empty()) {
+                entry["env"] = json!(env);
+            }
+        }
+        entry
+    });
+    Value::Array(entries.collect())
 }
 
 /// The id a bound document's own AIP gives it: an operator's `id` (AIP-9), a workspace

@@ -33,6 +33,13 @@
 //! to take. Elsewhere than Linux no tree is found: [`adopt_orphans`] says so, and the rest
 //! finds nothing to end.
 //!
+//! On Windows a tree is not found by walking, it is held from the start: `job` puts each child,
+//! started suspended, into a Job Object of its own that kills all its processes when its last
+//! handle closes (with the caller, however it ends), and [`program`] finds the file a program
+//! name starts (`PATH` with `PATHEXT`) and the arguments a batch file may not be given.
+//! `pipe` makes a named pipe that only the current user may open (agentacp's bridge reaches its
+//! stdio MCP shims through one).
+//!
 //! Beside that, [`file`](mod@file): the one way the workspace opens a regular file a user names (never
 //! waiting on a FIFO) and reads it within a size limit.
 
@@ -40,8 +47,13 @@ use std::time::{Duration, Instant};
 
 pub mod cgroup;
 pub mod file;
+#[cfg(windows)]
+pub mod job;
 #[cfg(target_os = "linux")]
 pub mod namespace;
+#[cfg(windows)]
+pub mod pipe;
+pub mod program;
 #[cfg(target_os = "linux")]
 pub use namespace::{contain_tree, die_with_parent, tree_containment, tree_namespace};
 

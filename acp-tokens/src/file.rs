@@ -3,9 +3,10 @@
 //! [`read`] takes regular files only, of at most [`MAX_FILE_BYTES`], and never blocks: a FIFO
 //! would wait for a writer and `/dev/zero` never ends, so both are refused without being read.
 //!
-//! [`lock`] takes the lock writers hold across a read-modify-write: an exclusive advisory lock
-//! (`flock`) on the sidecar file `<token file>.lock`, not on the token file itself, so the
-//! token file can still be replaced by a rename (a reader only ever sees a whole version).
+//! [`lock`] takes the lock writers hold across a read-modify-write: an exclusive lock (`flock`
+//! on Unix, `LockFileEx` on Windows) on the sidecar file `<token file>.lock`, not on the token
+//! file itself, so the token file can still be replaced by a rename (a reader only ever sees a
+//! whole version).
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io;
@@ -80,8 +81,7 @@ pub fn lock_path(path: &Path) -> PathBuf {
 /// waiting at most [`LOCK_WAIT`] for another holder. Hold it from reading the file to
 /// replacing it. The lock file is created (mode 0600) when absent and is left in place
 /// (removing it would let two writers lock two different files). A `path` that exists but is
-/// not a regular file is refused before any lock file is made beside it. Not locked on
-/// platforms without `flock` (Windows).
+/// not a regular file is refused before any lock file is made beside it.
 pub fn lock(path: &Path) -> Result<Lock, String> {
     match std::fs::metadata(path) {
         Ok(metadata) => check_kind(path, &metadata)?,
@@ -108,38 +108,29 @@ pub fn lock(path: &Path) -> Result<Lock, String> {
         .metadata()
         .map_err(|error| format!("{}: {error}", lock_path.display()))?;
     check_kind(&lock_path, &metadata)?;
-    #[cfg(unix)]
-    flock_exclusive(&file, &lock_path)?;
+    lock_exclusive(&file, &lock_path)?;
     Ok(Lock { _file: file })
 }
 
-/// Takes `flock(LOCK_EX)` on `file`, trying again every few milliseconds until [`LOCK_WAIT`]
-/// has passed (a blocking `flock` could wait forever on a stuck holder).
-#[cfg(unix)]
-fn flock_exclusive(file: &File, lock_path: &Path) -> Result<(), String> {
-    use rustix::fs::{FlockOperation, flock};
-    use rustix::io::Errno;
+/// Takes the exclusive lock on `file` ([`acp_process::file::try_lock_exclusive`]: `flock` on
+/// Unix, `LockFileEx` on Windows), trying again every few milliseconds until [`LOCK_WAIT`] has
+/// passed (a blocking lock could wait forever on a stuck holder).
+fn lock_exclusive(file: &File, lock_path: &Path) -> Result<(), String> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
-        match flock(file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(()),
-            Err(Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+        match acp_process::file::try_lock_exclusive(file) {
+            Ok(true) => return Ok(()),
+            Ok(false) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(2));
             }
-            Err(Errno::WOULDBLOCK) => {
+            Ok(false) => {
                 return Err(format!(
                     "{}: another process has held this lock for over {} s; try again once it has finished",
                     lock_path.display(),
                     LOCK_WAIT.as_secs()
                 ));
             }
-            Err(errno) => {
-                return Err(format!(
-                    "cannot lock {}: {}",
-                    lock_path.display(),
-                    io::Error::from(errno)
-                ));
-            }
+            Err(error) => return Err(format!("cannot lock {}: {error}", lock_path.display())),
         }
     }
 }
@@ -216,17 +207,16 @@ mod tests {
 
     /// The lock excludes a second holder (another open file, as another process would have)
     /// until the first is dropped.
-    #[cfg(unix)]
     #[test]
     fn the_lock_is_exclusive_until_dropped() {
-        use rustix::fs::{FlockOperation, flock};
+        use acp_process::file::try_lock_exclusive;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
         let held = lock(&path).unwrap();
         let other = File::open(lock_path(&path)).unwrap();
-        assert!(flock(&other, FlockOperation::NonBlockingLockExclusive).is_err());
+        assert!(!try_lock_exclusive(&other).unwrap());
         drop(held);
-        assert!(flock(&other, FlockOperation::NonBlockingLockExclusive).is_ok());
+        assert!(try_lock_exclusive(&other).unwrap());
         assert!(!path.exists(), "locking creates only the lock file");
     }
 }

@@ -114,23 +114,14 @@ pub fn parse_line(line: &str) -> Result<Option<(&str, [u8; 32])>, String> {
     Ok(Some((identity, parse_hash(hash)?)))
 }
 
-/// A new random token: 32 bytes from the OS (`/dev/urandom`; an `Unsupported` error where
-/// there is none), as 64 lowercase hex characters prefixed `acp_`.
+/// A new random token: 32 bytes from the operating system's random source (`getrandom`:
+/// `getrandom(2)` on Linux, `ProcessPrng` on Windows, …), as 64 lowercase hex characters
+/// prefixed `acp_`. An error only where the system has no random source it can read.
 pub fn generate_token() -> std::io::Result<String> {
-    #[cfg(unix)]
-    {
-        use std::io::Read;
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-        Ok(format!("acp_{}", hex(&bytes)))
-    }
-    #[cfg(not(unix))]
-    {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "no /dev/urandom to generate a token from",
-        ))
-    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|error| std::io::Error::other(format!("the system gave no random bytes ({error})")))?;
+    Ok(format!("acp_{}", hex(&bytes)))
 }
 
 fn hex(bytes: &[u8]) -> String {

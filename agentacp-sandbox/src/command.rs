@@ -237,8 +237,9 @@ impl<'c> SandboxCommand<'c> {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
         // Before the confinement's steps: the outer process it leaves ignores SIGTERM and
         // SIGHUP, so a runtime that died would leave the command running, past its timeout.
         die_with_parent(&mut command);
@@ -258,7 +259,7 @@ impl<'c> SandboxCommand<'c> {
         let mut child = (command.spawn()).map_err(|error| spawn_error(explain_spawn_error(error)))?;
         // Whatever the command leaves in its group goes with it, also when this future is
         // dropped (a cancelled turn).
-        let mut group = KillGroup(child.id().and_then(|pid| rustix::process::Pid::from_raw(pid as i32)));
+        let mut group = KillGroup::of(child.id());
         if let (Some(bytes), Some(mut stdin)) = (self.stdin, child.stdin.take()) {
             // A command that does not read its stdin must not hold us up: written aside.
             tokio::spawn(async move {
@@ -272,6 +273,9 @@ impl<'c> SandboxCommand<'c> {
             Ok(status) => (status.ok(), false),
             Err(_) => {
                 group.kill();
+                // Elsewhere than Unix there is no group: the command itself is ended.
+                #[cfg(not(unix))]
+                let _ = child.start_kill();
                 let status = tokio::time::timeout(DRAIN, child.wait())
                     .await
                     .ok()
@@ -355,11 +359,28 @@ fn exceeded(confinement: &Confinement, oom_kills: u64, status: Option<ExitStatus
     limits.cpu.filter(|_| cpu_limit_signal(status)).map(LimitExceeded::Cpu)
 }
 
-/// A command's process group, killed (SIGKILL) when dropped.
-struct KillGroup(Option<rustix::process::Pid>);
+/// A command's process group, killed (SIGKILL) when dropped. Elsewhere than Unix it holds
+/// nothing: only the command itself is ended (`kill_on_drop`, and at its timeout), not what it
+/// started (a Job Object would reach those; not built yet).
+struct KillGroup(Option<ProcessGroup>);
+
+#[cfg(unix)]
+type ProcessGroup = rustix::process::Pid;
+#[cfg(not(unix))]
+type ProcessGroup = std::convert::Infallible;
 
 impl KillGroup {
+    /// The group the child `pid` leads (it was started with `process_group(0)`).
+    fn of(pid: Option<u32>) -> KillGroup {
+        #[cfg(unix)]
+        let group = pid.and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
+        #[cfg(not(unix))]
+        let group = pid.and(None);
+        KillGroup(group)
+    }
+
     fn kill(&self) {
+        #[cfg(unix)]
         if let Some(group) = self.0 {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
@@ -378,6 +399,14 @@ impl Drop for KillGroup {
 }
 
 /// Whether the status is `RLIMIT_CPU`'s: killed by SIGXCPU, or by SIGKILL at the hard limit.
+/// (Elsewhere than Unix there is no such limit, and no signal.)
+#[cfg(not(unix))]
+fn cpu_limit_signal(_status: Option<ExitStatus>) -> bool {
+    false
+}
+
+/// Whether the status is `RLIMIT_CPU`'s: killed by SIGXCPU, or by SIGKILL at the hard limit.
+#[cfg(unix)]
 fn cpu_limit_signal(status: Option<ExitStatus>) -> bool {
     use std::os::unix::process::ExitStatusExt;
     let xcpu = rustix::process::Signal::XCPU.as_raw();

@@ -71,6 +71,16 @@ impl Confinement {
         workspace_root: Option<&Path>,
         kernel: KernelSupport,
     ) -> Result<Confinement, String> {
+        Self::plan_on(std::env::consts::OS, profile, workspace_root, kernel)
+    }
+
+    /// [`plan`](Self::plan) for a build for the system `os` (`std::env::consts::OS`).
+    fn plan_on(
+        os: &str,
+        profile: SandboxProfile,
+        workspace_root: Option<&Path>,
+        kernel: KernelSupport,
+    ) -> Result<Confinement, String> {
         if profile.provider != "local" {
             return Err(format!(
                 "the sandbox's provider is `{}`; agentacp runs `provider: local` sandboxes",
@@ -83,10 +93,11 @@ impl Confinement {
             .or_else(|| paths.first().map(|(path, _)| path.clone()))
             .unwrap_or_else(|| PathBuf::from("/"));
 
-        let (kernel, network, gaps) = gaps(&profile, kernel);
+        let (kernel, network, gaps) = gaps(&profile, kernel, os);
         if !gaps.is_empty() && !profile.best_effort {
             return Err(format!(
-                "the sandbox cannot be enforced on this kernel: {}. Refusing to run unconfined; a profile that accepts this says `metadata: {{agentacp: {{enforcement: best-effort}}}}` in SANDBOX.md",
+                "the sandbox cannot be enforced on this {}: {}. Refusing to run unconfined; a profile that accepts this says `metadata: {{agentacp: {{enforcement: best-effort}}}}` in SANDBOX.md",
+                if os == "linux" { "kernel" } else { "system" },
                 gaps.join("; ")
             ));
         }
@@ -217,11 +228,11 @@ impl Confinement {
             .paths
             .iter()
             .filter(|(_, read_only)| !read_only)
-            .map(|(path, _)| path);
+            .map(|(path, _)| absolute(path));
         for mount in writable {
-            let inside = if within(&state_dir, mount) || within(mount, &state_dir) {
+            let inside = if within(&state_dir, &mount) || within(&mount, &state_dir) {
                 &state_dir
-            } else if let Some(log) = audit_log.as_ref().filter(|log| within(log, mount)) {
+            } else if let Some(log) = audit_log.as_ref().filter(|log| within(log, &mount)) {
                 log
             } else {
                 continue;
@@ -300,6 +311,19 @@ impl Confinement {
         if self.confines_unix_sockets() || !self.has_own_proc() {
             return Vec::new();
         }
+        self.sockets_to_hide(keep)
+    }
+
+    /// No mount namespace elsewhere than Linux, so nothing to hide (and `has_own_proc` is
+    /// false there).
+    #[cfg(not(unix))]
+    fn sockets_to_hide(&self, _keep: &[PathBuf]) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
+    /// The places of [`hidden_sockets_keeping`](Self::hidden_sockets_keeping), found.
+    #[cfg(unix)]
+    fn sockets_to_hide(&self, keep: &[PathBuf]) -> Vec<PathBuf> {
         let uid = rustix::process::getuid().as_raw();
         // tmux's server takes commands from any client of its socket (`run-shell`).
         let tmux = std::env::var_os("TMUX_TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
@@ -477,6 +501,7 @@ fn process_rlimit(kernel: KernelSupport) -> Result<(), String> {
             cgroup_why_not("pids")
         ));
     }
+    #[cfg(unix)]
     if rustix::process::getuid().is_root() {
         return Err(format!(
             "the runtime runs as root, whose processes RLIMIT_NPROC does not limit, and no cgroup can be made here ({})",
@@ -500,6 +525,7 @@ fn cgroup_why_not(controller: &str) -> String {
 
 /// Service sockets, and folders of them, hidden besides the user's runtime folder (see
 /// [`Confinement::hidden_sockets`]).
+#[cfg(unix)]
 const SERVICE_SOCKETS: &[&str] = &["/tmp/.X11-unix", "/run/docker.sock", "/var/run/docker.sock"];
 
 /// Whether `inner` is `outer` or inside it, as the file system resolves both (symbolic
@@ -583,18 +609,42 @@ fn mounted(profile: &SandboxProfile, workspace_root: Option<&Path>) -> Result<(M
     Ok((paths, workspace))
 }
 
-/// What of `profile` this build and `kernel` cannot enforce (the gaps), with the kernel
-/// support this build uses and how the network is confined.
-fn gaps(profile: &SandboxProfile, kernel: KernelSupport) -> (KernelSupport, NetworkConfinement, Vec<String>) {
+/// Why a build for the system `os` (`std::env::consts::OS`), with feature `enforce` or not,
+/// confines nothing; `None` when it can (Linux with `enforce`).
+fn unconfining_build(os: &str, enforce: bool) -> Option<String> {
+    let system = match os {
+        "linux" if enforce => return None,
+        "linux" => {
+            return Some(
+                "agentacp is built without its `sandbox` feature (agentacp-sandbox's `enforce`; Linux only), so nothing is confined".to_string(),
+            );
+        }
+        "windows" => "Windows",
+        "macos" => "macOS",
+        other => other,
+    };
+    let timeout = match os {
+        "windows" => "it ends the program, not what the program started",
+        _ => "it ends the program's process group",
+    };
+    Some(format!(
+        "agentacp's local sandbox confines programs only on Linux (Landlock, namespaces, rlimits, cgroups), and this system is {system}: nothing is confined (not the files, the network, the processes, the memory or the CPU time); only limits.timeout_ms holds, and {timeout}"
+    ))
+}
+
+/// What of `profile` this build (for the system `os`) and `kernel` cannot enforce (the
+/// gaps), with the kernel support this build uses and how the network is confined.
+fn gaps(profile: &SandboxProfile, kernel: KernelSupport, os: &str) -> (KernelSupport, NetworkConfinement, Vec<String>) {
     let mut gaps = Vec::new();
     // Confining needs this build's mechanisms as much as the kernel's.
-    let kernel = if cfg!(all(target_os = "linux", feature = "enforce")) {
-        kernel
-    } else {
-        gaps.push(
-            "agentacp is built without its `sandbox` feature (agentacp-sandbox's `enforce`; Linux only), so nothing is confined".to_string(),
-        );
-        KernelSupport::NONE
+    let unconfining = unconfining_build(os, cfg!(feature = "enforce"));
+    let confines = unconfining.is_none();
+    let kernel = match unconfining {
+        None => kernel,
+        Some(why) => {
+            gaps.push(why);
+            KernelSupport::NONE
+        }
     };
     if kernel.landlock_abi == 0 && gaps.is_empty() {
         gaps.push("files: this kernel has no Landlock, so programs are not confined to the mounts".to_string());
@@ -611,10 +661,14 @@ fn gaps(profile: &SandboxProfile, kernel: KernelSupport) -> (KernelSupport, Netw
         gaps.push("network: no user namespaces here, so only TCP is cut off (Landlock); UDP is not".to_string());
         NetworkConfinement::LandlockTcp
     } else {
-        gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
+        // A build that confines nothing named the network in its one gap (no Linux mechanism
+        // to name here: on Windows or macOS there are no namespaces to lack).
+        if confines {
+            gaps.push("network: neither user namespaces nor Landlock TCP rules here, so the network is open".into());
+        }
         NetworkConfinement::Open
     };
-    if !kernel.pid_namespace && cfg!(all(target_os = "linux", feature = "enforce")) {
+    if !kernel.pid_namespace && confines {
         gaps.push(
             "processes: no PID namespaces here (unprivileged user namespaces are off), so processes a program starts outside its process group (`setsid`, a double fork) can outlive its timeout and its session".to_string(),
         );
@@ -744,6 +798,35 @@ mod tests {
         }
         assert!(hidden.contains(&place), "{hidden:?}");
         assert!(!keeping.contains(&place), "{keeping:?}");
+    }
+
+    /// On Windows (and macOS) nothing can be confined: a sandbox that requires confinement is
+    /// refused in a sentence naming the system, and a best-effort one runs with that as its
+    /// first gap. The Linux build is not affected.
+    #[test]
+    fn a_system_other_than_linux_refuses_a_required_sandbox_unless_best_effort() {
+        let error = Confinement::plan_on("windows", profile(json!({})), None, FULL).unwrap_err();
+        assert!(
+            error.starts_with(
+                "the sandbox cannot be enforced on this system: agentacp's local sandbox confines programs only on Linux (Landlock, namespaces, rlimits, cgroups), and this system is Windows: nothing is confined"
+            ) && error.contains("it ends the program, not what the program started")
+                && error.contains("Refusing to run unconfined"),
+            "{error}"
+        );
+        let best_effort = profile(json!({"metadata": {"agentacp": {"enforcement": "best-effort"}}}));
+        let lenient = Confinement::plan_on("windows", best_effort.clone(), None, FULL).unwrap();
+        // One gap, the system's: no Linux mechanism (namespaces, Landlock) named as missing.
+        assert_eq!(lenient.gaps().len(), 1, "{:?}", lenient.gaps());
+        assert!(
+            lenient.gaps()[0].contains("this system is Windows"),
+            "{:?}",
+            lenient.gaps()
+        );
+        assert_eq!(lenient.network(), NetworkConfinement::Open);
+        let mac = Confinement::plan_on("macos", best_effort, None, FULL).unwrap();
+        assert!(mac.gaps()[0].contains("this system is macOS"), "{:?}", mac.gaps());
+        let linux = Confinement::plan_on("linux", profile(json!({})), None, FULL);
+        assert_eq!(linux.is_ok(), cfg!(feature = "enforce"));
     }
 
     #[test]
@@ -936,6 +1019,7 @@ mod tests {
                 .any(|entry| entry.starts_with("memory.shared"))
         );
         assert_eq!(confinement.cgroup_limits(2), acp_process::cgroup::Limits::default());
+        #[cfg(unix)]
         if rustix::process::getuid().is_root() {
             let error = Confinement::plan(limited(), None, FULL).unwrap_err();
             assert!(error.contains("runs as root") && error.contains("no cgroup"), "{error}");

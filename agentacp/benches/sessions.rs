@@ -164,7 +164,7 @@ fn main() {
                 let (took, _, page) = timed(&mut pipe, "session/list", json!({})).await;
                 let listed = page["result"]["sessions"].as_array().map_or(0, Vec::len);
                 assert_eq!(listed, 50, "a first page of 50: {page}");
-                assert_eq!(page["result"]["nextCursor"], "offset:50");
+                assert!(page["result"]["nextCursor"].is_string(), "a next page: {page}");
                 // Newest first: the big session was written first, so it is not on page one.
                 assert_ne!(page["result"]["sessions"][0]["sessionId"], json!(big));
                 samples.0.push(took);
@@ -202,7 +202,7 @@ fn main() {
             // header once), and a resume (`summary`).
             let store = FileStore::open(&sessions).unwrap();
             let start = Instant::now();
-            let (first, more) = store.list_page(None, 0, 50).unwrap();
+            let (first, more) = store.list_page(None, None, 50).unwrap();
             store_page.0.push(start.elapsed());
             assert_eq!((first.len(), more), (50, true));
             let store = FileStore::open(&sessions).unwrap();

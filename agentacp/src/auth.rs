@@ -4,7 +4,7 @@
 //!
 //! A token file holds one entry a line, `<identity> sha256:<64 lowercase hex>`; blank lines
 //! and lines starting with `#` are ignored. The server re-reads it when its modification time,
-//! length or inode changes, so tokens rotate without a restart. Only a regular file of at most
+//! length or identity changes, so tokens rotate without a restart. Only a regular file of at most
 //! 1 MiB is read ([`acp_tokens::file::read`]); `scaffold-aip token` replaces the file by a
 //! rename, so a re-read sees a whole version, never a part.
 //!
@@ -55,10 +55,11 @@ struct Entry {
     hash: [u8; 32],
 }
 
-/// What identifies one version of a token file: its modification time, its length, and (on
-/// Unix) its inode, which a file replaced by a rename (as `scaffold-aip token` writes it)
-/// changes even when the time and the length stay the same.
-type Stamp = (Option<SystemTime>, u64, u64);
+/// What identifies one version of a token file: its modification time, its length, and its
+/// identity (device and inode on Unix, volume serial and file index on Windows), which a file
+/// replaced by a rename (as `scaffold-aip token` writes it) changes even when the time and the
+/// length stay the same.
+type Stamp = (Option<SystemTime>, u64, acp_process::file::FileId);
 
 /// The file a store reads, and what was read from it.
 struct FileSource {
@@ -288,9 +289,9 @@ impl TokenStore {
     }
 
     /// Whether `token`, which proved `identity` (through [`TokenStore::check`]), still does:
-    /// what a live connection's token is checked again with, at each request and every 2 s.
-    /// Without a round trip to a database: its tokens count until this replica learns that
-    /// they were revoked (by a notification, or its poll).
+    /// what a live connection's token is checked again with, at each request and while it is
+    /// quiet. Without a round trip to a database: its tokens count until this replica learns
+    /// that they were revoked (by a notification, or its poll).
     pub fn still_proves(&self, identity: &Identity, token: &str) -> bool {
         if let Some(found) = self.verify_entries(token) {
             return &found == identity;
@@ -309,6 +310,16 @@ impl TokenStore {
         #[cfg(feature = "postgres")]
         if let Some(database) = &self.database {
             return Some(database.revocations());
+        }
+        None
+    }
+
+    /// How often the revocations are read again from the database when no notification came
+    /// (`AGENTACP_TOKENS_POLL_MS`); `None` for the other stores.
+    pub(crate) fn poll_period(&self) -> Option<std::time::Duration> {
+        #[cfg(feature = "postgres")]
+        if let Some(database) = &self.database {
+            return Some(database.poll());
         }
         None
     }
@@ -392,14 +403,11 @@ impl FileSource {
     }
 }
 
-/// The modification time, length and inode of `path`.
+/// The modification time, length and identity of `path`.
 fn stamp_of(path: &Path) -> std::io::Result<Stamp> {
     let metadata = std::fs::metadata(path)?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Ok((metadata.modified().ok(), metadata.len(), inode))
+    let identity = acp_process::file::identity_of_path(path)?;
+    Ok((metadata.modified().ok(), metadata.len(), identity))
 }
 
 /// Logs a warning when `path` may be read or written by its group or others.
@@ -651,6 +659,7 @@ mod tests {
 
     /// Runs `body` on a thread and returns what it returns, failing the test if it has not
     /// returned within a minute (a guard against a read that hangs, not a timing assertion).
+    #[cfg(unix)]
     fn within_a_minute<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || sender.send(body()));

@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+#[cfg(windows)]
+mod windows;
+
 /// A path from the environment variable `name`, when it is set and not empty.
 pub(crate) fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
@@ -43,13 +46,16 @@ fn parse_fsync_policy(text: &str) -> Option<crate::audit::FsyncPolicy> {
 }
 
 /// Where an operator keeps state when no folder is given: `$XDG_STATE_HOME/agentacp/<id>`,
-/// else `~/.local/state/agentacp/<id>`, else under the temporary folder.
+/// else `~/.local/state/agentacp/<id>` (`$HOME`), else, on Windows, `%LOCALAPPDATA%\agentacp\<id>`,
+/// else under the temporary folder.
 pub(crate) fn default_state_dir(id: &str) -> PathBuf {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| home().map(|home| home.join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir);
+        .or_else(|| env_path("HOME").map(|home| home.join(".local/state")));
+    #[cfg(windows)]
+    let base = base.or_else(|| env_path("LOCALAPPDATA"));
+    let base = base.unwrap_or_else(std::env::temp_dir);
     base.join("agentacp").join(id)
 }
 
@@ -83,9 +89,12 @@ fn valid_replica_name(name: &str) -> Result<&str, String> {
     Ok(name)
 }
 
-/// The machine's host name (Linux: `/proc/sys/kernel/hostname`), when it is a valid replica
-/// name.
+/// The machine's host name (Linux: `/proc/sys/kernel/hostname`; Windows: `%COMPUTERNAME%`),
+/// when it is a valid replica name.
 fn host_name() -> Option<String> {
+    #[cfg(windows)]
+    let name = std::env::var("COMPUTERNAME").ok()?;
+    #[cfg(not(windows))]
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
     valid_replica_name(name.trim())
         .ok()
@@ -93,8 +102,12 @@ fn host_name() -> Option<String> {
         .map(str::to_string)
 }
 
+/// The user's home folder: `$HOME`, else, on Windows, `%USERPROFILE%`.
 pub(crate) fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from)
+    let home = env_path("HOME");
+    #[cfg(windows)]
+    let home = home.or_else(|| env_path("USERPROFILE"));
+    home
 }
 
 /// The log filter's setting and where it came from: `AGENTACP_LOG`, else `RUST_LOG` (the
@@ -148,17 +161,20 @@ pub fn init_logging() {
 #[cfg(not(feature = "stderr-log"))]
 pub fn init_logging() {}
 
-/// A signal asking the process to stop.
+/// A signal asking the process to stop. On Windows, the console's control events: Ctrl-C and
+/// Ctrl-Break are [`Interrupt`](Self::Interrupt), the console window closing and the system
+/// shutting down [`Terminate`](Self::Terminate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShutdownSignal {
-    /// SIGINT (Ctrl-C).
+    /// SIGINT (Ctrl-C); on Windows Ctrl-C or Ctrl-Break.
     Interrupt,
-    /// SIGTERM.
+    /// SIGTERM; on Windows the console closing or the system shutting down.
     Terminate,
 }
 
 impl ShutdownSignal {
-    /// The conventional exit code after it: 128 + the signal's number (130, 143).
+    /// The conventional exit code after it: 128 + the signal's number (130, 143; the same on
+    /// Windows).
     pub fn exit_code(self) -> u8 {
         match self {
             ShutdownSignal::Interrupt => 130,
@@ -166,8 +182,15 @@ impl ShutdownSignal {
         }
     }
 
-    /// Its name (`SIGINT`, `SIGTERM`).
+    /// Its name (`SIGINT`, `SIGTERM`; on Windows the console events').
     pub fn name(self) -> &'static str {
+        #[cfg(windows)]
+        return match self {
+            ShutdownSignal::Interrupt => windows::Event::Interrupt,
+            ShutdownSignal::Terminate => windows::Event::Terminate,
+        }
+        .name();
+        #[cfg(not(windows))]
         match self {
             ShutdownSignal::Interrupt => "SIGINT",
             ShutdownSignal::Terminate => "SIGTERM",
@@ -177,20 +200,35 @@ impl ShutdownSignal {
 
 /// SIGINT and SIGTERM, caught: once installed they no longer end the process, so it can stop
 /// what it started (cancel turns, stop the agent's process group) and exit by itself. Install
-/// before starting anything that must not outlive the process. Needs a tokio runtime.
+/// before starting anything that must not outlive the process. Needs a tokio runtime. On
+/// Windows: Ctrl-C, Ctrl-Break, the console closing and the system shutting down (Windows
+/// ends the process a few seconds after the last two whatever it does).
 #[derive(Debug)]
 pub struct ShutdownSignals {
+    #[cfg(unix)]
     interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
     terminate: tokio::signal::unix::Signal,
+    #[cfg(windows)]
+    events: windows::ConsoleEvents,
 }
 
 impl ShutdownSignals {
     /// Installs the handlers.
+    #[cfg(unix)]
     pub fn install() -> std::io::Result<ShutdownSignals> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(ShutdownSignals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Installs the handlers.
+    #[cfg(windows)]
+    pub fn install() -> std::io::Result<ShutdownSignals> {
+        Ok(ShutdownSignals {
+            events: windows::ConsoleEvents::install()?,
         })
     }
 
@@ -200,6 +238,16 @@ impl ShutdownSignals {
     }
 
     /// Polls for the next SIGINT or SIGTERM.
+    #[cfg(windows)]
+    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ShutdownSignal> {
+        self.events.poll_recv(cx).map(|event| match event {
+            windows::Event::Interrupt => ShutdownSignal::Interrupt,
+            windows::Event::Terminate => ShutdownSignal::Terminate,
+        })
+    }
+
+    /// Polls for the next SIGINT or SIGTERM.
+    #[cfg(unix)]
     pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ShutdownSignal> {
         use std::task::Poll;
         // `None` (the driver is gone) never resolves: the process ends some other way.
@@ -214,6 +262,14 @@ impl ShutdownSignals {
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT): when a long-running listener should drain and stop.
+/// On Windows: on any of [`ShutdownSignals`]' console events.
+#[cfg(windows)]
+pub async fn shutdown_signal() {
+    windows::shutdown_signal().await
+}
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT): when a long-running listener should drain and stop.
+#[cfg(unix)]
 pub async fn shutdown_signal() {
     let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(signal) => signal,

@@ -139,7 +139,9 @@ pub mod __private {
         AgentCapabilities, ClientMethods, ElicitationModes, McpCapabilities, PromptCapabilities, SessionCapabilities,
     };
     pub use crate::spec::{AuditTarget, Bindings, OperatorKind, OperatorSpec};
-    pub use crate::surface::{Choice, Command, ConfigKind, ConfigOption, Extensions, Mode, Modes, Surface};
+    pub use crate::surface::{
+        Choice, Command, ConfigKind, ConfigOption, Extensions, Mode, Modes, SignIn, SignInKind, Surface,
+    };
 
     /// Whether the full SHA `rev` starts with the manifest's `prefix` (checked at compile time
     /// against a `wire = path` module).

@@ -4,7 +4,10 @@
 //! ([`OperatorSpec`](crate::spec::OperatorSpec)), planned once at start-up.
 //!
 //! Its confinement is this crate's feature `sandbox` (Linux only): without it a sandbox is
-//! planned all the same, and reports every restriction it declares as a gap.
+//! planned all the same, and reports every restriction it declares as a gap. Elsewhere than
+//! Linux (Windows, macOS) nothing is confined, feature or not: a profile that requires
+//! confinement is refused at start-up in a sentence naming the system, and a best-effort one
+//! runs with that gap reported (`limits.timeout_ms` still ends a command).
 
 use std::path::Path;
 

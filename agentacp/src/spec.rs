@@ -170,7 +170,7 @@ impl OperatorSpec {
             json!({
                 "protocolVersion": self.protocol_version,
                 "agentCapabilities": agent,
-                "authMethods": [],
+                "authMethods": self.surface.sign_in.iter().map(crate::surface::SignIn::to_json).collect::<Vec<_>>(),
                 "agentInfo": self.implementation(),
                 "_meta": self.meta(),
             })

@@ -23,6 +23,9 @@ use tokio::sync::watch;
 use crate::sandbox::Confinement;
 use crate::sync::lock;
 
+#[cfg(windows)]
+pub(crate) mod windows;
+
 /// Variables passed through from our environment unless [`AgentCommand::env_clear_all`] is
 /// called: what a program needs to find its tools and its home, including the XDG base
 /// folders the user may have moved (`XDG_STATE_HOME`, ...: without them an agent that honours
@@ -170,7 +173,14 @@ impl AgentCommand {
     /// The command, and its run's cgroup where its sandbox limits it with one (kept while it
     /// runs: dropped, it kills what is left inside).
     fn to_command(&self) -> std::io::Result<(Command, Option<acp_process::cgroup::RunCgroup>)> {
+        #[cfg(unix)]
         let mut command = Command::new(&self.program);
+        #[cfg(windows)]
+        let mut command = Command::new(windows::program_file(
+            &self.program,
+            &self.args,
+            &self.agent_env("PATH").unwrap_or_default(),
+        )?);
         command.args(&self.args).env_clear();
         for key in &self.env_allow {
             if let Some(value) = std::env::var_os(key) {
@@ -185,18 +195,24 @@ impl AgentCommand {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            // Its own group, so that stopping it stops what it started too.
-            .process_group(0)
             // A backstop should everything else be dropped with the runtime.
             .kill_on_drop(true);
         crate::sandbox::die_with_parent(&mut command);
-        // Outside a sandbox (which has a PID namespace of its own where it can): a PID
-        // namespace of its own where the kernel allows one (for a runtime that is not root,
-        // inside a user namespace), so that what it starts dies with it, also when the runtime
-        // is killed (`acp_process::contain_tree`).
-        if self.sandbox.is_none() && acp_process::contain_tree(command.as_std_mut()) {
-            tracing::debug!(program = ?self.program, "started in a PID namespace of its own");
+        #[cfg(unix)]
+        {
+            // Its own group, so that stopping it stops what it started too.
+            command.process_group(0);
+            // Outside a sandbox (which has a PID namespace of its own where it can): a PID
+            // namespace of its own where the kernel allows one (for a runtime that is not root,
+            // inside a user namespace), so that what it starts dies with it, also when the runtime
+            // is killed (`acp_process::contain_tree`).
+            if self.sandbox.is_none() && acp_process::contain_tree(command.as_std_mut()) {
+                tracing::debug!(program = ?self.program, "started in a PID namespace of its own");
+            }
         }
+        // Suspended until it is in a Job Object of its own, leading a console group of its own.
+        #[cfg(windows)]
+        command.creation_flags(acp_process::job::START_FLAGS);
         if let Some(sandbox) = self.sandbox() {
             for (missing, _) in self.sandbox_granted.iter().filter(|(path, _)| !path.exists()) {
                 tracing::warn!(path = %missing.display(), program = ?self.program, "granted to a sandboxed program but does not exist: not granted");
@@ -270,6 +286,10 @@ pub(crate) struct AgentProcess {
     /// Its run's cgroup, where its sandbox limits it with one: ended (what is left inside
     /// killed, the cgroup removed) once it is stopped.
     cgroup: Mutex<Option<acp_process::cgroup::RunCgroup>>,
+    /// Windows: the Job Object holding it and everything it starts (none for a remote agent);
+    /// dropped, it kills what is left in it.
+    #[cfg(windows)]
+    job: Option<acp_process::job::Job>,
 }
 
 /// Spawns the agent; returns the process and its stdin and stdout.
@@ -283,7 +303,10 @@ pub(crate) fn spawn(
         tracing::debug!("{why}: what an agent leaves behind outside its process group may outlive it");
     }
     let (mut command_to_run, cgroup) = command.to_command()?;
+    #[cfg(unix)]
     let mut child = (command_to_run.spawn()).map_err(crate::sandbox::explain_spawn_error)?;
+    #[cfg(windows)]
+    let (mut child, job) = windows::spawn_in_job(&mut command_to_run, command.args.len())?;
     let pid = child.id();
     let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
         (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
@@ -310,6 +333,8 @@ pub(crate) fn spawn(
             tree: Mutex::default(),
             remote: false,
             cgroup: Mutex::new(cgroup),
+            #[cfg(windows)]
+            job: Some(job),
         },
         stdin,
         stdout,
@@ -349,6 +374,8 @@ impl AgentProcess {
             tree: Mutex::default(),
             remote: true,
             cgroup: Mutex::default(),
+            #[cfg(windows)]
+            job: None,
         }
     }
 }
@@ -404,15 +431,58 @@ impl AgentProcess {
     }
 
     /// The agent's process group (its pid: it leads the group it was started in).
+    #[cfg(unix)]
     fn group(&self) -> Option<rustix::process::Pid> {
         self.pid
             .and_then(|pid| i32::try_from(pid).ok())
             .and_then(rustix::process::Pid::from_raw)
     }
 
+    /// SIGTERM to the agent's process group (Windows: `CTRL_BREAK_EVENT`).
+    #[cfg(unix)]
+    fn terminate_group(&self) {
+        self.signal_group(rustix::process::Signal::TERM);
+    }
+
+    /// SIGKILL to the agent's process group (Windows: every process of its Job Object killed).
+    #[cfg(unix)]
+    fn kill_group(&self) {
+        self.signal_group(rustix::process::Signal::KILL);
+    }
+
+    /// `CTRL_BREAK_EVENT` to the agent's console process group (the polite step).
+    #[cfg(windows)]
+    fn terminate_group(&self) {
+        if let Some(pid) = self.pid.filter(|_| self.job.is_some()) {
+            windows::terminate_group(pid);
+        }
+    }
+
+    /// Kills every process of the agent's Job Object.
+    #[cfg(windows)]
+    fn kill_group(&self) {
+        if let Some(job) = &self.job {
+            windows::kill_group(job);
+        }
+    }
+
+    /// Whether a process of the agent's Job Object still runs (an exited one leaves it at
+    /// once, so this is also [`AgentProcess::group_running`] there).
+    #[cfg(windows)]
+    fn group_alive(&self) -> bool {
+        self.job.as_ref().is_some_and(|job| !job.is_empty())
+    }
+
+    /// The same as [`AgentProcess::group_alive`] on Windows.
+    #[cfg(windows)]
+    fn group_running(&self) -> bool {
+        self.group_alive()
+    }
+
     /// Sends `signal` to the agent's process group. The group id stays reserved while any
     /// process is in the group, so after the leader is reaped it still names only what the
     /// agent left behind (or nothing: then the call fails with ESRCH).
+    #[cfg(unix)]
     fn signal_group(&self, signal: rustix::process::Signal) {
         let Some(group) = self.group() else { return };
         if let Err(error) = rustix::process::kill_process_group(group, signal) {
@@ -422,6 +492,7 @@ impl AgentProcess {
 
     /// Whether any process is left in the agent's process group. What we adopted from it and
     /// has exited is reaped first: a zombie of ours would keep the group from ever emptying.
+    #[cfg(unix)]
     fn group_alive(&self) -> bool {
         let Some(group) = self.group() else { return false };
         let alive = || rustix::process::test_kill_process_group(group).is_ok();
@@ -452,11 +523,11 @@ impl AgentProcess {
         let mut state = self.wait_exit(exit_grace).await;
         if state == ExitState::Running {
             tracing::debug!(pid = ?self.pid, "the agent did not exit after stdin closed; SIGTERM");
-            self.signal_group(rustix::process::Signal::TERM);
+            self.terminate_group();
             state = self.wait_exit(kill_grace).await;
             if state == ExitState::Running {
                 tracing::warn!(pid = ?self.pid, "the agent ignored SIGTERM; SIGKILL");
-                self.signal_group(rustix::process::Signal::KILL);
+                self.kill_group();
                 state = self.wait_exit(Duration::from_secs(5)).await;
             }
         }
@@ -523,10 +594,10 @@ impl AgentProcess {
     async fn stop_group_left(&self, kill_grace: Duration) {
         if self.group_alive() {
             tracing::debug!(pid = ?self.pid, "processes left in the agent's group; SIGTERM");
-            self.signal_group(rustix::process::Signal::TERM);
+            self.terminate_group();
             if !self.wait_group_gone(kill_grace).await {
                 tracing::warn!(pid = ?self.pid, "processes in the agent's group ignored SIGTERM; SIGKILL");
-                self.signal_group(rustix::process::Signal::KILL);
+                self.kill_group();
             }
         }
     }
@@ -555,12 +626,12 @@ impl AgentProcess {
             return;
         }
         tracing::debug!(pid = ?self.pid, "stopping the agent's process group now; SIGTERM");
-        self.signal_group(rustix::process::Signal::TERM);
+        self.terminate_group();
         if self.wait_group_stopped_blocking(kill_grace) {
             return;
         }
         tracing::warn!(pid = ?self.pid, "the agent's process group ignored SIGTERM; SIGKILL");
-        self.signal_group(rustix::process::Signal::KILL);
+        self.kill_group();
         if !self.wait_group_stopped_blocking(Duration::from_secs(2)) {
             tracing::error!(pid = ?self.pid, "the agent's process group could not be stopped");
         }
@@ -568,6 +639,7 @@ impl AgentProcess {
 
     /// Whether a process of the agent's group still runs (zombies waiting for their reap do
     /// not count: they run nothing, and the reaper may be the runtime this waits without).
+    #[cfg(unix)]
     fn group_running(&self) -> bool {
         let Some(group) = self.group() else { return false };
         if !self.group_alive() {
@@ -646,7 +718,7 @@ fn group_has_running_process(group: rustix::process::Pid) -> bool {
 }
 
 /// Elsewhere: a process in the group (zombies included) counts as running.
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
 fn group_has_running_process(_: rustix::process::Pid) -> bool {
     true
 }

@@ -16,6 +16,60 @@ pub struct Surface {
     pub commands: &'static [Command],
     /// `metadata.agentacp.extensions`.
     pub extensions: Extensions,
+    /// `metadata.agentacp.auth`, in order: the ways to sign in over stdio.
+    pub sign_in: &'static [SignIn],
+}
+
+/// One sign-in method (`metadata.agentacp.auth[]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignIn {
+    /// Its id (`methodId` of `authenticate`).
+    pub id: &'static str,
+    /// How the user signs in.
+    pub kind: SignInKind,
+    /// What an editor shows.
+    pub name: &'static str,
+    /// What it does.
+    pub description: Option<&'static str>,
+    /// `terminal`: the arguments the program is run with.
+    pub args: &'static [&'static str],
+    /// `terminal`: the environment variables set for that run.
+    pub env: &'static [(&'static str, &'static str)],
+}
+
+/// How a user signs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignInKind {
+    /// The operator answers `authenticate`.
+    Agent,
+    /// The client runs the program with the method's `args` in a terminal.
+    Terminal,
+}
+
+impl SignIn {
+    /// Its `authMethods` entry (the same as `scaffold-aip explain` prints).
+    pub fn to_json(&self) -> Value {
+        let kind = match self.kind {
+            SignInKind::Agent => "agent",
+            SignInKind::Terminal => "terminal",
+        };
+        let mut entry = json!({"id": self.id, "name": self.name, "type": kind});
+        if let Some(description) = self.description {
+            entry["description"] = json!(description);
+        }
+        if self.kind == SignInKind::Terminal {
+            entry["args"] = json!(self.args);
+            if !self.env.is_empty() {
+                let env: serde_json::Map<String, Value> = self
+                    .env
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), json!(value)))
+                    .collect();
+                entry["env"] = Value::Object(env);
+            }
+        }
+        entry
+    }
 }
 
 /// The session modes.
@@ -111,6 +165,7 @@ impl Surface {
             requests: &[],
             notifications: &[],
         },
+        sign_in: &[],
     };
 
     /// The declared mode `id`.
@@ -465,6 +520,7 @@ mod tests {
             requests: &[],
             notifications: &[],
         },
+        sign_in: &[],
     };
 
     #[test]

@@ -13,20 +13,7 @@ use reqwest::StatusCode;
 
 mod common;
 
-#[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
-struct Remote;
-
-impl RemoteServer for Remote {
-    async fn prompt(
-        &self,
-        turn: &mut Turn<'_, GovernanceAware>,
-        request: wire::PromptRequest,
-    ) -> Result<wire::StopReason> {
-        common::listening::scripted_prompt(turn, request).await
-    }
-
-    remote_no_ops!();
-}
+scripted_remote!();
 
 const WAIT: Duration = Duration::from_secs(10);
 /// The listener of these tests ([`Listening`]), reached with reqwest.

@@ -1,7 +1,7 @@
 //! The runtime's layering, checked on its source text (`agentacp/src/**/*.rs`).
 //!
 //! Bottom to top:
-//! 1. foundation — `jsonrpc/`, `methods.rs` (the method table), `error.rs`, `tier.rs`, `workspace.rs`, `sync.rs`,
+//! 1. foundation — `jsonrpc/`, `methods.rs` (the method table), `error.rs`, `tier.rs`, `workspace/`, `sync.rs`,
 //!    `future.rs`: import nothing from the layers above;
 //! 2. shared — `governance.rs`, `spec.rs` (the manifest's `OperatorSpec`), `surface.rs` (its
 //!    declared modes, config options, commands and extensions), `env.rs` (the `AGENTACP_*`
@@ -45,12 +45,10 @@ use std::path::{Path, PathBuf};
 fn layer_of(file: &str) -> (u8, &'static str) {
     let top = file.split('/').next().unwrap_or(file);
     match top {
-        "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace.rs" | "sync.rs" | "future.rs" => {
-            (1, "foundation")
-        }
-        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "auth.rs" | "auth" | "database.rs" | "websocket"
-        | "listener" | "subprocess.rs" | "mcp" | "sandbox.rs" | "oversight" | "downstream.rs" | "connection"
-        | "dialect" => (2, "shared"),
+        "jsonrpc" | "methods.rs" | "error.rs" | "tier.rs" | "workspace" | "sync.rs" | "future.rs" => (1, "foundation"),
+        "governance.rs" | "spec.rs" | "surface.rs" | "env.rs" | "env" | "auth.rs" | "auth" | "database.rs"
+        | "websocket" | "listener" | "subprocess.rs" | "subprocess" | "mcp" | "sandbox.rs" | "oversight"
+        | "downstream.rs" | "connection" | "dialect" => (2, "shared"),
         "server" => (3, "server"),
         "client" => (3, "client"),
         "bridge" => (4, "bridge"),
@@ -645,7 +643,7 @@ fn the_reader_sees_imports_in_every_form() {
     // The rules themselves.
     assert!(!allowed("governance.rs", "server/mod.rs") && !allowed("client/fs.rs", "server/operator.rs"));
     assert!(!allowed("server/mod.rs", "client/mod.rs") && !allowed("jsonrpc/mod.rs", "spec.rs"));
-    assert!(allowed("bridge/relay.rs", "client/mod.rs") && allowed("client/fs.rs", "workspace.rs"));
+    assert!(allowed("bridge/relay.rs", "client/mod.rs") && allowed("client/fs.rs", "workspace/mod.rs"));
 }
 
 /// Whether `text` declares `name` with a visibility narrower than `pub` (`pub(crate)`,

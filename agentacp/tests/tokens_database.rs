@@ -22,20 +22,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 mod common;
 
-#[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
-struct Remote;
-
-impl RemoteServer for Remote {
-    async fn prompt(
-        &self,
-        turn: &mut Turn<'_, GovernanceAware>,
-        request: wire::PromptRequest,
-    ) -> Result<wire::StopReason> {
-        common::listening::scripted_prompt(turn, request).await
-    }
-
-    remote_no_ops!();
-}
+scripted_remote!();
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -175,7 +162,9 @@ async fn a_revocation_without_a_notification_is_found_by_the_poll() {
 
 /// Replica B serves alice, whose token was issued in the database; her turn runs on B when
 /// the token is revoked through the database: the turn is cancelled, the revocation audited,
-/// and a new connection with the token is refused `401`.
+/// and a new connection with the token is refused `401`. B polls every hour, and its
+/// connections check their token between requests only as often as it polls: the turn ends
+/// within [`WAIT`] only because the revocation's notification wakes the connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revocation_in_the_database_ends_a_running_turn_on_another_replica() {
     let Some(cluster) = test_support::postgres::cluster() else {

@@ -82,20 +82,7 @@ impl TesterServer for Tester {
     }
 }
 
-#[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
-struct Remote;
-
-impl RemoteServer for Remote {
-    async fn prompt(
-        &self,
-        turn: &mut Turn<'_, GovernanceAware>,
-        request: wire::PromptRequest,
-    ) -> Result<wire::StopReason> {
-        common::listening::scripted_prompt(turn, request).await
-    }
-
-    remote_no_ops!();
-}
+scripted_remote!();
 
 /// A sandboxed operator whose prompt names the tools of its session's MCP servers.
 #[acp_operator(manifest = "tests/operators/test-v2-mcp/ACP.md")]

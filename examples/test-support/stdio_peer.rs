@@ -52,17 +52,21 @@ impl StdioPeer {
     /// Starts `program` with `args` and the extra environment `env`.
     pub fn spawn(program: &Path, args: &[&str], env: &[(&str, &Path)]) -> StdioPeer {
         let mut command = Command::new(program);
-        command
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        command.args(args);
         for (key, value) in env {
             command.env(key, value);
         }
+        StdioPeer::start(&mut command)
+    }
+
+    /// Starts `command` (a program under Wine, say), its stdin, stdout and stderr piped.
+    pub fn start(command: &mut Command) -> StdioPeer {
         let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("{} starts: {e}", program.display()));
+            .unwrap_or_else(|e| panic!("{command:?} starts: {e}"));
         let lines = forward_lines(child.stdout.take().expect("piped"));
         let stderr = forward_lines(child.stderr.take().expect("piped"));
         let stdin = child.stdin.take();

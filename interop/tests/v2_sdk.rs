@@ -209,6 +209,9 @@ fn check_lifecycle(c: &Conversation) {
         c.fail("the cancelled turn 2 did not end idle `cancelled`");
     }
     // The SDKs' draft: a resume sends the current state before its answer, replay or not.
+    // Over Streamable HTTP the state goes on the session's stream and the answer on the
+    // connection's, which nothing orders: there the TypeScript client waits for the state
+    // after the answer too (`afterAnswer`); over stdio and WebSocket it must come first.
     if c.steps.iter().any(|s| s["step"] == "resume") && c.updates_of(&json!("resume"), "state_update").is_empty() {
         c.fail("session/resume was answered without a state_update before it");
     }

@@ -142,12 +142,22 @@ async function converse(cx, updates, turn, options) {
       }),
       "session/resume was not answered",
     );
+    let stated = false;
     for (const notification of updates.drain()) {
       if (notification.sessionId === sessionId) {
         emit({ step: "update", turn: "resume", update: notification.update });
+        stated ||= notification.update.sessionUpdate === "state_update";
       }
     }
     emit({ step: "resume", replay: options.replay, result: answer });
+    // Over Streamable HTTP the answer comes on the connection's stream and the session's
+    // updates on the session's (the transport RFD): nothing orders the two, so the state
+    // may follow the answer. Wait for it there (only there).
+    while (!stated && /^https?:\/\//.test(options.program[0])) {
+      const update = await updates.next(sessionId);
+      emit({ step: "update", turn: "resume", update, afterAnswer: true });
+      stated = update.sessionUpdate === "state_update";
+    }
   }
   emit({ step: "done" });
 }

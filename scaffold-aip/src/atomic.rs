@@ -67,8 +67,16 @@ fn parent_of(path: &Path) -> &Path {
 }
 
 /// Syncs a folder, so a rename or a new entry in it survives a crash.
+#[cfg(unix)]
 fn sync_folder(folder: &Path) -> io::Result<()> {
     File::open(folder)?.sync_all()
+}
+
+/// Nothing to do on Windows: a folder is not a file std can open there (the open was refused,
+/// "Access denied", and every write failed with it), and NTFS journals a rename itself.
+#[cfg(not(unix))]
+fn sync_folder(_folder: &Path) -> io::Result<()> {
+    Ok(())
 }
 
 /// Syncs every folder under `root` (its files were synced as they were written).

@@ -112,9 +112,10 @@ pub struct AuditVerifyArgs {
     )]
     pub files: Vec<PathBuf>,
     /// Verify the audit chains kept in this PostgreSQL database (one a replica), each whatever
-    /// the others are: `postgres://user:password@host:port/dbname`.
-    #[arg(long, value_name = "URL")]
-    pub database: Option<String>,
+    /// the others are: `postgres://user@host:port/dbname`. Without a URL, the one in
+    /// `AGENTACP_DATABASE_URL` (which keeps its password out of the process list).
+    #[arg(long, value_name = "URL", num_args = 0..=1)]
+    pub database: Option<Option<String>>,
     /// With `--database`: only this chain (a replica's name).
     #[arg(long, value_name = "NAME", requires = "database")]
     pub chain: Option<String>,
@@ -127,9 +128,11 @@ pub struct AuditVerifyArgs {
 /// Arguments of `audit export`.
 #[derive(Debug, clap::Args)]
 pub struct AuditExportArgs {
-    /// The PostgreSQL database holding the chains: `postgres://user:password@host:port/dbname`.
-    #[arg(long, value_name = "URL")]
-    pub database: String,
+    /// The PostgreSQL database holding the chains: `postgres://user@host:port/dbname`. Without
+    /// a URL, the one in `AGENTACP_DATABASE_URL` (which keeps its password out of the process
+    /// list).
+    #[arg(long, value_name = "URL", num_args = 0..=1, required = true)]
+    pub database: Option<Option<String>>,
     /// The folder to write `<chain>.jsonl` files in (created when absent; an earlier export of
     /// a chain is replaced).
     #[arg(long, value_name = "DIR")]
@@ -234,12 +237,22 @@ where
         Command::Audit(AuditArgs {
             command: AuditCommand::Verify(args),
         }) => match &args.database {
-            Some(url) => crate::audit_db::verify(url, args.chain.as_deref(), args.format, out, err),
+            Some(given) => match database_url("scaffold-aip audit verify", given.as_deref(), err) {
+                Ok(url) => crate::audit_db::verify(&url, args.chain.as_deref(), args.format, out, err),
+                Err(code) => Ok(code),
+            },
             None => run_audit_verify(&args, out, err),
         },
         Command::Audit(AuditArgs {
             command: AuditCommand::Export(args),
-        }) => crate::audit_db::export(&args.database, &args.out, args.chain.as_deref(), out, err),
+        }) => match database_url(
+            "scaffold-aip audit export",
+            args.database.as_ref().and_then(Option::as_deref),
+            err,
+        ) {
+            Ok(url) => crate::audit_db::export(&url, &args.out, args.chain.as_deref(), out, err),
+            Err(code) => Ok(code),
+        },
         Command::New(args) => run_new(&args, out, err),
         Command::Token(args) => token::run(&args, &mut std::io::stdin().lock(), out, err),
         Command::Conform(args) => conform::run(&args, out, err),
@@ -247,6 +260,15 @@ where
     };
     result.unwrap_or_else(|error| {
         let _ = writeln!(err, "scaffold-aip: {error}");
+        EXIT_USAGE
+    })
+}
+
+/// The URL of an audit command's `--database` ([`crate::database_url::resolve`]), or the exit
+/// code after saying on `err` why there is none.
+fn database_url(command: &str, given: Option<&str>, err: &mut dyn Write) -> Result<String, i32> {
+    crate::database_url::resolve(given, command, err).map_err(|message| {
+        let _ = writeln!(err, "{command}: {message}");
         EXIT_USAGE
     })
 }

@@ -8,6 +8,7 @@ pub mod atomic;
 pub mod audit_db;
 pub mod cli;
 pub mod conform;
+pub mod database_url;
 pub mod exit;
 pub mod lint;
 pub mod regen;

@@ -289,7 +289,9 @@ fn build_entry(
 /// The rules that need the manifest: the registry lists agents (not clients), and its CI
 /// starts each agent and wants at least one `authMethods` entry of type `agent` or `terminal`
 /// in its `initialize` answer (`AUTHENTICATION.md`) — read here from the answer the manifest
-/// gives (`scaffold-aip explain`), which is what the operator sends over stdio.
+/// gives (`scaffold-aip explain`), which is what the operator sends over stdio to a client
+/// that runs terminal sign-ins (the registry's check says it does, in
+/// `clientCapabilities._meta["terminal-auth"]`).
 fn manifest_findings(kind: Kind, initialize: &Value) -> Vec<Finding> {
     let mut found = Vec::new();
     if kind == Kind::Client {
@@ -303,7 +305,7 @@ fn manifest_findings(kind: Kind, initialize: &Value) -> Vec<Finding> {
         .any(|method| matches!(auth_type(method), "agent" | "terminal"));
     if !typed {
         let message = if methods.is_empty() {
-            "the operator answers `initialize` over stdio with no `authMethods`, and the registry's CI lists only agents that offer one of type `agent` or `terminal` (see docs/editors.md, \"The ACP registry\")".to_string()
+            "the operator answers `initialize` over stdio with no `authMethods`, and the registry's CI lists only agents that offer one of type `agent` or `terminal`: declare one in `metadata.agentacp.auth` (see docs/editors.md, \"The ACP registry\")".to_string()
         } else {
             "none of the operator's `authMethods` is of type `agent` or `terminal`, which the registry's CI requires"
                 .to_string()

@@ -53,32 +53,46 @@ pub struct StoreArgs {
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
     /// The PostgreSQL database of a fleet of servers (`postgres://user@host/db`; the schema is
-    /// applied first). A revocation reaches every server that listens.
-    #[arg(long, value_name = "URL")]
-    pub database: Option<String>,
+    /// applied first). A revocation reaches every server that listens. Without a URL, the one
+    /// in `AGENTACP_DATABASE_URL` (which keeps its password out of the process list).
+    #[arg(long, value_name = "URL", num_args = 0..=1)]
+    pub database: Option<Option<String>>,
 }
 
 /// Where a command that needs the tokens finds them.
 enum Store<'a> {
     File(&'a Path),
-    Database(&'a str),
+    /// The database's URL, from the command line or `AGENTACP_DATABASE_URL`.
+    Database(String),
 }
 
 impl StoreArgs {
-    /// The store given, if any.
-    fn given(&self) -> Option<Store<'_>> {
+    /// The store given, if any (a bare `--database` reads its URL from the environment; a
+    /// password on the command line is warned about on `err`).
+    fn given(&self, err: &mut dyn Write) -> Result<Option<Store<'_>>, Failure> {
         match (&self.file, &self.database) {
-            (Some(path), _) => Some(Store::File(path)),
-            (None, Some(url)) => Some(Store::Database(url)),
-            (None, None) => None,
+            (Some(path), _) => Ok(Some(Store::File(path))),
+            (None, Some(given)) => crate::database_url::resolve(given.as_deref(), "scaffold-aip token", err)
+                .map(|url| Some(Store::Database(url)))
+                .map_err(Failure::Usage),
+            (None, None) => Ok(None),
         }
     }
 
     /// The store given, or an error saying to give one.
-    fn required(&self) -> Result<Store<'_>, Failure> {
-        self.given()
-            .ok_or_else(|| Failure::Usage("give the tokens' place: --file PATH or --database URL".to_string()))
+    fn required(&self, err: &mut dyn Write) -> Result<Store<'_>, Failure> {
+        self.given(err)?.ok_or_else(missing_store)
     }
+
+    /// Whether `--file` or `--database` was given.
+    fn is_given(&self) -> bool {
+        self.file.is_some() || self.database.is_some()
+    }
+}
+
+/// The error of a command given neither `--file` nor `--database`.
+fn missing_store() -> Failure {
+    Failure::Usage("give the tokens' place: --file PATH or --database [URL]".to_string())
 }
 
 /// Arguments of `token new`.
@@ -136,13 +150,11 @@ pub struct RevokeArgs {
 pub fn run(args: &TokenArgs, stdin: &mut dyn Read, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<i32> {
     let result = match &args.command {
         TokenCommand::New(args) => run_new(&args.identity, &args.store, others_of(args), out, err),
-        TokenCommand::Rotate(args) => args
-            .store
-            .required()
-            .and_then(|_| run_new(&args.identity, &args.store, Others::Revoke, out, err)),
+        TokenCommand::Rotate(args) if !args.store.is_given() => Err(missing_store()),
+        TokenCommand::Rotate(args) => run_new(&args.identity, &args.store, Others::Revoke, out, err),
         TokenCommand::Hash => run_hash(stdin, out),
         TokenCommand::Revoke(args) => run_revoke(args, err),
-        TokenCommand::List(args) => run_list(args, out),
+        TokenCommand::List(args) => run_list(args, out, err),
     };
     match result {
         Ok(()) => Ok(EXIT_OK),
@@ -189,13 +201,13 @@ fn run_new(
     check_identity(identity).map_err(|error| Failure::Usage(format!("`{identity}` is not an identity: {error}")))?;
     let token = generate_token().map_err(|error| Failure::Usage(format!("cannot generate a token: {error}")))?;
     let line = format!("{identity} {}", hash_token(&token));
-    let added = match store.given() {
+    let added = match store.given(err)? {
         Some(Store::File(path)) => {
             add_entry(path, identity, &line, others).map_err(Failure::Usage)?;
             Some(path.display().to_string())
         }
         Some(Store::Database(url)) => {
-            let (shown, revoked) = database::issue(url, identity, &token, others).map_err(Failure::Usage)?;
+            let (shown, revoked) = database::issue(&url, identity, &token, others).map_err(Failure::Usage)?;
             if revoked > 0 {
                 writeln!(
                     err,
@@ -227,8 +239,8 @@ fn tokens_noun(count: u64) -> String {
     format!("{count} {}", if count == 1 { "token" } else { "tokens" })
 }
 
-fn run_list(args: &ListArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    match args.store.required()? {
+fn run_list(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
+    match args.store.required(err)? {
         Store::File(path) => {
             let text = read_text(&followed(path))
                 .map_err(Failure::Usage)?
@@ -242,7 +254,7 @@ fn run_list(args: &ListArgs, out: &mut dyn Write) -> Result<(), Failure> {
             }
         }
         Store::Database(url) => {
-            for line in database::list(url, args.all).map_err(Failure::Usage)? {
+            for line in database::list(&url, args.all).map_err(Failure::Usage)? {
                 writeln!(out, "{line}")?;
             }
         }
@@ -293,10 +305,10 @@ fn run_hash(stdin: &mut dyn Read, out: &mut dyn Write) -> Result<(), Failure> {
 }
 
 fn run_revoke(args: &RevokeArgs, err: &mut dyn Write) -> Result<(), Failure> {
-    let path = match args.store.required()? {
+    let path = match args.store.required(err)? {
         Store::File(path) => path,
         Store::Database(url) => {
-            let (shown, revoked) = database::revoke(url, &args.identity).map_err(Failure::Usage)?;
+            let (shown, revoked) = database::revoke(&url, &args.identity).map_err(Failure::Usage)?;
             writeln!(
                 err,
                 "scaffold-aip token: revoked {} of `{}` in the database at {shown}; every server listening to it refuses them now",

@@ -5,18 +5,17 @@
 
 #![cfg(feature = "postgres")]
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use acp_audit::{AuditEvent, AuditLog, FsyncPolicy, Lifecycle};
 use acp_postgres::{Database, Options};
 
+/// `scaffold-aip args` in `dir`, without `AGENTACP_DATABASE_URL`.
 fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
+    common::run_with_database_env(dir, args, None)
 }
 
 fn stdout(output: &Output) -> String {
@@ -137,29 +136,82 @@ fn an_export_is_verified_by_the_file_verifier() {
     )));
 }
 
+/// `--database` without a URL reads it from `AGENTACP_DATABASE_URL` (the servers' variable),
+/// which keeps a password out of the process list; without the variable, a sentence says so.
+#[test]
+fn a_bare_database_flag_reads_the_url_from_agentacp_database_url() {
+    let Some((_, url, [a, b])) = chains("cli_env") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let output = common::run_with_database_env(dir.path(), &["audit", "verify", "--database"], Some(&url));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "chain op@a: 3 records, chain intact (last hash {a})\nchain op@b: 2 records, chain intact (last hash {b})\n"
+        )
+    );
+    assert_eq!(stderr(&output), "", "no warning for a URL from the environment");
+    let output = common::run_with_database_env(
+        dir.path(),
+        &["audit", "export", "--database", "--out", "exported", "--chain", "op@b"],
+        Some(&url),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "chain op@b: 2 records written to exported/op@b.jsonl\n"
+    );
+    for args in [
+        vec!["audit", "verify", "--database", "--chain", "op@a"],
+        vec!["audit", "export", "--database", "--out", "x"],
+    ] {
+        let output = common::run_with_database_env(dir.path(), &args, None);
+        assert_eq!(output.status.code(), Some(2));
+        assert_eq!(
+            stderr(&output),
+            format!(
+                "scaffold-aip {} {}: `--database` without a URL reads it from AGENTACP_DATABASE_URL, which is not \
+                 set: set it, or give the URL after `--database`\n",
+                args[0], args[1]
+            )
+        );
+    }
+}
+
 #[test]
 fn an_unreachable_database_exits_2_with_a_sentence_and_no_password() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("postgres://agent:s3cret@127.0.0.1:{port}/agents");
+    let (url, port) = common::unreachable_database();
     let dir = tempfile::tempdir().unwrap();
     for args in [
-        vec!["audit", "verify", "--database", &url],
-        vec!["audit", "export", "--database", &url, "--out", "x"],
+        vec!["audit", "verify", "--database"],
+        vec!["audit", "export", "--database", "--out", "x"],
     ] {
+        let command = format!("scaffold-aip {} {}", args[0], args[1]);
+        let unreachable = format!("{command}: cannot reach the database at postgres://agent@127.0.0.1:{port}/agents");
+        // The URL from the environment: the sentence alone.
+        let output = common::run_with_database_env(dir.path(), &args, Some(&url));
+        assert_eq!(output.status.code(), Some(2));
+        let said = stderr(&output);
+        assert!(said.starts_with(&unreachable), "{said}");
+        assert!(!said.contains("s3cret"), "{said}");
+        // The URL on the command line: a warning that its password shows, then the sentence.
+        let mut args = args.clone();
+        args.insert(3, &url);
         let output = run(dir.path(), &args);
         assert_eq!(output.status.code(), Some(2));
         let said = stderr(&output);
-        assert!(
-            said.starts_with(&format!(
-                "scaffold-aip {} {}: cannot reach the database at postgres://agent@127.0.0.1:{port}/agents",
-                args[0], args[1]
-            )),
-            "{said}"
+        let lines: Vec<&str> = said.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!(
+                "{command}: warning: the database URL on the command line holds a password, which other users of \
+                 this machine can read in the process list; set AGENTACP_DATABASE_URL and give `--database` \
+                 without a URL"
+            )
         );
+        assert!(lines[1].starts_with(&unreachable), "{said}");
         assert!(!said.contains("s3cret"), "{said}");
     }
 }

@@ -47,6 +47,14 @@ const EXERCISED_BY: &[(&str, &str)] = &[
         "cargo test -p scaffold-aip --test wine",
         "scaffold-aip/tests/wine.rs::the_windows_build_under_wine_answers_as_the_linux_build",
     ),
+    (
+        "cargo test -p echo-server --test wine",
+        "examples/echo-server/tests/wine.rs::the_windows_build_serves_a_session_over_stdio_under_wine",
+    ),
+    (
+        "cargo test -p tour --test wine",
+        "examples/tour/tests/wine.rs::the_windows_build_of_the_tour_passes_every_step_under_wine",
+    ),
     // docs/remote.md: a server over WebSocket with a token file.
     (
         "AGENTACP_TOKENS_FILE=tokens AGENTACP_WORKSPACE_ROOT=$PWD cargo run -p governed-server -- --listen 127.0.0.1:8765",
@@ -1179,7 +1187,13 @@ fn check_agent_json(root: &Path, entry: &Value, binaries: &BTreeMap<String, Exam
             ));
         }
         let cmd = target["cmd"].as_str().unwrap_or_default();
-        match binaries.get(basename(cmd)) {
+        // A Windows archive's command is the binary with `.exe`.
+        let binary = basename(cmd);
+        let binary = match platform.starts_with("windows-") {
+            true => binary.strip_suffix(".exe").unwrap_or(binary),
+            false => binary,
+        };
+        match binaries.get(binary) {
             Some(example) => {
                 manifests.insert(example.shown.clone(), example.manifest.clone());
             }

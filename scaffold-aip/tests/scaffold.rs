@@ -500,14 +500,115 @@ fn nested_target() -> &'static Path {
 
 /// Cargo for a build of generated crates in `dir`, into this build's own target folder
 /// (`cargo test` does not hold its lock while tests run), with this workspace's dev profile
-/// (`debug = "line-tables-only"` in its `Cargo.toml`; a generated workspace has the default),
-/// so that the dependencies whose features match are reused, not rebuilt.
+/// (`debug = "line-tables-only"` in its `Cargo.toml`, or what `CARGO_PROFILE_DEV_DEBUG` says,
+/// as CI sets it; a generated workspace has the default), so that the dependencies whose
+/// features match are reused, not rebuilt.
 fn nested_cargo(dir: &Path) -> std::process::Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let debug = std::env::var_os("CARGO_PROFILE_DEV_DEBUG").unwrap_or_else(|| "line-tables-only".into());
     let mut command = std::process::Command::new(cargo);
     command
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", nested_target())
-        .env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
+        .env("CARGO_PROFILE_DEV_DEBUG", debug);
     command
+}
+
+/// Issue #50, the whole path to an ACP registry listing: a crate from `scaffold-aip new` given
+/// a terminal sign-in method (`metadata.agentacp.auth`) and its `sign_in`, built, passes the
+/// registry's own auth check (`.github/workflows/client.py` of the registry mirror, run with
+/// `python3`, when both are at hand) and `scaffold-aip registry`'s rule; `--login` stores the
+/// credential, which then opens sessions. Slow (a build): run with `cargo test -p scaffold-aip
+/// --test scaffold -- --ignored`.
+#[test]
+#[ignore = "builds a generated crate with cargo; a few minutes"]
+fn a_scaffolded_agent_with_a_sign_in_method_passes_the_registrys_auth_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options("signed", Kind::Server, Tier::Basic, dir.path());
+    options.agentacp_path = Some(agentacp_folder());
+    scaffold::new_crate(&options).unwrap();
+    let crate_dir = dir.path().join("signed");
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = crate_dir.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file}: {from}");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    };
+    let auth = "  agentacp:\n    auth:\n      - id: login\n        type: terminal\n        name: Sign in\n        args: [--login]\n---";
+    edit(
+        "ACP.md",
+        "    operator: ./OPERATOR.md\n---",
+        &format!("    operator: ./OPERATOR.md\n{auth}"),
+    );
+    let sign_in = "\n    async fn sign_in(&self, _method: &str) -> Result<agentacp::server::Credential> {\n        let mut token = String::new();\n        std::io::stdin().read_line(&mut token)?;\n        Ok(agentacp::server::Credential::new(token.trim()))\n    }\n}\n\n/// The text";
+    edit("src/lib.rs", "}\n\n/// The text", sign_in);
+    assert_clean(&crate_dir.join("ACP.md"));
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
+    std::fs::copy(lock, crate_dir.join("Cargo.lock")).unwrap();
+    let build = nested_cargo(&crate_dir).args(["build", "--quiet"]).output().unwrap();
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let binary = nested_target().join("debug/signed");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+
+    registrys_auth_check(&binary, &home);
+    let registry = std::process::Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
+        .args(["registry", "--npx", "signed@0.1.0"])
+        .arg(crate_dir.join("ACP.md"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&registry.stderr);
+    assert!(
+        registry.status.success() && !stderr.contains("auth-methods"),
+        "{stderr}"
+    );
+
+    // The terminal sign-in: the editor runs the program with `--login` in a terminal.
+    let mut login = std::process::Command::new(&binary)
+        .arg("--login")
+        .env("HOME", &home)
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("AGENTACP_STATE_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    login.stdin.take().unwrap().write_all(b"tok-123\n").unwrap();
+    assert!(login.wait().unwrap().success());
+    let stored = home.join(".local/state/agentacp/signed/credential");
+    assert_eq!(std::fs::read_to_string(stored).unwrap(), "tok-123");
+}
+
+/// The ACP registry's CI check (`client.py`'s `run_auth_check`) on `binary`, from the registry
+/// mirror; skipped, saying so, when the mirror or `python3` is missing.
+fn registrys_auth_check(binary: &Path, home: &Path) {
+    const MIRROR: &str = "/work/.mirror/agentclientprotocol+registry/repo";
+    let client = std::process::Command::new("git")
+        .args(["-C", MIRROR, "show", "HEAD:.github/workflows/client.py"])
+        .output();
+    let Some(client) = client.ok().filter(|out| out.status.success()) else {
+        eprintln!("skipped the registry's own auth check: no registry mirror at {MIRROR}");
+        return;
+    };
+    let folder = home.join("registry");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("client.py"), &client.stdout).unwrap();
+    let script = "import sys; from pathlib import Path; from client import run_auth_check\n\
+                  r = run_auth_check([sys.argv[1]], Path(sys.argv[2]), {'HOME': sys.argv[2]}, 30)\n\
+                  print(r.success, [(m.id, m.type) for m in r.auth_methods], r.error)\n\
+                  sys.exit(0 if r.success else 1)";
+    let run = std::process::Command::new("python3")
+        .current_dir(&folder)
+        .args(["-c", script])
+        .arg(binary)
+        .arg(home)
+        .output();
+    let Ok(run) = run else {
+        eprintln!("skipped the registry's own auth check: no python3");
+        return;
+    };
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{said}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(said.contains("('login', 'terminal')"), "{said}");
 }

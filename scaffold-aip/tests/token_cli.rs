@@ -515,7 +515,7 @@ fn list_add_and_rotate_work_on_a_file() {
     let nowhere = run(dir.path(), &["token", "list"]);
     assert_eq!(nowhere.status.code(), Some(2));
     assert!(
-        text(&nowhere.stderr).contains("--file PATH or --database URL"),
+        text(&nowhere.stderr).contains("--file PATH or --database [URL]"),
         "{}",
         text(&nowhere.stderr)
     );
@@ -614,17 +614,62 @@ fn token_commands_keep_a_fleets_tokens_in_the_database() {
     );
 }
 
+/// `token new|list|revoke|rotate --database` without a URL read it from
+/// `AGENTACP_DATABASE_URL` (the servers' variable), which keeps a password out of the process
+/// list; without the variable, a sentence says so and no token is shown.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_bare_database_flag_reads_the_url_from_agentacp_database_url() {
+    let Some(cluster) = test_support::postgres::cluster() else {
+        return;
+    };
+    let url = cluster.database("token_cli_env");
+    let dir = tempfile::tempdir().unwrap();
+    let run_env = |args: &[&str], url: Option<&str>| common::run_with_database_env(dir.path(), args, url);
+    let issued = run_env(&["token", "new", "--identity", "bob", "--database"], Some(&url));
+    assert_eq!(issued.status.code(), Some(0), "{}", text(&issued.stderr));
+    let said = text(&issued.stderr);
+    assert!(said.contains("`bob` added to the database at postgres://"), "{said}");
+    assert!(!said.contains("warning"), "{said}");
+    let token = text(&issued.stdout).trim_end().to_string();
+    let listed = text(&run_env(&["token", "list", "--database"], Some(&url)).stdout);
+    assert!(
+        listed.starts_with(&format!("bob {} issued 20", hash_of(dir.path(), &token))),
+        "{listed}"
+    );
+    let revoked = run_env(&["token", "revoke", "--identity", "bob", "--database"], Some(&url));
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked.stderr));
+    assert!(
+        text(&revoked.stderr).contains("revoked 1 token of `bob`"),
+        "{}",
+        text(&revoked.stderr)
+    );
+
+    for args in [
+        &["token", "new", "--identity", "bob", "--database", "--add"][..],
+        &["token", "rotate", "--identity", "bob", "--database"],
+        &["token", "list", "--database", "--all"],
+        &["token", "revoke", "--identity", "bob", "--database"],
+    ] {
+        let unset = run_env(args, None);
+        assert_eq!(unset.status.code(), Some(2), "{args:?}");
+        assert!(unset.stdout.is_empty(), "{args:?}: no token is shown");
+        assert_eq!(
+            text(&unset.stderr),
+            "scaffold-aip token: `--database` without a URL reads it from AGENTACP_DATABASE_URL, which is not set: \
+             set it, or give the URL after `--database`\n",
+            "{args:?}"
+        );
+    }
+}
+
 /// A database that cannot be reached is said in a sentence (without the password), and no
-/// token is printed for nothing.
+/// token is printed for nothing. Its URL given on the command line with a password is warned
+/// about (the process list shows it); from `AGENTACP_DATABASE_URL` it is not.
 #[cfg(feature = "postgres")]
 #[test]
 fn an_unreachable_database_is_a_sentence_and_no_token_is_shown() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("postgres://agent:s3cret@127.0.0.1:{port}/agents");
+    let (url, port) = common::unreachable_database();
     let dir = tempfile::tempdir().unwrap();
     let output = run(dir.path(), &["token", "new", "--identity", "alice", "--database", &url]);
     assert_eq!(output.status.code(), Some(2));
@@ -637,4 +682,23 @@ fn an_unreachable_database_is_a_sentence_and_no_token_is_shown() {
         "{said}"
     );
     assert!(!said.contains("s3cret"), "{said}");
+    assert!(
+        said.starts_with(
+            "scaffold-aip token: warning: the database URL on the command line holds a password, which other users \
+             of this machine can read in the process list; set AGENTACP_DATABASE_URL and give `--database` without \
+             a URL\n"
+        ),
+        "{said}"
+    );
+    let from_env = common::run_with_database_env(
+        dir.path(),
+        &["token", "new", "--identity", "alice", "--database"],
+        Some(&url),
+    );
+    assert_eq!(from_env.status.code(), Some(2));
+    let said = text(&from_env.stderr);
+    assert!(
+        said.starts_with("scaffold-aip token: cannot reach the database at"),
+        "{said}"
+    );
 }

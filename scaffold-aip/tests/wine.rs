@@ -2,40 +2,23 @@
 //! and run under Wine answers `lint`, `explain` and `audit verify` as the Linux build does: the
 //! same exit codes and the same stdout, byte for byte after line endings.
 //!
-//! The test builds the Windows program itself, into `target/windows` (a target dir of its own:
-//! the outer `cargo test` holds the lock of `target`). It needs the rustup target, `wine64` or
-//! `wine` and `x86_64-w64-mingw32-gcc` (the target's default linker); without one of them it
-//! skips, or fails under `AGENTACP_REQUIRE_PEERS` (CI). Wine runs in a prefix of its own in a
-//! temporary folder, with its debug channels off; the program sees the workspace through Wine's
-//! `Z:` drive (the Unix root).
+//! The test builds the Windows program itself, into `target/windows`, and runs it under Wine
+//! with the shared harness (`test_support::wine`: a prefix of its own, debug channels off; it
+//! skips without Wine, mingw-w64 or the rustup target, or fails under `AGENTACP_REQUIRE_PEERS`,
+//! as in CI). The program sees the workspace through Wine's `Z:` drive (the Unix root).
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use acp_audit::{AuditEvent, AuditLog, FsyncPolicy, Lifecycle};
-
-/// The Windows target, as rustup names it.
-const TARGET: &str = "x86_64-pc-windows-gnu";
-/// The target's default linker (rustc's), from Debian's `gcc-mingw-w64-x86-64`.
-const MINGW: &str = "x86_64-w64-mingw32-gcc";
-/// A run that has not ended by then hangs (a guard, not a timing target); the first Wine run
-/// creates the prefix, which takes seconds.
-const LIMIT: Duration = Duration::from_secs(120);
+use common::wine::{self, Wine};
 
 #[test]
 fn the_windows_build_under_wine_answers_as_the_linux_build() {
-    let Some(wine) = ["wine64", "wine"].into_iter().find_map(on_path) else {
-        return common::skip_unless_required("neither wine64 nor wine is on PATH: the Windows build is not run");
-    };
-    if on_path(MINGW).is_none() || !has_rustup_target() {
-        return common::skip_unless_required(&format!(
-            "{MINGW} or the rustup target {TARGET} is missing: scaffold-aip is not built for Windows"
-        ));
-    }
-    let wine = Wine::start(wine, build_for_windows());
+    let Some(wine) = Wine::start() else { return };
+    let exe = wine::build_for_windows("scaffold-aip", None);
     let logs = audit_logs();
     let root = common::workspace();
     let example = root.join("examples/echo-server/ACP.md");
@@ -73,17 +56,17 @@ fn the_windows_build_under_wine_answers_as_the_linux_build() {
                 .args(args)
                 .current_dir(dir),
         );
-        let windows = within_limit(wine.command(dir).args(args));
+        let windows = within_limit(wine.command(&exe).current_dir(dir).args(args));
         compare(args, &linux, &windows);
     }
     // A drive-letter path: the workspace as Windows sees it.
-    let z_drive = format!("Z:{}", example.display()).replace('/', "\\");
+    let z_drive = wine::windows_path(&example);
     let linux = within_limit(
         Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
             .arg("lint")
             .arg(&example),
     );
-    let windows = within_limit(wine.command(&root).args(["lint", &z_drive]));
+    let windows = within_limit(wine.command(&exe).current_dir(&root).args(["lint", &z_drive]));
     compare(&args(&["lint", &z_drive]), &linux, &windows);
 }
 
@@ -96,7 +79,7 @@ fn args(list: &[&str]) -> Vec<String> {
 /// Windows' under Wine), so only a run that wrote nothing there must stay silent there.
 fn compare(args: &[String], linux: &Output, windows: &Output) {
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace("\r\n", "\n");
-    let (linux_err, windows_err) = (text(&linux.stderr), wine_quiet(&text(&windows.stderr)));
+    let (linux_err, windows_err) = (text(&linux.stderr), wine::quiet(&text(&windows.stderr)));
     let context = format!("scaffold-aip {args:?}\nLinux stderr:\n{linux_err}\nWine stderr:\n{windows_err}");
     assert_eq!(
         windows.status.code(),
@@ -122,137 +105,6 @@ fn compare(args: &[String], linux: &Output, windows: &Output) {
     );
 }
 
-/// Wine's own lines on stderr (the loader's `wine: …`, a debug channel's `0024:err:…`) left out.
-fn wine_quiet(stderr: &str) -> String {
-    let wine_line = |line: &&str| {
-        line.starts_with("wine: ")
-            || line
-                .split_once(':')
-                .is_some_and(|(id, _)| id.len() == 4 && id.chars().all(|c| c.is_ascii_hexdigit()))
-    };
-    stderr
-        .lines()
-        .filter(|line| !wine_line(line))
-        .map(|line| format!("{line}\n"))
-        .collect()
-}
-
-/// Wine with a prefix of its own (a temporary folder) running one Windows program.
-struct Wine {
-    program: PathBuf,
-    exe: PathBuf,
-    prefix: tempfile::TempDir,
-}
-
-impl Wine {
-    /// Creates the prefix (the first run does) and gives it `bcryptprimitives.dll` when Wine has
-    /// none (before Wine 9; see tests/wine/bcryptprimitives.c).
-    fn start(program: PathBuf, exe: PathBuf) -> Wine {
-        let wine = Wine {
-            program,
-            exe,
-            prefix: tempfile::tempdir().unwrap(),
-        };
-        // Creating the prefix; the program itself may fail to start here (no bcryptprimitives).
-        within_limit(wine.command(wine.prefix.path()).arg("--version"));
-        let system32 = wine.prefix.path().join("drive_c/windows/system32");
-        assert!(
-            system32.is_dir(),
-            "Wine made no prefix in {}",
-            wine.prefix.path().display()
-        );
-        let dll = system32.join("bcryptprimitives.dll");
-        if !dll.exists() {
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wine/bcryptprimitives.c");
-            let built = within_limit(
-                Command::new(MINGW)
-                    .args(["-shared", "-O2", "-o"])
-                    .arg(&dll)
-                    .arg(&source)
-                    .arg("-ladvapi32"),
-            );
-            assert!(
-                built.status.success(),
-                "{MINGW} failed: {}",
-                String::from_utf8_lossy(&built.stderr)
-            );
-        }
-        wine
-    }
-
-    /// The program under Wine in `dir` (Wine maps it to `Z:\…`), without colour or Wine's debug lines.
-    fn command(&self, dir: &Path) -> Command {
-        let mut command = Command::new(&self.program);
-        command
-            .arg(&self.exe)
-            .current_dir(dir)
-            .env("WINEPREFIX", self.prefix.path())
-            .env("WINEDEBUG", "-all")
-            .env("NO_COLOR", "1");
-        command
-    }
-}
-
-impl Drop for Wine {
-    /// Stops this prefix's wineserver (and the Windows processes Wine started in it) before the
-    /// prefix is deleted.
-    fn drop(&mut self) {
-        let server = self.program.with_file_name("wineserver");
-        let server = if server.exists() {
-            server
-        } else {
-            PathBuf::from("wineserver")
-        };
-        let _ = Command::new(server)
-            .arg("-k")
-            .env("WINEPREFIX", self.prefix.path())
-            .status();
-    }
-}
-
-/// Builds `scaffold-aip.exe` (default features) into `target/windows`; returns its path.
-fn build_for_windows() -> PathBuf {
-    let root = common::workspace();
-    let target_dir = root.join("target/windows");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let built = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "--quiet",
-            "--target",
-            TARGET,
-            "-p",
-            "scaffold-aip",
-            "--target-dir",
-        ])
-        .arg(&target_dir)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "cargo build --target {TARGET} failed:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    target_dir.join(TARGET).join("debug/scaffold-aip.exe")
-}
-
-/// Whether rustup installed the standard library for [`TARGET`].
-fn has_rustup_target() -> bool {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    Command::new(rustc)
-        .args(["--print", "target-libdir", "--target", TARGET])
-        .output()
-        .is_ok_and(|out| out.status.success() && Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_dir())
-}
-
-/// `name` found in a folder of `PATH`.
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|path| path.is_file())
-}
-
 /// A folder with `intact.jsonl` (3 records) and `tampered.jsonl` (its second record altered).
 fn audit_logs() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -267,8 +119,121 @@ fn audit_logs() -> tempfile::TempDir {
     dir
 }
 
-/// Runs `command` (stdin empty) and collects its output; kills it and fails the test when it
-/// has not ended within [`LIMIT`].
+/// Runs `command` (stdin empty) and collects its output, within the harness's limit.
 fn within_limit(command: &mut Command) -> Output {
-    common::output_within(command, LIMIT)
+    wine::output(command)
+}
+
+/// `token new` on Windows takes its random bytes from the system (`getrandom`: `ProcessPrng`)
+/// and locks the token file's sidecar with `LockFileEx`: it writes a new file, then adds to
+/// it (a rename over the existing file), and the Linux build reads the result and accepts
+/// each printed token. Before, it said "no /dev/urandom to generate a token from".
+#[test]
+fn token_new_on_windows_writes_tokens_the_linux_build_accepts() {
+    let Some(wine) = Wine::start() else { return };
+    let exe = wine::build_for_windows("scaffold-aip", None);
+    let dir = tempfile::tempdir().unwrap();
+    let mut tokens = Vec::new();
+    for (identity, flags) in [("alice", &[][..]), ("bob", &["--add"][..])] {
+        let made = within_limit(
+            wine.command(&exe)
+                .current_dir(dir.path())
+                .args(["token", "new", "--identity", identity, "--file", "tokens"])
+                .args(flags),
+        );
+        let stderr = wine::quiet(&String::from_utf8_lossy(&made.stderr));
+        assert!(made.status.success(), "token new {identity} under Wine: {stderr}");
+        let token = String::from_utf8_lossy(&made.stdout).trim().to_string();
+        tokens.push((identity, token));
+    }
+    assert_ne!(tokens[0].1, tokens[1].1, "two tokens, two random values");
+    let listed = within_limit(
+        Command::new(env!("CARGO_BIN_EXE_scaffold-aip"))
+            .current_dir(dir.path())
+            .args(["token", "list", "--file", "tokens"]),
+    );
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let text = std::fs::read_to_string(dir.path().join("tokens")).unwrap();
+    for (identity, token) in &tokens {
+        assert!(token.starts_with("acp_") && token.len() == 68, "not a token: {token:?}");
+        let line = format!("{identity} {}", acp_tokens::hash_token(token));
+        assert!(text.lines().any(|entry| entry == line), "{line:?} not in:\n{text}");
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        assert!(listed.contains(&line), "{line:?} not listed:\n{listed}");
+    }
+}
+
+/// A second writer of a live audit log is refused on Windows too, in the sentence Linux
+/// gives (the lock is `LockFileEx` on a byte past the data there, not `flock`), while the
+/// log stays readable: `audit verify` of the live log succeeds. Once the first writer is
+/// gone, the next one gets the log. Before, Windows took no lock, and both wrote.
+#[test]
+fn a_second_writer_of_a_live_audit_log_is_refused_under_wine() {
+    let Some(wine) = Wine::start() else { return };
+    let scaffold = wine::build_for_windows("scaffold-aip", None);
+    let hold_log = wine::build_example_for_windows("acp-audit", "hold_log");
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = wine
+        .command(&hold_log)
+        .current_dir(dir.path())
+        .arg("audit.jsonl")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let holding = first_line(first.stdout.take().unwrap());
+    let second = within_limit(wine.command(&hold_log).current_dir(dir.path()).arg("audit.jsonl"));
+    let verified =
+        within_limit(
+            wine.command(&scaffold)
+                .current_dir(dir.path())
+                .args(["audit", "verify", "audit.jsonl"]),
+        );
+    drop(first.stdin.take());
+    let first_status = wait_within(first);
+    let third = within_limit(wine.command(&hold_log).current_dir(dir.path()).arg("audit.jsonl"));
+
+    assert_eq!(holding.as_deref(), Some("holding"), "the first writer did not start");
+    let second_err = wine::quiet(&String::from_utf8_lossy(&second.stderr));
+    assert_eq!(
+        second.status.code(),
+        Some(1),
+        "the second writer was not refused: {second_err}"
+    );
+    assert!(
+        second_err.contains("is locked for writing by another process; a second writer would fork its chain"),
+        "{second_err}"
+    );
+    let verify_err = wine::quiet(&String::from_utf8_lossy(&verified.stderr));
+    assert!(verified.status.success(), "audit verify of the live log: {verify_err}");
+    assert!(first_status.success(), "the first writer failed: {first_status}");
+    let third_err = wine::quiet(&String::from_utf8_lossy(&third.stderr));
+    assert!(third.status.success(), "the lock was not released: {third_err}");
+}
+
+/// The first line `pipe` gives (without its line ending), read on a thread so that a program
+/// that hangs fails the test after the harness's limit instead of holding it up.
+fn first_line(pipe: impl std::io::Read + Send + 'static) -> Option<String> {
+    use std::io::BufRead;
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let read = std::io::BufReader::new(pipe).read_line(&mut line);
+        let _ = sender.send(read.ok().map(|_| line.trim_end().to_string()));
+    });
+    receiver.recv_timeout(wine::LIMIT).ok().flatten()
+}
+
+/// How `child` exited, once it has (within the harness's limit: else the test fails, and the
+/// Wine prefix's processes end with it).
+fn wait_within(mut child: std::process::Child) -> std::process::ExitStatus {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait());
+    });
+    let waited = receiver.recv_timeout(wine::LIMIT);
+    waited
+        .expect("the first writer had not ended after its stdin closed")
+        .unwrap()
 }

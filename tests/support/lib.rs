@@ -5,8 +5,50 @@
 //! test that reads `../shared` skips, saying so, when it is absent.
 
 pub mod postgres;
+pub mod wine;
 
 use std::path::{Path, PathBuf};
+
+/// Runs `command` with an empty stdin and collects its output; kills it and fails the test
+/// when it has not ended within `limit` (a guard against hanging, not a timing assertion).
+pub fn output_within(command: &mut std::process::Command, limit: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{command:?} did not start: {e}"));
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let pipes: [Box<dyn Read + Send>; 2] = [
+        Box::new(child.stdout.take().unwrap()),
+        Box::new(child.stderr.take().unwrap()),
+    ];
+    for (index, mut pipe) in pipes.into_iter().enumerate() {
+        let sender = sender.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = sender.send((index, bytes));
+        });
+    }
+    let mut outputs = [Vec::new(), Vec::new()];
+    for _ in 0..2 {
+        let Ok((index, bytes)) = receiver.recv_timeout(limit) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} was still running after {limit:?}; killed");
+        };
+        outputs[index] = bytes;
+    }
+    let [stdout, stderr] = outputs;
+    std::process::Output {
+        status: child.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {

@@ -320,7 +320,7 @@ pub(crate) fn ready(context: &Context) -> Result<(crate::Peer, Value), String> {
 
 /// `session/new` params of the kit's.
 fn new_session_params(context: &Context) -> Value {
-    json!({"cwd": context.root(), "mcpServers": []})
+    json!({"cwd": context.agent_root(), "mcpServers": []})
 }
 
 /// A started agent with a session in the workspace root.
@@ -642,7 +642,7 @@ fn resume_replay(context: &Context) -> Result<Outcome, String> {
     let (mut wire, _, session) = with_session(context)?;
     run_turn(&mut wire, &session, "remember this", json!(3))?;
     let params =
-        json!({"sessionId": session, "cwd": context.root(), "mcpServers": [], "replayFrom": {"type": "start"}});
+        json!({"sessionId": session, "cwd": context.agent_root(), "mcpServers": [], "replayFrom": {"type": "start"}});
     let (before, response) = wire.call(json!(4), "session/resume", params)?;
     refused_for_auth(context, "session/resume", &response)?;
     if let Some(error) = response.get("error") {

@@ -44,7 +44,7 @@ fn same_folder(a: &str, b: &Path) -> bool {
 
 /// `session/list` with `cwd` = the workspace root: the sessions listed.
 fn list_in_root(context: &Context, wire: &mut Wire<'_>) -> Result<Vec<Value>, String> {
-    let (_, response) = wire.call(json!("list"), "session/list", json!({"cwd": context.root()}))?;
+    let (_, response) = wire.call(json!("list"), "session/list", json!({"cwd": context.agent_root()}))?;
     let result = served(context, "session/list", &response)?;
     match result["sessions"].as_array() {
         Some(sessions) => Ok(sessions.clone()),
@@ -60,7 +60,7 @@ pub(super) fn list(context: &Context) -> Result<Outcome, String> {
     if let Some(skip) = without_baseline(&init, "session/list") {
         return Ok(skip);
     }
-    let root = context.root();
+    let root = context.agent_root();
     for entry in list_in_root(context, &mut wire)? {
         let cwd = entry["cwd"].as_str().filter(|cwd| Path::new(cwd).is_absolute());
         if !entry["sessionId"].is_string() || cwd.is_none() {

@@ -226,6 +226,11 @@ pub struct AgentacpMetadata {
     /// and bridges only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elicitation: Option<DeclaredElicitation>,
+    /// The ways a user signs in (`authMethods` at `initialize` over stdio, `authenticate`);
+    /// servers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1)))]
+    pub auth: Option<Vec<DeclaredAuthMethod>>,
     /// The ACP protocol versions this runtime speaks (`1`, `2`, or both); absent: `[1]`. The
     /// operator's code is written against the pinned revision's version-1 wire types either
     /// way; version 2 is spoken through the runtime's translation, with the wire types of the
@@ -437,6 +442,56 @@ pub struct DeclaredElicitation {
     /// URL mode: an interaction at a URL the user opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<bool>,
+}
+
+/// Auth method id pattern (`authMethods[].id`, `methodId` of `authenticate`).
+pub const AUTH_METHOD_PATTERN: &str = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$";
+
+/// One way to sign in (`metadata.agentacp.auth[]`), advertised in `authMethods`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredAuthMethod {
+    /// Its id (`methodId` of `authenticate`).
+    #[cfg_attr(feature = "schema-gen", schemars(regex(pattern = AUTH_METHOD_PATTERN)))]
+    pub id: String,
+    /// `agent` (the operator signs the user in when the client calls `authenticate`) or
+    /// `terminal` (the client runs the agent's program with `args` in a terminal).
+    #[serde(rename = "type")]
+    pub kind: AuthKind,
+    /// What an editor shows.
+    #[cfg_attr(feature = "schema-gen", schemars(length(min = 1, max = 80)))]
+    pub name: String,
+    /// A sentence on what it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `terminal` only: the arguments the program is run with for the sign-in (at least one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// `terminal` only: environment variables set for the sign-in run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
+/// How a user signs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema-gen", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum AuthKind {
+    /// The operator handles `authenticate` itself.
+    Agent,
+    /// The client runs the program with the method's `args` in a terminal.
+    Terminal,
+}
+
+impl AuthKind {
+    /// As written (and sent as `type`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthKind::Agent => "agent",
+            AuthKind::Terminal => "terminal",
+        }
+    }
 }
 
 /// `metadata.agentacp.sessions`: each key turns on one session method; absent is off.

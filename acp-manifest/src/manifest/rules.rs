@@ -220,6 +220,7 @@ const SURFACE_PARTS: &[(&str, &[Kind])] = &[
     ("configOptions", &[Kind::Server]),
     ("commands", &[Kind::Server]),
     ("extensions", &[Kind::Server]),
+    ("auth", &[Kind::Server]),
     ("elicitation", &[Kind::Client, Kind::Bridge]),
 ];
 
@@ -281,6 +282,11 @@ fn agent_surface(root: &Node, facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
     }
     let names = items(agentacp.get("commands"), &["name"]);
     unique(&names, "command name", out);
+    let methods = items(agentacp.get("auth"), &[]);
+    unique(&methods, "sign-in method id", out);
+    if let Some(Value::Sequence(methods)) = agentacp.get("auth").map(|n| &n.value) {
+        methods.iter().for_each(|method| sign_in_args(method, out));
+    }
     if let Some(extensions) = agentacp.get("extensions") {
         let mut methods = Vec::new();
         for key in ["requests", "notifications"] {
@@ -289,6 +295,47 @@ fn agent_surface(root: &Node, facts: &Facts<'_>, out: &mut Vec<Diagnostic>) {
             }
         }
         unique(&methods, "extension method", out);
+    }
+}
+
+/// ACP220: a `terminal` sign-in method needs `args` (run without them, the program starts as
+/// an ACP server in the user's terminal); an `agent` one takes neither `args` nor `env`.
+fn sign_in_args(method: &Node, out: &mut Vec<Diagnostic>) {
+    let Some(kind) = method.get("type").filter(|k| k.as_str().is_some()) else {
+        return;
+    };
+    let id = method.get("id").and_then(Node::as_str).unwrap_or("?");
+    let args = method.entry("args");
+    match kind.as_str() {
+        Some("terminal") => {
+            let empty = args.is_none_or(|entry| matches!(&entry.value.value, Value::Sequence(list) if list.is_empty()));
+            if empty {
+                let at = args.map_or(kind.span.clone(), |entry| entry.value.span.clone());
+                out.push(
+                    Diagnostic::new(
+                        Code::SignInArgs,
+                        at,
+                        format!("the terminal sign-in method `{id}` has no `args`: the editor would start the program as it always does, an ACP server on stdio, in the user's terminal"),
+                    )
+                    .with_help("give the arguments that start the sign-in, e.g. `args: [--login]`"),
+                );
+            }
+        }
+        Some("agent") => {
+            for key in ["args", "env"] {
+                if let Some(entry) = method.entry(key) {
+                    out.push(
+                        Diagnostic::new(
+                            Code::SignInArgs,
+                            entry.key_span.clone(),
+                            format!("the agent sign-in method `{id}` has `{key}`, which only a terminal method uses: the client signs in through `authenticate` on the running agent"),
+                        )
+                        .with_help(format!("remove `{key}`, or make the method `type: terminal`")),
+                    );
+                }
+            }
+        }
+        _ => {}
     }
 }
 

@@ -111,3 +111,29 @@ fn every_error_code_except_ambiguity_is_exercised_by_the_corpus() {
         .collect();
     assert!(missing.is_empty(), "codes with no corpus case: {missing:?}");
 }
+
+/// The sign-in rules (`metadata.agentacp.auth`) say what is wrong and what to write instead.
+#[test]
+fn sign_in_findings_name_the_method_and_the_fix() {
+    let path = common::corpus().join("bad/sign-in-args/ACP.md");
+    let checked = check_file(&path).unwrap();
+    let said: Vec<(String, String)> = checked
+        .diagnostics
+        .iter()
+        .map(|d| (d.message.clone(), d.help.clone().unwrap_or_default()))
+        .collect();
+    let has = |message: &str, help: &str| said.iter().any(|(m, h)| m.contains(message) && h.contains(help));
+    assert!(
+        has("terminal sign-in method `login` has no `args`", "args: [--login]"),
+        "{said:?}"
+    );
+    assert!(has("terminal sign-in method `setup` has no `args`", "args"), "{said:?}");
+    assert!(
+        has(
+            "agent sign-in method `login` has `env`",
+            "make the method `type: terminal`"
+        ),
+        "{said:?}"
+    );
+    assert!(has("sign-in method id `login` is declared twice", ""), "{said:?}");
+}

@@ -34,6 +34,8 @@ const MIN_POLL: Duration = Duration::from_millis(100);
 pub(super) struct DatabaseSource {
     database: Database,
     known: Arc<Known>,
+    /// How often every revocation is read again (at least [`MIN_POLL`]).
+    poll: Duration,
     /// Listens while it lives.
     _listener: Listener,
     /// Dropped with the source: the poll thread sees it and ends.
@@ -81,14 +83,16 @@ impl DatabaseSource {
         };
         let (stop, stopped) = mpsc::channel();
         let (polled, known_too) = (database.clone(), known.clone());
+        let poll = poll.max(MIN_POLL);
         std::thread::Builder::new()
             .name("agentacp-tokens-poll".into())
-            .spawn(move || poll_until_dropped(&polled, &known_too, poll.max(MIN_POLL), &stopped))
+            .spawn(move || poll_until_dropped(&polled, &known_too, poll, &stopped))
             .map_err(|error| format!("the token store cannot start its poll: {error}"))?;
-        tracing::info!(database = %at, poll_ms = poll.max(MIN_POLL).as_millis() as u64, "tokens are read from the database");
+        tracing::info!(database = %at, poll_ms = poll.as_millis() as u64, "tokens are read from the database");
         Ok(DatabaseSource {
             database,
             known,
+            poll,
             _listener: listener,
             _poll: stop,
         })
@@ -120,6 +124,11 @@ impl DatabaseSource {
     pub(super) fn still_in_force(&self, identity: &Identity, hash: &[u8; 32]) -> bool {
         let state = lock(&self.known.state);
         !state.revoked.contains(hash) && state.found.get(hash) == Some(identity)
+    }
+
+    /// How often every revocation is read again.
+    pub(super) fn poll(&self) -> Duration {
+        self.poll
     }
 
     /// Changes each time a revocation is learned.

@@ -28,12 +28,16 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
+#[cfg(unix)]
 use std::os::fd::OwnedFd;
+#[cfg(windows)]
+use std::os::windows::io::OwnedHandle as OwnedFd;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
+#[cfg(unix)]
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitIdStatus};
 use tokio::io::AsyncReadExt as _;
 use tokio::sync::watch;
@@ -43,6 +47,11 @@ use crate::jsonrpc::{RpcError, codes};
 use crate::subprocess::DEFAULT_ENV_ALLOW;
 use crate::sync::lock;
 use crate::wire::default as wire;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows::Pid;
 
 /// The most terminals (running, or exited and not yet released) one connection may hold.
 pub const MAX_TERMINALS: usize = 64;
@@ -89,6 +98,9 @@ struct Terminal {
     exit: watch::Receiver<Option<Exit>>,
     control: Arc<Mutex<Control>>,
     reader: AbortHandle,
+    /// Windows: the Job Object holding the command and what it starts (its "group").
+    #[cfg(windows)]
+    job: acp_process::job::Job,
 }
 
 /// Whether the process group may still be signalled.
@@ -158,7 +170,10 @@ impl Terminals {
             .spawn(move || wait_and_reap(start_rx, events_rx, exit_tx, thread_control))
             .map_err(|error| internal("cannot start a thread to wait for the command", &error))?;
 
+        #[cfg(unix)]
         let mut command = Command::new(&request.command);
+        #[cfg(windows)]
+        let mut command = Command::new(windows::program(request)?);
         command.args(&request.args).env_clear();
         for key in DEFAULT_ENV_ALLOW {
             if let Some(value) = std::env::var_os(key) {
@@ -168,7 +183,10 @@ impl Terminals {
         for variable in &request.env {
             command.env(&variable.name, &variable.value);
         }
+        #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        #[cfg(windows)]
+        std::os::windows::process::CommandExt::creation_flags(&mut command, acp_process::job::START_FLAGS);
         command
             .current_dir(cwd)
             .stdin(Stdio::null())
@@ -179,6 +197,9 @@ impl Terminals {
         // output would never end.
         drop(command);
         let mut child = spawned.map_err(|error| spawn_error(&request.command, &error))?;
+        #[cfg(windows)]
+        let (job, pid) = windows::contain(&mut child)?;
+        #[cfg(unix)]
         let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
             let _ = child.kill();
             let _ = child.wait();
@@ -189,7 +210,10 @@ impl Terminals {
         };
         if let Err(mpsc::SendError((mut child, _))) = start_tx.send((child, pid)) {
             // The thread is gone: kill and reap here.
+            #[cfg(unix)]
             let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+            #[cfg(windows)]
+            job.terminate();
             let _ = child.wait();
             return Err(RpcError::new(
                 codes::INTERNAL_ERROR,
@@ -209,6 +233,8 @@ impl Terminals {
             exit: exit_rx,
             control,
             reader,
+            #[cfg(windows)]
+            job,
         });
         let id = {
             let mut registry = lock(&self.registry);
@@ -339,7 +365,7 @@ impl Terminals {
         Ok(Slot(self))
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, unix))]
     fn pid_of(&self, id: &wire::TerminalId) -> i32 {
         lock(&self.registry).live[id.as_str()].pid.as_raw_nonzero().get()
     }
@@ -360,7 +386,7 @@ impl Terminal {
     fn kill_group(&self) {
         let control = lock(&self.control);
         if let Control::Pinned(_) = *control {
-            signal_group(self.pid);
+            self.signal_group();
         }
     }
 
@@ -369,11 +395,21 @@ impl Terminal {
     fn shutdown(&self) {
         let mut control = lock(&self.control);
         if let Control::Pinned(events) = std::mem::replace(&mut *control, Control::Released) {
-            signal_group(self.pid);
+            self.signal_group();
             let _ = events.send(Event::Reap);
         }
         drop(control);
         self.reader.abort();
+    }
+}
+
+impl Terminal {
+    /// SIGKILL to the command's process group (Windows: its Job Object's processes killed).
+    fn signal_group(&self) {
+        #[cfg(unix)]
+        signal_group(self.pid);
+        #[cfg(windows)]
+        windows::kill(&self.job, self.pid);
     }
 }
 
@@ -383,6 +419,7 @@ impl Drop for Terminal {
     }
 }
 
+#[cfg(unix)]
 fn signal_group(pid: Pid) {
     if let Err(error) = rustix::process::kill_process_group(pid, Signal::KILL) {
         tracing::debug!(%error, %pid, "SIGKILL to a terminal's process group failed");
@@ -448,7 +485,13 @@ fn spawn_error(program: &str, error: &std::io::Error) -> RpcError {
         ErrorKind::PermissionDenied | ErrorKind::InvalidInput | ErrorKind::NotADirectory | ErrorKind::IsADirectory => {
             RpcError::new(codes::INVALID_PARAMS, format!("cannot run `{program}`: {error}"))
         }
+        // ERROR_BAD_EXE_FORMAT: not an executable format.
+        #[cfg(windows)]
+        _ if windows::not_executable(error) => {
+            RpcError::new(codes::INVALID_PARAMS, format!("cannot run `{program}`: {error}"))
+        }
         // ENOEXEC: not an executable format.
+        #[cfg(unix)]
         _ if error.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) => {
             RpcError::new(codes::INVALID_PARAMS, format!("cannot run `{program}`: {error}"))
         }
@@ -601,6 +644,7 @@ fn wait_and_reap(
             tracing::debug!(%error, %pid, "waitid on a terminal's command failed; reaping it");
             *lock(&control) = Control::Released;
             let status = match child.wait() {
+                #[cfg(unix)]
                 Ok(status) => {
                     use std::os::unix::process::ExitStatusExt as _;
                     Exit {
@@ -608,6 +652,11 @@ fn wait_and_reap(
                         signal: status.signal().map(signal_name),
                     }
                 }
+                #[cfg(windows)]
+                Ok(status) => Exit {
+                    code: windows::exit_code(status),
+                    signal: None,
+                },
                 Err(error) => {
                     tracing::warn!(%error, %pid, "a terminal's command could not be waited for");
                     Exit::default()
@@ -634,7 +683,17 @@ fn wait_and_reap(
     }
 }
 
+/// Waits until `pid` has exited (our handle of it stays open): its exit code.
+#[cfg(windows)]
+fn wait_exited(pid: Pid) -> std::io::Result<Exit> {
+    windows::wait_exit_code(pid).map(|code| Exit {
+        code: Some(code),
+        signal: None,
+    })
+}
+
 /// Waits until `pid` has exited, leaving it unreaped.
+#[cfg(unix)]
 fn wait_exited(pid: Pid) -> std::io::Result<Exit> {
     loop {
         match rustix::process::waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
@@ -646,6 +705,7 @@ fn wait_exited(pid: Pid) -> std::io::Result<Exit> {
     }
 }
 
+#[cfg(unix)]
 fn describe(status: &WaitIdStatus) -> Exit {
     if let Some(code) = status.exit_status() {
         Exit {
@@ -663,6 +723,7 @@ fn describe(status: &WaitIdStatus) -> Exit {
 }
 
 /// `SIGKILL` for 9, ...; `signal 34` for a signal without a name here.
+#[cfg(unix)]
 fn signal_name(number: i32) -> String {
     const NAMES: &[(Signal, &str)] = &[
         (Signal::HUP, "SIGHUP"),
@@ -702,17 +763,24 @@ fn signal_name(number: i32) -> String {
 
 #[cfg(test)]
 mod tests {
+    //! The tests that start programs (`sh`, `sleep`, `env`, …) are Unix's; Windows' terminals
+    //! run under Wine in `examples/client/tests/wine_cmd_agent.rs`.
+
+    #[cfg(unix)]
     use std::time::Instant;
 
     use super::*;
 
     /// The longest any test waits for a process (a bound, not a delay).
+    #[cfg(unix)]
     const PATIENCE: Duration = Duration::from_secs(30);
 
+    #[cfg(unix)]
     fn session() -> wire::SessionId {
         wire::SessionId("session-1".into())
     }
 
+    #[cfg(unix)]
     fn cwd() -> String {
         std::env::temp_dir()
             .canonicalize()
@@ -721,6 +789,7 @@ mod tests {
             .into_owned()
     }
 
+    #[cfg(unix)]
     fn request(command: &str, args: &[&str]) -> wire::CreateTerminalRequest {
         let mut request = wire::CreateTerminalRequest::new(session(), command.into());
         request.args = args.iter().map(|arg| (*arg).to_string()).collect();
@@ -729,10 +798,12 @@ mod tests {
     }
 
     /// `sh -c script`.
+    #[cfg(unix)]
     fn sh(script: &str) -> wire::CreateTerminalRequest {
         request("sh", &["-c", script])
     }
 
+    #[cfg(unix)]
     async fn create(terminals: &Terminals, request: wire::CreateTerminalRequest) -> wire::TerminalId {
         terminals
             .create(&request)
@@ -741,12 +812,14 @@ mod tests {
             .terminal_id
     }
 
+    #[cfg(unix)]
     async fn output(terminals: &Terminals, id: &wire::TerminalId) -> Result<wire::TerminalOutputResponse, RpcError> {
         terminals
             .output(&wire::TerminalOutputRequest::new(session(), id.clone()))
             .await
     }
 
+    #[cfg(unix)]
     async fn wait(terminals: &Terminals, id: &wire::TerminalId) -> wire::WaitForTerminalExitResponse {
         let request = wire::WaitForTerminalExitRequest::new(session(), id.clone());
         tokio::time::timeout(PATIENCE, terminals.wait_for_exit(&request))
@@ -755,6 +828,7 @@ mod tests {
             .expect("wait_for_exit answers")
     }
 
+    #[cfg(unix)]
     async fn kill(terminals: &Terminals, id: &wire::TerminalId) -> Result<wire::KillTerminalResponse, RpcError> {
         terminals
             .kill(&wire::KillTerminalRequest::new(session(), id.clone()))
@@ -762,6 +836,7 @@ mod tests {
     }
 
     /// A `sleep 100` started in `terminals`: its terminal and its pid.
+    #[cfg(unix)]
     async fn sleeper(terminals: &Terminals) -> (wire::TerminalId, i32) {
         let id = create(terminals, request("sleep", &["100"])).await;
         let pid = terminals.pid_of(&id);
@@ -769,6 +844,7 @@ mod tests {
     }
 
     /// Runs `request` to its exit: then its output.
+    #[cfg(unix)]
     async fn output_at_exit(
         terminals: &Terminals,
         request: wire::CreateTerminalRequest,
@@ -778,6 +854,7 @@ mod tests {
         output(terminals, &id).await.unwrap()
     }
 
+    #[cfg(unix)]
     async fn release(terminals: &Terminals, id: &wire::TerminalId) -> Result<wire::ReleaseTerminalResponse, RpcError> {
         terminals
             .release(&wire::ReleaseTerminalRequest::new(session(), id.clone()))
@@ -785,6 +862,7 @@ mod tests {
     }
 
     /// Polls `check` until it holds; fails after [`PATIENCE`].
+    #[cfg(unix)]
     async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
         let deadline = Instant::now() + PATIENCE;
         while !check() {
@@ -794,6 +872,7 @@ mod tests {
     }
 
     /// The state letter and parent pid of `pid`, from `/proc` (`None`: no such process).
+    #[cfg(unix)]
     fn proc_state(pid: i32) -> Option<(char, u32)> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // `pid (comm) S ppid ...`; `comm` may hold spaces and parentheses.
@@ -804,20 +883,24 @@ mod tests {
     }
 
     /// Running (or sleeping), not dead.
+    #[cfg(unix)]
     fn is_alive(pid: i32) -> bool {
         proc_state(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
     }
 
     /// A zombie child of this process.
+    #[cfg(unix)]
     fn is_our_zombie(pid: i32) -> bool {
         proc_state(pid).is_some_and(|(state, ppid)| state == 'Z' && ppid == std::process::id())
     }
 
     /// A child of this process, zombie or not (`false` once reaped).
+    #[cfg(unix)]
     fn is_our_child(pid: i32) -> bool {
         proc_state(pid).is_some_and(|(_, ppid)| ppid == std::process::id())
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn echo_output_is_captured() {
         let terminals = Terminals::default();
@@ -834,6 +917,7 @@ mod tests {
         assert_eq!(second.as_str(), "term-2");
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn stdout_and_stderr_are_captured_in_order() {
         let terminals = Terminals::default();
@@ -845,6 +929,7 @@ mod tests {
         assert_eq!(output.output, "out1\nerr1\nout2\nerr2\nout3\n");
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn exit_code_is_reported_by_wait_for_exit_and_output() {
         let terminals = Terminals::default();
@@ -861,6 +946,7 @@ mod tests {
         release(&terminals, &running).await.unwrap();
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn wait_for_exit_answers_after_all_output_is_read() {
         let terminals = Terminals::default();
@@ -871,6 +957,7 @@ mod tests {
         assert!(!output.truncated);
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn output_is_truncated_from_the_beginning_at_a_char_boundary() {
         let terminals = Terminals::default();
@@ -897,6 +984,7 @@ mod tests {
         assert_eq!(run(print("é", None)).await, ("é".to_string(), false));
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn invalid_utf8_is_replaced() {
         let terminals = Terminals::default();
@@ -938,6 +1026,7 @@ mod tests {
         assert_eq!(output_limit(Some(u64::MAX)), MAX_OUTPUT_BYTES);
     }
 
+    #[cfg(unix)]
     #[test]
     fn signals_are_named() {
         assert_eq!(signal_name(Signal::KILL.as_raw()), "SIGKILL");
@@ -1012,6 +1101,7 @@ mod tests {
         assert_eq!(error.code, codes::RESOURCE_NOT_FOUND);
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_terminal_is_unknown_to_other_sessions() {
         let terminals = Terminals::default();
@@ -1032,6 +1122,7 @@ mod tests {
         release(&terminals, &id).await.unwrap();
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn bad_requests_and_spawn_failures_are_reported() {
         let terminals = Terminals::default();
@@ -1075,6 +1166,7 @@ mod tests {
         assert_eq!(registry.starting, 0);
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn environment_is_cleared_but_for_the_allow_list_and_the_request() {
         let terminals = Terminals::default();
@@ -1117,6 +1209,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn the_command_runs_in_cwd() {
         let folder = tempfile::tempdir().unwrap();
@@ -1167,6 +1260,7 @@ mod tests {
         eventually("the command is killed and reaped", || !is_our_child(pid)).await;
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn live_terminals_are_bounded() {
         let terminals = Terminals::default();

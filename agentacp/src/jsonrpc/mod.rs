@@ -9,6 +9,10 @@ pub mod cancels;
 pub mod frame;
 pub mod outbox;
 pub mod pending;
+#[cfg(unix)]
+pub mod stdio;
+#[cfg(not(unix))]
+#[path = "stdio_portable.rs"]
 pub mod stdio;
 
 use std::fmt;

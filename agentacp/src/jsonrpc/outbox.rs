@@ -323,6 +323,7 @@ mod tests {
         assert!(closed);
     }
 
+    #[cfg(unix)]
     /// Stdout's writer over the write end of a fresh pipe, and its read end.
     fn pipe_stdout() -> (std::io::PipeReader, std::io::PipeWriter, stdio::Stdout) {
         use std::os::fd::AsFd;
@@ -331,6 +332,7 @@ mod tests {
         (reader, writer, out)
     }
 
+    #[cfg(unix)]
     #[tokio::test(flavor = "current_thread")]
     async fn a_line_sent_while_nothing_waits_is_written_by_the_sender_itself() {
         use std::io::Read;
@@ -347,12 +349,14 @@ mod tests {
         drop(writer);
     }
 
+    #[cfg(unix)]
     /// How long line `n` of a sender is: some longer than `PIPE_BUF`, which always go through
     /// the queue.
     fn padding_of(n: usize) -> usize {
         if n.is_multiple_of(97) { 5000 } else { n % 50 }
     }
 
+    #[cfg(unix)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn senders_writing_themselves_and_the_queue_keep_each_senders_order_and_whole_lines() {
         use std::io::Read;

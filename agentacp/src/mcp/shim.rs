@@ -2,9 +2,9 @@
 //! neither MCP-over-ACP nor HTTP MCP servers, the bridge lists each of the editor's
 //! MCP-over-ACP servers as a stdio server whose program is the bridge's own executable, with
 //! [`SOCKET_ENV`] and [`TOKEN_ENV`] set. Run so, that program connects to the bridge's Unix
-//! socket, sends the token on a line of its own, then carries the bytes of its stdin to the
-//! socket and those of the socket to its stdout (MCP, one message per line) until either side
-//! ends, and exits.
+//! socket (on Windows: its named pipe), sends the token on a line of its own, then carries the
+//! bytes of its stdin to the socket and those of the socket to its stdout (MCP, one message
+//! per line) until either side ends, and exits.
 
 use std::path::Path;
 
@@ -12,7 +12,17 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, Result};
 
-/// The variable that names the bridge's socket a shim carries its stdio to.
+/// The channel between the bridge and its shims, Unix's and Windows'.
+#[cfg(unix)]
+#[path = "shim/unix.rs"]
+pub(crate) mod channel;
+/// The channel between the bridge and its shims, Unix's and Windows'.
+#[cfg(windows)]
+#[path = "shim/windows.rs"]
+pub(crate) mod channel;
+
+/// The variable that names the bridge's socket (on Windows: its pipe) a shim carries its
+/// stdio to.
 pub const SOCKET_ENV: &str = "AGENTACP_MCP_SHIM_SOCKET";
 /// The variable that holds the token of the server the shim stands for.
 pub const TOKEN_ENV: &str = "AGENTACP_MCP_SHIM_TOKEN";
@@ -29,7 +39,7 @@ pub async fn serve_if_asked() -> Option<Result<()>> {
 
 /// Carries stdio to the bridge's socket at `socket`, as the server `token` names.
 async fn carry(socket: &Path, token: &str) -> Result<()> {
-    let connect = tokio::net::UnixStream::connect(socket);
+    let connect = channel::connect(socket);
     let stream = tokio::time::timeout(super::CONNECT_TIMEOUT, connect)
         .await
         .map_err(|_| {
@@ -39,7 +49,7 @@ async fn carry(socket: &Path, token: &str) -> Result<()> {
             ))
         })?
         .map_err(|error| Error::msg(format!("the bridge's socket {}: {error}", socket.display())))?;
-    let (from_bridge, mut to_bridge) = stream.into_split();
+    let (from_bridge, mut to_bridge) = tokio::io::split(stream);
     to_bridge.write_all(format!("{token}\n").as_bytes()).await?;
     tokio::select! {
         sent = pass(crate::jsonrpc::stdio::stdin(), to_bridge) => sent,

@@ -209,6 +209,30 @@ pub(crate) struct Connection {
     pub(crate) fleet: Option<Arc<crate::server::store::fleet::Fleet>>,
 }
 
+/// The audit record of a change to a whole session (`action`) made by operator
+/// `operator_id`, with its `input`.
+pub(crate) fn session_event(
+    operator_id: &str,
+    action: &str,
+    session: &str,
+    input: Option<serde_json::Value>,
+) -> AuditEvent {
+    let mut event = AuditEvent::new(
+        crate::audit::Actor {
+            id: format!("operator:{operator_id}"),
+            role: Some("operator".into()),
+        },
+        action,
+        crate::audit::Subject {
+            kind: "session".into(),
+            reference: Some(session.to_string()),
+            path: None,
+        },
+    );
+    event.input = input;
+    event
+}
+
 impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -332,20 +356,7 @@ impl Connection {
     /// Audits a change to a whole session (`action`, e.g. `session.close`, `session.mode`)
     /// before it is carried out: if the record cannot be written, nothing happens.
     pub(crate) fn session_audit(&self, action: &str, session: &str, input: Option<serde_json::Value>) -> Result<()> {
-        let mut event = AuditEvent::new(
-            crate::audit::Actor {
-                id: format!("operator:{}", self.operator_id),
-                role: Some("operator".into()),
-            },
-            action,
-            crate::audit::Subject {
-                kind: "session".into(),
-                reference: Some(session.to_string()),
-                path: None,
-            },
-        );
-        event.input = input;
-        self.audit(event)
+        self.audit(session_event(&self.operator_id, action, session, input))
     }
 
     /// Switches `session` to `mode`: checked against the manifest, audited (`session.mode`,
@@ -423,10 +434,13 @@ impl Connection {
     }
 
     /// Records an update in `session`'s history without sending it (a change the client made
-    /// itself, so that `session/load` replays it and a resumed session gets it back).
+    /// itself, so that `session/load` replays it and a resumed session gets it back), saved
+    /// before the change is answered (a database's batch written, a file synced).
     pub(crate) fn record_only(&self, session: &SessionContext, update: &str) -> Result<()> {
         if self.record_history {
-            self.store_of(session).append(session.id(), update)?;
+            let store = self.store_of(session);
+            store.append(session.id(), update)?;
+            store.flush_session(session.id())?;
         }
         Ok(())
     }

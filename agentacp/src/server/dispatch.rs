@@ -29,6 +29,7 @@ use super::open_sessions::prompt_running;
 use super::open_sessions::{AbandonOnDrop, Activity, LoadInFlight, SessionEntry, Sessions, Settled, retire};
 use super::operator::Operator;
 use super::session::{SessionContext, StoredSession};
+use super::sign_in;
 use super::turn::{Turn, TurnScope};
 use crate::methods;
 use crate::spec::OperatorSpec;
@@ -72,6 +73,9 @@ pub(crate) struct Dispatcher<O: Operator> {
     shutdown_grace: Duration,
     /// The most sessions this connection may have.
     max_sessions: usize,
+    /// Whether the user signed in on this connection (a declared `agent` method's
+    /// `authenticate` succeeded, or the credential file held a credential).
+    signed_in: Arc<AtomicBool>,
 }
 
 #[derive(Deserialize)]
@@ -233,19 +237,45 @@ impl<O: Operator> Dispatcher<O> {
             task_requests: HashMap::new(),
             shutdown_grace,
             max_sessions,
+            signed_in: Arc::default(),
         }
+    }
+
+    /// The declared sign-in methods that apply to this connection: none on a WebSocket
+    /// listener with tokens (which offers its bearer method instead).
+    fn sign_in_methods(&self) -> &'static [crate::surface::SignIn] {
+        match self.connection.access.tokens {
+            Some(_) => &[],
+            None => self.spec.surface.sign_in,
+        }
+    }
+
+    /// `Err` (`-32000`) for a request other than `authenticate` while the operator declares
+    /// sign-in methods and the user has not signed in (see [`sign_in`]).
+    fn check_signed_in(&self, method: &str) -> Result<(), RpcError> {
+        let methods = self.sign_in_methods();
+        if methods.is_empty() || method == names::AUTHENTICATE || self.signed_in.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if self.operator.credential_file().is_some_and(|file| file.holds_one()) {
+            self.signed_in.store(true, Ordering::Release);
+            return Ok(());
+        }
+        Err(sign_in::required(method, methods))
     }
 
     /// Reads and handles frames until end of input (on the connection core), then shuts down.
     pub(crate) async fn run<R: AsyncBufRead + Unpin + Send>(mut self, frames: FrameReader<R>) {
-        let mut revocation = tokio::time::interval(REVOCATION_RECHECK);
+        let tokens = self.connection.access.tokens.as_ref();
+        let revocations = tokens.and_then(|tokens| tokens.revocations());
+        // A store that says when it learns of a revocation wakes the connection at once (see
+        // `FromClient::wait`); it learns only by a notification or its poll, so checking more
+        // often than it polls finds nothing new.
+        let recheck = tokens
+            .and_then(|tokens| tokens.poll_period())
+            .map_or(REVOCATION_RECHECK, |poll| poll.max(REVOCATION_RECHECK));
+        let mut revocation = tokio::time::interval(recheck);
         revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let revocations = self
-            .connection
-            .access
-            .tokens
-            .as_ref()
-            .and_then(|tokens| tokens.revocations());
         let mut role = FromClient {
             dispatcher: &mut self,
             revocation,
@@ -333,6 +363,7 @@ impl<O: Operator> Dispatcher<O> {
                 ),
             ));
         }
+        self.check_signed_in(method)?;
         // An id still waiting for its answer: refused; the first keeps its answer. (Requests
         // answered inline are never in flight when the next line is read.)
         self.in_flight.refuse_duplicate(id)?;
@@ -417,6 +448,10 @@ impl<O: Operator> Dispatcher<O> {
                 .and_then(|caps| caps.pointer("/session/configOptions/boolean"))
                 .is_some_and(Value::is_object),
         );
+        if !self.sign_in_methods().is_empty() {
+            self.initialize_response["authMethods"] =
+                sign_in::advertised(self.sign_in_methods(), params.client_capabilities.as_ref());
+        }
         self.initialized = true;
         match &self.connection.sandbox {
             // Not authenticated yet (over WebSocket): told what is enforced, not where.
@@ -536,7 +571,17 @@ impl<O: Operator> Dispatcher<O> {
             ),
         })?;
         if let Some(interrupted) = interrupted {
-            record_interrupted(&self.connection, context, &interrupted, fleet.replica()).map_err(|e| internal(&e))?;
+            let connection = &self.connection;
+            let history = connection.record_history.then(|| connection.store_of(context));
+            record_interrupted(
+                |event| connection.audit(event),
+                &connection.operator_id,
+                history.as_deref(),
+                context.id(),
+                &interrupted,
+                fleet.replica(),
+            )
+            .map_err(|e| internal(&e))?;
         }
         Ok(Some(lease))
     }
@@ -647,23 +692,22 @@ impl<O: Operator> Dispatcher<O> {
     async fn list_sessions(&mut self, id: &Id, params: Option<&RawValue>) -> Result<(), RpcError> {
         let params: ListSessionsParams = runtime_params::<O, _>(names::SESSION_LIST, params, false)?;
         let cwd = params.cwd.as_deref().map(|cwd| self.confine_cwd(cwd)).transpose()?;
-        let start = match params.cursor.as_deref() {
-            None => 0,
-            Some(cursor) => cursor
-                .strip_prefix("offset:")
-                .and_then(|n| n.parse::<usize>().ok())
-                .ok_or_else(|| {
-                    RpcError::new(
-                        codes::INVALID_PARAMS,
-                        format!("`cursor` `{cursor}` is not one this agent gave"),
-                    )
-                })?,
+        let after = match params.cursor.as_deref() {
+            None => None,
+            Some(cursor) => Some(super::list_cursor::read(cursor).ok_or_else(|| {
+                RpcError::new(
+                    codes::INVALID_PARAMS,
+                    format!(
+                        "`cursor` `{cursor}` is not one this agent gave: pass the `nextCursor` of the previous page, or none for the first"
+                    ),
+                )
+            })?),
         };
         let cwd = cwd.map(|cwd| cwd.path());
         let (sessions, more) = self
             .connection
             .store()
-            .list_page(cwd.as_deref(), start, LIST_PAGE)
+            .list_page(cwd.as_deref(), after.as_ref(), LIST_PAGE)
             .map_err(|error| RpcError::new(codes::INTERNAL_ERROR, format!("cannot list the sessions: {error}")))?;
         let page: Vec<Value> = sessions
             .iter()
@@ -676,8 +720,8 @@ impl<O: Operator> Dispatcher<O> {
             })
             .collect();
         let mut answer = json!({ "sessions": page });
-        if more {
-            answer["nextCursor"] = json!(format!("offset:{}", start + LIST_PAGE));
+        if more && let Some(last) = sessions.last() {
+            answer["nextCursor"] = json!(super::list_cursor::write(&super::session::ListPosition::of(last)));
         }
         let _ = self.connection.respond(id, &answer).await;
         Ok(())
@@ -1065,6 +1109,16 @@ impl<O: Operator> Dispatcher<O> {
             Some(tokens) => Some(access::check_bearer(tokens, &self.connection.access, &raw)?),
             None => None,
         };
+        // A declared sign-in method (stdio, an open listener): an `agent` one goes to the
+        // operator, and the connection is signed in once it answers.
+        let signing_in = (!self.sign_in_methods().is_empty())
+            .then(|| {
+                let params: Value = serde_json::from_str(raw.get()).map_err(|error| {
+                    RpcError::new(codes::INVALID_PARAMS, format!("invalid `authenticate` params: {error}"))
+                })?;
+                sign_in::check_method(self.sign_in_methods(), &params).map(|()| self.signed_in.clone())
+            })
+            .transpose()?;
         let (operator, connection, stores) = (self.operator.clone(), self.connection.clone(), self.stores.clone());
         self.answer_in_task(id, async move {
             // The operator has `authenticate` only when the manifest offers websocket.
@@ -1080,6 +1134,9 @@ impl<O: Operator> Dispatcher<O> {
             };
             if let Some(identity) = proved {
                 access::admit(&connection, &stores, identity)?;
+            }
+            if let Some(signed_in) = signing_in {
+                signed_in.store(true, Ordering::Release);
             }
             Ok(result)
         });
@@ -1441,7 +1498,8 @@ fn stored_settings(surface: &Surface, history: &[Box<RawValue>]) -> Settings {
 const CLOSED_WHILE_LOADING: &str =
     "the session was closed while it loaded (`logout`, or its token revoked); load it again";
 
-/// How often a connection that must authenticate checks its token again between requests.
+/// How often a connection that must authenticate checks its token again between requests
+/// (tokens in a database: every poll period, if longer; their revocations wake it at once).
 const REVOCATION_RECHECK: Duration = Duration::from_secs(2);
 
 /// `-32603` with `error`'s text.
@@ -1561,7 +1619,7 @@ impl<O: Operator> PromptTask<O> {
             self.scope
                 .audit(AuditEvent::lifecycle(operator, &session_id, state, Some(detail)))
         });
-        let answer = match audited {
+        let mut answer = match audited {
             Ok(()) => answer,
             Err(error) => Err(error.to_rpc()),
         };
@@ -1569,6 +1627,12 @@ impl<O: Operator> PromptTask<O> {
             && let Err(error) = self.connection.store_of(&self.scope.session).flush_session(&session_id)
         {
             tracing::error!(%error, session = session_id, "saving the session failed");
+            // Its last updates may not be kept (a database's batch): the turn does not end as
+            // if they were.
+            answer = Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("the turn's updates could not be saved: {error}"),
+            ));
         }
         self.memory.persist(
             &session_id,
@@ -1682,14 +1746,17 @@ async fn answer_load(connection: &Connection, id: &Id, context: &SessionContext,
     }
 }
 
-/// Records the turn `interrupted` left unfinished in `session`, now taken over by `replica`:
-/// audited (`turn.interrupted`, naming the replica that ran it and its lease's epoch), then
-/// marked in the session's history (a last message of that turn, saying so, which
-/// `session/load` replays), before the new turn starts.
+/// Records the turn `interrupted` left unfinished in `session`, now taken over by `replica`
+/// (to run a turn, or by its sweeper of expired leases): audited with `audit`
+/// (`turn.interrupted` by operator `operator_id`, naming the replica that ran it and its
+/// lease's epoch), then marked in the session's `history` when it is kept (a last message of
+/// that turn, saying so, which `session/load` replays), before the new turn starts.
 #[cfg(feature = "postgres")]
-fn record_interrupted(
-    connection: &Connection,
-    session: &SessionContext,
+pub(crate) fn record_interrupted(
+    audit: impl FnOnce(AuditEvent) -> crate::Result<()>,
+    operator_id: &str,
+    history: Option<&dyn crate::server::SessionStore>,
+    session: &str,
     interrupted: &crate::server::store::lease::Interrupted,
     replica: &str,
 ) -> crate::Result<()> {
@@ -1698,8 +1765,13 @@ fn record_interrupted(
         "epoch": interrupted.epoch,
         "takenOverBy": replica,
     });
-    tracing::warn!(session = session.id(), replica = %interrupted.owner, epoch = interrupted.epoch, "the session's last turn was interrupted: its replica stopped mid-turn");
-    connection.session_audit("turn.interrupted", session.id(), Some(detail.clone()))?;
+    tracing::warn!(session, replica = %interrupted.owner, epoch = interrupted.epoch, taken_over_by = replica, "the session's last turn was interrupted: its replica stopped mid-turn");
+    audit(crate::server::connection::session_event(
+        operator_id,
+        "turn.interrupted",
+        session,
+        Some(detail.clone()),
+    ))?;
     let marker = serde_json::json!({
         "sessionUpdate": "agent_message_chunk",
         "content": {
@@ -1708,7 +1780,10 @@ fn record_interrupted(
         },
         "_meta": {"agentacp": {"interrupted": detail}},
     });
-    connection.record_only(session, &marker.to_string())
+    match history {
+        Some(store) => store.append(session, &marker.to_string()).map_err(Error::Io),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 
 pub(crate) mod access;
 mod connection;
+mod credential;
+mod list_cursor;
 mod dispatch;
 pub mod editor;
 mod elicit;
@@ -16,6 +18,7 @@ mod open_sessions;
 pub mod operator;
 pub mod sandbox;
 pub mod session;
+pub mod sign_in;
 pub(crate) mod store;
 pub mod turn;
 #[cfg(feature = "websocket")]
@@ -38,11 +41,13 @@ use crate::jsonrpc::outbox::Outbox;
 use crate::spec::OperatorSpec;
 use crate::workspace::Workspace;
 
+pub use credential::{Credential, CredentialFile};
 pub use editor::{CommandOutput, Editor, EditorError, TerminalCommand};
 pub use elicit::ElicitationError;
 pub use memory::{Memory, MemoryError};
 pub use operator::{OffersWebSocket, Operator, encode_result};
 pub use session::{FileStore, MemoryStore, SessionContext, SessionStore, StoredSession};
+pub use sign_in::{sign_in_for_args, sign_in_if_asked};
 pub use turn::{ToolCall, ToolOutcome, Turn};
 
 pub use crate::oversight::{Elicitation, ElicitationOutcome};
@@ -355,6 +360,46 @@ fn open_audit_chain(
     Ok(log)
 }
 
+/// Starts `fleet`'s sweeper of expired leases (issue #49), recording each turn a dead
+/// replica left unfinished as a prompt taking the session over would: in the audit log, with
+/// the session's identity, and in the session's history. `None` outside a Tokio runtime.
+#[cfg(feature = "postgres")]
+fn sweep(
+    fleet: &Arc<crate::server::store::fleet::Fleet>,
+    spec: &'static OperatorSpec,
+    audit: &AuditLog,
+    stores: &Arc<StoreBook>,
+) -> Option<crate::server::store::fleet::Sweeper> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        tracing::warn!("no async runtime: expired leases are recorded only when their sessions are prompted");
+        return None;
+    }
+    let (audit, stores, operator_id) = (audit.clone(), stores.clone(), spec.operator_id());
+    let record = move |expired: &crate::server::store::lease::Expired,
+                       interrupted: &crate::server::store::lease::Interrupted,
+                       replica: &str| {
+        let identity = (expired.identity.clone()).map(crate::auth::Identity::new).transpose()?;
+        let store = stores
+            .for_identity(identity.as_ref())
+            .map_err(|error| error.to_string())?;
+        let history = spec.stores_sessions().then_some(&*store);
+        dispatch::record_interrupted(
+            |event| crate::oversight::record::write_ahead(&audit, identity.as_ref(), event).map_err(Error::Audit),
+            &operator_id,
+            history,
+            &expired.session,
+            interrupted,
+            replica,
+        )
+        .map_err(|error| error.to_string())?;
+        // Written before the lease is let go (the append is fenced by it).
+        history
+            .map_or(Ok(()), |store| store.flush_session(&expired.session))
+            .map_err(|error| format!("the history's marker could not be saved: {error}"))
+    };
+    Some(fleet.sweep(Arc::new(record)))
+}
+
 /// Runs `operator` over `input`/`output` until end of input. Returns an error when the server
 /// cannot start (the audit log or the session store cannot be opened), or when the client
 /// stopped reading for longer than [`ServerOptions::write_timeout`] (the connection is then
@@ -365,9 +410,12 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    Served::open::<O>(options)?
+    let served = Served::open::<O>(options)?;
+    let served_connection = served
         .connection(Arc::new(operator), Arc::default(), input, output)
-        .await
+        .await;
+    served.stop().await;
+    served_connection
 }
 
 /// What every connection to one server shares, opened once: the audit log, the session
@@ -390,6 +438,9 @@ pub(crate) struct Served {
     memory: Arc<memory::MemoryBook>,
     /// The protocol versions served; `Some` when a connection may need translating.
     negotiation: Option<Arc<dyn Negotiate>>,
+    /// This replica's sweeper of expired leases (issue #49), until [`Served::stop`].
+    #[cfg(feature = "postgres")]
+    sweeper: std::sync::Mutex<Option<crate::server::store::fleet::Sweeper>>,
 }
 
 impl Served {
@@ -476,8 +527,12 @@ impl Served {
         let negotiation = served
             .translates()
             .then(|| Arc::new(AgentNegotiation(served)) as Arc<dyn Negotiate>);
+        #[cfg(feature = "postgres")]
+        let sweeper = fleet.as_ref().and_then(|fleet| sweep(fleet, spec, &audit, &stores));
         Ok(Served {
             spec,
+            #[cfg(feature = "postgres")]
+            sweeper: std::sync::Mutex::new(sweeper),
             #[cfg(feature = "postgres")]
             fleet,
             profile,
@@ -490,6 +545,18 @@ impl Served {
             sandbox,
             negotiation,
         })
+    }
+
+    /// Stops what runs in the background for every connection (a fleet's sweeper of
+    /// expired leases), waiting for it to end.
+    pub(crate) async fn stop(&self) {
+        #[cfg(feature = "postgres")]
+        {
+            let sweeper = crate::sync::lock(&self.sweeper).take();
+            if let Some(sweeper) = sweeper {
+                sweeper.stop().await;
+            }
+        }
     }
 
     /// Serves one connection until end of input (see [`serve`]).
@@ -573,6 +640,10 @@ pub trait Serve: Operator + Sized {
         init_logging();
         // The streams are made when the future first runs: on the runtime's reactor.
         async move {
+            // Started by the editor for a terminal sign-in: that, and nothing else.
+            if let Some(signed_in) = sign_in::sign_in_if_asked(&self).await {
+                return signed_in;
+            }
             serve(
                 self,
                 options,
@@ -674,6 +745,8 @@ mod tests {
             (state, std::path::Path::new("/srv/work/audit.jsonl")),
         ] {
             let error = crate::sandbox::from_spec(spec, None, (state, Some(log))).unwrap_err();
+            // Named as absolute paths (on Windows, on the current drive).
+            let (state, log) = (std::path::absolute(state).unwrap(), std::path::absolute(log).unwrap());
             let (state, log) = (state.display(), log.display());
             assert!(
                 error.contains(&format!("state folder `{state}` and its audit log `{log}`")),

@@ -82,8 +82,21 @@ pub trait Operator: Send + Sync + 'static {
         None
     }
 
-    /// `authenticate`; `None` when the manifest has no transport that needs it.
+    /// `authenticate`; `None` when the manifest has neither a transport that needs it nor a
+    /// sign-in method of type `agent`.
     fn authenticate<'a>(&'a self, _params: &'a RawValue) -> Option<BoxFuture<'a, Result<Value>>> {
+        None
+    }
+
+    /// A terminal sign-in for the declared method `method` (`metadata.agentacp.auth`, `type:
+    /// terminal`): the credential to store; `None` when the manifest declares no such method.
+    fn sign_in<'a>(&'a self, _method: &'a str) -> Option<BoxFuture<'a, Result<super::credential::Credential>>> {
+        None
+    }
+
+    /// Where the operator keeps its credential; `None` when the manifest declares no sign-in
+    /// method.
+    fn credential_file(&self) -> Option<super::credential::CredentialFile> {
         None
     }
 }

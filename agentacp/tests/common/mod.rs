@@ -66,6 +66,29 @@ macro_rules! remote_no_ops {
     };
 }
 
+/// Declares `Remote`, the `test-remote` operator (tests/operators/test-remote/ACP.md) whose
+/// prompt is [`listening::scripted_prompt`] and whose other methods do nothing
+/// ([`remote_no_ops!`]): the server of the remote tests.
+#[macro_export]
+macro_rules! scripted_remote {
+    () => {
+        #[acp_operator(manifest = "tests/operators/test-remote/ACP.md")]
+        struct Remote;
+
+        impl RemoteServer for Remote {
+            async fn prompt(
+                &self,
+                turn: &mut Turn<'_, GovernanceAware>,
+                request: wire::PromptRequest,
+            ) -> Result<wire::StopReason> {
+                common::listening::scripted_prompt(turn, request).await
+            }
+
+            remote_no_ops!();
+        }
+    };
+}
+
 /// Every wait on the server is bounded: a broken server fails the test, it does not hang it.
 pub const WAIT: Duration = Duration::from_secs(10);
 

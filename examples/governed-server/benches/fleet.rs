@@ -1,7 +1,8 @@
 //! Issue #49's figures (docs/performance.md, "A fleet on PostgreSQL"): `governed-server --listen`
 //! replicas driven by our client over WebSocket on loopback, on files (sessions in the state
 //! folder, the audit log in a file) against PostgreSQL (sessions, audit chain and leases in the
-//! database), one replica against three:
+//! database), one replica against three, the history's updates written in batches (the default)
+//! and each in a transaction of its own (`AGENTACP_SESSION_APPENDS=each`, as before the batches):
 //!
 //! - prompt round trips per second (sequential prompts of one short text, one client per
 //!   replica, the replicas' clients side by side);
@@ -48,15 +49,40 @@ fn main() {
     runtime.block_on(async {
         println!("| setup | prompt round trips/s | streaming updates/s |");
         println!("|---|---|---|");
-        for (label, database, count) in [
-            ("file store, 1 replica", None, 1),
-            ("PostgreSQL, 1 replica", Some(cluster.database("bench_one")), 1),
-            ("PostgreSQL, 3 replicas", Some(cluster.database("bench_three")), 3),
+        // Before and after issue #49's grouped appends, side by side: `each` writes every
+        // update in a transaction of its own, as before.
+        for (label, database, count, appends) in [
+            ("file store, 1 replica", None, 1, "grouped"),
+            (
+                "PostgreSQL, 1 replica, each update a transaction",
+                Some(cluster.database("bench_one_each")),
+                1,
+                "each",
+            ),
+            (
+                "PostgreSQL, 1 replica, grouped",
+                Some(cluster.database("bench_one")),
+                1,
+                "grouped",
+            ),
+            (
+                "PostgreSQL, 3 replicas, each update a transaction",
+                Some(cluster.database("bench_three_each")),
+                3,
+                "each",
+            ),
+            (
+                "PostgreSQL, 3 replicas, grouped",
+                Some(cluster.database("bench_three")),
+                3,
+                "grouped",
+            ),
         ] {
             let dirs = Dirs::new();
+            let env = [("AGENTACP_SESSION_APPENDS", appends)];
             let replicas: Vec<Replica> = ["a", "b", "c"][..count]
                 .iter()
-                .map(|name| Replica::start(name, database.as_deref(), &dirs, 10_000))
+                .map(|name| Replica::start_with(name, database.as_deref(), &dirs, 10_000, &env))
                 .collect();
             let (trips, updates) = throughput(&replicas, &dirs).await;
             println!("| {label} | {trips:.0} | {updates:.0} |");
@@ -179,9 +205,14 @@ async fn list_over_many(database: &str, cluster: &test_support::postgres::Cluste
     cluster.psql(database, &sql).unwrap();
     // What autovacuum does after such an insert: the planner learns the table's size.
     cluster.psql(database, "analyze agentacp_sessions").unwrap();
+    // The cursor of the page 50,000 sessions in (a keyset: paged to, 1,000 pages of 50).
+    let mut deep = None;
+    for _ in 0..1_000 {
+        deep = client.list_sessions(None, deep).await.unwrap().next_cursor;
+    }
     for (what, cwd, cursor) in [
         ("first page", None, None),
-        ("page at 50,000", None, Some("offset:50000".to_string())),
+        ("page at 50,000", None, deep),
         (
             "first page of one cwd (10,000 sessions)",
             Some(dirs.project.as_path()),

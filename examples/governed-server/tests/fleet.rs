@@ -6,7 +6,10 @@
 //! the middle of a streaming turn: its lease expires, the turn is recorded interrupted, the
 //! session goes on elsewhere with its history up to the crash, nothing lost or duplicated, and
 //! the audit chains verify; the database restarted under load: requests fail in sentences,
-//! then succeed again, nothing half-written.
+//! then succeed again, nothing half-written; a token revoked in the database (replicas with
+//! `AGENTACP_TOKENS=database`) ends the turns it runs on the other replicas within the
+//! documented bound and is refused by all three; and docs/deploy.md's nginx configuration,
+//! TLS and cookie affinity included, in front of the three.
 //!
 //! Without PostgreSQL's server programs (or without feature `postgres`) the tests skip, saying
 //! so, and fail under CI's `AGENTACP_REQUIRE_PEERS`.
@@ -51,12 +54,20 @@ mod fleet {
 
     /// A fresh database and three replicas on it; `None` (skipped) without PostgreSQL.
     fn fleet(test: &str) -> Option<(&'static test_support::postgres::Cluster, String, Dirs, Vec<Replica>)> {
+        fleet_with(test, &[])
+    }
+
+    /// [`fleet`], each replica with `env` added to its environment.
+    fn fleet_with(
+        test: &str,
+        env: &[(&str, &str)],
+    ) -> Option<(&'static test_support::postgres::Cluster, String, Dirs, Vec<Replica>)> {
         let cluster = test_support::postgres::cluster()?;
         let database = cluster.database(test);
         let dirs = Dirs::new();
         let replicas = ["a", "b", "c"]
             .into_iter()
-            .map(|name| Replica::start(name, Some(&database), &dirs, LEASE_MS))
+            .map(|name| Replica::start_with(name, Some(&database), &dirs, LEASE_MS, env))
             .collect();
         Some((cluster, database, dirs, replicas))
     }
@@ -255,9 +266,12 @@ mod fleet {
         let b = replicas[1].client(&dirs).await;
         let before = history(&b, &session, &dirs.project).await;
         let recorded = ticks(&before);
+        // The history's updates are written in batches (docs/store.md, "Durability"): a killed
+        // replica loses at most the last few milliseconds of its turn, never more than 2,500
+        // updates, and never leaves a gap.
         assert!(
-            recorded.len() as u64 >= seen,
-            "every tick the client saw is in the history"
+            recorded.len() as u64 + 2_500 >= seen && !recorded.is_empty(),
+            "the ticks the client saw are in the history, but for the last few"
         );
         assert_eq!(
             recorded,
@@ -290,13 +304,19 @@ mod fleet {
             &before[..],
             "the history up to the crash is kept"
         );
-        let rest = &after[before.len()..];
-        assert!(
-            rest.first()
-                .is_some_and(|marker| marker.contains("interrupted: replica a stopped")),
-            "{rest:?}"
+        // A batch A committed as it was killed may land after `before` was read, but never
+        // after the takeover (the fence): its ticks come before the marker, without a gap.
+        let marker = after
+            .iter()
+            .position(|line| line.contains("interrupted: replica a stopped"))
+            .unwrap_or_else(|| panic!("no interruption marker: {after:?}"));
+        let kept = ticks(&after[..marker]);
+        assert_eq!(
+            kept,
+            (0..kept.len() as u64).collect::<Vec<_>>(),
+            "no tick lost or duplicated up to the marker"
         );
-        assert_eq!(&rest[1..], ["hello again", "hello again"]);
+        assert_eq!(&after[marker + 1..], ["hello again", "hello again"]);
 
         let records = audit_records(&database);
         let interrupted: Vec<&Value> = records.iter().filter(|r| r["action"] == "turn.interrupted").collect();
@@ -305,7 +325,9 @@ mod fleet {
         assert_eq!(record["subject"]["ref"], session.to_string());
         assert_eq!(record["input"]["replica"], "a");
         assert_eq!(record["input"]["epoch"], 1);
-        assert_eq!(record["input"]["takenOverBy"], "b");
+        // B's prompt, or the sweeper of B or C, whichever came first after the expiry.
+        let by = &record["input"]["takenOverBy"];
+        assert!(by == "b" || by == "c", "{record}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,27 +417,143 @@ mod fleet {
         let _ = audit_records(&database);
     }
 
-    /// The nginx configuration of docs/deploy.md (between its BEGIN and END lines), for a
-    /// plain loopback port: its `listen 443 ssl` becomes `listen 127.0.0.1:PORT`, its
-    /// certificate lines go, the cookie loses `Secure` (no TLS here), and the three upstream
-    /// servers are the replicas' addresses.
-    fn nginx_conf_from_the_docs(port: u16, replicas: &[Replica], dir: &Path) -> String {
+    /// The bound docs/deploy.md gives for a revocation to hold on every replica when its
+    /// notification was missed (the poll, 5 s, plus the 2 s check): generous for the notified
+    /// path the replicas take here (milliseconds).
+    const REVOKED_WITHIN: Duration = Duration::from_secs(7);
+
+    /// The identity the fleet's token is issued to.
+    const IDENTITY: &str = "ci-bot";
+
+    /// The chains (replicas) whose audit records include one with `action`, once every
+    /// replica in `replicas` has one (the audit writer commits after the fact), within [`WAIT`].
+    async fn audited_by(database: &str, action: &str, replicas: &[&str]) -> Vec<String> {
+        let db = acp_postgres::Database::connect(database, acp_postgres::Options::default()).unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let action = action.to_string();
+            let chains: Vec<String> = db
+                .run(move |c| {
+                    c.query(
+                        "select distinct chain from agentacp_audit_records where line::jsonb ->> 'action' = $1 order by 1",
+                        &[&action],
+                    )
+                })
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let all = replicas
+                .iter()
+                .all(|replica| chains.iter().any(|chain| chain.ends_with(&format!("@{replica}"))));
+            if all || Instant::now() >= deadline {
+                return chains;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Issue #49: "a revocation on one replica refuses the token on the others within the
+    /// documented bound". Three replicas with `AGENTACP_TOKENS=database`; a token issued in the
+    /// database is taken by all three; it is revoked in the database as `scaffold-aip token
+    /// revoke --database` revokes it (the same function, in one transaction that announces
+    /// it) while the identity's turns run on replicas b and c: both turns end cancelled within
+    /// the bound, the revocation is audited by both, the connections' next requests are
+    /// refused, and a new connection with the token is refused `401` by every replica.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_revoked_in_the_database_is_refused_by_every_replica_and_ends_the_turns_it_runs() {
+        let _shared = CLUSTER_USE.read().await;
+        let Some((_cluster, database, dirs, replicas)) = fleet_with("fleet_revoke", &[("AGENTACP_TOKENS", "database")])
+        else {
+            return;
+        };
+        let admin = acp_postgres::Database::connect(&database, acp_postgres::Options::default()).unwrap();
+        acp_tokens::database::prepare(&admin).unwrap();
+        let token = acp_tokens::generate_token().unwrap();
+        acp_tokens::database::issue(
+            &admin,
+            IDENTITY,
+            acp_tokens::digest(&token),
+            acp_tokens::database::Others::Refuse,
+        )
+        .unwrap();
+
+        // Taken by every replica; a turn of the identity runs on b and on c.
+        let mut clients = Vec::new();
+        for replica in &replicas {
+            let client = replica
+                .connect(&dirs, Some(&token))
+                .await
+                .unwrap_or_else(|e| panic!("replica {} refused the token: {e}", replica.name));
+            clients.push(client);
+        }
+        let mut turns = Vec::new();
+        for client in &clients[1..] {
+            let session = within("session/new", client.new_session(&dirs.project)).await.unwrap();
+            let mut turn = within("prompt", client.prompt_text(&session, "/forever"))
+                .await
+                .unwrap();
+            first_tick(&mut turn).await;
+            turns.push(turn);
+        }
+
+        let revoked = acp_tokens::database::revoke(&admin, IDENTITY).unwrap();
+        assert_eq!(revoked, 1, "the token issued above");
+        let (on_c, on_b) = (turns.pop().unwrap(), turns.pop().unwrap());
+        let ended = tokio::time::timeout(REVOKED_WITHIN, async { tokio::join!(read_all(on_b), read_all(on_c)) })
+            .await
+            .unwrap_or_else(|_| panic!("the turns on b and c still ran {REVOKED_WITHIN:?} after the revocation"));
+        for (replica, (_, stop)) in ["b", "c"].into_iter().zip([ended.0, ended.1]) {
+            assert_eq!(stop, Some(wire::StopReason::Cancelled), "the turn on {replica}");
+        }
+        let chains = audited_by(&database, "auth.revoked", &["b", "c"]).await;
+        for replica in ["b", "c"] {
+            assert!(
+                chains.iter().any(|chain| chain.ends_with(&format!("@{replica}"))),
+                "replica {replica} audited the revocation: {chains:?}"
+            );
+        }
+        // The connections that showed the token act for nobody now: asked to authenticate.
+        for client in &clients[1..] {
+            let refused = within("session/list", client.list_all_sessions(None, 10)).await;
+            let code = refused.as_ref().err().and_then(|error| error.rpc()).map(|rpc| rpc.code);
+            assert_eq!(code, Some(-32000), "a revoked connection listed sessions: {refused:?}");
+        }
+        // A new connection with the token: refused by every replica, the one that heard of
+        // the revocation last included.
+        for replica in &replicas {
+            match replica.connect(&dirs, Some(&token)).await {
+                Ok(_) => panic!("replica {} took a revoked token", replica.name),
+                Err(error) => assert!(error.to_string().contains("401"), "replica {}: {error}", replica.name),
+            }
+        }
+    }
+
+    /// The nginx configuration of docs/deploy.md (between its BEGIN and END lines), as it
+    /// stands but for paths and ports: its `listen 443 ssl` listens on a loopback port (still
+    /// `ssl`), its certificate lines name `tls`'s files, and the three upstream servers are the
+    /// replicas' addresses. Each of those must be in the docs' text, or the test fails.
+    fn nginx_conf_from_the_docs(port: u16, replicas: &[Replica], tls: &ProxyTls, dir: &Path) -> String {
         let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/deploy.md")).unwrap();
         let block = docs
             .split("# BEGIN agentacp nginx\n")
             .nth(1)
             .and_then(|rest| rest.split("# END agentacp nginx").next())
             .expect("docs/deploy.md has the nginx block");
-        let mut conf: String = block
-            .lines()
-            .filter(|line| !line.trim_start().starts_with("ssl_"))
-            .map(|line| format!("{line}\n"))
-            .collect();
-        conf = conf.replace("listen 443 ssl;", &format!("listen 127.0.0.1:{port};"));
-        conf = conf.replace("Secure; ", "");
+        let mut conf = block.to_string();
+        let mut substitute = |from: &str, to: &str| {
+            assert!(
+                conf.contains(from),
+                "docs/deploy.md's nginx block no longer has `{from}`"
+            );
+            conf = conf.replace(from, to);
+        };
+        substitute("listen 443 ssl;", &format!("listen 127.0.0.1:{port} ssl;"));
+        substitute("/etc/ssl/agents/fullchain.pem", &tls.chain.display().to_string());
+        substitute("/etc/ssl/agents/privkey.pem", &tls.key.display().to_string());
         for (n, replica) in replicas.iter().enumerate() {
             let addr = replica.url.trim_start_matches("ws://").trim_end_matches("/acp");
-            conf = conf.replace(&format!("127.0.0.1:870{}", n + 1), addr);
+            substitute(&format!("127.0.0.1:870{}", n + 1), addr);
         }
         let dir = dir.display();
         format!(
@@ -423,6 +561,51 @@ mod fleet {
              client_body_temp_path {dir}/body;\nproxy_temp_path {dir}/proxy;\nfastcgi_temp_path {dir}/fastcgi;\n\
              uwsgi_temp_path {dir}/uwsgi;\nscgi_temp_path {dir}/scgi;\n{conf}}}\n"
         )
+    }
+
+    /// The proxy's TLS, made at test time: a private CA, and a certificate for 127.0.0.1
+    /// signed by it (PEM files for nginx); clients trust the CA only.
+    struct ProxyTls {
+        /// The certificate chain nginx serves (the server's certificate, then the CA's).
+        chain: PathBuf,
+        /// The server certificate's private key.
+        key: PathBuf,
+        /// A dial whose roots hold the CA (and the webpki roots), its URL left to set.
+        trusting: Dial,
+    }
+
+    impl ProxyTls {
+        /// A CA and a certificate for 127.0.0.1, written into `dir`.
+        fn new(dir: &Path) -> ProxyTls {
+            let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            ca.distinguished_name
+                .push(rcgen::DnType::CommonName, "agentacp fleet test CA");
+            let ca = rcgen::CertifiedIssuer::self_signed(ca, rcgen::KeyPair::generate().unwrap()).unwrap();
+            let key = rcgen::KeyPair::generate().unwrap();
+            let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+                .unwrap()
+                .signed_by(&key, &ca)
+                .unwrap();
+            let mut trusting = Dial::new(String::new());
+            trusting.tls = Some(agentacp::websocket::client_config(std::slice::from_ref(ca.der())).unwrap());
+            let tls = ProxyTls {
+                chain: dir.join("fullchain.pem"),
+                key: dir.join("privkey.pem"),
+                trusting,
+            };
+            std::fs::write(&tls.chain, format!("{}{}", server.pem(), ca.pem())).unwrap();
+            std::fs::write(&tls.key, key.serialize_pem()).unwrap();
+            tls
+        }
+
+        /// `url` dialed trusting the CA (only it and the webpki roots).
+        fn dial(&self, url: String) -> Dial {
+            Dial {
+                url,
+                ..self.trusting.clone()
+            }
+        }
     }
 
     /// nginx, when installed (Debian's `nginx`; CI installs it), else `None` after saying so.
@@ -449,7 +632,7 @@ mod fleet {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn nginx_with_cookie_affinity_from_docs_deploy_md_serves_the_fleet() {
+    async fn nginx_with_tls_and_cookie_affinity_from_docs_deploy_md_serves_the_fleet() {
         let _shared = CLUSTER_USE.read().await;
         let Some(binary) = nginx() else { return };
         let Some((_cluster, _db, dirs, replicas)) = fleet("fleet_nginx") else {
@@ -464,7 +647,12 @@ mod fleet {
             .local_addr()
             .unwrap()
             .port();
-        std::fs::write(dir.join("nginx.conf"), nginx_conf_from_the_docs(port, &replicas, &dir)).unwrap();
+        let tls = ProxyTls::new(&dir);
+        std::fs::write(
+            dir.join("nginx.conf"),
+            nginx_conf_from_the_docs(port, &replicas, &tls, &dir),
+        )
+        .unwrap();
         let child = Command::new(&binary)
             .arg("-p")
             .arg(&dir)
@@ -486,13 +674,26 @@ mod fleet {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
 
-        // Streamable HTTP: many requests per connection, each reaching the replica that
-        // opened it only through the affinity cookie (a request elsewhere is `404`).
+        // TLS ends at nginx, with a certificate a client must trust: without the CA among its
+        // roots, a client is refused, saying why.
+        let https = format!("https://127.0.0.1:{port}/acp");
         let options = ClientOptions::default().with_workspace_root(dirs.root.clone());
-        let url = format!("http://127.0.0.1:{port}/acp");
+        let untrusted = within(
+            "connect without trusting the CA",
+            Client::connect_http(Dial::new(https.clone()), options.clone()),
+        )
+        .await;
+        match untrusted {
+            Ok(_) => panic!("a client that does not trust the CA connected"),
+            Err(error) => assert!(error.to_string().contains("certificate"), "{error}"),
+        }
+
+        // Streamable HTTP over TLS: many requests per connection, each reaching the replica
+        // that opened it only through the affinity cookie (`Secure`: sent over https only; a
+        // request elsewhere is `404`).
         let http = within(
-            "connect over HTTP",
-            Client::connect_http(Dial::new(url), options.clone()),
+            "connect over HTTPS",
+            Client::connect_http(tls.dial(https), options.clone()),
         )
         .await
         .unwrap();
@@ -501,11 +702,11 @@ mod fleet {
             let text = format!("through nginx {n}");
             assert_eq!(prompt(&http, &session, &text).await, text);
         }
-        // A WebSocket through nginx, wherever it lands, has the session.
-        let url = format!("ws://127.0.0.1:{port}/acp");
+        // A WebSocket over TLS through nginx, wherever it lands, has the session.
+        let wss = format!("wss://127.0.0.1:{port}/acp");
         let ws = within(
             "connect over WebSocket",
-            Client::connect_websocket(Dial::new(url), options),
+            Client::connect_websocket(tls.dial(wss), options),
         )
         .await
         .unwrap();

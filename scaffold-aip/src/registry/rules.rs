@@ -222,7 +222,9 @@ fn check_binary(binary: &Value, version: &str, allow: Allow, found: &mut Vec<Fin
             found.push(Finding::error("target", at, message));
             continue;
         }
-        if target.starts_with("windows-") {
+        if target == "windows-x86_64" {
+            found.push(wine_only(target, &at));
+        } else if target.starts_with("windows-") {
             found.push(unbuilt(target, &at, allow));
         }
         check_target(target, value, version, &at, found);
@@ -247,9 +249,22 @@ fn check_binary(binary: &Value, version: &str, allow: Allow, found: &mut Vec<Fin
     }
 }
 
-/// agentacp's own rule: the runtime does not build for Windows (docs/crates.md, "Platforms").
+/// agentacp's own rule: the runtime's x86_64 Windows build is tested under Wine, not on
+/// Windows (docs/crates.md, "Platforms").
+fn wine_only(target: &str, at: &str) -> Finding {
+    Finding::warning(
+        "wine-only",
+        at,
+        format!(
+            "`{target}`: agentacp's Windows build is tested under Wine, not on Windows (docs/crates.md#platforms); run the archive on Windows before publishing it"
+        ),
+    )
+}
+
+/// agentacp's own rule: the runtime is not built for ARM Windows (docs/crates.md,
+/// "Platforms").
 fn unbuilt(target: &str, at: &str, allow: Allow) -> Finding {
-    let why = "the agentacp runtime does not build for Windows yet (docs/crates.md#platforms), so no operator binary exists for it";
+    let why = "agentacp builds and tests no ARM Windows binary (docs/crates.md#platforms)";
     if allow.unbuilt_targets {
         Finding::warning("unbuilt-target", at, format!("`{target}` is listed although {why}"))
     } else {

@@ -22,43 +22,29 @@ pub fn run_bounded(dir: &std::path::Path, args: &[&str]) -> std::process::Output
     output_within(&mut command, std::time::Duration::from_secs(60))
 }
 
-/// Runs `command` with an empty stdin and collects its output; kills it and fails the test
-/// when it has not ended within `limit` (a guard against hanging, not a timing assertion).
-pub fn output_within(command: &mut std::process::Command, limit: std::time::Duration) -> std::process::Output {
-    use std::io::Read;
-    use std::process::Stdio;
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let pipes: [Box<dyn Read + Send>; 2] = [
-        Box::new(child.stdout.take().unwrap()),
-        Box::new(child.stderr.take().unwrap()),
-    ];
-    for (index, mut pipe) in pipes.into_iter().enumerate() {
-        let sender = sender.clone();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            let _ = sender.send((index, bytes));
-        });
+/// Runs the built `scaffold-aip` with `args` in `dir`, stdin empty, with
+/// `AGENTACP_DATABASE_URL` set to `database` (or, `None`, removed), as a bare `--database`
+/// reads it.
+pub fn run_with_database_env(dir: &std::path::Path, args: &[&str], database: Option<&str>) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_scaffold-aip"));
+    command
+        .current_dir(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .env_remove("AGENTACP_DATABASE_URL");
+    if let Some(url) = database {
+        command.env("AGENTACP_DATABASE_URL", url);
     }
-    let mut outputs = [Vec::new(), Vec::new()];
-    for _ in 0..2 {
-        let Ok((index, bytes)) = receiver.recv_timeout(limit) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{command:?} was still running after {limit:?}; killed");
-        };
-        outputs[index] = bytes;
-    }
-    let [stdout, stderr] = outputs;
-    std::process::Output {
-        status: child.wait().unwrap(),
-        stdout,
-        stderr,
-    }
+    command.output().unwrap()
+}
+
+/// The URL of a database nobody serves (a loopback port just free), with user `agent` and
+/// password `s3cret` (which no message may show), and its port.
+pub fn unreachable_database() -> (String, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    (format!("postgres://agent:s3cret@127.0.0.1:{port}/agents"), port)
 }

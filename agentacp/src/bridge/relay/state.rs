@@ -156,7 +156,8 @@ pub(super) struct Loopback {
 }
 
 /// The Unix socket of the stdio shims, in a folder only this user may enter; removed when it
-/// is dropped (with the [`Translation`]), and its folder too when the folder is its own.
+/// is dropped (with the [`Translation`]), and its folder too when the folder is its own. On
+/// Windows a named pipe (`path` is its name), which ends when the listener is dropped.
 #[cfg(feature = "mcp")]
 pub(super) struct ShimSocket {
     pub(super) path: std::path::PathBuf,
@@ -174,13 +175,18 @@ pub(crate) struct SocketFolder {
 
 #[cfg(feature = "mcp")]
 impl SocketFolder {
-    /// Makes the folder.
+    /// Makes the folder (on Windows in the user's own temporary folder, which the profile's
+    /// default permissions keep to the user: there are no mode bits to set).
     pub(crate) fn create() -> Result<SocketFolder, String> {
+        #[cfg(unix)]
         use std::os::unix::fs::DirBuilderExt;
         let suffix = random_name(16).map_err(|error| format!("no name for the socket's folder: {error}"))?;
         let path = std::env::temp_dir().join(format!("agentacp-mcp-{suffix}"));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
+        #[cfg_attr(not(unix), allow(unused_mut))]
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        builder.mode(0o700);
+        builder
             .create(&path)
             .map_err(|error| format!("no folder for the shims' socket at {}: {error}", path.display()))?;
         Ok(SocketFolder { path })
@@ -208,7 +214,9 @@ impl Drop for SocketFolder {
 
 #[cfg(feature = "mcp")]
 impl Drop for ShimSocket {
+    /// Removes the socket file (a named pipe ends with its last handle, on Windows).
     fn drop(&mut self) {
+        #[cfg(unix)]
         let _ = std::fs::remove_file(&self.path);
     }
 }

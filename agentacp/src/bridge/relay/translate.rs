@@ -9,7 +9,8 @@
 //!   without `mcpCapabilities.http` gets a stdio server instead: the bridge's shim
 //!   ([`BridgeOptions::mcp_shim`](super::super::BridgeOptions::mcp_shim), `crate::mcp::shim`),
 //!   which carries its stdio to a Unix socket of the bridge's (in a folder only this user may
-//!   enter), where the same proxy serves it after the shim sent its server's token;
+//!   enter; on Windows a named pipe only this user may open), where the same proxy serves it
+//!   after the shim sent its server's token;
 //! - the endpoint is rmcp's streamable-HTTP service; behind it, a proxy ([`Proxy`]) reaches the
 //!   editor's server over an MCP connection of the bridge's own (`mcp/connect`, `mcp/message`,
 //!   sent with the bridge's request ids, [`OWN_IDS`](super::OWN_IDS) up), opened when the agent
@@ -24,7 +25,9 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+#[cfg(unix)]
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -54,7 +57,7 @@ use super::state::{Endpoint, Loopback, Relay, ShimSocket, SocketFolder, Translat
 use crate::future::BoxFuture;
 use crate::jsonrpc::{self, Id, RpcError, codes};
 use crate::mcp::in_order::InOrder;
-use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV};
+use crate::mcp::shim::{SOCKET_ENV, TOKEN_ENV, channel};
 use crate::mcp::tunnel::{AcpPeer, PeerRequest};
 use crate::mcp::{AcpLink, CALL_TIMEOUT, CONNECT_TIMEOUT, disconnect, open_over_acp};
 use crate::methods::mcp_over_acp::{MESSAGE, server_id_of};
@@ -241,27 +244,49 @@ async fn shim_socket<'t>(relay: &Arc<Relay>, translation: &'t Translation) -> Re
     translation
         .socket
         .get_or_try_init(|| async {
-            let granted = relay
-                .sandbox
-                .as_ref()
-                .and_then(|sandbox| sandbox.unix_socket_folders().next().map(Path::to_path_buf));
-            let (folder, own) = match granted {
-                Some(folder) => (folder, None),
-                None => {
-                    let own = SocketFolder::create()?;
-                    (own.path().to_path_buf(), Some(own))
-                }
-            };
-            // A name of its own: the folder may be shared by the connections of a listener.
-            let name = random_name(12).map_err(|error| format!("no name for the socket: {error}"))?;
-            let path = folder.join(format!("mcp-{name}.sock"));
-            let listener = tokio::net::UnixListener::bind(&path)
-                .map_err(|error| format!("no Unix socket at {}: {error}", path.display()))?;
+            let (path, own) = shim_address(relay)?;
+            let listener = channel::Listener::bind(&path)
+                .map_err(|error| format!("no {SHIM_CHANNEL} at {}: {error}", path.display()))?;
             tokio::spawn(accept_shims(listener, Arc::downgrade(relay), translation.stop.clone()));
             tracing::debug!(socket = %path.display(), "serving the editor's MCP-over-ACP servers to the agent's shims");
             Ok(ShimSocket { path, _folder: own })
         })
         .await
+}
+
+/// What the shims reach the bridge through, in words.
+#[cfg(unix)]
+const SHIM_CHANNEL: &str = "Unix socket";
+/// What the shims reach the bridge through, in words.
+#[cfg(windows)]
+const SHIM_CHANNEL: &str = "named pipe";
+
+/// Where the shims' socket goes: in the folder the agent's sandbox grants, else in a new
+/// folder of its own (returned too).
+#[cfg(unix)]
+fn shim_address(relay: &Relay) -> Result<(PathBuf, Option<SocketFolder>), String> {
+    let granted = relay
+        .sandbox
+        .as_ref()
+        .and_then(|sandbox| sandbox.unix_socket_folders().next().map(Path::to_path_buf));
+    let (folder, own) = match granted {
+        Some(folder) => (folder, None),
+        None => {
+            let own = SocketFolder::create()?;
+            (own.path().to_path_buf(), Some(own))
+        }
+    };
+    // A name of its own: the folder may be shared by the connections of a listener.
+    let name = random_name(12).map_err(|error| format!("no name for the socket: {error}"))?;
+    Ok((folder.join(format!("mcp-{name}.sock")), own))
+}
+
+/// The shims' named pipe: a name no one can guess (no folder: a pipe has none; who may open
+/// it is its security descriptor's business, see `crate::mcp::shim::channel`).
+#[cfg(windows)]
+fn shim_address(_relay: &Relay) -> Result<(PathBuf, Option<SocketFolder>), String> {
+    let name = random_name(24).map_err(|error| format!("no name for the pipe: {error}"))?;
+    Ok((PathBuf::from(format!(r"\\.\pipe\agentacp-mcp-{name}")), None))
 }
 
 /// The next connection `accept` gives, retried after a failure (out of descriptors, say: the
@@ -286,8 +311,8 @@ where
 }
 
 /// Accepts the shims' connections until `stop`.
-async fn accept_shims(listener: tokio::net::UnixListener, relay: Weak<Relay>, stop: CancellationToken) {
-    let accept = || async { listener.accept().await.map(|(stream, _)| stream) };
+async fn accept_shims(listener: channel::Listener, relay: Weak<Relay>, stop: CancellationToken) {
+    let accept = || listener.accept();
     while let Some(stream) = next_connection(&stop, "the shims' socket", accept).await {
         let relay = relay.clone();
         let stop = stop.clone();
@@ -306,7 +331,10 @@ const TOKEN_LINE_BYTES: u64 = 256;
 /// One shim's connection: its first line is the token of the server it wants (within
 /// [`CONNECT_TIMEOUT`]); then MCP, one message per line, served by that server's [`Proxy`]
 /// until either side ends. A wrong token closes the connection.
-async fn serve_shim(stream: tokio::net::UnixStream, relay: Weak<Relay>) {
+async fn serve_shim<S>(stream: S, relay: Weak<Relay>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     use tokio::io::{AsyncBufReadExt, AsyncReadExt};
     let mut stream = tokio::io::BufReader::new(stream);
     let mut line = Vec::new();

@@ -9,13 +9,16 @@
 //! renews it while it runs ([`Leases::renew`], see `fleet.rs` for the heartbeat), and lets go
 //! of it when it ends ([`Leases::release`]). A lease still held but expired was left by a
 //! replica that died or lost the database: whoever takes it next learns so
-//! ([`Acquired::Taken::interrupted`]) and records that turn as interrupted.
+//! ([`Acquired::Taken::interrupted`]) and records that turn as interrupted: a prompt of the
+//! session, or the sweeper of every replica ([`Leases::expired`], [`Leases::take_expired`],
+//! see `fleet.rs`), whichever comes first.
 //!
-//! Writes are **fenced** by the epoch ([`Fences`]): an append to a session whose lease this
-//! process took checks, in the append's own transaction, that the lease is still the one it
-//! took, and locks that row (`FOR SHARE`) until it commits; a replica that lost its lease
-//! (paused, partitioned, its lease taken over) cannot add to the session afterwards, and one
-//! taking the session over waits for an append under way and then reads it.
+//! Writes are **fenced** by the epoch ([`Fences`]): the appends to a session whose lease this
+//! process took are checked, in the transaction of the batch that writes them
+//! ([`check_epoch`], see `appender.rs`), against the lease they were appended under, whose
+//! row stays locked (`FOR SHARE`) until it commits; a replica that lost its lease (paused,
+//! partitioned, its lease taken over) cannot add to the session afterwards, and one taking
+//! the session over waits for a batch under way and then reads it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,18 +29,15 @@ use acp_postgres::{Database, DbError, Migration};
 
 use crate::sync::lock;
 
-/// A check run inside an append's transaction before its row is written (a lease's epoch:
-/// issue #49's fencing); `Ok(false)` refuses the append, which then writes nothing.
-pub type Fence = Box<dyn FnOnce(&mut postgres::Client) -> Result<bool, postgres::Error> + Send>;
-
 /// The schema component of the leases (`acp_postgres::migrate`).
 pub(crate) const COMPONENT: &str = "leases";
 
 /// The steps of the `leases` schema.
-pub(crate) static STEPS: [Migration; 1] = [Migration {
-    version: 1,
-    name: "session leases",
-    sql: "create table agentacp_leases (
+pub(crate) static STEPS: [Migration; 2] = [
+    Migration {
+        version: 1,
+        name: "session leases",
+        sql: "create table agentacp_leases (
             operator text not null,
             session_id text not null,
             owner text not null,
@@ -48,7 +48,14 @@ pub(crate) static STEPS: [Migration; 1] = [Migration {
             cancel_requested boolean not null default false,
             primary key (operator, session_id));
           create index agentacp_leases_held on agentacp_leases (owner) where held;",
-}];
+    },
+    Migration {
+        version: 2,
+        name: "expired leases",
+        // The sweeper's query (`Leases::expired`): held leases by expiry, per operator.
+        sql: "create index agentacp_leases_expiring on agentacp_leases (operator, expires_at) where held;",
+    },
+];
 
 /// A replica that held a session's lease when it expired: its turn was interrupted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +82,15 @@ pub(crate) enum Acquired {
         /// The replica running the session's turn.
         owner: String,
     },
+}
+
+/// A session whose lease is held but expired ([`Leases::expired`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Expired {
+    /// The session.
+    pub(crate) session: String,
+    /// The identity its row is kept under; `None` without one (or no row).
+    pub(crate) identity: Option<String>,
 }
 
 /// What [`Leases::renew`] found.
@@ -106,24 +122,6 @@ impl Fences {
         }
     }
 
-    /// The check of an append to `session` for [`PostgresStore::append_fenced`](super::postgres::PostgresStore::append_fenced):
-    /// `None` when this process holds no lease on it (nothing to check).
-    pub(crate) fn fence(self: &Arc<Self>, session: &str) -> Option<Fence> {
-        self.epoch_of(session)?;
-        let (fences, session) = (self.clone(), session.to_string());
-        Some(Box::new(move |client| {
-            let operator = fences.operator.clone();
-            match fences.check(client, &operator, &session) {
-                Ok(()) => Ok(true),
-                Err(Fenced::Query(error)) => Err(error),
-                Err(lost @ Fenced::Lost { .. }) => {
-                    tracing::warn!(%lost, "a write to a session this replica lost was refused");
-                    Ok(false)
-                }
-            }
-        }))
-    }
-
     /// The epoch of the lease this process holds on `session`, if any.
     pub(crate) fn epoch_of(&self, session: &str) -> Option<i64> {
         lock(&self.held).get(session).copied()
@@ -133,25 +131,17 @@ impl Fences {
     /// process holds no lease on it, or still holds the one it took; else the refusal, in a
     /// sentence. Locks the lease row until the transaction ends, so a replica taking the
     /// session over waits for this append and reads it.
+    #[cfg(test)]
     pub(crate) fn check(&self, client: &mut impl GenericClient, operator: &str, session: &str) -> Result<(), Fenced> {
-        let Some(epoch) = self.epoch_of(session) else {
-            return Ok(());
-        };
-        let row = client
-            .query_opt(
-                "select 1 from agentacp_leases
-                 where operator = $1 and session_id = $2 and epoch = $3 and held
-                 for share",
-                &[&operator, &session, &epoch],
-            )
-            .map_err(Fenced::Query)?;
-        match row {
-            Some(_) => Ok(()),
-            None => Err(Fenced::Lost {
-                session: session.to_string(),
-                epoch,
-            }),
+        match self.epoch_of(session) {
+            Some(epoch) => check_epoch(client, operator, session, epoch),
+            None => Ok(()),
         }
+    }
+
+    /// The operator whose sessions these leases are of.
+    pub(crate) fn operator(&self) -> &str {
+        &self.operator
     }
 
     fn hold(&self, session: &str, epoch: i64) {
@@ -163,6 +153,32 @@ impl Fences {
         if held.get(session) == Some(&epoch) {
             held.remove(session);
         }
+    }
+}
+
+/// In the transaction that appends to `session` of `operator`: `Ok(())` when the lease taken
+/// at `epoch` is still held (and the row locked `FOR SHARE` until the transaction ends, so a
+/// replica taking the session over waits for this append and reads it); else the refusal.
+pub(crate) fn check_epoch(
+    client: &mut impl GenericClient,
+    operator: &str,
+    session: &str,
+    epoch: i64,
+) -> Result<(), Fenced> {
+    let row = client
+        .query_opt(
+            "select 1 from agentacp_leases
+             where operator = $1 and session_id = $2 and epoch = $3 and held
+             for share",
+            &[&operator, &session, &epoch],
+        )
+        .map_err(Fenced::Query)?;
+    match row {
+        Some(_) => Ok(()),
+        None => Err(Fenced::Lost {
+            session: session.to_string(),
+            epoch,
+        }),
     }
 }
 
@@ -236,25 +252,83 @@ impl Leases {
 
     /// Takes `session`'s lease, unless another holder's runs (see [`Acquired`]). Blocking.
     pub(crate) fn acquire(&self, session: &str) -> Result<Acquired, DbError> {
+        self.take(session, false)?.ok_or_else(|| {
+            DbError::Schema(format!(
+                "the lease of session `{session}` was not found after it was made"
+            ))
+        })
+    }
+
+    /// Takes `session`'s lease only if it is held and expired (its holder stopped mid-turn):
+    /// the new epoch and the turn left unfinished; `None` when the lease is free, running, or
+    /// was taken by another replica first (it then records the turn). Blocking.
+    pub(crate) fn take_expired(&self, session: &str) -> Result<Option<(i64, Interrupted)>, DbError> {
+        Ok(match self.take(session, true)? {
+            Some(Acquired::Taken {
+                epoch,
+                interrupted: Some(interrupted),
+            }) => Some((epoch, interrupted)),
+            _ => None,
+        })
+    }
+
+    /// Up to `limit` of this operator's sessions whose lease is held but expired, oldest
+    /// expiry first, with the identity each is kept under (`None`: none, or not stored).
+    /// Blocking.
+    pub(crate) fn expired(&self, limit: i64) -> Result<Vec<Expired>, DbError> {
+        let operator = self.operator.clone();
+        self.db.run(move |client| {
+            let rows = client.query(
+                "select l.session_id,
+                        (select s.identity from agentacp_sessions s
+                         where s.operator = l.operator and s.id = l.session_id limit 1)
+                 from agentacp_leases l
+                 where l.operator = $1 and l.held and l.expires_at <= clock_timestamp()
+                 order by l.expires_at limit $2",
+                &[&&*operator, &limit],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|row| Expired {
+                    session: row.get(0),
+                    identity: row.get::<_, Option<String>>(1).filter(|identity| !identity.is_empty()),
+                })
+                .collect())
+        })
+    }
+
+    /// Takes `session`'s lease (only a held, expired one when `expired_only`): `None` when
+    /// there is none to take that way.
+    fn take(&self, session: &str, expired_only: bool) -> Result<Option<Acquired>, DbError> {
         let (operator, session_id, replica) = (self.operator.clone(), session.to_string(), self.replica.clone());
         let seconds = self.lease_for.as_secs_f64();
         let acquired = self.db.run(move |client| {
             let mut tx = client.transaction()?;
-            tx.execute(
-                "insert into agentacp_leases (operator, session_id, owner, epoch, held, expires_at)
-                 values ($1, $2, '', 0, false, now()) on conflict do nothing",
-                &[&&*operator, &session_id],
-            )?;
-            let row = tx.query_one(
+            if !expired_only {
+                tx.execute(
+                    "insert into agentacp_leases (operator, session_id, owner, epoch, held, expires_at)
+                     values ($1, $2, '', 0, false, now()) on conflict do nothing",
+                    &[&&*operator, &session_id],
+                )?;
+            }
+            let row = tx.query_opt(
                 "select owner, epoch, held, expires_at <= clock_timestamp() from agentacp_leases
                  where operator = $1 and session_id = $2 for update",
                 &[&&*operator, &session_id],
             )?;
+            let Some(row) = row else {
+                tx.commit()?;
+                return Ok(None);
+            };
             let (owner, epoch, held, expired): (String, i64, bool, bool) =
                 (row.get(0), row.get(1), row.get(2), row.get(3));
             if held && !expired {
                 tx.commit()?;
-                return Ok(Acquired::Busy { owner });
+                return Ok(Some(Acquired::Busy { owner }));
+            }
+            if expired_only && !held {
+                tx.commit()?;
+                return Ok(None);
             }
             let row = tx.query_one(
                 "update agentacp_leases
@@ -265,15 +339,32 @@ impl Leases {
                 &[&&*operator, &session_id, &&*replica, &seconds],
             )?;
             tx.commit()?;
-            Ok(Acquired::Taken {
+            Ok(Some(Acquired::Taken {
                 epoch: row.get(0),
                 interrupted: held.then_some(Interrupted { owner, epoch }),
-            })
+            }))
         })?;
-        if let Acquired::Taken { epoch, .. } = &acquired {
+        if let Some(Acquired::Taken { epoch, .. }) = &acquired {
             self.fences.hold(session, *epoch);
         }
         Ok(acquired)
+    }
+
+    /// Hands `session`'s lease, taken at `epoch` to record the turn `interrupted` left
+    /// unfinished, back to that replica, expired, when recording failed: whoever takes it
+    /// next records the turn (under the later epoch). Blocking.
+    pub(crate) fn hand_back(&self, session: &str, epoch: i64, interrupted: &Interrupted) -> Result<(), DbError> {
+        self.fences.let_go(session, epoch);
+        let (operator, session_id, owner) = (self.operator.clone(), session.to_string(), interrupted.owner.clone());
+        self.db.run(move |client| {
+            client
+                .execute(
+                    "update agentacp_leases set owner = $4, expires_at = clock_timestamp()
+                     where operator = $1 and session_id = $2 and epoch = $3 and held",
+                    &[&&*operator, &session_id, &epoch, &owner],
+                )
+                .map(drop)
+        })
     }
 
     /// Renews `session`'s lease at `epoch` for another lease period. Blocking.

@@ -10,6 +10,8 @@
 //! The interface is the same for both: [`SessionStore`](crate::server::SessionStore).
 
 #[cfg(feature = "postgres")]
+pub(crate) mod appender;
+#[cfg(feature = "postgres")]
 pub(crate) mod fleet;
 #[cfg(feature = "postgres")]
 pub(crate) mod lease;

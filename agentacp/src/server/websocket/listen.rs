@@ -29,6 +29,7 @@ impl Listener {
         shutdown: impl Future<Output = ()>,
     ) -> Result<()> {
         let served = Arc::new(Served::open::<O>(options)?);
+        let stopping = served.clone();
         let operator = Arc::new(operator);
         let tokens = self.tokens();
         let auth_timeout = self.auth_timeout();
@@ -57,6 +58,7 @@ impl Listener {
             }
         })
         .await;
+        stopping.stop().await;
         Ok(())
     }
 }

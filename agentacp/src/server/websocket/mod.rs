@@ -113,14 +113,16 @@ fn listening_line(program: &str, addr: SocketAddr) -> String {
     format!("{program}: listening on ws://{addr}/acp")
 }
 
-/// The name this program was started as (its file name), else `fallback` (the manifest's).
+/// The name this program was started as (its file name, without `.exe` on Windows), else
+/// `fallback` (the manifest's).
 fn program_name(fallback: &str) -> String {
     std::env::args_os()
         .next()
         .and_then(|arg0| {
-            std::path::Path::new(&arg0)
-                .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
+            let path = std::path::Path::new(&arg0);
+            let exe = cfg!(windows) && path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("exe"));
+            let name = if exe { path.file_stem() } else { path.file_name() };
+            name.map(|name| name.to_string_lossy().into_owned())
         })
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| fallback.to_string())

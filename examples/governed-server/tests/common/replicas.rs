@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentacp::client::{Client, ClientOptions};
+use agentacp::client::{Client, ClientError, ClientOptions};
 use agentacp::websocket::Dial;
 
 /// The bound on every wait.
@@ -26,8 +26,21 @@ pub struct Replica {
 
 impl Replica {
     /// Starts replica `name` on `database` (`None`: files in its state folder), its lease
-    /// `lease_ms` long.
+    /// `lease_ms` long. (The benchmark's; the tests use [`start_with`](Replica::start_with).)
+    #[allow(dead_code)]
     pub fn start(name: &'static str, database: Option<&str>, dirs: &Dirs, lease_ms: u64) -> Replica {
+        Replica::start_with(name, database, dirs, lease_ms, &[])
+    }
+
+    /// [`start`](Replica::start), with `env` added to its environment (e.g.
+    /// `AGENTACP_TOKENS=database`).
+    pub fn start_with(
+        name: &'static str,
+        database: Option<&str>,
+        dirs: &Dirs,
+        lease_ms: u64,
+        env: &[(&str, &str)],
+    ) -> Replica {
         let mut command = Command::new(env!("CARGO_BIN_EXE_governed-server"));
         command
             .args(["--listen", "127.0.0.1:0"])
@@ -38,6 +51,7 @@ impl Replica {
             .env("AGENTACP_STATE_DIR", dirs.base.join(format!("state-{name}")))
             .env("AGENTACP_REPLICA", name)
             .env("AGENTACP_LEASE_MS", lease_ms.to_string())
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -73,11 +87,22 @@ impl Replica {
 
     /// A client connected to it over WebSocket.
     pub async fn client(&self, dirs: &Dirs) -> Client {
+        self.connect(dirs, None)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {}: {e}\n{}", self.name, self.stderr_text()))
+    }
+
+    /// A client connecting to it over WebSocket, showing `token` on the upgrade when given;
+    /// the connect's error when it is refused.
+    pub async fn connect(&self, dirs: &Dirs, token: Option<&str>) -> Result<Client, ClientError> {
         let options = ClientOptions::default().with_workspace_root(dirs.root.clone());
-        tokio::time::timeout(WAIT, Client::connect_websocket(Dial::new(self.url.clone()), options))
+        let mut dial = Dial::new(self.url.clone());
+        if let Some(token) = token {
+            dial = dial.token(token);
+        }
+        tokio::time::timeout(WAIT, Client::connect_websocket(dial, options))
             .await
             .expect("connected in time")
-            .unwrap_or_else(|e| panic!("connecting to {}: {e}\n{}", self.name, self.stderr_text()))
     }
 
     /// What it wrote on stderr so far.

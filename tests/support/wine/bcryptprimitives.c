@@ -1,5 +1,5 @@
 /*
- * A stand-in for Windows' bcryptprimitives.dll, for tests/wine.rs only.
+ * A stand-in for Windows' bcryptprimitives.dll, for the Wine harness of the tests (tests/support/wine.rs) only.
  *
  * Rust's standard library (since 1.78) seeds HashMap keys with ProcessPrng from
  * bcryptprimitives.dll, which every Windows 10 and later has but Wine before 9.0 (Debian 12's
