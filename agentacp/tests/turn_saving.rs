@@ -19,47 +19,9 @@ struct Archivist;
 
 ok_server!(ArchivistServer for Archivist, GovernanceAware);
 
-/// An operator whose manifest declares modes, which it lets the client set.
-#[acp_operator(manifest = "tests/operators/test-unknown-session/ACP.md")]
-struct Keeper;
-
-impl KeeperServer for Keeper {
-    async fn prompt(
-        &self,
-        _turn: &mut Turn<'_, GovernanceAware>,
-        _request: wire::PromptRequest,
-    ) -> Result<wire::StopReason> {
-        Ok(wire::StopReason::EndTurn)
-    }
-
-    async fn load_session(
-        &self,
-        _session: &SessionContext,
-        _request: wire::LoadSessionRequest,
-    ) -> Result<wire::LoadSessionResponse> {
-        Ok(wire::LoadSessionResponse::default())
-    }
-
-    async fn set_mode(
-        &self,
-        _session: &SessionContext,
-        _request: wire::SetSessionModeRequest,
-    ) -> Result<wire::SetSessionModeResponse> {
-        Ok(wire::SetSessionModeResponse::default())
-    }
-
-    async fn set_config_option(
-        &self,
-        _session: &SessionContext,
-        _request: wire::SetSessionConfigOptionRequest,
-    ) -> Result<wire::SetSessionConfigOptionResponse> {
-        Ok(wire::SetSessionConfigOptionResponse::new(Vec::new()))
-    }
-
-    async fn extension(&self, _method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
-        Ok(params)
-    }
-}
+// `Keeper`: an operator whose manifest declares modes, which it lets the client set
+// (tests/common).
+keeper_operator!();
 
 /// Sessions in memory, whose saving (the end of a turn) fails.
 #[derive(Default)]

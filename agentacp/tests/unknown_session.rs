@@ -13,48 +13,8 @@ mod common;
 
 use common::{Pipe, WAIT};
 
-/// Every method that names a session, declared.
-#[acp_operator(manifest = "tests/operators/test-unknown-session/ACP.md")]
-struct Keeper;
-
-/// Answers everything: what is checked here is the runtime's answer before the operator.
-impl KeeperServer for Keeper {
-    async fn prompt(
-        &self,
-        _turn: &mut Turn<'_, GovernanceAware>,
-        _request: wire::PromptRequest,
-    ) -> Result<wire::StopReason> {
-        Ok(wire::StopReason::EndTurn)
-    }
-
-    async fn load_session(
-        &self,
-        _session: &SessionContext,
-        _request: wire::LoadSessionRequest,
-    ) -> Result<wire::LoadSessionResponse> {
-        Ok(wire::LoadSessionResponse::default())
-    }
-
-    async fn set_mode(
-        &self,
-        _session: &SessionContext,
-        _request: wire::SetSessionModeRequest,
-    ) -> Result<wire::SetSessionModeResponse> {
-        Ok(wire::SetSessionModeResponse::default())
-    }
-
-    async fn set_config_option(
-        &self,
-        _session: &SessionContext,
-        _request: wire::SetSessionConfigOptionRequest,
-    ) -> Result<wire::SetSessionConfigOptionResponse> {
-        Ok(wire::SetSessionConfigOptionResponse::new(Vec::new()))
-    }
-
-    async fn extension(&self, _method: &str, params: Value) -> Result<Value> {
-        Ok(params)
-    }
-}
+// `Keeper`: every method that names a session, declared and answered (tests/common).
+keeper_operator!();
 
 /// One connection, initialized, in `root`.
 async fn connect(root: &std::path::Path) -> Pipe {

@@ -14,6 +14,7 @@ pub mod stdio;
 #[cfg(not(unix))]
 #[path = "stdio_portable.rs"]
 pub mod stdio;
+mod write_now;
 
 use std::fmt;
 

@@ -115,18 +115,7 @@ pub(crate) enum Writer {
 #[derive(Debug, Clone)]
 pub struct LineWriter(Arc<pipe::Sender>);
 
-/// What [`LineWriter::try_write_line`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteNow {
-    /// The whole line was written.
-    Written,
-    /// Nothing was written (the pipe is full, the line is longer than `PIPE_BUF`, or the write
-    /// failed, which the next ordinary write will report).
-    Later,
-    /// Only these first bytes were written. A pipe does not do this for a line of up to
-    /// `PIPE_BUF` bytes; the rest must still go first.
-    Partly(usize),
-}
+pub use super::write_now::WriteNow;
 
 impl LineWriter {
     /// Writes `line` now, whole, or says why not; never waits.

@@ -24,16 +24,7 @@ pub struct Stdout(tokio::io::Stdout);
 #[derive(Debug, Clone)]
 pub enum LineWriter {}
 
-/// What [`LineWriter::try_write_line`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteNow {
-    /// The whole line was written.
-    Written,
-    /// Nothing was written.
-    Later,
-    /// Only these first bytes were written; the rest must still go first.
-    Partly(usize),
-}
+pub use super::write_now::WriteNow;
 
 impl LineWriter {
     /// Writes `line` now, whole, or says why not; never waits. (There is no `LineWriter` here.)

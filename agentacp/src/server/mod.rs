@@ -7,10 +7,10 @@
 pub(crate) mod access;
 mod connection;
 mod credential;
-mod list_cursor;
 mod dispatch;
 pub mod editor;
 mod elicit;
+mod list_cursor;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;

@@ -13,6 +13,56 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 use tokio::task::JoinHandle;
 
+/// `Keeper`, the operator of tests/operators/test-unknown-session/ACP.md: every method that
+/// names a session declared, each answered as simply as it can be (the tests look at what
+/// the runtime does around it).
+#[macro_export]
+macro_rules! keeper_operator {
+    () => {
+        #[acp_operator(manifest = "tests/operators/test-unknown-session/ACP.md")]
+        struct Keeper;
+
+        /// Answers everything: what is checked here is the runtime's answer before the operator.
+        impl KeeperServer for Keeper {
+            async fn prompt(
+                &self,
+                _turn: &mut Turn<'_, GovernanceAware>,
+                _request: wire::PromptRequest,
+            ) -> Result<wire::StopReason> {
+                Ok(wire::StopReason::EndTurn)
+            }
+
+            async fn load_session(
+                &self,
+                _session: &SessionContext,
+                _request: wire::LoadSessionRequest,
+            ) -> Result<wire::LoadSessionResponse> {
+                Ok(wire::LoadSessionResponse::default())
+            }
+
+            async fn set_mode(
+                &self,
+                _session: &SessionContext,
+                _request: wire::SetSessionModeRequest,
+            ) -> Result<wire::SetSessionModeResponse> {
+                Ok(wire::SetSessionModeResponse::default())
+            }
+
+            async fn set_config_option(
+                &self,
+                _session: &SessionContext,
+                _request: wire::SetSessionConfigOptionRequest,
+            ) -> Result<wire::SetSessionConfigOptionResponse> {
+                Ok(wire::SetSessionConfigOptionResponse::new(Vec::new()))
+            }
+
+            async fn extension(&self, _method: &str, params: serde_json::Value) -> Result<serde_json::Value> {
+                Ok(params)
+            }
+        }
+    };
+}
+
 /// Implements a server handler trait whose `prompt` says `ok` and ends the turn and whose
 /// `load_session` loads: for tests about what the runtime does around the operator.
 #[macro_export]
