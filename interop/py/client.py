@@ -80,9 +80,20 @@ def emit(line: dict[str, Any]) -> None:
     print(json.dumps(line), flush=True)
 
 
+# What an event read while a prompt is on its way out is attributed to, until the SDK reports
+# that request (with its id) as sent.
+ANNOUNCED = "(announced)"
+
+
 class Wire:
     """Stream observer: every message in wire order, session/update and
-    session/request_permission attributed to the latest session/prompt sent."""
+    session/request_permission attributed to the latest session/prompt sent.
+
+    The SDK reports a request as sent only once its transport's `send` returned: over
+    Streamable HTTP that is the POST's `202`, which may come after the agent's first updates
+    for it arrived on the SSE stream. So the scenario announces each prompt (and each
+    resume) before it sends it, and what arrives in between is attributed to the announced
+    prompt."""
 
     def __init__(self, transcript: Any) -> None:
         self.transcript = transcript
@@ -105,6 +116,11 @@ class Wire:
                 self.method_of[message["id"]] = method
                 if method == "session/prompt":
                     self.current_prompt = message["id"]
+                    for event in self.events:
+                        if event["prompt"] == ANNOUNCED:
+                            event["prompt"] = message["id"]
+                    if message["id"] in self.responses:
+                        self.answered_prompts.add(message["id"])
                 elif method in ("session/load", "session/resume"):
                     # What such a request brings (a replay, the slash commands) belongs to no
                     # prompt.
@@ -137,6 +153,15 @@ class Wire:
             recorded["phase"] = "before"
         self.events.append(recorded)
 
+    def announce_prompt(self) -> None:
+        """A `session/prompt` is about to be sent: what arrives from now on is its."""
+        self.current_prompt = ANNOUNCED
+
+    def announce_replay(self) -> None:
+        """A `session/load` or `session/resume` is about to be sent: what arrives from now on
+        belongs to no prompt."""
+        self.current_prompt = None
+
     def last_request(self, method: str) -> Any:
         return next((rid for rid, m in reversed(self.method_of.items()) if m == method), None)
 
@@ -164,12 +189,26 @@ class InteropClient:
             updates = sum(1 for e in wire.events if e["kind"] == "update")
             return self.updates >= updates and self.permissions >= len(wire.permission_events)
 
+        # The last check of `done` must come after the last suspension: the caller reads the
+        # counts right after this returns, and `asyncio.wait_for` suspends even when the
+        # condition already holds, which lets the wire record one more message whose SDK task
+        # has not yet run.
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
         async with self.handed:
-            try:
-                await asyncio.wait_for(self.handed.wait_for(done), TIMEOUT)
-            except asyncio.TimeoutError:
-                pass  # one the SDK never handed over shows up in the next step's counts
-
+            while not done():
+                remaining = deadline - asyncio.get_running_loop().time()
+                try:
+                    await asyncio.wait_for(self.handed.wait(), max(remaining, 0))
+                except asyncio.TimeoutError:
+                    # One the SDK never handed over shows up in the next step's counts.
+                    print(
+                        f"client.py: after {TIMEOUT} s the SDK had handed over {self.updates} updates and"
+                        f" {self.permissions} permission requests; the wire carried"
+                        f" {sum(1 for e in wire.events if e['kind'] == 'update')} and {len(wire.permission_events)}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return
 
     async def _handed_one(self) -> None:
         async with self.handed:
@@ -242,6 +281,7 @@ class Scenario:
         """`session/resume` of `session_id`: `ok`, or `error` (a JSON-RPC error) or `failure`
         (the transport's, e.g. an HTTP status it did not expect)."""
         try:
+            self.wire.announce_replay()
             await asyncio.wait_for(self.conn.resume_session(session_id=session_id, cwd=self.cwd), TIMEOUT)
         except acp.RequestError as error:
             emit({"step": step, "error": error_of(error)})
@@ -267,6 +307,7 @@ class Scenario:
         await self.client.caught_up(self.wire)
         self.client.policy = policy
         mark = (len(self.wire.events), self.client.updates, self.client.permissions)
+        self.wire.announce_prompt()
         task = asyncio.ensure_future(
             self.conn.prompt(session_id=session_id, prompt=[acp.text_block(text)])
         )
