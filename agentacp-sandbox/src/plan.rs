@@ -529,24 +529,34 @@ fn cgroup_why_not(controller: &str) -> String {
 const SERVICE_SOCKETS: &[&str] = &["/tmp/.X11-unix", "/run/docker.sock", "/var/run/docker.sock"];
 
 /// Whether `inner` is `outer` or inside it, as the file system resolves both (symbolic
-/// links followed) where they exist, else with `.` and `..` taken as written.
+/// links followed as far as each exists: a folder not made yet is placed under its nearest
+/// existing one, resolved).
 fn within(inner: &Path, outer: &Path) -> bool {
-    let resolved = |path: &Path| {
-        std::fs::canonicalize(path).unwrap_or_else(|_| {
-            let mut plain = PathBuf::new();
-            for component in path.components() {
-                match component {
-                    std::path::Component::ParentDir => {
-                        plain.pop();
-                    }
-                    std::path::Component::CurDir => {}
-                    other => plain.push(other),
-                }
-            }
-            plain
-        })
-    };
     resolved(inner).starts_with(resolved(outer))
+}
+
+/// `path` as the file system resolves it: canonical where it exists; else its nearest
+/// existing ancestor canonical, followed by the rest (`.` and `..` taken as written).
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    let mut plain = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                plain.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => plain.push(other),
+        }
+    }
+    for ancestor in plain.ancestors().skip(1) {
+        if let (Ok(real), Ok(rest)) = (std::fs::canonicalize(ancestor), plain.strip_prefix(ancestor)) {
+            return real.join(rest);
+        }
+    }
+    plain
 }
 
 /// Each folder a sandbox mounts, with whether it is read-only.
@@ -929,6 +939,29 @@ mod tests {
         let read_only = json!({"mounts": [{"source": "workspace", "at": "/srv", "mode": "read-only"}]});
         let confinement = Confinement::plan(profile(read_only), None, FULL).unwrap();
         assert!(confinement.keep_out(Path::new("/srv/.agentacp"), None).is_ok());
+    }
+
+    /// A state folder not made yet (the runtime plans the sandbox before it opens anything)
+    /// is still seen inside a writable mount through a symbolic link above it.
+    #[cfg(unix)]
+    #[test]
+    fn a_state_folder_not_made_yet_is_seen_inside_a_mount_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let state = dir.path().join("link/not-yet/state");
+        assert!(
+            within(&state, &real),
+            "{} is inside {}",
+            state.display(),
+            real.display()
+        );
+        assert!(!within(&dir.path().join("elsewhere/state"), &real));
+        let mount = json!({"mounts": [{"source": "workspace", "at": real}]});
+        let confinement = Confinement::plan(profile(mount), None, FULL).unwrap();
+        let error = confinement.keep_out(&state, None).unwrap_err();
+        assert!(error.contains("must be outside every folder"), "{error}");
     }
 
     #[test]

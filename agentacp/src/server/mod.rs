@@ -449,7 +449,18 @@ impl Served {
     pub(crate) fn open<O: Operator>(options: ServerOptions) -> Result<Served> {
         let spec = O::spec();
         let state_dir = options.resolved_state_dir(spec.id);
-        // First: the stores opened after it may keep their records there.
+        // Before anything is opened or made: a start the sandbox refuses leaves no database
+        // connection, no audit log and no session folder behind.
+        let workspace_root = root_at_start(spec, &options)?;
+        // A sandbox the runtime cannot enforce stops the start-up, never a silent run without it.
+        let sandbox = crate::sandbox::from_spec(
+            spec,
+            workspace_root.as_ref().ok().map(Workspace::root_path),
+            (&state_dir, options.audit_log.as_deref()),
+        )
+        .map_err(|message| Error::Io(std::io::Error::other(message)))?
+        .map(Arc::new);
+        // Then the database: the stores opened after it may keep their records there.
         let database = crate::database::open_database(options.database.as_deref())?;
         #[cfg(feature = "postgres")]
         if let Some(database) = &database {
@@ -496,15 +507,6 @@ impl Served {
             .governance
             .clone()
             .unwrap_or_else(|| Arc::new(spec.governance()));
-        let workspace_root = root_at_start(spec, &options)?;
-        // A sandbox the runtime cannot enforce stops the start-up, never a silent run without it.
-        let sandbox = crate::sandbox::from_spec(
-            spec,
-            workspace_root.as_ref().ok().map(Workspace::root_path),
-            (&state_dir, options.audit_log.as_deref()),
-        )
-        .map_err(|message| Error::Io(std::io::Error::other(message)))?
-        .map(Arc::new);
         match &workspace_root {
             Ok(root) => tracing::info!(
                 operator = spec.id,

@@ -1,6 +1,7 @@
 //! Issue #45.9: `sandboxed-server` ignored `--listen` and `--help` — and served stdio instead,
 //! opening (creating) its audit log. It serves stdio only: `--help` prints its usage, any
-//! argument is refused, and neither touches the audit log.
+//! argument is refused, and neither touches the audit log; nor does a start the sandbox
+//! refuses.
 
 use std::process::{Command, Stdio};
 
@@ -42,5 +43,21 @@ fn listen_is_refused_and_opens_nothing() {
     assert!(
         !written,
         "a refused command line wrote to the state folder or the audit log"
+    );
+}
+
+/// A start the sandbox refuses (here: the state folder and the audit log inside the
+/// workspace, the program's one writable mount) opens nothing: the sandbox is planned before
+/// the audit log and the session store are opened, so no empty log or session folder is left.
+#[test]
+fn a_start_the_sandbox_refuses_opens_nothing() {
+    let (code, stdout, stderr, written) = run(&[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("sandbox"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        !written,
+        "a start the sandbox refused wrote to the state folder or the audit log"
     );
 }
