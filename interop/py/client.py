@@ -153,6 +153,10 @@ class Wire:
             recorded["phase"] = "before"
         self.events.append(recorded)
 
+    def counts(self) -> tuple[int, int]:
+        """The updates and permission requests carried so far."""
+        return sum(1 for e in self.events if e["kind"] == "update"), len(self.permission_events)
+
     def announce_prompt(self) -> None:
         """A `session/prompt` is about to be sent: what arrives from now on is its."""
         self.current_prompt = ANNOUNCED
@@ -186,8 +190,8 @@ class InteropClient:
         only after that prompt started, and be counted against it."""
 
         def done() -> bool:
-            updates = sum(1 for e in wire.events if e["kind"] == "update")
-            return self.updates >= updates and self.permissions >= len(wire.permission_events)
+            updates, permissions = wire.counts()
+            return self.updates >= updates and self.permissions >= permissions
 
         # The last check of `done` must come after the last suspension: the caller reads the
         # counts right after this returns, and `asyncio.wait_for` suspends even when the
@@ -201,10 +205,10 @@ class InteropClient:
                     await asyncio.wait_for(self.handed.wait(), max(remaining, 0))
                 except asyncio.TimeoutError:
                     # One the SDK never handed over shows up in the next step's counts.
+                    updates, permissions = wire.counts()
                     print(
                         f"client.py: after {TIMEOUT} s the SDK had handed over {self.updates} updates and"
-                        f" {self.permissions} permission requests; the wire carried"
-                        f" {sum(1 for e in wire.events if e['kind'] == 'update')} and {len(wire.permission_events)}",
+                        f" {self.permissions} permission requests; the wire carried {updates} and {permissions}",
                         file=sys.stderr,
                         flush=True,
                     )
